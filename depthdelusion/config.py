@@ -1,0 +1,277 @@
+"""Run configuration: dataclasses for the model, data, training recipe and device mesh.
+
+A run is configured by a YAML file with the sections `model`, `data`, `train`, `mesh`, then
+dotted overrides (`--set model.depth=24`). Every value is checked against its field's type and
+valid range; a bad value raises a ValueError naming the field and what would be valid.
+The defaults are the paper's recipe (SPEC.md §2) except where noted.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import yaml
+
+FFN_KINDS = ("gelu", "swiglu")
+NORM_KINDS = ("layernorm", "rmsnorm")
+POSITION_KINDS = ("rope", "learned")
+REMAT_POLICIES = ("none", "full", "save_dots")
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    """Decoder-only Pre-LN transformer. W = width, D = depth, H = width / head_dim heads."""
+
+    depth: int = 16  # D, number of transformer blocks
+    width: int = 512  # W, residual stream width
+    head_dim: int = 64  # per-head dimension; heads = width / head_dim
+    ffn: Literal["gelu", "swiglu"] = "gelu"
+    # FFN hidden size F; None means 4W for gelu and 8W/3 rounded up to a multiple of 64 for swiglu
+    # (same parameter count to within rounding).
+    ffn_hidden: int | None = None
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    positions: Literal["rope", "learned"] = "rope"
+    rope_base: float = 10000.0
+    # None: taken from the data's tokenizer when the run starts (resolved in config.yaml).
+    vocab_size: int | None = None
+    seq_len: int = 1024
+    use_bias: bool = True  # biases of the linear layers and the LM head (LayerNorm keeps its own)
+    init_std: float = 0.02
+    param_dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    # "auto": bfloat16 on accelerators, float32 on CPU (where bf16 matmuls are emulated, slowly).
+    compute_dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    remat: Literal["none", "full", "save_dots"] = "none"
+
+    @property
+    def heads(self) -> int:
+        return self.width // self.head_dim
+
+    @property
+    def ffn_dim(self) -> int:
+        if self.ffn_hidden is not None:
+            return self.ffn_hidden
+        if self.ffn == "gelu":
+            return 4 * self.width
+        return -(-8 * self.width // 3 // 64) * 64
+
+    def validate(self) -> None:
+        _check_positive(self, "model", ("depth", "width", "head_dim", "seq_len"))
+        if self.width % self.head_dim:
+            raise ValueError(
+                f"model.width={self.width} is not divisible by model.head_dim={self.head_dim}: "
+                f"choose a width that is a multiple of {self.head_dim} (e.g. "
+                f"{max(self.head_dim, self.width // self.head_dim * self.head_dim)})"
+            )
+        if self.ffn_hidden is not None and self.ffn_hidden < 1:
+            raise ValueError(f"model.ffn_hidden={self.ffn_hidden}: must be a positive integer or null")
+        if self.vocab_size is not None and self.vocab_size < 2:
+            raise ValueError(f"model.vocab_size={self.vocab_size}: must be >= 2 or null (from the tokenizer)")
+        if self.positions == "rope" and self.head_dim % 2:
+            raise ValueError(f"model.head_dim={self.head_dim}: rope needs an even head_dim")
+        if self.init_std <= 0:
+            raise ValueError(f"model.init_std={self.init_std}: must be > 0")
+
+
+@dataclasses.dataclass
+class DataConfig:
+    """Where tokens come from. `builtin` is the generated corpus (no download needed)."""
+
+    source: Literal["builtin"] = "builtin"
+    tokenizer: Literal["bytes"] = "bytes"
+    seed: int = 42  # data order
+    builtin_documents: int = 100_000  # generated corpus size (~660 bytes per document)
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """The optimisation recipe: AdamW with warmup + cosine decay and global-norm clipping."""
+
+    steps: int = 24414  # 6.4B tokens at 256 x 1024 tokens per step
+    batch_size: int = 256  # global batch, sequences
+    lr: float = 3e-4  # peak learning rate
+    warmup_steps: int = 2000
+    lr_min_ratio: float = 0.1  # cosine decays to lr * lr_min_ratio
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    weight_decay: float = 0.1  # decoupled; matrices and embeddings only, never norms or biases
+    grad_clip: float = 1.0  # global-norm clipping; 0 disables
+    seed: int = 42  # parameter init
+    log_every: int = 1  # loss, lr and global grad norm are logged every this many steps
+    layer_stats_every: int = 100  # per-layer weight / activation-gradient norms, tokens/s, MFU
+
+    def validate(self) -> None:
+        _check_positive(self, "train", ("steps", "batch_size", "log_every", "layer_stats_every"))
+        if self.warmup_steps < 0:
+            raise ValueError(f"train.warmup_steps={self.warmup_steps}: must be >= 0")
+        if not self.lr > 0:
+            raise ValueError(f"train.lr={self.lr}: must be > 0")
+        if not 0 <= self.lr_min_ratio <= 1:
+            raise ValueError(f"train.lr_min_ratio={self.lr_min_ratio}: must be in [0, 1]")
+        for name in ("beta1", "beta2"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"train.{name}={getattr(self, name)}: must be in [0, 1)")
+        if self.weight_decay < 0 or self.grad_clip < 0 or self.eps <= 0:
+            raise ValueError("train.weight_decay and train.grad_clip must be >= 0, train.eps > 0")
+
+
+@dataclasses.dataclass
+class MeshConfig:
+    """Device mesh (data, fsdp, tensor). -1 means "all remaining devices" (at most one axis)."""
+
+    data: int = -1
+    fsdp: int = 1
+    tensor: int = 1
+
+    def validate(self) -> None:
+        sizes = {"data": self.data, "fsdp": self.fsdp, "tensor": self.tensor}
+        for name, size in sizes.items():
+            if size == 0 or size < -1:
+                raise ValueError(f"mesh.{name}={size}: must be a positive integer or -1 (all remaining)")
+        if sum(size == -1 for size in sizes.values()) > 1:
+            raise ValueError("mesh: at most one of data, fsdp, tensor may be -1")
+
+
+@dataclasses.dataclass
+class Config:
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    mesh: MeshConfig = dataclasses.field(default_factory=MeshConfig)
+
+    def validate(self) -> "Config":
+        self.model.validate()
+        self.train.validate()
+        self.mesh.validate()
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+
+def _check_positive(section_obj: Any, section: str, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(section_obj, name)
+        if value < 1:
+            raise ValueError(f"{section}.{name}={value}: must be a positive integer")
+
+
+def _section_class(section: str) -> type:
+    hints = typing.get_type_hints(Config)
+    if section not in hints:
+        raise ValueError(f"unknown config section {section!r}: valid sections are {', '.join(hints)}")
+    return hints[section]
+
+
+def _coerce(where: str, annotation: Any, value: Any) -> Any:
+    """Check `value` against a field annotation; ints are accepted where floats are expected."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        choices = get_args(annotation)
+        if value not in choices:
+            raise ValueError(f"{where}={value!r}: valid values are {', '.join(map(str, choices))}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        options = get_args(annotation)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _coerce(where, option, value)
+            except ValueError as err:
+                errors.append(str(err))
+        raise ValueError(errors[0] if errors else f"{where}={value!r}: invalid")
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{where}={value!r}: must be true or false")
+        return value
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{where}={value!r}: must be an integer")
+        return value
+    if annotation is float:
+        if isinstance(value, str):  # YAML 1.1 reads "3e-4" (no dot) as a string
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{where}={value!r}: must be a number")
+        return float(value)
+    if annotation is str:
+        if not isinstance(value, str):
+            raise ValueError(f"{where}={value!r}: must be a string")
+        return value
+    raise TypeError(f"unsupported annotation {annotation!r} for {where}")
+
+
+def _set_field(cfg: Config, dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    if len(parts) != 2:
+        raise ValueError(f"config key {dotted!r}: expected SECTION.FIELD, e.g. model.depth")
+    section, name = parts
+    section_cls = _section_class(section)
+    hints = typing.get_type_hints(section_cls)
+    if name not in hints:
+        raise ValueError(
+            f"unknown config field {dotted!r}: valid fields of {section} are {', '.join(hints)}"
+        )
+    setattr(getattr(cfg, section), name, _coerce(dotted, hints[name], value))
+
+
+def from_dict(raw: dict[str, Any], source: str = "config") -> Config:
+    """Build a Config from nested dicts (as read from YAML); unknown keys are errors."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{source}: expected a mapping with sections model, data, train, mesh")
+    cfg = Config()
+    for section, fields in raw.items():
+        _section_class(section)
+        if fields is None:
+            continue
+        if not isinstance(fields, dict):
+            raise ValueError(f"{source}: section {section!r} must be a mapping of field: value")
+        for name, value in fields.items():
+            _set_field(cfg, f"{section}.{name}", value)
+    return cfg
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """`model.depth=24` -> ("model.depth", 24); values are parsed as YAML scalars."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ValueError(f"--set {text!r}: expected KEY=VALUE, e.g. --set model.depth=24")
+    return key.strip(), yaml.safe_load(value) if value.strip() else None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Read a YAML config (or start from defaults), apply `section.field=value` overrides, validate."""
+    raw: dict[str, Any] = {}
+    source = "defaults"
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"config file not found: {path}")
+        source = str(path)
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ValueError(f"{path}: not valid YAML: {err}") from None
+    cfg = from_dict(raw, source)
+    for text in overrides:
+        key, value = parse_override(text)
+        _set_field(cfg, key, value)
+    return cfg.validate()
+
+
+def dump_config(cfg: Config, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))

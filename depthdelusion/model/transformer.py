@@ -1,0 +1,205 @@
+"""Decoder-only Pre-LN transformer in Flax NNX, with all blocks stacked and scanned.
+
+Shapes: B batch, S sequence, W width, H heads, K head_dim (H*K = W), F FFN hidden, V vocab,
+D depth. Every block parameter carries a leading `layers` axis of size D and the forward pass
+is one `lax.scan` over it, so compile time does not grow with depth and per-layer statistics
+are reductions over the non-layer axes.
+
+Parameters carry `logical_axes` metadata; `depthdelusion.parallel.rules` maps those to mesh
+axes. No mesh axis name appears here.
+"""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from depthdelusion.config import ModelConfig
+from depthdelusion.parallel.rules import constrain
+
+_REMAT_POLICIES = {
+    "full": None,  # save nothing inside a block: recompute it all in the backward pass
+    "save_dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+
+
+def compute_dtype(cfg: ModelConfig) -> jnp.dtype:
+    if cfg.compute_dtype == "auto":
+        return jnp.float32 if jax.default_backend() == "cpu" else jnp.bfloat16
+    return jnp.dtype(cfg.compute_dtype)
+
+
+@jax.custom_vjp
+def grad_probe(x: jax.Array, probe: jax.Array) -> jax.Array:
+    """Identity on `x`; the gradient w.r.t. the scalar `probe` is ‖∂L/∂x‖².
+
+    Free in the forward pass; in the backward pass one reduction of the cotangent passing
+    through. Gives per-layer activation-gradient norms without a second backward pass.
+    """
+    del probe
+    return x
+
+
+def _grad_probe_fwd(x, probe):
+    del probe
+    return x, None
+
+
+def _grad_probe_bwd(_, g):
+    return g, jnp.sum(jnp.square(g.astype(jnp.float32)))
+
+
+grad_probe.defvjp(_grad_probe_fwd, _grad_probe_bwd)
+
+
+def _norm(x_BxSxW: jax.Array, p: dict, name: str, kind: str) -> jax.Array:
+    """LayerNorm or RMSNorm, computed in float32."""
+    x = x_BxSxW.astype(jnp.float32)
+    if kind == "layernorm":
+        x = x - x.mean(-1, keepdims=True)
+    x = x * jax.lax.rsqrt(jnp.mean(jnp.square(x), -1, keepdims=True) + 1e-6)
+    x = x * p[f"{name}_scale"]
+    if kind == "layernorm":
+        x = x + p[f"{name}_bias"]
+    return x.astype(x_BxSxW.dtype)
+
+
+def rope(x_BxSxHxK: jax.Array, base: float) -> jax.Array:
+    """Rotary position embedding (rotate-half form), angles computed in float32."""
+    S, K = x_BxSxHxK.shape[1], x_BxSxHxK.shape[3]
+    inv_freq_K2 = base ** (-jnp.arange(0, K, 2, dtype=jnp.float32) / K)
+    angle_SxK2 = jnp.arange(S, dtype=jnp.float32)[:, None] * inv_freq_K2[None, :]
+    sin, cos = jnp.sin(angle_SxK2)[None, :, None, :], jnp.cos(angle_SxK2)[None, :, None, :]
+    x1, x2 = jnp.split(x_BxSxHxK.astype(jnp.float32), 2, axis=-1)
+    out = jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    return out.astype(x_BxSxHxK.dtype)
+
+
+def block(x_BxSxW: jax.Array, p: dict, cfg: ModelConfig) -> jax.Array:
+    """One Pre-LN block: x + Attn(LN x), then x + FFN(LN x). `p` holds one layer's slices."""
+    dtype = x_BxSxW.dtype
+    p = {k: v if "norm" in k else v.astype(dtype) for k, v in p.items()}  # norms stay float32
+
+    h = _norm(x_BxSxW, p, "attn_norm", cfg.norm)
+    qkv_BxSx3xHxK = jnp.einsum("bsw,wthk->bsthk", h, p["qkv_kernel"])
+    if cfg.use_bias:
+        qkv_BxSx3xHxK = qkv_BxSx3xHxK + p["qkv_b"]
+    q_BxSxHxK, k_BxSxHxK, v_BxSxHxK = (qkv_BxSx3xHxK[:, :, i] for i in range(3))
+    if cfg.positions == "rope":
+        q_BxSxHxK, k_BxSxHxK = rope(q_BxSxHxK, cfg.rope_base), rope(k_BxSxHxK, cfg.rope_base)
+    att_BxSxHxK = jax.nn.dot_product_attention(q_BxSxHxK, k_BxSxHxK, v_BxSxHxK, is_causal=True)
+    out_BxSxW = jnp.einsum("bshk,hkw->bsw", att_BxSxHxK, p["out_kernel"])
+    if cfg.use_bias:
+        out_BxSxW = out_BxSxW + p["out_b"]
+    x_BxSxW = constrain(x_BxSxW + out_BxSxW, ("batch", None, "embed"))
+
+    h = _norm(x_BxSxW, p, "mlp_norm", cfg.norm)
+    up_BxSxF = jnp.einsum("bsw,wf->bsf", h, p["up_kernel"])
+    if cfg.use_bias:
+        up_BxSxF = up_BxSxF + p["up_b"]
+    if cfg.ffn == "gelu":
+        act_BxSxF = jax.nn.gelu(up_BxSxF)
+    else:
+        gate_BxSxF = jnp.einsum("bsw,wf->bsf", h, p["gate_kernel"])
+        if cfg.use_bias:
+            gate_BxSxF = gate_BxSxF + p["gate_b"]
+        act_BxSxF = jax.nn.silu(gate_BxSxF) * up_BxSxF
+    down_BxSxW = jnp.einsum("bsf,fw->bsw", act_BxSxF, p["down_kernel"])
+    if cfg.use_bias:
+        down_BxSxW = down_BxSxW + p["down_b"]
+    return constrain(x_BxSxW + down_BxSxW, ("batch", None, "embed"))
+
+
+def _param(rngs: nnx.Rngs, std: float, shape: tuple, axes: tuple, dtype) -> nnx.Param:
+    value = std * jax.random.normal(rngs.params(), shape, dtype) if std else jnp.zeros(shape, dtype)
+    return nnx.Param(value, logical_axes=axes)
+
+
+def _ones(shape: tuple, axes: tuple, dtype) -> nnx.Param:
+    return nnx.Param(jnp.ones(shape, dtype), logical_axes=axes)
+
+
+class Blocks(nnx.Module):
+    """Parameters of all D blocks, stacked on a leading `layers` axis."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        D, W, H, K, F = cfg.depth, cfg.width, cfg.heads, cfg.head_dim, cfg.ffn_dim
+        std, dt = cfg.init_std, jnp.dtype(cfg.param_dtype)
+        # GPT-2: projections that write into the residual stream start 1/sqrt(2D) smaller.
+        out_std = std / math.sqrt(2 * D)
+        L = "layers"
+        p = {
+            "qkv_kernel": _param(rngs, std, (D, W, 3, H, K), (L, "embed", None, "heads", None), dt),
+            "out_kernel": _param(rngs, out_std, (D, H, K, W), (L, "heads", None, "embed"), dt),
+            "up_kernel": _param(rngs, std, (D, W, F), (L, "embed", "mlp"), dt),
+            "down_kernel": _param(rngs, out_std, (D, F, W), (L, "mlp", "embed"), dt),
+        }
+        if cfg.ffn == "swiglu":
+            p["gate_kernel"] = _param(rngs, std, (D, W, F), (L, "embed", "mlp"), dt)
+        if cfg.use_bias:
+            p["qkv_b"] = _param(rngs, 0.0, (D, 3, H, K), (L, None, "heads", None), dt)
+            p["out_b"] = _param(rngs, 0.0, (D, W), (L, "embed"), dt)
+            p["up_b"] = _param(rngs, 0.0, (D, F), (L, "mlp"), dt)
+            p["down_b"] = _param(rngs, 0.0, (D, W), (L, "embed"), dt)
+            if cfg.ffn == "swiglu":
+                p["gate_b"] = _param(rngs, 0.0, (D, F), (L, "mlp"), dt)
+        for norm in ("attn_norm", "mlp_norm"):
+            p[f"{norm}_scale"] = _ones((D, W), (L, "embed"), dt)
+            if cfg.norm == "layernorm":
+                p[f"{norm}_bias"] = _param(rngs, 0.0, (D, W), (L, "embed"), dt)
+        self.params = nnx.Dict(p)
+
+
+class Transformer(nnx.Module):
+    """tokens [B, S] -> logits [B, S, V] (float32)."""
+
+    def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+        if cfg.vocab_size is None:
+            raise ValueError("model.vocab_size is null: resolve it from the tokenizer first")
+        cfg.validate()
+        self.cfg = cfg
+        V, W, S = cfg.vocab_size, cfg.width, cfg.seq_len
+        dt = jnp.dtype(cfg.param_dtype)
+        self.embed = _param(rngs, cfg.init_std, (V, W), ("vocab", "embed"), dt)
+        if cfg.positions == "learned":
+            self.pos_embed = _param(rngs, cfg.init_std, (S, W), (None, "embed"), dt)
+        self.blocks = Blocks(cfg, rngs=rngs)
+        self.final_norm_scale = _ones((W,), ("embed",), dt)
+        if cfg.norm == "layernorm":
+            self.final_norm_bias = _param(rngs, 0.0, (W,), ("embed",), dt)
+        self.head_kernel = _param(rngs, cfg.init_std, (W, V), ("embed", "vocab"), dt)
+        if cfg.use_bias:
+            self.head_b = _param(rngs, 0.0, (V,), ("vocab",), dt)
+
+    def __call__(self, tokens_BxS: jax.Array, probes_D: jax.Array | None = None) -> jax.Array:
+        """Logits in float32. `probes_D` (zeros, float32) makes ∂L/∂probes_D[l] = ‖∂L/∂h_l‖²,
+        where h_l is the residual stream entering block l (l = 0 is the bottom block)."""
+        cfg = self.cfg
+        dtype = compute_dtype(cfg)
+        S = tokens_BxS.shape[1]
+        x_BxSxW = self.embed[...][tokens_BxS].astype(dtype)
+        if cfg.positions == "learned":
+            x_BxSxW = x_BxSxW + self.pos_embed[...][:S].astype(dtype)
+        x_BxSxW = constrain(x_BxSxW, ("batch", None, "embed"))
+
+        def scan_body(x, layer):
+            p, probe = layer
+            if probe is not None:
+                x = grad_probe(x, probe)
+            return block(x, p, cfg), None
+
+        if cfg.remat != "none":
+            scan_body = jax.checkpoint(scan_body, policy=_REMAT_POLICIES[cfg.remat], prevent_cse=False)
+        stacked = {name: v[...] for name, v in self.blocks.params.items()}
+        x_BxSxW, _ = jax.lax.scan(scan_body, x_BxSxW, (stacked, probes_D))
+
+        final = {"final_norm_scale": self.final_norm_scale[...]}
+        if cfg.norm == "layernorm":
+            final["final_norm_bias"] = self.final_norm_bias[...]
+        h_BxSxW = _norm(x_BxSxW, final, "final_norm", cfg.norm)
+        logits_BxSxV = jnp.einsum("bsw,wv->bsv", h_BxSxW, self.head_kernel[...].astype(dtype))
+        if cfg.use_bias:
+            logits_BxSxV = logits_BxSxV + self.head_b[...].astype(dtype)
+        return constrain(logits_BxSxV.astype(jnp.float32), ("batch", None, "vocab"))

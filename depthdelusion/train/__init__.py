@@ -1,0 +1,1 @@
+"""Training: optimizer, the sharded train step with per-layer statistics, the loop, records."""

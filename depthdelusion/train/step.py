@@ -1,0 +1,127 @@
+"""The train step: a pure `(state, batch) -> (state, metrics)` function, jitted over a mesh.
+
+Two variants are compiled: the plain step (loss, lr, global grad norm) and the layer-stats step,
+which also returns per-layer weight-gradient norms and activation-gradient norms ‖∂L/∂h_l‖ of
+the residual stream entering each block (from `grad_probe`, no second backward pass).
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from depthdelusion.config import Config
+from depthdelusion.model.transformer import Transformer
+from depthdelusion.parallel.rules import activation_sharding, named_sharding
+from depthdelusion.train.optimizer import lr_schedule, make_optimizer
+
+
+class TrainState(NamedTuple):
+    step: jax.Array  # optimizer updates done, int32 scalar
+    params: nnx.State
+    opt_state: optax.OptState
+
+
+def shardings_from_metadata(tree: Any, mesh: Mesh) -> Any:
+    """NamedShardings for a pytree holding nnx Variables: from each Variable's `logical_axes`;
+    plain arrays (step counters, ...) are replicated. Returns a tree prefix of `tree`."""
+    replicated = NamedSharding(mesh, PartitionSpec())
+
+    def one(leaf):
+        if isinstance(leaf, nnx.Variable):
+            axes = leaf.get_metadata().get("logical_axes")
+            if axes is not None:
+                return named_sharding(axes, leaf.get_value().shape, mesh)
+        return replicated
+
+    return jax.tree.map(one, tree, is_leaf=lambda x: isinstance(x, nnx.Variable))
+
+
+def batch_sharding(mesh: Mesh, global_batch: int) -> NamedSharding:
+    n_data = mesh.shape["data"] * mesh.shape["fsdp"]
+    if global_batch % n_data:
+        raise ValueError(
+            f"train.batch_size={global_batch} is not divisible by the data-parallel size "
+            f"data*fsdp={n_data} of the mesh: use a multiple of {n_data}"
+        )
+    return named_sharding(("batch", None), (global_batch, 1), mesh)
+
+
+def per_layer_norm(stacked_grads: Any) -> jax.Array:
+    """‖g‖ per layer from stacked [D, ...] gradient leaves: a reduction over non-layer axes."""
+    sq_D = sum(
+        jnp.sum(jnp.square(g.astype(jnp.float32)), axis=tuple(range(1, g.ndim)))
+        for g in jax.tree.leaves(stacked_grads)
+    )
+    return jnp.sqrt(sq_D)
+
+
+def cross_entropy(logits_BxSxV: jax.Array, targets_BxS: jax.Array) -> jax.Array:
+    """Mean next-token cross-entropy, nats per token."""
+    return optax.softmax_cross_entropy_with_integer_labels(logits_BxSxV, targets_BxS).mean()
+
+
+class Trainer(NamedTuple):
+    """Everything compiled for one run: the initial state and the two step variants."""
+
+    init: Any  # () -> TrainState, sharded
+    step: Any  # (state, tokens) -> (state, metrics)
+    step_with_layer_stats: Any
+    state_sharding: Any
+    batch_sharding: NamedSharding
+
+
+def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
+    mc, tc = cfg.model, cfg.train
+    tx = make_optimizer(tc)
+    schedule = lr_schedule(tc)
+
+    def create_state() -> TrainState:
+        model = Transformer(mc, rngs=nnx.Rngs(params=tc.seed))
+        params = nnx.state(model, nnx.Param)
+        return TrainState(jnp.zeros((), jnp.int32), params, tx.init(params))
+
+    abstract_state = jax.eval_shape(create_state)
+    graphdef = nnx.graphdef(nnx.eval_shape(lambda: Transformer(mc, rngs=nnx.Rngs(0))))
+    state_sharding = shardings_from_metadata(abstract_state, mesh)
+    data_sharding = batch_sharding(mesh, tc.batch_size)
+    replicated = NamedSharding(mesh, PartitionSpec())
+
+    def loss_fn(params, probes_D, tokens_BxS1):
+        model = nnx.merge(graphdef, params)
+        logits_BxSxV = model(tokens_BxS1[:, :-1], probes_D)
+        return cross_entropy(logits_BxSxV, tokens_BxS1[:, 1:])
+
+    def train_step(state: TrainState, tokens_BxS1: jax.Array, layer_stats: bool):
+        probes_D = jnp.zeros((mc.depth,), jnp.float32) if layer_stats else None
+        with activation_sharding(mesh):
+            loss, (grads, probe_grads_D) = jax.value_and_grad(loss_fn, argnums=(0, 1))(
+                state.params, probes_D, tokens_BxS1
+            )
+        updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        metrics = {"loss": loss, "lr": schedule(state.step), "grad_norm": optax.tree.norm(grads)}
+        if layer_stats:
+            metrics["per_layer_grad_norm"] = per_layer_norm(grads["blocks"])
+            metrics["per_layer_act_grad_norm"] = jnp.sqrt(probe_grads_D)
+        return TrainState(state.step + 1, params, opt_state), metrics
+
+    def compile_step(layer_stats: bool):
+        return jax.jit(
+            lambda state, tokens: train_step(state, tokens, layer_stats),
+            in_shardings=(state_sharding, data_sharding),
+            out_shardings=(state_sharding, replicated),
+            donate_argnums=0,
+        )
+
+    return Trainer(
+        init=jax.jit(create_state, out_shardings=state_sharding),
+        step=compile_step(False),
+        step_with_layer_stats=compile_step(True),
+        state_sharding=state_sharding,
+        batch_sharding=data_sharding,
+    )

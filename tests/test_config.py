@@ -1,0 +1,68 @@
+import pytest
+
+from depthdelusion.config import Config, ModelConfig, load_config, parse_override
+
+
+def test_defaults_are_the_paper_recipe():
+    cfg = load_config()
+    assert (cfg.train.beta1, cfg.train.beta2, cfg.train.lr) == (0.9, 0.95, 3e-4)
+    assert (cfg.train.weight_decay, cfg.train.grad_clip, cfg.train.warmup_steps) == (0.1, 1.0, 2000)
+    assert cfg.train.batch_size * cfg.model.seq_len == 262_144
+    assert cfg.model.heads == cfg.model.width // 64
+
+
+def test_yaml_then_overrides(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("model:\n  depth: 3\n  width: 256\ntrain:\n  lr: 1.0e-3\n")
+    cfg = load_config(path, ["model.depth=24", "train.steps=1000", "model.ffn=swiglu", "train.lr=2e-3"])
+    assert (cfg.model.depth, cfg.model.width, cfg.train.steps) == (24, 256, 1000)
+    assert cfg.model.ffn == "swiglu" and cfg.train.lr == 2e-3
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("model.width=100", "model.width=100 is not divisible by model.head_dim=64"),
+        ("model.depth=0", "model.depth=0: must be a positive integer"),
+        ("model.ffn=relu", "model.ffn='relu': valid values are gelu, swiglu"),
+        ("model.norm=batchnorm", "model.norm='batchnorm': valid values are layernorm, rmsnorm"),
+        ("model.positions=alibi", "valid values are rope, learned"),
+        ("model.remat=some", "valid values are none, full, save_dots"),
+        ("model.depth=deep", "model.depth='deep': must be an integer"),
+        ("model.use_bias=3", "model.use_bias=3: must be true or false"),
+        ("model.dept=3", "unknown config field 'model.dept': valid fields of model are depth"),
+        ("optim.lr=3", "unknown config section 'optim'"),
+        ("train.lr_min_ratio=2", "train.lr_min_ratio=2.0: must be in [0, 1]"),
+        ("mesh.data=0", "mesh.data=0"),
+        ("depth", "expected KEY=VALUE"),
+    ],
+)
+def test_bad_values_name_the_field_and_valid_values(override, message):
+    with pytest.raises(ValueError) as err:
+        load_config(None, [override])
+    assert message in str(err.value)
+
+
+def test_yaml_errors_name_the_file(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("model: [1, 2\n")
+    with pytest.raises(ValueError, match="bad.yaml: not valid YAML"):
+        load_config(path)
+    path.write_text("model:\n  heads: 8\n")
+    with pytest.raises(ValueError, match="unknown config field 'model.heads'"):
+        load_config(path)
+    with pytest.raises(FileNotFoundError, match="missing.yaml"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_swiglu_hidden_size_is_a_multiple_of_64_near_8w_over_3():
+    cfg = ModelConfig(width=512, ffn="swiglu")
+    assert cfg.ffn_dim % 64 == 0 and abs(cfg.ffn_dim - 8 * 512 / 3) < 64
+    assert ModelConfig(width=512).ffn_dim == 2048
+
+
+def test_parse_override_reads_yaml_scalars():
+    assert load_config(None, ["train.lr=3e-4"]).train.lr == 3e-4  # YAML 1.1 reads 3e-4 as a string
+    assert parse_override("model.use_bias=false") == ("model.use_bias", False)
+    assert parse_override("model.vocab_size=null") == ("model.vocab_size", None)
+    assert Config().validate() is not None
