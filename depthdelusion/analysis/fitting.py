@@ -80,10 +80,10 @@ class _Problem:
             h = 1.5e-8 * np.maximum(1.0, np.abs(theta))
             pts = np.vstack([theta, theta + np.diag(h)])
             pred = self.predict_many(pts, x)
-            if huber:
-                with np.errstate(all="ignore"):
+            with np.errstate(all="ignore"):
+                if huber:
                     pred = np.log(pred)
-            J = ((pred[1:] - pred[0]) / h[:, None]).T
+                J = ((pred[1:] - pred[0]) / h[:, None]).T
             return np.where(np.isfinite(J), J, 0.0).reshape(len(x.D), k)
 
         return jacobian
