@@ -4,12 +4,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 _DPI = 110
+
+
+def _colors(n: int):
+    # One distinguishable colour per line (the default cycle repeats after 10).
+    return plt.cm.turbo(np.linspace(0.05, 0.95, max(n, 1)))
 
 
 def _save(fig, path: Path) -> Path:
@@ -23,10 +29,11 @@ def loss_vs_depth(runs, fit, path: Path) -> Path:
     """U-curves: observed loss vs depth, one line per width; open markers = fitted law."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     pred = fit.predict(runs)
-    for w in sorted(set(runs.width.tolist())):
+    widths = sorted(set(runs.width.tolist()))
+    for w, color in zip(widths, _colors(len(widths))):
         sel = np.flatnonzero(runs.width == w)
         sel = sel[np.argsort(runs.depth[sel])]
-        line, = ax.plot(runs.depth[sel], runs.loss[sel], "o-", label=f"W = {w}")
+        line, = ax.plot(runs.depth[sel], runs.loss[sel], "o-", color=color, label=f"W = {w}")
         ax.plot(runs.depth[sel], pred[sel], "x", color=line.get_color(), ms=7)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("depth D (layers, log scale)")
@@ -41,10 +48,11 @@ def loss_vs_width(runs, fit, path: Path) -> Path:
     """Observed loss vs width, one line per depth; × = fitted law."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     pred = fit.predict(runs)
-    for d in sorted(set(runs.depth.tolist())):
+    depths = sorted(set(runs.depth.tolist()))
+    for d, color in zip(depths, _colors(len(depths))):
         sel = np.flatnonzero(runs.depth == d)
         sel = sel[np.argsort(runs.width[sel])]
-        line, = ax.plot(runs.width[sel], runs.loss[sel], "o-", label=f"D = {d}")
+        line, = ax.plot(runs.width[sel], runs.loss[sel], "o-", color=color, label=f"D = {d}")
         ax.plot(runs.width[sel], pred[sel], "x", color=line.get_color(), ms=7)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("width W (model dimension, log scale)")
@@ -79,9 +87,10 @@ def residuals(runs, fits: dict, path: Path) -> Path:
     for (name, f), m in zip(fits.items(), markers):
         axes[0].plot(runs.depth, f.residuals, m, mfc="none", label=name)
         axes[1].plot(runs.params, f.residuals, m, mfc="none", label=name)
-    for ax, label in zip(axes, ("depth D (layers)", "parameters N")):
+    for ax, label, base in zip(axes, ("depth D (layers)", "parameters N"), (2, 10)):
         ax.axhline(0, color="k", lw=1)
-        ax.set_xscale("log")
+        ax.set_xscale("log", base=base)
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel(label + " (log scale)")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("residual, observed − predicted (nats)")

@@ -177,7 +177,7 @@ def runs_from_records(records: list[dict], *, where: str) -> Runs:
         if "params" in rec and str(rec["params"]).strip() != "":
             params = _number(rec, "params", line)
         else:
-            params = _number(rec, "params_millions", line) * 1e6
+            params = float(round(_number(rec, "params_millions", line) * 1e6))  # counts are whole
         cols["depth"].append(depth)
         cols["width"].append(width)
         cols["params"].append(params)
