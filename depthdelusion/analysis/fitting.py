@@ -115,17 +115,35 @@ class _Problem:
                 hi.append(b1)
         return np.array(lo), np.array(hi)
 
-    def solve(self, theta0, idx=None, max_nfev=None):
+    def solve(self, theta0, idx=None, max_nfev=None, refit=False):
+        # scipy takes norms of far-off trial steps; their overflow is expected, not an error.
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._solve(theta0, idx, max_nfev, refit)
+
+    def _solve(self, theta0, idx, max_nfev, refit):
+        """Minimise from ``theta0`` on the runs ``idx`` (all by default). ``refit=True`` is for
+        warm-started bootstrap / leave-one-out refits of a least-squares fit: they use scipy's
+        trust-region solver, because scipy's MINPACK LM (1.17) returns results that differ
+        in the last bits between identical calls, which chaotic refits in flat valleys
+        amplify into irreproducible intervals."""
         x, y = (self.x, self.y) if idx is None else (self.x.take(idx), self.y[idx])
         residual, jacobian = self.residual_fn(x, y), self.jacobian_fn(x)
+        if self.method == "lm" and refit:
+            with np.errstate(over="ignore", invalid="ignore"):  # scipy's norms of far-off trial steps
+                return optimize.least_squares(residual, theta0, jac=jacobian, method="trf",
+                                              x_scale=1.0, max_nfev=max_nfev)
         if self.method == "lm":
+            # Explicit x_scale: scipy's default Jacobian scaling for "lm" gave results that
+            # differed in the last bits between identical calls (scipy 1.17), breaking
+            # reproducible bootstrap intervals. θ is already log-scaled for scale parameters.
             return optimize.least_squares(residual, theta0, jac=jacobian, method="lm",
-                                          max_nfev=max_nfev)
+                                          x_scale=1.0, max_nfev=max_nfev)
         lo, hi = self.theta_bounds()
         span = np.where(np.isfinite(hi - lo), (hi - lo) * 1e-6, 1e-6)
         theta0 = np.clip(theta0, lo + span, hi - span)
         return optimize.least_squares(residual, theta0, jac=jacobian, method="trf", loss="huber",
-                                      f_scale=HUBER_DELTA, bounds=(lo, hi), max_nfev=max_nfev)
+                                      f_scale=HUBER_DELTA, bounds=(lo, hi), x_scale=1.0,
+                                      max_nfev=max_nfev)
 
 
 @dataclass
@@ -331,6 +349,8 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
                          f"{k + 1} runs, got {n}")
 
     theta, starts = _multistart(problem, grid_points, max_starts, seed)
+    # Rounded to 12 significant digits so warm starts do not inherit last-bit noise.
+    theta = np.array([float(f"{t:.12g}") for t in theta])
     values = problem.values(theta)
     pred = problem.predict(theta, x)
     resid = y - pred
@@ -471,7 +491,8 @@ def _bootstrap(problem: _Problem, theta, n_boot: int, seed: int):
     for _ in range(n_boot):
         idx = rng.integers(0, n, n)
         try:
-            res = problem.solve(theta, idx=idx, max_nfev=BOOTSTRAP_MAX_NFEV_PER_PARAM * (k + 1))
+            res = problem.solve(theta, idx=idx, max_nfev=BOOTSTRAP_MAX_NFEV_PER_PARAM * (k + 1),
+                                refit=True)
         except (ValueError, FloatingPointError):
             failed += 1
             continue
@@ -489,7 +510,7 @@ def _leave_one_out(problem: _Problem, theta) -> np.ndarray:
     errors = np.full(n, np.nan)
     for i in range(n):
         keep = np.delete(np.arange(n), i)
-        res = problem.solve(theta, idx=keep)
+        res = problem.solve(theta, idx=keep, refit=True)
         if res.status > 0:
             errors[i] = problem.y[i] - problem.predict(res.x, problem.x.take([i]))[0]
     return errors

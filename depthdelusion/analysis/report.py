@@ -166,7 +166,9 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     md += ["## The paper's fit, refitted", "", paper.markdown(), "",
            "The paper's persistence exponent comes from per-layer gradient norms, which the "
            "bundled data lacks; the closest refittable quantity is p of `depth_delusion_power`.",
-           "", f"## Extrapolation from small to large runs", "", extrap.markdown(), ""]
+           "", "## Extrapolation from small to large runs", "", extrap.markdown(), "",
+           "A dash: the law's prediction is not finite there (a degenerate fit, e.g. λ → 0 with "
+           "W^−γ overflowing), so no extrapolation error is given.", ""]
 
     # --- parameters of every fit ----------------------------------------------------------
     params = Table("parameters", "Fitted parameters (Jacobian and bootstrap 95% intervals)",
@@ -208,9 +210,10 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
         for constraint in ("compute", "params"):
             shape = optimal_shape(dd, constraint=constraint, bootstrap=min(shape_draws, bootstrap))
             unit = "C (FLOPs)" if constraint == "compute" else "N (params)"
+            sym = unit[0]
             st = Table(f"optimal_shape_{constraint}",
-                       f"Optimal shape of {dd.law.name} at fixed {unit}: D* ∝ ^"
-                       f"{_f(shape.depth_exponent, '.3f')} {_ci(shape.depth_exponent_ci)}, W* ∝ ^"
+                       f"Optimal shape of {dd.law.name} at fixed {unit}: D* ∝ {sym}^"
+                       f"{_f(shape.depth_exponent, '.3f')} {_ci(shape.depth_exponent_ci)}, W* ∝ {sym}^"
                        f"{_f(shape.width_exponent, '.3f')} {_ci(shape.width_exponent_ci)}"
                        + (f" (paper, fixed C: {PAPER_SHAPE_EXPONENTS['depth']} and "
                           f"{PAPER_SHAPE_EXPONENTS['width']})" if constraint == "compute" else ""),
@@ -235,7 +238,7 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
         pt = Table("persistence", f"Persistence length per run (logged step nearest {step})",
                    ["run", "kind", "D", "W", "step", "status", "ℓ (layers)", "95% CI", "R²"])
         md += ["## Gradient persistence length", ""]
-        for kind, pfits in persist.items():
+        for kind, pfits in list(persist.items()):
             for p in pfits:
                 pt.add(p.name, kind, p.depth, p.width, p.step, p.status, _f(p.length, ".3g"),
                        _ci(p.ci), _f(p.r2, ".3f"))

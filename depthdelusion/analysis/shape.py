@@ -185,7 +185,8 @@ def optimal_shape(fit: FitResult, budgets=None, *, constraint: str = "compute",
     assumptions = [f"N = 12·D·W² + 2·V·W (V = {VOCAB}); D integer 1..{depth_max}; W continuous "
                    f"in [{width_range[0]:g}, {width_range[1]:g}]",
                    f"plateau: shapes within {PLATEAU_TOL:g} nats of the minimum are equally optimal; "
-                   "D* is the deepest of them"]
+                   "D* is the deepest of them (at large budgets the plateau's shallow end is cut "
+                   "by the width limit)"]
     has_own_tokens = "B" in fit.params or fit.law.needs_tokens
     if constraint == "compute":
         assumptions.insert(0, "T = C / (6·N) tokens")
