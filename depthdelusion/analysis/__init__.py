@@ -1,0 +1,14 @@
+"""JAX-free analysis of depth x width scaling runs: the runs table, the law registry, fitting
+(Levenberg–Marquardt / Huber with bootstrap), persistence length, optimal shape, audits, reports.
+
+    from depthdelusion.analysis import load_reference, fit
+    r = fit(load_reference("depth_delusion"), "depth_delusion")
+    print(r.summary())
+"""
+from .fitting import FitResult, fit
+from .laws import Law, LawInputs, Param, get_law, list_laws, register_law
+from .reference import load_reference
+from .runs import GradientProfile, Runs, load_runs
+
+__all__ = ["FitResult", "GradientProfile", "Law", "LawInputs", "Param", "Runs", "fit", "get_law",
+           "list_laws", "load_reference", "load_runs", "register_law"]

@@ -1,0 +1,171 @@
+"""Consistency audit of a runs table: do the printed parameter counts follow from (D, W)?
+
+Each named convention maps (D, W) to a parameter count. Per group, the convention that
+reproduces the printed counts best (lowest median relative error) is taken as the group's own;
+rows more than ``tolerance`` (1%) off it are flagged, with the width or depth that would
+reproduce the printed count. Groups following different conventions are reported too.
+Only what is in the table can be checked; :attr:`ConsistencyAudit.unchecked` says what is not.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import optimize
+
+from .runs import load_runs
+
+VOCAB = 50257
+
+
+def _baseline(D, W, V=VOCAB):
+    return D * (12 * W ** 2 + 12 * W) + 2 * V * W + 516 * W + V
+
+
+def _large_scale(D, W, V=VOCAB):
+    return D * (12 * W ** 2 + 4 * W) + 2 * V * W + 2048 * W
+
+
+def _blocks_plus_embeddings(D, W, V=VOCAB):
+    return 12 * D * W ** 2 + 2 * V * W
+
+
+def _blocks_only(D, W, V=VOCAB):
+    return 12 * D * W ** 2
+
+
+#: name -> (formula, function of (D, W, V)).
+CONVENTIONS = {
+    "paper_baseline": ("D(12W² + 12W) + 2VW + 516W + V", _baseline),
+    "paper_large_scale": ("D(12W² + 4W) + 2VW + 2048W", _large_scale),
+    "blocks_plus_embeddings": ("12DW² + 2VW", _blocks_plus_embeddings),
+    "blocks_only": ("12DW² (non-embedding)", _blocks_only),
+}
+
+
+@dataclass
+class ConventionFit:
+    group: str
+    convention: str
+    n_rows: int
+    median_rel_error: float
+    max_rel_error: float
+    n_within_tolerance: int
+
+
+@dataclass
+class RowFinding:
+    """A row whose printed count is off its group's convention by more than the tolerance."""
+
+    name: str
+    group: str
+    depth: int
+    width: int
+    printed: float
+    expected: float
+    rel_error: float
+    implied_width: float
+    implied_depth: float
+    explanation: str
+
+
+@dataclass
+class ConsistencyAudit:
+    convention_fits: list
+    best: dict              # group -> convention name
+    findings: list          # RowFinding
+    table_findings: list    # strings about the table as a whole
+    unchecked: list         # what the table cannot tell us
+    tolerance: float
+    vocab: int = VOCAB
+    ratio_findings: list = field(default_factory=list)
+
+    def summary(self) -> str:
+        lines = [f"Parameter-count audit (V = {self.vocab}, flag threshold {self.tolerance:.0%}):"]
+        for group, conv in self.best.items():
+            fits = {f.convention: f for f in self.convention_fits if f.group == group}
+            f = fits[conv]
+            lines.append(f"  group {group!r}: best convention {conv} = {CONVENTIONS[conv][0]} "
+                         f"(median error {f.median_rel_error:.3%}, {f.n_within_tolerance}/{f.n_rows} rows within "
+                         f"{self.tolerance:.0%})")
+        for t in self.table_findings:
+            lines.append(f"  ! {t}")
+        for r in self.findings:
+            lines.append(f"  ! {r.explanation}")
+        for r in self.ratio_findings:
+            lines.append(f"  ! {r}")
+        if not self.findings and not self.table_findings and not self.ratio_findings:
+            lines.append("  no inconsistencies found")
+        lines += [f"  (not checkable: {u})" for u in self.unchecked]
+        return "\n".join(lines)
+
+
+def _implied_width(D, N, fn, V):
+    f = lambda w: fn(D, w, V) - N  # noqa: E731  increasing in w
+    if f(1.0) > 0 or f(1e7) < 0:
+        return float("nan")
+    return float(optimize.brentq(f, 1.0, 1e7))
+
+
+def _implied_depth(W, N, fn, V):
+    base, per_layer = fn(0.0, W, V), fn(1.0, W, V) - fn(0.0, W, V)
+    return float((N - base) / per_layer)
+
+
+def audit_param_counts(runs, *, tolerance: float = 0.01, vocab: int = VOCAB,
+                       depth_width_ratio=None) -> ConsistencyAudit:
+    """Check printed parameter counts (and D/W ratios, if given) against (D, W).
+
+    ``depth_width_ratio``: optional printed D/W per run (the paper prints it; the bundled CSV
+    does not have it).
+    """
+    runs = load_runs(runs)
+    D, W, N = runs.depth.astype(float), runs.width.astype(float), runs.params
+    fits, best, findings, table_findings = [], {}, [], []
+    for group in runs.groups:
+        rows = np.flatnonzero(runs.group == group)
+        for name, (_, fn) in CONVENTIONS.items():
+            err = np.abs(fn(D[rows], W[rows], vocab) / N[rows] - 1)
+            fits.append(ConventionFit(group, name, len(rows), float(np.median(err)), float(err.max()),
+                                      int((err <= tolerance).sum())))
+        group_fits = [f for f in fits if f.group == group]
+        best[group] = min(group_fits, key=lambda f: (f.median_rel_error, f.convention)).convention
+        fn = CONVENTIONS[best[group]][1]
+        for i in rows:
+            expected = fn(D[i], W[i], vocab)
+            rel = expected / N[i] - 1
+            if abs(rel) <= tolerance:
+                continue
+            iw, idp = _implied_width(D[i], N[i], fn, vocab), _implied_depth(W[i], N[i], fn, vocab)
+            near_w = round(iw)
+            explanation = (f"{runs.name[i]} ({group}): printed {N[i] / 1e6:.1f}M, but {best[group]} gives "
+                           f"{expected / 1e6:.1f}M ({rel:+.1%}); the printed count implies W ≈ {iw:.1f} "
+                           f"at D = {int(D[i])} ({int(D[i])}L×{near_w} gives {fn(D[i], near_w, vocab) / 1e6:.1f}M)"
+                           f" or D ≈ {idp:.1f} at W = {int(W[i])}")
+            findings.append(RowFinding(str(runs.name[i]), group, int(D[i]), int(W[i]), float(N[i]),
+                                       float(expected), float(rel), iw, idp, explanation))
+    if len(set(best.values())) > 1:
+        parts, distinct = [], False
+        for group, conv in best.items():
+            others = [g for g in best if g != group]
+            off = [f.median_rel_error for f in fits if f.group == group and f.convention in
+                   {best[o] for o in others}]
+            own = next(f.median_rel_error for f in fits if f.group == group and f.convention == conv)
+            distinct |= max(off) > own + 0.0005  # tell conventions apart only beyond print rounding
+            parts.append(f"{group} rows follow {conv} (under the other group's convention their median "
+                         f"error is {max(off):.2%})")
+        if distinct:
+            table_findings.append("the table mixes parameter-count conventions: " + "; ".join(parts))
+    ratio_findings, unchecked = [], []
+    if depth_width_ratio is None:
+        unchecked.append("D/W ratios — the data has no D/W column")
+    else:
+        ratio = np.asarray(depth_width_ratio, float)
+        for i in np.flatnonzero(np.isfinite(ratio)):
+            actual = D[i] / W[i]
+            if abs(ratio[i] / actual - 1) > tolerance:
+                ratio_findings.append(f"{runs.name[i]}: printed D/W {ratio[i]:.4g} is not {int(D[i])}/{int(W[i])} "
+                                      f"= {actual:.4g}; it is {int(D[i])}/{D[i] / ratio[i]:.0f}")
+    unchecked.append("numbers printed elsewhere (other tables, the text) are not in the data")
+    return ConsistencyAudit(fits, best, findings, table_findings, unchecked, tolerance, vocab,
+                            ratio_findings)

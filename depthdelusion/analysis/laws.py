@@ -1,0 +1,227 @@
+"""The law registry: named scaling laws, each a vectorised formula with named parameters.
+
+A law is a plain Python function ``f(x, **params) -> predicted loss (nats)`` where ``x`` is a
+:class:`LawInputs` (numpy arrays D layers, W width, N parameters, T tokens). Register your own::
+
+    from depthdelusion.analysis import register_law
+
+    @register_law(params={"E": (1.0, 3.0), "A": (10, 1e4, "log"), "alpha": (0.05, 0.6)},
+                  formula="E + A·N^−α")
+    def my_law(x, E, A, alpha):
+        return E + A * x.N ** -alpha
+
+Parameter specs are ``(init_lo, init_hi[, "log"])`` or :class:`Param`. ``log`` parameters are
+positive scales fitted in log space; ``init`` spans the grid of starting points.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+INF = math.inf
+
+
+@dataclass(frozen=True)
+class Param:
+    """One law parameter: name, range of starting values, log-space flag, physical domain."""
+
+    name: str
+    init: tuple[float, float]
+    log: bool = False
+    bounds: tuple[float, float] = (-INF, INF)
+    doc: str = ""
+
+    def __post_init__(self):
+        lo, hi = self.init
+        if not lo <= hi:
+            raise ValueError(f"parameter {self.name!r}: init range {self.init} must have lo <= hi")
+        if self.log and lo <= 0:
+            raise ValueError(f"parameter {self.name!r}: a log-space parameter needs a positive init range")
+
+
+@dataclass(frozen=True)
+class LawInputs:
+    """Law inputs as float arrays: D (layers), W (width), N (parameters), T (tokens; NaN if unknown)."""
+
+    D: np.ndarray
+    W: np.ndarray
+    N: np.ndarray
+    T: np.ndarray
+
+    @classmethod
+    def from_runs(cls, runs) -> "LawInputs":
+        return cls(np.asarray(runs.depth, float), np.asarray(runs.width, float),
+                   np.asarray(runs.params, float), np.asarray(runs.tokens, float))
+
+    @classmethod
+    def of(cls, D, W, N, T=np.nan) -> "LawInputs":
+        D, W, N, T = np.broadcast_arrays(*(np.asarray(v, float) for v in (D, W, N, T)))
+        return cls(D, W, N, T)
+
+    def take(self, idx) -> "LawInputs":
+        return LawInputs(self.D[idx], self.W[idx], self.N[idx], self.T[idx])
+
+
+@dataclass(frozen=True)
+class Law:
+    """A named law. ``token_params`` are dropped (fixed so the term vanishes) when the runs'
+    token counts are unknown or constant; ``needs_tokens`` laws then refuse to fit."""
+
+    name: str
+    func: Callable
+    params: tuple[Param, ...]
+    formula: str = ""
+    doc: str = ""
+    source: str = "user"
+    token_params: dict = field(default_factory=dict)
+    needs_tokens: bool = False
+
+    @property
+    def param_names(self) -> list[str]:
+        return [p.name for p in self.params]
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise ValueError(f"law {self.name!r} has no parameter {name!r}; parameters: {self.param_names}")
+
+    def __call__(self, x: LawInputs, **values) -> np.ndarray:
+        return self.func(x, **values)
+
+
+_REGISTRY: dict[str, Law] = {}
+
+
+def _as_param(name: str, spec) -> Param:
+    if isinstance(spec, Param):
+        return spec
+    spec = tuple(spec)
+    if len(spec) not in (2, 3) or (len(spec) == 3 and spec[2] not in ("log", "linear")):
+        raise ValueError(f"parameter {name!r}: spec {spec!r}; expected (lo, hi) or (lo, hi, 'log')")
+    log = len(spec) == 3 and spec[2] == "log"
+    return Param(name, (float(spec[0]), float(spec[1])), log=log,
+                 bounds=(0.0, INF) if log else (-INF, INF))
+
+
+def register_law(func: Callable | None = None, *, params: dict, name: str | None = None,
+                 formula: str = "", doc: str | None = None, source: str = "user",
+                 token_params: dict | None = None, needs_tokens: bool = False,
+                 replace: bool = False):
+    """Register ``func(x, **params)`` as a law; usable as a decorator. Returns the function."""
+
+    def wrap(f: Callable) -> Callable:
+        law_name = name or f.__name__
+        if law_name in _REGISTRY and not replace:
+            raise ValueError(f"a law named {law_name!r} is already registered (pass replace=True)")
+        plist = tuple(_as_param(k, v) for k, v in params.items())
+        accepted = inspect.signature(f).parameters
+        missing = [p.name for p in plist if p.name not in accepted]
+        if missing:
+            raise ValueError(f"law {law_name!r}: function {f.__name__} does not accept parameter(s) {missing}")
+        _REGISTRY[law_name] = Law(law_name, f, plist, formula, doc or (inspect.getdoc(f) or ""),
+                                  source, dict(token_params or {}), needs_tokens)
+        return f
+
+    return wrap(func) if func is not None else wrap
+
+
+def get_law(law) -> Law:
+    """The registered Law for a name (or the Law itself); unknown names list the known ones."""
+    if isinstance(law, Law):
+        return law
+    if law not in _REGISTRY:
+        raise ValueError(f"unknown law {law!r}; known laws: {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[law]
+
+
+def list_laws() -> list[Law]:
+    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Built-in laws. Units: N parameters, T tokens, D layers, W model width; loss in nats.
+
+_PAPER = "Depth Delusion (arXiv 2601.20994), Eq. 5-6"
+_E = Param("E", (0.5, 2.5), bounds=(0, INF), doc="irreducible loss (nats)")
+_A = Param("A", (10.0, 1e4), log=True, bounds=(0, INF), doc="capacity scale")
+_ALPHA = Param("alpha", (0.05, 0.6), bounds=(0, 3), doc="capacity exponent")
+_LAM = Param("lam", (0.01, 1.0), log=True, bounds=(0, INF), doc="depth-penalty scale (nats per layer at W=1)")
+_KAPPA = Param("kappa", (1.0, 4.0), bounds=(0, 20), doc="critical-depth slope: D_crit = κ ln W")
+_GAMMA = Param("gamma", (0.0, 0.8), bounds=(-2, 3), doc="width exponent of the depth penalty")
+_B = Param("B", (10.0, 1e4), log=True, bounds=(0, INF), doc="data scale")
+_DELTA = Param("delta", (0.1, 0.5), bounds=(0, 3), doc="data exponent")
+_TOKENS_OFF = {"B": 0.0, "delta": 0.0}
+
+
+def _token_term(x: LawInputs, B, delta):
+    # B = 0 (fixed) marks the dropped term; T may then be NaN (unknown), which must not leak.
+    return 0.0 if np.ndim(B) == 0 and B == 0 else B * x.T ** -delta
+
+
+def _depth_delusion(x, A, alpha, lam, kappa, gamma, E, B=0.0, delta=0.0):
+    excess = np.maximum(0.0, x.D - kappa * np.log(x.W))
+    return A * x.N ** -alpha + _token_term(x, B, delta) + lam * excess * x.W ** -gamma + E
+
+
+def _depth_delusion_relative(x, A, alpha, lam, kappa, gamma, E, B=0.0, delta=0.0):
+    d_crit = kappa * np.log(x.W)
+    excess = np.maximum(0.0, x.D - d_crit) / d_crit
+    return A * x.N ** -alpha + _token_term(x, B, delta) + lam * excess * x.W ** -gamma + E
+
+
+def _depth_delusion_power(x, A, alpha, lam, c, p, gamma, E, B=0.0, delta=0.0):
+    excess = np.maximum(0.0, x.D - c * x.W ** p)
+    return A * x.N ** -alpha + _token_term(x, B, delta) + lam * excess * x.W ** -gamma + E
+
+
+def _kaplan(x, E, A, alpha):
+    return E + A * x.N ** -alpha
+
+
+def _chinchilla(x, E, A, alpha, B, beta):
+    return E + A * x.N ** -alpha + B * x.T ** -beta
+
+
+_DD_PARAMS = {"A": _A, "alpha": _ALPHA, "lam": _LAM, "kappa": _KAPPA, "gamma": _GAMMA, "E": _E,
+              "B": _B, "delta": _DELTA}
+register_law(
+    _depth_delusion, name="depth_delusion", params=_DD_PARAMS, source=_PAPER,
+    formula="A·N^−α [+ B·T^−δ] + λ·max(0, D − κ·ln W)·W^−γ + E",
+    token_params=_TOKENS_OFF,
+    doc="The paper's critical-depth ansatz: a capacity term, an optional data term (only when "
+        "token counts are known and vary), and a linear penalty for depth beyond "
+        "D_crit(W) = κ·ln W, shrinking with width as W^−γ.")
+register_law(
+    _depth_delusion_relative, name="depth_delusion_relative", params=_DD_PARAMS, source=_PAPER + " (variant)",
+    formula="A·N^−α [+ B·T^−δ] + λ·max(0, D − D_crit)/D_crit·W^−γ + E,  D_crit = κ·ln W",
+    token_params=_TOKENS_OFF,
+    doc="As depth_delusion, with the excess depth measured relative to D_crit (the paper "
+        "does not say which form it fitted).")
+register_law(
+    _depth_delusion_power, name="depth_delusion_power",
+    params={"A": _A, "alpha": _ALPHA, "lam": _LAM,
+            "c": Param("c", (0.3, 5.0), log=True, bounds=(0, INF), doc="critical-depth scale"),
+            "p": Param("p", (0.2, 0.6), bounds=(0, 2), doc="critical-depth exponent: D_crit = c·W^p "
+                       "(comparable to the persistence exponent, 0.44 in the paper)"),
+            "gamma": _GAMMA, "E": _E, "B": _B, "delta": _DELTA},
+    source=_PAPER + " (variant: D_crit ∝ ℓ(W) ∝ W^p, Hypothesis 3.3)",
+    formula="A·N^−α [+ B·T^−δ] + λ·max(0, D − c·W^p)·W^−γ + E",
+    token_params=_TOKENS_OFF,
+    doc="As depth_delusion, with the power-law critical depth D_crit = c·W^p that the "
+        "persistence-length argument predicts (p is the persistence exponent).")
+register_law(
+    _kaplan, name="kaplan", params={"E": _E, "A": _A, "alpha": _ALPHA},
+    source="Kaplan et al. 2020 (with an irreducible term); shape-agnostic baseline",
+    formula="E + A·N^−α",
+    doc="Shape-agnostic baseline: loss depends on the parameter count only.")
+register_law(
+    _chinchilla, name="chinchilla",
+    params={"E": _E, "A": _A, "alpha": _ALPHA, "B": _B, "beta": Param("beta", (0.1, 0.5), bounds=(0, 3))},
+    source="Hoffmann et al. 2022 (Chinchilla), Approach 3", needs_tokens=True,
+    formula="E + A·N^−α + B·T^−β",
+    doc="Shape-agnostic baseline with a data term; needs per-run token counts that vary.")

@@ -1,0 +1,73 @@
+import numpy as np
+import pytest
+
+from depthdelusion.analysis import load_reference, load_runs
+from depthdelusion.analysis.reference import REFERENCE_DIR
+
+
+def test_run_directories_load_and_unfinished_runs_are_skipped_and_counted(run_factory, tmp_path):
+    run_factory("a", 4, 256, 3.9)
+    run_factory("b", 8, 512, 3.5, tokens=1.2e10)
+    run_factory("c", 8, 256, 9.9, status="failed")
+    runs = load_runs(tmp_path / "runs")
+    assert sorted(runs.name) == ["a", "b"]
+    assert runs.loss[list(runs.name).index("b")] == 3.5
+    assert runs.tokens_vary
+    assert any("skipped 1 run" in n and "c" in n for n in runs.notes)
+    assert runs.profiles[0] is None  # no per-layer norms were logged
+
+
+def test_csv_with_params_millions_loads(tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_text("depth,width,params_millions,loss\n2,256,27.5,4.3\n8,256,32.2,4.0\n")
+    runs = load_runs(path)
+    assert runs.params.tolist() == [27.5e6, 32.2e6]
+    assert np.isnan(runs.tokens).all()
+
+
+def test_csv_missing_column_names_file_and_valid_columns(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("depth,width,loss\n2,256,4.3\n")
+    with pytest.raises(ValueError, match=r"bad\.csv.*params \(or params_millions\).*required"):
+        load_runs(path)
+
+
+def test_csv_bad_value_names_row_and_field(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("depth,width,params,loss\n2,256,1e7,4.3\n2.5,256,1e7,abc\n")
+    with pytest.raises(ValueError, match=r"row 2: field 'depth' = '2.5'; expected a whole number"):
+        load_runs(path)
+
+
+def test_summary_missing_field_is_named(tmp_path):
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "summary.json").write_text('{"status": "finished", "model": {"depth": 2, "width": 8}, "params": 10}')
+    with pytest.raises(ValueError, match=r"summary\.json: field 'final_loss' is missing"):
+        load_runs(tmp_path)
+
+
+def test_dataframe_is_accepted():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"depth": [2, 4], "width": [64, 64], "params": [1e6, 2e6], "loss": [4.0, 3.8],
+                          "group": ["x", "x"]})
+    runs = load_runs(frame)
+    assert runs.depth.tolist() == [2, 4] and runs.groups == ["x"]
+
+
+def test_bundled_paper_data_matches_its_description():
+    runs = load_reference("depth_delusion")
+    assert len(runs) == 30
+    assert (runs.group == "baseline").sum() == 18 and (runs.group == "large_scale").sum() == 12
+    assert np.all(runs.tokens[runs.group == "baseline"] == 6.4e9)
+    assert np.isnan(runs.tokens[runs.group == "large_scale"]).all()
+    assert (REFERENCE_DIR / "PROVENANCE.md").read_text().count("arXiv 2601.20994") >= 1
+    shapes = load_reference("llm_shapes")
+    assert "GPT-3 175B" in shapes.model and len(shapes) == len(shapes.depth)
+    with pytest.raises(ValueError, match="known: depth_delusion, llm_shapes"):
+        load_reference("nope")
+
+
+def test_missing_path_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        load_runs(tmp_path / "missing")
