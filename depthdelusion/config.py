@@ -78,12 +78,27 @@ class ModelConfig:
 
 @dataclasses.dataclass
 class DataConfig:
-    """Where tokens come from. `builtin` is the generated corpus (no download needed)."""
+    """Where tokens come from (see depthdelusion/data/pipeline.py)."""
 
-    source: Literal["builtin"] = "builtin"
-    tokenizer: Literal["bytes"] = "bytes"
-    seed: int = 42  # data order
-    builtin_documents: int = 100_000  # generated corpus size (~660 bytes per document)
+    # A SlimPajama root, a directory from `depthdelusion prepare-data`, or .jsonl(.zst) / .txt
+    # files (file, directory or glob); local or gs://. None: the built-in generated corpus.
+    path: str | None = None
+    format: Literal["auto", "slimpajama", "arrayrecord", "jsonl", "text"] = "auto"
+    tokenizer: Literal["bytes", "gpt2"] = "bytes"
+    seed: int = 42  # data order (and which built-in documents are drawn)
+    epochs: int = 1  # passes over the data; 1 = no sequence is ever repeated
+    workers: int = 0  # grain worker processes (tokenization in parallel); 0 = in-process
+    prefetch: int = 4  # batches prepared ahead by a background thread when workers = 0
+    holdout_files: int = 0  # jsonl/text without a validation split: hold out the last N files
+    builtin_documents: int = 30_000  # size of the built-in corpus (~660 bytes per document)
+
+    def validate(self) -> None:
+        for name in ("epochs", "builtin_documents"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"data.{name}={getattr(self, name)}: must be a positive integer")
+        for name in ("workers", "prefetch", "holdout_files"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"data.{name}={getattr(self, name)}: must be >= 0")
 
 
 @dataclasses.dataclass
@@ -103,9 +118,13 @@ class TrainConfig:
     seed: int = 42  # parameter init
     log_every: int = 1  # loss, lr and global grad norm are logged every this many steps
     layer_stats_every: int = 100  # per-layer weight / activation-gradient norms, tokens/s, MFU
+    eval_every: int = 1000  # validation loss every this many steps and at the end
+    eval_batches: int = 8  # validation batches per evaluation (the same each time); 0 = none
 
     def validate(self) -> None:
-        _check_positive(self, "train", ("steps", "batch_size", "log_every", "layer_stats_every"))
+        _check_positive(self, "train", ("steps", "batch_size", "log_every", "layer_stats_every", "eval_every"))
+        if self.eval_batches < 0:
+            raise ValueError(f"train.eval_batches={self.eval_batches}: must be >= 0")
         if self.warmup_steps < 0:
             raise ValueError(f"train.warmup_steps={self.warmup_steps}: must be >= 0")
         if not self.lr > 0:
@@ -145,6 +164,7 @@ class Config:
 
     def validate(self) -> "Config":
         self.model.validate()
+        self.data.validate()
         self.train.validate()
         self.mesh.validate()
         return self

@@ -4,9 +4,7 @@ import re
 import numpy as np
 import pytest
 
-from depthdelusion.config import DataConfig
 from depthdelusion.data import builtin_corpus
-from depthdelusion.data.pipeline import OutOfData, PackedBatches, build_batches
 from depthdelusion.data.tokenizers import ByteTokenizer, get_tokenizer
 
 
@@ -68,19 +66,3 @@ def test_byte_tokenizer_round_trips_unicode():
         get_tokenizer("gpt3")
 
 
-def test_packing_concatenates_documents_with_eos_and_no_padding():
-    docs = ["ab", "cde", "f"]
-    batches = PackedBatches(lambda i: docs[i], 3, ByteTokenizer(), seq_len=3, local_batch=2)
-    batch = next(batches)
-    expected = [97, 98, 256, 99, 100, 101, 256, 102]  # a b EOS c d e EOS f
-    assert batch.tolist() == [expected[:4], expected[4:]]
-    with pytest.raises(OutOfData, match="out of data after 8 tokens .*3 documents, a single pass"):
-        next(batches)
-
-
-def test_processes_read_disjoint_documents():
-    shards = [build_batches(DataConfig(builtin_documents=50), 64, 4, p, 2)[0] for p in range(2)]
-    firsts = [next(s) for s in shards]
-    assert firsts[0].shape == (2, 65)
-    assert not np.array_equal(firsts[0], firsts[1])
-    assert [s.next_document % 2 for s in shards] == [0, 1]

@@ -183,3 +183,25 @@ if __name__ == "__main__":
     for i in range(3):
         print(document(i), end="\n\n")
     print(f"unigram entropy: {unigram_entropy():.3f} nats/byte ({unigram_entropy() / math.log(2):.3f} bits)")
+
+
+def write_slimpajama(root, n_documents: int, seed: int = 42, n_validation: int = 500,
+                     shards: int = 16) -> None:
+    """Write the corpus in SlimPajama's layout, so it is read by the same loader:
+    root/train/chunk1/example_train_{k}.jsonl.zst and root/validation/chunk1/example_holdout_0.jsonl.zst.
+    Validation documents are drawn with a different seed (never seen in training)."""
+    import json
+    from pathlib import Path
+
+    import zstandard
+
+    def write(path: Path, indices, doc_seed: int) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = (json.dumps({"text": document(i, doc_seed), "meta": {"redpajama_set_name": "Builtin"}})
+                 for i in indices)
+        path.write_bytes(zstandard.ZstdCompressor(level=3).compress(("\n".join(lines) + "\n").encode()))
+
+    root = Path(root)
+    for k in range(shards):
+        write(root / "train" / "chunk1" / f"example_train_{k}.jsonl.zst", range(k, n_documents, shards), seed)
+    write(root / "validation" / "chunk1" / "example_holdout_0.jsonl.zst", range(n_validation), seed + 1_000_003)

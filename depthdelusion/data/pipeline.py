@@ -1,89 +1,252 @@
-"""From documents to batches: tokenize, separate documents with EOS, pack into windows.
+"""The grain input pipeline: documents -> tokens (+ EOS) -> packed windows -> local batches.
 
-Windows hold seq_len + 1 tokens (inputs are window[:-1], targets window[1:]) and are filled
-end to end with no padding: a document that does not fit continues in the next window.
-Attention is not masked at document boundaries and the EOS token is a target like any other
-(the GPT-2 / nanodo convention).
+Each JAX process reads only its share of the data and yields [global_batch / process_count,
+seq_len + 1] int32 batches; the trainer assembles the global batch with
+`jax.make_array_from_process_local_data`. The iterator's state (`get_state` / `set_state`) goes
+into the run's checkpoint: restoring it yields exactly the batches an uninterrupted run sees.
 
-Each JAX process reads only its own documents (index ≡ process_index mod process_count) and
-yields its share of the global batch, [global_batch / process_count, seq_len + 1] int32.
+Streaming (SlimPajama, jsonl, text, the built-in corpus): the training files are shuffled with
+the seed (a new order each epoch), dealt out to processes (file k of the order goes to process
+k mod P) and, with `data.workers` > 0, dealt again to grain worker processes. Documents keep
+their order within a file (SlimPajama's files are already shuffled mixtures).
+Prepared ArrayRecord: a global, seeded permutation of the packed windows (reshuffled each
+epoch), strided over processes; random access makes resuming free.
+
+Single pass by default: a window is never repeated unless `data.epochs` > 1, and running out is
+an OutOfData error naming the dataset and the tokens consumed.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
 
+import grain
 import numpy as np
+from etils import epath
 
 from depthdelusion.config import DataConfig
 from depthdelusion.data import builtin_corpus
+from depthdelusion.data.packing import PackWindowsIterDataset
+from depthdelusion.data.sources import SKIP_REASONS, DatasetFiles, DocumentsIterDataset, find_dataset
 from depthdelusion.data.tokenizers import get_tokenizer
 
 
-class OutOfData(RuntimeError):
-    pass
+class OutOfData(ValueError):
+    """The data ran out before train.steps: an input problem, reported as one clear line."""
 
 
-class PackedBatches:
-    """Iterator of local batches packed from the documents `document(i)`, i < n_documents."""
+class Tokenize(grain.transforms.Map):
+    """Document text -> its token ids followed by EOS. Builds the tokenizer lazily, once per
+    worker process (tiktoken encodings are not shipped between processes)."""
 
-    def __init__(
-        self,
-        document: Callable[[int], str],
-        n_documents: int,
-        tokenizer,
-        seq_len: int,
-        local_batch: int,
-        process_index: int = 0,
-        process_count: int = 1,
-        dataset_name: str = "dataset",
-    ):
-        self.document, self.n_documents, self.tokenizer = document, n_documents, tokenizer
-        self.window, self.local_batch = seq_len + 1, local_batch
-        self.process_index, self.process_count = process_index, process_count
-        self.dataset_name = dataset_name
-        self.next_document = process_index
-        self.buffer = np.zeros((0,), np.int32)
-        self.tokens_yielded = 0
+    def __init__(self, tokenizer_name: str):
+        self.tokenizer_name = tokenizer_name
+        self._tokenizer = None
 
-    def __iter__(self) -> Iterator[np.ndarray]:
-        return self
-
-    def _fill(self, n_tokens: int) -> None:
-        pieces = [self.buffer]
-        have = len(self.buffer)
-        while have < n_tokens:
-            if self.next_document >= self.n_documents:
-                raise OutOfData(
-                    f"{self.dataset_name}: out of data after {self.tokens_yielded:,} tokens on this "
-                    f"process ({self.n_documents:,} documents, a single pass): train for fewer steps "
-                    "or use a larger dataset"
-                )
-            ids = self.tokenizer.encode(self.document(self.next_document))
-            pieces += [ids, np.array([self.tokenizer.eos_id], np.int32)]
-            have += len(ids) + 1
-            self.next_document += self.process_count
-        self.buffer = np.concatenate(pieces)
-
-    def __next__(self) -> np.ndarray:
-        n = self.local_batch * self.window
-        self._fill(n)
-        batch, self.buffer = self.buffer[:n], self.buffer[n:]
-        self.tokens_yielded += n
-        return batch.reshape(self.local_batch, self.window)
+    def map(self, text: str) -> np.ndarray:
+        if self._tokenizer is None:
+            self._tokenizer = get_tokenizer(self.tokenizer_name)
+        ids = self._tokenizer.encode(text)
+        return np.concatenate([ids, np.array([self._tokenizer.eos_id], np.int32)])
 
 
-def build_batches(cfg: DataConfig, seq_len: int, global_batch: int, process_index: int = 0,
-                  process_count: int = 1) -> tuple[PackedBatches, object]:
-    """The training batch iterator for this process and the tokenizer it uses."""
+def _parse_absl_flags() -> None:
+    """grain's worker processes read absl flags; outside an absl app nobody parses them."""
+    from absl import flags
+
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS.mark_as_parsed()
+
+
+def builtin_root(cfg: DataConfig) -> Path:
+    """The built-in corpus, written once in SlimPajama's layout under the cache directory
+    ($DEPTHDELUSION_CACHE or ~/.cache/depthdelusion)."""
+    cache = Path(os.environ.get("DEPTHDELUSION_CACHE", Path.home() / ".cache" / "depthdelusion"))
+    root = cache / f"builtin-v1-seed{cfg.seed}-docs{cfg.builtin_documents}"
+    if not (root / "train").is_dir():
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".writing-"))
+        builtin_corpus.write_slimpajama(tmp, cfg.builtin_documents, cfg.seed)
+        try:
+            tmp.rename(root)  # atomic: concurrent processes either win or find it written
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
+def resolve_dataset(cfg: DataConfig) -> DatasetFiles:
+    if cfg.path is None:
+        return find_dataset(str(builtin_root(cfg)), "slimpajama")
+    found = find_dataset(cfg.path, cfg.format)
+    if cfg.holdout_files and not found.validation and found.format in ("jsonl", "text"):
+        if cfg.holdout_files >= len(found.train):
+            raise ValueError(
+                f"data.holdout_files={cfg.holdout_files} leaves no training files "
+                f"({len(found.train)} found at {cfg.path})"
+            )
+        found.validation = found.train[-cfg.holdout_files:]
+        found.train = found.train[:-cfg.holdout_files]
+    return found
+
+
+def dataset_name(cfg: DataConfig) -> str:
+    return "the built-in corpus" if cfg.path is None else cfg.path
+
+
+def _file_order(files: list[str], seed: int, epochs: int, process_index: int, process_count: int) -> list[str]:
+    order = []
+    for epoch in range(epochs):
+        perm = np.random.default_rng([seed, epoch]).permutation(len(files))
+        order += [files[i] for i in perm[process_index::process_count]]
+    return order
+
+
+def _streaming(files: list[str], kind: str, tokenizer: str, window: int) -> grain.IterDataset:
+    docs = DocumentsIterDataset(grain.MapDataset.source(files).to_iter_dataset(), kind)
+    return PackWindowsIterDataset(docs.map(Tokenize(tokenizer)), window)
+
+
+@dataclasses.dataclass
+class _DecodeWindow(grain.transforms.Map):
+    dtype: str
+
+    def map(self, record: bytes) -> np.ndarray:
+        return np.frombuffer(record, self.dtype).astype(np.int32)
+
+
+def _prepared_meta(found: DatasetFiles, cfg: DataConfig, window: int) -> dict:
+    meta = json.loads((epath.Path(found.root) / "metadata.json").read_text())
+    if meta["window"] != window or meta["tokenizer"] != cfg.tokenizer:
+        raise ValueError(
+            f"data.path={found.root} was prepared with tokenizer={meta['tokenizer']} and windows of "
+            f"{meta['window']} tokens (seq_len {meta['window'] - 1}); this run has "
+            f"tokenizer={cfg.tokenizer}, seq_len {window - 1}: set them to match or prepare it again"
+        )
+    return meta
+
+
+def train_dataset(cfg: DataConfig, seq_len: int, global_batch: int, process_index: int = 0,
+                  process_count: int = 1) -> grain.IterDataset:
+    """This process's training batches, [global_batch / process_count, seq_len + 1] int32."""
     if global_batch % process_count:
         raise ValueError(
             f"train.batch_size={global_batch} is not divisible by the number of processes {process_count}"
         )
-    tokenizer = get_tokenizer(cfg.tokenizer)
-    if cfg.source != "builtin":
-        raise ValueError(f"data.source={cfg.source!r}: valid values are builtin")
-    batches = PackedBatches(
-        lambda i: builtin_corpus.document(i, cfg.seed), cfg.builtin_documents, tokenizer, seq_len,
-        global_batch // process_count, process_index, process_count, dataset_name="builtin corpus",
-    )
-    return batches, tokenizer
+    local_batch, window = global_batch // process_count, seq_len + 1
+    found = resolve_dataset(cfg)
+    if found.format == "arrayrecord":
+        meta = _prepared_meta(found, cfg, window)
+        source = grain.sources.ArrayRecordDataSource(found.train)
+        ds = grain.MapDataset.source(source).shuffle(seed=cfg.seed).repeat(cfg.epochs)
+        ds = ds[process_index::process_count].map(_DecodeWindow(meta["dtype"])).to_iter_dataset()
+    else:
+        kind = "text" if found.format == "text" else "jsonl"
+        files = _file_order(found.train, cfg.seed, cfg.epochs, process_index, process_count)
+        needed = max(1, cfg.workers)
+        if len(found.train) < process_count * needed:
+            raise ValueError(
+                f"{dataset_name(cfg)} has {len(found.train)} training files, fewer than processes x "
+                f"workers = {process_count} x {needed}: split it into more files or lower data.workers"
+            )
+        ds = _streaming(files, kind, cfg.tokenizer, window)
+    ds = ds.batch(local_batch, drop_remainder=True)
+    if cfg.workers > 0:
+        _parse_absl_flags()
+        return ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=cfg.workers))
+    if cfg.prefetch > 0:  # a background thread tokenizes and packs while the device computes
+        return grain.experimental.ThreadPrefetchIterDataset(ds, prefetch_buffer_size=cfg.prefetch)
+    return ds
+
+
+def validation_batches(cfg: DataConfig, seq_len: int, global_batch: int, n_batches: int,
+                       process_index: int = 0, process_count: int = 1) -> list[np.ndarray] | None:
+    """The first `n_batches` validation batches (the same every time), this process's rows;
+    None when the dataset has no validation split."""
+    found = resolve_dataset(cfg)
+    if not found.validation or n_batches < 1:
+        return None
+    local_batch, window = global_batch // process_count, seq_len + 1
+    if found.format == "arrayrecord":
+        meta = _prepared_meta(found, cfg, window)
+        source = grain.sources.ArrayRecordDataSource(found.validation)
+        windows: Iterator[np.ndarray] = iter(
+            grain.MapDataset.source(source).map(_DecodeWindow(meta["dtype"])))
+    else:
+        windows = iter(_streaming(found.validation, "text" if found.format == "text" else "jsonl",
+                                  cfg.tokenizer, window))
+    mine = (w for i, w in enumerate(windows) if i % process_count == process_index)
+    rows = [w for _, w in zip(range(n_batches * local_batch), mine)]
+    if len(rows) < local_batch:
+        raise ValueError(
+            f"{dataset_name(cfg)}: the validation split holds fewer than one batch "
+            f"({len(rows)} windows of {window} tokens for {local_batch} rows per process)"
+        )
+    n = len(rows) // local_batch * local_batch
+    return list(np.stack(rows[:n]).reshape(-1, local_batch, window))
+
+
+def skipped_counts(state: Any) -> dict[str, int]:
+    """Skipped-record counters summed over an iterator state (every worker's), as of the
+    latest record read."""
+    totals = {reason: 0 for reason in SKIP_REASONS}
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if "latest" in node:  # a packer: its "parent" is an older copy of the same reader
+                walk(node["latest"])
+                return
+            if "skipped" in node and isinstance(node["skipped"], dict):
+                for reason, n in node["skipped"].items():
+                    totals[reason] = totals.get(reason, 0) + int(n)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, (list, tuple)):
+            for value in node:
+                walk(value)
+
+    walk(state)
+    return totals
+
+
+class Batches:
+    """The trainer's view: next local batch, checkpointable state, clear end-of-data error."""
+
+    def __init__(self, cfg: DataConfig, seq_len: int, global_batch: int, process_index: int = 0,
+                 process_count: int = 1):
+        self.cfg, self.name = cfg, dataset_name(cfg)
+        self.tokenizer = get_tokenizer(cfg.tokenizer)
+        self.dataset = train_dataset(cfg, seq_len, global_batch, process_index, process_count)
+        self.iterator = iter(self.dataset)
+        self.tokens = 0  # tokens this process has taken
+
+    def __next__(self) -> np.ndarray:
+        try:
+            batch = next(self.iterator)
+        except StopIteration:
+            raise OutOfData(
+                f"{self.name}: out of data after {self.tokens:,} tokens on this process "
+                f"(data.epochs={self.cfg.epochs}; a single pass never repeats a sequence): train "
+                "for fewer steps, point data.path at more data, or raise data.epochs"
+            ) from None
+        self.tokens += batch.size
+        return batch
+
+    def get_state(self) -> dict[str, Any]:
+        return {"iterator": self.iterator.get_state(), "tokens": self.tokens}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.iterator.set_state(state["iterator"])
+        self.tokens = state["tokens"]
+
+    def skipped(self) -> dict[str, int]:
+        return skipped_counts(self.iterator.get_state())
+
+    def close(self) -> None:
+        close = getattr(self.iterator, "close", None)
+        if close is not None:
+            close()

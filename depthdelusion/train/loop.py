@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from depthdelusion.config import Config, dump_config
-from depthdelusion.data.pipeline import build_batches
+from depthdelusion.data.pipeline import Batches, validation_batches
 from depthdelusion.model import size
 from depthdelusion.parallel.mesh import make_mesh
 from depthdelusion.train.hardware import peak_flops_per_device
@@ -30,7 +30,9 @@ def _is_layer_stats_step(step: int, cfg: Config) -> bool:
 
 
 def _is_log_step(step: int, cfg: Config) -> bool:
-    return step % cfg.train.log_every == 0 or step == cfg.train.steps or _is_layer_stats_step(step, cfg)
+    tc = cfg.train
+    return (step % tc.log_every == 0 or step % tc.eval_every == 0 or step == tc.steps
+            or _is_layer_stats_step(step, cfg))
 
 
 class Progress:
@@ -71,9 +73,9 @@ def train(cfg: Config, out: str | Path) -> dict[str, Any]:
     out = Path(out)
     prepare_run_dir(out)
     tc = cfg.train
-    batches, tokenizer = build_batches(
-        cfg.data, cfg.model.seq_len, tc.batch_size, jax.process_index(), jax.process_count()
-    )
+    shard = (jax.process_index(), jax.process_count())
+    batches = Batches(cfg.data, cfg.model.seq_len, tc.batch_size, *shard)
+    tokenizer = batches.tokenizer
     if cfg.model.vocab_size is None:
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=tokenizer.vocab_size))
     elif cfg.model.vocab_size < tokenizer.vocab_size:
@@ -86,6 +88,10 @@ def train(cfg: Config, out: str | Path) -> dict[str, Any]:
 
     mesh = make_mesh(cfg.mesh)
     trainer = build_trainer(cfg, mesh)
+    eval_set = validation_batches(cfg.data, cfg.model.seq_len, tc.batch_size, tc.eval_batches, *shard)
+    eval_set = None if eval_set is None else [
+        jax.make_array_from_process_local_data(trainer.batch_sharding, b) for b in eval_set]
+    eval_loss = None  # latest validation loss
     tokens_per_step = tc.batch_size * cfg.model.seq_len
     flops_per_step = size.flops_per_token(cfg.model) * tokens_per_step
     peak = peak_flops_per_device()
@@ -99,14 +105,17 @@ def train(cfg: Config, out: str | Path) -> dict[str, Any]:
     last_stats = None  # (step, time) of the previous layer-stats fetch, for tokens/s
 
     def record(step: int, metrics) -> None:
-        nonlocal last_stats
+        nonlocal last_stats, eval_loss
         values = jax.device_get(metrics)  # waits for step `step` only; step+1 is already queued
         now = time.perf_counter()
         rec: dict[str, Any] = {"step": step, "tokens": step * tokens_per_step}
         for name, value in values.items():
             rec[name] = np.asarray(value).tolist()
         rec["elapsed_s"] = round(now - start, 3)
+        if "eval_loss" in rec:
+            eval_loss = rec["eval_loss"]
         if "per_layer_grad_norm" in rec:
+            rec["data_skipped"] = batches.skipped()
             if last_stats is not None and step > last_stats[0]:
                 tokens_per_s = (step - last_stats[0]) * tokens_per_step / (now - last_stats[1])
                 rec["tokens_per_s"] = tokens_per_s
@@ -125,6 +134,8 @@ def train(cfg: Config, out: str | Path) -> dict[str, Any]:
             tokens = jax.make_array_from_process_local_data(trainer.batch_sharding, next(batches))
             step_fn = trainer.step_with_layer_stats if _is_layer_stats_step(step, cfg) else trainer.step
             state, metrics = step_fn(state, tokens)
+            if eval_set is not None and (step % tc.eval_every == 0 or step == tc.steps):
+                metrics = {**metrics, "eval_loss": sum(trainer.eval_loss(state, b) for b in eval_set) / len(eval_set)}
             if pending is not None:
                 record(*pending)
             pending = (step, metrics) if _is_log_step(step, cfg) else None
@@ -132,6 +143,7 @@ def train(cfg: Config, out: str | Path) -> dict[str, Any]:
             record(*pending)
     finally:
         writer.close()
+        batches.close()
     wall = time.perf_counter() - start
 
     loss, loss_se, n_tail = final_loss(logged_steps, logged_losses, tc.steps)
@@ -147,6 +159,8 @@ def train(cfg: Config, out: str | Path) -> dict[str, Any]:
         "final_loss": loss,
         "final_loss_se": loss_se,
         "final_loss_steps": n_tail,
+        "eval_loss": eval_loss,
+        "data": {"dataset": batches.name, "tokenizer": tokenizer.name, "skipped": batches.skipped()},
         "steps": tc.steps,
         "wall_time_s": round(wall, 3),
         "devices": mesh.size,

@@ -71,6 +71,7 @@ class Trainer(NamedTuple):
     init: Any  # () -> TrainState, sharded
     step: Any  # (state, tokens) -> (state, metrics)
     step_with_layer_stats: Any
+    eval_loss: Any  # (state, tokens) -> mean loss, no update
     state_sharding: Any
     batch_sharding: NamedSharding
 
@@ -118,10 +119,15 @@ def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
             donate_argnums=0,
         )
 
+    def eval_loss(state: TrainState, tokens_BxS1: jax.Array) -> jax.Array:
+        with activation_sharding(mesh):
+            return loss_fn(state.params, None, tokens_BxS1)
+
     return Trainer(
         init=jax.jit(create_state, out_shardings=state_sharding),
         step=compile_step(False),
         step_with_layer_stats=compile_step(True),
+        eval_loss=jax.jit(eval_loss, in_shardings=(state_sharding, data_sharding), out_shardings=replicated),
         state_sharding=state_sharding,
         batch_sharding=data_sharding,
     )
