@@ -120,11 +120,20 @@ class TrainConfig:
     layer_stats_every: int = 100  # per-layer weight / activation-gradient norms, tokens/s, MFU
     eval_every: int = 1000  # validation loss every this many steps and at the end
     eval_batches: int = 8  # validation batches per evaluation (the same each time); 0 = none
+    checkpoint_every: int = 1000  # steps between checkpoints; 0 = by time only
+    checkpoint_minutes: float = 30.0  # minutes between checkpoints; 0 = by steps only
+    keep_checkpoints: int = 3  # the newest K are kept
+    # A step whose loss or gradient is not finite never updates the parameters; then
+    # "stop" ends the run with an error (the last checkpoint stays good), "skip" goes on.
+    nonfinite: Literal["stop", "skip"] = "stop"
 
     def validate(self) -> None:
         _check_positive(self, "train", ("steps", "batch_size", "log_every", "layer_stats_every", "eval_every"))
-        if self.eval_batches < 0:
-            raise ValueError(f"train.eval_batches={self.eval_batches}: must be >= 0")
+        for name in ("eval_batches", "checkpoint_every", "checkpoint_minutes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"train.{name}={getattr(self, name)}: must be >= 0")
+        if self.keep_checkpoints < 1:
+            raise ValueError(f"train.keep_checkpoints={self.keep_checkpoints}: must be >= 1")
         if self.warmup_steps < 0:
             raise ValueError(f"train.warmup_steps={self.warmup_steps}: must be >= 0")
         if not self.lr > 0:

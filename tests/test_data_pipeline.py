@@ -7,7 +7,7 @@ import pytest
 import zstandard
 
 from depthdelusion.config import DataConfig
-from depthdelusion.data.pipeline import Batches, OutOfData, resolve_dataset, validation_batches
+from depthdelusion.data.pipeline import Batches, OutOfData, _row_files, resolve_dataset, validation_batches
 from depthdelusion.data.prepare import prepare
 from depthdelusion.data.sources import find_dataset
 from depthdelusion.data.tokenizers import get_tokenizer
@@ -26,7 +26,7 @@ def docs(shard: int, n: int) -> list[str]:
     return [f"Document {shard}-{i}: " + "the deep model is wide. " * (1 + (i * 7 + shard) % 5) for i in range(n)]
 
 
-def make_slimpajama(root: Path, shards: int = 6, per_shard: int = 20) -> list[str]:
+def make_slimpajama(root: Path, shards: int = 12, per_shard: int = 10) -> list[str]:
     """A SlimPajama-layout directory; returns every good training document."""
     good = []
     for k in range(shards):
@@ -56,7 +56,7 @@ def take(batches, n):
 def test_slimpajama_layout_is_recognised(slimpajama):
     root, _ = slimpajama
     found = find_dataset(str(root))
-    assert found.format == "slimpajama" and len(found.train) == 6 and len(found.validation) == 1
+    assert found.format == "slimpajama" and len(found.train) == 12 and len(found.validation) == 1
 
 
 def test_path_matching_nothing_is_a_clear_error(tmp_path):
@@ -66,22 +66,29 @@ def test_path_matching_nothing_is_a_clear_error(tmp_path):
         Batches(cfg_for(tmp_path / "missing"), 16, 2)
 
 
-def test_every_good_document_is_read_once_in_a_single_pass(slimpajama):
-    """Windows are the documents + EOS concatenated (no padding), each token exactly once."""
-    root, good = slimpajama
+def test_each_batch_row_is_its_files_packed_end_to_end_once(slimpajama):
+    """Row r of the batches is exactly the concatenation (document + EOS, no padding) of the
+    files dealt to row r, cut into windows; the data ends when the shortest row runs out."""
+    root, _ = slimpajama
     tok = get_tokenizer("bytes")
-    expected = sum(len(tok.encode(t)) + 1 for t in good)
+    found = find_dataset(str(root))
     batches = Batches(cfg_for(root), seq_len=31, global_batch=4)
     seen = []
     with pytest.raises(OutOfData, match=f"{root}: out of data after .* tokens"):
         while True:
             seen.append(next(batches))
-    stream = np.concatenate([b.reshape(-1) for b in seen])
-    assert len(stream) == expected // (4 * 32) * (4 * 32)  # only the final partial batch is dropped
-    ends = np.flatnonzero(stream == tok.eos_id)
-    complete = [tok.decode(piece) for piece in np.split(stream, ends + 1)[:-1]]  # each ends with EOS
-    assert all(text in good for text in complete)
-    assert len(set(complete)) == len(complete) >= len(good) - 2  # no repeats; only the tail is cut
+    expected_rows = []
+    for row in range(4):
+        stream = []
+        for path in _row_files(found.train, seed=42, epochs=1, row=row, rows=4):
+            lines = zstandard.ZstdDecompressor().decompress(Path(path).read_bytes()).splitlines()
+            for line in lines:
+                stream += tok.encode(json.loads(line)["text"]).tolist() + [tok.eos_id]
+        expected_rows.append(stream)
+    assert len(seen) == min(len(r) for r in expected_rows) // 32
+    for row in range(4):
+        got = np.concatenate([b[row] for b in seen]).tolist()
+        assert got == expected_rows[row][: len(got)]
 
 
 def test_bad_records_are_skipped_and_counted(tmp_path):
@@ -109,8 +116,9 @@ def test_bad_records_reach_metrics_and_summary(tmp_path):
     from depthdelusion.cli import main
 
     root = tmp_path / "sp"
-    write_zst(root / "train" / "chunk1" / "example_train_0.jsonl.zst",
-              [b"{broken"] + [record(t) for t in docs(0, 300)])
+    for k in range(8):  # one file per batch row at least
+        write_zst(root / "train" / "chunk1" / f"example_train_{k}.jsonl.zst",
+                  [b"{broken"] * (k == 3) + [record(t) for t in docs(k, 40)])
     out = tmp_path / "run"
     args = ["train", "--set", f"data.path={root}", "--set", "model.depth=1", "--set", "model.width=32",
             "--set", "model.head_dim=16", "--set", "model.seq_len=32", "--set", "train.batch_size=8",
@@ -145,8 +153,9 @@ def test_two_processes_read_disjoint_shares_and_each_resumes_exactly(slimpajama)
     cfg = cfg_for(root)
     shares = [take(Batches(cfg, 31, 4, p, 2), 6) for p in range(2)]
     assert shares[0][0].shape == (2, 32)
-    rows = [tuple(r) for p in range(2) for b in shares[p] for r in b]
-    assert len(set(rows)) == len(rows)  # no window is served to both processes
+    files = find_dataset(str(root)).train
+    opened = [{f for row in (2 * p, 2 * p + 1) for f in _row_files(files, 42, 1, row, 4)} for p in range(2)]
+    assert not opened[0] & opened[1] and opened[0] | opened[1] == set(files)  # disjoint shares
     for p in range(2):
         it = Batches(cfg, 31, 4, p, 2)
         take(it, 2)
@@ -155,6 +164,25 @@ def test_two_processes_read_disjoint_shares_and_each_resumes_exactly(slimpajama)
         again.set_state(state)
         for a, b in zip(shares[p][2:], take(again, 4)):
             np.testing.assert_array_equal(a, b)
+
+
+def test_global_batches_do_not_depend_on_the_number_of_processes(slimpajama, tmp_path):
+    """Row r of every global batch has one source: two processes' halves, stacked, are the
+    batches of one process. Streaming and prepared ArrayRecord alike."""
+    root, _ = slimpajama
+    prepare(str(root), str(tmp_path / "prepared"), tokenizer="bytes", seq_len=31)
+    for cfg in (cfg_for(root), DataConfig(path=str(tmp_path / "prepared"))):
+        one = take(Batches(cfg, 31, 4), 5)
+        halves = [take(Batches(cfg, 31, 4, p, 2), 5) for p in range(2)]
+        for t in range(5):
+            np.testing.assert_array_equal(one[t], np.concatenate([halves[0][t], halves[1][t]]))
+
+
+def test_streaming_needs_a_file_per_batch_row(slimpajama):
+    root, _ = slimpajama
+    with pytest.raises(ValueError, match="has 12 training files; streaming feeds each of the "
+                                         "train.batch_size=16 batch rows"):
+        Batches(cfg_for(root), 31, 16)
 
 
 def test_shuffle_is_seeded(slimpajama):
@@ -194,7 +222,8 @@ def test_text_files_are_one_document_each(tmp_path):
     for k in range(2):
         (tmp_path / f"d{k}.txt").write_text(f"plain text document number {k}. " * 20)
     batches = Batches(DataConfig(path=str(tmp_path / "*.txt")), 15, 2)
-    assert "plain text document" in get_tokenizer("bytes").decode(next(batches).reshape(-1))
+    rows = [get_tokenizer("bytes").decode(row) for row in next(batches)]
+    assert sorted(rows) == ["plain text docum"] * 2  # each row starts its own .txt document
 
 
 def test_prepared_arrayrecord_matches_the_streamed_windows_and_resumes(slimpajama, tmp_path):

@@ -49,9 +49,11 @@ def test_summary_reports_final_loss_over_last_ten_percent(run_dir):
     assert summary["params"] > 0 and summary["flops"] > 6 * summary["params_non_embedding"] * summary["tokens"]
 
 
-def test_refuses_to_overwrite_a_run(run_dir, capsys):
-    assert main(["train", *TINY, "--out", str(run_dir)]) == 2
-    assert "already holds a run" in capsys.readouterr().err
+def test_the_same_command_on_a_finished_run_changes_nothing(run_dir, capsys):
+    before = (run_dir / "metrics.jsonl").read_text()
+    assert main(["train", *TINY, "--out", str(run_dir)]) == 0
+    assert '"status": "finished"' in capsys.readouterr().out
+    assert (run_dir / "metrics.jsonl").read_text() == before
 
 
 def test_bad_config_is_one_clear_line(tmp_path):

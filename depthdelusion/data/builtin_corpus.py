@@ -186,10 +186,11 @@ if __name__ == "__main__":
 
 
 def write_slimpajama(root, n_documents: int, seed: int = 42, n_validation: int = 500,
-                     shards: int = 16) -> None:
+                     shards: int = 256) -> None:
     """Write the corpus in SlimPajama's layout, so it is read by the same loader:
     root/train/chunk1/example_train_{k}.jsonl.zst and root/validation/chunk1/example_holdout_0.jsonl.zst.
-    Validation documents are drawn with a different seed (never seen in training)."""
+    Validation documents are drawn with a different seed (never seen in training). Streaming
+    feeds each batch row from its own files, so `shards` bounds the batch size it can serve."""
     import json
     from pathlib import Path
 

@@ -2,15 +2,20 @@
 
 Each JAX process reads only its share of the data and yields [global_batch / process_count,
 seq_len + 1] int32 batches; the trainer assembles the global batch with
-`jax.make_array_from_process_local_data`. The iterator's state (`get_state` / `set_state`) goes
-into the run's checkpoint: restoring it yields exactly the batches an uninterrupted run sees.
+`jax.make_array_from_process_local_data`. The global batch does not depend on the number of
+processes (P): row r of every global batch has a fixed source, and process p serves rows
+[p·B/P, (p+1)·B/P). The iterator's state (`get_state` / `set_state`) goes into the run's
+checkpoint: restoring it yields exactly the batches an uninterrupted run sees.
 
 Streaming (SlimPajama, jsonl, text, the built-in corpus): the training files are shuffled with
-the seed (a new order each epoch), dealt out to processes (file k of the order goes to process
-k mod P) and, with `data.workers` > 0, dealt again to grain worker processes. Documents keep
-their order within a file (SlimPajama's files are already shuffled mixtures).
+the seed (a new order each epoch) and dealt out to the B rows of the batch (file k of the order
+feeds row k mod B); each row packs its own stream, so a process opens only its rows' files.
+This needs at least B files (SlimPajama has 59k; otherwise use prepare-data). With
+`data.workers` > 0 each row's files are dealt again to grain worker processes (the batches then
+depend on the worker count, not on P). Documents keep their order within a file (SlimPajama's
+files are already shuffled mixtures).
 Prepared ArrayRecord: a global, seeded permutation of the packed windows (reshuffled each
-epoch), strided over processes; random access makes resuming free.
+epoch); global batch t is windows [tB, (t+1)B) of it; random access makes resuming free.
 
 Single pass by default: a window is never repeated unless `data.epochs` > 1, and running out is
 an OutOfData error naming the dataset and the tokens consumed.
@@ -67,7 +72,7 @@ def builtin_root(cfg: DataConfig) -> Path:
     """The built-in corpus, written once in SlimPajama's layout under the cache directory
     ($DEPTHDELUSION_CACHE or ~/.cache/depthdelusion)."""
     cache = Path(os.environ.get("DEPTHDELUSION_CACHE", Path.home() / ".cache" / "depthdelusion"))
-    root = cache / f"builtin-v1-seed{cfg.seed}-docs{cfg.builtin_documents}"
+    root = cache / f"builtin-v2-seed{cfg.seed}-docs{cfg.builtin_documents}"
     if not (root / "train").is_dir():
         cache.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".writing-"))
@@ -98,11 +103,12 @@ def dataset_name(cfg: DataConfig) -> str:
     return "the built-in corpus" if cfg.path is None else cfg.path
 
 
-def _file_order(files: list[str], seed: int, epochs: int, process_index: int, process_count: int) -> list[str]:
+def _row_files(files: list[str], seed: int, epochs: int, row: int, rows: int) -> list[str]:
+    """The files feeding batch row `row` of `rows`: every epoch a new seeded order, dealt out."""
     order = []
     for epoch in range(epochs):
         perm = np.random.default_rng([seed, epoch]).permutation(len(files))
-        order += [files[i] for i in perm[process_index::process_count]]
+        order += [files[i] for i in perm[row::rows]]
     return order
 
 
@@ -111,12 +117,53 @@ def _streaming(files: list[str], kind: str, tokenizer: str, window: int) -> grai
     return PackWindowsIterDataset(docs.map(Tokenize(tokenizer)), window)
 
 
+class RowsIterDataset(grain.IterDataset):
+    """Stacks one window from each parent stream into a [rows, window] batch."""
+
+    def __init__(self, parents: list[grain.IterDataset]):
+        super().__init__(parents)
+
+    def __iter__(self) -> "RowsIterator":
+        return RowsIterator([p.__iter__() for p in self.parents])
+
+
+class RowsIterator(grain.DatasetIterator):
+    def __init__(self, parents: list[grain.DatasetIterator]):
+        super().__init__(parents)
+
+    def __next__(self) -> np.ndarray:
+        return np.stack([next(p) for p in self._parents])
+
+    def get_state(self) -> dict[str, Any]:
+        return {"rows": [p.get_state() for p in self._parents]}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        for parent, s in zip(self._parents, state["rows"], strict=True):
+            parent.set_state(s)
+
+
 @dataclasses.dataclass
 class _DecodeWindow(grain.transforms.Map):
     dtype: str
 
     def map(self, record: bytes) -> np.ndarray:
         return np.frombuffer(record, self.dtype).astype(np.int32)
+
+
+@dataclasses.dataclass
+class _ProcessRows(grain.transforms.Map):
+    """Local row i -> global window (i // b)·B + p·b + i mod b: this process's rows of each
+    global batch of a random-access dataset, decoded to int32."""
+
+    windows: grain.MapDataset
+    dtype: str
+    local_batch: int
+    global_batch: int
+    first_row: int
+
+    def map(self, i: int) -> np.ndarray:
+        index = (i // self.local_batch) * self.global_batch + self.first_row + i % self.local_batch
+        return np.frombuffer(self.windows[index], self.dtype).astype(np.int32)
 
 
 def _prepared_meta(found: DatasetFiles, cfg: DataConfig, window: int) -> dict:
@@ -138,23 +185,34 @@ def train_dataset(cfg: DataConfig, seq_len: int, global_batch: int, process_inde
             f"train.batch_size={global_batch} is not divisible by the number of processes {process_count}"
         )
     local_batch, window = global_batch // process_count, seq_len + 1
+    first_row = process_index * local_batch
     found = resolve_dataset(cfg)
     if found.format == "arrayrecord":
         meta = _prepared_meta(found, cfg, window)
         source = grain.sources.ArrayRecordDataSource(found.train)
-        ds = grain.MapDataset.source(source).shuffle(seed=cfg.seed).repeat(cfg.epochs)
-        ds = ds[process_index::process_count].map(_DecodeWindow(meta["dtype"])).to_iter_dataset()
-    else:
-        kind = "text" if found.format == "text" else "jsonl"
-        files = _file_order(found.train, cfg.seed, cfg.epochs, process_index, process_count)
-        needed = max(1, cfg.workers)
-        if len(found.train) < process_count * needed:
-            raise ValueError(
-                f"{dataset_name(cfg)} has {len(found.train)} training files, fewer than processes x "
-                f"workers = {process_count} x {needed}: split it into more files or lower data.workers"
-            )
-        ds = _streaming(files, kind, cfg.tokenizer, window)
-    ds = ds.batch(local_batch, drop_remainder=True)
+        windows = grain.MapDataset.source(source).shuffle(seed=cfg.seed).repeat(cfg.epochs)
+        n_rows = len(windows) // global_batch * local_batch
+        rows = _ProcessRows(windows, meta["dtype"], local_batch, global_batch, first_row)
+        ds = grain.MapDataset.range(n_rows).map(rows).to_iter_dataset()
+        if cfg.workers > 0:  # rows come back in order from the workers: batches do not change
+            _parse_absl_flags()
+            ds = ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=cfg.workers))
+        ds = ds.batch(local_batch, drop_remainder=True)
+        if cfg.prefetch > 0 and cfg.workers == 0:
+            ds = grain.experimental.ThreadPrefetchIterDataset(ds, prefetch_buffer_size=cfg.prefetch)
+        return ds
+    kind = "text" if found.format == "text" else "jsonl"
+    if len(found.train) < global_batch * max(1, cfg.workers):
+        raise ValueError(
+            f"{dataset_name(cfg)} has {len(found.train)} training files; streaming feeds each of the "
+            f"train.batch_size={global_batch} batch rows from its own files (x data.workers="
+            f"{cfg.workers}), so it needs at least {global_batch * max(1, cfg.workers)}: split the "
+            "files, or tokenize them once with `depthdelusion prepare-data` and train on that"
+        )
+    ds = RowsIterDataset([
+        _streaming(_row_files(found.train, cfg.seed, cfg.epochs, row, global_batch), kind, cfg.tokenizer, window)
+        for row in range(first_row, first_row + local_batch)
+    ])
     if cfg.workers > 0:
         _parse_absl_flags()
         return ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=cfg.workers))
@@ -237,11 +295,11 @@ class Batches:
         return batch
 
     def get_state(self) -> dict[str, Any]:
-        return {"iterator": self.iterator.get_state(), "tokens": self.tokens}
+        """The grain iterator's state (JSON-serialisable): where the next batch comes from."""
+        return self.iterator.get_state()
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self.iterator.set_state(state["iterator"])
-        self.tokens = state["tokens"]
+        self.iterator.set_state(state)
 
     def skipped(self) -> dict[str, int]:
         return skipped_counts(self.iterator.get_state())

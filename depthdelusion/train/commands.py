@@ -16,16 +16,28 @@ def resolve_config_path(config: str | None) -> Path:
     return Path(name)
 
 
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL: saved on SIGTERM; run the same command again to resume
+
+
 def run_train(args) -> int:
     from depthdelusion.config import load_config
+    from depthdelusion.parallel.distributed import initialize
+
+    initialize(args.coordinator, args.num_processes, args.process_id)
+    import jax
+
     from depthdelusion.train.loop import train
 
-    cfg = load_config(resolve_config_path(args.config), args.overrides)
+    config = args.config
+    if config is None and (Path(args.out) / "config.yaml").exists():
+        config = str(Path(args.out) / "config.yaml")  # resuming: the run's own configuration
+    cfg = load_config(resolve_config_path(config), args.overrides)
     summary = train(cfg, args.out)
-    print(json.dumps({k: summary[k] for k in ("final_loss", "final_loss_se", "params", "tokens",
-                                              "wall_time_s")}))
-    print(f"run written to {args.out}")
-    return 0
+    if jax.process_index() == 0:
+        keys = ("status", "steps", "final_loss", "final_loss_se", "eval_loss", "params", "tokens", "wall_time_s")
+        print(json.dumps({k: summary.get(k) for k in keys}))
+        print(f"run written to {args.out}")
+    return EXIT_PREEMPTED if summary["status"] == "preempted" else 0
 
 
 def register(subparsers) -> None:
@@ -40,5 +52,10 @@ def register(subparsers) -> None:
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
         help="override a config field by its dotted path, e.g. --set model.depth=24 (repeatable)",
     )
-    parser.add_argument("--out", required=True, metavar="DIR", help="run directory to create")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="run directory; an existing one is resumed from its latest checkpoint")
+    multi = parser.add_argument_group("multi-process (not needed on TPU VMs, found automatically)")
+    multi.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address")
+    multi.add_argument("--num-processes", type=int, metavar="N")
+    multi.add_argument("--process-id", type=int, metavar="I")
     parser.set_defaults(func=run_train)

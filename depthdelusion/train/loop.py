@@ -1,11 +1,16 @@
-"""One training run, top to bottom: data -> mesh -> model and compiled step -> loop -> records.
+"""One training run, top to bottom: data -> mesh -> model and compiled step -> restore -> loop
+-> records.
 
-The loop never waits on the device except at logging points: step n+1 is dispatched before the
-metrics of step n are fetched.
+The loop never waits on the device except at logging and checkpoint points: step n+1 is
+dispatched before the metrics of step n are fetched. A run directory is enough to resume:
+`train(cfg, DIR)` on a directory with checkpoints continues from the newest readable one, with
+the data iterator where it was, so the losses are those of an uninterrupted run.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -14,13 +19,27 @@ from typing import Any
 import jax
 import numpy as np
 
-from depthdelusion.config import Config, dump_config
+from depthdelusion.config import Config, dump_config, from_dict
 from depthdelusion.data.pipeline import Batches, validation_batches
 from depthdelusion.model import size
 from depthdelusion.parallel.mesh import make_mesh
+from depthdelusion.train.checkpoints import Checkpointer
 from depthdelusion.train.hardware import peak_flops_per_device
-from depthdelusion.train.records import MetricsWriter, final_loss, write_json
+from depthdelusion.train.records import MetricsWriter, TensorBoardWriter, final_loss, read_metrics, write_json
 from depthdelusion.train.step import build_trainer
+
+# Fields that may differ between a run's saved config and the one resuming it: they change
+# how a run is watched or executed, never its numbers.
+RESUMABLE_CHANGES = {
+    "train": {"log_every", "layer_stats_every", "eval_every", "checkpoint_every", "checkpoint_minutes",
+              "keep_checkpoints"},
+    "data": {"workers", "prefetch"},
+    "mesh": {"data", "fsdp", "tensor"},
+}
+
+
+class NonFiniteError(RuntimeError):
+    pass
 
 
 def _is_layer_stats_step(step: int, cfg: Config) -> bool:
@@ -38,13 +57,17 @@ def _is_log_step(step: int, cfg: Config) -> bool:
 class Progress:
     """A one-line progress bar on a terminal; plain log lines (at layer-stats steps) otherwise."""
 
-    def __init__(self, total: int, stream=sys.stderr):
-        self.total, self.stream = total, stream
+    def __init__(self, total: int, stream=sys.stderr, enabled: bool = True):
+        self.total, self.stream, self.enabled = total, stream, enabled
         self.tty = stream.isatty()
 
     def update(self, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
         step = record["step"]
         text = f"step {step}/{self.total} loss {record['loss']:.4f} lr {record['lr']:.2e}"
+        if "eval_loss" in record:
+            text += f" eval {record['eval_loss']:.4f}"
         if "tokens_per_s" in record:
             text += f" {record['tokens_per_s']:,.0f} tok/s"
             if record.get("mfu") is not None:
@@ -54,53 +77,109 @@ class Progress:
             self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {text}\033[K")
             if step == self.total:
                 self.stream.write("\n")
-        elif "per_layer_grad_norm" in record:
+        elif "per_layer_grad_norm" in record or "eval_loss" in record:
             self.stream.write(text + "\n")
         self.stream.flush()
 
+    def note(self, text: str) -> None:
+        if self.enabled:
+            self.stream.write(("\n" if self.tty else "") + text + "\n")
+            self.stream.flush()
 
-def prepare_run_dir(out: Path) -> None:
-    if (out / "metrics.jsonl").exists() or (out / "summary.json").exists():
+
+def check_resumable(saved: Config, cfg: Config, out: Path) -> None:
+    """A resumed run must compute the same numbers: only watching/execution fields may change."""
+    a, b = saved.to_dict(), cfg.to_dict()
+    changed = [f"{section}.{name}: {a[section][name]!r} -> {b[section][name]!r}"
+               for section in a for name in a[section]
+               if a[section][name] != b[section][name] and name not in RESUMABLE_CHANGES.get(section, ())]
+    if changed:
         raise ValueError(
-            f"{out} already holds a run (metrics.jsonl / summary.json): choose a new --out directory"
+            f"{out} holds a run with a different configuration ({'; '.join(changed)}): resume it "
+            "with its own config.yaml, or start a new --out directory"
         )
-    out.mkdir(parents=True, exist_ok=True)
 
 
-def train(cfg: Config, out: str | Path) -> dict[str, Any]:
-    """Train one model as configured; write DIR/config.yaml, metrics.jsonl, summary.json.
-    Returns the summary."""
-    out = Path(out)
-    prepare_run_dir(out)
-    tc = cfg.train
-    shard = (jax.process_index(), jax.process_count())
-    batches = Batches(cfg.data, cfg.model.seq_len, tc.batch_size, *shard)
-    tokenizer = batches.tokenizer
+def _resolve_vocab(cfg: Config, tokenizer) -> Config:
     if cfg.model.vocab_size is None:
-        cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=tokenizer.vocab_size))
-    elif cfg.model.vocab_size < tokenizer.vocab_size:
+        return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=tokenizer.vocab_size))
+    if cfg.model.vocab_size < tokenizer.vocab_size:
         raise ValueError(
             f"model.vocab_size={cfg.model.vocab_size} is smaller than the {tokenizer.name} "
             f"tokenizer's vocabulary ({tokenizer.vocab_size}): use >= {tokenizer.vocab_size} or null"
         )
-    cfg.validate()
-    dump_config(cfg, out / "config.yaml")
+    return cfg
+
+
+class _Preemption:
+    """SIGTERM (how a spot TPU VM is preempted) sets a flag; the loop saves and exits cleanly."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self):
+        try:
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        except ValueError:  # not the main thread: leave signals alone
+            self._previous = None
+        return self
+
+    def _handle(self, signum, frame):
+        self.requested = True
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+
+def train(cfg: Config, out: str | Path) -> dict[str, Any]:
+    """Train (or resume) one model as configured; writes DIR/config.yaml, metrics.jsonl,
+    summary.json, tensorboard/ (process 0) and DIR/checkpoints/ (every process). Returns the
+    summary; its status is "finished", "preempted" (SIGTERM: saved, resume later) or "failed"."""
+    out = Path(out)
+    primary = jax.process_index() == 0
+    if (out / "summary.json").exists():
+        summary = json.loads((out / "summary.json").read_text())
+        if summary.get("status") == "finished":
+            return summary  # nothing to do: a finished run is never trained again
+    tc = cfg.train
+    shard = (jax.process_index(), jax.process_count())
+    batches = Batches(cfg.data, cfg.model.seq_len, tc.batch_size, *shard)
+    tokenizer = batches.tokenizer
+    cfg = _resolve_vocab(cfg, tokenizer).validate()
+    if (out / "config.yaml").exists():
+        import yaml
+
+        check_resumable(from_dict(yaml.safe_load((out / "config.yaml").read_text()), str(out / "config.yaml")), cfg, out)
+    if primary:
+        out.mkdir(parents=True, exist_ok=True)
+        dump_config(cfg, out / "config.yaml")
 
     mesh = make_mesh(cfg.mesh)
     trainer = build_trainer(cfg, mesh)
     eval_set = validation_batches(cfg.data, cfg.model.seq_len, tc.batch_size, tc.eval_batches, *shard)
     eval_set = None if eval_set is None else [
         jax.make_array_from_process_local_data(trainer.batch_sharding, b) for b in eval_set]
-    eval_loss = None  # latest validation loss
     tokens_per_step = tc.batch_size * cfg.model.seq_len
     flops_per_step = size.flops_per_token(cfg.model) * tokens_per_step
     peak = peak_flops_per_device()
     peak_total = peak * mesh.size if peak else None
 
-    writer = MetricsWriter(out / "metrics.jsonl")
-    progress = Progress(tc.steps)
-    logged_steps: list[int] = []
-    logged_losses: list[float] = []
+    checkpointer = Checkpointer(out / "checkpoints", tc.checkpoint_every, tc.checkpoint_minutes,
+                                tc.keep_checkpoints)
+    restored = checkpointer.restore_latest(trainer.abstract_state, trainer.state_sharding, batches.iterator)
+    state, start_step = (trainer.init(), 0) if restored is None else (restored[1], restored[0])
+    previous = read_metrics(out / "metrics.jsonl")
+    already_logged = max((r["step"] for r in previous), default=0)  # metrics.jsonl is append-only
+    logged = {r["step"]: r["loss"] for r in previous if "loss" in r}
+    eval_loss = next((r["eval_loss"] for r in reversed(previous) if "eval_loss" in r), None)
+
+    writer = MetricsWriter(out / "metrics.jsonl") if primary else None
+    board = TensorBoardWriter(out / "tensorboard") if primary else None
+    progress = Progress(tc.steps, enabled=primary)
+    if start_step:
+        progress.note(f"resuming {out} from the checkpoint at step {start_step}")
     start = time.perf_counter()
     last_stats = None  # (step, time) of the previous layer-stats fetch, for tokens/s
 
@@ -108,10 +187,12 @@ def train(cfg: Config, out: str | Path) -> dict[str, Any]:
         nonlocal last_stats, eval_loss
         values = jax.device_get(metrics)  # waits for step `step` only; step+1 is already queued
         now = time.perf_counter()
+        nonfinite = values.pop("nonfinite")
         rec: dict[str, Any] = {"step": step, "tokens": step * tokens_per_step}
-        for name, value in values.items():
-            rec[name] = np.asarray(value).tolist()
+        rec.update({name: np.asarray(value).tolist() for name, value in values.items()})
         rec["elapsed_s"] = round(now - start, 3)
+        if nonfinite[0]:
+            rec["nonfinite_steps"] = int(nonfinite[0])
         if "eval_loss" in rec:
             eval_loss = rec["eval_loss"]
         if "per_layer_grad_norm" in rec:
@@ -122,50 +203,78 @@ def train(cfg: Config, out: str | Path) -> dict[str, Any]:
                 rec["flops_per_s"] = tokens_per_s * flops_per_step / tokens_per_step
                 rec["mfu"] = rec["flops_per_s"] / peak_total if peak_total else None
             last_stats = (step, now)
-        logged_steps.append(step)
-        logged_losses.append(float(rec["loss"]))
-        writer.write(rec)
+        if step > already_logged:
+            logged[step] = float(rec["loss"])
+            if writer is not None:
+                writer.write(rec)
+                board.write(rec)
         progress.update(rec)
+        if nonfinite[0] and tc.nonfinite == "stop":
+            layer = int(nonfinite[2])
+            where = f"first non-finite gradient norm in block {layer}" if layer >= 0 else (
+                "the blocks' gradients were finite: the loss, embedding or head gradient was not")
+            raise NonFiniteError(
+                f"non-finite loss or gradient at step {int(nonfinite[1])} ({where}); the update was "
+                "not applied and the last checkpoint is good. Lower train.lr or raise train.warmup_steps, "
+                "or set train.nonfinite=skip to drop such steps and go on")
 
-    state = trainer.init()
+    def summary(status: str, step: int, error: str | None = None) -> dict[str, Any]:
+        steps = sorted(logged)
+        loss, loss_se, n_tail = final_loss(steps, [logged[s] for s in steps], tc.steps) if steps else (None, None, 0)
+        tokens = step * tokens_per_step
+        result = {
+            "name": out.name, "status": status, "model": dataclasses.asdict(cfg.model),
+            "params": size.count_params(cfg.model), "params_non_embedding": size.non_embedding_params(cfg.model),
+            "tokens": tokens, "flops": size.flops_per_token(cfg.model) * tokens,
+            "final_loss": loss, "final_loss_se": loss_se, "final_loss_steps": n_tail, "eval_loss": eval_loss,
+            "data": {"dataset": batches.name, "tokenizer": tokenizer.name, "skipped": batches.skipped()},
+            "steps": step, "wall_time_s": round(time.perf_counter() - start, 3),
+            "devices": mesh.size, "processes": jax.process_count(),
+            "device_kind": jax.devices()[0].device_kind, "mesh": dict(mesh.shape),
+        }
+        if error:
+            result["error"] = error
+        if primary:
+            write_json(out / "summary.json", result)
+        return result
+
+    def save(step: int) -> None:
+        checkpointer.save(step, state, batches.get_state())
+
+    step = start_step
     pending = None
     try:
-        for step in range(1, tc.steps + 1):
-            tokens = jax.make_array_from_process_local_data(trainer.batch_sharding, next(batches))
-            step_fn = trainer.step_with_layer_stats if _is_layer_stats_step(step, cfg) else trainer.step
-            state, metrics = step_fn(state, tokens)
-            if eval_set is not None and (step % tc.eval_every == 0 or step == tc.steps):
-                metrics = {**metrics, "eval_loss": sum(trainer.eval_loss(state, b) for b in eval_set) / len(eval_set)}
+        with _Preemption() as preemption:
+            for step in range(start_step + 1, tc.steps + 1):
+                tokens = jax.make_array_from_process_local_data(trainer.batch_sharding, next(batches))
+                step_fn = trainer.step_with_layer_stats if _is_layer_stats_step(step, cfg) else trainer.step
+                state, metrics = step_fn(state, tokens)
+                if eval_set is not None and (step % tc.eval_every == 0 or step == tc.steps):
+                    metrics = {**metrics, "eval_loss": sum(trainer.eval_loss(state, b) for b in eval_set) / len(eval_set)}
+                if pending is not None:
+                    record(*pending)
+                pending = (step, metrics) if _is_log_step(step, cfg) else None
+                if checkpointer.due(step) or preemption.requested or step == tc.steps:
+                    if pending is not None:  # the non-finite check comes before any save
+                        record(*pending)
+                        pending = None
+                    elif tc.nonfinite == "stop" and int(jax.device_get(state.nonfinite)[0]):
+                        record(step, {**metrics, "nonfinite": state.nonfinite})
+                    save(step)
+                if preemption.requested:
+                    checkpointer.wait()
+                    progress.note(f"SIGTERM: saved the checkpoint at step {step}; resume with the same command")
+                    return summary("preempted", step)
             if pending is not None:
                 record(*pending)
-            pending = (step, metrics) if _is_log_step(step, cfg) else None
-        if pending is not None:
-            record(*pending)
+        checkpointer.wait()
+        return summary("finished", step)
+    except Exception as err:  # recorded for sweeps and humans; the last checkpoint stays
+        summary("failed", step, f"{type(err).__name__}: {err}")
+        raise
     finally:
-        writer.close()
+        checkpointer.close()
         batches.close()
-    wall = time.perf_counter() - start
-
-    loss, loss_se, n_tail = final_loss(logged_steps, logged_losses, tc.steps)
-    tokens = tc.steps * tokens_per_step
-    summary = {
-        "name": out.name,
-        "status": "finished",
-        "model": dataclasses.asdict(cfg.model),
-        "params": size.count_params(cfg.model),
-        "params_non_embedding": size.non_embedding_params(cfg.model),
-        "tokens": tokens,
-        "flops": size.flops_per_token(cfg.model) * tokens,
-        "final_loss": loss,
-        "final_loss_se": loss_se,
-        "final_loss_steps": n_tail,
-        "eval_loss": eval_loss,
-        "data": {"dataset": batches.name, "tokenizer": tokenizer.name, "skipped": batches.skipped()},
-        "steps": tc.steps,
-        "wall_time_s": round(wall, 3),
-        "devices": mesh.size,
-        "device_kind": jax.devices()[0].device_kind,
-        "mesh": dict(mesh.shape),
-    }
-    write_json(out / "summary.json", summary)
-    return summary
+        if writer is not None:
+            writer.close()
+            board.close()

@@ -24,6 +24,10 @@ class TrainState(NamedTuple):
     step: jax.Array  # optimizer updates done, int32 scalar
     params: nnx.State
     opt_state: optax.OptState
+    # int32[3]: steps whose loss or gradient was not finite (their update was not applied), the
+    # first such step (1-based, 0 = none), and its first block with a non-finite gradient norm
+    # (-1: the blocks were finite, the non-finite value was in the loss, embeddings or head).
+    nonfinite: jax.Array
 
 
 def shardings_from_metadata(tree: Any, mesh: Mesh) -> Any:
@@ -51,13 +55,20 @@ def batch_sharding(mesh: Mesh, global_batch: int) -> NamedSharding:
     return named_sharding(("batch", None), (global_batch, 1), mesh)
 
 
-def per_layer_norm(stacked_grads: Any) -> jax.Array:
-    """‖g‖ per layer from stacked [D, ...] gradient leaves: a reduction over non-layer axes."""
-    sq_D = sum(
+def per_layer_sq_norm(stacked_grads: Any) -> jax.Array:
+    """‖g‖² per layer from stacked [D, ...] gradient leaves: a reduction over non-layer axes."""
+    return sum(
         jnp.sum(jnp.square(g.astype(jnp.float32)), axis=tuple(range(1, g.ndim)))
         for g in jax.tree.leaves(stacked_grads)
     )
-    return jnp.sqrt(sq_D)
+
+
+def per_layer_norm(stacked_grads: Any) -> jax.Array:
+    return jnp.sqrt(per_layer_sq_norm(stacked_grads))
+
+
+def _tree_sq_norm(tree: Any) -> jax.Array:
+    return sum(jnp.sum(jnp.square(g.astype(jnp.float32))) for g in jax.tree.leaves(tree))
 
 
 def cross_entropy(logits_BxSxV: jax.Array, targets_BxS: jax.Array) -> jax.Array:
@@ -69,6 +80,7 @@ class Trainer(NamedTuple):
     """Everything compiled for one run: the initial state and the two step variants."""
 
     init: Any  # () -> TrainState, sharded
+    abstract_state: Any  # TrainState of ShapeDtypeStructs
     step: Any  # (state, tokens) -> (state, metrics)
     step_with_layer_stats: Any
     eval_loss: Any  # (state, tokens) -> mean loss, no update
@@ -84,7 +96,7 @@ def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
     def create_state() -> TrainState:
         model = Transformer(mc, rngs=nnx.Rngs(params=tc.seed))
         params = nnx.state(model, nnx.Param)
-        return TrainState(jnp.zeros((), jnp.int32), params, tx.init(params))
+        return TrainState(jnp.zeros((), jnp.int32), params, tx.init(params), jnp.array([0, 0, -1], jnp.int32))
 
     abstract_state = jax.eval_shape(create_state)
     graphdef = nnx.graphdef(nnx.eval_shape(lambda: Transformer(mc, rngs=nnx.Rngs(0))))
@@ -103,13 +115,31 @@ def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
             loss, (grads, probe_grads_D) = jax.value_and_grad(loss_fn, argnums=(0, 1))(
                 state.params, probes_D, tokens_BxS1
             )
+        # The per-layer norms come free with the global norm: one reduction over the gradients.
+        sq_D = per_layer_sq_norm(grads["blocks"])
+        rest = {k: v for k, v in grads.items() if k != "blocks"}
+        grad_norm = jnp.sqrt(jnp.sum(sq_D) + _tree_sq_norm(rest))
         updates, opt_state = tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        metrics = {"loss": loss, "lr": schedule(state.step), "grad_norm": optax.tree.norm(grads)}
+        # A non-finite loss or gradient never reaches the parameters: the update is dropped.
+        finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+        keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)
+        params, opt_state = keep(params, state.params), keep(opt_state, state.opt_state)
+        bad_D = ~jnp.isfinite(sq_D)
+        bad_layer = jnp.where(bad_D.any(), jnp.argmax(bad_D), -1).astype(jnp.int32)
+        count, first_step, first_layer = state.nonfinite
+        first = ~finite & (count == 0)
+        nonfinite = jnp.stack([
+            count + (~finite).astype(jnp.int32),
+            jnp.where(first, state.step + 1, first_step),
+            jnp.where(first, bad_layer, first_layer),
+        ])
+        metrics = {"loss": loss, "lr": schedule(state.step), "grad_norm": grad_norm,
+                   "nonfinite": nonfinite}
         if layer_stats:
-            metrics["per_layer_grad_norm"] = per_layer_norm(grads["blocks"])
+            metrics["per_layer_grad_norm"] = jnp.sqrt(sq_D)
             metrics["per_layer_act_grad_norm"] = jnp.sqrt(probe_grads_D)
-        return TrainState(state.step + 1, params, opt_state), metrics
+        return TrainState(state.step + 1, params, opt_state, nonfinite), metrics
 
     def compile_step(layer_stats: bool):
         return jax.jit(
@@ -125,6 +155,7 @@ def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
 
     return Trainer(
         init=jax.jit(create_state, out_shardings=state_sharding),
+        abstract_state=abstract_state,
         step=compile_step(False),
         step_with_layer_stats=compile_step(True),
         eval_loss=jax.jit(eval_loss, in_shardings=(state_sharding, data_sharding), out_shardings=replicated),

@@ -1,0 +1,152 @@
+"""Checkpoints: orbax (async) for the train state, grain's per-process JSON for the data iterator.
+
+DIR/checkpoints/<step>/state   parameters, optimizer state and step, one array per leaf, saved
+                               as shards by every process; restored onto any mesh (resharding)
+DIR/checkpoints/<step>/data    process_<i>-of-<n>.json: each process's iterator state
+
+The step is stateless apart from these: there is no dropout, so no training RNG to carry; the
+init key comes from `train.seed` and the data order from `data.seed` plus the iterator state.
+
+A checkpoint killed mid-save never becomes a step directory (orbax writes to a temporary
+directory and renames it when complete); such leftovers are reported, never deleted. A step
+that fails to restore (corrupted on disk) is renamed `<step>.unreadable` and the previous one is
+tried, with a warning naming the bad step.
+"""
+from __future__ import annotations
+
+import copy
+import time
+import warnings
+from typing import Any
+
+import grain
+import jax
+import orbax.checkpoint as ocp
+from etils import epath
+from jax.sharding import NamedSharding
+
+
+class _FrozenIteratorState(grain.DatasetIterator):
+    """The data iterator's state at save time: orbax may write it after the loop moved on."""
+
+    def __init__(self, state: dict):
+        super().__init__()
+        self._state = copy.deepcopy(state)
+
+    def __next__(self):
+        raise TypeError("a frozen iterator state cannot be iterated")
+
+    def get_state(self) -> dict:
+        return self._state
+
+    def set_state(self, state: dict) -> None:
+        raise TypeError("a frozen iterator state cannot be restored into")
+
+
+def flatten_state(state: Any) -> dict[str, Any]:
+    """{"<path>": array} for every leaf: a plain mapping orbax saves without knowing our types."""
+    leaves, _ = jax.tree_util.tree_flatten_with_path(state)
+    return {jax.tree_util.keystr(path): leaf for path, leaf in leaves}
+
+
+def abstract_flat_state(abstract_state: Any, state_sharding: Any) -> tuple[dict[str, Any], Any]:
+    """ShapeDtypeStructs with this mesh's shardings (the restore target), and the treedef.
+
+    `state_sharding` is a tree prefix of the state with one NamedSharding per leaf, in order."""
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(abstract_state)
+    shardings = jax.tree.leaves(state_sharding, is_leaf=lambda x: isinstance(x, NamedSharding))
+    if len(shardings) != len(leaves):
+        raise ValueError("state sharding does not match the state's leaves")
+    flat = {
+        jax.tree_util.keystr(path): jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
+        for (path, leaf), sharding in zip(leaves, shardings)
+    }
+    return flat, treedef
+
+
+class Checkpointer:
+    """Saves every `every_steps` steps and/or `every_minutes` minutes, keeps the last `keep`."""
+
+    def __init__(self, directory: epath.PathLike, every_steps: int = 0, every_minutes: float = 0.0,
+                 keep: int = 3):
+        self.directory = epath.Path(directory).absolute()
+        self.every_steps, self.every_minutes, self.keep = every_steps, every_minutes, keep
+        self._last_save_time = time.monotonic()
+        self.manager = self._open()
+
+    def _open(self) -> ocp.CheckpointManager:
+        return ocp.CheckpointManager(
+            self.directory,
+            options=ocp.CheckpointManagerOptions(
+                max_to_keep=self.keep, create=True, enable_async_checkpointing=True,
+                cleanup_tmp_directories=False,  # a half-written save is evidence: keep it
+            ),
+        )
+
+    def due(self, step: int) -> bool:
+        by_steps = self.every_steps > 0 and step % self.every_steps == 0
+        by_time = self.every_minutes > 0 and time.monotonic() - self._last_save_time >= 60 * self.every_minutes
+        return by_steps or by_time
+
+    def save(self, step: int, state: Any, data_state: dict) -> None:
+        """Starts an async save; the arrays are copied before this returns, so training goes on."""
+        if step in self.manager.all_steps():
+            return
+        self.manager.save(step, args=ocp.args.Composite(
+            state=ocp.args.StandardSave(flatten_state(state)),
+            data=grain.checkpoint.CheckpointSave(_FrozenIteratorState(data_state)),
+        ), force=True)
+        self._last_save_time = time.monotonic()
+
+    def wait(self) -> None:
+        self.manager.wait_until_finished()
+
+    def close(self) -> None:
+        self.manager.wait_until_finished()
+        self.manager.close()
+
+    def incomplete_saves(self) -> list[str]:
+        """Leftovers of saves that were killed before they completed."""
+        if not self.directory.exists():
+            return []
+        return sorted(p.name for p in self.directory.iterdir() if ".orbax-checkpoint-tmp" in p.name)
+
+    def restore_latest(self, abstract_state: Any, state_sharding: Any, data_iterator) -> tuple[int, Any] | None:
+        """Restore the newest readable checkpoint onto the current mesh: (step, state), with the
+        data iterator set to its saved position. None if there is no checkpoint at all; a
+        ValueError if there are checkpoints and none is readable (nothing is deleted)."""
+        for leftover in self.incomplete_saves():
+            warnings.warn(f"{self.directory / leftover}: an incomplete save (the process was killed "
+                          "while writing it); ignored and left in place", stacklevel=2)
+        steps = sorted(self.manager.all_steps(), reverse=True)
+        if not steps:
+            return None
+        target, treedef = abstract_flat_state(abstract_state, state_sharding)
+        errors = []
+        for step in steps:
+            try:
+                restored = self.manager.restore(step, args=ocp.args.Composite(
+                    state=ocp.args.StandardRestore(target),
+                    data=grain.checkpoint.CheckpointRestore(data_iterator),
+                ))
+            except Exception as err:  # orbax/tensorstore raise many types for damaged files
+                errors.append(f"step {step}: {type(err).__name__}: {str(err)[:200]}")
+                warnings.warn(f"checkpoint at step {step} in {self.directory} is unreadable "
+                              f"({type(err).__name__}); trying the previous one", stacklevel=2)
+                self._set_aside(step)
+                continue
+            state = jax.tree_util.tree_unflatten(treedef, [restored["state"][k] for k in target])
+            return step, state
+        raise ValueError(
+            f"no usable checkpoint in {self.directory}: " + "; ".join(errors)
+            + ". Nothing was deleted; start a new run directory or repair the checkpoints"
+        )
+
+    def _set_aside(self, step: int) -> None:
+        """Rename an unreadable step so new saves never rotate good ones out in its favour."""
+        if jax.process_index() == 0:
+            path = self.directory / str(step)
+            if path.exists():
+                path.rename(self.directory / f"{step}.unreadable")
+        self.manager.close()
+        self.manager = self._open()

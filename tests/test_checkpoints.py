@@ -1,0 +1,263 @@
+"""Preemption safety: exact resume after SIGKILL / SIGTERM, bad checkpoints, resharding,
+the non-finite guard, append-only records."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+import yaml
+
+from depthdelusion.config import Config, MeshConfig, ModelConfig, TrainConfig, load_config
+from depthdelusion.parallel.mesh import make_mesh
+from depthdelusion.train.checkpoints import Checkpointer
+from depthdelusion.train.loop import NonFiniteError, train
+from depthdelusion.train.records import read_metrics
+from depthdelusion.train.step import build_trainer
+
+TINY = {
+    "model": {"depth": 2, "width": 64, "head_dim": 16, "seq_len": 64},
+    "data": {"builtin_documents": 3000},
+    "train": {"steps": 24, "batch_size": 8, "lr": 3.0e-3, "warmup_steps": 5, "checkpoint_every": 4,
+              "checkpoint_minutes": 0, "layer_stats_every": 8, "eval_every": 12, "eval_batches": 2},
+}
+# The same config, devices and data give bit-identical float32 arithmetic on CPU; allow for
+# nothing more than printing round-off.
+LOSS_RTOL = 1e-6
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cfg") / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(config_file, tmp_path_factory):
+    """An uninterrupted run: {step: loss}."""
+    out = tmp_path_factory.mktemp("ref") / "run"
+    train(load_config(config_file), out)
+    return {r["step"]: r["loss"] for r in read_metrics(out / "metrics.jsonl")}
+
+
+def cli(*args):
+    return [sys.executable, "-m", "depthdelusion", "train", *map(str, args)]
+
+
+def wait_for_lines(path: Path, n: int, proc, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and len(path.read_text().splitlines()) >= n:
+            return
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        time.sleep(0.05)
+    raise TimeoutError(f"{path} did not reach {n} lines")
+
+
+def assert_same_losses(out: Path, reference: dict) -> None:
+    records = read_metrics(out / "metrics.jsonl")
+    steps = [r["step"] for r in records]
+    assert steps == sorted(set(steps)) == list(range(1, 25)), "a step is missing or repeated"
+    for r in records:
+        assert r["loss"] == pytest.approx(reference[r["step"]], rel=LOSS_RTOL), r["step"]
+
+
+def test_sigkill_then_resume_gives_the_uninterrupted_losses(config_file, reference, tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen(cli(config_file, "--out", out), stderr=subprocess.DEVNULL)
+    wait_for_lines(out / "metrics.jsonl", 11, proc)  # killed somewhere after step 11
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "summary.json").exists()
+    done = subprocess.run(cli("--out", out), capture_output=True, text=True)  # resumes
+    assert done.returncode == 0, done.stderr
+    assert "resuming" in done.stderr
+    assert json.loads((out / "summary.json").read_text())["status"] == "finished"
+    assert_same_losses(out, reference)
+
+
+def test_sigterm_saves_then_resume_finishes(config_file, reference, tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen(cli(config_file, "--out", out), stderr=subprocess.PIPE, text=True)
+    wait_for_lines(out / "metrics.jsonl", 6, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 75, err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "preempted"
+    assert (out / "checkpoints" / str(summary["steps"])).is_dir()  # saved at the step it stopped
+    assert subprocess.run(cli("--out", out), capture_output=True).returncode == 0
+    assert_same_losses(out, reference)
+
+
+def corrupt(step_dir: Path) -> None:
+    for f in (step_dir / "state").rglob("*"):
+        if f.is_file() and f.stat().st_size > 0:
+            f.write_bytes(b"\0garbage" * 4)
+
+
+def interrupted_run(config_file, out: Path, at_lines: int = 15) -> None:
+    proc = subprocess.Popen(cli(config_file, "--out", out), stderr=subprocess.DEVNULL)
+    wait_for_lines(out / "metrics.jsonl", at_lines, proc)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def test_bad_checkpoints_are_detected_and_the_previous_one_is_used(config_file, reference, tmp_path):
+    out = tmp_path / "run"
+    interrupted_run(config_file, out)
+    steps = sorted(int(p.name) for p in (out / "checkpoints").iterdir() if p.name.isdigit())
+    assert len(steps) >= 2
+    corrupt(out / "checkpoints" / str(steps[-1]))
+    half = out / "checkpoints" / f"{steps[-1] + 4}.orbax-checkpoint-tmp-1234567"  # killed mid-save
+    (half / "state").mkdir(parents=True)
+    with pytest.warns(UserWarning) as warned:
+        train(load_config(out / "config.yaml"), out)
+    messages = " | ".join(str(w.message) for w in warned)
+    assert f"checkpoint at step {steps[-1]}" in messages and "unreadable" in messages
+    assert "incomplete save" in messages and half.name in messages
+    assert half.exists() and (out / "checkpoints" / f"{steps[-1]}.unreadable").exists()  # nothing deleted
+    assert_same_losses(out, reference)
+
+
+def test_no_usable_checkpoint_is_a_clear_error_and_nothing_is_deleted(config_file, tmp_path):
+    out = tmp_path / "run"
+    interrupted_run(config_file, out, at_lines=6)
+    before = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    for step_dir in (out / "checkpoints").iterdir():
+        corrupt(step_dir)
+    with pytest.warns(UserWarning), pytest.raises(ValueError, match="no usable checkpoint in .*Nothing was deleted"):
+        train(load_config(out / "config.yaml"), out)
+    after = {str(p.relative_to(out)).replace(".unreadable", "") for p in out.rglob("*") if p.is_file()}
+    assert set(before) <= after
+
+
+def test_a_different_config_cannot_resume_a_run(config_file, tmp_path):
+    out = tmp_path / "run"
+    interrupted_run(config_file, out, at_lines=2)
+    with pytest.raises(ValueError, match="different configuration \\(model.width: 64 -> 128"):
+        train(load_config(config_file, ["model.width=128"]), out)
+
+
+def test_finished_run_is_not_trained_again(config_file, tmp_path):
+    out = tmp_path / "run"
+    first = train(load_config(config_file, ["train.steps=3"]), out)
+    lines = (out / "metrics.jsonl").read_text()
+    assert train(load_config(config_file, ["train.steps=3"]), out) == first
+    assert (out / "metrics.jsonl").read_text() == lines
+
+
+@pytest.mark.parametrize("target", [(8, 1, 1), (1, 2, 2)], ids=["8x1x1", "4-devices-1x2x2"])
+def test_checkpoint_restores_onto_another_mesh(tmp_path, target):
+    cfg = Config(model=ModelConfig(depth=2, width=64, head_dim=16, vocab_size=257, seq_len=32),
+                 train=TrainConfig(batch_size=8, lr=1e-2, warmup_steps=1))
+    batch = np.random.default_rng(0).integers(0, 257, (8, 33), dtype=np.int32)
+    source = build_trainer(cfg, make_mesh(MeshConfig(2, 2, 2)))
+    state = source.init()
+    state, _ = source.step(state, jax.device_put(batch, source.batch_sharding))
+    ckpt = Checkpointer(tmp_path / "ckpt", every_steps=1)
+    ckpt.save(1, state, {"position": 7})
+    ckpt.close()
+    n = int(np.prod(target))
+    mesh = make_mesh(MeshConfig(*target), devices=jax.devices()[:n])
+    dest = build_trainer(cfg, mesh)
+
+    class Recorder:  # stands in for the data iterator: records what it is given
+        def set_state(self, s):
+            self.state = s
+
+        def start_prefetch(self):
+            pass
+
+    step, restored = Checkpointer(tmp_path / "ckpt").restore_latest(dest.abstract_state, dest.state_sharding, it := Recorder())
+    assert step == 1
+    for a, b in zip(jax.tree.leaves(jax.device_get(state)), jax.tree.leaves(jax.device_get(restored))):
+        np.testing.assert_array_equal(a, b)
+    leaf = restored.params["blocks"]["params"]["up_kernel"][...]
+    assert leaf.sharding.mesh.devices.size == n
+    _, m_src = source.step(state, jax.device_put(batch, source.batch_sharding))
+    _, m_dst = dest.step(restored, jax.device_put(batch, dest.batch_sharding))
+    assert float(m_dst["loss"]) == pytest.approx(float(m_src["loss"]), rel=1e-5)
+
+
+def test_nonfinite_step_is_never_applied_and_names_the_first_bad_block():
+    cfg = Config(model=ModelConfig(depth=3, width=32, head_dim=8, vocab_size=50, seq_len=16,
+                                   compute_dtype="float32"), train=TrainConfig(batch_size=8, warmup_steps=1))
+    trainer = build_trainer(cfg, make_mesh(MeshConfig(8, 1, 1)))
+    state = trainer.init()
+    kernel = state.params["blocks"]["params"]["up_kernel"]
+    kernel[...] = kernel[...].at[1, 0, 0].set(np.inf)  # block 1 is broken
+    before = jax.device_get(state.params)
+    batch = jax.device_put(np.ones((8, 17), np.int32), trainer.batch_sharding)
+    state, metrics = trainer.step_with_layer_stats(state, batch)
+    count, first_step, first_layer = jax.device_get(metrics["nonfinite"]).tolist()
+    assert (count, first_step) == (1, 1)
+    norms = np.asarray(metrics["per_layer_grad_norm"])
+    assert first_layer == int(np.argmax(~np.isfinite(norms)))  # the lowest non-finite block
+    for a, b in zip(jax.tree.leaves(before), jax.tree.leaves(jax.device_get(state.params))):
+        np.testing.assert_array_equal(a, b)  # the update was dropped
+
+
+def test_divergence_stops_the_run_and_keeps_a_good_checkpoint(config_file, tmp_path):
+    out = tmp_path / "run"
+    overrides = ["train.lr=1e6", "train.grad_clip=0", "train.warmup_steps=0", "train.steps=200",
+                 "train.checkpoint_every=1", "train.eps=1e-30"]
+    with pytest.raises(NonFiniteError, match="non-finite loss or gradient at step (\\d+)"):
+        train(load_config(config_file, overrides), out)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "failed" and "non-finite" in summary["error"]
+    bad_step = int(summary["error"].split("at step ")[1].split()[0])
+    saved = sorted(int(p.name) for p in (out / "checkpoints").iterdir() if p.name.isdigit())
+    assert saved and max(saved) < bad_step
+    cfg = load_config(out / "config.yaml")
+    trainer = build_trainer(cfg, make_mesh(cfg.mesh))
+
+    class Sink:
+        def set_state(self, s):
+            pass
+
+        def start_prefetch(self):
+            pass
+
+    _, state = Checkpointer(out / "checkpoints").restore_latest(trainer.abstract_state, trainer.state_sharding, Sink())
+    assert all(np.isfinite(x).all() for x in jax.tree.leaves(jax.device_get(state.params)))
+    skip = tmp_path / "skip"
+    result = train(load_config(config_file, overrides[:-2] + ["train.steps=40", "train.nonfinite=skip"]), skip)
+    assert result["status"] == "finished"
+    assert max(r.get("nonfinite_steps", 0) for r in read_metrics(skip / "metrics.jsonl")) > 0
+
+
+def read_events(logdir: Path) -> dict[str, dict[int, float]]:
+    """Scalars of TensorBoard event files, parsed from their TFRecord framing
+    (u64 length, u32 crc, payload, u32 crc) with tensorboardX's Event protobuf."""
+    import struct
+
+    from tensorboardX.proto.event_pb2 import Event
+
+    scalars: dict[str, dict[int, float]] = {}
+    for path in logdir.glob("events.out.tfevents.*"):
+        data, pos = path.read_bytes(), 0
+        while pos < len(data):
+            (length,) = struct.unpack("<Q", data[pos:pos + 8])
+            event = Event.FromString(data[pos + 12:pos + 12 + length])
+            pos += 12 + length + 4
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+    return scalars
+
+
+def test_tensorboard_has_the_same_scalars(config_file, tmp_path):
+    out = tmp_path / "run"
+    train(load_config(config_file, ["train.steps=8"]), out)
+    scalars = read_events(out / "tensorboard")
+    assert {"loss", "lr", "grad_norm", "per_layer_grad_norm/layer_00", "per_layer_act_grad_norm/layer_01"} <= set(scalars)
+    losses = scalars["loss"]
+    for r in read_metrics(out / "metrics.jsonl"):
+        assert losses[r["step"]] == pytest.approx(r["loss"], rel=1e-6)

@@ -1,0 +1,54 @@
+"""One run as 2 local processes x 4 CPU devices (jax.distributed, gloo) = 1 process x 8 devices."""
+import json
+import os
+import subprocess
+import sys
+
+import portpicker
+import pytest
+import yaml
+
+from depthdelusion.config import load_config
+from depthdelusion.train.loop import train
+from depthdelusion.train.records import read_metrics
+
+CONFIG = {
+    "model": {"depth": 2, "width": 64, "head_dim": 16, "seq_len": 32},
+    "data": {"builtin_documents": 2000},
+    "train": {"steps": 6, "batch_size": 8, "lr": 3.0e-3, "warmup_steps": 2, "checkpoint_every": 3,
+              "layer_stats_every": 3, "eval_every": 3, "eval_batches": 1},
+}
+
+
+def test_two_processes_match_one_process(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+    single = tmp_path / "single"
+    train(load_config(config), single)  # this pytest process has 8 simulated devices
+
+    multi = tmp_path / "multi"
+    port = portpicker.pick_unused_port()
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "depthdelusion", "train", str(config), "--out", str(multi),
+             "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i in range(2)
+    ]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outputs):
+        assert p.returncode == 0, err[-3000:]
+    assert "run written" in outputs[0][0] and "run written" not in outputs[1][0]  # process 0 reports
+
+    one = read_metrics(single / "metrics.jsonl")
+    two = read_metrics(multi / "metrics.jsonl")
+    assert [r["step"] for r in two] == list(range(1, 7))  # written once: only process 0 writes
+    for a, b in zip(one, two):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
+    summary = json.loads((multi / "summary.json").read_text())
+    assert summary["processes"] == 2 and summary["devices"] == 8
+    assert summary["eval_loss"] == pytest.approx(json.loads((single / "summary.json").read_text())["eval_loss"], rel=1e-5)
+    step_dir = multi / "checkpoints" / "6"
+    assert {p.name for p in (step_dir / "data").glob("process_*.json")} == {"process_0-of-2.json", "process_1-of-2.json"}
+    assert {p.name for p in (step_dir / "state").glob("ocdbt.process_*")} == {"ocdbt.process_0", "ocdbt.process_1"}
