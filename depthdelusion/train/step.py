@@ -77,7 +77,7 @@ class Trainer(NamedTuple):
 
 def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
     mc, tc = cfg.model, cfg.train
-    tx = make_optimizer(tc)
+    tx = make_optimizer(tc, mc)
     schedule = lr_schedule(tc)
 
     def create_state() -> TrainState:
