@@ -133,3 +133,33 @@ def test_config_validates_base_shape_and_parametrization():
     with pytest.raises(ValueError, match="model.base_width=0: must be a positive integer"):
         load_config(None, ["model.base_width=0"])
     assert load_config(None, ["model.parametrization=completep"]).model.parametrization == "completep"
+
+
+def test_completep_trains_sharded_with_adam_state_sharded_like_the_params():
+    """optax.partition leaves shapeless MaskedNodes in the per-group Adam states; the sharded
+    step must still compile, shard the moments like their parameters and match one device."""
+    from depthdelusion.config import Config, MeshConfig
+    from depthdelusion.parallel.mesh import make_mesh
+    from depthdelusion.train.step import build_trainer
+
+    cfg = Config(model=ModelConfig(depth=4, width=64, head_dim=16, vocab_size=257, seq_len=32,
+                                   compute_dtype="float32", parametrization="completep",
+                                   base_width=32, base_depth=2),
+                 train=TrainConfig(steps=2, batch_size=8, lr=1e-2, warmup_steps=1))
+    batch = np.random.default_rng(0).integers(0, 257, (8, 33), dtype=np.int32)
+
+    def losses(mesh):
+        trainer = build_trainer(cfg, mesh)
+        state, out = trainer.init(), []
+        for _ in range(2):
+            state, metrics = trainer.step(state, jax.device_put(batch, trainer.batch_sharding))
+            out.append(float(metrics["loss"]))
+        return out, state
+
+    sharded, state = losses(make_mesh(MeshConfig(data=2, fsdp=2, tensor=2)))
+    single, _ = losses(make_mesh(MeshConfig(data=1, fsdp=1, tensor=1), devices=jax.devices()[:1]))
+    np.testing.assert_allclose(sharded, single, rtol=1e-5)
+    mu_up = [leaf for path, leaf in jax.tree_util.tree_leaves_with_path(state.opt_state)
+             if "up_kernel" in jax.tree_util.keystr(path) and getattr(leaf, "ndim", 0) == 3]
+    assert mu_up and all(leaf.sharding.spec == state.params["blocks"]["params"]["up_kernel"][...].sharding.spec
+                         for leaf in mu_up)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,8 @@ def final_loss(exp: dict, out: Path, parametrization: str, width: int, depth: in
     if summary_path.exists():
         summary = json.loads(summary_path.read_text())
     else:
+        if run_dir.exists():  # interrupted earlier: start it again
+            shutil.rmtree(run_dir)
         summary = train(run_config(exp, parametrization, width, depth, lr), run_dir)
         log(f"{run_dir.name}: final loss {summary['final_loss']:.4f} ({summary['wall_time_s']:.0f} s)")
     loss = summary["final_loss"]
@@ -77,9 +80,9 @@ def run_experiment(path: str | Path, out: str | Path, log=print) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for name in exp["parametrizations"]:
-        for depth in exp["depths"]:
-            for width in exp["widths"]:
+    for depth in exp["depths"]:  # shape-major: an interrupted sweep has every parametrization
+        for width in exp["widths"]:
+            for name in exp["parametrizations"]:
                 for lr in exp["lrs"]:
                     rows.append({"parametrization": name, "width": width, "depth": depth, "lr": lr,
                                  "final_loss": final_loss(exp, out, name, width, depth, lr, log)})
