@@ -19,6 +19,7 @@ FFN_KINDS = ("gelu", "swiglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
 POSITION_KINDS = ("rope", "learned")
 REMAT_POLICIES = ("none", "full", "save_dots")
+PARAMETRIZATIONS = ("sp", "mup", "depth_mup", "completep")
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -45,6 +46,11 @@ class ModelConfig:
     # "auto": bfloat16 on accelerators, float32 on CPU (where bf16 matmuls are emulated, slowly).
     compute_dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     remat: Literal["none", "full", "save_dots"] = "none"
+    # Hyperparameter-transfer parameterization (docs/parametrization.md): init, forward multipliers
+    # and per-group AdamW lr / wd / eps scale with m_N = width / base_width, m_L = depth / base_depth.
+    parametrization: Literal["sp", "mup", "depth_mup", "completep"] = "sp"
+    base_width: int = 256  # the width at which lr, init_std, wd and eps were tuned
+    base_depth: int = 2  # the depth at which they were tuned
 
     @property
     def heads(self) -> int:
@@ -59,7 +65,7 @@ class ModelConfig:
         return -(-8 * self.width // 3 // 64) * 64
 
     def validate(self) -> None:
-        _check_positive(self, "model", ("depth", "width", "head_dim", "seq_len"))
+        _check_positive(self, "model", ("depth", "width", "head_dim", "seq_len", "base_width", "base_depth"))
         if self.width % self.head_dim:
             raise ValueError(
                 f"model.width={self.width} is not divisible by model.head_dim={self.head_dim}: "

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from depthdelusion.config import ModelConfig
+from depthdelusion.model import parametrization as pz
 from depthdelusion.parallel.rules import constrain
 
 _REMAT_POLICIES = {
@@ -78,8 +79,10 @@ def rope(x_BxSxHxK: jax.Array, base: float) -> jax.Array:
 
 
 def block(x_BxSxW: jax.Array, p: dict, cfg: ModelConfig) -> jax.Array:
-    """One Pre-LN block: x + Attn(LN x), then x + FFN(LN x). `p` holds one layer's slices."""
+    """One Pre-LN block: x + r·Attn(LN x), then x + r·FFN(LN x), r = m_L^-α (1 under SP, µP).
+    `p` holds one layer's slices."""
     dtype = x_BxSxW.dtype
+    branch = pz.residual_multiplier(cfg)
     p = {k: v if "norm" in k else v.astype(dtype) for k, v in p.items()}  # norms stay float32
 
     h = _norm(x_BxSxW, p, "attn_norm", cfg.norm)
@@ -93,6 +96,8 @@ def block(x_BxSxW: jax.Array, p: dict, cfg: ModelConfig) -> jax.Array:
     out_BxSxW = jnp.einsum("bshk,hkw->bsw", att_BxSxHxK, p["out_kernel"])
     if cfg.use_bias:
         out_BxSxW = out_BxSxW + p["out_b"]
+    if branch != 1.0:  # skipped, not multiplied by 1, so SP is the unchanged graph
+        out_BxSxW = out_BxSxW * branch
     x_BxSxW = constrain(x_BxSxW + out_BxSxW, ("batch", None, "embed"))
 
     h = _norm(x_BxSxW, p, "mlp_norm", cfg.norm)
@@ -109,6 +114,8 @@ def block(x_BxSxW: jax.Array, p: dict, cfg: ModelConfig) -> jax.Array:
     down_BxSxW = jnp.einsum("bsf,fw->bsw", act_BxSxF, p["down_kernel"])
     if cfg.use_bias:
         down_BxSxW = down_BxSxW + p["down_b"]
+    if branch != 1.0:
+        down_BxSxW = down_BxSxW * branch
     return constrain(x_BxSxW + down_BxSxW, ("batch", None, "embed"))
 
 
@@ -126,9 +133,11 @@ class Blocks(nnx.Module):
 
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
         D, W, H, K, F = cfg.depth, cfg.width, cfg.heads, cfg.head_dim, cfg.ffn_dim
-        std, dt = cfg.init_std, jnp.dtype(cfg.param_dtype)
+        # Hidden matrices: std × m_N^-½ (µP family; 1 under SP).
+        std = cfg.init_std * pz.group_rule(cfg, "hidden_matrix").init_std
+        dt = jnp.dtype(cfg.param_dtype)
         # GPT-2: projections that write into the residual stream start 1/sqrt(2D) smaller.
-        out_std = std / math.sqrt(2 * D)
+        out_std = std / math.sqrt(2 * pz.residual_init_depth(cfg))
         L = "layers"
         p = {
             "qkv_kernel": _param(rngs, std, (D, W, 3, H, K), (L, "embed", None, "heads", None), dt),
@@ -173,9 +182,12 @@ class Transformer(nnx.Module):
         if cfg.use_bias:
             self.head_b = _param(rngs, 0.0, (V,), ("vocab",), dt)
 
-    def __call__(self, tokens_BxS: jax.Array, probes_D: jax.Array | None = None) -> jax.Array:
+    def __call__(self, tokens_BxS: jax.Array, probes_D: jax.Array | None = None,
+                 with_block_rms: bool = False):
         """Logits in float32. `probes_D` (zeros, float32) makes ∂L/∂probes_D[l] = ‖∂L/∂h_l‖²,
-        where h_l is the residual stream entering block l (l = 0 is the bottom block)."""
+        where h_l is the residual stream entering block l (l = 0 is the bottom block).
+        `with_block_rms`: return (logits, rms_D), rms_D[l] = RMS of block l's output (the
+        coordinate check)."""
         cfg = self.cfg
         dtype = compute_dtype(cfg)
         S = tokens_BxS.shape[1]
@@ -188,18 +200,26 @@ class Transformer(nnx.Module):
             p, probe = layer
             if probe is not None:
                 x = grad_probe(x, probe)
-            return block(x, p, cfg), None
+            x = block(x, p, cfg)
+            return x, (_rms(x) if with_block_rms else None)
 
         if cfg.remat != "none":
             scan_body = jax.checkpoint(scan_body, policy=_REMAT_POLICIES[cfg.remat], prevent_cse=False)
         stacked = {name: v[...] for name, v in self.blocks.params.items()}
-        x_BxSxW, _ = jax.lax.scan(scan_body, x_BxSxW, (stacked, probes_D))
+        x_BxSxW, rms_D = jax.lax.scan(scan_body, x_BxSxW, (stacked, probes_D))
 
         final = {"final_norm_scale": self.final_norm_scale[...]}
         if cfg.norm == "layernorm":
             final["final_norm_bias"] = self.final_norm_bias[...]
         h_BxSxW = _norm(x_BxSxW, final, "final_norm", cfg.norm)
         logits_BxSxV = jnp.einsum("bsw,wv->bsv", h_BxSxW, self.head_kernel[...].astype(dtype))
+        if (logit_mult := pz.logit_multiplier(cfg)) != 1.0:  # µP family: 1/m_N
+            logits_BxSxV = logits_BxSxV * logit_mult
         if cfg.use_bias:
             logits_BxSxV = logits_BxSxV + self.head_b[...].astype(dtype)
-        return constrain(logits_BxSxV.astype(jnp.float32), ("batch", None, "vocab"))
+        logits_BxSxV = constrain(logits_BxSxV.astype(jnp.float32), ("batch", None, "vocab"))
+        return (logits_BxSxV, rms_D) if with_block_rms else logits_BxSxV
+
+
+def _rms(x: jax.Array) -> jax.Array:
+    return jnp.sqrt(jnp.mean(jnp.square(x.astype(jnp.float32))))

@@ -38,7 +38,8 @@ def shardings_from_metadata(tree: Any, mesh: Mesh) -> Any:
     def one(leaf):
         if isinstance(leaf, nnx.Variable):
             axes = leaf.get_metadata().get("logical_axes")
-            if axes is not None:
+            # hasattr: optax.partition leaves a shapeless MaskedNode in other groups' Adam state
+            if axes is not None and hasattr(leaf.get_value(), "shape"):
                 return named_sharding(axes, leaf.get_value().shape, mesh)
         return replicated
 
@@ -90,7 +91,7 @@ class Trainer(NamedTuple):
 
 def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
     mc, tc = cfg.model, cfg.train
-    tx = make_optimizer(tc)
+    tx = make_optimizer(tc, mc)
     schedule = lr_schedule(tc)
 
     def create_state() -> TrainState:
