@@ -154,9 +154,12 @@ def test_finished_run_is_not_trained_again(config_file, tmp_path):
     assert (out / "metrics.jsonl").read_text() == lines
 
 
-@pytest.mark.parametrize("target", [(8, 1, 1), (1, 2, 2)], ids=["8x1x1", "4-devices-1x2x2"])
-def test_checkpoint_restores_onto_another_mesh(tmp_path, target):
-    cfg = Config(model=ModelConfig(depth=2, width=64, head_dim=16, vocab_size=257, seq_len=32),
+@pytest.mark.parametrize("target, parametrization", [((8, 1, 1), "sp"), ((1, 2, 2), "completep")],
+                         ids=["8x1x1-sp", "4-devices-1x2x2-completep"])
+def test_checkpoint_restores_onto_another_mesh(tmp_path, target, parametrization):
+    """CompleteP's per-group optimizer state (optax.partition) restores like SP's."""
+    cfg = Config(model=ModelConfig(depth=2, width=64, head_dim=16, vocab_size=257, seq_len=32,
+                                   parametrization=parametrization),
                  train=TrainConfig(batch_size=8, lr=1e-2, warmup_steps=1))
     batch = np.random.default_rng(0).integers(0, 257, (8, 33), dtype=np.int32)
     source = build_trainer(cfg, make_mesh(MeshConfig(2, 2, 2)))

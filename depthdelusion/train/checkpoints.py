@@ -52,11 +52,12 @@ def flatten_state(state: Any) -> dict[str, Any]:
 def abstract_flat_state(abstract_state: Any, state_sharding: Any) -> tuple[dict[str, Any], Any]:
     """ShapeDtypeStructs with this mesh's shardings (the restore target), and the treedef.
 
-    `state_sharding` is a tree prefix of the state with one NamedSharding per leaf, in order."""
+    `state_sharding` is a tree prefix of the state: each NamedSharding covers a whole subtree
+    (a Variable's value, or a leafless optax MaskedNode)."""
     leaves, treedef = jax.tree_util.tree_flatten_with_path(abstract_state)
-    shardings = jax.tree.leaves(state_sharding, is_leaf=lambda x: isinstance(x, NamedSharding))
-    if len(shardings) != len(leaves):
-        raise ValueError("state sharding does not match the state's leaves")
+    per_leaf = jax.tree.map(lambda sharding, subtree: jax.tree.map(lambda _: sharding, subtree),
+                            state_sharding, abstract_state)
+    shardings = jax.tree.leaves(per_leaf, is_leaf=lambda x: isinstance(x, NamedSharding))
     flat = {
         jax.tree_util.keystr(path): jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding)
         for (path, leaf), sharding in zip(leaves, shardings)
