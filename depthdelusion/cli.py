@@ -12,6 +12,7 @@ import sys
 
 def build_parser() -> argparse.ArgumentParser:
     from depthdelusion.analysis import commands as analysis_commands
+    from depthdelusion import sweep_commands
     from depthdelusion.data import commands as data_commands
     from depthdelusion.train import commands as train_commands
 
@@ -23,12 +24,17 @@ def build_parser() -> argparse.ArgumentParser:
     train_commands.register(subparsers)
     data_commands.register(subparsers)
     analysis_commands.register(subparsers)
+    sweep_commands.register(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command in ("train", "sweep"):
+            from depthdelusion.parallel.distributed import initialize_from_env
+
+            initialize_from_env()  # a no-op unless tpu/run.sh asked for it
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError) as err:
         # Configuration and input errors: one clear line, no traceback.
