@@ -79,13 +79,18 @@ def resolve_topology(name: str) -> Topology:
 def topology_devices(topology: Topology) -> list:
     """The slice's (abstract) devices, one per chip, from libtpu; no TPU needed."""
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    # Compiling needs no TPU, so two planners (or a planner and a test) may share libtpu.
+    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     try:
         import libtpu  # noqa: F401
     except ImportError:
         raise ValueError("planning for a TPU needs libtpu: pip install -e '.[tpu]'") from None
     from jax.experimental import topologies
 
-    kwargs = {"chip_config_name": "megacore"} if topology.chip.cores_in_name else {}
+    kwargs: dict[str, Any] = {"chip_config_name": "megacore"} if topology.chip.cores_in_name else {}
+    dims = [int(d) for d in topology.xla_name.split(":")[1].split("x")]
+    if len(dims) == 2 and (dims[0] < 2 or dims[1] < 2):  # smaller than one 2x2 host (v5e-1)
+        kwargs["chips_per_host_bounds"] = (dims[0], dims[1], 1)
     desc = topologies.get_topology_desc(topology_name=topology.xla_name, platform="tpu", **kwargs)
     devices = list(desc.devices)
     if len(devices) != topology.chips:
