@@ -16,6 +16,7 @@ import io
 import itertools
 import json
 import math
+import re
 import sys
 import tempfile
 import time
@@ -233,7 +234,7 @@ def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, bootstrap
                        figures: bool = True) -> str:
     """Fit the laws to the finished runs and write OUT/report/. Returns a one-line verdict;
     with too few finished runs (or a fit that cannot be made), writes report.md saying so."""
-    from depthdelusion.analysis.report import write_report
+    from depthdelusion.analysis.report import DEFAULT_LAWS, write_report
 
     report_dir = out / "report"
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -242,22 +243,33 @@ def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, bootstrap
     try:
         if len(finished) < 2:
             raise ValueError(f"only {len(finished)} finished run(s); a fit needs several")
-        if local:  # the run directories themselves: per-layer gradient profiles included
-            source = str(out)
-            with tempfile.TemporaryDirectory() as tmp:
-                report = write_report(source, Path(tmp), bootstrap=bootstrap, figures=figures,
-                                      runs_label=source)
-                _copy_tree(Path(tmp), report_dir)
-        else:  # remote: fit from runs.csv (the loader reads local files)
-            with tempfile.TemporaryDirectory() as tmp:
-                csv_path = Path(tmp) / "runs.csv"
-                csv_path.write_text("depth,width,params,loss,loss_se,tokens,name\n" + "".join(
+        with tempfile.TemporaryDirectory() as tmp:
+            if local:  # the run directories themselves: per-layer gradient profiles included
+                source = label = str(out)
+            else:  # remote: fit from the finished rows (the loader reads local files)
+                source, label = str(Path(tmp) / "runs.csv"), str(out / "runs.csv")
+                Path(source).write_text("depth,width,params,loss,loss_se,tokens,name\n" + "".join(
                     f"{r['depth']},{r['width']},{r['params']},{r['final_loss']},{r['final_loss_se']},"
                     f"{r['tokens']},{r['name']}\n" for r in finished))
-                report = write_report(str(csv_path), Path(tmp) / "report", bootstrap=bootstrap,
-                                      figures=figures, runs_label=str(out / "runs.csv"))
-                _copy_tree(Path(tmp) / "report", report_dir)
-        return report.verdict
+            # Fit every default law that has fewer free parameters than there are runs.
+            laws, dropped = list(DEFAULT_LAWS), []
+            while True:
+                try:
+                    report = write_report(source, Path(tmp) / "report", laws=laws, bootstrap=bootstrap,
+                                          figures=figures, runs_label=label)
+                    break
+                except ValueError as err:
+                    match = re.match(r"law '([\w]+)' has \d+ free parameters", str(err))
+                    if not match or match.group(1) not in laws or len(laws) == 1:
+                        raise
+                    laws.remove(match.group(1))
+                    dropped.append(str(err))
+            if dropped:
+                md = Path(tmp) / "report" / "report.md"
+                md.write_text(md.read_text() + "\n## Laws not fitted\n\n"
+                              + "".join(f"- {d}\n" for d in dropped))
+            _copy_tree(Path(tmp) / "report", report_dir)
+        return report.verdict + (f" (not fitted, too few runs: {len(dropped)} law(s))" if dropped else "")
     except (ValueError, RuntimeError, FloatingPointError, ArithmeticError) as err:
         text = ("# Scaling-law analysis report\n\n"
                 f"No fit was made: {err}. Runs finished: {len(finished)} of {len(rows)} "
