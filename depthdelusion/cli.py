@@ -12,6 +12,7 @@ import sys
 
 def build_parser() -> argparse.ArgumentParser:
     from depthdelusion.analysis import commands as analysis_commands
+    from depthdelusion import sweep_commands
     from depthdelusion.data import commands as data_commands
     from depthdelusion.train import commands as train_commands
 
@@ -23,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     train_commands.register(subparsers)
     data_commands.register(subparsers)
     analysis_commands.register(subparsers)
+    sweep_commands.register(subparsers)
     return parser
 
 

@@ -1,7 +1,7 @@
 """Multi-host start: `jax.distributed.initialize` from flags or the environment.
 
 - On a multi-host TPU VM slice JAX finds the coordinator itself (TPU_WORKER_HOSTNAMES lists the
-  workers); nothing needs to be passed.
+  workers, or tpu/run.sh sets DEPTHDELUSION_DISTRIBUTED=1); nothing needs to be passed.
 - Elsewhere (CPU or GPU hosts, local tests) pass the coordinator address, the process count and
   this process's id, as flags or as DEPTHDELUSION_COORDINATOR / DEPTHDELUSION_NUM_PROCESSES /
   DEPTHDELUSION_PROCESS_ID. CPU processes exchange collectives through gloo.
@@ -34,7 +34,8 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         jax.distributed.initialize(coordinator, num_processes=num_processes, process_id=process_id)
         return True
-    if "," in os.environ.get("TPU_WORKER_HOSTNAMES", ""):  # a multi-host TPU slice
+    requested = os.environ.get("DEPTHDELUSION_DISTRIBUTED", "") in ("1", "true")
+    if requested or "," in os.environ.get("TPU_WORKER_HOSTNAMES", ""):  # a multi-host TPU slice
         jax.distributed.initialize()
         return True
     return False

@@ -1,0 +1,352 @@
+"""Experiment grids and the idempotent sweep runner.
+
+A grid file (format: experiments/README.md) expands to a list of named runs, each a full
+Config. `run_sweep` trains every run that has not finished (one directory per run under OUT),
+records failures without stopping, writes OUT/runs.csv and fits + writes OUT/report/.
+
+Run directories may live on GCS (`gs://bucket/runs/...`): every path here goes through
+etils.epath. This module imports no JAX at import time (expanding a grid needs none).
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import fnmatch
+import io
+import itertools
+import json
+import math
+import re
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+import yaml
+from etils import epath
+
+from depthdelusion.config import Config, _set_field, from_dict, parse_override
+
+GRID_KEYS = ("name", "description", "topology", "fixed", "grid", "runs", "overrides",
+             "tokens", "tokens_per_param", "name_format")
+# Vocabulary of each tokenizer, so tokens_per_param can count parameters before data is opened.
+TOKENIZER_VOCAB = {"bytes": 257, "gpt2": 50257}
+RUNS_CSV_COLUMNS = ("name", "status", "depth", "width", "params", "tokens", "final_loss",
+                    "final_loss_se", "eval_loss", "wall_time_s", "error")
+
+
+class Grid(NamedTuple):
+    name: str
+    description: str
+    topology: str | None  # the TPU slice the grid is planned for (`depthdelusion plan`)
+    runs: list[tuple[str, Config]]  # (run name, validated Config), in file order
+    source: str
+
+
+def _dotted(mapping: Any, where: str) -> dict[str, Any]:
+    """A run point: either {section.field: value} or nested {section: {field: value}}."""
+    if not isinstance(mapping, dict):
+        raise ValueError(f"{where}: expected a mapping of section.field: value")
+    flat: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if isinstance(value, dict):
+            for sub, v in value.items():
+                flat[f"{key}.{sub}"] = v
+        else:
+            flat[str(key)] = value
+    return flat
+
+
+def default_vocab(cfg: Config) -> int:
+    return cfg.model.vocab_size or TOKENIZER_VOCAB[cfg.data.tokenizer]
+
+
+def steps_for_budget(cfg: Config, tokens: float | None, tokens_per_param: float | None) -> int:
+    """train.steps = ceil(tokens / (batch_size x seq_len)); tokens may be tokens_per_param x N
+    with N the exact parameter count (embeddings included)."""
+    from depthdelusion.model.size import count_params
+
+    if tokens_per_param is not None:
+        model = dataclasses.replace(cfg.model, vocab_size=default_vocab(cfg))
+        tokens = tokens_per_param * count_params(model)
+    return max(1, math.ceil(tokens / (cfg.train.batch_size * cfg.model.seq_len)))
+
+
+def run_name(cfg: Config, name_format: str) -> str:
+    fields = {**dataclasses.asdict(cfg.model), **{f"train_{k}": v for k, v in dataclasses.asdict(cfg.train).items()}}
+    try:
+        return name_format.format(**fields)
+    except (KeyError, IndexError) as err:
+        raise ValueError(f"name_format={name_format!r}: unknown field {err}; use model fields "
+                         "(e.g. {depth}, {width}) or train fields as {train_lr}") from None
+
+
+def load_grid(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Grid:
+    """Read and expand a grid file. `overrides` (`section.field=value`) apply to every run,
+    after the grid's fixed fields and before its axes."""
+    path = epath.Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"experiment file not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ValueError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a mapping with keys {', '.join(GRID_KEYS)}")
+    unknown = sorted(set(raw) - set(GRID_KEYS))
+    if unknown:
+        raise ValueError(f"{path}: unknown key(s) {', '.join(unknown)}; valid keys are {', '.join(GRID_KEYS)}")
+    if ("tokens" in raw) and ("tokens_per_param" in raw):
+        raise ValueError(f"{path}: give either tokens or tokens_per_param, not both")
+    for key in ("tokens", "tokens_per_param"):
+        if key in raw:
+            value = raw[key]
+            if isinstance(value, str):
+                try:
+                    value = float(value)
+                except ValueError:
+                    pass
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"{path}: {key}={raw[key]!r} must be a positive number")
+            raw[key] = value
+
+    axes = raw.get("grid") or {}
+    if not isinstance(axes, dict):
+        raise ValueError(f"{path}: grid must be a mapping of section.field: [values]")
+    for key, values in axes.items():
+        if not isinstance(values, list) or not values:
+            raise ValueError(f"{path}: grid.{key} must be a non-empty list of values")
+    points = [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())] if axes else []
+    explicit = raw.get("runs") or []
+    if not isinstance(explicit, list):
+        raise ValueError(f"{path}: runs must be a list of mappings (section.field: value)")
+    points += [_dotted(p, f"{path}: runs[{i}]") for i, p in enumerate(explicit)]
+    if not points:
+        raise ValueError(f"{path}: no runs: give grid axes and/or a runs list")
+    per_run = raw.get("overrides") or {}
+    if not isinstance(per_run, dict):
+        raise ValueError(f"{path}: overrides must map a run name to section.field: value")
+    name_format = raw.get("name_format", "d{depth}_w{width}")
+
+    runs: list[tuple[str, Config]] = []
+    seen: set[str] = set()
+    for point in points:
+        try:
+            cfg = from_dict(raw.get("fixed") or {}, f"{path}: fixed")
+        except ValueError as err:
+            raise ValueError(err if str(path) in str(err) else f"{path}: fixed: {err}") from None
+        for text in overrides:
+            key, value = parse_override(text)
+            _set_field(cfg, key, value)  # --set errors name the flag, not the file
+        try:
+            for key, value in point.items():
+                _set_field(cfg, key, value)
+        except ValueError as err:
+            raise ValueError(f"{path}: grid / runs: {err}") from None
+        name = run_name(cfg, name_format)
+        if name in seen:
+            raise ValueError(f"{path}: two runs are both named {name!r}: change name_format or the grid")
+        seen.add(name)
+        try:
+            for key, value in _dotted(per_run.get(name) or {}, f"{path}: overrides.{name}").items():
+                _set_field(cfg, key, value)
+        except ValueError as err:
+            raise ValueError(err if str(path) in str(err) else f"{path}: overrides.{name}: {err}") from None
+        if "tokens" in raw or "tokens_per_param" in raw:
+            cfg.train.steps = steps_for_budget(cfg, raw.get("tokens"), raw.get("tokens_per_param"))
+        try:
+            cfg.validate()
+        except ValueError as err:
+            raise ValueError(f"{path}: run {name}: {err}") from None
+        runs.append((name, cfg))
+    missing = sorted(set(per_run) - seen)
+    if missing:
+        raise ValueError(f"{path}: overrides for unknown run(s) {', '.join(missing)}; runs are {', '.join(sorted(seen))}")
+    return Grid(str(raw.get("name") or path.stem), str(raw.get("description") or ""),
+                raw.get("topology"), runs, str(path))
+
+
+def select(runs: list[tuple[str, Config]], only: str | None) -> list[tuple[str, Config]]:
+    """Runs whose name matches the glob PATTERN (comma-separated alternatives allowed)."""
+    if not only:
+        return runs
+    patterns = [p.strip() for p in only.split(",") if p.strip()]
+    chosen = [(n, c) for n, c in runs if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+    if not chosen:
+        raise ValueError(f"--only {only!r} matches no run; runs are {', '.join(n for n, _ in runs)}")
+    return chosen
+
+
+def read_summary(run_dir: epath.Path) -> dict[str, Any] | None:
+    path = run_dir / "summary.json"
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def run_state(run_dir: epath.Path) -> str:
+    """'finished' (summary.json says so), 'unfinished' (something is there) or 'new'."""
+    summary = read_summary(run_dir)
+    if summary is not None and summary.get("status") == "finished":
+        return "finished"
+    if run_dir.exists() and any(run_dir.iterdir()):
+        return "unfinished"
+    return "new"
+
+
+def _row(name: str, cfg: Config, status: str, summary: dict | None, error: str = "") -> dict[str, Any]:
+    from depthdelusion.model.size import count_params
+
+    summary = summary or {}
+    model = dataclasses.replace(cfg.model, vocab_size=default_vocab(cfg))
+    return {
+        "name": name, "status": status, "depth": cfg.model.depth, "width": cfg.model.width,
+        "params": summary.get("params", count_params(model)),
+        "tokens": summary.get("tokens", cfg.train.steps * cfg.train.batch_size * cfg.model.seq_len),
+        "final_loss": summary.get("final_loss", ""), "final_loss_se": summary.get("final_loss_se", ""),
+        "eval_loss": summary.get("eval_loss", ""), "wall_time_s": summary.get("wall_time_s", ""),
+        "error": error,
+    }
+
+
+def write_runs_csv(rows: list[dict[str, Any]], path: epath.Path) -> None:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=RUNS_CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in RUNS_CSV_COLUMNS})
+    path.write_text(buf.getvalue())
+
+
+def _default_train(cfg: Config, run_dir: epath.Path) -> dict[str, Any]:
+    from depthdelusion.train.loop import train
+
+    return train(cfg, run_dir)
+
+
+def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, bootstrap: int = 200,
+                       figures: bool = True) -> str:
+    """Fit the laws to the finished runs and write OUT/report/. Returns a one-line verdict;
+    with too few finished runs (or a fit that cannot be made), writes report.md saying so."""
+    from depthdelusion.analysis.report import DEFAULT_LAWS, write_report
+
+    report_dir = out / "report"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    finished = [r for r in rows if r["status"] == "finished"]
+    local = not str(out).startswith(("gs://", "s3://"))
+    try:
+        if len(finished) < 2:
+            raise ValueError(f"only {len(finished)} finished run(s); a fit needs several")
+        with tempfile.TemporaryDirectory() as tmp:
+            if local:  # the run directories themselves: per-layer gradient profiles included
+                source = label = str(out)
+            else:  # remote: fit from the finished rows (the loader reads local files)
+                source, label = str(Path(tmp) / "runs.csv"), str(out / "runs.csv")
+                Path(source).write_text("depth,width,params,loss,loss_se,tokens,name\n" + "".join(
+                    f"{r['depth']},{r['width']},{r['params']},{r['final_loss']},{r['final_loss_se']},"
+                    f"{r['tokens']},{r['name']}\n" for r in finished))
+            # Fit every default law that has fewer free parameters than there are runs.
+            laws, dropped = list(DEFAULT_LAWS), []
+            while True:
+                try:
+                    report = write_report(source, Path(tmp) / "report", laws=laws, bootstrap=bootstrap,
+                                          figures=figures, runs_label=label)
+                    break
+                except ValueError as err:
+                    match = re.match(r"law '([\w]+)' has \d+ free parameters", str(err))
+                    if not match or match.group(1) not in laws or len(laws) == 1:
+                        raise
+                    laws.remove(match.group(1))
+                    dropped.append(str(err))
+            if dropped:
+                md = Path(tmp) / "report" / "report.md"
+                md.write_text(md.read_text() + "\n## Laws not fitted\n\n"
+                              + "".join(f"- {d}\n" for d in dropped))
+            _copy_tree(Path(tmp) / "report", report_dir)
+        return report.verdict + (f" (not fitted, too few runs: {len(dropped)} law(s))" if dropped else "")
+    except (ValueError, RuntimeError, FloatingPointError, ArithmeticError) as err:
+        text = ("# Scaling-law analysis report\n\n"
+                f"No fit was made: {err}. Runs finished: {len(finished)} of {len(rows)} "
+                "(see ../runs.csv).\n")
+        (report_dir / "report.md").write_text(text)
+        return f"no fit: {err}"
+
+
+def _copy_tree(src: Path, dst: epath.Path) -> None:
+    for path in sorted(src.rglob("*")):
+        if path.is_file():
+            target = dst / str(path.relative_to(src))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+
+
+def run_sweep(grid: Grid, out: str | Path, *, only: str | None = None, dry_run: bool = False,
+              train_fn: Callable[[Config, epath.Path], dict] | None = None,
+              report: bool = True, bootstrap: int = 200, log=print) -> list[dict[str, Any]]:
+    """Train every selected run of `grid` under OUT/<name>/ and return the runs.csv rows.
+
+    finished (summary.json status "finished") -> skipped; anything else -> train(cfg, run_dir),
+    which starts a fresh run or resumes an unfinished one. A run that raises is recorded
+    (status "failed", the error) and the sweep goes on. Runs in-process: one JAX runtime,
+    no re-import per run; an exception is caught like any other (a hard crash of the process,
+    e.g. out of host memory, ends the sweep, and re-running it skips what finished).
+    """
+    out = epath.Path(out)
+    runs = select(grid.runs, only)
+    train_fn = train_fn or _default_train
+    if dry_run:
+        rows = []
+        for name, cfg in runs:
+            state = run_state(out / name)
+            row = _row(name, cfg, "planned" if state != "finished" else "finished",
+                       read_summary(out / name))
+            rows.append(row)
+            log(f"{name}: {state}; depth {cfg.model.depth} width {cfg.model.width} "
+                f"params {row['params']:,} steps {cfg.train.steps} tokens {row['tokens']:,}")
+        return rows
+    out.mkdir(parents=True, exist_ok=True)
+    # Multi-host (tpu/run.sh): every worker trains every run together; one writes the tables.
+    jax = sys.modules.get("jax")
+    primary = jax is None or jax.process_index() == 0
+    rows = []
+    for i, (name, cfg) in enumerate(runs, 1):
+        run_dir = out / name
+        state = run_state(run_dir)
+        if state == "finished":
+            log(f"[{i}/{len(runs)}] {name}: finished already, skipped")
+            rows.append(_row(name, cfg, "finished", read_summary(run_dir)))
+            continue
+        log(f"[{i}/{len(runs)}] {name}: {'resuming' if state == 'unfinished' else 'starting'}")
+        start = time.perf_counter()
+        try:
+            summary = train_fn(cfg, run_dir)
+            if summary.get("status") == "preempted":  # SIGTERM: the machine is going away
+                rows.append(_row(name, cfg, "preempted", summary))
+                log(f"[{i}/{len(runs)}] {name}: preempted at step {summary.get('steps')}; "
+                    "run the sweep again to resume")
+                if primary:
+                    write_runs_csv(rows, out / "runs.csv")
+                return rows
+            rows.append(_row(name, cfg, "finished", summary))
+            log(f"[{i}/{len(runs)}] {name}: finished in {time.perf_counter() - start:.0f} s, "
+                f"loss {summary.get('final_loss', float('nan')):.4f}")
+        except Exception as err:  # noqa: BLE001 - a failed run must not stop the sweep
+            message = f"{type(err).__name__}: {err}".replace("\n", " ")
+            rows.append(_row(name, cfg, "failed", None, message))
+            (run_dir).mkdir(parents=True, exist_ok=True)
+            (run_dir / "error.txt").write_text(traceback.format_exc())
+            log(f"[{i}/{len(runs)}] {name}: FAILED: {message}")
+        if primary:  # kept current, so a killed sweep leaves a table
+            write_runs_csv(rows, out / "runs.csv")
+    if primary:
+        write_runs_csv(rows, out / "runs.csv")
+    if report and primary:
+        verdict = write_sweep_report(out, rows, bootstrap=bootstrap)
+        log(f"report: {out / 'report'}: {verdict}")
+    return rows

@@ -1,0 +1,176 @@
+"""Experiment grids and the sweep runner: expansion, budgets, idempotence, failures, runs.csv."""
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from depthdelusion.model.size import count_params
+from depthdelusion.sweep import load_grid, run_sweep, select, steps_for_budget
+from depthdelusion.train.loop import train
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENTS = ROOT / "experiments"
+PAPER = ROOT / "depthdelusion" / "analysis" / "reference" / "depth_delusion_runs.csv"
+
+
+def paper_shapes(group):
+    with open(PAPER) as fh:
+        return {(int(r["depth"]), int(r["width"])) for r in csv.DictReader(fh) if r["group"] == group}
+
+
+def test_smoke_grid_is_six_tiny_shapes_on_builtin_data():
+    grid = load_grid(EXPERIMENTS / "smoke.yaml")
+    names = [n for n, _ in grid.runs]
+    assert names == ["d1_w32", "d1_w64", "d2_w32", "d2_w64", "d4_w32", "d4_w64"]
+    for _, cfg in grid.runs:
+        assert cfg.data.path is None and cfg.model.seq_len == 128 and cfg.train.batch_size == 8
+        assert cfg.train.steps == 307200 // (8 * 128)
+
+
+def test_paper_baseline_grid_is_the_papers_18_runs_with_its_recipe():
+    grid = load_grid(EXPERIMENTS / "paper_baseline.yaml")
+    shapes = {(c.model.depth, c.model.width) for _, c in grid.runs}
+    assert len(grid.runs) == 18 and shapes == paper_shapes("baseline")
+    for name, cfg in grid.runs:
+        assert name == f"d{cfg.model.depth}_w{cfg.model.width}"
+        assert (cfg.train.batch_size, cfg.model.seq_len, cfg.model.vocab_size) == (256, 1024, 50257)
+        assert (cfg.train.lr, cfg.train.warmup_steps, cfg.train.weight_decay, cfg.train.grad_clip) == (3e-4, 2000, 0.1, 1.0)
+        assert cfg.train.steps == math.ceil(6.4e9 / (256 * 1024))
+    assert grid.topology == "v4-32"
+
+
+def test_paper_large_grid_is_the_12_large_runs_with_remat():
+    grid = load_grid(EXPERIMENTS / "paper_large.yaml")
+    assert {(c.model.depth, c.model.width) for _, c in grid.runs} == paper_shapes("large_scale")
+    assert all(c.model.remat == "full" for _, c in grid.runs) and grid.topology == "v6e-64"
+    for _, cfg in grid.runs:  # 20 tokens per exact parameter
+        assert cfg.train.steps == math.ceil(20 * count_params(cfg.model) / (256 * 1024))
+
+
+def write(tmp_path, text, name="grid.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+GRID = """
+name: t
+tokens_per_param: 2
+fixed:
+  model: {head_dim: 8, seq_len: 16}
+  train: {batch_size: 4}
+grid:
+  model.depth: [1, 2]
+  model.width: [16]
+runs:
+  - {model: {depth: 3, width: 32}}
+overrides:
+  d2_w16: {train.lr: 0.01}
+"""
+
+
+def test_grid_axes_explicit_runs_overrides_and_budget(tmp_path):
+    grid = load_grid(write(tmp_path, GRID), ["train.seed=7"])
+    runs = dict(grid.runs)
+    assert list(runs) == ["d1_w16", "d2_w16", "d3_w32"]
+    assert runs["d2_w16"].train.lr == 0.01 and runs["d1_w16"].train.lr == 3e-4
+    assert all(c.train.seed == 7 for c in runs.values())
+    cfg = runs["d3_w32"]
+    expected = math.ceil(2 * count_params(type(cfg.model)(**{**cfg.model.__dict__, "vocab_size": 257})) / 64)
+    assert cfg.train.steps == expected == steps_for_budget(cfg, None, 2)
+    assert [n for n, _ in select(grid.runs, "d*_w16")] == ["d1_w16", "d2_w16"]
+    with pytest.raises(ValueError, match="matches no run"):
+        select(grid.runs, "d9_*")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("grid: {model.depth: [1]}\nbogus: 1\n", "unknown key.*bogus"),
+    ("grid: {model.depth: [1]}\ntokens: 10\ntokens_per_param: 2\n", "either tokens or tokens_per_param"),
+    ("grid: {model.depth: [1]}\ntokens: -5\n", "tokens=-5"),
+    ("grid: {model.depht: [1]}\n", "unknown config field 'model.depht'"),
+    ("grid: {model.width: [100]}\n", "run d16_w100: model.width=100 is not divisible"),
+    ("grid: {model.depth: [1]}\noverrides: {d7_w1: {train.lr: 1}}\n", "overrides for unknown run.*d7_w1"),
+    ("grid: {train.lr: [0.1, 0.2]}\n", "both named 'd16_w512'"),
+    ("name: x\n", "no runs"),
+])
+def test_bad_grids_name_the_file_and_field(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(ValueError, match=message) as info:
+        load_grid(path)
+    assert str(path) in str(info.value)
+
+
+TINY = """
+name: tiny
+tokens: 5120  # 20 steps of 8 x 32 tokens
+fixed:
+  model: {head_dim: 8, seq_len: 32}
+  data: {builtin_documents: 200}
+  train: {batch_size: 8, warmup_steps: 2, log_every: 1, layer_stats_every: 10, eval_batches: 1}
+runs:
+  - {model.depth: 1, model.width: 16}
+  - {model.depth: 2, model.width: 16}
+  - {model.depth: 1, model.width: 8, model.vocab_size: 100}  # smaller than the 257 byte ids: train() raises
+"""
+
+
+def test_sweep_trains_records_failures_and_skips_finished_runs(tmp_path):
+    grid = load_grid(write(tmp_path, TINY))
+    out = tmp_path / "sweep"
+    calls = []
+
+    def spy(cfg, run_dir):
+        calls.append(str(run_dir))
+        return train(cfg, run_dir)
+
+    rows = run_sweep(grid, out, train_fn=spy, bootstrap=0, log=lambda _: None)
+    assert [r["status"] for r in rows] == ["finished", "finished", "failed"]
+    assert "vocab_size=100" in rows[2]["error"] and (out / "d1_w8" / "error.txt").exists()
+    with open(out / "runs.csv") as fh:
+        table = list(csv.DictReader(fh))
+    assert [r["name"] for r in table] == ["d1_w16", "d2_w16", "d1_w8"]
+    for row, name in zip(table[:2], ["d1_w16", "d2_w16"]):
+        summary = json.loads((out / name / "summary.json").read_text())
+        assert float(row["final_loss"]) == pytest.approx(summary["final_loss"])
+        assert int(row["params"]) == summary["params"] and int(row["tokens"]) == 5120
+    assert table[2]["status"] == "failed" and "vocab_size=100" in table[2]["error"]
+    # Too few finished runs for the laws: the report says so instead of crashing.
+    assert "No fit" in (out / "report" / "report.md").read_text()
+
+    # Second pass: the finished runs are skipped; only the failed one is tried again.
+    calls.clear()
+    mtime = (out / "d1_w16" / "summary.json").stat().st_mtime_ns
+    rows = run_sweep(grid, out, train_fn=spy, report=False, log=lambda _: None)
+    assert calls == [str(out / "d1_w8")]
+    assert (out / "d1_w16" / "summary.json").stat().st_mtime_ns == mtime
+    assert [r["status"] for r in rows] == ["finished", "finished", "failed"]
+
+
+def test_unfinished_run_dir_is_handed_back_to_train_for_resuming(tmp_path):
+    grid = load_grid(write(tmp_path, TINY))
+    out = tmp_path / "sweep"
+    (out / "d2_w16").mkdir(parents=True)
+    (out / "d2_w16" / "metrics.jsonl").write_text('{"step": 1, "loss": 5.0}\n')
+    (out / "d1_w16").mkdir()
+    (out / "d1_w16" / "summary.json").write_text(json.dumps({"status": "finished", "final_loss": 3.0}))
+    seen = []
+
+    def contract(cfg, run_dir):  # train(cfg, out) resumes a directory that already holds a run
+        seen.append((run_dir.name, (run_dir / "metrics.jsonl").exists()))
+        return {"status": "finished", "final_loss": 2.5, "params": 1, "tokens": 5120}
+
+    logs = []
+    rows = run_sweep(grid, out, only="d1_w16,d2_w16", train_fn=contract, report=False, log=logs.append)
+    assert seen == [("d2_w16", True)]
+    assert any("d2_w16: resuming" in line for line in logs)
+    assert [(r["name"], r["status"], r["final_loss"]) for r in rows] == [
+        ("d1_w16", "finished", 3.0), ("d2_w16", "finished", 2.5)]
+
+
+def test_dry_run_lists_runs_and_touches_nothing(tmp_path):
+    grid = load_grid(write(tmp_path, TINY))
+    rows = run_sweep(grid, tmp_path / "none", dry_run=True, log=lambda _: None)
+    assert [r["status"] for r in rows] == ["planned"] * 3
+    assert not (tmp_path / "none").exists()

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Run one depthdelusion command (train or sweep) on every worker of a slice, detached from this
+# SSH session (it keeps running if the connection drops), output to a gs:// directory.
+# jax.distributed is initialised on each worker (DEPTHDELUSION_DISTRIBUTED=1).
+#   tpu/run.sh --name dd-v4 --zone us-central2-b [--follow] -- sweep experiments/paper_baseline.yaml --out gs://BUCKET/runs/baseline
+#   tpu/run.sh --name dd-v4 --zone us-central2-b -- train experiments/paper_16x512.yaml --out gs://BUCKET/runs/16x512
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR
+# shellcheck source=common.sh
+source "$(dirname "$0")/common.sh"
+
+usage() {
+  sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+follow=0
+args=()
+for arg in "$@"; do
+  if [[ "$arg" == "--follow" ]]; then follow=1; else args+=("$arg"); fi
+done
+parse_common "${args[@]}"
+require_name_zone
+[[ ${#DD_REST[@]} -ge 1 ]] || die "give the command to run after --, e.g. -- sweep experiments/smoke.yaml --out gs://BUCKET/runs/smoke"
+case "${DD_REST[0]}" in
+  train|sweep) ;;
+  *) die "command ${DD_REST[0]}: run.sh runs train or sweep" ;;
+esac
+out=""
+for ((i = 1; i < ${#DD_REST[@]}; i++)); do
+  case "${DD_REST[$i]}" in
+    --out) out="${DD_REST[$((i + 1))]:-}" ;;
+    --out=*) out="${DD_REST[$i]#*=}" ;;
+  esac
+done
+[[ "$out" == gs://* ]] || die "--out must be a gs:// directory (got '${out}'): the workers' disks vanish with the slice"
+
+# Quote every argument for the remote shell.
+remote_cmd="$(printf ' %q' "${DD_REST[@]}")"
+on_workers "cd $DD_REMOTE_DIR && DEPTHDELUSION_DISTRIBUTED=1 nohup python3 -m depthdelusion${remote_cmd} > $DD_REMOTE_LOG 2>&1 < /dev/null &"
+echo "started on every worker of $DD_TPU_NAME; logs: tpu/logs.sh --name $DD_TPU_NAME --zone $DD_ZONE; results: $out"
+if [[ "$follow" -eq 1 ]]; then
+  DD_WORKER=0
+  on_workers "tail -n +1 -F $DD_REMOTE_LOG"
+fi
