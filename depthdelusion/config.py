@@ -308,5 +308,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     return cfg.validate()
 
 
-def dump_config(cfg: Config, path: str | Path) -> None:
-    Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+def dump_config(cfg: Config, path) -> None:
+    """Write the resolved config as YAML; `path` may be local or remote (etils.epath)."""
+    from etils import epath
+
+    epath.Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))

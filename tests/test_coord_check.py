@@ -36,12 +36,13 @@ def test_sp_last_block_rms_grows_with_width(rows):
 
 
 def test_records_every_block_and_step_and_agrees_at_the_base_shape(rows):
-    """Rows for steps 0..10 with one RMS per block; at the base shape CompleteP is SP exactly."""
+    """Rows for steps 0..10 with one RMS per block; at the base shape CompleteP is SP's math
+    (to float rounding: its per-group optimizer is a different XLA program)."""
     for r in rows:
         assert len(r["block_rms"]) == r["depth"] and r["block_rms"][-1] == r["last_block_rms"]
     assert sorted({r["step"] for r in rows}) == list(range(11))
     base = {r["parametrization"]: r for r in rows if (r["width"], r["depth"], r["step"]) == (32, 2, 10)}
-    assert base["sp"]["block_rms"] == base["completep"]["block_rms"]
+    assert base["sp"]["block_rms"] == pytest.approx(base["completep"]["block_rms"], rel=1e-5)
 
 
 def test_coord_check_command_writes_table_and_png(tmp_path, rows):

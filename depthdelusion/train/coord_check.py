@@ -20,7 +20,7 @@ import optax
 from flax import nnx
 
 from depthdelusion.config import DataConfig, ModelConfig, TrainConfig
-from depthdelusion.data.pipeline import build_batches
+from depthdelusion.data.pipeline import Batches
 from depthdelusion.model.transformer import Transformer
 from depthdelusion.train.optimizer import make_optimizer
 
@@ -43,7 +43,8 @@ class CoordCheckSetup:
 def shape_trace(parametrization: str, width: int, depth: int, setup: CoordCheckSetup) -> dict:
     """Train one shape for setup.steps updates. Returns block_rms [steps+1, depth] and logits_rms
     [steps+1]; row t is the forward pass on batch t with the parameters after t updates."""
-    batches, tokenizer = build_batches(DataConfig(), setup.seq_len, setup.batch_size)
+    batches = Batches(DataConfig(prefetch=0), setup.seq_len, setup.batch_size)
+    tokenizer = batches.tokenizer
     mc = ModelConfig(depth=depth, width=width, head_dim=setup.head_dim, seq_len=setup.seq_len,
                      vocab_size=tokenizer.vocab_size, parametrization=parametrization,
                      base_width=setup.base_width, base_depth=setup.base_depth)

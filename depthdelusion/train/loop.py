@@ -13,11 +13,11 @@ import json
 import signal
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
+from etils import epath
 
 from depthdelusion.config import Config, dump_config, from_dict
 from depthdelusion.data.pipeline import Batches, validation_batches
@@ -87,7 +87,7 @@ class Progress:
             self.stream.flush()
 
 
-def check_resumable(saved: Config, cfg: Config, out: Path) -> None:
+def check_resumable(saved: Config, cfg: Config, out: epath.Path) -> None:
     """A resumed run must compute the same numbers: only watching/execution fields may change."""
     a, b = saved.to_dict(), cfg.to_dict()
     changed = [f"{section}.{name}: {a[section][name]!r} -> {b[section][name]!r}"
@@ -133,11 +133,12 @@ class _Preemption:
             signal.signal(signal.SIGTERM, self._previous)
 
 
-def train(cfg: Config, out: str | Path) -> dict[str, Any]:
+def train(cfg: Config, out: epath.PathLike) -> dict[str, Any]:
     """Train (or resume) one model as configured; writes DIR/config.yaml, metrics.jsonl,
     summary.json, tensorboard/ (process 0) and DIR/checkpoints/ (every process). Returns the
-    summary; its status is "finished", "preempted" (SIGTERM: saved, resume later) or "failed"."""
-    out = Path(out)
+    summary; its status is "finished", "preempted" (SIGTERM: saved, resume later) or "failed".
+    `out` may be local or remote (gs://…, through etils.epath)."""
+    out = epath.Path(out)
     primary = jax.process_index() == 0
     if (out / "summary.json").exists():
         summary = json.loads((out / "summary.json").read_text())
@@ -176,7 +177,7 @@ def train(cfg: Config, out: str | Path) -> dict[str, Any]:
     eval_loss = next((r["eval_loss"] for r in reversed(previous) if "eval_loss" in r), None)
 
     writer = MetricsWriter(out / "metrics.jsonl") if primary else None
-    board = TensorBoardWriter(out / "tensorboard") if primary else None
+    board = TensorBoardWriter(out / "tensorboard") if primary else None  # no-op when remote
     progress = Progress(tc.steps, enabled=primary)
     if start_step:
         progress.note(f"resuming {out} from the checkpoint at step {start_step}")

@@ -4,28 +4,54 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
+import time
 from typing import Any
 
 import numpy as np
+from etils import epath
+
+
+def is_local(path: epath.Path) -> bool:
+    return "://" not in str(path)
 
 
 class MetricsWriter:
-    """Appends one JSON line per logged step, flushed so a crash loses nothing logged. The file
-    is append-only: a resumed run adds the steps after the last one already there."""
+    """One JSON line per logged step. The file is append-only: a resumed run adds the steps
+    after the last one already there. Locally each line is flushed at once, so a crash loses
+    nothing logged; object stores (gs://) cannot append, so there the whole file is rewritten
+    at most every `remote_flush_s` seconds and at close."""
 
-    def __init__(self, path: Path):
-        ends_mid_line = path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n")
-        self.file = open(path, "a", encoding="utf-8")
-        if ends_mid_line:  # a crash cut the last line: end it, read_metrics skips it
-            self.file.write("\n")
+    def __init__(self, path: epath.PathLike, remote_flush_s: float = 60.0):
+        self.path = epath.Path(path)
+        self.local = is_local(self.path)
+        if self.local:
+            ends_mid_line = self.path.exists() and self.path.stat().length and not self.path.read_bytes().endswith(b"\n")
+            self.file = open(self.path, "a", encoding="utf-8")
+            if ends_mid_line:  # a crash cut the last line: end it, read_metrics skips it
+                self.file.write("\n")
+        else:
+            self.lines = self.path.read_text().splitlines() if self.path.exists() else []
+            self.remote_flush_s, self.last_flush = remote_flush_s, time.monotonic()
 
     def write(self, record: dict[str, Any]) -> None:
-        self.file.write(json.dumps(record, allow_nan=True) + "\n")
-        self.file.flush()
+        line = json.dumps(record, allow_nan=True)
+        if self.local:
+            self.file.write(line + "\n")
+            self.file.flush()
+            return
+        self.lines.append(line)
+        if time.monotonic() - self.last_flush >= self.remote_flush_s:
+            self._rewrite()
+
+    def _rewrite(self) -> None:
+        self.path.write_text("\n".join(self.lines) + "\n")
+        self.last_flush = time.monotonic()
 
     def close(self) -> None:
-        self.file.close()
+        if self.local:
+            self.file.close()
+        else:
+            self._rewrite()
 
 
 def final_loss(steps: list[int], losses: list[float], total_steps: int) -> tuple[float, float | None, int]:
@@ -43,12 +69,13 @@ def final_loss(steps: list[int], losses: list[float], total_steps: int) -> tuple
     return float(values.mean()), se, len(values)
 
 
-def write_json(path: Path, record: dict[str, Any]) -> None:
-    path.write_text(json.dumps(record, indent=2) + "\n")
+def write_json(path: epath.PathLike, record: dict[str, Any]) -> None:
+    epath.Path(path).write_text(json.dumps(record, indent=2) + "\n")
 
 
-def read_metrics(path: Path) -> list[dict[str, Any]]:
+def read_metrics(path: epath.PathLike) -> list[dict[str, Any]]:
     """The records of metrics.jsonl; a line cut short by a crash is skipped."""
+    path = epath.Path(path)
     if not path.exists():
         return []
     records = []
@@ -62,14 +89,20 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 
 class TensorBoardWriter:
     """The same scalars as metrics.jsonl as TensorBoard events (no TensorFlow needed);
-    per-layer norms as `per_layer_grad_norm/layer_00`, ... (00 = the bottom block)."""
+    per-layer norms as `per_layer_grad_norm/layer_00`, ... (00 = the bottom block). Written for
+    local run directories only; for gs:// ones point TensorBoard at metrics.jsonl's scalars
+    another way (tensorboardX's GCS support needs extra packages)."""
 
-    def __init__(self, logdir: Path):
-        from tensorboardX import SummaryWriter
+    def __init__(self, logdir: epath.PathLike):
+        self.writer = None
+        if is_local(epath.Path(logdir)):
+            from tensorboardX import SummaryWriter
 
-        self.writer = SummaryWriter(str(logdir), flush_secs=30)
+            self.writer = SummaryWriter(str(logdir), flush_secs=30)
 
     def write(self, record: dict[str, Any]) -> None:
+        if self.writer is None:
+            return
         step = record["step"]
         for name, value in record.items():
             if name == "step":
@@ -84,4 +117,5 @@ class TensorBoardWriter:
                     self.writer.add_scalar(f"{name}/{key}", v, step)
 
     def close(self) -> None:
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
