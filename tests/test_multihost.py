@@ -52,3 +52,13 @@ def test_two_processes_match_one_process(tmp_path):
     step_dir = multi / "checkpoints" / "6"
     assert {p.name for p in (step_dir / "data").glob("process_*.json")} == {"process_0-of-2.json", "process_1-of-2.json"}
     assert {p.name for p in (step_dir / "state").glob("ocdbt.process_*")} == {"ocdbt.process_0", "ocdbt.process_1"}
+
+
+def test_tpu_slice_detection_ignores_a_warning_left_in_the_hostnames(monkeypatch):
+    from depthdelusion.parallel import distributed
+
+    monkeypatch.setenv("TPU_WORKER_HOSTNAMES", "WARNING: could not determine TPU worker hostnames or "
+                       "IP addresses, please set env var `TPU_WORKER_HOSTNAMES` manually")
+    assert distributed._tpu_worker_count() == 0
+    monkeypatch.setenv("TPU_WORKER_HOSTNAMES", "t1v-n-0,t1v-n-1,t1v-n-2,t1v-n-3")
+    assert distributed._tpu_worker_count() == 4

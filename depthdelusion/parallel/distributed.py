@@ -13,6 +13,13 @@ import os
 import jax
 
 
+def _tpu_worker_count() -> int:
+    """Workers listed in TPU_WORKER_HOSTNAMES. libtpu, when it cannot read TPU metadata, may
+    leave a warning sentence there (with commas): only host names count."""
+    hosts = [h.strip() for h in os.environ.get("TPU_WORKER_HOSTNAMES", "").split(",") if h.strip()]
+    return len(hosts) if hosts and all(" " not in h for h in hosts) else 0
+
+
 def initialize(coordinator: str | None = None, num_processes: int | None = None,
                process_id: int | None = None) -> bool:
     """Join the multi-process job if one is configured; returns whether it did."""
@@ -35,7 +42,7 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
         jax.distributed.initialize(coordinator, num_processes=num_processes, process_id=process_id)
         return True
     requested = os.environ.get("DEPTHDELUSION_DISTRIBUTED", "") in ("1", "true")
-    if requested or "," in os.environ.get("TPU_WORKER_HOSTNAMES", ""):  # a multi-host TPU slice
+    if requested or _tpu_worker_count() > 1:  # a multi-host TPU slice
         jax.distributed.initialize()
         return True
     return False
