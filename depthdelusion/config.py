@@ -19,6 +19,7 @@ FFN_KINDS = ("gelu", "swiglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
 POSITION_KINDS = ("rope", "learned")
 REMAT_POLICIES = ("none", "full", "save_dots")
+ATTENTION_KINDS = ("auto", "xla", "cudnn")
 PARAMETRIZATIONS = ("sp", "mup", "depth_mup", "completep")
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -46,6 +47,9 @@ class ModelConfig:
     # "auto": bfloat16 on accelerators, float32 on CPU (where bf16 matmuls are emulated, slowly).
     compute_dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     remat: Literal["none", "full", "save_dots"] = "none"
+    # jax.nn.dot_product_attention implementation. "auto": cuDNN flash attention on GPU when the
+    # compute dtype is bf16/fp16 and head_dim <= 128 (a multiple of 8), else XLA (always on CPU/TPU).
+    attention: Literal["auto", "xla", "cudnn"] = "auto"
     # Hyperparameter-transfer parameterization (docs/parametrization.md): init, forward multipliers
     # and per-group AdamW lr / wd / eps scale with m_N = width / base_width, m_L = depth / base_depth.
     parametrization: Literal["sp", "mup", "depth_mup", "completep"] = "sp"

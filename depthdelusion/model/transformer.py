@@ -32,6 +32,16 @@ def compute_dtype(cfg: ModelConfig) -> jnp.dtype:
     return jnp.dtype(cfg.compute_dtype)
 
 
+def attention_implementation(cfg: ModelConfig) -> str:
+    """"xla" or "cudnn" for `jax.nn.dot_product_attention`. Auto picks cuDNN's fused (flash)
+    kernel only where it applies: GPU, bf16/fp16 compute, head_dim <= 128 and a multiple of 8."""
+    if cfg.attention != "auto":
+        return cfg.attention
+    fusable = (jax.default_backend() == "gpu" and compute_dtype(cfg) in (jnp.bfloat16, jnp.float16)
+               and cfg.head_dim <= 128 and cfg.head_dim % 8 == 0)
+    return "cudnn" if fusable else "xla"
+
+
 @jax.custom_vjp
 def grad_probe(x: jax.Array, probe: jax.Array) -> jax.Array:
     """Identity on `x`; the gradient w.r.t. the scalar `probe` is ‖∂L/∂x‖².
@@ -92,7 +102,8 @@ def block(x_BxSxW: jax.Array, p: dict, cfg: ModelConfig) -> jax.Array:
     q_BxSxHxK, k_BxSxHxK, v_BxSxHxK = (qkv_BxSx3xHxK[:, :, i] for i in range(3))
     if cfg.positions == "rope":
         q_BxSxHxK, k_BxSxHxK = rope(q_BxSxHxK, cfg.rope_base), rope(k_BxSxHxK, cfg.rope_base)
-    att_BxSxHxK = jax.nn.dot_product_attention(q_BxSxHxK, k_BxSxHxK, v_BxSxHxK, is_causal=True)
+    att_BxSxHxK = jax.nn.dot_product_attention(
+        q_BxSxHxK, k_BxSxHxK, v_BxSxHxK, is_causal=True, implementation=attention_implementation(cfg))
     out_BxSxW = jnp.einsum("bshk,hkw->bsw", att_BxSxHxK, p["out_kernel"])
     if cfg.use_bias:
         out_BxSxW = out_BxSxW + p["out_b"]

@@ -61,6 +61,9 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run_train)
     register_coord_check(subparsers)
     register_lr_transfer(subparsers)
+    from depthdelusion.train import bench
+
+    bench.register(subparsers)
 
 
 def run_coord_check(args) -> int:
