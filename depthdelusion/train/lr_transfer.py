@@ -208,7 +208,7 @@ def markdown(rows: list[dict], depth_rows: list[dict], exp: dict, path: Path) ->
         lines.append(
             f"- **{name}**: {len(labels)} distinct optima over {len(shapes)} shapes ({', '.join(labels)}); "
             f"{interior} of {len(shapes)} interior to the grid. Spread of the optimal lr across shapes: "
-            f"{max(best) / min(best):g}× ({steps} grid steps)"
+            f"{max(best) / min(best):.3g}× ({steps} grid step{'s' if steps != 1 else ''})"
             + (" — a lower bound, since some optima sit at an edge" if interior < len(shapes) else "")
             + f". Using the base shape's ({base_w}×{base_d}) lr {base_lr:g} everywhere costs at most "
             f"{worst[0]:.3f} nats of validation loss against each shape's own optimum (at W={worst[1]} D={worst[2]}); "
