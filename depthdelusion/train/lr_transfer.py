@@ -3,7 +3,8 @@ parameterization, then a depth sweep at fixed width with the lr tuned at the bas
 
 The experiment file (e.g. experiments/lr_transfer.yaml) has `base` (a run config: sections
 model, data, train), `parametrizations`, `widths`, `depths`, `lrs`, and `depth_sweep` (`width`,
-`depths`). Every run is `depthdelusion.train.loop.train` into DIR/runs/NAME; finished runs are
+`depths`), and optionally `skip` (run names not trained, e.g. for CPU time; the report lists
+them and judges each shape's optimum on the lrs it has). Every run is `depthdelusion.train.loop.train` into DIR/runs/NAME; finished runs are
 skipped, so an interrupted sweep resumes. Writes DIR/lr_sweep.csv, lr_transfer.png,
 depth_sweep.csv, depth_sweep.png and report.md.
 """
@@ -35,6 +36,11 @@ def load_experiment(path: str | Path) -> dict[str, Any]:
     if bad:
         raise ValueError(f"{path}: parametrizations {bad}: valid values are {', '.join(PARAMETRIZATIONS)}")
     from_dict(raw["base"], f"{path}: base").validate()  # fail before the first run
+    names = {run_name(p, w, d, lr) for p in raw["parametrizations"] for w in raw["widths"]
+             for d in raw["depths"] for lr in raw["lrs"]}
+    unknown = sorted(set(raw.get("skip") or []) - names)
+    if unknown:
+        raise ValueError(f"{path}: skip names runs not in the lr grid: {', '.join(unknown)}")
     return raw
 
 
@@ -49,9 +55,10 @@ def run_name(parametrization: str, width: int, depth: int, lr: float) -> str:
     return f"{parametrization}_w{width}_d{depth}_lr{lr:g}"
 
 
-def final_loss(exp: dict, out: Path, parametrization: str, width: int, depth: int, lr: float,
-               log=print) -> float:
-    """Train (or read back) one run; nan when it diverged."""
+def run_losses(exp: dict, out: Path, parametrization: str, width: int, depth: int, lr: float,
+               log=print) -> dict[str, float]:
+    """Train (or read back) one run: {"eval_loss", "final_loss"}, nan where it diverged or (a run
+    from before validation existed) has no eval_loss."""
     from depthdelusion.train.loop import train
 
     run_dir = out / "runs" / run_name(parametrization, width, depth, lr)
@@ -62,15 +69,20 @@ def final_loss(exp: dict, out: Path, parametrization: str, width: int, depth: in
         if run_dir.exists():  # interrupted earlier: start it again
             shutil.rmtree(run_dir)
         summary = train(run_config(exp, parametrization, width, depth, lr), run_dir)
-        log(f"{run_dir.name}: final loss {summary['final_loss']:.4f} ({summary['wall_time_s']:.0f} s)")
-    loss = summary["final_loss"]
-    return loss if loss is not None and math.isfinite(loss) else float("nan")
+        log(f"{run_dir.name}: eval loss {summary.get('eval_loss')}, final loss {summary['final_loss']:.4f} "
+            f"({summary['wall_time_s']:.0f} s)")
+    return {key: _finite(summary.get(key)) for key in ("eval_loss", "final_loss")}
 
 
-def best_lr(rows: list[dict], parametrization: str, width: int, depth: int) -> tuple[float, float]:
-    """(lr, loss) of the lowest finite final loss on the grid for one shape."""
-    candidates = [(r["final_loss"], r["lr"]) for r in rows if (r["parametrization"], r["width"],
-                  r["depth"]) == (parametrization, width, depth) and math.isfinite(r["final_loss"])]
+def _finite(x: Any) -> float:
+    return float(x) if x is not None and math.isfinite(x) else float("nan")
+
+
+def best_lr(rows: list[dict], parametrization: str, width: int, depth: int,
+            metric: str = "eval_loss") -> tuple[float, float]:
+    """(lr, loss) of the lowest finite `metric` (validation loss by default) on the grid for one shape."""
+    candidates = [(r[metric], r["lr"]) for r in rows if (r["parametrization"], r["width"],
+                  r["depth"]) == (parametrization, width, depth) and math.isfinite(r[metric])]
     loss, lr = min(candidates)
     return lr, loss
 
@@ -84,8 +96,10 @@ def run_experiment(path: str | Path, out: str | Path, log=print) -> Path:
         for width in exp["widths"]:
             for name in exp["parametrizations"]:
                 for lr in exp["lrs"]:
+                    if run_name(name, width, depth, lr) in (exp.get("skip") or []):
+                        continue
                     rows.append({"parametrization": name, "width": width, "depth": depth, "lr": lr,
-                                 "final_loss": final_loss(exp, out, name, width, depth, lr, log)})
+                                 **run_losses(exp, out, name, width, depth, lr, log)})
     _write_csv(out / "lr_sweep.csv", rows)
 
     base_width, base_depth = exp["widths"][0], exp["depths"][0]
@@ -95,7 +109,7 @@ def run_experiment(path: str | Path, out: str | Path, log=print) -> Path:
         lr, _ = best_lr(rows, name, base_width, base_depth)  # tuned at the base shape only
         for depth in sweep["depths"]:
             depth_rows.append({"parametrization": name, "width": sweep["width"], "depth": depth, "lr": lr,
-                               "final_loss": final_loss(exp, out, name, sweep["width"], depth, lr, log)})
+                               **run_losses(exp, out, name, sweep["width"], depth, lr, log)})
     _write_csv(out / "depth_sweep.csv", depth_rows)
     plot_lr_curves(rows, exp, out / "lr_transfer.png")
     plot_depth_sweep(depth_rows, rows, out / "depth_sweep.png")
@@ -117,43 +131,103 @@ def is_u_shaped(losses: list[float], tolerance: float) -> bool:
     return 0 < i < len(losses) - 1 and min(losses[0], losses[-1]) - losses[i] > tolerance
 
 
+def optimum_label(lr: float, lrs: list[float]) -> str:
+    """The optimum as a statement about the grid: at an edge it is a bound, not a number."""
+    if len(lrs) > 1 and lr == min(lrs):
+        return f"≤ {lr:g}"
+    if len(lrs) > 1 and lr == max(lrs):
+        return f"≥ {lr:g}"
+    return f"{lr:g}"
+
+
+def shape_lrs(rows: list[dict], parametrization: str, width: int, depth: int) -> list[float]:
+    """The lrs trained for one shape (a diverged run still bounds the optimum)."""
+    return sorted(r["lr"] for r in rows if (r["parametrization"], r["width"], r["depth"])
+                  == (parametrization, width, depth))
+
+
 def markdown(rows: list[dict], depth_rows: list[dict], exp: dict, path: Path) -> str:
-    names = exp["parametrizations"]
+    names, lrs, widths, depths = exp["parametrizations"], exp["lrs"], exp["widths"], exp["depths"]
     base = exp["base"]
+    tc = run_config(exp, names[0], widths[0], depths[0], lrs[0]).train
+    seq = run_config(exp, names[0], widths[0], depths[0], lrs[0]).model.seq_len
+    shapes = [(w, d) for d in depths for w in widths]
     lines = [
         "# Learning-rate transfer: SP vs CompleteP (generated by `depthdelusion lr-transfer`)", "",
-        f"Experiment: `{path}`. Base config: `{json.dumps(base)}`. Final loss = `summary.json` "
-        "final_loss: the mean of the logged training losses over the last 10% of steps (nats/byte, "
-        "built-in corpus; every run sees the same batches, one seed). With log_every 10 and 100 "
-        "steps that is the loss of the last batch alone, so differences of a few hundredths of a nat "
-        "are within noise.", "",
-        "## Optimal learning rate per shape (argmin on the grid " + ", ".join(f"{lr:g}" for lr in exp["lrs"]) + ")", "",
-        "| parametrization | depth | " + " | ".join(f"W={w}" for w in exp["widths"]) + " |",
-        "|---|---|" + "---|" * len(exp["widths"]),
+        f"Experiment: `{path}`. Base config: `{json.dumps(base)}`.", "",
+        f"**Metric: validation loss** (`summary.json` eval_loss): the mean loss (nats/byte) over "
+        f"{tc.eval_batches} fixed validation batches × {tc.batch_size} sequences × {seq} tokens "
+        f"({tc.eval_batches * tc.batch_size * seq} tokens of the built-in corpus's held-out split, the same "
+        "tokens for every run), measured once at the end of training. The optimal lr is the argmin of it. "
+        "Secondary column: final_loss, the training loss of the last logged step(s) "
+        f"(log_every {tc.log_every}, {tc.steps} steps: one batch, so noisier). One seed per run, same "
+        "training batches for every run: the differences between runs are paired, but the seed-to-seed "
+        "noise was not measured, so the margin to the runner-up lr is given for each optimum; a margin of "
+        "a few hundredths of a nat should be read as a tie.", "",
+        f"## Optimal learning rate per shape (grid {', '.join(f'{lr:g}' for lr in lrs)})", "",
+        "| parametrization | depth | " + " | ".join(f"W={w}" for w in widths) + " |",
+        "|---|---|" + "---|" * len(widths),
     ]
+    optima = {}
     for name in names:
-        for depth in exp["depths"]:
+        for depth in depths:
             cells = []
-            for width in exp["widths"]:
+            for width in widths:
                 lr, loss = best_lr(rows, name, width, depth)
-                cells.append(f"{lr:g} ({loss:.3f})")
+                others = [r["eval_loss"] for r in rows if (r["parametrization"], r["width"], r["depth"])
+                          == (name, width, depth) and r["lr"] != lr and math.isfinite(r["eval_loss"])]
+                margin = f", +{min(others) - loss:.3f}" if others else ""
+                grid = shape_lrs(rows, name, width, depth)
+                optima[name, width, depth] = optimum_label(lr, grid)
+                edge = "" if optimum_label(lr, grid) == f"{lr:g}" else " (edge)"
+                cells.append(f"{optimum_label(lr, grid)}{edge} ({loss:.3f}{margin})")
             lines.append(f"| {name} | {depth} | " + " | ".join(cells) + " |")
-    lines += ["", "Cell: best lr (its final loss). Full grid: `lr_sweep.csv`; curves: `lr_transfer.png`.", ""]
+    lines += ["", "Cell: optimal lr (its validation loss, + margin of the runner-up lr). An optimum on the "
+              "edge of the lrs trained for that shape is a bound (≤ lowest / ≥ highest lr), not an optimum. "
+              "Full grid with final_loss: `lr_sweep.csv`; curves: `lr_transfer.png`.", ""]
+    skipped = exp.get("skip") or []
+    if skipped:
+        lines += [f"Not trained ({len(skipped)} of {len(names) * len(shapes) * len(lrs)} grid cells, CPU time): "
+                  + ", ".join(f"`{n}`" for n in skipped) + ". A skipped lr that lies beyond a trained "
+                  "neighbour that is already worse than the shape's optimum cannot hold the argmin of a "
+                  "unimodal lr curve; where a skipped lr is next to the optimum, the optimum above is "
+                  "reported as a bound.", ""]
+    lines += ["## Transfer summary", ""]
+    base_w, base_d = widths[0], depths[0]
     for name in names:
-        best = {best_lr(rows, name, w, d)[0] for w in exp["widths"] for d in exp["depths"]}
-        lines.append(f"- {name}: {len(best)} distinct optimal lr over {len(exp['widths']) * len(exp['depths'])} "
-                     f"shapes: {', '.join(f'{lr:g}' for lr in sorted(best))}")
+        labels = [optima[name, w, d] for w, d in shapes]
+        best = [float(x.split()[-1]) for x in labels]
+        interior = sum(x == f"{lr:g}" for x, lr in zip(labels, best))
+        labels = sorted(set(labels), key=lambda x: float(x.split()[-1]))
+        steps = round(math.log(max(best) / min(best)) / math.log(lrs[1] / lrs[0])) if len(lrs) > 1 else 0
+        base_lr = best_lr(rows, name, base_w, base_d)[0]
+        at_base = {(r["width"], r["depth"]): r["eval_loss"] for r in rows
+                   if r["parametrization"] == name and r["lr"] == base_lr}
+        penalty = [(at_base[w, d] - best_lr(rows, name, w, d)[1], w, d) for w, d in shapes if (w, d) in at_base]
+        worst = max(penalty)
+        lines.append(
+            f"- **{name}**: {len(labels)} distinct optima over {len(shapes)} shapes ({', '.join(labels)}); "
+            f"{interior} of {len(shapes)} interior to the grid. Spread of the optimal lr across shapes: "
+            f"{max(best) / min(best):.3g}× ({steps} grid step{'s' if steps != 1 else ''})"
+            + (" — a lower bound, since some optima sit at an edge" if interior < len(shapes) else "")
+            + f". Using the base shape's ({base_w}×{base_d}) lr {base_lr:g} everywhere costs at most "
+            f"{worst[0]:.3f} nats of validation loss against each shape's own optimum (at W={worst[1]} D={worst[2]}); "
+            f"mean {sum(p[0] for p in penalty) / len(penalty):.3f}"
+            + ("" if len(penalty) == len(shapes) else
+               f" (over the {len(penalty)} shapes where lr {base_lr:g} was trained)") + ".")
     sweep = exp["depth_sweep"]
     lines += ["", f"## Depth sweep at width {sweep['width']}, lr tuned at the base shape "
-              f"({exp['widths'][0]}×{exp['depths'][0]})", "",
+              f"({base_w}×{base_d}), validation loss", "",
               "| parametrization | lr | " + " | ".join(f"D={d}" for d in sweep["depths"]) + " | U-shaped? |",
               "|---|---|" + "---|" * len(sweep["depths"]) + "---|"]
     for name in names:
         sel = [r for r in depth_rows if r["parametrization"] == name]
-        losses = [r["final_loss"] for r in sel]
+        losses = [r["eval_loss"] for r in sel]
         lines.append(f"| {name} | {sel[0]['lr']:g} | " + " | ".join(f"{x:.3f}" for x in losses)
                      + f" | {'yes' if is_u_shaped(losses, 0.01) else 'no'} |")
-    lines += ["", "U-shaped: the minimum over depth is interior and beats both ends by > 0.01 nats.", ""]
+    lines += ["", "U-shaped: the minimum over depth is interior and beats both ends by > 0.01 nats "
+              "(validation loss; final_loss in `depth_sweep.csv`). The lr is fixed per parameterization, "
+              "tuned at the base shape only, and every depth trains the same number of steps.", ""]
     return "\n".join(lines)
 
 
@@ -171,7 +245,7 @@ def plot_lr_curves(rows: list[dict], exp: dict, path: Path) -> None:
     styles = ["-", "--", ":", "-."]
     for ax, name in zip(axes[0], names):
         for w, d in shapes:
-            sel = sorted((r["lr"], r["final_loss"]) for r in rows
+            sel = sorted((r["lr"], r["eval_loss"]) for r in rows
                          if (r["parametrization"], r["width"], r["depth"]) == (name, w, d))
             ax.plot([s[0] for s in sel], [s[1] for s in sel], marker="o",
                     color=colors[exp["widths"].index(w)], linestyle=styles[exp["depths"].index(d) % 4],
@@ -182,11 +256,11 @@ def plot_lr_curves(rows: list[dict], exp: dict, path: Path) -> None:
         ax.set_xlabel("base learning rate")
         ax.set_title(name)
         ax.grid(True, which="both", alpha=0.3)
-    axes[0, 0].set_ylabel("final train loss (nats/byte)")
-    finite = [r["final_loss"] for r in rows if math.isfinite(r["final_loss"])]
+    axes[0, 0].set_ylabel("validation loss (nats/byte)")
+    finite = [r["eval_loss"] for r in rows if math.isfinite(r["eval_loss"])]
     axes[0, 0].set_ylim(min(finite) - 0.05, min(max(finite), min(finite) + 1.5))
     axes[0, -1].legend(fontsize=7, ncol=1)
-    fig.suptitle("Final loss vs lr per shape (colour = width, line style = depth, ★ = best)")
+    fig.suptitle("Validation loss vs lr per shape (colour = width, line style = depth, ★ = optimum on the grid)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -201,11 +275,11 @@ def plot_depth_sweep(depth_rows: list[dict], rows: list[dict], path: Path) -> No
     fig, ax = plt.subplots(figsize=(5, 4))
     for name in dict.fromkeys(r["parametrization"] for r in depth_rows):
         sel = [r for r in depth_rows if r["parametrization"] == name]
-        ax.plot([r["depth"] for r in sel], [r["final_loss"] for r in sel], "o-",
+        ax.plot([r["depth"] for r in sel], [r["eval_loss"] for r in sel], "o-",
                 label=f"{name} (lr {sel[0]['lr']:g})")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("depth")
-    ax.set_ylabel("final train loss (nats/byte)")
+    ax.set_ylabel("validation loss (nats/byte)")
     ax.set_title(f"Depth sweep at width {depth_rows[0]['width']}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
