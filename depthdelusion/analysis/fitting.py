@@ -24,6 +24,7 @@ HUBER_DELTA = 1e-3  # on log-loss residuals, as in Hoffmann et al. 2022
 _BAD_RESIDUAL = 1e3  # stands in for non-finite predictions so LM steps back instead of failing
 _CORR_FLAG = 0.95
 _COND_FLAG = 1e8
+_TIE = 1e-8  # relative objective difference below which two optima are equally good
 BOOTSTRAP_MAX_NFEV_PER_PARAM = 50  # bootstrap refits start at the optimum: few steps suffice
 METHODS = ("lm", "huber")
 
@@ -155,6 +156,7 @@ class StartsSummary:
     n_success: int
     n_at_best: int
     local_optima: list  # distinct final objective values, best first
+    ridge_params: list = field(default_factory=list)  # differ between starts tied at the best objective
 
 
 @dataclass
@@ -232,7 +234,8 @@ class FitResult:
             "correlation": [[f(v) for v in row] for row in self.correlation],
             "residuals": {n: float(r) for n, r in zip(self.run_names, self.residuals)},
             "starts": {"n_starts": self.starts.n_starts, "n_success": self.starts.n_success,
-                       "n_at_best": self.starts.n_at_best, "local_optima": self.starts.local_optima},
+                       "n_at_best": self.starts.n_at_best, "local_optima": self.starts.local_optima,
+                       "ridge_params": self.starts.ridge_params},
             "flags": self.flags, "notes": self.notes, "seed": self.seed,
         }
 
@@ -349,8 +352,8 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
                          f"{k + 1} runs, got {n}")
 
     theta, starts = _multistart(problem, grid_points, max_starts, seed)
-    # Rounded to 12 significant digits so warm starts do not inherit last-bit noise.
-    theta = np.array([float(f"{t:.12g}") for t in theta])
+    # Rounded to 10 significant digits so warm starts do not inherit last-bit (alignment) noise.
+    theta = np.array([float(f"{t:.10g}") for t in theta])
     values = problem.values(theta)
     pred = problem.predict(theta, x)
     resid = y - pred
@@ -400,32 +403,54 @@ def _describe_tokens(runs: Runs) -> str:
 
 
 def _multistart(problem: _Problem, grid_points, max_starts, seed):
+    """Solve from every start; keep the best objective. Starts whose objectives tie with the
+    best (relative ``_TIE``) are equally good: the first of them in grid order is kept, not the
+    one with the smallest last bits, because MINPACK's last bits depend on memory alignment
+    (they differ between processes) and on a ridge of equal objective they pick the point."""
+    grid = start_grid(problem, grid_points, max_starts, seed)
     finals = []
-    for theta0 in start_grid(problem, grid_points, max_starts, seed):
+    for theta0 in grid:
         try:
             res = problem.solve(theta0)
         except (ValueError, FloatingPointError):
             continue
         if res.status > 0 and np.all(np.isfinite(res.x)) and np.isfinite(res.cost):
             finals.append((float(res.cost), res.x))
-    n_starts = len(start_grid(problem, grid_points, max_starts, seed))
     if not finals:
-        raise ValueError(f"law {problem.law.name!r}: no start converged ({n_starts} tried); "
+        raise ValueError(f"law {problem.law.name!r}: no start converged ({len(grid)} tried); "
                          "check the data or the law's init ranges")
-    finals.sort(key=lambda c: c[0])
-    best_cost, best_theta = finals[0]
-    # Polish once more from the best point so the reported optimum is converged tightly.
+    best_cost = min(cost for cost, _ in finals)
+    tied = [theta for cost, theta in finals if cost <= best_cost * (1 + _TIE) + 1e-300]
+    best_theta = tied[0]
+    # Polish once more so the reported optimum is converged tightly; a gain within the tie
+    # tolerance is last-bit noise and would only move the point along a ridge.
     polished = problem.solve(best_theta)
-    if polished.status > 0 and polished.cost <= best_cost:
+    if polished.status > 0 and polished.cost < best_cost * (1 - _TIE):
         best_cost, best_theta = float(polished.cost), polished.x
-    tol = 1e-6 * max(best_cost, 1e-12)
+    costs = sorted(cost for cost, _ in finals)
     optima = []
-    for cost, _ in finals:
+    for cost in costs:
         if not optima or cost - optima[-1] > max(1e-4 * optima[-1], 1e-12):
             optima.append(cost)
-    at_best = sum(1 for cost, _ in finals if cost - best_cost <= max(tol, 1e-4 * best_cost))
+    at_best = sum(1 for cost in costs if cost - best_cost <= max(1e-4 * best_cost, 1e-12))
     optima[0] = best_cost
-    return best_theta, StartsSummary(n_starts, len(finals), at_best, [float(c) for c in optima])
+    return best_theta, StartsSummary(len(grid), len(finals), at_best, [float(c) for c in optima],
+                                     _ridge_params(problem, tied))
+
+
+def _ridge_params(problem: _Problem, tied: list) -> list[str]:
+    """Free parameters that take clearly different values (> 1% of their init range, or of
+    the value) at starts tied at the best objective: the data do not determine them."""
+    if len(tied) < 2:
+        return []
+    thetas = np.array(tied)
+    names = []
+    for j, p in enumerate(problem.free):
+        spread = np.ptp(thetas[:, j])  # log-space spread for scale parameters
+        scale = 1.0 if p.log else max(abs(p.init[1] - p.init[0]), np.abs(thetas[:, j]).max(), 1e-12)
+        if spread > 0.01 * scale:
+            names.append(p.name)
+    return names
 
 
 def _model_jacobian(problem: _Problem, theta) -> np.ndarray:
@@ -456,7 +481,11 @@ def _jacobian_uncertainty(problem: _Problem, theta):
     r = (np.log(pred) - np.log(problem.y)) if problem.method == "huber" else pred - problem.y
     s2 = float(r @ r) / (n - k)
     flags = []
-    col_norm = np.linalg.norm(J, axis=0)
+    # Column norms scaled by the column's largest entry: squares of steep columns (e.g. W^−γ
+    # at large |γ|) would overflow although the norm itself is finite.
+    col_max = np.abs(J).max(axis=0)
+    safe_max = np.where(col_max > 0, col_max, 1.0)
+    col_norm = col_max * np.linalg.norm(J / safe_max, axis=0)
     scale = np.array([max(abs(problem.values(theta)[nm]), 1e-3) for nm in names])
     dead = col_norm * scale < 1e-9 * max(np.max(col_norm * scale), 1e-300)
     for nm in np.array(names)[dead]:
@@ -546,6 +575,10 @@ def _identifiability_flags(result: FitResult, problem: _Problem) -> list[str]:
     if result.n_bootstrap_failed > 0.05 * max(result.n_bootstrap + result.n_bootstrap_failed, 1):
         flags.append(f"{result.n_bootstrap_failed} bootstrap refits failed to converge "
                      "(excluded from the intervals)")
+    if result.starts.ridge_params:
+        flags.append(f"{', '.join(result.starts.ridge_params)}: starts that reach the best objective "
+                     "end at different values (a ridge of equally good fits): not identified; "
+                     "predictions outside the data depend on the point chosen")
     if result.starts.n_at_best < 0.5 * result.starts.n_starts:
         flags.append(f"only {result.starts.n_at_best} of {result.starts.n_starts} starts reached the "
                      "best optimum: the objective has several local optima")

@@ -122,11 +122,17 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
                    + [f"{n} err" for n in laws])
     extrap_rmse = {}
     test_idx = np.flatnonzero(~train)
-    preds = {}
+    preds, ridges = {}, []
     for name in laws:
         try:
             small = fit(runs.subset(train), name, method, bootstrap=0, seed=seed, leave_one_out=False)
             preds[name] = small.predict(runs.subset(~train))
+            if small.starts.ridge_params:
+                ridges.append(f"- {name}: the training runs do not determine "
+                              f"{', '.join(small.starts.ridge_params)} ({small.starts.n_at_best} of "
+                              f"{small.starts.n_starts} starts reach the same objective at different "
+                              "values); its predictions are one point of that ridge (the first start "
+                              "in grid order), and others fit the training runs as well")
             extrap_rmse[name] = float(np.sqrt(np.mean((preds[name] - runs.loss[test_idx]) ** 2)))
         except ValueError as err:  # e.g. too few training runs for this law
             preds[name] = np.full(len(test_idx), np.nan)
@@ -168,7 +174,8 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
            "bundled data lacks; the closest refittable quantity is p of `depth_delusion_power`.",
            "", "## Extrapolation from small to large runs", "", extrap.markdown(), "",
            "A dash: the law's prediction is not finite there (a degenerate fit, e.g. λ → 0 with "
-           "W^−γ overflowing), so no extrapolation error is given.", ""]
+           "W^−γ overflowing), so no extrapolation error is given.", "", *ridges,
+           *([""] if ridges else [])]
 
     # --- parameters of every fit ----------------------------------------------------------
     params = Table("parameters", "Fitted parameters (Jacobian and bootstrap 95% intervals)",

@@ -124,3 +124,26 @@ def test_too_few_runs_is_a_clear_error():
     runs = synthetic_runs().subset(np.arange(5))
     with pytest.raises(ValueError, match="needs more than 7 runs, got 5"):
         fit(runs, "depth_delusion")
+
+
+def test_ridge_of_equally_good_fits_is_flagged_and_the_choice_is_the_first_start():
+    # Only the product a·b is determined: every start ends somewhere else on the ridge a·b = const.
+    def product_law(x, E, a, b):
+        return E + a * b * x.N ** -0.2
+
+    register_law(product_law, params={"E": (1.0, 2.0), "a": (0.5, 50, "log"), "b": (0.5, 50, "log")})
+    try:
+        runs = synthetic_runs(values={"E": 1.5, "a": 5.0, "b": 6.0}, law="product_law", noise=0.002)
+        r = fit(runs, "product_law", bootstrap=0, leave_one_out=False)
+        again = fit(runs, "product_law", bootstrap=0, leave_one_out=False)
+    finally:
+        _REGISTRY.pop("product_law", None)
+    assert r.starts.ridge_params == ["a", "b"]
+    assert any("a, b: starts that reach the best objective end at different values" in f for f in r.flags)
+    assert abs(r.params["a"] * r.params["b"] - 30.0) < 1.0
+    assert r.params == again.params
+
+
+def test_identified_fit_reports_no_ridge():
+    r = fit(synthetic_runs(), "kaplan", bootstrap=0, leave_one_out=False)
+    assert r.starts.ridge_params == [] and not any("ridge" in f for f in r.flags)
