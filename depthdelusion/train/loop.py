@@ -147,29 +147,33 @@ def train(cfg: Config, out: epath.PathLike) -> dict[str, Any]:
     tc = cfg.train
     shard = (jax.process_index(), jax.process_count())
     batches = Batches(cfg.data, cfg.model.seq_len, tc.batch_size, *shard)
-    tokenizer = batches.tokenizer
-    cfg = _resolve_vocab(cfg, tokenizer).validate()
-    if (out / "config.yaml").exists():
-        import yaml
+    try:  # the iterator runs a prefetch thread: stop it if the run fails before the loop
+        tokenizer = batches.tokenizer
+        cfg = _resolve_vocab(cfg, tokenizer).validate()
+        if (out / "config.yaml").exists():
+            import yaml
 
-        check_resumable(from_dict(yaml.safe_load((out / "config.yaml").read_text()), str(out / "config.yaml")), cfg, out)
-    if primary:
-        out.mkdir(parents=True, exist_ok=True)
-        dump_config(cfg, out / "config.yaml")
+            check_resumable(from_dict(yaml.safe_load((out / "config.yaml").read_text()), str(out / "config.yaml")), cfg, out)
+        if primary:
+            out.mkdir(parents=True, exist_ok=True)
+            dump_config(cfg, out / "config.yaml")
 
-    mesh = make_mesh(cfg.mesh)
-    trainer = build_trainer(cfg, mesh)
-    eval_set = validation_batches(cfg.data, cfg.model.seq_len, tc.batch_size, tc.eval_batches, *shard)
-    eval_set = None if eval_set is None else [
-        jax.make_array_from_process_local_data(trainer.batch_sharding, b) for b in eval_set]
-    tokens_per_step = tc.batch_size * cfg.model.seq_len
-    flops_per_step = size.flops_per_token(cfg.model) * tokens_per_step
-    peak = peak_flops_per_device()
-    peak_total = peak * mesh.size if peak else None
+        mesh = make_mesh(cfg.mesh)
+        trainer = build_trainer(cfg, mesh)
+        eval_set = validation_batches(cfg.data, cfg.model.seq_len, tc.batch_size, tc.eval_batches, *shard)
+        eval_set = None if eval_set is None else [
+            jax.make_array_from_process_local_data(trainer.batch_sharding, b) for b in eval_set]
+        tokens_per_step = tc.batch_size * cfg.model.seq_len
+        flops_per_step = size.flops_per_token(cfg.model) * tokens_per_step
+        peak = peak_flops_per_device()
+        peak_total = peak * mesh.size if peak else None
 
-    checkpointer = Checkpointer(out / "checkpoints", tc.checkpoint_every, tc.checkpoint_minutes,
-                                tc.keep_checkpoints)
-    restored = checkpointer.restore_latest(trainer.abstract_state, trainer.state_sharding, batches.iterator)
+        checkpointer = Checkpointer(out / "checkpoints", tc.checkpoint_every, tc.checkpoint_minutes,
+                                    tc.keep_checkpoints)
+        restored = checkpointer.restore_latest(trainer.abstract_state, trainer.state_sharding, batches.iterator)
+    except BaseException:
+        batches.close()
+        raise
     state, start_step = (trainer.init(), 0) if restored is None else (restored[1], restored[0])
     previous = read_metrics(out / "metrics.jsonl")
     already_logged = max((r["step"] for r in previous), default=0)  # metrics.jsonl is append-only
