@@ -2,6 +2,7 @@
 import csv
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,17 @@ def test_paper_baseline_grid_is_the_papers_18_runs_with_its_recipe():
         assert (cfg.train.lr, cfg.train.warmup_steps, cfg.train.weight_decay, cfg.train.grad_clip) == (3e-4, 2000, 0.1, 1.0)
         assert cfg.train.steps == math.ceil(6.4e9 / (256 * 1024))
     assert grid.topology == "v4-32"
+
+
+@pytest.mark.parametrize("grid_name", ["paper_baseline", "paper_large"])
+def test_paper_grids_use_the_remat_their_committed_tpu_plan_chose(grid_name):
+    """docs/tpu_plans_*.md come from compiling each run for the grid's TPU slice; a run whose
+    plan needed remat to fit must not be launched without it."""
+    table = (ROOT / "docs" / f"tpu_plans_{grid_name.split('_')[1]}.md").read_text()
+    planned = dict(re.findall(r"^\| (d\d+_w\d+) \|(?:[^|]*\|){5} (\w+) \|", table, re.M))
+    assert "In progress" not in table and "| NO |" not in table
+    grid = load_grid(EXPERIMENTS / f"{grid_name}.yaml")
+    assert {name: cfg.model.remat for name, cfg in grid.runs} == planned
 
 
 def test_paper_large_grid_is_the_12_large_runs_with_remat():
