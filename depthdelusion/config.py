@@ -8,9 +8,9 @@ The defaults are the paper's recipe (SPEC.md §2) except where noted.
 from __future__ import annotations
 
 import dataclasses
+import os
 import types
 import typing
-from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 import yaml
@@ -292,12 +292,15 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), yaml.safe_load(value) if value.strip() else None
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Read a YAML config (or start from defaults), apply `section.field=value` overrides, validate."""
+def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Read a YAML config (local or gs://, or start from defaults), apply `section.field=value`
+    overrides, validate."""
     raw: dict[str, Any] = {}
     source = "defaults"
     if path is not None:
-        path = Path(path)
+        from etils import epath
+
+        path = epath.Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"config file not found: {path}")
         source = str(path)

@@ -137,6 +137,11 @@ def test_no_usable_checkpoint_is_a_clear_error_and_nothing_is_deleted(config_fil
         train(load_config(out / "config.yaml"), out)
     after = {str(p.relative_to(out)).replace(".unreadable", "") for p in out.rglob("*") if p.is_file()}
     assert set(before) <= after
+    # Running the command again must not start over from step 0 in the same directory.
+    metrics = (out / "metrics.jsonl").read_text()
+    with pytest.raises(ValueError, match=r"no usable checkpoint in .*\.unreadable were found unreadable earlier"):
+        train(load_config(out / "config.yaml"), out)
+    assert (out / "metrics.jsonl").read_text() == metrics and not (out / "checkpoints" / "4").exists()
 
 
 def test_a_different_config_cannot_resume_a_run(config_file, tmp_path):

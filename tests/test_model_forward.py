@@ -76,6 +76,19 @@ def test_remat_policies_change_nothing_but_memory(remat):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7)
 
 
+@pytest.mark.parametrize("remat, policy", [("none", None), ("full", "policy=None"),
+                                           ("save_dots", "policy=DotsSaveable")])
+def test_remat_policy_reaches_the_scanned_block(remat, policy):
+    """The block under the layer scan is wrapped in jax.checkpoint (remat2) with the named policy."""
+    cfg = ModelConfig(**{**TINY.__dict__, "remat": remat})
+    graphdef, params = nnx.split(tiny_model(cfg))
+    jaxpr = str(jax.make_jaxpr(jax.grad(lambda p: probe_loss(nnx.merge(graphdef, p), None, tokens())))(params))
+    if policy is None:
+        assert "remat2[" not in jaxpr
+    else:
+        assert jaxpr.count("remat2[") == 1 and policy in jaxpr
+
+
 def test_bf16_compute_gives_float32_logits_close_to_float32():
     cfg16 = ModelConfig(**{**TINY.__dict__, "compute_dtype": "bfloat16"})
     graphdef, params = nnx.split(tiny_model())

@@ -1,8 +1,10 @@
 """One run as 2 local processes x 4 CPU devices (jax.distributed, gloo) = 1 process x 8 devices."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import portpicker
 import pytest
@@ -28,14 +30,7 @@ def test_two_processes_match_one_process(tmp_path):
 
     multi = tmp_path / "multi"
     port = portpicker.pick_unused_port()
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "depthdelusion", "train", str(config), "--out", str(multi),
-             "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for i in range(2)
-    ]
+    procs = start_two_processes(config, multi, port)
     outputs = [p.communicate(timeout=300) for p in procs]
     for p, (out, err) in zip(procs, outputs):
         assert p.returncode == 0, err[-3000:]
@@ -52,6 +47,41 @@ def test_two_processes_match_one_process(tmp_path):
     step_dir = multi / "checkpoints" / "6"
     assert {p.name for p in (step_dir / "data").glob("process_*.json")} == {"process_0-of-2.json", "process_1-of-2.json"}
     assert {p.name for p in (step_dir / "state").glob("ocdbt.process_*")} == {"ocdbt.process_0", "ocdbt.process_1"}
+
+
+def start_two_processes(config, out, port):
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    return [
+        subprocess.Popen(
+            [sys.executable, "-m", "depthdelusion", "train", str(config), "--out", str(out),
+             "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", str(i)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i in range(2)
+    ]
+
+
+def test_sigterm_on_one_host_saves_and_stops_every_host_at_the_same_step(tmp_path):
+    """Spot preemption need not reach every worker at once: the hosts agree on the step."""
+    config = tmp_path / "config.yaml"
+    long_run = {**CONFIG, "train": {**CONFIG["train"], "steps": 400, "checkpoint_every": 1000}}
+    config.write_text(yaml.safe_dump(long_run))
+    out = tmp_path / "run"
+    procs = start_two_processes(config, out, portpicker.pick_unused_port())
+    try:
+        deadline = time.monotonic() + 240
+        while not ((out / "metrics.jsonl").exists() and len((out / "metrics.jsonl").read_text().splitlines()) >= 4):
+            assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+            time.sleep(0.05)
+        procs[1].send_signal(signal.SIGTERM)  # worker 1 only
+        outputs = [p.communicate(timeout=120) for p in procs]  # a host left waiting would time out here
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [75, 75], [err[-2000:] for _, err in outputs]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "preempted" and summary["steps"] < 400
+    step_dir = out / "checkpoints" / str(summary["steps"])
+    assert {p.name for p in (step_dir / "data").glob("process_*.json")} == {"process_0-of-2.json", "process_1-of-2.json"}
 
 
 def test_tpu_slice_detection_ignores_a_warning_left_in_the_hostnames(monkeypatch):

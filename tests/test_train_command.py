@@ -1,4 +1,5 @@
 """`depthdelusion train` end to end on the built-in data: files, fields, a falling loss."""
+import io
 import json
 import subprocess
 import sys
@@ -7,16 +8,22 @@ import pytest
 import yaml
 
 from depthdelusion.cli import main
+from depthdelusion.train.commands import resolve_config_path
+from depthdelusion.train.loop import Progress
 
 TINY = ["--set", "model.depth=2", "--set", "model.width=64", "--set", "model.head_dim=16",
         "--set", "model.seq_len=64", "--set", "train.batch_size=8", "--set", "train.steps=40",
-        "--set", "train.warmup_steps=5", "--set", "train.lr=3e-3", "--set", "train.layer_stats_every=10"]
+        "--set", "train.warmup_steps=5", "--set", "train.lr=3e-3", "--set", "train.layer_stats_every=10",
+        "--set", "train.eval_every=20", "--set", "train.eval_batches=2"]
+PEAK = 1e12  # FLOP/s per device: the CPU has no peak in the table, so the run is given one
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs") / "tiny"
-    assert main(["train", *TINY, "--out", str(out)]) == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("depthdelusion.train.loop.peak_flops_per_device", lambda: PEAK)
+        assert main(["train", *TINY, "--out", str(out)]) == 0
     return out
 
 
@@ -35,8 +42,17 @@ def test_metrics_have_every_step_and_per_layer_vectors(run_dir):
     for r in stats:
         assert len(r["per_layer_grad_norm"]) == 2 and len(r["per_layer_act_grad_norm"]) == 2
     assert all(r["tokens_per_s"] > 0 and r["flops_per_s"] > 0 for r in stats[1:])
-    assert stats[-1]["mfu"] is None  # CPU: no peak FLOP/s to divide by
+    devices = json.loads((run_dir / "summary.json").read_text())["devices"]
+    for r in stats[1:]:  # MFU = model FLOP/s over the peak of every device in the mesh
+        assert r["mfu"] == pytest.approx(r["flops_per_s"] / (PEAK * devices))
     assert records[-1]["loss"] < records[0]["loss"] - 1.0
+
+
+def test_validation_loss_is_logged_every_eval_every_steps_and_at_the_end(run_dir):
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    evals = {r["step"]: r["eval_loss"] for r in records if "eval_loss" in r}
+    assert list(evals) == [20, 40] and all(isinstance(v, float) and 0 < v < 6 for v in evals.values())
+    assert json.loads((run_dir / "summary.json").read_text())["eval_loss"] == evals[40]
 
 
 def test_summary_reports_final_loss_over_last_ten_percent(run_dir):
@@ -64,3 +80,34 @@ def test_bad_config_is_one_clear_line(tmp_path):
     assert proc.returncode == 2
     assert "model.width=100 is not divisible by model.head_dim=32" in proc.stderr  # the quickstart preset
     assert "Traceback" not in proc.stderr
+
+
+def test_config_paths_keep_their_scheme():
+    """`--out gs://…` resumes from gs://…/config.yaml: pathlib would make it gs:/…"""
+    assert str(resolve_config_path("gs://bucket/runs/a/config.yaml")) == "gs://bucket/runs/a/config.yaml"
+    assert resolve_config_path(None).name == "quickstart.yaml" and resolve_config_path(None).is_file()
+
+
+class _Stream(io.StringIO):
+    def __init__(self, tty):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self):
+        return self.tty
+
+
+def test_progress_is_a_bar_on_a_terminal_and_log_lines_otherwise():
+    records = [{"step": s, "loss": 5.0 - s, "lr": 1e-3} for s in (1, 2, 3, 4)]
+    records[1]["per_layer_grad_norm"] = [1.0]
+    records[3]["eval_loss"] = 1.5
+    bar, log = _Stream(True), _Stream(False)
+    for stream in (bar, log):
+        progress = Progress(4, stream=stream)
+        for r in records:
+            progress.update(r)
+    assert bar.getvalue().count("\r[") == 4 and "\r[" + "#" * 30 + "] step 4/4" in bar.getvalue()
+    assert bar.getvalue().endswith("\n")  # the bar's line is closed at the last step
+    lines = log.getvalue().splitlines()  # only layer-stats and eval steps, no control characters
+    assert [line.split()[1] for line in lines] == ["2/4", "4/4"] and "\r" not in log.getvalue()
+    assert "eval 1.5000" in lines[1]

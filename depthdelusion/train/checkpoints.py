@@ -84,10 +84,12 @@ class Checkpointer:
             ),
         )
 
-    def due(self, step: int) -> bool:
-        by_steps = self.every_steps > 0 and step % self.every_steps == 0
-        by_time = self.every_minutes > 0 and time.monotonic() - self._last_save_time >= 60 * self.every_minutes
-        return by_steps or by_time
+    def due_by_steps(self, step: int) -> bool:
+        return self.every_steps > 0 and step % self.every_steps == 0
+
+    def due_by_time(self) -> bool:
+        """This host's clock only: with several processes the loop makes them agree first."""
+        return self.every_minutes > 0 and time.monotonic() - self._last_save_time >= 60 * self.every_minutes
 
     def save(self, step: int, state: Any, data_state: dict) -> None:
         """Starts an async save; the arrays are copied before this returns, so training goes on."""
@@ -112,6 +114,12 @@ class Checkpointer:
             return []
         return sorted(p.name for p in self.directory.iterdir() if ".orbax-checkpoint-tmp" in p.name)
 
+    def unreadable(self) -> list[str]:
+        """Steps set aside by an earlier restore as `<step>.unreadable`."""
+        if not self.directory.exists():
+            return []
+        return sorted(p.name for p in self.directory.iterdir() if p.name.endswith(".unreadable"))
+
     def restore_latest(self, abstract_state: Any, state_sharding: Any, data_iterator) -> tuple[int, Any] | None:
         """Restore the newest readable checkpoint onto the current mesh: (step, state), with the
         data iterator set to its saved position. None if there is no checkpoint at all; a
@@ -121,6 +129,12 @@ class Checkpointer:
                           "while writing it); ignored and left in place", stacklevel=2)
         steps = sorted(self.manager.all_steps(), reverse=True)
         if not steps:
+            set_aside = self.unreadable()
+            if set_aside:  # starting over here would mix a new run's losses into the old records
+                raise ValueError(
+                    f"no usable checkpoint in {self.directory}: {', '.join(set_aside)} were found "
+                    "unreadable earlier and set aside. Nothing was deleted; start a new run directory, "
+                    "or repair a checkpoint and rename it back to its step number")
             return None
         target, treedef = abstract_flat_state(abstract_state, state_sharding)
         errors = []

@@ -3,17 +3,18 @@ from __future__ import annotations
 
 import json
 from importlib import resources
-from pathlib import Path
+
+from etils import epath
 
 PRESETS = ("quickstart",)
 
 
-def resolve_config_path(config: str | None) -> Path:
-    """A YAML path, or the name of a preset shipped in the package (default: quickstart)."""
+def resolve_config_path(config: str | None) -> epath.Path:
+    """A YAML path (local or gs://), or the name of a preset shipped in the package (default: quickstart)."""
     name = config or "quickstart"
     if name in PRESETS:
-        return Path(str(resources.files("depthdelusion") / "presets" / f"{name}.yaml"))
-    return Path(name)
+        return epath.Path(str(resources.files("depthdelusion") / "presets" / f"{name}.yaml"))
+    return epath.Path(name)
 
 
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: saved on SIGTERM; run the same command again to resume
@@ -29,8 +30,8 @@ def run_train(args) -> int:
     from depthdelusion.train.loop import train
 
     config = args.config
-    if config is None and (Path(args.out) / "config.yaml").exists():
-        config = str(Path(args.out) / "config.yaml")  # resuming: the run's own configuration
+    if config is None and (epath.Path(args.out) / "config.yaml").exists():
+        config = str(epath.Path(args.out) / "config.yaml")  # resuming: the run's own configuration
     cfg = load_config(resolve_config_path(config), args.overrides)
     summary = train(cfg, args.out)
     if jax.process_index() == 0:

@@ -111,6 +111,16 @@ def _resolve_vocab(cfg: Config, tokenizer) -> Config:
     return cfg
 
 
+def _any_process(*flags: bool) -> tuple[bool, ...]:
+    """Each flag is true if it is on any process (a host collective: called at log steps only).
+    SIGTERM and the checkpoint clock reach hosts at different steps; acting on them alone would
+    leave one host saving or exiting while the others wait in the step's collectives."""
+    from jax.experimental import multihost_utils
+
+    gathered_PxF = multihost_utils.process_allgather(np.asarray(flags, np.int32))
+    return tuple(bool(v) for v in np.asarray(gathered_PxF).reshape(-1, len(flags)).any(axis=0))
+
+
 class _Preemption:
     """SIGTERM (how a spot TPU VM is preempted) sets a flag; the loop saves and exits cleanly."""
 
@@ -259,14 +269,17 @@ def train(cfg: Config, out: epath.PathLike) -> dict[str, Any]:
                 if pending is not None:
                     record(*pending)
                 pending = (step, metrics) if _is_log_step(step, cfg) else None
-                if checkpointer.due(step) or preemption.requested or step == tc.steps:
+                by_time, preempted = checkpointer.due_by_time(), preemption.requested
+                if jax.process_count() > 1:  # every host must save (and stop) at the same step
+                    by_time, preempted = _any_process(by_time, preempted) if _is_log_step(step, cfg) else (False, False)
+                if checkpointer.due_by_steps(step) or by_time or preempted or step == tc.steps:
                     if pending is not None:  # the non-finite check comes before any save
                         record(*pending)
                         pending = None
                     elif tc.nonfinite == "stop" and int(jax.device_get(state.nonfinite)[0]):
                         record(step, {**metrics, "nonfinite": state.nonfinite})
                     save(step)
-                if preemption.requested:
+                if preempted:
                     checkpointer.wait()
                     progress.note(f"SIGTERM: saved the checkpoint at step {step}; resume with the same command")
                     return summary("preempted", step)
