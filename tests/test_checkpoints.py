@@ -80,6 +80,23 @@ def test_sigkill_then_resume_gives_the_uninterrupted_losses(config_file, referen
     assert "resuming" in done.stderr
     assert json.loads((out / "summary.json").read_text())["status"] == "finished"
     assert_same_losses(out, reference)
+    kept = sorted(int(p.name) for p in (out / "checkpoints").iterdir() if p.name.isdigit())
+    assert kept == [16, 20, 24]  # every 4 steps, the newest keep_checkpoints = 3
+
+
+def test_checkpoint_clock_counts_minutes_since_the_last_save(tmp_path, monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr("depthdelusion.train.checkpoints.time.monotonic", lambda: now[0])
+    by_time = Checkpointer(tmp_path / "ckpt", every_steps=0, every_minutes=2)
+    assert not by_time.due_by_time() and not by_time.due_by_steps(4)
+    now[0] += 119
+    assert not by_time.due_by_time()
+    now[0] += 1
+    assert by_time.due_by_time()
+    by_steps = Checkpointer(tmp_path / "ckpt2", every_steps=4, every_minutes=0)
+    now[0] += 1e6
+    assert not by_steps.due_by_time() and by_steps.due_by_steps(8) and not by_steps.due_by_steps(6)
+    by_time.close(), by_steps.close()
 
 
 def test_sigterm_saves_then_resume_finishes(config_file, reference, tmp_path):
