@@ -37,5 +37,21 @@ def test_remote_run_directories_rewrite_the_whole_file(tmp_path, monkeypatch):
     writer = MetricsWriter(path, remote_flush_s=3600)
     writer.write({"step": 2, "loss": 2.5})
     assert [r["step"] for r in read_metrics(path)] == [1]  # not flushed yet
-    writer.close()
+    writer.flush()  # the loop does this before every checkpoint
     assert [r["step"] for r in read_metrics(path)] == [1, 2]
+    writer.write({"step": 3, "loss": 2.0})
+    writer.close()
+    assert [r["step"] for r in read_metrics(path)] == [1, 2, 3]
+
+
+def test_tensorboard_events_reach_remote_run_directories(tmp_path, monkeypatch):
+    monkeypatch.setattr(records, "is_local", lambda path: False)
+    logdir = tmp_path / "tensorboard"
+    board = records.TensorBoardWriter(logdir)
+    board.write({"step": 1, "loss": 3.0, "per_layer_grad_norm": [1.0, 2.0]})
+    board.flush()
+    (events,) = logdir.glob("events.out.tfevents.*")
+    assert b"per_layer_grad_norm/layer_01" in events.read_bytes()
+    board.write({"step": 2, "loss": 2.5})
+    board.close()
+    assert len(list(logdir.glob("events.out.tfevents.*"))) == 2 and board.staging != str(logdir)

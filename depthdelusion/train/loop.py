@@ -191,7 +191,7 @@ def train(cfg: Config, out: epath.PathLike) -> dict[str, Any]:
     eval_loss = next((r["eval_loss"] for r in reversed(previous) if "eval_loss" in r), None)
 
     writer = MetricsWriter(out / "metrics.jsonl") if primary else None
-    board = TensorBoardWriter(out / "tensorboard") if primary else None  # no-op when remote
+    board = TensorBoardWriter(out / "tensorboard") if primary else None
     progress = Progress(tc.steps, enabled=primary)
     if start_step:
         progress.note(f"resuming {out} from the checkpoint at step {start_step}")
@@ -254,6 +254,9 @@ def train(cfg: Config, out: epath.PathLike) -> dict[str, Any]:
         return result
 
     def save(step: int) -> None:
+        if writer is not None:  # records up to the checkpoint reach remote run directories first
+            writer.flush()
+            board.flush()
         checkpointer.save(step, state, batches.get_state())
 
     step = start_step

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,6 +48,12 @@ class MetricsWriter:
     def _rewrite(self) -> None:
         self.path.write_text("\n".join(self.lines) + "\n")
         self.last_flush = time.monotonic()
+
+    def flush(self) -> None:
+        """Before a checkpoint: a resumed run appends after the last step on file, so every
+        step up to the checkpoint must be there (locally it always is)."""
+        if not self.local:
+            self._rewrite()
 
     def close(self) -> None:
         if self.local:
@@ -89,20 +97,23 @@ def read_metrics(path: epath.PathLike) -> list[dict[str, Any]]:
 
 class TensorBoardWriter:
     """The same scalars as metrics.jsonl as TensorBoard events (no TensorFlow needed);
-    per-layer norms as `per_layer_grad_norm/layer_00`, ... (00 = the bottom block). Written for
-    local run directories only; for gs:// ones point TensorBoard at metrics.jsonl's scalars
-    another way (tensorboardX's GCS support needs extra packages)."""
+    per-layer norms as `per_layer_grad_norm/layer_00`, ... (00 = the bottom block). For gs://
+    run directories the events are written to a local folder and copied up whole (object stores
+    cannot append) at every `flush()` — the loop's checkpoint steps — and at close."""
 
     def __init__(self, logdir: epath.PathLike):
-        self.writer = None
-        if is_local(epath.Path(logdir)):
-            from tensorboardX import SummaryWriter
+        self.logdir = epath.Path(logdir)
+        self.staging = None if is_local(self.logdir) else tempfile.mkdtemp(prefix="depthdelusion-tb-")
+        self.files = 0
+        self.writer = self._open()
 
-            self.writer = SummaryWriter(str(logdir), flush_secs=30)
+    def _open(self):
+        from tensorboardX import SummaryWriter
+
+        self.files += 1  # a distinct name even within one second (names carry the time in s)
+        return SummaryWriter(self.staging or str(self.logdir), flush_secs=30, filename_suffix=f".{self.files}")
 
     def write(self, record: dict[str, Any]) -> None:
-        if self.writer is None:
-            return
         step = record["step"]
         for name, value in record.items():
             if name == "step":
@@ -116,6 +127,20 @@ class TensorBoardWriter:
                 for key, v in value.items():
                     self.writer.add_scalar(f"{name}/{key}", v, step)
 
+    def flush(self) -> None:
+        if self.staging is None:
+            self.writer.flush()
+            return
+        self.writer.close()  # only a closed writer is sure to have written every event
+        self._upload()
+        self.writer = self._open()  # the next events go to a new file; TensorBoard reads all
+
+    def _upload(self) -> None:
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        for event_file in Path(self.staging).iterdir():
+            (self.logdir / event_file.name).write_bytes(event_file.read_bytes())
+
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+        self.writer.close()
+        if self.staging is not None:
+            self._upload()
