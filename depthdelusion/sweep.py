@@ -339,8 +339,9 @@ def run_sweep(grid: Grid, out: str | Path, *, only: str | None = None, dry_run: 
         except Exception as err:  # noqa: BLE001 - a failed run must not stop the sweep
             message = f"{type(err).__name__}: {err}".replace("\n", " ")
             rows.append(_row(name, cfg, "failed", None, message))
-            (run_dir).mkdir(parents=True, exist_ok=True)
-            (run_dir / "error.txt").write_text(traceback.format_exc())
+            if primary:
+                run_dir.mkdir(parents=True, exist_ok=True)
+                (run_dir / "error.txt").write_text(traceback.format_exc())
             log(f"[{i}/{len(runs)}] {name}: FAILED: {message}")
         if primary:  # kept current, so a killed sweep leaves a table
             write_runs_csv(rows, out / "runs.csv")
