@@ -114,7 +114,9 @@ def _resolve_vocab(cfg: Config, tokenizer) -> Config:
 def _any_process(*flags: bool) -> tuple[bool, ...]:
     """Each flag is true if it is on any process (a host collective: called at log steps only).
     SIGTERM and the checkpoint clock reach hosts at different steps; acting on them alone would
-    leave one host saving or exiting while the others wait in the step's collectives."""
+    leave one host saving or exiting while the others wait in the step's collectives. The
+    all-gather queues behind the step just dispatched, so multi-host runs should log every few
+    steps (the paper grids: 10), not every step."""
     from jax.experimental import multihost_utils
 
     gathered_PxF = multihost_utils.process_allgather(np.asarray(flags, np.int32))

@@ -104,7 +104,7 @@ class TensorBoardWriter:
     def __init__(self, logdir: epath.PathLike):
         self.logdir = epath.Path(logdir)
         self.staging = None if is_local(self.logdir) else tempfile.mkdtemp(prefix="depthdelusion-tb-")
-        self.files = 0
+        self.files, self.uploaded = 0, set()
         self.writer = self._open()
 
     def _open(self):
@@ -136,9 +136,12 @@ class TensorBoardWriter:
         self.writer = self._open()  # the next events go to a new file; TensorBoard reads all
 
     def _upload(self) -> None:
+        """Copies the files closed since the last upload (a closed event file never changes)."""
         self.logdir.mkdir(parents=True, exist_ok=True)
-        for event_file in Path(self.staging).iterdir():
-            (self.logdir / event_file.name).write_bytes(event_file.read_bytes())
+        for event_file in sorted(Path(self.staging).iterdir()):
+            if event_file.name not in self.uploaded:
+                (self.logdir / event_file.name).write_bytes(event_file.read_bytes())
+                self.uploaded.add(event_file.name)
 
     def close(self) -> None:
         self.writer.close()
