@@ -4,11 +4,16 @@
     from depthdelusion.analysis import load_reference, fit
     r = fit(load_reference("depth_delusion"), "depth_delusion")
     print(r.summary())
+
+Any table works with the columns its law needs (``load_runs("runs.csv", columns={"params": "N"})``;
+names and aliases in :mod:`.columns`).
 """
+from .columns import law_columns, law_missing_columns, laws_for
 from .fitting import FitResult, fit
 from .laws import Law, LawInputs, Param, get_law, list_laws, register_law
 from .reference import load_reference
 from .runs import GradientProfile, Runs, load_runs
 
 __all__ = ["FitResult", "GradientProfile", "Law", "LawInputs", "Param", "Runs", "fit", "get_law",
-           "list_laws", "load_reference", "load_runs", "register_law"]
+           "law_columns", "law_missing_columns", "laws_for", "list_laws", "load_reference",
+           "load_runs", "register_law"]
