@@ -9,11 +9,20 @@ Any table works with the columns its law needs (``load_runs("runs.csv", columns=
 names and aliases in :mod:`.columns`).
 """
 from .columns import law_columns, law_missing_columns, laws_for
-from .fitting import FitResult, fit
 from .laws import Law, LawInputs, Param, get_law, list_laws, register_law
-from .reference import load_reference
+from .reference import load_reference  # also registers "paper" as a source for load_runs
 from .runs import GradientProfile, Runs, load_runs
 
 __all__ = ["FitResult", "GradientProfile", "Law", "LawInputs", "Param", "Runs", "fit", "get_law",
            "law_columns", "law_missing_columns", "laws_for", "list_laws", "load_reference",
            "load_runs", "register_law"]
+
+
+def __getattr__(name):
+    # fit and FitResult import scipy (about a second): only when used, so that the CLI's help
+    # and the table-only commands start fast.
+    if name in ("fit", "FitResult"):
+        from . import fitting
+
+        return getattr(fitting, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

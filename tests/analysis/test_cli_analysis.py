@@ -59,12 +59,16 @@ def shape_table(path: Path, tokens_vary=False) -> Path:
     return path
 
 
-def test_help_lists_every_command_without_importing_any_command_module():
+def test_help_lists_every_command_without_importing_any_command_module_or_scipy():
     out = run_blocked(["--help"], blocked=TRAINING_STACK + ("scipy", "matplotlib"))
     assert out.returncode == 0, out.stderr
     listed = re.findall(r"^    (\S+)", out.stdout, re.M)
     assert listed == [c[0] for c in COMMANDS]
     assert out.stdout.strip().endswith("IMPORTED:")
+    # A command's own help imports its module, but not scipy (fitting is imported when used).
+    out = run_blocked(["fit", "--help"], blocked=TRAINING_STACK + ("scipy", "matplotlib"))
+    assert out.returncode == 0, out.stderr
+    assert "--grid-points K" in out.stdout and out.stdout.strip().endswith("IMPORTED:")
 
 
 def test_fit_and_report_run_without_the_training_stack_and_report_skips_matplotlib(tmp_path):
