@@ -71,7 +71,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[0] if argv and not argv[0].startswith("-") else None
-    args = build_parser(command).parse_args(argv)
+    try:
+        parser = build_parser(command)
+    except ModuleNotFoundError as err:  # e.g. `train` in an analysis-only install
+        print(f"depthdelusion {command}: error: needs the Python package {err.name!r}, which is not "
+              "installed; install depthdelusion with its dependencies (pip install depthdelusion) "
+              "for this command", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError) as err:

@@ -102,6 +102,12 @@ def _load(args):
 def run_report(args) -> int:
     from .report import write_report
 
+    if not args.no_figures:  # before the fits, not after them
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise ValueError("the report's figures need matplotlib, which is not installed: "
+                             "pip install matplotlib, or pass --no-figures") from None
     report = write_report(_load(args), args.out, bootstrap=args.bootstrap, seed=args.seed,
                           method=args.method, step=args.step, figures=not args.no_figures,
                           runs_label=str(args.runs))

@@ -26,7 +26,7 @@ BLOCKED = set(sys.argv[1].split(","))
 class Refuse:
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in BLOCKED:
-            raise ImportError(f"blocked for this test: {name}")
+            raise ModuleNotFoundError(f"blocked for this test: {name}", name=name)
 
 sys.meta_path.insert(0, Refuse())
 module, sys.argv = sys.argv[2], ["depthdelusion", *sys.argv[3:]]
@@ -90,6 +90,18 @@ def test_fit_and_report_run_without_the_training_stack_and_report_skips_matplotl
                       module="depthdelusion.analysis.report")
     assert out.returncode == 0, out.stderr
     assert "--no-figures" in out.stdout and out.stdout.strip().endswith("IMPORTED:")
+
+
+def test_commands_of_a_missing_stack_or_figures_without_matplotlib_are_clear_errors(tmp_path):
+    out = run_blocked(["train", "--out", str(tmp_path / "run")])
+    assert out.returncode == 2
+    assert "depthdelusion train: error: needs the Python package 'etils', which is not installed; " \
+           "install depthdelusion with its dependencies" in out.stderr
+    out = run_blocked(["report", "paper", "--out", str(tmp_path / "rep")],
+                      blocked=TRAINING_STACK + ("matplotlib",))
+    assert out.returncode == 2 and not (tmp_path / "rep").exists()
+    assert "the report's figures need matplotlib, which is not installed: pip install matplotlib, " \
+           "or pass --no-figures" in out.stderr
 
 
 def test_fit_without_law_picks_from_the_columns_never_a_depth_law_on_shapeless_data(tmp_path, capsys):
