@@ -95,10 +95,12 @@ class Runs:
         for col in ("params", "tokens", "loss_se", "vocab_size"):
             setattr(self, col, self._column(col, n, float))
         self.group = self._column("group", n, object, "all")
-        if self.name is None:
-            self.name = [f"{d}Lx{w}" if self.has("depth") and self.has("width") else f"run{i + 1}"
-                         for i, (d, w) in enumerate(zip(self.depth, self.width))]
-        self.name = self._column("name", n, object)
+        shaped = self.has("depth") and self.has("width")
+        default = [f"{d}Lx{w}" if shaped else f"run{i + 1}"
+                   for i, (d, w) in enumerate(zip(self.depth, self.width))]
+        self.name = self._column("name", n, object, "")
+        self.name = np.array([d if v is None or str(v) == "" else str(v) for v, d in zip(self.name, default)],
+                             dtype=object)
         self.tokenizer = self._column("tokenizer", n, object, "")
         if self.loss_unit is None:
             self.loss_unit = [loss_unit_of(t) for t in self.tokenizer]
@@ -278,8 +280,6 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
         cols["params"] = [float(round(v)) for v in cols["params"]]  # counts are whole
     if "group" in cols:
         cols["group"] = [g or "all" for g in cols["group"]]
-    if "name" in cols and not all(cols["name"]):
-        del cols["name"]  # generated names for all, rather than a mix
     runs = Runs(**cols, source=where,
                 unread_columns=tuple(str(h) for h in header if h not in found.values()))
     return runs

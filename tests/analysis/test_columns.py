@@ -92,6 +92,7 @@ def test_runs_constructor_has_defaults_for_optional_columns():
     assert not runs.has("depth") and not runs.has("tokens") and runs.has("params")
     assert runs.profiles == [None] * 3 and list(runs.loss_unit) == [""] * 3
     assert runs.subset([0, 2]).params.tolist() == [1e6, 4e6]
+    assert list(load_runs([{"N": 1e6, "loss": 3.0, "run": "a"}, {"N": 2e6, "loss": 2.9}]).name) == ["a", "run2"]
     with pytest.raises(ValueError, match="loss column is required"):
         Runs(params=[1e6])
     with pytest.raises(ValueError, match=r"column 'params' has 2 entries, expected 3"):
