@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import runs as _runs
+from .runs import NAMED_SOURCES, Runs, load_csv
 
 REFERENCE_DIR = Path(__file__).with_name("reference")
 DATASETS = {"depth_delusion": "depth_delusion_runs.csv", "llm_shapes": "llm_shapes.csv"}
@@ -60,9 +60,9 @@ def load_reference(name: str):
     path = REFERENCE_DIR / DATASETS[name]
     if name == "llm_shapes":
         return _load_shapes(path)
-    runs = _runs.load_csv(path)
+    runs = load_csv(path)
     n = len(runs)
-    return _runs.Runs(
+    return Runs(
         runs.depth, runs.width, runs.params, runs.loss,
         tokens=np.where(runs.group == "baseline", PAPER_BASELINE_TOKENS, np.nan),
         loss_se=np.array([PAPER_LOSS_SE.get((int(d), int(w)), math.nan)
@@ -75,7 +75,7 @@ def _paper_runs():
     return load_reference("depth_delusion")
 
 
-_runs.NAMED_SOURCES.update({"paper": _paper_runs, "depth_delusion": _paper_runs})
+NAMED_SOURCES.update({"paper": _paper_runs, "depth_delusion": _paper_runs})
 
 
 def _load_shapes(path: Path) -> ModelShapes:
