@@ -338,6 +338,9 @@ def load_run_dirs(root) -> Runs:
         if not isinstance(model, dict):
             raise ValueError(f"{path}: field 'model' is missing or not an object")
         data = summary.get("data") if isinstance(summary.get("data"), dict) else {}
+        tokenizer, vocab = data.get("tokenizer"), model.get("vocab_size")
+        if tokenizer is None:  # a summary written before runs recorded it: the resolved config has it
+            tokenizer, vocab = _units_from_config(path.parent / "config.yaml", vocab)
         where = str(path)
         records.append({
             "name": summary.get("name") or path.parent.name,
@@ -348,8 +351,8 @@ def load_run_dirs(root) -> Runs:
             "tokens": summary.get("tokens"),
             "loss": _field(summary, "final_loss", where),
             "loss_se": summary.get("final_loss_se"),
-            "tokenizer": data.get("tokenizer"),
-            "vocab_size": model.get("vocab_size"),
+            "tokenizer": tokenizer,
+            "vocab_size": vocab,
         })
         profiles.append(read_gradient_profile(path.parent / "metrics.jsonl", int(model["depth"])))
     if not records:
@@ -364,6 +367,26 @@ def load_run_dirs(root) -> Runs:
         runs.notes.append(f"{len(unknown)} run(s) do not record their tokenizer, so their loss "
                           f"units are unchecked: {_some(unknown)}")
     return runs
+
+
+def _units_from_config(path: Path, vocab):
+    """(data.tokenizer, model.vocab_size) from a run's config.yaml; (None, vocab) if it is
+    absent, unreadable, or PyYAML is not installed (an analysis-only install may lack it)."""
+    try:
+        import yaml
+    except ImportError:
+        return None, vocab
+    try:
+        config = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None, vocab
+    if not isinstance(config, dict):
+        return None, vocab
+    data, model = config.get("data"), config.get("model")
+    tokenizer = data.get("tokenizer") if isinstance(data, dict) else None
+    if vocab is None and isinstance(model, dict):
+        vocab = model.get("vocab_size")
+    return tokenizer, vocab
 
 
 def _read_json(path: Path) -> dict:

@@ -105,3 +105,8 @@ def test_tables_and_runs_are_checked_too_and_unrecorded_tokenizers_are_noted(run
     run_factory("old", 8, 256, 1.7)  # a summary.json written before runs recorded their tokenizer
     runs = load_runs(tmp_path / "runs")
     assert any("1 run(s) do not record their tokenizer" in n and "old" in n for n in runs.notes)
+    # ... whose config.yaml does: read from there, and checked like the others.
+    (tmp_path / "runs" / "old" / "config.yaml").write_text(
+        "model:\n  depth: 8\n  vocab_size: 50257\ndata:\n  tokenizer: gpt2\n")
+    with pytest.raises(ValueError, match=r"nats/byte: a; nats/token: old"):
+        load_runs(tmp_path / "runs")
