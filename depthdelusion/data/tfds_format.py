@@ -84,21 +84,27 @@ def find_builder_dir(spec: str, data_dir: str | None) -> epath.Path:
     if not base.is_dir():
         raise ValueError(f"{where}: no directory {base}: {build_hint}")
     if config:
+        if not (base / config).is_dir():
+            raise ValueError(f"{where}: no config {config!r} in {base} (found: "
+                             f"{', '.join(_configs(base)) or 'none'})")
         base = base / config
-        if not base.is_dir():
-            raise ValueError(f"{where}: no config {config!r} in {base.parent} (found: "
-                             f"{', '.join(sorted(p.name for p in base.parent.iterdir() if p.is_dir())) or 'none'})")
     versions = [p for p in base.iterdir() if p.is_dir() and _is_version(p.name) and is_builder_dir(p)]
     if version:
         versions = [p for p in versions if p.name == version]
     if not versions:
-        configs = sorted(p.name for p in base.iterdir() if p.is_dir() and not _is_version(p.name))
+        configs = _configs(base)
         if configs and not config:
             raise ValueError(f"{where}: {name} has configs {', '.join(configs)}: name one, "
                              f"e.g. data.path=tfds:{name}:{configs[0]}")
         raise ValueError(f"{where}: no prepared version{' ' + version if version else ''} "
                          f"(a directory with dataset_info.json) in {base}: {build_hint}")
     return max(versions, key=_version_key)
+
+
+def _configs(base: epath.Path) -> list[str]:
+    """A dataset directory's config subdirectories (not its versions, nor TFDS's .config/)."""
+    return sorted(p.name for p in base.iterdir()
+                  if p.is_dir() and not p.name.startswith(".") and not _is_version(p.name))
 
 
 def _is_version(name: str) -> bool:
@@ -147,11 +153,11 @@ def check_text_feature(dataset: TfdsDataset, feature: str) -> None:
     is_text = isinstance(node, tfds.features.Text) or (
         isinstance(node, tfds.features.Tensor) and node.shape == () and node.np_dtype == np.object_)
     if not is_text:
-        texts = [k for k, v in dataset.features.items() if isinstance(v, tfds.features.Text)]
+        texts = sorted(k for k, v in dataset.features.items() if isinstance(v, tfds.features.Text))
         raise ValueError(
             f"data.tfds_text_feature={feature!r}: {dataset.root} has no scalar text feature of that "
-            f"name (its text features: {', '.join(texts) or 'none'}; all features: "
-            f"{', '.join(dataset.features.keys())})"
+            f"name (its top-level text features: {', '.join(texts) or 'none'}; all: "
+            f"{', '.join(sorted(dataset.features.keys()))})"
         )
 
 
