@@ -14,7 +14,7 @@ import tensorflow_datasets as tfds
 from array_record.python.array_record_module import ArrayRecordReader, ArrayRecordWriter
 
 from depthdelusion.config import DataConfig
-from depthdelusion.data.pipeline import Batches, OutOfData, _row_files, validation_batches
+from depthdelusion.data.pipeline import Batches, OutOfData, _row_files, resolve_dataset, validation_batches
 from depthdelusion.data.prepare import prepare
 from depthdelusion.data.tfds_format import load_dataset_info, shard_ranges, subdivide
 from depthdelusion.data.tokenizers import get_tokenizer
@@ -218,8 +218,10 @@ def test_tfds_names_that_are_not_there_are_clear_errors(tfds_dir):
         Batches(DataConfig(path="tfds:tiny_web_text", tfds_dir=str(tfds_dir)), 15, 4)
     with pytest.raises(ValueError, match=r"data.tfds_text_feature='body'.*text features: text, timestamp, url;"):
         Batches(text_cfg(tfds_dir, tfds_text_feature="body"), 15, 4)
-    assert Batches(DataConfig(path="tfds:tiny_web_text/en:3.0.1", tfds_dir=str(tfds_dir),
-                              tfds_text_feature="url"), 15, 4).dataset is not None  # TFDS's own spelling
+    with pytest.raises(ValueError, match="no prepared version 9.9.9"):
+        Batches(DataConfig(path="tfds:tiny_web_text:en:9.9.9", tfds_dir=str(tfds_dir)), 15, 4)
+    for spec in ("tiny_web_text:en:3.0.1", "tiny_web_text/en:3.0.1", "tiny_web_text/en"):  # TFDS's spelling too
+        assert resolve_dataset(DataConfig(path=f"tfds:{spec}", tfds_dir=str(tfds_dir))).root.endswith("en/3.0.1")
 
 
 # ---------------------------------------------------------------- prepare-data writes TFDS

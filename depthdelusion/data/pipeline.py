@@ -7,17 +7,17 @@ processes (P): row r of every global batch has a fixed source, and process p ser
 [p·B/P, (p+1)·B/P). The iterator's state (`get_state` / `set_state`) goes into the run's
 checkpoint: restoring it yields exactly the batches an uninterrupted run sees.
 
-Streaming (SlimPajama, jsonl, text, TFDS text datasets, the built-in corpus): the training
-files (for TFDS, ranges of a shard's records) are shuffled with
-the seed (a new order each epoch) and dealt out to the B rows of the batch (file k of the order
-feeds row k mod B); each row packs its own stream, so a process opens only its rows' files.
-This needs at least B files (SlimPajama has 59k; otherwise use prepare-data; TFDS shards are
-cut into ranges until there are enough). With
-`data.workers` > 0 each row's files are dealt again to grain worker processes (the batches then
-depend on the worker count, not on P). Documents keep their order within a file (SlimPajama's
-files are already shuffled mixtures).
-Prepared windows (a TFDS ArrayRecord dataset): a global, seeded permutation of the packed windows (reshuffled each
-epoch); global batch t is windows [tB, (t+1)B) of it; random access makes resuming free.
+Streaming (SlimPajama, jsonl, text, TFDS text datasets, the built-in corpus): the training files
+(for TFDS, ranges of a shard's records) are shuffled with the seed (a new order each epoch) and
+dealt out to the B rows of the batch (file k of the order feeds row k mod B); each row packs its
+own stream, so a process opens only its rows' files. This needs at least B files (SlimPajama
+has 59k; otherwise use prepare-data; TFDS shards are cut into ranges until there are enough).
+With `data.workers` > 0 each row's files are dealt again to grain worker processes (the batches
+then depend on the worker count, not on P). Documents keep their order within a file
+(SlimPajama's files are already shuffled mixtures, as are a TFDS dataset's shards).
+Prepared windows (a TFDS ArrayRecord dataset, see tfds_format.py): a global, seeded permutation
+of the packed windows (reshuffled each epoch); global batch t is windows [tB, (t+1)B) of it;
+random access makes resuming free.
 
 Single pass by default: a window is never repeated unless `data.epochs` > 1, and running out is
 an OutOfData error naming the dataset and the tokens consumed.

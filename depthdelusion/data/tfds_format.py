@@ -63,7 +63,7 @@ def builder_dirs_under(root: epath.Path) -> list[epath.Path]:
 
 
 def default_data_dir() -> str:
-    return str(_tfds().core.constants.DATA_DIR)  # $TFDS_DATA_DIR or ~/tensorflow_datasets
+    return str(_tfds().core.constants.get_default_data_dir())  # $TFDS_DATA_DIR or ~/tensorflow_datasets
 
 
 def _version_key(path: epath.Path) -> tuple[int, ...]:
@@ -71,11 +71,18 @@ def _version_key(path: epath.Path) -> tuple[int, ...]:
 
 
 def find_builder_dir(spec: str, data_dir: str | None) -> epath.Path:
-    """The builder directory of `spec` = NAME, NAME:CONFIG or TFDS's own NAME/CONFIG[:VERSION],
-    under `data_dir` (None: TFDS's default); the newest version unless one is named."""
+    """The builder directory of `spec` = NAME[:CONFIG][:VERSION] or TFDS's own
+    NAME/CONFIG[:VERSION], under `data_dir` (None: TFDS's default); the newest version unless one
+    is named."""
     data_dir = data_dir or default_data_dir()
-    name, _, rest = spec.partition("/") if "/" in spec else spec.partition(":")
-    config, _, version = rest.partition(":") if "/" in spec else (rest, "", "")
+    if "/" in spec:  # TFDS's spelling: NAME/CONFIG[:VERSION]
+        name, _, rest = spec.partition("/")
+        config, _, version = rest.partition(":")
+    else:  # NAME, NAME:CONFIG, NAME:VERSION or NAME:CONFIG:VERSION
+        name, _, rest = spec.partition(":")
+        config, _, version = rest.partition(":")
+        if _is_version(config) and not version:
+            config, version = "", config
     where = f"data.path=tfds:{spec} (data.tfds_dir={data_dir})"
     build_hint = (f"build it on a machine with network (`tfds build {name}"
                   f"{' --config ' + config if config else ''} --data_dir DIR --file_format array_record`), "
@@ -227,6 +234,8 @@ def documents_of_range(unit: ShardRange, counts: dict[str, int], skip: int = 0) 
     """One item per record of the range after the first `skip` (None for a bad one): the text
     of the feature, or None with a count (unparseable record, feature missing, invalid UTF-8,
     empty text)."""
+    from google.protobuf.message import DecodeError
+
     example = _example_proto()
     start = unit.start + skip
     if unit.file_format == "array_record":
@@ -236,7 +245,7 @@ def documents_of_range(unit: ShardRange, counts: dict[str, int], skip: int = 0) 
     for record in records:
         try:
             feature = example.FromString(record).features.feature
-        except Exception:  # protobuf's DecodeError; the class differs between implementations
+        except DecodeError:
             counts["malformed_record"] += 1
             yield None
             continue
