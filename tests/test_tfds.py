@@ -348,3 +348,35 @@ def test_config_overrides_select_the_tfds_dataset_and_its_text_feature(tfds_dir)
                              "data.tfds_text_feature=url", "data.tokenizer=bytes"])
     batch = next(Batches(cfg.data, 31, 4))
     assert all(get_tokenizer("bytes").decode(row).startswith("https://example.org/") for row in batch)
+
+
+def test_the_default_install_does_not_pull_tensorflow():
+    """The project's dependencies, followed through every installed package's own (extras not
+    asked for), never reach TensorFlow: tensorflow-datasets names it only as an extra."""
+    import re
+    import tomllib
+    from importlib.metadata import PackageNotFoundError, requires
+
+    from packaging.requirements import Requirement
+
+    def name(text):
+        return re.sub(r"[-_.]+", "-", text).lower()
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    todo = [Requirement(r) for r in project["dependencies"]]
+    assert "tensorflow-datasets" in {name(r.name) for r in todo}
+    seen, done = set(), set()
+    while todo:
+        req = todo.pop()
+        key = (name(req.name), frozenset(req.extras))
+        if key in done:
+            continue
+        done.add(key)
+        seen.add(key[0])
+        try:
+            subs = [Requirement(r) for r in requires(req.name) or []]
+        except PackageNotFoundError:
+            continue
+        todo += [r for r in subs  # the package's own requirements and those of the extras asked for
+                 if r.marker is None or any(r.marker.evaluate({"extra": e}) for e in ("", *req.extras))]
+    assert "tensorflow" not in seen and "tensorflow-cpu" not in seen and len(seen) > 30
