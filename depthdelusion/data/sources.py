@@ -226,9 +226,9 @@ def _documents_of_plain_file(path: str, kind: str, counts: dict[str, int]) -> It
 class DocumentsIterDataset(grain.IterDataset):
     """Documents (str) read from the files its parent yields, one file after another.
 
-    The parent is a grain iterator of file paths (so grain's `mp_prefetch` can give each worker
-    its own files). Checkpointable: the state is the parent's state before the current file,
-    the number of raw records already read from it, and the skip counters.
+    The parent is a grain iterator of file paths or TFDS shard ranges (so grain's `mp_prefetch`
+    can give each worker its own files). Checkpointable: the state is the parent's state before
+    the current file, the number of raw records already read from it, and the skip counters.
     """
 
     def __init__(self, parent: grain.IterDataset, kind: str):
