@@ -97,7 +97,7 @@ def test_tfds_text_source_packs_each_rows_shard_ranges_once(tfds_dir):
     assert batches.skipped()["empty_document"] >= 1
 
 
-@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("workers", [0, 1])  # 1: shard ranges pickled to, and seeked in, a worker process
 def test_tfds_text_source_resumes_exactly(tfds_dir, workers):
     cfg = text_cfg(tfds_dir, workers=workers)
     straight = take(Batches(cfg, 15, 4), 10)
