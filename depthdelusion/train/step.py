@@ -122,7 +122,7 @@ def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
     data_sharding = batch_sharding(mesh, tc.batch_size, tc.grad_accum_steps)
     if mc.attention == "splash":
         check_splash(mc, mesh.devices.flat[0].platform)
-    k = tc.grad_accum_steps
+    n_micro = tc.grad_accum_steps
     replicated = NamedSharding(mesh, PartitionSpec())
 
     def loss_fn(params, probes_D, tokens_BxS1):
@@ -131,11 +131,11 @@ def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
         return cross_entropy(logits_BxSxV, tokens_BxS1[:, 1:])
 
     def loss_and_grads(params, probes_D, tokens_BxS1):
-        """Mean loss, its gradient and the probes' (‖∂L/∂h_l‖²), over k microbatches in turn.
+        """Mean loss, its gradient and the probes' (‖∂L/∂h_l‖²), over k = n_micro microbatches in turn.
         L = (1/k) Σ_i L_i, so ∂L/∂θ = (1/k) Σ_i ∂L_i/∂θ and, as ∂L/∂h_l is (1/k) ∂L_i/∂h_l on
         microbatch i's rows, ‖∂L/∂h_l‖² = (1/k²) Σ_i ‖∂L_i/∂h_l‖². Sums are kept in float32."""
         grad_fn = jax.value_and_grad(loss_fn, argnums=(0, 1))
-        if k == 1:
+        if n_micro == 1:
             return grad_fn(params, probes_D, tokens_BxS1)
         f32 = lambda tree: jax.tree.map(lambda x: x.astype(jnp.float32), tree)
 
@@ -145,9 +145,9 @@ def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
 
         zeros = jax.tree.map(lambda x: jnp.zeros(x.shape, jnp.float32), (jnp.zeros(()), params, probes_D))
         zeros = (zeros[0], jax.lax.with_sharding_constraint(zeros[1], state_sharding.params), zeros[2])
-        (loss, grads, probe_grads_D), _ = jax.lax.scan(one, zeros, microbatches(tokens_BxS1, k))
-        grads = jax.tree.map(lambda g, p: (g / k).astype(p.dtype), grads, params)
-        return loss / k, (grads, None if probe_grads_D is None else probe_grads_D / k**2)
+        (loss, grads, probe_grads_D), _ = jax.lax.scan(one, zeros, microbatches(tokens_BxS1, n_micro))
+        grads = jax.tree.map(lambda g, p: (g / n_micro).astype(p.dtype), grads, params)
+        return loss / n_micro, (grads, None if probe_grads_D is None else probe_grads_D / n_micro**2)
 
     def train_step(state: TrainState, tokens_BxS1: jax.Array, layer_stats: bool):
         probes_D = jnp.zeros((mc.depth,), jnp.float32) if layer_stats else None
@@ -189,11 +189,11 @@ def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
 
     def eval_loss(state: TrainState, tokens_BxS1: jax.Array) -> jax.Array:
         with activation_sharding(mesh):
-            if k == 1:
+            if n_micro == 1:
                 return loss_fn(state.params, None, tokens_BxS1)
             # In microbatches too: the whole batch's logits may not fit where training's do.
             return jax.lax.map(lambda micro_MxS1: loss_fn(state.params, None, micro_MxS1),
-                               microbatches(tokens_BxS1, k)).mean()
+                               microbatches(tokens_BxS1, n_micro)).mean()
 
     return Trainer(
         init=jax.jit(create_state, out_shardings=state_sharding),
