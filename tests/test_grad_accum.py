@@ -87,3 +87,13 @@ def test_a_batch_that_does_not_split_over_microbatches_and_devices_is_rejected()
         dataclasses.replace(cfg.train, grad_accum_steps=3).validate()
     with pytest.raises(ValueError, match="train.grad_accum_steps=0: must be a positive integer"):
         dataclasses.replace(cfg.train, grad_accum_steps=0).validate()
+
+
+def test_a_run_resumes_with_another_microbatch_count():
+    """A preempted run may come back on fewer chips with more microbatches: the same numbers."""
+    from depthdelusion.train.loop import check_resumable
+
+    more = dataclasses.replace(CFG, train=dataclasses.replace(CFG.train, grad_accum_steps=4))
+    check_resumable(CFG, more, "run")  # no error
+    with pytest.raises(ValueError, match="train.batch_size: 16 -> 32"):
+        check_resumable(CFG, dataclasses.replace(more, train=dataclasses.replace(more.train, batch_size=32)), "run")

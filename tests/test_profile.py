@@ -66,3 +66,9 @@ def test_profile_steps_must_be_a_range_within_the_run():
     with pytest.raises(ValueError, match="STOP must be <= train.steps=10"):
         dataclasses.replace(train, profile_steps="5-11").validate()
     assert dataclasses.replace(train, profile_steps="10-10").profile_range() == (10, 10)
+
+
+def test_a_run_may_resume_with_profiling_turned_on():
+    saved = Config(train=TrainConfig(steps=10))
+    loop.check_resumable(saved, dataclasses.replace(saved, train=dataclasses.replace(saved.train, profile_steps="6-7")),
+                         "run")  # no error
