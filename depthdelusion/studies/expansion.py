@@ -157,8 +157,10 @@ def insert_blocks(flat: dict[str, Any], target_shapes: dict[str, tuple], depth: 
     return out
 
 
-def expand_params(params: Any, model: ModelConfig, after: Sequence[int], seed: int = 0):
-    """In memory: (child ModelConfig, child params nnx.State) for a model's nnx.State of Params."""
+def expand_params(params: Any, model: ModelConfig, after: Sequence[int], seed: int = 0,
+                  fresh: dict[str, np.ndarray] | None = None):
+    """In memory: (child ModelConfig, child params nnx.State) for a model's nnx.State of Params.
+    `fresh`: the inserted blocks' values ({name: [len(after), ...]}); default drawn from `seed`."""
     import jax
     from flax import nnx
 
@@ -170,7 +172,8 @@ def expand_params(params: Any, model: ModelConfig, after: Sequence[int], seed: i
     flat_parent = {jax.tree_util.keystr(p): v for p, v in jax.tree_util.tree_flatten_with_path(params)[0]}
     leaves, treedef = jax.tree_util.tree_flatten_with_path(abstract)
     shapes = {jax.tree_util.keystr(p): leaf.shape for p, leaf in leaves}
-    flat = insert_blocks(flat_parent, shapes, model.depth, after, fresh_blocks(model, len(after), seed),
+    fresh = fresh_blocks(model, len(after), seed) if fresh is None else fresh
+    flat = insert_blocks(flat_parent, shapes, model.depth, after, fresh,
                          branch_compensation(model, child_model.depth), kind=lambda key: "param")
     return child_model, jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(flat[k]) for k in shapes])
 

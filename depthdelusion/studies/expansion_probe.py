@@ -92,7 +92,8 @@ class SignalProbe:
 
         self.model = model
         D = model.depth
-        self.child_model, self.child_params = expansion.expand_params(params, model, range(D), seed)
+        self.fresh = expansion.fresh_blocks(model, D, seed)  # block k: the one inserted after k
+        self.child_model, self.child_params = expansion.expand_params(params, model, range(D), fresh=self.fresh)
         _, self.new_pos = expansion.layout(D, range(D))
         graphdef = _graphdef(self.child_model)
         scale = single_insertion_scale(model)
@@ -107,6 +108,10 @@ class SignalProbe:
             return jnp.concatenate([g[n].reshape(D, -1) * scale for n in PROBED], axis=1)  # [D, P]
 
         self._grads = jax.jit(grads)
+
+    def block(self, k: int) -> dict[str, np.ndarray]:
+        """The values of the block inserted after k ({name: [1, ...]}), for `jumpboard`."""
+        return {n: v[k:k + 1] for n, v in self.fresh.items()}
 
     def gradients(self, tokens_BxS1) -> np.ndarray:
         """[D, P]: for each insertion point k, ∂L/∂(out_kernel, down_kernel) of the new block,
@@ -177,14 +182,15 @@ def signal_table(stats: GramStats, n_boot: int = 1000, seed: int = 0) -> list[di
 # --- the jumpboard step ----------------------------------------------------------------------
 
 
-def jumpboard(model: ModelConfig, params: Any, k: int, direction_P: np.ndarray, etas: Sequence[float],
-              train_batches: Sequence, test_batches: Sequence, seed: int = 0) -> list[dict]:
-    """Loss change on train and held-out batches when the block inserted after k has projections
-    η·d (d = direction_P, unit norm, in the single-insertion model), for each η."""
+def jumpboard(model: ModelConfig, params: Any, k: int, block: dict[str, np.ndarray],
+              direction_P: np.ndarray, etas: Sequence[float], train_batches: Sequence,
+              test_batches: Sequence) -> list[dict]:
+    """Loss change on train and held-out batches when the block `block` (SignalProbe.block(k))
+    inserted after k has projections η·d (d = direction_P normalised), for each η."""
     import jax
     import jax.numpy as jnp
 
-    child_model, child_params = expansion.expand_params(params, model, [k], seed)
+    child_model, child_params = expansion.expand_params(params, model, [k], fresh=block)
     graphdef = _graphdef(child_model)
     pos = expansion.layout(model.depth, [k])[1][0]
     shapes = list(projection_shapes(child_params).values())
