@@ -25,6 +25,9 @@ def build_parser() -> argparse.ArgumentParser:
     data_commands.register(subparsers)
     analysis_commands.register(subparsers)
     sweep_commands.register(subparsers)
+    from depthdelusion.studies import expansion_commands
+
+    expansion_commands.register(subparsers)
     return parser
 
 

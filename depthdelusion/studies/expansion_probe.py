@@ -152,6 +152,14 @@ def unbiased_sq_norm(gram_NxN: np.ndarray) -> float:
     return float((gram_NxN.sum() - np.trace(gram_NxN)) / (n * (n - 1)))
 
 
+def jackknife_se(gram_NxN: np.ndarray) -> float:
+    """Leave-one-batch-out jackknife standard error of `unbiased_sq_norm`."""
+    n = gram_NxN.shape[0]
+    keep = [np.delete(np.arange(n), i) for i in range(n)]
+    values = np.array([unbiased_sq_norm(gram_NxN[np.ix_(k, k)]) for k in keep])
+    return float(np.sqrt((n - 1) / n * np.sum((values - values.mean()) ** 2)))
+
+
 def signal_table(stats: GramStats, n_boot: int = 1000, seed: int = 0) -> list[dict]:
     """One row per insertion point k: norms, unbiased squared norms, cosine, 95% percentile
     bootstrap intervals (batches resampled with replacement within each set)."""
@@ -172,7 +180,11 @@ def signal_table(stats: GramStats, n_boot: int = 1000, seed: int = 0) -> list[di
             "signal_test": est[1], "signal_test_lo": lo[1], "signal_test_hi": hi[1],
             "cosine": est[2], "cosine_lo": lo[2], "cosine_hi": hi[2],
             "unbiased_sq_train": unbiased_sq_norm(gram[:n_tr, :n_tr]),
+            "unbiased_sq_train_se": jackknife_se(gram[:n_tr, :n_tr]),
             "unbiased_sq_test": unbiased_sq_norm(gram[n_tr:, n_tr:]),
+            "unbiased_sq_test_se": jackknife_se(gram[n_tr:, n_tr:]),
+            # what batch noise alone adds to ‖mean‖²: (mean ‖g_i‖² − unbiased) / n
+            "noise_sq_train": float((np.trace(gram[:n_tr, :n_tr]) / n_tr - unbiased_sq_norm(gram[:n_tr, :n_tr])) / n_tr),
             # <μ_train, μ_test>: unbiased (independent sets); > 0 means the directions agree
             "cross_inner": float(gram[:n_tr, n_tr:].mean()),
         })
@@ -276,3 +288,96 @@ def covariance_energy(g_NxW: np.ndarray, rng: np.random.Generator) -> tuple[floa
 
     shuffled = np.stack([rng.permutation(col) for col in g_NxW.T], axis=1)
     return fraction(g_NxW), fraction(shuffled)
+
+
+# --- a run, end to end -----------------------------------------------------------------------
+
+ETAS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
+
+
+def probe_run(run_dir, n_batches: int = 16, etas: Sequence[float] = ETAS, seed: int = 0,
+              covariance_batches: int = 4, n_boot: int = 1000) -> dict:
+    """Everything the study reports for one trained run: the signal at every insertion point
+    (train = the first `n_batches` batches the run trained on, held-out = the first `n_batches`
+    validation batches), the jumpboard step at the strongest insertion point, and the
+    off-diagonal energy of the activation-gradient covariance per layer."""
+    import time
+
+    from depthdelusion.data.pipeline import Batches, validation_batches
+
+    start = time.perf_counter()
+    cfg = expansion.read_run_config(run_dir)
+    step, _, state, _ = expansion.restore_state(run_dir, cfg)
+    params = state.params
+    seq, batch = cfg.model.seq_len, cfg.train.batch_size
+    batches = Batches(cfg.data, seq, batch)
+    try:
+        train_batches = [next(batches) for _ in range(n_batches)]
+    finally:
+        batches.close()
+    test_batches = validation_batches(cfg.data, seq, batch, n_batches)
+    if test_batches is None or len(test_batches) < 2:
+        raise ValueError(f"{run_dir}: the dataset has no validation split (need held-out batches)")
+
+    signal = SignalProbe(cfg.model, params, seed=seed)
+    stats = gram_stats(signal, train_batches, test_batches)
+    rows = signal_table(stats, n_boot=n_boot, seed=seed)
+    best = max(range(cfg.model.depth), key=lambda k: rows[k]["signal_train"])
+    jump = jumpboard(cfg.model, params, best, signal.block(best), -stats.mean_train_DxP[best], etas,
+                     train_batches, test_batches)
+    for row in jump:
+        row["first_order_train"] = -row["eta"] * rows[best]["signal_train"]
+        d = -stats.mean_train_DxP[best] / np.linalg.norm(stats.mean_train_DxP[best])
+        row["first_order_test"] = row["eta"] * float(d @ stats.mean_test_DxP[best])
+
+    import jax
+
+    grads_fn = jax.jit(lambda p, t: residual_grads(cfg.model, p, t)[1])
+    g_per_layer = [[] for _ in range(cfg.model.depth)]
+    for b in train_batches[:covariance_batches]:
+        g = np.asarray(grads_fn(params, b), np.float64)
+        for layer in range(cfg.model.depth):
+            g_per_layer[layer].append(g[layer].reshape(-1, cfg.model.width))
+    rng = np.random.default_rng(seed)
+    covariance = []
+    for layer, parts in enumerate(g_per_layer):
+        frac, null = covariance_energy(np.concatenate(parts), rng)
+        covariance.append({"layer": layer, "offdiag_fraction": frac, "offdiag_fraction_null": null,
+                           "tokens": int(sum(len(p) for p in parts))})
+    lowering = [r["eta"] for r in jump if r["delta_test"] < 0]
+    return {
+        "run": str(run_dir), "step": step, "depth": cfg.model.depth, "width": cfg.model.width,
+        "parametrization": cfg.model.parametrization, "seed": seed, "batches": n_batches,
+        "batch_size": batch, "seq_len": seq, "signal": rows, "jumpboard_after": best, "jumpboard": jump,
+        "largest_eta_lowering_test": max(lowering) if lowering else None,
+        "covariance": covariance, "wall_time_s": round(time.perf_counter() - start, 1),
+    }
+
+
+def markdown(result: dict) -> str:
+    """A readable account of `probe_run`'s result."""
+    lines = [f"# First-order probe of {result['run']} (step {result['step']}, depth {result['depth']}, "
+             f"width {result['width']}, {result['parametrization']})", "",
+             f"{result['batches']} train and {result['batches']} held-out batches of {result['batch_size']} x "
+             f"{result['seq_len']} tokens; fresh-block seed {result['seed']}; intervals: 95% percentile "
+             "bootstrap over batches.", "",
+             "| after | ‖g‖ train [95%] | ‖g‖ held-out [95%] | cos(train, held-out) [95%] | unbiased ‖μ‖² train ± jackknife se | noise part of ‖g‖² train |",
+             "|---:|---|---|---|---:|---:|"]
+    for r in result["signal"]:
+        lines.append(f"| {r['after']} | {r['signal_train']:.3g} [{r['signal_train_lo']:.3g}, {r['signal_train_hi']:.3g}] "
+                     f"| {r['signal_test']:.3g} [{r['signal_test_lo']:.3g}, {r['signal_test_hi']:.3g}] "
+                     f"| {r['cosine']:.2f} [{r['cosine_lo']:.2f}, {r['cosine_hi']:.2f}] "
+                     f"| {r['unbiased_sq_train']:.3g} ± {r['unbiased_sq_train_se']:.2g} | {r['noise_sq_train']:.3g} |")
+    lines += ["", f"Jumpboard at the strongest insertion point (after block {result['jumpboard_after']}), "
+              "along −ḡ_train/‖ḡ_train‖:", "",
+              "| η | ΔL train | first order −η‖g‖ | ΔL held-out | first order η<d, g_test> |", "|---:|---:|---:|---:|---:|"]
+    for r in result["jumpboard"]:
+        lines.append(f"| {r['eta']:g} | {r['delta_train']:.2e} | {r['first_order_train']:.2e} | "
+                     f"{r['delta_test']:.2e} | {r['first_order_test']:.2e} |")
+    eta = result["largest_eta_lowering_test"]
+    lines += ["", f"Largest η tried that lowers the held-out loss: {eta if eta is not None else 'none'}.", "",
+              "| layer | off-diagonal energy of Σ g gᵀ | same, coordinates shuffled (diagonal null) | tokens |",
+              "|---:|---:|---:|---:|"]
+    for r in result["covariance"]:
+        lines.append(f"| {r['layer']} | {r['offdiag_fraction']:.3f} | {r['offdiag_fraction_null']:.3f} | {r['tokens']} |")
+    return "\n".join(lines) + "\n"
