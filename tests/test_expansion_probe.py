@@ -16,11 +16,11 @@ from depthdelusion.train.step import cross_entropy
 from tests.test_expansion import tiny_model, trained_like_params
 
 
-def explicit_signal(model, params, k, block, tokens_BxS1):
+def explicit_signal(model, params, k, block, tokens_BxS1, residual=None):
     """∂L/∂(out_kernel, down_kernel) of the block `block` inserted after k, from its definition:
     r·Σ_tokens φ ⊗ ∂L/∂h_k, the fresh block's features at h_k correlated with the activation
     gradient there (L the mean loss, r the single-insertion model's branch multiplier)."""
-    h_DxBxSxW, g_DxBxSxW = probe.residual_grads(model, params, tokens_BxS1)
+    h_DxBxSxW, g_DxBxSxW = residual or probe.residual_grads(model, params, tokens_BxS1)
     h, g = h_DxBxSxW[k], g_DxBxSxW[k]
     p = {n: v[0] for n, v in block.items()}
     r = pz.residual_multiplier(dataclasses.replace(model, depth=model.depth + 1))
@@ -44,8 +44,9 @@ def test_signal_equals_feature_gradient_correlation(parametrization):
     tokens = jax.random.randint(jax.random.key(3), (2, 17), 0, model.vocab_size)
     signal = probe.SignalProbe(model, params, seed=5)
     grads_DxP = signal.gradients(tokens)
+    residual = probe.residual_grads(model, params, tokens)
     for k in range(model.depth):
-        expected = explicit_signal(model, params, k, signal.block(k), tokens)
+        expected = explicit_signal(model, params, k, signal.block(k), tokens, residual)
         assert np.linalg.norm(expected) > 1e-4
         np.testing.assert_allclose(grads_DxP[k], expected, rtol=1e-4, atol=1e-7)
 
