@@ -35,16 +35,16 @@ def _write_csv(rows: list[dict], path: Path) -> None:
             writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
 
 
-def train_grids(depth_grid: str, growth_grid: str, runs: Path, log: Callable[[str], None]) -> None:
+def train_grid(grid_path: str, out: Path, log: Callable[[str], None]) -> None:
     from depthdelusion.sweep import load_grid, run_sweep
 
-    for grid_path, sub in ((depth_grid, "depth_expansion"), (growth_grid, "depth_expansion_growth")):
-        run_sweep(load_grid(grid_path), runs / sub, report=False, log=log)
+    run_sweep(load_grid(grid_path), out, report=False, log=log)
 
 
-def grow(runs: Path, log: Callable[[str], None]) -> list[dict]:
+def grow(runs: Path, log: Callable[[str], None], train_runs: bool = True) -> list[dict]:
     """Expand every growth parent (depth D, N steps) by one block after every layer and train it
-    to the scratch runs' step count; returns one row per seed and arm."""
+    to the scratch runs' step count (`train_runs` False: only collect the finished ones);
+    returns one row per seed: the parent, grown and scratch run names."""
     from depthdelusion.studies import expansion
     from depthdelusion.train.loop import train
 
@@ -58,6 +58,13 @@ def grow(runs: Path, log: Callable[[str], None]) -> list[dict]:
             continue
         total_steps = parsed[scratch[0]][2]
         grown = growth_dir / f"grown_{name}_to_d{2 * depth}"
+        if not train_runs:
+            finished = all(
+                p.exists() and json.loads(p.read_text()).get("status") == "finished"
+                for p in (grown / "summary.json", growth_dir / scratch[0] / "summary.json"))
+            if finished:
+                rows.append({"seed": seed, "parent": name, "grown": grown.name, "scratch": scratch[0]})
+            continue
         if not (grown / "expansion.json").exists():
             log(f"expanding {name} -> {grown.name}")
             expansion.expand_run(growth_dir / name, range(depth), grown, seed=seed,
@@ -275,14 +282,18 @@ def write_report(runs: Path, out: Path, probes: dict[str, dict], growth: tuple |
 
 
 def run_study(depth_grid: str, growth_grid: str, runs: str, out: str, *, probe_batches: int = 16,
-              train: bool = True, log: Callable[[str], None] = print) -> Path:
+              train: str = "all", log: Callable[[str], None] = print) -> Path:
+    """`train`: "all" (both grids and the grown runs), "growth" (the growth grid and grown runs
+    only) or "none" (report what is finished)."""
     from depthdelusion.studies.expansion_probe import probe_run
 
     runs_path, out_path = Path(runs), Path(out)
     start = time.perf_counter()
-    if train:
-        train_grids(depth_grid, growth_grid, runs_path, log)
-    pairs = grow(runs_path, log) if train else []
+    if train == "all":
+        train_grid(depth_grid, runs_path / "depth_expansion", log)
+    if train in ("all", "growth"):
+        train_grid(growth_grid, runs_path / "depth_expansion_growth", log)
+    pairs = grow(runs_path, log, train_runs=train != "none") if (runs_path / "depth_expansion_growth").exists() else []
     (out_path / "probes").mkdir(parents=True, exist_ok=True)
     probes = {}
     for run_dir in sorted((runs_path / "depth_expansion").iterdir()):
@@ -290,7 +301,8 @@ def run_study(depth_grid: str, growth_grid: str, runs: str, out: str, *, probe_b
         if cache.exists():
             probes[run_dir.name] = json.loads(cache.read_text())
             continue
-        if not (run_dir / "summary.json").exists():
+        summary = run_dir / "summary.json"
+        if not run_dir.is_dir() or not summary.exists() or json.loads(summary.read_text()).get("status") != "finished":
             continue
         log(f"probing {run_dir.name}")
         result = probe_run(run_dir, n_batches=probe_batches)
@@ -316,5 +328,8 @@ def register(subparsers) -> None:
     parser.add_argument("--runs", default="runs", help="parent folder of the two sweeps' run directories")
     parser.add_argument("--out", required=True, metavar="DIR")
     parser.add_argument("--probe-batches", type=int, default=16)
+    parser.add_argument("--train", choices=("all", "growth", "none"), default="all",
+                        help="what to train before probing: both grids and the grown runs (all), "
+                        "the growth grid and grown runs only (growth), nothing (none)")
     parser.set_defaults(func=lambda a: run_study(a.depth_grid, a.growth_grid, a.runs, a.out,
-                                                 probe_batches=a.probe_batches) and 0)
+                                                 probe_batches=a.probe_batches, train=a.train) and 0)
