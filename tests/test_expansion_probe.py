@@ -92,6 +92,8 @@ def test_gram_statistics_equal_direct_ones():
     assert row["cosine"] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
     pairs = [G[i] @ G[j] for i in range(n_tr) for j in range(n_tr) if i != j]
     assert row["unbiased_sq_train"] == pytest.approx(np.mean(pairs))
+    assert row["signal_train_lo"] <= row["signal_train"] <= row["signal_train_hi"]
+    assert row["cosine_lo"] <= row["cosine"] <= row["cosine_hi"]
     assert row["noise_sq_train"] == pytest.approx(np.linalg.norm(a) ** 2 - np.mean(pairs))
     loo = [np.mean([G[i] @ G[j] for i in range(n_tr) for j in range(n_tr) if i != j and drop not in (i, j)])
            for drop in range(n_tr)]

@@ -16,7 +16,7 @@ parameterizations, which this module applies.
 Statistics over batches use the Gram matrix G[i, j] = <g_i, g_j> of the per-batch gradients
 (train batches first, then held-out): ‖mean‖ (what a full-batch gradient would show), the
 unbiased ‖μ‖² (mean over pairs i ≠ j, so batch noise does not look like signal), the
-train/held-out cosine of the mean directions, and percentile-bootstrap intervals over batches.
+train/held-out cosine of the mean directions, and basic (reverse-percentile) bootstrap intervals over batches.
 """
 from __future__ import annotations
 
@@ -161,8 +161,8 @@ def jackknife_se(gram_NxN: np.ndarray) -> float:
 
 
 def signal_table(stats: GramStats, n_boot: int = 1000, seed: int = 0) -> list[dict]:
-    """One row per insertion point k: norms, unbiased squared norms, cosine, 95% percentile
-    bootstrap intervals (batches resampled with replacement within each set)."""
+    """One row per insertion point k: norms, unbiased squared norms, cosine, 95% basic bootstrap
+    intervals (batches resampled with replacement within each set)."""
     rng = np.random.default_rng(seed)
     n_tr = stats.n_train
     n_te = stats.gram_DxNxN.shape[1] - n_tr
@@ -173,7 +173,12 @@ def signal_table(stats: GramStats, n_boot: int = 1000, seed: int = 0) -> list[di
             _summaries(gram, n_tr, np.bincount(rng.integers(0, n_tr, n_tr), minlength=n_tr) / n_tr,
                        np.bincount(rng.integers(0, n_te, n_te), minlength=n_te) / n_te)
             for _ in range(n_boot)])
-        lo, hi = np.nanpercentile(boot, 2.5, axis=0), np.nanpercentile(boot, 97.5, axis=0)
+        # basic (reverse-percentile) bootstrap: a norm of a mean is inflated and a cosine shrunk
+        # by resampling noise; reflecting the percentiles about the estimate corrects that bias
+        # to first order (a plain percentile interval can miss its own estimate)
+        q_lo, q_hi = np.nanpercentile(boot, 2.5, axis=0), np.nanpercentile(boot, 97.5, axis=0)
+        est_arr = np.asarray(est)
+        lo, hi = 2 * est_arr - q_hi, 2 * est_arr - q_lo
         rows.append({
             "after": k,
             "signal_train": est[0], "signal_train_lo": lo[0], "signal_train_hi": hi[0],
@@ -346,7 +351,7 @@ def probe_run(run_dir, n_batches: int = 16, etas: Sequence[float] = ETAS, seed: 
                            "tokens": int(sum(len(p) for p in parts))})
     lowering = [r["eta"] for r in jump if r["delta_test"] < 0]
     return {
-        "run": str(run_dir), "step": step, "depth": cfg.model.depth, "width": cfg.model.width,
+        "run": str(run_dir), "interval": "basic bootstrap", "step": step, "depth": cfg.model.depth, "width": cfg.model.width,
         "parametrization": cfg.model.parametrization, "seed": seed, "batches": n_batches,
         "batch_size": batch, "seq_len": seq, "signal": rows, "jumpboard_after": best, "jumpboard": jump,
         "largest_eta_lowering_test": max(lowering) if lowering else None,
@@ -359,7 +364,7 @@ def markdown(result: dict) -> str:
     lines = [f"# First-order probe of {result['run']} (step {result['step']}, depth {result['depth']}, "
              f"width {result['width']}, {result['parametrization']})", "",
              f"{result['batches']} train and {result['batches']} held-out batches of {result['batch_size']} x "
-             f"{result['seq_len']} tokens; fresh-block seed {result['seed']}; intervals: 95% percentile "
+             f"{result['seq_len']} tokens; fresh-block seed {result['seed']}; intervals: 95% basic "
              "bootstrap over batches.", "",
              "| after | ‖g‖ train [95%] | ‖g‖ held-out [95%] | cos(train, held-out) [95%] | unbiased ‖μ‖² train ± jackknife se | noise part of ‖g‖² train |",
              "|---:|---|---|---|---:|---:|"]

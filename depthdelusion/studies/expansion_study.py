@@ -204,7 +204,7 @@ def write_report(runs: Path, out: Path, probes: dict[str, dict], growth: tuple |
                         [r["max_signal_hi"] - r["max_signal_train"] for r in rs]])
         axes[0].errorbar(d, y, yerr=np.clip(err, 0, None), marker="o", capsize=3, label=f"W={w}")
         axes[1].plot(d, [r["max_unbiased_signal"] for r in rs], "o-", label=f"W={w}")
-    for ax, title in zip(axes, ("max over k of ‖mean train gradient‖ (95% bootstrap)",
+    for ax, title in zip(axes, ("max over k of ‖mean train gradient‖ (95% basic bootstrap)",
                                 "max over k of unbiased ‖μ‖ (batch noise removed)")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -286,7 +286,7 @@ def results_markdown(run_rows: list[dict], jump_rows: list[dict], probes: dict, 
     """The generated tables (the hand-written verdicts are in README.md)."""
     md = ["# Depth expansion: generated tables (`depthdelusion expansion-study`)", "",
           "Signal = ‖mean gradient‖ w.r.t. the inserted block's zero projections over the probe's "
-          "training batches; [95% percentile bootstrap over batches]; unbiased = sqrt of the "
+          "training batches; [95% basic bootstrap over batches]; unbiased = sqrt of the "
           "pairwise (i ≠ j) estimate of ‖μ‖², batch noise removed. cos = train/held-out cosine, "
           "mean over insertion points (lowest lower bound of its 95% intervals). Off-diag = "
           "off-diagonal energy fraction of the activation-gradient covariance, mean over layers "
