@@ -14,6 +14,7 @@ def build_parser() -> argparse.ArgumentParser:
     from depthdelusion.analysis import commands as analysis_commands
     from depthdelusion import sweep_commands
     from depthdelusion.data import commands as data_commands
+    from depthdelusion.studies import spectrum as spectrum_commands
     from depthdelusion.train import commands as train_commands
 
     parser = argparse.ArgumentParser(
@@ -25,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     data_commands.register(subparsers)
     analysis_commands.register(subparsers)
     sweep_commands.register(subparsers)
+    spectrum_commands.register(subparsers)
     return parser
 
 

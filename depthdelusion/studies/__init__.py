@@ -1,0 +1,1 @@
+"""Studies that read trained runs: measurements beyond the training records."""
