@@ -140,9 +140,9 @@ def spectrum_section(root) -> list[str]:
     """Markdown lines of the report's section on representation spectra: every RUN/spectrum/
     tail.csv below ``root`` (a directory of runs); no lines when there is none (or ``root`` is
     not a directory)."""
-    root = Path(root)
-    if not root.is_dir():
+    if not root or not Path(root).is_dir():  # "" (runs not loaded from a directory) included
         return []
+    root = Path(root)
     tables = sorted(root.rglob("spectrum/tail.csv"))
     if not tables:
         return []
