@@ -150,7 +150,7 @@ def spectrum_section(root) -> list[str]:
         f"b(s={s:g})" for s in S_VALUES]
     lines = ["## Representation spectra and the data exponent they predict", "",
              "Tail index β of λ_i ∝ i^(−β) of the residual-stream covariance (layer 0: token "
-             "embeddings; layer l: after block l) from `depthdelusion spectrum`; interval: delete-"
+             "embeddings, plus learned positions if any; layer l: after block l) from `depthdelusion spectrum`; interval: delete-"
              "one-group jackknife over token groups. The kernel-ridge rate predicts a data exponent "
              "b = 2βs/(2βs+1) for a target of source smoothness s; s is not estimated here, so b is "
              "shown for s in {" + ", ".join(f"{s:g}" for s in S_VALUES) + "} (the interval of b "
@@ -161,8 +161,8 @@ def spectrum_section(root) -> list[str]:
         for row in read_tail_csv(path):
             beta = row["beta"]
             if beta is None:
-                lines.append(f"| {run} | {row['layer']:.0f} | no fit (fewer than {MIN_RANKS} stable "
-                             "ranks) | | | |" + " |" * len(S_VALUES))
+                cells = [run, f"{row['layer']:.0f}", f"no fit (fewer than {MIN_RANKS} stable ranks)"]
+                lines.append("| " + " | ".join(cells + [""] * (len(head) - len(cells))) + " |")
                 continue
             cells = [run, f"{row['layer']:.0f}", f"{beta:.3f}",
                      f"[{row['beta_lo']:.3f}, {row['beta_hi']:.3f}]",

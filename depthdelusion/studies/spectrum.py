@@ -209,15 +209,19 @@ def write_outputs(full: np.ndarray, fits: list, info: dict, out, command: str) -
              f"{info['tokens']:,} held-out tokens (validation split, first {info['batches']} batches "
              f"of {info['rows']} x {info['seq_len']}) in {info['groups']} contiguous groups; "
              f"forward + moments {info['forward_s']} s, total {info['total_s']} s.",
-             f"Regenerate with `{command}`.", "",
-             "Layer 0: token embeddings; layer l: the residual stream after block l. β: least "
-             "squares of log λ_i on log i over the ranks shown (rule: from max(2, ⌈W/64⌉) to the "
-             f"last rank ≤ W/2 up to which the two halves' eigenvalues agree within "
-             f"{spectra.HALF_TOLERANCE:.0%}; at least {spectra.MIN_RANKS} ranks). Interval: delete-"
-             "one-group jackknife over the token groups, t quantile. Halves: first and last half "
-             "of the groups; 'max rel. diff' is max |λ_a − λ_b| / λ over the top k eigenvalues.", "",
-             "| layer | β | 95% CI | β (half a / b) | ranks | top k | max rel. diff (top k) |",
-             "|---|---|---|---|---|---|---|"]
+             f"Regenerate with `{command}`."]
+    if info["tokens"] < info["requested_tokens"]:
+        lines.append(f"The validation split held fewer tokens than the {info['requested_tokens']:,} "
+                     "requested: all of it was used.")
+    lines += ["",
+              "Layer 0: token embeddings; layer l: the residual stream after block l. β: least "
+              "squares of log λ_i on log i over the ranks shown (rule: from max(2, ⌈W/64⌉) to the "
+              f"last rank ≤ W/2 up to which the two halves' eigenvalues agree within "
+              f"{spectra.HALF_TOLERANCE:.0%}; at least {spectra.MIN_RANKS} ranks). Interval: delete-"
+              "one-group jackknife over the token groups, t quantile. Halves: first and last half "
+              "of the groups; 'max rel. diff' is max |λ_a − λ_b| / λ over the top k eigenvalues.", "",
+              "| layer | β | 95% CI | β (half a / b) | ranks | top k | max rel. diff (top k) |",
+              "|---|---|---|---|---|---|---|"]
     for f in fits:
         rng = f"{f.rank_range[0]}–{f.rank_range[1]}" if f.rank_range else "no stable range"
         lines.append(f"| {f.layer} | {f.beta:.3f} | [{f.ci[0]:.3f}, {f.ci[1]:.3f}] | "

@@ -38,10 +38,13 @@ def test_sampled_spectrum_recovers_beta_within_its_jackknife_interval(beta):
     assert fit.half_max_rel_diff < 0.3 and fit.top_k == 32
 
 
+def _no_fit(layer):
+    full = np.sort(np.random.default_rng(1).uniform(0.5, 1.0, 64))[::-1]
+    return spectra.tail_fit(layer, full, (full, full * 1.5), [full] * 4, 100)
+
+
 def test_no_stable_range_is_no_fit():
-    rng = np.random.default_rng(1)
-    full = np.sort(rng.uniform(0.5, 1.0, 64))[::-1]
-    fit = spectra.tail_fit(0, full, (full, full * 1.5), [full] * 4, 100)
+    fit = _no_fit(0)
     assert fit.rank_range is None and math.isnan(fit.beta)
 
 
@@ -50,12 +53,13 @@ def test_report_section_lists_layers_and_predicted_exponents(tmp_path):
     (runs / "d2w64" / "spectrum").mkdir(parents=True)
     fits = [_synthetic_fit(1.5, seed=s) for s in range(2)]
     fits[1].layer = 4
-    spectra.write_tail_csv(fits, runs / "d2w64" / "spectrum" / "tail.csv")
+    spectra.write_tail_csv(fits + [_no_fit(5)], runs / "d2w64" / "spectrum" / "tail.csv")
     lines = spectra.spectrum_section(runs)
     text = "\n".join(lines)
     assert text.startswith("## Representation spectra")
     rows = [line for line in lines if line.startswith("| d2w64 |")]
-    assert [r.split(" | ")[1] for r in rows] == ["3", "4"]
+    assert [r.split(" | ")[1] for r in rows] == ["3", "4", "5"]
+    assert "no fit" in rows[2] and len({r.count("|") for r in rows + [lines[4]]}) == 1
     beta = round(fits[0].beta, 3)
     assert f"{predicted_exponent(beta, 0.5):.3f}" in rows[0]
     assert spectra.spectrum_section(tmp_path / "nothing") == [] == spectra.spectrum_section("")
