@@ -12,7 +12,10 @@ the tail.csv format it writes:
   tokens do not pin down are not fitted). Fewer than `MIN_RANKS` ranks: no fit;
 - the interval: a delete-one-group jackknife over G contiguous groups of token sequences (it
   reflects the sampling of tokens; a bootstrap over ranks would not, and the ranks' log residuals
-  are correlated), β̂ ± t(0.975, G−1)·SE.
+  are correlated), β̂ ± t(0.975, G−1)·SE. It is conditional on the rank range: a spectrum that
+  is not an exact power law has another β over another range (e.g. when more tokens extend the
+  stable range), and the interval does not cover that. On i.i.d. Gaussian samples with an exact
+  power law (64 dimensions, 8 groups of 2,000) it covered the true β in 94 of 100 seeds.
 """
 from __future__ import annotations
 

@@ -104,7 +104,7 @@ def load_run(run) -> tuple:
     cfg = dataclasses.replace(cfg, model=mc)
     directory = run / "checkpoints"
     manager = ocp.CheckpointManager(directory.absolute(), options=ocp.CheckpointManagerOptions(
-        create=False, read_only=True)) if directory.exists() else None
+        create=False, read_only=True, save_interval_steps=0)) if directory.exists() else None
     steps = sorted(manager.all_steps()) if manager else []
     if not steps:
         raise FileNotFoundError(f"{directory}: no checkpoint (train the run first, with "
@@ -219,7 +219,9 @@ def write_outputs(full: np.ndarray, fits: list, info: dict, out, command: str) -
               f"last rank ≤ W/2 up to which the two halves' eigenvalues agree within "
               f"{spectra.HALF_TOLERANCE:.0%}; at least {spectra.MIN_RANKS} ranks). Interval: delete-"
               "one-group jackknife over the token groups, t quantile. Halves: first and last half "
-              "of the groups; 'max rel. diff' is max |λ_a − λ_b| / λ over the top k eigenvalues.", "",
+              "of the groups; 'max rel. diff' is max |λ_a − λ_b| / λ over the top k eigenvalues. The "
+              "interval is for the stated ranks: a spectrum that is not an exact power law gives "
+              "another β over another range, which the interval does not cover.", "",
               "| layer | β | 95% CI | β (half a / b) | ranks | top k | max rel. diff (top k) |",
               "|---|---|---|---|---|---|---|"]
     for f in fits:
