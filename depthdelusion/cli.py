@@ -39,6 +39,8 @@ COMMANDS = (
      "first-order signal per insertion layer"),
     ("expansion-study", "depthdelusion.studies.expansion_commands",
      "the depth-expansion study: train (resumable), grow, probe, tables and figures"),
+    ("spectrum", "depthdelusion.studies.spectrum",
+     "eigenvalue spectra of a trained run's residual stream per layer, with tail indices"),
 )
 
 

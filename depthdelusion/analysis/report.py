@@ -19,6 +19,7 @@ from .persistence import DEFAULT_STEP, persistence_lengths, persistence_scaling
 from .reference import PAPER_FIT, PAPER_PERSISTENCE_R2, PAPER_SHAPE_EXPONENTS
 from .runs import Runs, load_runs
 from .shape import PAPER_KAPPA, audit_shapes, optimal_shape
+from .spectra import spectrum_section
 from .tables import Table
 
 DEFAULT_LAWS = ("depth_delusion", "depth_delusion_relative", "depth_delusion_power", "kaplan")
@@ -257,6 +258,7 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
                     md += [f"- {kind} gradients: ℓ(W) not fitted: {err}", ""]
         tables.append(pt)
         md += [pt.markdown(), ""]
+    md += spectrum_section(runs.source)  # runs whose directories carry spectrum/tail.csv
     report = Report(Path("."), fits, tables, verdict=verdict)
     report.persistence = persist
     report.runs = runs
