@@ -244,6 +244,17 @@ def _slope(budgets, values) -> float:
     return float(np.polyfit(np.log(budgets), np.log(values), 1)[0])
 
 
+def _law_values(values: dict) -> dict:
+    """The law's own parameters from a fit's values. A fit with one offset per group has
+    ``E[group]`` instead of ``E``; an additive offset does not move the optimum, so the first
+    group's is used (its loss column is that group's)."""
+    offsets = sorted(k for k in values if k.startswith("E["))
+    out = {k: v for k, v in values.items() if not k.startswith("E[")}
+    if offsets and "E" not in out:
+        out["E"] = values[offsets[0]]
+    return out
+
+
 def has_token_term(fit_or_law, values: dict | None = None) -> bool:
     """Whether the law, as fitted, has a data term of its own (a free token parameter)."""
     if isinstance(fit_or_law, FitResult):
@@ -277,7 +288,7 @@ def optimal_shape(fit, budgets=None, *, constraint: str = "compute", counts: Cou
                          "FLOPs per token (shape.trainer_counts(vocab) for the trainer's models, "
                          "shape.simple_counts() for N = 12·D·W²)")
     if isinstance(fit, FitResult):
-        law, vals, draws_from = fit.law, fit.all_params, fit
+        law, vals, draws_from = fit.law, _law_values(fit.all_params), fit
     else:
         law, vals, draws_from = get_law(fit), dict(values or {}), None
     own_tokens = has_token_term(fit, vals) if isinstance(fit, FitResult) else has_token_term(law, vals)
@@ -291,6 +302,10 @@ def optimal_shape(fit, budgets=None, *, constraint: str = "compute", counts: Cou
                    f"plateau: shapes within {PLATEAU_TOL:g} nats of the minimum are equally optimal; "
                    "D* is the deepest of them (at large budgets the plateau's shallow end is cut "
                    "by the width limit)"]
+    offsets = sorted(k for k in (fit.all_params if isinstance(fit, FitResult) else vals) if k.startswith("E["))
+    if offsets:
+        assumptions.append(f"the fit has one offset per group; losses use {offsets[0]} (an additive "
+                           "offset does not move the optimum)")
     if constraint == "compute":
         assumptions.insert(0, counts.flops_formula + "; T = C / (FLOPs per token)")
         if own_tokens:
@@ -334,7 +349,7 @@ def optimal_shape(fit, budgets=None, *, constraint: str = "compute", counts: Cou
     if len(draws):
         exps = []
         for draw in draws:
-            v = {**draws_from.fixed, **dict(zip(draws_from.param_names, draw))}
+            v = _law_values({**draws_from.fixed, **dict(zip(draws_from.param_names, draw))})
             r = _optimise(search, v, budgets, depth_max, widths)
             exps.append((_slope(budgets, [x.depth for x in r]), _slope(budgets, [x.width for x in r])))
         exps = np.array(exps)

@@ -7,9 +7,12 @@ from depthdelusion.analysis.shape import (_Search, audit_shapes, critical_depth,
 
 from .test_laws_and_fitting import synthetic_runs
 
+from depthdelusion.analysis.laws import get_law
+
 # A depth law with its own data term; every number known, so the optimum is known.
+DATA_EXPONENT = [k for k in get_law("depth_delusion").token_params if k != "B"][0]
 WITH_TOKENS = {"A": 400.0, "alpha": 0.34, "lam": 0.2, "kappa": 3.0, "gamma": 0.1, "E": 1.7,
-               "B": 410.0, "delta": 0.28}
+               "B": 410.0, DATA_EXPONENT: 0.28}
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +35,7 @@ def test_law_with_its_own_token_term_has_the_known_compute_optimum():
     v = WITH_TOKENS
     budgets = np.geomspace(1e19, 1e23, 5)
     shape = optimal_shape("depth_delusion", budgets, values=v, counts=simple_counts(), bootstrap=0)
-    a, d = v["alpha"], v["delta"]
+    a, d = v["alpha"], v[DATA_EXPONENT]
     G = (a * v["A"] / (d * v["B"])) ** (1 / (a + d))
     for row in shape.rows:
         n_star = G * (row.budget / 6) ** (d / (a + d))
@@ -67,7 +70,6 @@ def test_law_without_token_term_needs_an_explicit_data_term_at_fixed_compute(dd_
 def test_optimum_is_a_true_minimum_of_the_law():
     counts = simple_counts()
     shape = optimal_shape("depth_delusion", [1e20, 1e21], values=WITH_TOKENS, counts=counts, bootstrap=0)
-    from depthdelusion.analysis.laws import get_law
     search = _Search(get_law("depth_delusion"), counts, "compute", None, None)
     for row in shape.rows:
         D, W = np.meshgrid(np.arange(1, 201.0), np.geomspace(64, 131072, 3000))

@@ -1,0 +1,113 @@
+"""The report's design-aware parts: pooled token budgets flagged first, group offsets by
+default, N conventions, shape sections only from a significant penalty, and the committed
+paper report's verdict table."""
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from depthdelusion.analysis import fit, load_reference
+from depthdelusion.analysis.consistency import with_param_convention
+from depthdelusion.analysis.report import build_report, design_forms, mixed_budgets, size_classes
+from depthdelusion.analysis.runs import Runs
+
+from .conftest import params_of
+
+COMMITTED = Path(__file__).resolve().parents[2] / "analysis" / "paper_refit"
+
+
+def two_budget_runs(penalty: float = 0.0, seed: int = 0) -> Runs:
+    """Two groups on one grid of shapes; the second trained longer (unknown tokens), so its loss
+    is 0.3 nats lower at every shape. ``penalty``: λ of a planted depth penalty (κ = 2.5)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for group, offset, tokens in (("short", 0.3, 1e9), ("long", 0.0, np.nan)):
+        for w in (128, 256, 512, 1024):
+            for d in (2, 6, 12, 24, 48):
+                n = params_of(d, w)
+                loss = (1.8 + offset + 30 * n ** -0.15 + penalty * max(0.0, d - 2.5 * np.log(w))
+                        + 0.003 * rng.standard_normal())
+                rows.append((d, w, n, loss, tokens, group))
+    D, W, N, L, T, G = map(np.array, zip(*rows))
+    return Runs(D, W, N, L, T, np.full(len(D), np.nan), G, [f"{g}_{d}x{w}" for d, w, g in zip(D, W, G)])
+
+
+def _first_paragraph(md: str) -> str:
+    return md.split("\n\n")[1]
+
+
+def test_pooling_different_token_budgets_is_flagged_in_the_first_lines():
+    runs = two_budget_runs()
+    assert mixed_budgets(runs) == "long: unknown; short: 1e+09 tokens"
+    report, md, tex = build_report(runs, laws=("depth_delusion", "kaplan"), bootstrap=0,
+                                   groups="pooled", design=False, runs_label="synthetic")
+    assert _first_paragraph(md).startswith("WARNING: this fit pools groups trained on different token budgets")
+    assert tex.index("WARNING") < tex.index(r"\begin{table}")
+    # The default fits one offset per group instead, and says so before any number.
+    report, md, _ = build_report(runs, laws=("depth_delusion", "kaplan"), bootstrap=0,
+                                 design=False, runs_label="synthetic")
+    assert "WARNING" not in md and _first_paragraph(md).startswith("Groups are fitted with their own offset")
+    assert report.fits["kaplan"].r2 > 0.99  # the offsets absorb the budget gap
+
+
+def test_design_forms_of_a_two_budget_table():
+    runs = two_budget_runs()
+    labels = [f[0] for f in design_forms(runs)]
+    assert labels[0] == "all runs, group offsets E_g"
+    assert [f[3] for f in design_forms(runs)][1].startswith("mixes token budgets")
+    assert "short alone" in labels
+    assert any(lbl.startswith("long alone, size-class offsets") for lbl in labels)
+    assert size_classes([1e8, 1.1e8, 3e8, 3.2e8, 9e8]).tolist() == [0, 0, 1, 1, 2]
+
+
+def test_shape_sections_need_a_significant_penalty():
+    _, md, _ = build_report(two_budget_runs(penalty=0.0), laws=("depth_delusion", "kaplan"),
+                            bootstrap=0, design=False)
+    assert "Not shown: the depth_delusion fit does not establish a depth penalty" in md
+    assert "| GPT-3 175B |" not in md and "Optimal shape" not in md
+    report, md, _ = build_report(two_budget_runs(penalty=0.05), laws=("depth_delusion", "kaplan"),
+                                 bootstrap=0, design=False)
+    assert report.verdicts[0].significant
+    assert "| GPT-3 175B |" in md
+    # No vocabulary stated by these runs: the shape search says so instead of assuming one.
+    assert "do not state one vocabulary size" in md
+
+
+def test_n_conventions_flag_and_refit_the_inconsistent_row():
+    runs, notes = with_param_convention("paper", "total")
+    paper = load_reference("depth_delusion")
+    i = int(np.flatnonzero(paper.name == "56Lx2176")[0])
+    assert abs(runs.params[i] / paper.params[i] - 1.124) < 0.001
+    assert any("56Lx2176" in n and "recomputed" in n for n in notes)
+    changed = np.flatnonzero(runs.params != paper.params)
+    assert changed.tolist() == [i]
+    ne, _ = with_param_convention("paper", "non_embedding")
+    assert np.allclose(ne.params, paper.depth * (12.0 * paper.width ** 2 + 13.0 * paper.width))
+
+
+def test_issue_sanity_figures_on_the_paper_data():
+    base = fit(load_reference("depth_delusion").where_group("baseline"), "kaplan", bootstrap=0,
+               leave_one_out=False)
+    assert abs(base.params["alpha"] - 0.40) < 0.01 and abs(base.params["E"] - 2.63) < 0.02
+    ne, _ = with_param_convention("paper", "non_embedding")
+    dd = fit(ne, "depth_delusion", bootstrap=0, leave_one_out=False)
+    assert abs(dd.params["kappa"] - 2.31) < 0.1 and dd.r2 > 0.98
+
+
+def test_committed_paper_report_states_each_verdict_under_each_assumption():
+    # The committed report is regenerated and compared by test_committed_paper_report_is_up_to_date.
+    with open(COMMITTED / "design_verdicts.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    forms = [r["form"] for r in rows]
+    assert "baseline alone" in forms and "all runs, group offsets E_g" in forms
+    assert any(f.startswith("large_scale alone, size-class offsets") for f in forms)
+    pooled = next(r for r in rows if r["form"] == "all runs pooled, no offsets")
+    assert pooled["caveat"].startswith("mixes token budgets")
+    for r in rows:
+        for col in ("total N", "non-embedding N"):
+            assert r[col].split()[0] in ("Yes", "No", "Not", "Cannot"), r
+    md = (COMMITTED / "report.md").read_text()
+    first = md.split("\n\n")[1]
+    assert first.startswith("Which of the paper's conclusions hold depends")
+    assert "non-embedding N" in first and "baseline alone" in first
