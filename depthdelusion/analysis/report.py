@@ -476,13 +476,14 @@ def _pred_cell(lo, hi, observed) -> str:
 
 
 def _vocab(runs) -> int | None:
+    """The runs' one vocabulary size (None when unknown or mixed); the bundled paper data is
+    GPT-2 BPE."""
     v = getattr(runs, "vocab_size", None)
     if v is not None:
-        v = np.asarray(v).ravel()
-        v = v[np.isfinite(v.astype(float))] if v.dtype != object else v
-        if len(set(v.tolist())) == 1:
-            return int(v[0])
-        return None
+        v = np.asarray(v, dtype=float).ravel()
+        v = v[np.isfinite(v)]
+        if len(v):
+            return int(v[0]) if len(set(v.tolist())) == 1 else None
     return PAPER_VOCAB if str(runs.source).startswith("paper") else None
 
 
