@@ -116,8 +116,8 @@ def design_forms(runs: Runs) -> list:
     forms = []
     mixed = mixed_budgets(runs)
     if len(runs.groups) >= 2:
-        forms.append(("all runs, group offsets E_g", runs, True, ""))
-    forms.append(("all runs pooled, no offsets", runs, False,
+        forms.append(("all runs, group offsets", runs, True, ""))
+    forms.append(("all runs pooled", runs, False,
                   f"mixes token budgets ({mixed}) without a token term" if mixed else ""))
     if len(runs.groups) >= 2:
         for g in runs.groups:
@@ -127,8 +127,7 @@ def design_forms(runs: Runs) -> list:
             classes = size_classes(sub.params)
             if not np.isfinite(_budget(sub.tokens)) and classes.max() >= 1 and not sub.tokens_vary:
                 labels = [f"{g}/{c}" for c in classes]
-                forms.append((f"{g} alone, size-class offsets ({classes.max() + 1} classes: token "
-                              "budgets unknown, one offset each)", _relabel(sub, labels), True, ""))
+                forms.append((f"{g} alone, size-class offsets", _relabel(sub, labels), True, ""))
             else:
                 forms.append((f"{g} alone", sub, False, ""))
     return forms
@@ -184,54 +183,67 @@ def design_matrix(runs: Runs, law: str, method: str, seed: int, conventions=("to
         for conv in conventions:
             try:
                 r, _ = with_param_convention(sub, conv)
-                lf = _fit(r, law, method, offsets, bootstrap=0, seed=seed, leave_one_out=False)
+                lf = _fit(r, law, method, offsets, bootstrap=0, seed=seed, leave_one_out=False,
+                          profile=False)
                 base = "chinchilla" if r.tokens_vary else "kaplan"
-                bf = _fit(r, base, method, offsets, bootstrap=0, seed=seed, leave_one_out=False)
+                bf = _fit(r, base, method, offsets, bootstrap=0, seed=seed, leave_one_out=False,
+                          profile=False)
                 out[(label, conv)] = (penalty_verdict(lf, bf, shape_variation(r)), lf, caveat)
             except ValueError as err:
                 out[(label, conv)] = (f"not fitted: {err}", None, caveat)
     return out
 
 
+def _cells_text(cells) -> str:
+    """'form (total and non-embedding N)'-style list of (form, convention) cells."""
+    by_form = {}
+    for form, conv in cells:
+        by_form.setdefault(form, []).append(conv.replace("_", "-"))
+    return "; ".join(f"{form} ({' and '.join(convs)} N)" for form, convs in by_form.items())
+
+
 def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
     """The report's first paragraph: which of the paper's conclusions hold where, in plain words."""
     if not matrix:
         return []
-    by_answer = {}
-    for (label, conv), (v, _, caveat) in matrix.items():
-        answer = v.answer if not isinstance(v, str) else "not fitted"
-        where = f"{label}, {conv.replace('_', '-')} N" + (" [invalid: " + caveat + "]" if caveat else "")
-        by_answer.setdefault(answer, []).append(where)
-    words = {"yes": "earns its parameters", "no": "does not earn its parameters",
-             "not clearly": "is significant but not clearly preferred",
-             "cannot tell": "cannot be identified", "not fitted": "could not be fitted"}
-    parts = [f"the {law} depth penalty {words[a]} in: " + "; ".join(ws)
-             for a, ws in by_answer.items()]
-    kappas = [f"{label}, {conv.replace('_', '-')} N: κ = {lf.params['kappa']:.2f}"
-              for (label, conv), (v, lf, caveat) in matrix.items()
-              if lf is not None and "kappa" in lf.params and not caveat
-              and not isinstance(v, str) and v.significant]
-    text = ("Which of the paper's conclusions hold depends on two assumptions it leaves implicit: "
-            "how the two token budgets are handled and which parameter count N is used. "
-            + ". ".join(p[0].upper() + p[1:] for p in parts) + ". ")
-    text += (("Where the penalty is significant, its critical-depth slope is " + "; ".join(kappas)
-              + f" (paper: κ = {PAPER_FIT['kappa'][0]}). ") if kappas else
-             "In no valid form is the penalty significant, so no κ is established. ")
-    text += (f"The detailed sections below use {main_label}; there the overall answer is "
+    answers = {"yes": [], "no": [], "not clearly": [], "cannot tell": [], "not fitted": []}
+    invalid, kappas = {}, []
+    for (form, conv), (v, lf, caveat) in matrix.items():
+        if caveat:
+            invalid[form] = caveat
+            continue
+        answers["not fitted" if isinstance(v, str) else v.answer].append((form, conv))
+        if not isinstance(v, str) and v.significant and lf is not None and "kappa" in lf.params:
+            kappas.append(f"{lf.params['kappa']:.2f} ({form}, {conv.replace('_', '-')} N)")
+    words = {"yes": "Yes", "no": "no", "not clearly": "significant but not clearly preferred by the "
+             "information criteria", "cannot tell": "cannot tell", "not fitted": "not fitted"}
+    said = [f"{words[a]} for {_cells_text(c)}" for a, c in answers.items() if c]
+    text = ("Which of the paper's conclusions hold depends on two choices it leaves implicit: how "
+            "runs trained on different token budgets are combined, and which parameter count N is "
+            f"used. Does the {law} depth penalty earn its extra parameters over the shape-agnostic "
+            "law? " + "; ".join(said) + ". ")
+    text += (("Where λ is significant, the critical-depth slope is κ = " + ", ".join(kappas)
+              + f"; the paper reports κ = {PAPER_FIT['kappa'][0]}. ") if kappas else
+             "In no valid form is λ significant, so no critical depth is established. ")
+    for form, caveat in invalid.items():
+        text += (f"Fitting {form} without offsets or a token term — the paper's fit — is invalid "
+                 f"here: it {caveat}. ")
+    text += (f"The detailed sections below use {main_label}, where the overall answer is "
              f"'{main_overall}'.")
     return [text]
 
 
 def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 0,
-                 method: str = "lm", step: int = DEFAULT_STEP, runs_label: str | None = None,
+                 method: str = "ls", step: int = DEFAULT_STEP, runs_label: str | None = None,
                  shape_draws: int = 200, groups: str = "auto", params: str = "total",
-                 design: bool = True) -> tuple[Report, str, str]:
+                 design: bool = True, fit_options: dict | None = None) -> tuple[Report, str, str]:
     """Fit and tabulate; returns (report, markdown, latex) without writing anything.
 
     ``groups``: ``"auto"`` (per-group offsets E_g when the groups' token budgets differ or are
     unknown for some, else pooled), ``"offsets"`` or ``"pooled"`` (flagged when budgets differ).
     ``params``: the N convention (``"total"``, ``"non_embedding"``, ``"recomputed"``).
     ``design``: also tabulate the verdict in every form the design allows (several groups only).
+    ``fit_options``: extra keyword arguments for the main fits (e.g. ``leave_one_out=False``).
     """
     if groups not in GROUP_MODES:
         raise ValueError(f"groups must be one of {', '.join(GROUP_MODES)}, got {groups!r}")
@@ -243,11 +255,12 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     laws = list(laws)
     if runs.tokens_vary and "chinchilla" not in laws:
         laws.append("chinchilla")
-    fits = {name: _fit(runs, name, method, offsets, bootstrap=bootstrap, seed=seed) for name in laws}
+    fits = {name: _fit(runs, name, method, offsets, bootstrap=bootstrap, seed=seed, **(fit_options or {}))
+            for name in laws}
     verdicts = penalty_verdicts(fits, runs)
     main_answer = overall(verdicts)
     primary = _primary_law(laws)
-    main_label = ("all runs with group offsets E_g" if offsets else "all runs pooled") + \
+    main_label = ("all runs with group offsets" if offsets else "all runs pooled") + \
         f", {params.replace('_', '-')} N"
 
     warnings, first = [], []  # the report's first lines: what a reader must know before any number
@@ -265,17 +278,19 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     first = warnings + _conclusions(matrix, primary, main_label, main_answer) + first
 
     tables, md = [], []
-    cmd = (f"depthdelusion report {label} --out DIR --bootstrap {bootstrap} --seed {seed} "
-           f"--method {method} --groups {groups}" + (f" --params {params}" if params != "total" else ""))
-    method_words = ("Levenberg–Marquardt on loss residuals (nats)" if method == "lm" else
-                    "Huber (δ = 1e-3) on log-loss residuals")
+    least_squares = method in ("ls", "lm")
+    cmd = (f"depthdelusion report {label} --out DIR --bootstrap {bootstrap} --seed {seed}"
+           + ("" if least_squares else f" --method {method}") + f" --groups {groups}"
+           + (f" --params {params}" if params != "total" else ""))
+    method_words = ("bounded Levenberg–Marquardt least squares on loss residuals (nats)"
+                    if least_squares else "Huber (threshold 1e-3) on log-loss residuals")
     md += ["# Scaling-law analysis report", "", *[line + "\n" for line in first],
            f"Data: {runs.source} — {len(runs)} runs, groups: "
            + ", ".join(f"{g} ({int((runs.group == g).sum())})" for g in runs.groups) + ".",
            f"Regenerate with `{cmd}` (also `python -m depthdelusion.analysis.report ...`). "
            f"Fits: {method_words} from a grid of starts; intervals from the Jacobian, from "
-           f"{bootstrap} seeded (seed {seed}) case-bootstrap refits and, where the fitting engine "
-           "provides them, profile likelihood; runs weighted equally; loss in nats.", ""]
+           f"{bootstrap} seeded (seed {seed}) case-bootstrap refits (cold-started) and from the "
+           "profile likelihood; runs weighted equally; loss in nats.", ""]
     notes = sorted({n for f in fits.values() for n in f.notes if "token" in n} | set(runs.notes)
                    | set(n_notes))
     md += [f"- {n}" for n in notes] + [""]
@@ -326,7 +341,8 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
         md += ["## Which verdict holds under which assumptions", "",
                "Forms: every run with one offset per group; every run pooled with no offset "
                "(invalid when the groups' token budgets differ); each group alone, and a group "
-               "whose token budgets are unknown with one offset per size class. N: as printed "
+               "whose token budgets are unknown with one offset per size class (runs whose N "
+               f"differ by more than {SIZE_CLASS_GAP:g}× start a new class). N: as printed "
                "(total; rows inconsistent with their shape refitted with the recomputed N) and "
                "non-embedding.", "", mt.markdown(), "", kt.markdown(), ""]
 
@@ -337,7 +353,7 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     for name in laws:
         try:
             small = _fit(runs.subset(train), name, method, offsets, bootstrap=0, seed=seed,
-                         leave_one_out=False)
+                         leave_one_out=False, profile=False)
             lo, hi = _prediction_range(small, runs.subset(~train))
             preds[name] = (lo, hi)
             if np.any(hi - lo > 5e-4):
@@ -551,7 +567,7 @@ def _shape_sections(dd: FitResult, v, runs, raw, params: str, bootstrap: int, sh
 
 
 def write_report(runs, out, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 0,
-                 method: str = "lm", step: int = DEFAULT_STEP, figures: bool = True,
+                 method: str = "ls", step: int = DEFAULT_STEP, figures: bool = True,
                  runs_label: str | None = None, groups: str = "auto", params: str = "total",
                  design: bool = True) -> Report:
     """Write report.md, report.tex, <table>.csv and (if ``figures``) PNGs into ``out``

@@ -51,7 +51,9 @@ def test_committed_paper_report_compiles(tmp_path):
 def test_fresh_reports_compile(tmp_path, run_factory):
     import numpy as np
 
-    _, _, tex = build_report("paper", bootstrap=0, shape_draws=0, design=False)
+    quick = {"leave_one_out": False, "profile": False}
+    _, _, tex = build_report("paper", laws=("depth_delusion", "kaplan"), bootstrap=0, shape_draws=0,
+                             design=False, fit_options=quick)
     compile_tex(tex, tmp_path, "paper")
     # A sweep from run directories (the trainer's format): persistence tables included.
     rng = np.random.default_rng(0)
@@ -59,7 +61,8 @@ def test_fresh_reports_compile(tmp_path, run_factory):
         n = d * 12 * w * w + 2 * 50257 * w
         loss = 1.8 + 30 * n ** -0.15 + 0.05 * max(0.0, d - 2.5 * np.log(w)) + 0.01 * rng.standard_normal()
         run_factory(f"d{d}w{w}", d, w, float(loss), ell=0.6 * w ** 0.44, seed=i)
-    _, _, tex = build_report(tmp_path / "runs", bootstrap=0, shape_draws=0, runs_label="runs")
+    _, _, tex = build_report(tmp_path / "runs", laws=("depth_delusion", "kaplan"), bootstrap=0,
+                             shape_draws=0, runs_label="runs", fit_options=quick)
     compile_tex(tex, tmp_path, "sweep")
 
 
