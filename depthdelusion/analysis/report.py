@@ -508,9 +508,14 @@ def _shape_sections(dd: FitResult, v, runs, raw, params: str, bootstrap: int, sh
     """D_crit, the LLM audit and the optimal shape — shown only when the penalty is significant
     (λ's profile interval excludes 0), in the runs' own parameter and compute units."""
     md = ["## Critical depth, published models and optimal shape", ""]
-    if v is None or not v.significant:
-        why = ("its same-data-term baseline was not fitted" if v is None or v.answer == "not compared"
-               else f"λ's profile-likelihood interval includes 0 (LR = {v.lr:.2f} < {LR_THRESHOLD:.2f})")
+    lam_profile = (getattr(dd, "ci_profile", None) or {}).get("lam")
+    if v is None or not v.significant or (lam_profile is not None and not lam_profile[0] > 0):
+        if v is None or v.answer == "not compared":
+            why = "its same-data-term baseline was not fitted"
+        elif not v.significant:
+            why = f"λ's profile-likelihood interval includes 0 (LR = {v.lr:.2f} < {LR_THRESHOLD:.2f})"
+        else:
+            why = f"λ's profile-likelihood interval {_ci(lam_profile)} reaches 0"
         md += [f"Not shown: the {dd.law.name} fit does not establish a depth penalty — {why}. "
                "Without a penalty, D_crit = κ·ln W is not determined (κ only matters where λ > 0), "
                "so the critical depths of published models and the optimal shape it would imply "
@@ -578,6 +583,8 @@ def write_report(runs, out, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: i
                                    step=step, runs_label=runs_label, groups=groups, params=params,
                                    design=design)
     report.out = out
+    if figures:  # matplotlib only when figures are drawn
+        from . import plots
     runs_t, fits = report.runs, report.fits
     weight = report.persistence.get("weight") or []
     main_fit = fits.get("depth_delusion") or next(iter(fits.values()))

@@ -390,5 +390,7 @@ def audit_shapes(fit_or_params, shapes: ModelShapes | None = None) -> ShapeAudit
     shapes = shapes or load_reference("llm_shapes")
     d_crit = critical_depth(fit_or_params, shapes.width)
     paper = PAPER_KAPPA * np.log(shapes.width.astype(float))
-    return ShapeAudit(list(shapes.model), shapes.depth, shapes.width, d_crit,
-                      shapes.depth / d_crit, paper, shapes.depth / paper)
+    with np.errstate(divide="ignore"):  # D_crit = 0 (κ at its bound): every depth is beyond it
+        ratio = shapes.depth / d_crit
+    return ShapeAudit(list(shapes.model), shapes.depth, shapes.width, d_crit, ratio, paper,
+                      shapes.depth / paper)

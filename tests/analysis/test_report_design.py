@@ -18,14 +18,15 @@ COMMITTED = Path(__file__).resolve().parents[2] / "analysis" / "paper_refit"
 QUICK = {"leave_one_out": False, "profile": False}  # the report's structure, not its intervals
 
 
-def two_budget_runs(penalty: float = 0.0, seed: int = 0) -> Runs:
+def two_budget_runs(penalty: float = 0.0, seed: int = 0, widths=(128, 256, 512, 1024),
+                    depths=(2, 6, 12, 24, 48)) -> Runs:
     """Two groups on one grid of shapes; the second trained longer (unknown tokens), so its loss
     is 0.3 nats lower at every shape. ``penalty``: λ of a planted depth penalty (κ = 2.5)."""
     rng = np.random.default_rng(seed)
     rows = []
     for group, offset, tokens in (("short", 0.3, 1e9), ("long", 0.0, np.nan)):
-        for w in (128, 256, 512, 1024):
-            for d in (2, 6, 12, 24, 48):
+        for w in widths:
+            for d in depths:
                 n = params_of(d, w)
                 loss = (1.8 + offset + 30 * n ** -0.15 + penalty * max(0.0, d - 2.5 * np.log(w))
                         + 0.003 * rng.standard_normal())
@@ -115,3 +116,22 @@ def test_committed_paper_report_states_each_verdict_under_each_assumption():
     first = md.split("\n\n")[1]
     assert first.startswith("Which of the paper's conclusions hold depends")
     assert "non-embedding N" in first and "baseline alone" in first
+
+
+def test_cli_selects_group_mode_and_n_convention(tmp_path):
+    import argparse
+
+    from depthdelusion.analysis import commands
+
+    csv_path = tmp_path / "runs.csv"
+    two_budget_runs(widths=(128, 256, 512), depths=(2, 6, 12, 24)).to_dataframe().to_csv(csv_path, index=False)
+    parser = argparse.ArgumentParser(prog="depthdelusion")
+    commands.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["report", str(csv_path), "--out", str(tmp_path / "rep"), "--bootstrap", "0",
+                              "--no-figures", "--groups", "pooled", "--params", "non_embedding"])
+    assert (args.groups, args.params) == ("pooled", "non_embedding")
+    assert args.func(args) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert _first_paragraph(md).startswith("WARNING: this fit pools groups")
+    assert "--groups pooled --params non_embedding" in md
+    assert "N convention: non-embedding N = D·(12W² + 13W)" in md
