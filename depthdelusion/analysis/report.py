@@ -183,8 +183,7 @@ def design_matrix(runs: Runs, law: str, method: str, seed: int, conventions=("to
         for conv in conventions:
             try:
                 r, _ = with_param_convention(sub, conv)
-                lf = _fit(r, law, method, offsets, bootstrap=0, seed=seed, leave_one_out=False,
-                          profile=False)
+                lf = _fit(r, law, method, offsets, bootstrap=0, seed=seed, leave_one_out=False)
                 base = "chinchilla" if r.tokens_vary else "kaplan"
                 bf = _fit(r, base, method, offsets, bootstrap=0, seed=seed, leave_one_out=False,
                           profile=False)
@@ -202,6 +201,10 @@ def _cells_text(cells) -> str:
     return "; ".join(f"{form} ({' and '.join(convs)} N)" for form, convs in by_form.items())
 
 
+def _profile(f, name):
+    return (getattr(f, "ci_profile", None) or {}).get(name)
+
+
 def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
     """The report's first paragraph: which of the paper's conclusions hold where, in plain words."""
     if not matrix:
@@ -214,7 +217,8 @@ def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
             continue
         answers["not fitted" if isinstance(v, str) else v.answer].append((form, conv))
         if not isinstance(v, str) and v.significant and lf is not None and "kappa" in lf.params:
-            kappas.append(f"{lf.params['kappa']:.2f} ({form}, {conv.replace('_', '-')} N)")
+            kappas.append(f"{lf.params['kappa']:.2f} {_ci(_profile(lf, 'kappa'), '.2f')} "
+                          f"({form}, {conv.replace('_', '-')} N)")
     words = {"yes": "Yes", "no": "no", "not clearly": "significant but not clearly preferred by the "
              "information criteria", "cannot tell": "cannot tell", "not fitted": "not fitted"}
     said = [f"{words[a]} for {_cells_text(c)}" for a, c in answers.items() if c]
@@ -223,7 +227,8 @@ def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
             f"used. Does the {law} depth penalty earn its extra parameters over the shape-agnostic "
             "law? " + "; ".join(said) + ". ")
     text += (("Where λ is significant, the critical-depth slope is κ = " + ", ".join(kappas)
-              + f"; the paper reports κ = {PAPER_FIT['kappa'][0]}. ") if kappas else
+              + f" (95% profile-likelihood intervals); the paper reports κ = {PAPER_FIT['kappa'][0]}. ")
+             if kappas else
              "In no valid form is λ significant, so no critical depth is established. ")
     for form, caveat in invalid.items():
         text += (f"Fitting {form} without offsets or a token term — the paper's fit — is invalid "
@@ -327,15 +332,16 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
             n_runs = next((f.n for _, f, _ in cells if f is not None), "")
             mt.add(label_, n_runs, *[_verdict_cell(v) for v, _, _ in cells], cells[0][2] or "")
         tables.append(mt)
-        kt = Table("design_parameters", f"{primary} in every design form: κ (or c), λ, α and R² (no intervals: "
-                   "these fits exist to show how the answer moves; see the detailed fit below)",
+        kt = Table("design_parameters", f"{primary} in every design form: κ (or c), λ and α with "
+                   "95% profile-likelihood intervals, and R²",
                    ["form", "N", "κ", "λ", "α", "R²", "flags"])
         for (label_, conv), (_, lf, _) in matrix.items():
             if lf is None:
                 continue
             p = lf.all_params
-            kt.add(label_, conv.replace("_", "-"), _f(p.get("kappa", p.get("c")), ".3g"),
-                   _f(p.get("lam"), ".3g"), _f(p.get("alpha"), ".3g"),
+            crit = "kappa" if "kappa" in p else "c"
+            kt.add(label_, conv.replace("_", "-"),
+                   *[f"{_f(p.get(k), '.3g')} {_ci(_profile(lf, k), '.2g')}" for k in (crit, "lam", "alpha")],
                    _f(lf.r2, ".3f"), len(lf.flags))
         tables.append(kt)
         md += ["## Which verdict holds under which assumptions", "",
@@ -377,8 +383,8 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
 
     # --- ours vs paper ----------------------------------------------------------------------
     paper = Table("paper_comparison", f"Our fits ({main_label}) next to the paper's reported values "
-                  "(ours: bootstrap 95% intervals, profile-likelihood ones in the parameter table; "
-                  "paper: its stated intervals)", ["quantity", "paper"] + laws)
+                  "(ours: 95% profile-likelihood intervals, bootstrap ones when no profile was "
+                  "computed; paper: its stated intervals)", ["quantity", "paper"] + laws)
     mapping = [("persistence exponent p (D_crit = c·W^p)", "persistence_exponent", "p"),
                ("κ (D_crit = κ ln W)", "kappa", "kappa"), ("α", "alpha", "alpha"),
                ("λ", "lam", "lam"), ("γ", "gamma", "gamma")]
@@ -388,8 +394,8 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
         for name in laws:
             f = fits[name]
             if param in f.params:
-                boot = f.ci_bootstrap[param] if f.ci_bootstrap else None
-                cells.append(f"{_f(f.params[param], '.3g')} {_ci(boot, '.2g')}")
+                ci_ = _profile(f, param) or (f.ci_bootstrap[param] if f.ci_bootstrap else None)
+                cells.append(f"{_f(f.params[param], '.3g')} {_ci(ci_, '.2g')}")
             else:
                 cells.append("—")
         paper.add(title, f"{value:g} {_ci(ci)}", *cells)
@@ -564,7 +570,8 @@ def _shape_sections(dd: FitResult, v, runs, raw, params: str, bootstrap: int, sh
                    [unit, "D*", "plateau D", "W*", "N", "T (tokens)", "loss"])
         for r in shape.rows:
             st.add(_f(r.budget, ".3g"), _f(r.depth, ".0f"), f"{r.depth_min:.0f}–{r.depth:.0f}",
-                   _f(r.width, ".0f"), _f(r.params, ".3g"), _f(r.tokens, ".3g"), _f(r.loss, ".3f"))
+                   _f(r.width, ".0f"), _f(r.params, ".3g"),
+                   _f(r.tokens, ".3g") if has_token_term(dd) else "any", _f(r.loss, ".3f"))
         tables.append(st)
         md += [f"### Optimal shape at fixed {unit}", "", st.caption + ".", "",
                *[f"- {a}" for a in shape.assumptions], "", st.markdown(), ""]
