@@ -25,7 +25,6 @@ from .profile import STATISTIC, profile_intervals
 from .runs import Runs, load_runs
 from .solver import CAPPED, FAILED
 
-HUBER_DELTA = HUBER_THRESHOLD  # kept for callers of the old name
 METHODS = ("ls", "huber")
 _METHOD_ALIASES = {"lm": "ls"}  # the least-squares method's former name
 TIE = 1e-6  # relative objective difference below which two optima are equally good
@@ -106,6 +105,7 @@ def fit(runs, law, method: str = "ls", *, bootstrap: int = 1000, seed: int = 0,
                      "the other parameters are shared")
     x, y = LawInputs.from_runs(runs), runs.loss
     problem = Problem(law, fixed, x, y, method, offset_groups, gidx)
+    problem.run_names = list(runs.name)
     n, k = len(y), problem.k
     if n <= k + 1:
         raise ValueError(f"law {law.name!r} has {k} free parameters; fitting it needs more than "
@@ -239,7 +239,8 @@ def _no_start_message(problem: Problem, grid) -> str:
         causes.append("Huber fits log-loss and some losses are ≤ 0")
     if np.any(x.N <= 0):
         causes.append("some parameter counts are ≤ 0")
-    names = ", ".join(f"run {i} (D={x.D[i]:g}, W={x.W[i]:g}, N={x.N[i]:.3g}, T={x.T[i]:.3g})"
+    run_names = problem.run_names or [f"run {i}" for i in range(len(x.D))]
+    names = ", ".join(f"{run_names[i]} (D={x.D[i]:g}, W={x.W[i]:g}, N={x.N[i]:.3g}, T={x.T[i]:.3g})"
                       for i in bad_runs[:5]) + (f" and {len(bad_runs) - 5} more" if len(bad_runs) > 5 else "")
     where = (f"; predictions are not finite at every start for {names}" if len(bad_runs) else
              "; the objective is not finite at every start")
