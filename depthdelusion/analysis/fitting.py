@@ -21,7 +21,7 @@ from scipy import stats
 from .fit_result import FitResult, StartsSummary, _ci, predict_with  # noqa: F401  (re-exported)
 from .laws import LawInputs, get_law
 from .problem import HUBER_THRESHOLD, OFFSET, Problem, offset_name  # noqa: F401
-from .profile import STATISTIC, profile_intervals
+from .profile import Statistic, profile_intervals
 from .runs import Runs, load_runs
 from .solver import CAPPED, FAILED
 
@@ -124,7 +124,8 @@ def fit(runs, law, method: str = "ls", *, bootstrap: int = 1000, seed: int = 0,
     aicc = aic + 2 * big_k * (big_k + 1) / (n - big_k - 1) if n - big_k - 1 > 0 else math.inf
 
     jac = _jacobian_uncertainty(problem, theta)
-    profiles = (profile_intervals(problem, theta, search.objective, search.cold_starts, jac.se_theta)
+    statistic = Statistic(problem, theta, search.objective)
+    profiles = (profile_intervals(problem, theta, statistic, search.cold_starts, jac.se_theta)
                 if profile else {})
     strata = gidx if offset_groups is not None else None
     boot, n_failed, n_capped = (_bootstrap(problem, search.cold_starts, bootstrap, seed, strata)
@@ -151,7 +152,7 @@ def fit(runs, law, method: str = "ls", *, bootstrap: int = 1000, seed: int = 0,
         profiles=profiles, jacobian_log=[p.name for p in problem.free if p.log],
         bounds={p.name: tuple(p.bounds) for p in problem.free},
         ridge_solutions=search.ridge_solutions, tie_tolerance=TIE, offset_groups=offset_groups,
-        profile_statistic=(f"{STATISTIC[method]} < χ²₁(0.95) = 3.84" if profile else ""),
+        profile_statistic=(f"{statistic.describe} < χ²₁(0.95) = 3.84" if profile else ""),
         bootstrap_scheme=(f"{bootstrap} case resamples" + (" within groups" if strata is not None else "")
                           + f", each refitted from the {len(search.cold_starts)} best grid starts"
                           if bootstrap else ""))
