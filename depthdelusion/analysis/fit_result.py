@@ -12,7 +12,7 @@ from .runs import load_runs
 
 #: What each method minimises, for summaries and reports.
 METHOD_DESCRIPTIONS = {
-    "ls": "least squares on loss residuals (nats), bounded Levenberg–Marquardt",
+    "lm": "least squares on loss residuals (nats), bounded Levenberg–Marquardt",
     "huber": f"Huber (threshold {HUBER_THRESHOLD:g}) on log-loss residuals, bounded Levenberg–Marquardt",
 }
 #: The interval methods a FitResult carries, in display order.

@@ -25,8 +25,7 @@ from .profile import Statistic, profile_intervals
 from .runs import Runs, load_runs
 from .solver import CAPPED, FAILED
 
-METHODS = ("ls", "huber")
-_METHOD_ALIASES = {"lm": "ls"}  # the least-squares method's former name
+METHODS = ("lm", "huber")  # least squares on loss / Huber on log-loss; both solved by bounded LM
 TIE = 1e-6  # relative objective difference below which two optima are equally good
 REFIT_STARTS = 4  # cold starts per bootstrap / leave-one-out refit
 _CORR_FLAG = 0.95
@@ -53,14 +52,14 @@ def start_grid(problem: Problem, grid_points: int, max_starts: int, seed: int) -
     return grid[np.concatenate([[centre], np.sort(pick)])]
 
 
-def fit(runs, law, method: str = "ls", *, bootstrap: int = 1000, seed: int = 0,
+def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
         fixed: dict | None = None, grid_points: int = 3, max_starts: int = 64,
         leave_one_out: bool = True, profile: bool = True, group_offsets: bool = False,
         groups=None, refit_starts: int = REFIT_STARTS) -> FitResult:
     """Fit ``law`` (a registered name or Law) to ``runs`` (anything :func:`load_runs` takes).
 
-    ``method``: ``"ls"`` (least squares on loss; ``"lm"`` is accepted as its former name) or
-    ``"huber"``. Scale parameters are fitted in log space from a grid of ``grid_points`` per
+    ``method``: ``"lm"`` (least squares on loss residuals) or ``"huber"`` (Huber on log-loss
+    residuals), both minimised by bounded Levenberg–Marquardt. Scale parameters are fitted in log space from a grid of ``grid_points`` per
     parameter (at most ``max_starts`` starts); the best optimum is kept and every other local
     optimum reported. ``bootstrap`` case-resampling refits (seeded by ``seed``) and the
     leave-one-out refits each start from the ``refit_starts`` best grid points (the best start
@@ -70,9 +69,8 @@ def fit(runs, law, method: str = "ls", *, bootstrap: int = 1000, seed: int = 0,
     default ``runs.group``); the bootstrap then resamples within groups. Token parameters of a
     law are dropped (the term is absorbed into E) unless every run has a token count and they vary.
     """
-    method = _METHOD_ALIASES.get(method, method)
     if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)} ('lm' = 'ls')")
+        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     law = get_law(law)
     runs = load_runs(runs)
     fixed = dict(fixed or {})

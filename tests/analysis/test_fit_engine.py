@@ -28,7 +28,7 @@ def concat(a: Runs, b: Runs) -> Runs:
 def test_batched_solver_reaches_scipys_bounded_optimum(law):
     runs = synthetic_runs()
     L = get_law(law)
-    problem = Problem(L, dict(L.token_params), LawInputs.from_runs(runs), runs.loss, "ls")
+    problem = Problem(L, dict(L.token_params), LawInputs.from_runs(runs), runs.loss, "lm")
     grid = start_grid(problem, 3, 8, 0)
     ours = np.nanmin(problem.solve(grid).objective)
     theirs = min(optimize.least_squares(lambda t: problem.residuals(t[None])[0],
