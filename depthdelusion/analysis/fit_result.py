@@ -12,7 +12,7 @@ from .runs import load_runs
 
 #: What each method minimises, for summaries and reports.
 METHOD_DESCRIPTIONS = {
-    "ls": "least squares on loss residuals (nats), bounded Levenberg–Marquardt",
+    "lm": "least squares on loss residuals (nats), bounded Levenberg–Marquardt",
     "huber": f"Huber (threshold {HUBER_THRESHOLD:g}) on log-loss residuals, bounded Levenberg–Marquardt",
 }
 #: The interval methods a FitResult carries, in display order.
@@ -150,12 +150,15 @@ class FitResult:
         if groups is None:
             if group is None:
                 raise ValueError("this fit has one offset per group: pass Runs (with groups) or group=...")
-            groups = np.full(len(x.D), group, dtype=object)
-        unknown = sorted({str(g) for g in groups} - {str(g) for g in self.offset_groups})
+            groups = np.full(np.shape(x.D), group, dtype=object)
+        groups = np.asarray(groups, dtype=object)
+        fitted = {str(g): g for g in self.offset_groups}
+        unknown = sorted({str(g) for g in groups.ravel()} - set(fitted))
         if unknown:
             raise ValueError(f"no fitted offset for group(s) {unknown}; fitted groups: "
-                             f"{', '.join(map(str, self.offset_groups))}")
-        E = np.array([values[offset_name(g)] for g in groups], float)
+                             f"{', '.join(fitted)}")
+        E = np.array([values[offset_name(fitted[str(g)])] for g in groups.ravel()],
+                     float).reshape(groups.shape)
         law_vals = {k: v for k, v in values.items() if not k.startswith(OFFSET + "[")}
         return predict_with(self.law, {**law_vals, OFFSET: E}, x)
 

@@ -21,13 +21,11 @@ from scipy import stats
 from .fit_result import FitResult, StartsSummary, _ci, predict_with  # noqa: F401  (re-exported)
 from .laws import LawInputs, get_law
 from .problem import HUBER_THRESHOLD, OFFSET, Problem, offset_name  # noqa: F401
-from .profile import STATISTIC, profile_intervals
+from .profile import Statistic, profile_intervals
 from .runs import Runs, load_runs
 from .solver import CAPPED, FAILED
 
-HUBER_DELTA = HUBER_THRESHOLD  # kept for callers of the old name
-METHODS = ("ls", "huber")
-_METHOD_ALIASES = {"lm": "ls"}  # the least-squares method's former name
+METHODS = ("lm", "huber")  # least squares on loss / Huber on log-loss; both solved by bounded LM
 TIE = 1e-6  # relative objective difference below which two optima are equally good
 REFIT_STARTS = 4  # cold starts per bootstrap / leave-one-out refit
 _CORR_FLAG = 0.95
@@ -54,14 +52,14 @@ def start_grid(problem: Problem, grid_points: int, max_starts: int, seed: int) -
     return grid[np.concatenate([[centre], np.sort(pick)])]
 
 
-def fit(runs, law, method: str = "ls", *, bootstrap: int = 1000, seed: int = 0,
+def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
         fixed: dict | None = None, grid_points: int = 3, max_starts: int = 64,
         leave_one_out: bool = True, profile: bool = True, group_offsets: bool = False,
         groups=None, refit_starts: int = REFIT_STARTS) -> FitResult:
     """Fit ``law`` (a registered name or Law) to ``runs`` (anything :func:`load_runs` takes).
 
-    ``method``: ``"ls"`` (least squares on loss; ``"lm"`` is accepted as its former name) or
-    ``"huber"``. Scale parameters are fitted in log space from a grid of ``grid_points`` per
+    ``method``: ``"lm"`` (least squares on loss residuals) or ``"huber"`` (Huber on log-loss
+    residuals), both minimised by bounded Levenberg–Marquardt. Scale parameters are fitted in log space from a grid of ``grid_points`` per
     parameter (at most ``max_starts`` starts); the best optimum is kept and every other local
     optimum reported. ``bootstrap`` case-resampling refits (seeded by ``seed``) and the
     leave-one-out refits each start from the ``refit_starts`` best grid points (the best start
@@ -71,9 +69,8 @@ def fit(runs, law, method: str = "ls", *, bootstrap: int = 1000, seed: int = 0,
     default ``runs.group``); the bootstrap then resamples within groups. Token parameters of a
     law are dropped (the term is absorbed into E) unless every run has a token count and they vary.
     """
-    method = _METHOD_ALIASES.get(method, method)
     if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)} ('lm' = 'ls')")
+        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     law = get_law(law)
     runs = load_runs(runs)
     fixed = dict(fixed or {})
@@ -106,6 +103,7 @@ def fit(runs, law, method: str = "ls", *, bootstrap: int = 1000, seed: int = 0,
                      "the other parameters are shared")
     x, y = LawInputs.from_runs(runs), runs.loss
     problem = Problem(law, fixed, x, y, method, offset_groups, gidx)
+    problem.run_names = list(runs.name)
     n, k = len(y), problem.k
     if n <= k + 1:
         raise ValueError(f"law {law.name!r} has {k} free parameters; fitting it needs more than "
@@ -124,7 +122,8 @@ def fit(runs, law, method: str = "ls", *, bootstrap: int = 1000, seed: int = 0,
     aicc = aic + 2 * big_k * (big_k + 1) / (n - big_k - 1) if n - big_k - 1 > 0 else math.inf
 
     jac = _jacobian_uncertainty(problem, theta)
-    profiles = (profile_intervals(problem, theta, search.objective, search.cold_starts, jac.se_theta)
+    statistic = Statistic(problem, theta, search.objective)
+    profiles = (profile_intervals(problem, theta, statistic, search.cold_starts, jac.se_theta)
                 if profile else {})
     strata = gidx if offset_groups is not None else None
     boot, n_failed, n_capped = (_bootstrap(problem, search.cold_starts, bootstrap, seed, strata)
@@ -151,7 +150,7 @@ def fit(runs, law, method: str = "ls", *, bootstrap: int = 1000, seed: int = 0,
         profiles=profiles, jacobian_log=[p.name for p in problem.free if p.log],
         bounds={p.name: tuple(p.bounds) for p in problem.free},
         ridge_solutions=search.ridge_solutions, tie_tolerance=TIE, offset_groups=offset_groups,
-        profile_statistic=(f"{STATISTIC[method]} < χ²₁(0.95) = 3.84" if profile else ""),
+        profile_statistic=(f"{statistic.describe} < χ²₁(0.95) = 3.84" if profile else ""),
         bootstrap_scheme=(f"{bootstrap} case resamples" + (" within groups" if strata is not None else "")
                           + f", each refitted from the {len(search.cold_starts)} best grid starts"
                           if bootstrap else ""))
@@ -239,7 +238,8 @@ def _no_start_message(problem: Problem, grid) -> str:
         causes.append("Huber fits log-loss and some losses are ≤ 0")
     if np.any(x.N <= 0):
         causes.append("some parameter counts are ≤ 0")
-    names = ", ".join(f"run {i} (D={x.D[i]:g}, W={x.W[i]:g}, N={x.N[i]:.3g}, T={x.T[i]:.3g})"
+    run_names = problem.run_names or [f"run {i}" for i in range(len(x.D))]
+    names = ", ".join(f"{run_names[i]} (D={x.D[i]:g}, W={x.W[i]:g}, N={x.N[i]:.3g}, T={x.T[i]:.3g})"
                       for i in bad_runs[:5]) + (f" and {len(bad_runs) - 5} more" if len(bad_runs) > 5 else "")
     where = (f"; predictions are not finite at every start for {names}" if len(bad_runs) else
              "; the objective is not finite at every start")

@@ -47,6 +47,7 @@ class Problem:
         self.is_log = np.array([p.log for p in free], bool)
         self.lo, self.hi = self._theta_bounds()
         self._broadcasts = None
+        self.run_names: list | None = None  # for error messages
         self.huber = HUBER_THRESHOLD if method == "huber" else None
         with np.errstate(divide="ignore", invalid="ignore"):
             self.target = np.log(self.y) if method == "huber" else self.y

@@ -6,9 +6,13 @@ likelihood-ratio statistic of parameter ψ is Λ(ψ) = n·ln(RSS(ψ) / RSS_min),
 the best residual sum of squares with ψ held fixed; the 95% interval is {ψ : Λ(ψ) < χ²₁(0.95)
 = 3.84} (Venzon & Moolgavkar 1988; Bates & Watts 1988, ch. 6). It follows the curvature of the
 objective instead of assuming the quadratic one the Jacobian interval assumes, so it is the
-standard for nonlinear parameters such as a kink location. For a Huber fit we use the same
-statistic with the Huber objective in place of the RSS (an approximation: Huber is not a
-likelihood). At a parameter's bound (λ = 0, an exponent = 0) the χ²₁ cut is conservative
+standard for nonlinear parameters such as a kink location. For a Huber fit (objective
+H = Σ ρ(rᵢ)) the analogue is the drop-in-dispersion test of Schrader & Hettmansperger (1980,
+Biometrika 67:93): Λ(ψ) = 2·ξ·(H(ψ) − H_min), ξ = Σ ψ'(r̂ᵢ) / Σ ψ(r̂ᵢ)² at the optimum's residuals
+(ψ = ρ'), also referred to χ²₁; it reduces to the least-squares statistic when no residual is
+clipped. It needs residuals inside the Huber threshold to estimate ξ: with fewer than
+``_MIN_INSIDE`` of them the least-squares form n·ln(H(ψ)/H_min) is used instead, and said so.
+At a parameter's bound (λ = 0, an exponent = 0) the χ²₁ cut is conservative
 (the null distribution is then a 50:50 mixture of χ²₀ and χ²₁).
 
 Each profile point is refitted from several starts — the optimum with ψ replaced, the cold
@@ -31,7 +35,37 @@ LEVEL = 0.95
 CRITICAL = float(stats.chi2.ppf(LEVEL, 1))  # 3.841
 _OFFSETS = 2.0 ** np.arange(-2, 12)  # multiples of the step h outward from the optimum
 _REFINE = 6  # interior points evaluated in the bracketing interval of a crossing
-STATISTIC = {"ls": "n·ln(RSS_ψ / RSS_min)", "huber": "n·ln(H_ψ / H_min) (H: Huber objective)"}
+_MIN_INSIDE = 3
+
+
+class Statistic:
+    """Λ(objective) for profile points, with its description."""
+
+    def __init__(self, problem: Problem, theta_hat: np.ndarray, objective_hat: float):
+        n = len(problem.y)
+        self.objective_hat = objective_hat
+        if problem.huber is None:
+            self.describe = "Λ = n·ln(RSS_ψ / RSS_min)"
+            self._f = lambda obj: n * np.log(obj / objective_hat)
+            return
+        r = problem.residuals(theta_hat[None])[0]
+        inside = np.abs(r) <= problem.huber
+        if inside.sum() >= _MIN_INSIDE:
+            psi = np.clip(r, -problem.huber, problem.huber)
+            xi = inside.sum() / float(psi @ psi)
+            self.describe = ("Λ = 2ξ·(H_ψ − H_min), ξ = Σψ'/Σψ² (Schrader–Hettmansperger; "
+                             "H: Huber objective)")
+            self._f = lambda obj: 2 * xi * (obj - objective_hat)
+        else:
+            self.describe = (f"Λ = n·ln(H_ψ / H_min) (H: Huber objective; only {int(inside.sum())} "
+                             "residuals inside the Huber threshold, too few for the "
+                             "Schrader–Hettmansperger scale: approximate)")
+            self._f = lambda obj: n * np.log(obj / objective_hat)
+
+    def __call__(self, obj):
+        # a point no start could refit (non-finite predictions) is missing, not a crossing
+        with np.errstate(all="ignore"):
+            return np.where(np.isfinite(obj), self._f(np.asarray(obj, float)), np.nan)
 
 
 @dataclass
@@ -50,11 +84,10 @@ class Profile:
     better_fit: float | None = None  # Λ < 0 found: a lower objective than the optimum
 
 
-def profile_intervals(problem: Problem, theta_hat: np.ndarray, objective_hat: float,
+def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statistic,
                       cold_starts: np.ndarray, se_theta: np.ndarray, names=None) -> dict:
     """Profiles of ``names`` (default: every free parameter) around the optimum ``theta_hat``."""
     names = list(problem.names if names is None else names)
-    n = len(problem.y)
     out = {}
     plans = []  # (name, j, side, theta_j points)
     for name in names:
@@ -71,7 +104,7 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, objective_hat: fl
     # refine each crossing between its bracketing points
     refine_plans, brackets = [], {}
     for (name, j, side, pts, _), (obj, sols) in zip(plans, evaluated):
-        stat = _stat(obj, objective_hat, n)
+        stat = statistic(obj)
         cross = np.flatnonzero(np.nan_to_num(stat, nan=-np.inf) >= CRITICAL)
         if len(cross):
             c = cross[0]
@@ -86,12 +119,12 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, objective_hat: fl
         for (pname, pj, side, pts, bounded), (obj, _) in zip(plans, evaluated):
             if pname != name:
                 continue
-            stat = _stat(obj, objective_hat, n)
+            stat = statistic(obj)
             t, s = list(pts), list(stat)
             if (name, side) in brackets:
                 r_obj, _ = refined[brackets[(name, side)]]
                 t += list(refine_plans[brackets[(name, side)]][3])
-                s += list(_stat(r_obj, objective_hat, n))
+                s += list(statistic(r_obj))
             order = np.argsort(np.asarray(t) * side)
             t, s = np.asarray(t)[order], np.asarray(s)[order]
             all_t += list(t)
@@ -129,12 +162,6 @@ def _step(problem: Problem, j: int, theta_hat, se) -> float:
         scale = max(abs(theta_hat[j]), abs(p.init[1] - p.init[0]), 1e-3)
         lo, hi = 0.01 * scale, scale
     return float(np.clip(se if np.isfinite(se) and se > 0 else hi, lo, hi))
-
-
-def _stat(obj, obj_hat, n):
-    # a point no start could refit (non-finite predictions) is missing, not a crossing
-    with np.errstate(all="ignore"):
-        return np.where(np.isfinite(obj), n * np.log(obj / obj_hat), np.nan)
 
 
 def _end(t_hat, t, s, side, bounded):
