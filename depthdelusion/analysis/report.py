@@ -239,7 +239,7 @@ def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
 
 
 def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 0,
-                 method: str = "ls", step: int = DEFAULT_STEP, runs_label: str | None = None,
+                 method: str = "lm", step: int = DEFAULT_STEP, runs_label: str | None = None,
                  shape_draws: int = 200, groups: str = "auto", params: str = "total",
                  design: bool = True, fit_options: dict | None = None) -> tuple[Report, str, str]:
     """Fit and tabulate; returns (report, markdown, latex) without writing anything.
@@ -283,7 +283,7 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     first = warnings + _conclusions(matrix, primary, main_label, main_answer) + first
 
     tables, md = [], []
-    least_squares = method in ("ls", "lm")
+    least_squares = method == "lm"
     cmd = (f"depthdelusion report {label} --out DIR --bootstrap {bootstrap} --seed {seed}"
            + ("" if least_squares else f" --method {method}") + f" --groups {groups}"
            + (f" --params {params}" if params != "total" else ""))
@@ -579,7 +579,7 @@ def _shape_sections(dd: FitResult, v, runs, raw, params: str, bootstrap: int, sh
 
 
 def write_report(runs, out, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 0,
-                 method: str = "ls", step: int = DEFAULT_STEP, figures: bool = True,
+                 method: str = "lm", step: int = DEFAULT_STEP, figures: bool = True,
                  runs_label: str | None = None, groups: str = "auto", params: str = "total",
                  design: bool = True) -> Report:
     """Write report.md, report.tex, <table>.csv and (if ``figures``) PNGs into ``out``
