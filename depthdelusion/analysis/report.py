@@ -68,6 +68,40 @@ def _ci(ci, spec=".3g") -> str:
     return "—" if not ci else f"[{_f(ci[0], spec)}, {_f(ci[1], spec)}]"
 
 
+SPAN_LIMIT = 1e3  # a scale parameter whose interval spans more than this factor is not determined
+
+
+def _is_scale(f, name: str) -> bool:
+    try:
+        return bool(f.law.param(name).log)
+    except (ValueError, AttributeError):
+        return False
+
+
+def _param_ci(f, name: str, ci, spec=".3g") -> str:
+    """An interval as the data support it: a scale parameter's interval spanning more than
+    ``SPAN_LIMIT``× (its ends are then set by numerical flatness, not by the data) is printed as
+    such instead of as two machine-dependent digits."""
+    if ci and _is_scale(f, name) and ci[0] > 0 and np.isfinite(ci[1]) and ci[1] / ci[0] > SPAN_LIMIT:
+        return f"[spans > {SPAN_LIMIT:.0e}×]".replace("1e+03", "10³")
+    return _ci(ci, spec)
+
+
+def _identified(f, name: str) -> bool:
+    """False when the data do not pin the parameter: it differs between tied starts (a ridge)
+    or its profile interval is open-ended."""
+    if name in getattr(f.starts, "ridge_params", []):
+        return False
+    prof = _profile(f, name)
+    return not (prof is not None and not (np.isfinite(prof[0]) and np.isfinite(prof[1])))
+
+
+def _value(f, name: str, spec=".3g") -> str:
+    """The point estimate, or "n.i." (not identified) where any point would be arbitrary."""
+    v = f.all_params.get(name)
+    return _f(v, spec) if _identified(f, name) else "n.i."
+
+
 # --- design: token budgets, groups, forms ------------------------------------------------------
 
 def _budget(tokens) -> float:
@@ -341,7 +375,8 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
             p = lf.all_params
             crit = "kappa" if "kappa" in p else "c"
             kt.add(label_, conv.replace("_", "-"),
-                   *[f"{_f(p.get(k), '.3g')} {_ci(_profile(lf, k), '.2g')}" for k in (crit, "lam", "alpha")],
+                   *[f"{_value(lf, k)} {_param_ci(lf, k, _profile(lf, k), '.2g')}"
+                     for k in (crit, "lam", "alpha")],
                    _f(lf.r2, ".3f"), len(lf.flags))
         tables.append(kt)
         md += ["## Which verdict holds under which assumptions", "",
@@ -395,7 +430,7 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
             f = fits[name]
             if param in f.params:
                 ci_ = _profile(f, param) or (f.ci_bootstrap[param] if f.ci_bootstrap else None)
-                cells.append(f"{_f(f.params[param], '.3g')} {_ci(ci_, '.2g')}")
+                cells.append(f"{_value(f, param)} {_param_ci(f, param, ci_, '.2g')}")
             else:
                 cells.append("—")
         paper.add(title, f"{value:g} {_ci(ci)}", *cells)
@@ -417,13 +452,18 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     for name, f in fits.items():
         prof = getattr(f, "ci_profile", None) or {}
         for p, v in f.params.items():
-            row = [name, p, _f(v, ".4g"), _ci(f.ci_jacobian[p]),
-                   _ci(f.ci_bootstrap[p] if f.ci_bootstrap else None)]
-            params_t.add(*row, *([_ci(prof.get(p))] if has_profile else []))
+            row = [name, p, _value(f, p, ".4g"), _param_ci(f, p, f.ci_jacobian[p]),
+                   _param_ci(f, p, f.ci_bootstrap[p] if f.ci_bootstrap else None, ".2g")]
+            params_t.add(*row, *([_param_ci(f, p, prof.get(p))] if has_profile else []))
     tables.append(params_t)
-    md += ["## Fits", "", params_t.markdown(), ""]
+    md += ["## Fits", "", "n.i.: not identified (a ridge of equally good fits, or an open-ended "
+           "profile interval): no point estimate is given. Bootstrap intervals are percentiles of "
+           f"{bootstrap} refits, printed to 2 digits (their Monte Carlo error). "
+           "`depthdelusion fit paper --law NAME` prints a law's full summary.", "",
+           params_t.markdown(), ""]
     for name, f in fits.items():
-        md += [f"### {name}", "", "```", f.summary(), "```", ""]
+        md += [f"### {name}: flags and notes", ""] + [f"- ! {x}" for x in f.flags] + \
+              [f"- {x}" for x in f.notes] + [""]
 
     # --- consistency audit ----------------------------------------------------------------
     audit = audit_param_counts(raw)
