@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +86,16 @@ def _param_ci(f, name: str, ci, spec=".3g") -> str:
     if ci and _is_scale(f, name) and ci[0] > 0 and np.isfinite(ci[1]) and ci[1] / ci[0] > SPAN_LIMIT:
         return f"[spans > {SPAN_LIMIT:.0e}×]".replace("1e+03", "10³")
     return _ci(ci, spec)
+
+
+def _rounded_note(note: str) -> str:
+    """A count of stalled bootstrap refits depends on the CPU's last bits: give it as a share
+    rounded to one significant digit."""
+    m = re.match(r"(\d+) of (\d+) bootstrap refits (.*)", note)
+    if not m:
+        return note
+    share = int(m.group(1)) / max(int(m.group(2)), 1)
+    return f"about {float(f'{share:.1g}'):.1%} of {m.group(2)} bootstrap refits {m.group(3)}".replace(".0%", "%")
 
 
 def _identified(f, name: str) -> bool:
@@ -463,7 +474,7 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
            params_t.markdown(), ""]
     for name, f in fits.items():
         md += [f"### {name}: flags and notes", ""] + [f"- ! {x}" for x in f.flags] + \
-              [f"- {x}" for x in f.notes] + [""]
+              [f"- {_rounded_note(x)}" for x in f.notes] + [""]
 
     # --- consistency audit ----------------------------------------------------------------
     audit = audit_param_counts(raw)
