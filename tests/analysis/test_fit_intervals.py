@@ -102,3 +102,12 @@ def test_summary_heads_each_interval_column_with_its_method():
     for column in ("95% CI Jacobian", "95% CI profile", "95% CI bootstrap (20)"):
         assert column in header
     assert set(r.intervals("alpha")) == {"jacobian", "profile", "bootstrap"}
+
+
+def test_json_is_strict_with_open_intervals_as_null():
+    import json
+
+    runs = synthetic_runs(depths=(2, 3, 4, 5), widths=(512, 1024, 2048, 4096, 8192))
+    r = fit(runs, "depth_delusion", bootstrap=0, leave_one_out=False)
+    data = json.loads(r.to_json())
+    assert data["ci_profile"]["kappa"][1] is None and data["bounds"]["kappa"] == [0.0, None]
