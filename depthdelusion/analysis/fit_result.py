@@ -177,8 +177,7 @@ class FitResult:
             "ci_profile": ci(self.ci_profile), "profile_statistic": self.profile_statistic,
             "ci_bootstrap": ci(self.ci_bootstrap), "bootstrap_scheme": self.bootstrap_scheme,
             "n_bootstrap": self.n_bootstrap, "n_bootstrap_failed": self.n_bootstrap_failed,
-            "bounds": {k: [f(a) if np.isfinite(a) else a, f(b) if np.isfinite(b) else None]
-                       for k, (a, b) in self.bounds.items()},
+            "bounds": {k: [f(a), f(b)] for k, (a, b) in self.bounds.items()},
             "at_bound": self.at_bound, "offset_groups": self.offset_groups,
             "r2": f(self.r2), "rmse": f(self.rmse), "rss": f(self.rss), "aic": f(self.aic),
             "aicc": f(self.aicc), "bic": f(self.bic), "loo_rmse": f(self.loo_rmse),
@@ -193,7 +192,9 @@ class FitResult:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
+        """Strict JSON; an infinite or undefined number (an open interval end, an unbounded
+        side, an infinite standard error) is null."""
+        return json.dumps(_finite_or_null(self.to_dict()), indent=2, allow_nan=False)
 
     def summary(self) -> str:
         """A readable table: fit statistics, parameters with each method's interval, flags."""
@@ -239,6 +240,18 @@ class FitResult:
 
     def __str__(self) -> str:
         return self.summary()
+
+
+def _finite_or_null(obj):
+    if isinstance(obj, dict):
+        return {k: _finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_or_null(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if np.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
 
 
 def _g(v) -> str:

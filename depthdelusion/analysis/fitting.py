@@ -27,7 +27,11 @@ from .solver import CAPPED, FAILED
 
 METHODS = ("lm", "huber")  # least squares on loss / Huber on log-loss; both solved by bounded LM
 TIE = 1e-6  # relative objective difference below which two optima are equally good
-REFIT_STARTS = 4  # cold starts per bootstrap / leave-one-out refit
+# Cold starts per bootstrap / leave-one-out refit. Measured on the paper data (200 replicates,
+# against each replicate's best over all 64 grid starts): 4 starts find it in 57–79% of
+# replicates, 8 in 77–84%, 16 in 97–99.5%.
+REFIT_STARTS = 16
+PROFILE_STARTS = 4  # cold starts per profile point, besides the optimum and the neighbours
 _CORR_FLAG = 0.95
 _COND_FLAG = 1e8
 _BOUND_TOL = 1e-6  # relative to the init range: closer than this to a bound is "at" it
@@ -123,7 +127,8 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
 
     jac = _jacobian_uncertainty(problem, theta)
     statistic = Statistic(problem, theta, search.objective)
-    profiles = (profile_intervals(problem, theta, statistic, search.cold_starts, jac.se_theta)
+    profiles = (profile_intervals(problem, theta, statistic, search.cold_starts[:PROFILE_STARTS],
+                                  jac.se_theta)
                 if profile else {})
     strata = gidx if offset_groups is not None else None
     boot, n_failed, n_capped = (_bootstrap(problem, search.cold_starts, bootstrap, seed, strata)

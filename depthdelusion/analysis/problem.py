@@ -12,10 +12,11 @@ from dataclasses import replace
 import numpy as np
 
 from .laws import Law, LawInputs, Param
-from .solver import minimize
+from .solver import BatchResult, minimize
 
 HUBER_THRESHOLD = 1e-3  # on log-loss residuals, as in Hoffmann et al. 2022
 OFFSET = "E"  # the additive offset a law must have for per-group offsets
+_BATCH_ELEMENTS = 4_000_000  # numbers per batched Jacobian evaluation (≈ 32 MB)
 
 
 def offset_name(group) -> str:
@@ -146,12 +147,25 @@ class Problem:
         with np.errstate(all="ignore"):
             return (np.log(pred) if self.huber else pred) - self.target
 
-    def solve(self, theta0_MxK, weights_MxN=None, frozen_MxK=None, max_iter=300):
+    def solve(self, theta0_MxK, weights_MxN=None, frozen_MxK=None, max_iter=300) -> BatchResult:
+        """Solve M problems (rows) in batches small enough that one batched Jacobian
+        evaluation stays near ``_BATCH_ELEMENTS`` numbers (the problems are independent, so
+        batching does not change the results)."""
         theta0_MxK = np.atleast_2d(theta0_MxK)
+        M, n = len(theta0_MxK), len(self.y)
         if weights_MxN is None:
-            weights_MxN = np.ones((len(theta0_MxK), len(self.y)))
-        return minimize(self.residuals, theta0_MxK, weights_MxN, self.lo, self.hi,
-                        frozen_MxK=frozen_MxK, huber_threshold=self.huber, max_iter=max_iter)
+            weights_MxN = np.ones((M, n))
+        size = max(1, _BATCH_ELEMENTS // ((self.k + 1) * n))
+        parts = []
+        for a in range(0, M, size):
+            b = slice(a, a + size)
+            parts.append(minimize(self.residuals, theta0_MxK[b], weights_MxN[b], self.lo, self.hi,
+                                  frozen_MxK=None if frozen_MxK is None else frozen_MxK[b],
+                                  huber_threshold=self.huber, max_iter=max_iter))
+        if len(parts) == 1:
+            return parts[0]
+        return BatchResult(*(np.concatenate([getattr(p, f) for p in parts])
+                             for f in ("theta", "objective", "status")))
 
     def rss(self, theta) -> float:
         r = self.predict(theta) - self.y

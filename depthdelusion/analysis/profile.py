@@ -13,7 +13,11 @@ Biometrika 67:93): Λ(ψ) = 2·ξ·(H(ψ) − H_min), ξ = Σ ψ'(r̂ᵢ) / Σ �
 clipped. It needs residuals inside the Huber threshold to estimate ξ: with fewer than
 ``_MIN_INSIDE`` of them the least-squares form n·ln(H(ψ)/H_min) is used instead, and said so.
 At a parameter's bound (λ = 0, an exponent = 0) the χ²₁ cut is conservative
-(the null distribution is then a 50:50 mixture of χ²₀ and χ²₁).
+(the null distribution is then a 50:50 mixture of χ²₀ and χ²₁). One caution for a penalty scale
+such as λ: at λ = 0 the penalty's other parameters (κ, γ) no longer affect the fit, and a test
+with parameters unidentified under the null (Davies 1987) has a null distribution wider than
+χ²₁ — so "λ's profile interval excludes 0" is weaker evidence than it looks; compare the laws
+with and without the penalty by AICc/BIC as well.
 
 Each profile point is refitted from several starts — the optimum with ψ replaced, the cold
 multi-start points with ψ replaced, then the neighbouring points' solutions — so that a

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import Runs, fit, get_law, load_reference
+from depthdelusion.analysis.fitting import _bootstrap_weights
 from depthdelusion.analysis.laws import LawInputs
 
 from .test_laws_and_fitting import synthetic_runs
@@ -77,13 +78,22 @@ def test_profile_is_open_ended_when_the_data_do_not_bound_a_parameter():
     assert "inf)" in r.summary()
 
 
-def test_bootstrap_refits_start_cold_and_can_leave_the_optimums_basin():
-    # Warm-started at the optimum (κ ≈ 6.4) the refits stayed in its basin and gave [4.78, 8.31],
-    # excluding 2.43 although the profile does not reject it (issue 12.3).
-    r = fit("paper", "depth_delusion", bootstrap=200, seed=0, leave_one_out=False, profile=False)
-    lo, hi = r.ci_bootstrap["kappa"]
-    assert lo < 2.43 < hi
-    assert "from the 4 best grid starts" in r.bootstrap_scheme
+def test_bootstrap_refits_start_cold_and_reach_each_resamples_own_optimum():
+    # Warm-started at the full-data optimum, refits stay in its basin: on the paper data only
+    # 31 of these 40 resamples reached the optimum a full multi-start fit of the resample finds
+    # (issue 12.3). Cold starts from the best grid points reach it in (almost) all.
+    runs, law, n_boot = load_reference("depth_delusion"), "depth_delusion_power", 40
+    r = fit(runs, law, bootstrap=n_boot, seed=0, leave_one_out=False, profile=False)
+    assert "from the 16 best grid starts" in r.bootstrap_scheme
+    counts = _bootstrap_weights(len(runs), n_boot, 0)
+    x, hits = LawInputs.from_runs(runs), 0
+    for b in range(n_boot):
+        pred = get_law(law)(x, **r.fixed, **dict(zip(r.param_names, r.bootstrap_params[b])))
+        rss = float(counts[b] @ (pred - runs.loss) ** 2)
+        resample = runs.subset(np.repeat(np.arange(len(runs)), counts[b].astype(int)))
+        best = fit(resample, law, bootstrap=0, leave_one_out=False, profile=False).rss
+        hits += rss <= best * (1 + 1e-6)
+    assert hits >= 37, hits
 
 
 def test_summary_heads_each_interval_column_with_its_method():
@@ -92,3 +102,12 @@ def test_summary_heads_each_interval_column_with_its_method():
     for column in ("95% CI Jacobian", "95% CI profile", "95% CI bootstrap (20)"):
         assert column in header
     assert set(r.intervals("alpha")) == {"jacobian", "profile", "bootstrap"}
+
+
+def test_json_is_strict_with_open_intervals_as_null():
+    import json
+
+    runs = synthetic_runs(depths=(2, 3, 4, 5), widths=(512, 1024, 2048, 4096, 8192))
+    r = fit(runs, "depth_delusion", bootstrap=0, leave_one_out=False)
+    data = json.loads(r.to_json())
+    assert data["ci_profile"]["kappa"][1] is None and data["bounds"]["kappa"] == [0.0, None]

@@ -102,13 +102,13 @@ def test_bad_parameter_spec_is_rejected():
 
 def test_token_term_is_dropped_for_constant_tokens_and_used_when_they_vary():
     runs = synthetic_runs(tokens=np.full(32, 6.4e9))
-    r = fit(runs, "depth_delusion", bootstrap=0, leave_one_out=False)
+    r = fit(runs, "depth_delusion", bootstrap=0, leave_one_out=False, profile=False)
     assert r.fixed["B"] == 0 and any("token term dropped" in n for n in r.notes)
     with pytest.raises(ValueError, match="needs per-run token counts that vary"):
         fit(runs, "chinchilla")
     tokens = np.geomspace(1e9, 1e11, 32)
     varied = synthetic_runs({**TRUE, "B": 400.0, "beta": 0.3}, tokens=tokens)
-    r2 = fit(varied, "depth_delusion", bootstrap=0, leave_one_out=False)
+    r2 = fit(varied, "depth_delusion", bootstrap=0, leave_one_out=False, profile=False)
     assert "B" in r2.params and abs(r2.params["beta"] - 0.3) < 0.1
 
 
