@@ -607,8 +607,10 @@ def _shape_sections(dd: FitResult, v, runs, raw, params: str, bootstrap: int, sh
                "`shape.optimal_shape(fit, token_term=(B, β))` computes one on request.", ""]
     typical_tokens = float(np.nanmedian(runs.tokens)) if np.any(np.isfinite(runs.tokens)) else None
     for constraint in constraints:
-        shape = optimal_shape(dd, constraint=constraint, counts=counts,
-                              bootstrap=min(shape_draws, bootstrap),
+        # Fixed N is cheap: every bootstrap draw (fewer draws make the percentiles of a slope of
+        # integer depths noisy); fixed compute searches widths too: ``shape_draws`` of them.
+        draws = bootstrap if constraint == "params" else min(shape_draws, bootstrap)
+        shape = optimal_shape(dd, constraint=constraint, counts=counts, bootstrap=draws,
                               tokens=typical_tokens if has_token_term(dd) else None)
         unit = "C (FLOPs)" if constraint == "compute" else "N (params)"
         sym = unit[0]
@@ -616,6 +618,7 @@ def _shape_sections(dd: FitResult, v, runs, raw, params: str, bootstrap: int, sh
                    f"Optimal shape of {dd.law.name} at fixed {unit}: D* ∝ {sym}^"
                    f"{_f(shape.depth_exponent, '.2f')} {_ci(shape.depth_exponent_ci, '.2f')}, W* ∝ {sym}^"
                    f"{_f(shape.width_exponent, '.2f')} {_ci(shape.width_exponent_ci, '.2f')}"
+                   + (f" (95% intervals over {shape.n_bootstrap} bootstrap draws)" if shape.n_bootstrap else "")
                    + (f" (paper, fixed C: {PAPER_SHAPE_EXPONENTS['depth']} and "
                       f"{PAPER_SHAPE_EXPONENTS['width']})" if constraint == "compute" else ""),
                    [unit, "D*", "plateau D", "W*", "N", "T (tokens)", "loss"])

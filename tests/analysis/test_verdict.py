@@ -13,7 +13,7 @@ CHINCHILLA = {"E": 1.7, "A": 400.0, "alpha": 0.34, "B": 410.0, "beta": 0.28}
 
 
 def _verdicts(runs, laws):
-    fits = {name: fit(runs, name, bootstrap=0, leave_one_out=False) for name in laws}
+    fits = {name: fit(runs, name, bootstrap=0, leave_one_out=False, profile=False) for name in laws}
     return fits, penalty_verdicts(fits, runs)
 
 
