@@ -124,7 +124,7 @@ def test_cli_selects_group_mode_and_n_convention(tmp_path):
     from depthdelusion.analysis import commands
 
     csv_path = tmp_path / "runs.csv"
-    two_budget_runs(widths=(128, 256, 512), depths=(2, 6, 12, 24)).to_dataframe().to_csv(csv_path, index=False)
+    two_budget_runs(widths=(128, 256, 512), depths=(2, 8, 32)).to_dataframe().to_csv(csv_path, index=False)
     parser = argparse.ArgumentParser(prog="depthdelusion")
     commands.register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["report", str(csv_path), "--out", str(tmp_path / "rep"), "--bootstrap", "0",
