@@ -162,6 +162,10 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
     result.at_bound = _at_bound(problem, theta)
     result.flags = (jac.flags + _identifiability_flags(result, problem)
                     + _pooling_flags(runs, labels, law, token_term, offset_groups))
+    if problem.broadcasts is False:
+        result.notes.append(f"law {law.name!r} does not broadcast over arrays of parameters, so "
+                            "every start and refit was evaluated one parameter vector at a time "
+                            "(slow); write it with numpy operations to batch them")
     if method == "huber":
         result.notes.append("Jacobian intervals of a Huber fit treat it as least squares on "
                             "log-loss residuals: approximate; prefer the profile or bootstrap ones")

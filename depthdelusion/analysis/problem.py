@@ -47,7 +47,7 @@ class Problem:
         self.names = [p.name for p in free]
         self.is_log = np.array([p.log for p in free], bool)
         self.lo, self.hi = self._theta_bounds()
-        self._broadcasts = None
+        self.broadcasts = None  # whether the law takes (M, 1) parameter arrays; None: untried
         self.run_names: list | None = None  # for error messages
         self.huber = HUBER_THRESHOLD if method == "huber" else None
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -112,16 +112,16 @@ class Problem:
         x = self.x if x is None else x
         theta_MxK = np.atleast_2d(np.asarray(theta_MxK, float))
         M, n = len(theta_MxK), len(x.D)
-        if self._broadcasts is not False:
+        if self.broadcasts is not False:
             try:
                 with np.errstate(all="ignore"):
                     out = np.asarray(self.law(x, **self.law_kwargs(theta_MxK, gidx)), float) * np.ones((M, n))
-                self._broadcasts = True
+                self.broadcasts = True
                 return out
             except (ValueError, TypeError):
-                if self._broadcasts:
+                if self.broadcasts:
                     raise
-                self._broadcasts = False
+                self.broadcasts = False
         rows = []
         gidx = self.gidx if gidx is None else gidx
         for nat in self.natural(theta_MxK):
