@@ -57,11 +57,6 @@ class Problem:
     def k(self) -> int:
         return len(self.free)
 
-    def with_fixed(self, name: str, value: float) -> "Problem":
-        """The same problem with one more parameter fixed (natural units)."""
-        return Problem(self.law, {**self.fixed, name: value}, self.x, self.y, self.method,
-                       self.offset_groups, self.gidx)
-
     def _theta_bounds(self):
         lo, hi = [], []
         for p in self.free:
@@ -81,9 +76,6 @@ class Problem:
         for p, t in zip(self.free, np.asarray(theta, float)):
             vals[p.name] = float(math.exp(min(max(t, -700.0), 700.0))) if p.log else float(t)
         return vals
-
-    def theta(self, values: dict) -> np.ndarray:
-        return np.array([math.log(values[p.name]) if p.log else values[p.name] for p in self.free])
 
     def natural(self, theta_MxK: np.ndarray) -> np.ndarray:
         t = np.atleast_2d(theta_MxK)
@@ -166,7 +158,3 @@ class Problem:
             return parts[0]
         return BatchResult(*(np.concatenate([getattr(p, f) for p in parts])
                              for f in ("theta", "objective", "status")))
-
-    def rss(self, theta) -> float:
-        r = self.predict(theta) - self.y
-        return float(r @ r)
