@@ -15,8 +15,6 @@ METHOD_DESCRIPTIONS = {
     "lm": "least squares on loss residuals (nats), bounded Levenberg–Marquardt",
     "huber": f"Huber (threshold {HUBER_THRESHOLD:g}) on log-loss residuals, bounded Levenberg–Marquardt",
 }
-#: The interval methods a FitResult carries, in display order.
-INTERVAL_METHODS = ("jacobian", "profile", "bootstrap")
 
 
 @dataclass
@@ -216,9 +214,9 @@ class FitResult:
                 f"95% CI bootstrap ({self.n_bootstrap})" if self.ci_bootstrap else "95% CI bootstrap"]
         rows = []
         for name, value in self.params.items():
-            jac = _ci(self.ci_jacobian[name]) + (" log" if name in self.jacobian_log else "")
-            prof = _ci(self.ci_profile[name]) if self.ci_profile and name in self.ci_profile else "—"
-            boot = _ci(self.ci_bootstrap[name]) if self.ci_bootstrap else "—"
+            jac = format_interval(self.ci_jacobian[name]) + (" log" if name in self.jacobian_log else "")
+            prof = format_interval(self.ci_profile[name]) if self.ci_profile and name in self.ci_profile else "—"
+            boot = format_interval(self.ci_bootstrap[name]) if self.ci_bootstrap else "—"
             rows.append([name, _g(value), _g(self.stderr[name]), jac, prof, boot])
         for name, value in self.fixed.items():
             rows.append([name, _g(value), "(fixed)", "", "", ""])
@@ -260,7 +258,8 @@ def _g(v) -> str:
     return f"{v:.4g}"
 
 
-def _ci(pair) -> str:
+def format_interval(pair) -> str:
+    """[lo, hi] with open ends as (-inf or inf); — for none."""
     if pair is None:
         return "—"
     lo, hi = pair

@@ -18,9 +18,9 @@ import math
 import numpy as np
 from scipy import stats
 
-from .fit_result import FitResult, StartsSummary, _ci, predict_with  # noqa: F401  (re-exported)
+from .fit_result import FitResult, StartsSummary, format_interval
 from .laws import LawInputs, get_law
-from .problem import HUBER_THRESHOLD, OFFSET, Problem, offset_name  # noqa: F401
+from .problem import OFFSET, Problem
 from .profile import Statistic, profile_intervals
 from .runs import Runs, load_runs
 from .solver import CAPPED, FAILED
@@ -162,6 +162,10 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
     result.at_bound = _at_bound(problem, theta)
     result.flags = (jac.flags + _identifiability_flags(result, problem)
                     + _pooling_flags(runs, labels, law, token_term, offset_groups))
+    if problem.broadcasts is False:
+        result.notes.append(f"law {law.name!r} does not broadcast over arrays of parameters, so "
+                            "every start and refit was evaluated one parameter vector at a time "
+                            "(slow); write it with numpy operations to batch them")
     if method == "huber":
         result.notes.append("Jacobian intervals of a Huber fit treat it as least squares on "
                             "log-loss residuals: approximate; prefer the profile or bootstrap ones")
@@ -421,7 +425,7 @@ def _identifiability_flags(result: FitResult, problem: Problem) -> list[str]:
         lo, hi = result.ci_jacobian[nm]
         prof = result.ci_profile.get(nm) if result.ci_profile else None
         if prof is not None and prof[0] <= 0 <= prof[1]:
-            flags.append(f"{nm}: profile 95% interval {_ci(prof)} includes 0")
+            flags.append(f"{nm}: profile 95% interval {format_interval(prof)} includes 0")
         elif np.isfinite(lo) and np.isfinite(hi) and lo < 0 < hi:
             flags.append(f"{nm}: Jacobian 95% interval [{_g(lo)}, {_g(hi)}] spans zero")
         elif result.ci_bootstrap and result.ci_bootstrap[nm][0] < 0 < result.ci_bootstrap[nm][1]:

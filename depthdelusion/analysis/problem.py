@@ -47,7 +47,7 @@ class Problem:
         self.names = [p.name for p in free]
         self.is_log = np.array([p.log for p in free], bool)
         self.lo, self.hi = self._theta_bounds()
-        self._broadcasts = None
+        self.broadcasts = None  # whether the law takes (M, 1) parameter arrays; None: untried
         self.run_names: list | None = None  # for error messages
         self.huber = HUBER_THRESHOLD if method == "huber" else None
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -56,11 +56,6 @@ class Problem:
     @property
     def k(self) -> int:
         return len(self.free)
-
-    def with_fixed(self, name: str, value: float) -> "Problem":
-        """The same problem with one more parameter fixed (natural units)."""
-        return Problem(self.law, {**self.fixed, name: value}, self.x, self.y, self.method,
-                       self.offset_groups, self.gidx)
 
     def _theta_bounds(self):
         lo, hi = [], []
@@ -81,9 +76,6 @@ class Problem:
         for p, t in zip(self.free, np.asarray(theta, float)):
             vals[p.name] = float(math.exp(min(max(t, -700.0), 700.0))) if p.log else float(t)
         return vals
-
-    def theta(self, values: dict) -> np.ndarray:
-        return np.array([math.log(values[p.name]) if p.log else values[p.name] for p in self.free])
 
     def natural(self, theta_MxK: np.ndarray) -> np.ndarray:
         t = np.atleast_2d(theta_MxK)
@@ -112,16 +104,16 @@ class Problem:
         x = self.x if x is None else x
         theta_MxK = np.atleast_2d(np.asarray(theta_MxK, float))
         M, n = len(theta_MxK), len(x.D)
-        if self._broadcasts is not False:
+        if self.broadcasts is not False:
             try:
                 with np.errstate(all="ignore"):
                     out = np.asarray(self.law(x, **self.law_kwargs(theta_MxK, gidx)), float) * np.ones((M, n))
-                self._broadcasts = True
+                self.broadcasts = True
                 return out
             except (ValueError, TypeError):
-                if self._broadcasts:
+                if self.broadcasts:
                     raise
-                self._broadcasts = False
+                self.broadcasts = False
         rows = []
         gidx = self.gidx if gidx is None else gidx
         for nat in self.natural(theta_MxK):
@@ -166,7 +158,3 @@ class Problem:
             return parts[0]
         return BatchResult(*(np.concatenate([getattr(p, f) for p in parts])
                              for f in ("theta", "objective", "status")))
-
-    def rss(self, theta) -> float:
-        r = self.predict(theta) - self.y
-        return float(r @ r)
