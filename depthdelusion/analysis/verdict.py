@@ -47,6 +47,8 @@ def shape_variation(runs) -> ShapeVariation:
     of N, for a depth penalty to be told apart from the capacity term."""
     D, W = np.asarray(runs.depth, float), np.asarray(runs.width, float)
     N = np.asarray(runs.params, float)
+    if not (np.all(np.isfinite(D)) and np.all(np.isfinite(W))):
+        return ShapeVariation(False, "the runs do not give every depth and width", 0, 0, 0)
     shapes = {(int(d), int(w)) for d, w in zip(D, W)}
     nd, nw = len(set(D.tolist())), len(set(W.tolist()))
     if len(shapes) < 3:
