@@ -412,9 +412,10 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
                 ridges.append(f"- {name}: the training runs do not determine "
                               f"{', '.join(small.starts.ridge_params) or 'all parameters'}; the "
                               "prediction is given as the range over the starts tied at the best "
-                              "objective, and its error from the range's midpoint")
-            mid = 0.5 * (lo + hi)
-            extrap_rmse[name] = float(np.sqrt(np.mean((mid - runs.loss[test_idx]) ** 2)))
+                              "objective, its error as a range, and no RMSE (n.i.)")
+            # On a ridge the error is a range per run; one RMSE would pick a point of it.
+            extrap_rmse[name] = (math.nan if np.any(hi - lo > 5e-4) else
+                                 float(np.sqrt(np.mean((0.5 * (lo + hi) - runs.loss[test_idx]) ** 2))))
         except ValueError as err:  # e.g. too few training runs for this law
             preds[name] = (np.full(len(test_idx), np.nan),) * 2
             md.append(f"- extrapolation with {name} not possible: {err}")
@@ -424,7 +425,8 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
         extrap.add(runs.name[i], runs.depth[i], runs.width[i], _f(runs.params[i] / 1e6, ".0f"),
                    _f(runs.loss[i], ".3f"), *[_pred_cell(preds[n][0][j], preds[n][1][j], runs.loss[i])
                                               for n in laws])
-    extrap.add("RMSE", "", "", "", "", *[_f(extrap_rmse.get(n), ".3f") for n in laws])
+    extrap.add("RMSE", "", "", "", "", *[("n.i." if n in extrap_rmse and math.isnan(extrap_rmse[n])
+                                          else _f(extrap_rmse.get(n), ".3f")) for n in laws])
     tables.append(extrap)
 
     # --- ours vs paper ----------------------------------------------------------------------
@@ -468,9 +470,10 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
             params_t.add(*row, *([_param_ci(f, p, prof.get(p))] if has_profile else []))
     tables.append(params_t)
     md += ["## Fits", "", "n.i.: not identified (a ridge of equally good fits, or an open-ended "
-           "profile interval): no point estimate is given. Bootstrap intervals are percentiles of "
-           f"{bootstrap} refits, printed to 2 digits (their Monte Carlo error). "
-           "`depthdelusion fit paper --law NAME` prints a law's full summary.", "",
+           "profile interval): no point estimate is given. "
+           + (f"Bootstrap intervals are percentiles of {bootstrap} refits, printed to 2 digits "
+              "(their Monte Carlo error). " if bootstrap else "") +
+           f"`depthdelusion fit {label} --law NAME` prints a law's full summary.", "",
            params_t.markdown(), ""]
     for name, f in fits.items():
         md += [f"### {name}: flags and notes", ""] + [f"- ! {x}" for x in f.flags] + \
@@ -544,7 +547,7 @@ def _pred_cell(lo, hi, observed) -> str:
         return "—"
     mid = 0.5 * (lo + hi)
     if hi - lo > 5e-4:
-        return f"{lo:.3f}–{hi:.3f} ({mid - observed:+.3f})"
+        return f"{lo:.3f}–{hi:.3f} ({lo - observed:+.3f} to {hi - observed:+.3f})"
     return f"{mid:.3f} ({mid - observed:+.3f})"
 
 

@@ -135,3 +135,22 @@ def test_cli_selects_group_mode_and_n_convention(tmp_path):
     assert _first_paragraph(md).startswith("WARNING: this fit pools groups")
     assert "--groups pooled --params non_embedding" in md
     assert "N convention: non-embedding N = D·(12W² + 13W)" in md
+
+
+def test_extrapolation_from_a_ridge_is_a_range():
+    # Training runs are all shallow (the penalty is inactive for every one), so λ, κ, γ are not
+    # determined; the deep test runs' predictions then depend on the point of that ridge.
+    rng = np.random.default_rng(0)
+    shapes = [(d, w) for w in (256, 384, 512, 768, 1024) for d in (1, 2, 3)] + [(96, w) for w in (256, 512, 1024)]
+    D, W = map(np.array, zip(*shapes))
+    N = np.array([params_of(d, w) for d, w in shapes], float)
+    n = len(D)
+    runs = Runs(D, W, N, 1.8 + 30 * N ** -0.15 + 0.003 * rng.standard_normal(n), np.full(n, np.nan),
+                np.full(n, np.nan), ["g"] * n, [f"{d}x{w}" for d, w in shapes])
+    report, md, _ = build_report(runs, laws=("depth_delusion", "kaplan"), bootstrap=0, design=False,
+                                 fit_options=QUICK)
+    extrap = next(t for t in report.tables if t.name == "extrapolation")
+    deep = [r for r in extrap.rows if r[0].startswith("96x")]
+    assert deep and all("–" in r[5] and " to " in r[5] for r in deep)  # depth_delusion: a range
+    assert all("–" not in r[6] for r in deep)                        # kaplan: one point
+    assert extrap.rows[-1][5] == "n.i." and "do not determine lam, kappa, gamma" in md
