@@ -86,6 +86,7 @@ class Profile:
     interval: tuple
     reaches_bound: list = field(default_factory=list)
     better_fit: float | None = None  # Λ < 0 found: a lower objective than the optimum
+    better_theta: np.ndarray | None = None  # the θ (all free parameters) where it was found
 
 
 def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statistic,
@@ -120,17 +121,20 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statis
     for name in names:
         j = problem.names.index(name)
         all_t, all_s, ends, at_bound, better = [theta_hat[j]], [0.0], {}, [], None
-        for (pname, pj, side, pts, bounded), (obj, _) in zip(plans, evaluated):
+        all_sol = [theta_hat]
+        for (pname, pj, side, pts, bounded), (obj, sols) in zip(plans, evaluated):
             if pname != name:
                 continue
             stat = statistic(obj)
-            t, s = list(pts), list(stat)
+            t, s, sol = list(pts), list(stat), list(sols)
             if (name, side) in brackets:
-                r_obj, _ = refined[brackets[(name, side)]]
+                r_obj, r_sols = refined[brackets[(name, side)]]
                 t += list(refine_plans[brackets[(name, side)]][3])
                 s += list(statistic(r_obj))
+                sol += list(r_sols)
             order = np.argsort(np.asarray(t) * side)
             t, s = np.asarray(t)[order], np.asarray(s)[order]
+            all_sol += [sol[i] for i in order]
             all_t += list(t)
             all_s += list(s)
             ends[side], hit = _end(theta_hat[j], t, s, side, bounded)
@@ -138,8 +142,10 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statis
                 at_bound.append("lower" if side < 0 else "upper")
         finite = np.isfinite(all_s)
         lowest = np.nanmin(np.where(finite, all_s, np.nan)) if finite.any() else 0.0
+        better_theta = None
         if lowest < -1e-4:
             better = float(lowest)
+            better_theta = np.asarray(all_sol[int(np.nanargmin(np.where(finite, all_s, np.nan)))])
         order = np.argsort(all_t)
         tt = np.asarray(all_t)[order]
         vals = np.exp(np.clip(tt, -700, 700)) if problem.is_log[j] else tt
@@ -147,7 +153,8 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statis
         hi = _natural(problem, j, ends[1])
         if problem.is_log[j] and ends[-1] == -np.inf:
             lo = 0.0 if problem.free[j].bounds[0] == 0 else lo
-        out[name] = Profile(name, vals, np.asarray(all_s)[order], (lo, hi), at_bound, better)
+        out[name] = Profile(name, vals, np.asarray(all_s)[order], (lo, hi), at_bound, better,
+                            better_theta)
     return out
 
 
