@@ -117,7 +117,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
     search = _multistart(problem, grid_points, max_starts, seed, refit_starts)
     theta, objective = search.theta, search.objective
     jac = _jacobian_uncertainty(problem, theta)
-    statistic, profiles = Statistic(problem, theta, objective), {}
+    statistic, profiles = Statistic(problem, objective), {}
     for restart in range(_PROFILE_RESTARTS + 1) if profile else ():
         profiles = profile_intervals(problem, theta, statistic, search.cold_starts[:PROFILE_STARTS],
                                      jac.se_theta)
@@ -129,7 +129,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
                      f"starts ({objective:.6g} → {search.objective:.6g}); the fit was restarted from it")
         theta, objective = theta_better, search.objective
         jac = _jacobian_uncertainty(problem, theta)
-        statistic = Statistic(problem, theta, objective)
+        statistic = Statistic(problem, objective)
     values = problem.values(theta)
     pred = problem.predict(theta)
     resid = y - pred

@@ -7,11 +7,13 @@ the best residual sum of squares with ψ held fixed; the 95% interval is {ψ : �
 = 3.84} (Venzon & Moolgavkar 1988; Bates & Watts 1988, ch. 6). It follows the curvature of the
 objective instead of assuming the quadratic one the Jacobian interval assumes, so it is the
 standard for nonlinear parameters such as a kink location. For a Huber fit (objective
-H = Σ ρ(rᵢ)) the analogue is the drop-in-dispersion test of Schrader & Hettmansperger (1980,
-Biometrika 67:93): Λ(ψ) = 2·ξ·(H(ψ) − H_min), ξ = Σ ψ'(r̂ᵢ) / Σ ψ(r̂ᵢ)² at the optimum's residuals
-(ψ = ρ'), also referred to χ²₁; it reduces to the least-squares statistic when no residual is
-clipped. It needs residuals inside the Huber threshold to estimate ξ: with fewer than
-``_MIN_INSIDE`` of them the least-squares form n·ln(H(ψ)/H_min) is used instead, and said so.
+H = Σ ρ(rᵢ)) we use the same statistic with H in place of the RSS, n·ln(H(ψ)/H_min) — an
+approximation, Huber being no likelihood. We tried the Schrader & Hettmansperger (1980)
+drop-in-dispersion test 2ξ·(H(ψ) − H_min), ξ = Σψ'/Σψ²: with the 1e-3 threshold on log-loss
+residuals of a few percent, ξ rests on the few residuals inside the threshold, which an
+L1-like fit interpolates, and its intervals came out far narrower than the bootstrap's (α on
+the paper data: [0.096, 0.152] vs bootstrap [0.095, 0.221]); n·ln(H(ψ)/H_min) gave
+[0.092, 0.213], and matched the bootstrap as closely on two synthetic tables.
 At a parameter's bound (λ = 0, an exponent = 0) the χ²₁ cut is conservative
 (the null distribution is then a 50:50 mixture of χ²₀ and χ²₁). One caution for a penalty scale
 such as λ: at λ = 0 the penalty's other parameters (κ, γ) no longer affect the fit, and a test
@@ -39,32 +41,14 @@ LEVEL = 0.95
 CRITICAL = float(stats.chi2.ppf(LEVEL, 1))  # 3.841
 _OFFSETS = 2.0 ** np.arange(-2, 12)  # multiples of the step h outward from the optimum
 _REFINE = 6  # interior points evaluated in the bracketing interval of a crossing
-_MIN_INSIDE = 3
-
-
 class Statistic:
     """Λ(objective) for profile points, with its description."""
 
-    def __init__(self, problem: Problem, theta_hat: np.ndarray, objective_hat: float):
+    def __init__(self, problem: Problem, objective_hat: float):
         n = len(problem.y)
-        self.objective_hat = objective_hat
-        if problem.huber is None:
-            self.describe = "Λ = n·ln(RSS_ψ / RSS_min)"
-            self._f = lambda obj: n * np.log(obj / objective_hat)
-            return
-        r = problem.residuals(theta_hat[None])[0]
-        inside = np.abs(r) <= problem.huber
-        if inside.sum() >= _MIN_INSIDE:
-            psi = np.clip(r, -problem.huber, problem.huber)
-            xi = inside.sum() / float(psi @ psi)
-            self.describe = ("Λ = 2ξ·(H_ψ − H_min), ξ = Σψ'/Σψ² (Schrader–Hettmansperger; "
-                             "H: Huber objective)")
-            self._f = lambda obj: 2 * xi * (obj - objective_hat)
-        else:
-            self.describe = (f"Λ = n·ln(H_ψ / H_min) (H: Huber objective; only {int(inside.sum())} "
-                             "residuals inside the Huber threshold, too few for the "
-                             "Schrader–Hettmansperger scale: approximate)")
-            self._f = lambda obj: n * np.log(obj / objective_hat)
+        self.describe = ("Λ = n·ln(RSS_ψ / RSS_min)" if problem.huber is None else
+                         "Λ = n·ln(H_ψ / H_min), H the Huber objective (approximate)")
+        self._f = lambda obj: n * np.log(obj / objective_hat)
 
     def __call__(self, obj):
         # a point no start could refit (non-finite predictions) is missing, not a crossing
