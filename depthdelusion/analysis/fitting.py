@@ -32,6 +32,7 @@ TIE = 1e-6  # relative objective difference below which two optima are equally g
 # replicates, 8 in 77–84%, 16 in 97–99.5%.
 REFIT_STARTS = 16
 PROFILE_STARTS = 4  # cold starts per profile point, besides the optimum and the neighbours
+_PROFILE_RESTARTS = 2  # refits from a lower objective a profile found, at most
 _CORR_FLAG = 0.95
 _COND_FLAG = 1e8
 _BOUND_TOL = 1e-6  # relative to the init range: closer than this to a bound is "at" it
@@ -114,7 +115,21 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
                          f"{k + 1} runs, got {n}")
 
     search = _multistart(problem, grid_points, max_starts, seed, refit_starts)
-    theta = search.theta
+    theta, objective = search.theta, search.objective
+    jac = _jacobian_uncertainty(problem, theta)
+    statistic, profiles = Statistic(problem, objective), {}
+    for restart in range(_PROFILE_RESTARTS + 1) if profile else ():
+        profiles = profile_intervals(problem, theta, statistic, search.cold_starts[:PROFILE_STARTS],
+                                     jac.se_theta)
+        theta_better = (_better_optimum(problem, profiles, objective, search)
+                        if restart < _PROFILE_RESTARTS else None)
+        if theta_better is None:
+            break
+        notes.append(f"the profile likelihood found a lower objective than the {search.summary.n_starts} "
+                     f"starts ({objective:.6g} → {search.objective:.6g}); the fit was restarted from it")
+        theta, objective = theta_better, search.objective
+        jac = _jacobian_uncertainty(problem, theta)
+        statistic = Statistic(problem, objective)
     values = problem.values(theta)
     pred = problem.predict(theta)
     resid = y - pred
@@ -125,11 +140,6 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
     aic = loglik_term + 2 * big_k
     aicc = aic + 2 * big_k * (big_k + 1) / (n - big_k - 1) if n - big_k - 1 > 0 else math.inf
 
-    jac = _jacobian_uncertainty(problem, theta)
-    statistic = Statistic(problem, theta, search.objective)
-    profiles = (profile_intervals(problem, theta, statistic, search.cold_starts[:PROFILE_STARTS],
-                                  jac.se_theta)
-                if profile else {})
     strata = gidx if offset_groups is not None else None
     boot, n_failed, n_capped = (_bootstrap(problem, search.cold_starts, bootstrap, seed, strata)
                                 if bootstrap else (None, 0, 0))
@@ -232,6 +242,24 @@ def _multistart(problem: Problem, grid_points, max_starts, seed, refit_starts) -
     picks = list(dict.fromkeys(first_of_basin + list(order)))[:max(refit_starts, 1)]
     summary = StartsSummary(len(grid), int(ok.sum()), at_best, optima, ridge)
     return _Search(theta, float(obj[chosen]), summary, solutions, grid[picks])
+
+
+def _better_optimum(problem: Problem, profiles: dict, objective: float, search: _Search):
+    """θ of a lower objective than ``objective`` that a profile found (polished with every
+    parameter free), or None. Updates ``search`` to describe the new optimum: no start reached
+    it, and the tied solutions of the old one no longer apply."""
+    found = [p for p in profiles.values() if p.better_theta is not None]
+    if not found:
+        return None
+    start = min(found, key=lambda p: p.better_fit).better_theta
+    res = problem.solve(start[None])
+    if res.status[0] == FAILED or not res.objective[0] < objective * (1 - TIE):
+        return None
+    search.objective = float(res.objective[0])
+    search.summary.local_optima.insert(0, search.objective)
+    search.summary.n_at_best, search.summary.ridge_params = 0, []
+    search.ridge_solutions = []
+    return res.theta[0]
 
 
 def _no_start_message(problem: Problem, grid) -> str:

@@ -11,7 +11,9 @@ A law is a plain Python function ``f(x, **params) -> predicted loss (nats)`` whe
         return E + A * x.N ** -alpha
 
 Parameter specs are ``(init_lo, init_hi[, "log"])`` or :class:`Param`. ``log`` parameters are
-positive scales fitted in log space; ``init`` spans the grid of starting points.
+positive scales fitted in log space; ``init`` spans the grid of starting points. A
+:class:`Param` also takes ``bounds``, the physical domain the fit keeps the parameter in (a
+fit that ends on a bound is flagged); tuple specs are unbounded (log ones: positive).
 """
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ INF = math.inf
 
 @dataclass(frozen=True)
 class Param:
-    """One law parameter: name, range of starting values, log-space flag, physical domain."""
+    """One law parameter: name, range of starting values, log-space flag, and physical domain
+    ``bounds`` (enforced by the fit; a parameter that ends on a bound is flagged)."""
 
     name: str
     init: tuple[float, float]
@@ -41,6 +44,10 @@ class Param:
             raise ValueError(f"parameter {self.name!r}: init range {self.init} must have lo <= hi")
         if self.log and lo <= 0:
             raise ValueError(f"parameter {self.name!r}: a log-space parameter needs a positive init range")
+        b0, b1 = self.bounds
+        if not b0 <= lo <= hi <= b1:
+            raise ValueError(f"parameter {self.name!r}: init range {self.init} must lie within its "
+                             f"bounds {self.bounds}")
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,13 @@ the best residual sum of squares with ψ held fixed; the 95% interval is {ψ : �
 = 3.84} (Venzon & Moolgavkar 1988; Bates & Watts 1988, ch. 6). It follows the curvature of the
 objective instead of assuming the quadratic one the Jacobian interval assumes, so it is the
 standard for nonlinear parameters such as a kink location. For a Huber fit (objective
-H = Σ ρ(rᵢ)) the analogue is the drop-in-dispersion test of Schrader & Hettmansperger (1980,
-Biometrika 67:93): Λ(ψ) = 2·ξ·(H(ψ) − H_min), ξ = Σ ψ'(r̂ᵢ) / Σ ψ(r̂ᵢ)² at the optimum's residuals
-(ψ = ρ'), also referred to χ²₁; it reduces to the least-squares statistic when no residual is
-clipped. It needs residuals inside the Huber threshold to estimate ξ: with fewer than
-``_MIN_INSIDE`` of them the least-squares form n·ln(H(ψ)/H_min) is used instead, and said so.
+H = Σ ρ(rᵢ)) we use the same statistic with H in place of the RSS, n·ln(H(ψ)/H_min) — an
+approximation, Huber being no likelihood. We tried the Schrader & Hettmansperger (1980)
+drop-in-dispersion test 2ξ·(H(ψ) − H_min), ξ = Σψ'/Σψ²: with the 1e-3 threshold on log-loss
+residuals of a few percent, ξ rests on the few residuals inside the threshold, which an
+L1-like fit interpolates, and its intervals came out far narrower than the bootstrap's (α on
+the paper data: [0.096, 0.152] vs bootstrap [0.095, 0.221]); n·ln(H(ψ)/H_min) gave
+[0.092, 0.213], and matched the bootstrap as closely on two synthetic tables.
 At a parameter's bound (λ = 0, an exponent = 0) the χ²₁ cut is conservative
 (the null distribution is then a 50:50 mixture of χ²₀ and χ²₁). One caution for a penalty scale
 such as λ: at λ = 0 the penalty's other parameters (κ, γ) no longer affect the fit, and a test
@@ -39,32 +41,14 @@ LEVEL = 0.95
 CRITICAL = float(stats.chi2.ppf(LEVEL, 1))  # 3.841
 _OFFSETS = 2.0 ** np.arange(-2, 12)  # multiples of the step h outward from the optimum
 _REFINE = 6  # interior points evaluated in the bracketing interval of a crossing
-_MIN_INSIDE = 3
-
-
 class Statistic:
     """Λ(objective) for profile points, with its description."""
 
-    def __init__(self, problem: Problem, theta_hat: np.ndarray, objective_hat: float):
+    def __init__(self, problem: Problem, objective_hat: float):
         n = len(problem.y)
-        self.objective_hat = objective_hat
-        if problem.huber is None:
-            self.describe = "Λ = n·ln(RSS_ψ / RSS_min)"
-            self._f = lambda obj: n * np.log(obj / objective_hat)
-            return
-        r = problem.residuals(theta_hat[None])[0]
-        inside = np.abs(r) <= problem.huber
-        if inside.sum() >= _MIN_INSIDE:
-            psi = np.clip(r, -problem.huber, problem.huber)
-            xi = inside.sum() / float(psi @ psi)
-            self.describe = ("Λ = 2ξ·(H_ψ − H_min), ξ = Σψ'/Σψ² (Schrader–Hettmansperger; "
-                             "H: Huber objective)")
-            self._f = lambda obj: 2 * xi * (obj - objective_hat)
-        else:
-            self.describe = (f"Λ = n·ln(H_ψ / H_min) (H: Huber objective; only {int(inside.sum())} "
-                             "residuals inside the Huber threshold, too few for the "
-                             "Schrader–Hettmansperger scale: approximate)")
-            self._f = lambda obj: n * np.log(obj / objective_hat)
+        self.describe = ("Λ = n·ln(RSS_ψ / RSS_min)" if problem.huber is None else
+                         "Λ = n·ln(H_ψ / H_min), H the Huber objective (approximate)")
+        self._f = lambda obj: n * np.log(obj / objective_hat)
 
     def __call__(self, obj):
         # a point no start could refit (non-finite predictions) is missing, not a crossing
@@ -86,6 +70,7 @@ class Profile:
     interval: tuple
     reaches_bound: list = field(default_factory=list)
     better_fit: float | None = None  # Λ < 0 found: a lower objective than the optimum
+    better_theta: np.ndarray | None = None  # the θ (all free parameters) where it was found
 
 
 def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statistic,
@@ -120,17 +105,20 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statis
     for name in names:
         j = problem.names.index(name)
         all_t, all_s, ends, at_bound, better = [theta_hat[j]], [0.0], {}, [], None
-        for (pname, pj, side, pts, bounded), (obj, _) in zip(plans, evaluated):
+        all_sol = [theta_hat]
+        for (pname, pj, side, pts, bounded), (obj, sols) in zip(plans, evaluated):
             if pname != name:
                 continue
             stat = statistic(obj)
-            t, s = list(pts), list(stat)
+            t, s, sol = list(pts), list(stat), list(sols)
             if (name, side) in brackets:
-                r_obj, _ = refined[brackets[(name, side)]]
+                r_obj, r_sols = refined[brackets[(name, side)]]
                 t += list(refine_plans[brackets[(name, side)]][3])
                 s += list(statistic(r_obj))
+                sol += list(r_sols)
             order = np.argsort(np.asarray(t) * side)
             t, s = np.asarray(t)[order], np.asarray(s)[order]
+            all_sol += [sol[i] for i in order]
             all_t += list(t)
             all_s += list(s)
             ends[side], hit = _end(theta_hat[j], t, s, side, bounded)
@@ -138,8 +126,10 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statis
                 at_bound.append("lower" if side < 0 else "upper")
         finite = np.isfinite(all_s)
         lowest = np.nanmin(np.where(finite, all_s, np.nan)) if finite.any() else 0.0
+        better_theta = None
         if lowest < -1e-4:
             better = float(lowest)
+            better_theta = np.asarray(all_sol[int(np.nanargmin(np.where(finite, all_s, np.nan)))])
         order = np.argsort(all_t)
         tt = np.asarray(all_t)[order]
         vals = np.exp(np.clip(tt, -700, 700)) if problem.is_log[j] else tt
@@ -147,7 +137,8 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statis
         hi = _natural(problem, j, ends[1])
         if problem.is_log[j] and ends[-1] == -np.inf:
             lo = 0.0 if problem.free[j].bounds[0] == 0 else lo
-        out[name] = Profile(name, vals, np.asarray(all_s)[order], (lo, hi), at_bound, better)
+        out[name] = Profile(name, vals, np.asarray(all_s)[order], (lo, hi), at_bound, better,
+                            better_theta)
     return out
 
 

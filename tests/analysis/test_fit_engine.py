@@ -124,3 +124,21 @@ def test_builtin_parameters_have_physical_bounds():
     for law in list_laws():
         for p in law.params:
             assert isinstance(p, Param) and p.bounds[0] >= 0, (law.name, p.name, p.bounds)
+
+
+def test_a_better_optimum_found_by_a_profile_is_adopted():
+    # q only matters near 5, far outside its init range [0.1, 1]: every start stalls at a
+    # misfit; walking q's profile outward finds the true optimum, and the fit restarts there.
+    def hidden(x, E, A, alpha, q):
+        return E + A * x.N ** -alpha + 0.05 * (1 - np.exp(-(q - 5.0) ** 2)) * np.log(x.N / 1e8)
+
+    register_law(hidden, params={"E": (1.0, 2.0), "A": (100, 1e3, "log"), "alpha": (0.2, 0.4),
+                                 "q": Param("q", (0.1, 1.0), bounds=(0, 20))})
+    try:
+        r = fit(kaplan_runs(np.geomspace(1e7, 1e10, 20)), "hidden", bootstrap=0, leave_one_out=False)
+    finally:
+        _REGISTRY.pop("hidden", None)
+    # c(q) = 0 at q = 5 and small on either side of it (the noise picks a side): far from [0.1, 1]
+    assert 3.5 < r.params["q"] < 6.5 and r.rmse < 0.005
+    assert any("profile likelihood found a lower objective" in n for n in r.notes)
+    assert r.starts.n_at_best == 0 and r.rss < 0.5 * 2 * r.starts.local_optima[1]

@@ -111,3 +111,10 @@ def test_json_is_strict_with_open_intervals_as_null():
     r = fit(runs, "depth_delusion", bootstrap=0, leave_one_out=False)
     data = json.loads(r.to_json())
     assert data["ci_profile"]["kappa"][1] is None and data["bounds"]["kappa"] == [0.0, None]
+
+
+def test_huber_profile_intervals_are_as_wide_as_the_bootstrap_ones():
+    r = fit("paper", "kaplan", method="huber", bootstrap=200, leave_one_out=False)
+    (pl, ph), (bl, bh) = r.ci_profile["alpha"], r.ci_bootstrap["alpha"]
+    assert 0.7 < (ph - pl) / (bh - bl) < 1.4, ((pl, ph), (bl, bh))
+    assert "H the Huber objective" in r.profile_statistic
