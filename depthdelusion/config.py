@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import types
 import typing
 from typing import Any, Literal, get_args, get_origin
@@ -19,7 +20,7 @@ FFN_KINDS = ("gelu", "swiglu")
 NORM_KINDS = ("layernorm", "rmsnorm")
 POSITION_KINDS = ("rope", "learned")
 REMAT_POLICIES = ("none", "full", "save_dots")
-ATTENTION_KINDS = ("auto", "xla", "cudnn")
+ATTENTION_KINDS = ("auto", "xla", "cudnn", "splash")
 PARAMETRIZATIONS = ("sp", "mup", "depth_mup", "completep")
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -49,7 +50,8 @@ class ModelConfig:
     remat: Literal["none", "full", "save_dots"] = "none"
     # jax.nn.dot_product_attention implementation. "auto": cuDNN flash attention on GPU when the
     # compute dtype is bf16/fp16 and head_dim <= 128 (a multiple of 8), else XLA (always on CPU/TPU).
-    attention: Literal["auto", "xla", "cudnn"] = "auto"
+    # "splash": the Pallas splash-attention kernel, TPU only (seq_len a multiple of 128).
+    attention: Literal["auto", "xla", "cudnn", "splash"] = "auto"
     # Hyperparameter-transfer parameterization (docs/parametrization.md): init, forward multipliers
     # and per-group AdamW lr / wd / eps scale with m_N = width / base_width, m_L = depth / base_depth.
     parametrization: Literal["sp", "mup", "depth_mup", "completep"] = "sp"
@@ -101,6 +103,10 @@ class DataConfig:
     prefetch: int = 4  # batches prepared ahead by a background thread when workers = 0
     holdout_files: int = 0  # jsonl/text without a validation split: hold out the last N files
     builtin_documents: int = 30_000  # size of the built-in corpus (~660 bytes per document)
+    # data.path=tfds:NAME[:CONFIG] reads the TFDS dataset prepared under this directory (local or
+    # gs://; None: $TFDS_DATA_DIR or ~/tensorflow_datasets); nothing is downloaded at run time.
+    tfds_dir: str | None = None
+    tfds_text_feature: str = "text"  # the TFDS text feature holding the documents ('a/b' if nested)
 
     def validate(self) -> None:
         for name in ("epochs", "builtin_documents"):
@@ -136,6 +142,21 @@ class TrainConfig:
     # A step whose loss or gradient is not finite never updates the parameters; then
     # "stop" ends the run with an error (the last checkpoint stays good), "skip" goes on.
     nonfinite: Literal["stop", "skip"] = "stop"
+    # The global batch is split into this many microbatches whose gradients are averaged before
+    # one update (the same numbers as the whole batch at once, in less activation memory).
+    grad_accum_steps: int = 1
+    # "START-STOP": a jax.profiler trace of steps START through STOP into <out>/profile/.
+    profile_steps: str | None = None
+
+    def profile_range(self) -> tuple[int, int] | None:
+        """(START, STOP) of `profile_steps`, both included; None when not profiling."""
+        if self.profile_steps is None:
+            return None
+        match = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", self.profile_steps)
+        if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+            raise ValueError(f"train.profile_steps={self.profile_steps!r}: expected \"START-STOP\" with "
+                             "1 <= START <= STOP, e.g. \"10-20\" (steps 10 through 20)")
+        return int(match.group(1)), int(match.group(2))
 
     def validate(self) -> None:
         _check_positive(self, "train", ("steps", "batch_size", "log_every", "layer_stats_every", "eval_every"))
@@ -155,6 +176,13 @@ class TrainConfig:
                 raise ValueError(f"train.{name}={getattr(self, name)}: must be in [0, 1)")
         if self.weight_decay < 0 or self.grad_clip < 0 or self.eps <= 0:
             raise ValueError("train.weight_decay and train.grad_clip must be >= 0, train.eps > 0")
+        _check_positive(self, "train", ("grad_accum_steps",))
+        if self.batch_size % self.grad_accum_steps:
+            raise ValueError(f"train.batch_size={self.batch_size} is not divisible by "
+                             f"train.grad_accum_steps={self.grad_accum_steps}")
+        if (profile := self.profile_range()) and profile[1] > self.steps:
+            raise ValueError(f"train.profile_steps={self.profile_steps!r}: STOP must be <= "
+                             f"train.steps={self.steps}")
 
 
 @dataclasses.dataclass

@@ -10,7 +10,9 @@ bytes stay below `margin` x the chip's HBM.
 Mesh: by default fsdp over every chip (data=1, tensor=1): parameters and optimizer state are
 split over all chips, the batch is split over data x fsdp either way, so no other layout of
 these axes uses less memory (data parallelism only saves communication). Remat: the first of
-none -> save_dots -> full that fits (or the one asked for is checked).
+none -> save_dots -> full that fits (or the one asked for is checked); if none fits, gradient
+accumulation with the last of them: 2, 4, 8, ... microbatches (train.grad_accum_steps), while
+the batch still splits into whole microbatches over the data-parallel chips.
 """
 from __future__ import annotations
 
@@ -103,6 +105,7 @@ def topology_devices(topology: Topology) -> list:
 class Attempt:
     mesh: tuple[int, int, int]
     remat: str
+    grad_accum: int = 1
     argument_bytes: int = 0
     output_bytes: int = 0
     alias_bytes: int = 0
@@ -152,7 +155,8 @@ class Plan:
                  f"({self.topology.chips} chips, {hbm / GiB:.0f} GiB HBM each)"]
         for t in self.attempts:
             lines.append(
-                f"  mesh data={t.mesh[0]} fsdp={t.mesh[1]} tensor={t.mesh[2]} remat={t.remat}: "
+                f"  mesh data={t.mesh[0]} fsdp={t.mesh[1]} tensor={t.mesh[2]} remat={t.remat}"
+                + (f" grad_accum={t.grad_accum}" if t.grad_accum > 1 else "") + ": "
                 + (f"does not fit (compiler): {t.error}" if t.error else
                    f"args {t.argument_bytes / GiB:.2f} + out {(t.output_bytes - t.alias_bytes) / GiB:.2f} "
                    f"+ temp {t.temp_bytes / GiB:.2f} + code {t.code_bytes / GiB:.2f} = "
@@ -164,7 +168,8 @@ class Plan:
                          f"(ratio {a.xla_flops / self.flops_scan_once_per_chip:.2f}), "
                          f"ours with all {self.depth} layers {self.flops_per_chip:.3e}")
         lines.append(f"  => {'fits' if self.fits else 'does not fit'}"
-                     + (f" with mesh {a.mesh} (data, fsdp, tensor), remat {a.remat}" if self.fits else
+                     + (f" with mesh {a.mesh} (data, fsdp, tensor), remat {a.remat}"
+                        + (f", train.grad_accum_steps={a.grad_accum}" if a.grad_accum > 1 else "") if self.fits else
                         f": smallest peak {min(t.peak_bytes for t in self.attempts if not t.error) / GiB:.1f} GiB"
                         if any(not t.error for t in self.attempts) else ""))
         return "\n".join(lines)
@@ -174,12 +179,14 @@ class Plan:
         return {
             "run": self.name, "D": self.depth, "W": self.width, "params (M)": f"{self.params / 1e6:,.1f}",
             "topology": self.topology.name, "mesh (d,f,t)": ",".join(map(str, a.mesh)), "remat": a.remat,
+            "grad accum": a.grad_accum,
             "args GiB": f"{a.argument_bytes / GiB:.2f}", "temp GiB": f"{a.temp_bytes / GiB:.2f}",
             "peak GiB/chip": f"{a.peak_bytes / GiB:.2f}",
             "HBM %": f"{100 * a.peak_bytes / self.topology.chip.hbm_bytes:.0f}",
             "fits": "yes" if self.fits else "NO",
             "XLA/ours FLOPs": f"{a.xla_flops / self.flops_scan_once_per_chip:.2f}" if a.xla_flops else "",
-            "tried": " ".join(f"{t.remat}:{'ok' if t.fits else 'x'}" for t in self.attempts),
+            "tried": " ".join(f"{t.remat}{f'/k{t.grad_accum}' if t.grad_accum > 1 else ''}:{'ok' if t.fits else 'x'}"
+                              for t in self.attempts),
         }
 
 
@@ -188,8 +195,10 @@ def plan_config(cfg: Config, topology: str | Topology, *, name: str = "config",
                 margin: float = 0.9, devices: list | None = None) -> Plan:
     """Compile cfg's train step for `topology` and find (or check) a mesh and remat that fit.
 
-    remat: "auto" tries none -> save_dots -> full and stops at the first that fits; a policy
-    name checks only that one. mesh: (data, fsdp, tensor); None = fsdp over every chip.
+    remat: "auto" tries none -> save_dots -> full, a policy name only that one; then, with the
+    last policy, 2x, 4x, ... the config's train.grad_accum_steps, while batch_size splits into
+    that many microbatches over the data-parallel chips. The first that fits is chosen.
+    mesh: (data, fsdp, tensor); None = fsdp over every chip.
     Compute dtype "auto" becomes bfloat16 (the target is a TPU); vocab_size must be set.
     """
     topology = resolve_topology(topology) if isinstance(topology, str) else topology
@@ -214,8 +223,14 @@ def plan_config(cfg: Config, topology: str | Topology, *, name: str = "config",
     once = size.flops_per_token(dataclasses.replace(model, depth=1)) * tokens / topology.chips
     result = Plan(name, topology, model.depth, model.width, size.count_params(model),
                   cfg.train.batch_size, model.seq_len, margin, [], flops, once)
-    for policy in policies:
+    trials = [(policy, cfg.train.grad_accum_steps) for policy in policies]
+    k, n_data = 2 * cfg.train.grad_accum_steps, mesh[0] * mesh[1]
+    while cfg.train.batch_size % (k * n_data) == 0:
+        trials.append((policies[-1], k))
+        k *= 2
+    for policy, k in trials:
         trial = dataclasses.replace(cfg, model=dataclasses.replace(model, remat=policy),
+                                    train=dataclasses.replace(cfg.train, grad_accum_steps=k),
                                     mesh=MeshConfig(*mesh))
         attempt = compile_step(trial, devices, margin * topology.chip.hbm_bytes)
         result.attempts.append(attempt)
@@ -232,7 +247,7 @@ def compile_step(cfg: Config, devices: list, budget_bytes: float) -> Attempt:
     from depthdelusion.parallel.mesh import make_mesh
     from depthdelusion.train.step import build_trainer
 
-    attempt = Attempt((cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor), cfg.model.remat)
+    attempt = Attempt((cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor), cfg.model.remat, cfg.train.grad_accum_steps)
     start = time.perf_counter()
     try:
         trainer = build_trainer(cfg, make_mesh(cfg.mesh, devices))

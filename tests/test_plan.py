@@ -57,9 +57,11 @@ def test_small_model_on_v4_8_compiles_fits_and_its_numbers_add_up():
 def test_a_model_that_cannot_fit_one_v5e_chip_is_reported_not_fitting(tmp_path, capsys):
     from depthdelusion.cli import main
 
+    # 2.4B parameters: their f32 values and Adam moments alone are 29 GB. One sequence per step,
+    # so gradient accumulation has nothing to split and one compile decides.
     config = tmp_path / "big.yaml"
-    config.write_text("model: {depth: 2, width: 1024, seq_len: 1024, vocab_size: 50257}\n"
-                      "train: {batch_size: 64}\n")
+    config.write_text("model: {depth: 2, width: 8192, head_dim: 128, seq_len: 1024, vocab_size: 50257}\n"
+                      "train: {batch_size: 1}\n")
     code = main(["plan", str(config), "--topology", "v5e-1", "--remat", "full",
                  "--table", str(tmp_path / "plan.md")])
     out = capsys.readouterr().out

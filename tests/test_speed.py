@@ -56,12 +56,13 @@ def test_bench_compare_times_both_variants_and_reports_no_mfu_on_cpu():
 
 def test_bench_command_prints_json(capsys):
     code = main(["bench", "--set", "model.depth=1", "--set", "model.width=32", "--set", "model.head_dim=16",
-                 "--set", "model.seq_len=16", "--set", "train.batch_size=8", "--steps", "2", "--warmup", "1",
-                 "--json"])
+                 "--set", "model.seq_len=16", "--set", "train.batch_size=16", "--set", "train.grad_accum_steps=2",
+                 "--steps", "2", "--warmup", "1", "--json"])
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert out["step"]["plain"]["n"] == 2 and out["step"]["layer_stats"] is None
-    assert out["model"].startswith("1L x 32W, V 257")
+    assert out["model"].startswith("1L x 32W, V 257") and out["model"].endswith(", 2 microbatches")
+    assert out["tokens_per_step"] == 16 * 16  # the whole batch, accumulated
 
 
 def test_bench_rejects_a_bad_layer_stats_value():

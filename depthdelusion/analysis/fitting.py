@@ -18,6 +18,7 @@ import math
 import numpy as np
 from scipy import stats
 
+from .columns import check_law_columns
 from .fit_result import FitResult, StartsSummary, format_interval
 from .laws import LawInputs, get_law
 from .problem import OFFSET, Problem
@@ -78,6 +79,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     law = get_law(law)
     runs = load_runs(runs)
+    check_law_columns(law, runs)
     fixed = dict(fixed or {})
     notes = list(runs.notes)
     for name in fixed:

@@ -681,21 +681,7 @@ def write_report(runs, out, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: i
     return report
 
 
-def main(argv=None) -> int:
-    import argparse
+if __name__ == "__main__":  # the same as `depthdelusion report ...`
+    from depthdelusion.cli import main
 
-    from .commands import add_report_arguments, run_report
-
-    parser = argparse.ArgumentParser(prog="python -m depthdelusion.analysis.report",
-                                     description="Write the scaling-law analysis report.")
-    add_report_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run_report(args)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"report: error: {err}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["report", *sys.argv[1:]]))

@@ -10,7 +10,11 @@ axes. No mesh axis name appears here.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 import math
+from typing import Iterator
 
 import jax
 import jax.numpy as jnp
@@ -18,7 +22,7 @@ from flax import nnx
 
 from depthdelusion.config import ModelConfig
 from depthdelusion.model import parametrization as pz
-from depthdelusion.parallel.rules import constrain
+from depthdelusion.parallel.rules import active_mesh, constrain, partition_spec
 
 _REMAT_POLICIES = {
     "full": None,  # save nothing inside a block: recompute it all in the backward pass
@@ -33,13 +37,76 @@ def compute_dtype(cfg: ModelConfig) -> jnp.dtype:
 
 
 def attention_implementation(cfg: ModelConfig) -> str:
-    """"xla" or "cudnn" for `jax.nn.dot_product_attention`. Auto picks cuDNN's fused (flash)
-    kernel only where it applies: GPU, bf16/fp16 compute, head_dim <= 128 and a multiple of 8."""
+    """"xla", "cudnn" or "splash". Auto picks cuDNN's fused (flash) kernel for
+    `jax.nn.dot_product_attention` only where it applies: GPU, bf16/fp16 compute, head_dim <= 128
+    and a multiple of 8. Splash (TPU) is used only when asked for."""
     if cfg.attention != "auto":
         return cfg.attention
     fusable = (jax.default_backend() == "gpu" and compute_dtype(cfg) in (jnp.bfloat16, jnp.float16)
                and cfg.head_dim <= 128 and cfg.head_dim % 8 == 0)
     return "cudnn" if fusable else "xla"
+
+
+_splash_interpret = contextvars.ContextVar("splash_interpret", default=False)
+
+
+@contextlib.contextmanager
+def splash_interpret_mode() -> Iterator[None]:
+    """While tracing under this context, the splash kernel runs in the Pallas interpreter: on
+    any backend, slowly. For checking the kernel's numbers on a CPU."""
+    token = _splash_interpret.set(True)
+    try:
+        yield
+    finally:
+        _splash_interpret.reset(token)
+
+
+def check_splash(cfg: ModelConfig, platform: str) -> None:
+    """model.attention=splash needs a TPU (or the interpreter) and whole 128-token blocks."""
+    if platform != "tpu" and not _splash_interpret.get():
+        raise ValueError(f"model.attention=splash: the splash-attention kernel runs on TPU only, "
+                         f"these devices are {platform}: use model.attention=auto (or xla, cudnn)")
+    if cfg.seq_len % 128:
+        raise ValueError(f"model.attention=splash needs model.seq_len to be a multiple of 128 (the "
+                         f"kernel's block), got {cfg.seq_len}: use e.g. {max(128, cfg.seq_len // 128 * 128)}")
+
+
+def splash_attention(q_BxSxHxK: jax.Array, k_BxSxHxK: jax.Array, v_BxSxHxK: jax.Array, *,
+                     interpret: bool = False) -> jax.Array:
+    """Causal multi-head attention by the Pallas splash-attention kernel (TPU), softmax scale
+    1/sqrt(K) as in `jax.nn.dot_product_attention`. Same shapes in and out: [B, S, H, K]."""
+    from jax.experimental.pallas.ops.tpu import splash_attention as sa
+
+    _, S, H, K = q_BxSxHxK.shape
+    block = next(b for b in (512, 256, 128) if S % b == 0)  # 512: MaxText's default tile
+    sizes = sa.BlockSizes(block_q=block, block_kv=block, block_kv_compute=block,
+                          block_q_dkv=block, block_kv_dkv=block, block_kv_dkv_compute=block,
+                          block_q_dq=block, block_kv_dq=block)
+    kernel = sa.make_splash_mha(sa.MultiHeadMask([sa.CausalMask((S, S))] * H), block_sizes=sizes,
+                                head_shards=1, q_seq_shards=1, interpret=interpret)
+    # The kernel does not scale the logits: scale q, as the XLA path's softmax(q·k / sqrt(K)).
+    q_BxSxHxK = (q_BxSxHxK * (1.0 / math.sqrt(K))).astype(q_BxSxHxK.dtype)
+    to_heads = lambda x_BxSxHxK: jnp.swapaxes(x_BxSxHxK, 1, 2)  # the kernel's [H, S, K] per sequence
+    out_BxHxSxK = jax.vmap(kernel)(to_heads(q_BxSxHxK), to_heads(k_BxSxHxK), to_heads(v_BxSxHxK))
+    return jnp.swapaxes(out_BxHxSxK, 1, 2)
+
+
+def attention(q_BxSxHxK: jax.Array, k_BxSxHxK: jax.Array, v_BxSxHxK: jax.Array,
+              cfg: ModelConfig) -> jax.Array:
+    """Causal softmax attention by the configured implementation. Splash is a Pallas kernel,
+    which XLA cannot partition: under a mesh it runs per device on its batch rows and heads."""
+    implementation = attention_implementation(cfg)
+    if implementation != "splash":
+        return jax.nn.dot_product_attention(q_BxSxHxK, k_BxSxHxK, v_BxSxHxK, is_causal=True,
+                                            implementation=implementation)
+    mesh = active_mesh()
+    check_splash(cfg, mesh.devices.flat[0].platform if mesh is not None else jax.default_backend())
+    local = functools.partial(splash_attention, interpret=_splash_interpret.get())
+    if mesh is None:
+        return local(q_BxSxHxK, k_BxSxHxK, v_BxSxHxK)
+    spec = partition_spec(("batch", None, "heads", None), q_BxSxHxK.shape, mesh)
+    return jax.shard_map(local, mesh=mesh, in_specs=(spec, spec, spec), out_specs=spec,
+                         check_vma=False)(q_BxSxHxK, k_BxSxHxK, v_BxSxHxK)
 
 
 @jax.custom_vjp
@@ -102,8 +169,7 @@ def block(x_BxSxW: jax.Array, p: dict, cfg: ModelConfig) -> jax.Array:
     q_BxSxHxK, k_BxSxHxK, v_BxSxHxK = (qkv_BxSx3xHxK[:, :, i] for i in range(3))
     if cfg.positions == "rope":
         q_BxSxHxK, k_BxSxHxK = rope(q_BxSxHxK, cfg.rope_base), rope(k_BxSxHxK, cfg.rope_base)
-    att_BxSxHxK = jax.nn.dot_product_attention(
-        q_BxSxHxK, k_BxSxHxK, v_BxSxHxK, is_causal=True, implementation=attention_implementation(cfg))
+    att_BxSxHxK = attention(q_BxSxHxK, k_BxSxHxK, v_BxSxHxK, cfg)
     out_BxSxW = jnp.einsum("bshk,hkw->bsw", att_BxSxHxK, p["out_kernel"])
     if cfg.use_bias:
         out_BxSxW = out_BxSxW + p["out_b"]

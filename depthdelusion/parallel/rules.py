@@ -62,6 +62,11 @@ def activation_sharding(mesh: Mesh) -> Iterator[None]:
         _active_mesh.reset(token)
 
 
+def active_mesh() -> Mesh | None:
+    """The mesh of the enclosing `activation_sharding`, if any."""
+    return _active_mesh.get()
+
+
 def constrain(x: jax.Array, logical_axes: Sequence[str | None]) -> jax.Array:
     """Sharding constraint by logical axes; a no-op outside `activation_sharding`."""
     mesh = _active_mesh.get()

@@ -172,7 +172,8 @@ def bench(cfg: Config, steps: int = 20, warmup: int = 3, layer_stats: str = "nev
         r = step["layer_stats"].median_s / step["plain"].median_s
         cost = {"every_step": r, "every_100": (99 + r) / 100}
     model = (f"{mc.depth}L x {mc.width}W, V {mc.vocab_size}, seq {mc.seq_len}, batch {tc.batch_size}, "
-             f"{mc.compute_dtype} compute, remat {mc.remat}, attention {mc.attention}")
+             f"{mc.compute_dtype} compute, remat {mc.remat}, attention {mc.attention}"
+             + (f", {tc.grad_accum_steps} microbatches" if tc.grad_accum_steps > 1 else ""))
     return BenchResult(
         device_kind=jax.devices()[0].device_kind, devices=mesh.size, model=model,
         params=size.count_params(mc), tokens_per_step=tokens_per_step, flops_per_token=fpt,

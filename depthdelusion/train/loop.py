@@ -8,6 +8,7 @@ the data iterator where it was, so the losses are those of an uninterrupted run.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import signal
@@ -32,7 +33,7 @@ from depthdelusion.train.step import build_trainer
 # how a run is watched or executed, never its numbers.
 RESUMABLE_CHANGES = {
     "train": {"log_every", "layer_stats_every", "eval_every", "checkpoint_every", "checkpoint_minutes",
-              "keep_checkpoints"},
+              "keep_checkpoints", "profile_steps", "grad_accum_steps"},
     "data": {"workers", "prefetch"},
     "mesh": {"data", "fsdp", "tensor"},
 }
@@ -121,6 +122,36 @@ def _any_process(*flags: bool) -> tuple[bool, ...]:
 
     gathered_PxF = multihost_utils.process_allgather(np.asarray(flags, np.int32))
     return tuple(bool(v) for v in np.asarray(gathered_PxF).reshape(-1, len(flags)).any(axis=0))
+
+
+class _StepProfiler:
+    """A jax.profiler trace of steps START..STOP (train.profile_steps) into OUT/profile/, each
+    step annotated with its number. Tracing stops once step STOP's device work is done."""
+
+    def __init__(self, cfg: Config, out: epath.Path, first_step: int):
+        profile = cfg.train.profile_range()
+        self.start, self.stop = (max(profile[0], first_step), profile[1]) if profile else (0, -1)
+        self.log_dir = out / "profile"
+        self.active = False
+
+    def before(self, step: int) -> None:
+        if step == self.start and step <= self.stop:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            jax.profiler.start_trace(str(self.log_dir))
+            self.active = True
+
+    def annotate(self, step: int):
+        return jax.profiler.StepTraceAnnotation("train", step_num=step) if self.active else contextlib.nullcontext()
+
+    def after(self, step: int, state) -> None:
+        if self.active and step == self.stop:
+            jax.block_until_ready(state)
+            self.close()
+
+    def close(self) -> None:
+        if self.active:
+            self.active = False
+            jax.profiler.stop_trace()
 
 
 class _Preemption:
@@ -263,12 +294,16 @@ def train(cfg: Config, out: epath.PathLike) -> dict[str, Any]:
 
     step = start_step
     pending = None
+    profiler = _StepProfiler(cfg, out, start_step + 1)
     try:
         with _Preemption() as preemption:
             for step in range(start_step + 1, tc.steps + 1):
+                profiler.before(step)
                 tokens = jax.make_array_from_process_local_data(trainer.batch_sharding, next(batches))
                 step_fn = trainer.step_with_layer_stats if _is_layer_stats_step(step, cfg) else trainer.step
-                state, metrics = step_fn(state, tokens)
+                with profiler.annotate(step):
+                    state, metrics = step_fn(state, tokens)
+                profiler.after(step, state)
                 if eval_set is not None and (step % tc.eval_every == 0 or step == tc.steps):
                     metrics = {**metrics, "eval_loss": sum(trainer.eval_loss(state, b) for b in eval_set) / len(eval_set)}
                 if pending is not None:
@@ -296,6 +331,7 @@ def train(cfg: Config, out: epath.PathLike) -> dict[str, Any]:
         summary("failed", step, f"{type(err).__name__}: {err}")
         raise
     finally:
+        profiler.close()
         checkpointer.close()
         batches.close()
         if writer is not None:

@@ -3,6 +3,8 @@
 Two variants are compiled: the plain step (loss, lr, global grad norm) and the layer-stats step,
 which also returns per-layer weight-gradient norms and activation-gradient norms ‖∂L/∂h_l‖ of
 the residual stream entering each block (from `grad_probe`, no second backward pass).
+With `train.grad_accum_steps` = k > 1 the batch is processed as k microbatches in a `lax.scan`
+(activations of one microbatch live at a time) and their gradients averaged before one update.
 """
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from depthdelusion.config import Config
-from depthdelusion.model.transformer import Transformer
-from depthdelusion.parallel.rules import activation_sharding, named_sharding
+from depthdelusion.model.transformer import Transformer, check_splash
+from depthdelusion.parallel.rules import activation_sharding, constrain, named_sharding
 from depthdelusion.train.optimizer import lr_schedule, make_optimizer
 
 
@@ -46,14 +48,29 @@ def shardings_from_metadata(tree: Any, mesh: Mesh) -> Any:
     return jax.tree.map(one, tree, is_leaf=lambda x: isinstance(x, nnx.Variable))
 
 
-def batch_sharding(mesh: Mesh, global_batch: int) -> NamedSharding:
+def batch_sharding(mesh: Mesh, global_batch: int, grad_accum_steps: int = 1) -> NamedSharding:
     n_data = mesh.shape["data"] * mesh.shape["fsdp"]
     if global_batch % n_data:
         raise ValueError(
             f"train.batch_size={global_batch} is not divisible by the data-parallel size "
             f"data*fsdp={n_data} of the mesh: use a multiple of {n_data}"
         )
+    if global_batch % (grad_accum_steps * n_data):
+        raise ValueError(
+            f"train.batch_size={global_batch} is not divisible by train.grad_accum_steps={grad_accum_steps} "
+            f"x the data-parallel size data*fsdp={n_data}: every microbatch is split over the "
+            f"data-parallel devices; use a multiple of {grad_accum_steps * n_data}"
+        )
     return named_sharding(("batch", None), (global_batch, 1), mesh)
+
+
+def microbatches(tokens_BxS1: jax.Array, k: int) -> jax.Array:
+    """[B, S+1] -> [k, B/k, S+1]; microbatch i holds rows i, i+k, i+2k, ... A device's
+    contiguous block of batch rows is spread evenly over the microbatches, so splitting needs no
+    communication and every microbatch keeps the batch sharding."""
+    B = tokens_BxS1.shape[0]
+    tokens_KxMxS1 = jnp.swapaxes(tokens_BxS1.reshape(B // k, k, -1), 0, 1)
+    return constrain(tokens_KxMxS1, (None, "batch", None))
 
 
 def per_layer_sq_norm(stacked_grads: Any) -> jax.Array:
@@ -102,7 +119,10 @@ def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
     abstract_state = jax.eval_shape(create_state)
     graphdef = nnx.graphdef(nnx.eval_shape(lambda: Transformer(mc, rngs=nnx.Rngs(0))))
     state_sharding = shardings_from_metadata(abstract_state, mesh)
-    data_sharding = batch_sharding(mesh, tc.batch_size)
+    data_sharding = batch_sharding(mesh, tc.batch_size, tc.grad_accum_steps)
+    if mc.attention == "splash":
+        check_splash(mc, mesh.devices.flat[0].platform)
+    n_micro = tc.grad_accum_steps
     replicated = NamedSharding(mesh, PartitionSpec())
 
     def loss_fn(params, probes_D, tokens_BxS1):
@@ -110,12 +130,29 @@ def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
         logits_BxSxV = model(tokens_BxS1[:, :-1], probes_D)
         return cross_entropy(logits_BxSxV, tokens_BxS1[:, 1:])
 
+    def loss_and_grads(params, probes_D, tokens_BxS1):
+        """Mean loss, its gradient and the probes' (‖∂L/∂h_l‖²), over k = n_micro microbatches in turn.
+        L = (1/k) Σ_i L_i, so ∂L/∂θ = (1/k) Σ_i ∂L_i/∂θ and, as ∂L/∂h_l is (1/k) ∂L_i/∂h_l on
+        microbatch i's rows, ‖∂L/∂h_l‖² = (1/k²) Σ_i ‖∂L_i/∂h_l‖². Sums are kept in float32."""
+        grad_fn = jax.value_and_grad(loss_fn, argnums=(0, 1))
+        if n_micro == 1:
+            return grad_fn(params, probes_D, tokens_BxS1)
+        f32 = lambda tree: jax.tree.map(lambda x: x.astype(jnp.float32), tree)
+
+        def one(carry, micro_MxS1):
+            loss, (grads, probe_grads_D) = grad_fn(params, probes_D, micro_MxS1)
+            return jax.tree.map(jnp.add, carry, f32((loss, grads, probe_grads_D))), None
+
+        zeros = jax.tree.map(lambda x: jnp.zeros(x.shape, jnp.float32), (jnp.zeros(()), params, probes_D))
+        zeros = (zeros[0], jax.lax.with_sharding_constraint(zeros[1], state_sharding.params), zeros[2])
+        (loss, grads, probe_grads_D), _ = jax.lax.scan(one, zeros, microbatches(tokens_BxS1, n_micro))
+        grads = jax.tree.map(lambda g, p: (g / n_micro).astype(p.dtype), grads, params)
+        return loss / n_micro, (grads, None if probe_grads_D is None else probe_grads_D / n_micro**2)
+
     def train_step(state: TrainState, tokens_BxS1: jax.Array, layer_stats: bool):
         probes_D = jnp.zeros((mc.depth,), jnp.float32) if layer_stats else None
         with activation_sharding(mesh):
-            loss, (grads, probe_grads_D) = jax.value_and_grad(loss_fn, argnums=(0, 1))(
-                state.params, probes_D, tokens_BxS1
-            )
+            loss, (grads, probe_grads_D) = loss_and_grads(state.params, probes_D, tokens_BxS1)
         # The per-layer norms come free with the global norm: one reduction over the gradients.
         sq_D = per_layer_sq_norm(grads["blocks"])
         rest = {k: v for k, v in grads.items() if k != "blocks"}
@@ -152,7 +189,11 @@ def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
 
     def eval_loss(state: TrainState, tokens_BxS1: jax.Array) -> jax.Array:
         with activation_sharding(mesh):
-            return loss_fn(state.params, None, tokens_BxS1)
+            if n_micro == 1:
+                return loss_fn(state.params, None, tokens_BxS1)
+            # In microbatches too: the whole batch's logits may not fit where training's do.
+            return jax.lax.map(lambda micro_MxS1: loss_fn(state.params, None, micro_MxS1),
+                               microbatches(tokens_BxS1, n_micro)).mean()
 
     return Trainer(
         init=jax.jit(create_state, out_shardings=state_sharding),
