@@ -203,9 +203,11 @@ def with_param_convention(runs, convention: str = "total", *, tolerance: float =
         raise ValueError(f"unknown parameter-count convention {convention!r}; known: "
                          f"{', '.join(PARAM_CONVENTIONS)}")
     runs = load_runs(runs)
-    vocab = vocab or getattr(runs, "vocab_size", None) or VOCAB
-    if isinstance(vocab, np.ndarray):
-        vocab = int(vocab.flat[0])
+    if vocab is None:  # the runs' own vocabulary when they state one, else the paper's (GPT-2 BPE)
+        own = np.asarray(getattr(runs, "vocab_size", None) if getattr(runs, "vocab_size", None)
+                         is not None else [], float).ravel()
+        own = own[np.isfinite(own)]
+        vocab = int(own[0]) if len(own) and np.all(own == own[0]) else VOCAB
     D, W = runs.depth.astype(float), runs.width.astype(float)
     if convention == "non_embedding":
         own = np.asarray(getattr(runs, "params_non_embedding", np.full(len(runs), np.nan)), float)
