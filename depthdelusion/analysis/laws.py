@@ -11,7 +11,9 @@ A law is a plain Python function ``f(x, **params) -> predicted loss (nats)`` whe
         return E + A * x.N ** -alpha
 
 Parameter specs are ``(init_lo, init_hi[, "log"])`` or :class:`Param`. ``log`` parameters are
-positive scales fitted in log space; ``init`` spans the grid of starting points.
+positive scales fitted in log space; ``init`` spans the grid of starting points. A
+:class:`Param` also takes ``bounds``, the physical domain the fit keeps the parameter in (a
+fit that ends on a bound is flagged); tuple specs are unbounded (log ones: positive).
 """
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ INF = math.inf
 
 @dataclass(frozen=True)
 class Param:
-    """One law parameter: name, range of starting values, log-space flag, physical domain."""
+    """One law parameter: name, range of starting values, log-space flag, and physical domain
+    ``bounds`` (enforced by the fit; a parameter that ends on a bound is flagged)."""
 
     name: str
     init: tuple[float, float]
@@ -41,6 +44,10 @@ class Param:
             raise ValueError(f"parameter {self.name!r}: init range {self.init} must have lo <= hi")
         if self.log and lo <= 0:
             raise ValueError(f"parameter {self.name!r}: a log-space parameter needs a positive init range")
+        b0, b1 = self.bounds
+        if not b0 <= lo <= hi <= b1:
+            raise ValueError(f"parameter {self.name!r}: init range {self.init} must lie within its "
+                             f"bounds {self.bounds}")
 
 
 @dataclass(frozen=True)
@@ -149,34 +156,34 @@ def list_laws() -> list[Law]:
 _PAPER = "Depth Delusion (arXiv 2601.20994), Eq. 5-6"
 _E = Param("E", (0.5, 2.5), bounds=(0, INF), doc="irreducible loss (nats)")
 _A = Param("A", (10.0, 1e4), log=True, bounds=(0, INF), doc="capacity scale")
-_ALPHA = Param("alpha", (0.05, 0.6), bounds=(0, 3), doc="capacity exponent")
+_ALPHA = Param("alpha", (0.05, 0.6), bounds=(0, INF), doc="capacity exponent")
 _LAM = Param("lam", (0.01, 1.0), log=True, bounds=(0, INF), doc="depth-penalty scale (nats per layer at W=1)")
-_KAPPA = Param("kappa", (1.0, 4.0), bounds=(0, 20), doc="critical-depth slope: D_crit = κ ln W")
-_GAMMA = Param("gamma", (0.0, 0.8), bounds=(-2, 3), doc="width exponent of the depth penalty")
+_KAPPA = Param("kappa", (1.0, 4.0), bounds=(0, INF), doc="critical-depth slope: D_crit = κ ln W")
+_GAMMA = Param("gamma", (0.0, 0.8), bounds=(0, INF), doc="width exponent of the depth penalty")
 _B = Param("B", (10.0, 1e4), log=True, bounds=(0, INF), doc="data scale")
-_DELTA = Param("delta", (0.1, 0.5), bounds=(0, 3), doc="data exponent")
-_TOKENS_OFF = {"B": 0.0, "delta": 0.0}
+_BETA = Param("beta", (0.1, 0.5), bounds=(0, INF), doc="data exponent")
+_TOKENS_OFF = {"B": 0.0, "beta": 0.0}
 
 
-def _token_term(x: LawInputs, B, delta):
+def _token_term(x: LawInputs, B, beta):
     # B = 0 (fixed) marks the dropped term; T may then be NaN (unknown), which must not leak.
-    return 0.0 if np.ndim(B) == 0 and B == 0 else B * x.T ** -delta
+    return 0.0 if np.ndim(B) == 0 and B == 0 else B * x.T ** -beta
 
 
-def _depth_delusion(x, A, alpha, lam, kappa, gamma, E, B=0.0, delta=0.0):
+def _depth_delusion(x, A, alpha, lam, kappa, gamma, E, B=0.0, beta=0.0):
     excess = np.maximum(0.0, x.D - kappa * np.log(x.W))
-    return A * x.N ** -alpha + _token_term(x, B, delta) + lam * excess * x.W ** -gamma + E
+    return A * x.N ** -alpha + _token_term(x, B, beta) + lam * excess * x.W ** -gamma + E
 
 
-def _depth_delusion_relative(x, A, alpha, lam, kappa, gamma, E, B=0.0, delta=0.0):
+def _depth_delusion_relative(x, A, alpha, lam, kappa, gamma, E, B=0.0, beta=0.0):
     d_crit = kappa * np.log(x.W)
     excess = np.maximum(0.0, x.D - d_crit) / d_crit
-    return A * x.N ** -alpha + _token_term(x, B, delta) + lam * excess * x.W ** -gamma + E
+    return A * x.N ** -alpha + _token_term(x, B, beta) + lam * excess * x.W ** -gamma + E
 
 
-def _depth_delusion_power(x, A, alpha, lam, c, p, gamma, E, B=0.0, delta=0.0):
+def _depth_delusion_power(x, A, alpha, lam, c, p, gamma, E, B=0.0, beta=0.0):
     excess = np.maximum(0.0, x.D - c * x.W ** p)
-    return A * x.N ** -alpha + _token_term(x, B, delta) + lam * excess * x.W ** -gamma + E
+    return A * x.N ** -alpha + _token_term(x, B, beta) + lam * excess * x.W ** -gamma + E
 
 
 def _kaplan(x, E, A, alpha):
@@ -188,17 +195,17 @@ def _chinchilla(x, E, A, alpha, B, beta):
 
 
 _DD_PARAMS = {"A": _A, "alpha": _ALPHA, "lam": _LAM, "kappa": _KAPPA, "gamma": _GAMMA, "E": _E,
-              "B": _B, "delta": _DELTA}
+              "B": _B, "beta": _BETA}
 register_law(
     _depth_delusion, name="depth_delusion", params=_DD_PARAMS, source=_PAPER,
-    formula="A·N^−α [+ B·T^−δ] + λ·max(0, D − κ·ln W)·W^−γ + E",
+    formula="A·N^−α [+ B·T^−β] + λ·max(0, D − κ·ln W)·W^−γ + E",
     token_params=_TOKENS_OFF,
     doc="The paper's critical-depth ansatz: a capacity term, an optional data term (only when "
         "token counts are known and vary), and a linear penalty for depth beyond "
         "D_crit(W) = κ·ln W, shrinking with width as W^−γ.")
 register_law(
     _depth_delusion_relative, name="depth_delusion_relative", params=_DD_PARAMS, source=_PAPER + " (variant)",
-    formula="A·N^−α [+ B·T^−δ] + λ·max(0, D − D_crit)/D_crit·W^−γ + E,  D_crit = κ·ln W",
+    formula="A·N^−α [+ B·T^−β] + λ·max(0, D − D_crit)/D_crit·W^−γ + E,  D_crit = κ·ln W",
     token_params=_TOKENS_OFF,
     doc="As depth_delusion, with the excess depth measured relative to D_crit (the paper "
         "does not say which form it fitted).")
@@ -206,11 +213,11 @@ register_law(
     _depth_delusion_power, name="depth_delusion_power",
     params={"A": _A, "alpha": _ALPHA, "lam": _LAM,
             "c": Param("c", (0.3, 5.0), log=True, bounds=(0, INF), doc="critical-depth scale"),
-            "p": Param("p", (0.2, 0.6), bounds=(0, 2), doc="critical-depth exponent: D_crit = c·W^p "
+            "p": Param("p", (0.2, 0.6), bounds=(0, INF), doc="critical-depth exponent: D_crit = c·W^p "
                        "(comparable to the persistence exponent, 0.44 in the paper)"),
-            "gamma": _GAMMA, "E": _E, "B": _B, "delta": _DELTA},
+            "gamma": _GAMMA, "E": _E, "B": _B, "beta": _BETA},
     source=_PAPER + " (variant: D_crit ∝ ℓ(W) ∝ W^p, Hypothesis 3.3)",
-    formula="A·N^−α [+ B·T^−δ] + λ·max(0, D − c·W^p)·W^−γ + E",
+    formula="A·N^−α [+ B·T^−β] + λ·max(0, D − c·W^p)·W^−γ + E",
     token_params=_TOKENS_OFF,
     doc="As depth_delusion, with the power-law critical depth D_crit = c·W^p that the "
         "persistence-length argument predicts (p is the persistence exponent).")
@@ -221,7 +228,7 @@ register_law(
     doc="Shape-agnostic baseline: loss depends on the parameter count only.")
 register_law(
     _chinchilla, name="chinchilla",
-    params={"E": _E, "A": _A, "alpha": _ALPHA, "B": _B, "beta": Param("beta", (0.1, 0.5), bounds=(0, 3))},
+    params={"E": _E, "A": _A, "alpha": _ALPHA, "B": _B, "beta": _BETA},
     source="Hoffmann et al. 2022 (Chinchilla), Approach 3", needs_tokens=True,
     formula="E + A·N^−α + B·T^−β",
     doc="Shape-agnostic baseline with a data term; needs per-run token counts that vary.")

@@ -1,0 +1,160 @@
+"""A law's fitting problem: free parameters as a vector θ, batched predictions and residuals.
+
+θ holds scale parameters (``Param.log``) as their logarithm and the others as they are, with
+the parameters' physical bounds mapped to θ-space box bounds. With group offsets the law's
+``E`` is replaced by one free offset ``E[group]`` per group, every other parameter shared.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from .laws import Law, LawInputs, Param
+from .solver import BatchResult, minimize
+
+HUBER_THRESHOLD = 1e-3  # on log-loss residuals, as in Hoffmann et al. 2022
+OFFSET = "E"  # the additive offset a law must have for per-group offsets
+_BATCH_ELEMENTS = 4_000_000  # numbers per batched Jacobian evaluation (≈ 32 MB)
+
+
+def offset_name(group) -> str:
+    return f"{OFFSET}[{group}]"
+
+
+class Problem:
+    """The free parameters of ``law`` given ``fixed`` ones, on inputs ``x`` with losses ``y``.
+
+    ``offset_groups`` (sorted labels) and ``gidx`` (per run, index into them) turn on one
+    offset per group.
+    """
+
+    def __init__(self, law: Law, fixed: dict, x: LawInputs, y: np.ndarray, method: str,
+                 offset_groups: list | None = None, gidx: np.ndarray | None = None):
+        self.law, self.fixed, self.x, self.y, self.method = law, dict(fixed), x, np.asarray(y, float), method
+        self.offset_groups = list(offset_groups) if offset_groups is not None else None
+        self.gidx = None if gidx is None else np.asarray(gidx, int)
+        free = []
+        for p in law.params:
+            if p.name in self.fixed:
+                continue
+            if self.offset_groups is not None and p.name == OFFSET:
+                free += [replace(p, name=offset_name(g)) for g in self.offset_groups]
+            else:
+                free.append(p)
+        self.free: list[Param] = free
+        self.names = [p.name for p in free]
+        self.is_log = np.array([p.log for p in free], bool)
+        self.lo, self.hi = self._theta_bounds()
+        self.broadcasts = None  # whether the law takes (M, 1) parameter arrays; None: untried
+        self.run_names: list | None = None  # for error messages
+        self.huber = HUBER_THRESHOLD if method == "huber" else None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.target = np.log(self.y) if method == "huber" else self.y
+
+    @property
+    def k(self) -> int:
+        return len(self.free)
+
+    def _theta_bounds(self):
+        lo, hi = [], []
+        for p in self.free:
+            b0, b1 = p.bounds
+            if p.log:
+                lo.append(math.log(b0) if b0 > 0 else -np.inf)
+                hi.append(math.log(b1) if np.isfinite(b1) else np.inf)
+            else:
+                lo.append(b0)
+                hi.append(b1)
+        return np.array(lo, float), np.array(hi, float)
+
+    # --- parameter vectors -------------------------------------------------------------------
+    def values(self, theta) -> dict:
+        """Natural values of the free parameters (E[group] keys for offsets) and fixed ones."""
+        vals = dict(self.fixed)
+        for p, t in zip(self.free, np.asarray(theta, float)):
+            vals[p.name] = float(math.exp(min(max(t, -700.0), 700.0))) if p.log else float(t)
+        return vals
+
+    def natural(self, theta_MxK: np.ndarray) -> np.ndarray:
+        t = np.atleast_2d(theta_MxK)
+        return np.where(self.is_log, np.exp(np.clip(t, -700.0, 700.0)), t)
+
+    # --- predictions -------------------------------------------------------------------------
+    def law_kwargs(self, theta_MxK: np.ndarray, gidx=None) -> dict:
+        """Law keyword arguments for M parameter vectors: (M, 1) columns; the offset as
+        (M, n) when per-group offsets are on."""
+        nat = self.natural(theta_MxK)
+        vals = {k: v for k, v in self.fixed.items()}
+        offsets = []
+        for j, p in enumerate(self.free):
+            if self.offset_groups is not None and p.name.startswith(OFFSET + "["):
+                offsets.append(nat[:, j])
+            else:
+                vals[p.name] = nat[:, j:j + 1]
+        if self.offset_groups is not None:
+            gidx = self.gidx if gidx is None else gidx
+            vals[OFFSET] = np.stack(offsets, axis=1)[:, gidx]
+        return vals
+
+    def predict_many(self, theta_MxK, x: LawInputs | None = None, gidx=None) -> np.ndarray:
+        """Predictions (M, n). Laws that do not broadcast over (M, 1) parameters are evaluated
+        one vector at a time."""
+        x = self.x if x is None else x
+        theta_MxK = np.atleast_2d(np.asarray(theta_MxK, float))
+        M, n = len(theta_MxK), len(x.D)
+        if self.broadcasts is not False:
+            try:
+                with np.errstate(all="ignore"):
+                    out = np.asarray(self.law(x, **self.law_kwargs(theta_MxK, gidx)), float) * np.ones((M, n))
+                self.broadcasts = True
+                return out
+            except (ValueError, TypeError):
+                if self.broadcasts:
+                    raise
+                self.broadcasts = False
+        rows = []
+        gidx = self.gidx if gidx is None else gidx
+        for nat in self.natural(theta_MxK):
+            kw, offsets = dict(self.fixed), []
+            for j, p in enumerate(self.free):
+                if self.offset_groups is not None and p.name.startswith(OFFSET + "["):
+                    offsets.append(nat[j])
+                else:
+                    kw[p.name] = float(nat[j])
+            if offsets:
+                kw[OFFSET] = np.array(offsets)[gidx]
+            with np.errstate(all="ignore"):
+                rows.append(np.asarray(self.law(x, **kw), float) * np.ones(n))
+        return np.stack(rows)
+
+    def predict(self, theta, x: LawInputs | None = None, gidx=None) -> np.ndarray:
+        return self.predict_many(np.asarray(theta, float)[None], x, gidx)[0]
+
+    def residuals(self, theta_MxK) -> np.ndarray:
+        """Residuals (M, n): prediction − loss (nats) for least squares, ln prediction − ln loss
+        for Huber; non-finite where the law is."""
+        pred = self.predict_many(theta_MxK)
+        with np.errstate(all="ignore"):
+            return (np.log(pred) if self.huber else pred) - self.target
+
+    def solve(self, theta0_MxK, weights_MxN=None, frozen_MxK=None, max_iter=300) -> BatchResult:
+        """Solve M problems (rows) in batches small enough that one batched Jacobian
+        evaluation stays near ``_BATCH_ELEMENTS`` numbers (the problems are independent, so
+        batching does not change the results)."""
+        theta0_MxK = np.atleast_2d(theta0_MxK)
+        M, n = len(theta0_MxK), len(self.y)
+        if weights_MxN is None:
+            weights_MxN = np.ones((M, n))
+        size = max(1, _BATCH_ELEMENTS // ((self.k + 1) * n))
+        parts = []
+        for a in range(0, M, size):
+            b = slice(a, a + size)
+            parts.append(minimize(self.residuals, theta0_MxK[b], weights_MxN[b], self.lo, self.hi,
+                                  frozen_MxK=None if frozen_MxK is None else frozen_MxK[b],
+                                  huber_threshold=self.huber, max_iter=max_iter))
+        if len(parts) == 1:
+            return parts[0]
+        return BatchResult(*(np.concatenate([getattr(p, f) for p in parts])
+                             for f in ("theta", "objective", "status")))

@@ -1,0 +1,228 @@
+"""Profile-likelihood intervals: fix one parameter, refit the others, find where the fit
+gets significantly worse.
+
+For a least-squares fit with Gaussian errors of unknown variance, the profile
+likelihood-ratio statistic of parameter ψ is Λ(ψ) = n·ln(RSS(ψ) / RSS_min), where RSS(ψ) is
+the best residual sum of squares with ψ held fixed; the 95% interval is {ψ : Λ(ψ) < χ²₁(0.95)
+= 3.84} (Venzon & Moolgavkar 1988; Bates & Watts 1988, ch. 6). It follows the curvature of the
+objective instead of assuming the quadratic one the Jacobian interval assumes, so it is the
+standard for nonlinear parameters such as a kink location. For a Huber fit (objective
+H = Σ ρ(rᵢ)) we use the same statistic with H in place of the RSS, n·ln(H(ψ)/H_min) — an
+approximation, Huber being no likelihood. We tried the Schrader & Hettmansperger (1980)
+drop-in-dispersion test 2ξ·(H(ψ) − H_min), ξ = Σψ'/Σψ²: with the 1e-3 threshold on log-loss
+residuals of a few percent, ξ rests on the few residuals inside the threshold, which an
+L1-like fit interpolates, and its intervals came out far narrower than the bootstrap's (α on
+the paper data: [0.096, 0.152] vs bootstrap [0.095, 0.221]); n·ln(H(ψ)/H_min) gave
+[0.092, 0.213], and matched the bootstrap as closely on two synthetic tables.
+At a parameter's bound (λ = 0, an exponent = 0) the χ²₁ cut is conservative
+(the null distribution is then a 50:50 mixture of χ²₀ and χ²₁). One caution for a penalty scale
+such as λ: at λ = 0 the penalty's other parameters (κ, γ) no longer affect the fit, and a test
+with parameters unidentified under the null (Davies 1987) has a null distribution wider than
+χ²₁ — so "λ's profile interval excludes 0" is weaker evidence than it looks; compare the laws
+with and without the penalty by AICc/BIC as well.
+
+Each profile point is refitted from several starts — the optimum with ψ replaced, the cold
+multi-start points with ψ replaced, then the neighbouring points' solutions — so that a
+point does not stay in one basin of a multimodal objective. An interval end is reported as
+±inf when the profile never crosses the threshold before the parameter's (infinite) bound:
+the data do not bound it on that side.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats
+
+from .problem import Problem
+from .solver import FAILED
+
+LEVEL = 0.95
+CRITICAL = float(stats.chi2.ppf(LEVEL, 1))  # 3.841
+_OFFSETS = 2.0 ** np.arange(-2, 12)  # multiples of the step h outward from the optimum
+_REFINE = 6  # interior points evaluated in the bracketing interval of a crossing
+class Statistic:
+    """Λ(objective) for profile points, with its description."""
+
+    def __init__(self, problem: Problem, objective_hat: float):
+        n = len(problem.y)
+        self.describe = ("Λ = n·ln(RSS_ψ / RSS_min)" if problem.huber is None else
+                         "Λ = n·ln(H_ψ / H_min), H the Huber objective (approximate)")
+        self._f = lambda obj: n * np.log(obj / objective_hat)
+
+    def __call__(self, obj):
+        # a point no start could refit (non-finite predictions) is missing, not a crossing
+        with np.errstate(all="ignore"):
+            return np.where(np.isfinite(obj), self._f(np.asarray(obj, float)), np.nan)
+
+
+@dataclass
+class Profile:
+    """One parameter's profile: natural values, statistic Λ at each, and the interval.
+
+    ``interval`` ends are ±inf when open (not crossed before an infinite bound) and equal
+    to the bound when the profile reaches a finite bound without crossing
+    (``reaches_bound`` names the side)."""
+
+    name: str
+    values: np.ndarray
+    statistic: np.ndarray
+    interval: tuple
+    reaches_bound: list = field(default_factory=list)
+    better_fit: float | None = None  # Λ < 0 found: a lower objective than the optimum
+    better_theta: np.ndarray | None = None  # the θ (all free parameters) where it was found
+
+
+def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statistic,
+                      cold_starts: np.ndarray, se_theta: np.ndarray, names=None) -> dict:
+    """Profiles of ``names`` (default: every free parameter) around the optimum ``theta_hat``."""
+    names = list(problem.names if names is None else names)
+    out = {}
+    plans = []  # (name, j, side, theta_j points)
+    for name in names:
+        j = problem.names.index(name)
+        h = _step(problem, j, theta_hat, se_theta[j])
+        for side in (-1, 1):
+            pts = theta_hat[j] + side * h * _OFFSETS
+            bound = problem.lo[j] if side < 0 else problem.hi[j]
+            if np.isfinite(bound):
+                inside = pts[(pts - bound) * side < 0]
+                pts = np.append(inside, bound)
+            plans.append((name, j, side, pts, bool(np.isfinite(bound))))
+    evaluated = _evaluate(problem, theta_hat, cold_starts, plans)
+    # refine each crossing between its bracketing points
+    refine_plans, brackets = [], {}
+    for (name, j, side, pts, _), (obj, sols) in zip(plans, evaluated):
+        stat = statistic(obj)
+        cross = np.flatnonzero(np.nan_to_num(stat, nan=-np.inf) >= CRITICAL)
+        if len(cross):
+            c = cross[0]
+            a = theta_hat[j] if c == 0 else pts[c - 1]
+            inner = np.linspace(a, pts[c], _REFINE + 2)[1:-1]
+            refine_plans.append((name, j, side, inner, False))
+            brackets[(name, side)] = len(refine_plans) - 1
+    refined = _evaluate(problem, theta_hat, cold_starts, refine_plans) if refine_plans else []
+    for name in names:
+        j = problem.names.index(name)
+        all_t, all_s, ends, at_bound, better = [theta_hat[j]], [0.0], {}, [], None
+        all_sol = [theta_hat]
+        for (pname, pj, side, pts, bounded), (obj, sols) in zip(plans, evaluated):
+            if pname != name:
+                continue
+            stat = statistic(obj)
+            t, s, sol = list(pts), list(stat), list(sols)
+            if (name, side) in brackets:
+                r_obj, r_sols = refined[brackets[(name, side)]]
+                t += list(refine_plans[brackets[(name, side)]][3])
+                s += list(statistic(r_obj))
+                sol += list(r_sols)
+            order = np.argsort(np.asarray(t) * side)
+            t, s = np.asarray(t)[order], np.asarray(s)[order]
+            all_sol += [sol[i] for i in order]
+            all_t += list(t)
+            all_s += list(s)
+            ends[side], hit = _end(theta_hat[j], t, s, side, bounded)
+            if hit:
+                at_bound.append("lower" if side < 0 else "upper")
+        finite = np.isfinite(all_s)
+        lowest = np.nanmin(np.where(finite, all_s, np.nan)) if finite.any() else 0.0
+        better_theta = None
+        if lowest < -1e-4:
+            better = float(lowest)
+            better_theta = np.asarray(all_sol[int(np.nanargmin(np.where(finite, all_s, np.nan)))])
+        order = np.argsort(all_t)
+        tt = np.asarray(all_t)[order]
+        vals = np.exp(np.clip(tt, -700, 700)) if problem.is_log[j] else tt
+        lo = _natural(problem, j, ends[-1])
+        hi = _natural(problem, j, ends[1])
+        if problem.is_log[j] and ends[-1] == -np.inf:
+            lo = 0.0 if problem.free[j].bounds[0] == 0 else lo
+        out[name] = Profile(name, vals, np.asarray(all_s)[order], (lo, hi), at_bound, better,
+                            better_theta)
+    return out
+
+
+def _natural(problem, j, t):
+    if not np.isfinite(t):
+        return float(t)
+    return float(np.exp(np.clip(t, -700, 700))) if problem.is_log[j] else float(t)
+
+
+def _step(problem: Problem, j: int, theta_hat, se) -> float:
+    """A step of about one standard error, clipped to a sane range for the parameter."""
+    p = problem.free[j]
+    if p.log:
+        lo, hi = 0.02, 2.0
+    else:
+        scale = max(abs(theta_hat[j]), abs(p.init[1] - p.init[0]), 1e-3)
+        lo, hi = 0.01 * scale, scale
+    return float(np.clip(se if np.isfinite(se) and se > 0 else hi, lo, hi))
+
+
+def _end(t_hat, t, s, side, bounded):
+    """The first crossing of CRITICAL walking outward (linear interpolation between the
+    bracketing points). Without one: the bound when the walk ended at a finite bound (closed
+    there), else ±inf (open). Returns (end, reached_bound)."""
+    prev_t, prev_s = t_hat, 0.0
+    for ti, si in zip(t, s):
+        if not np.isfinite(si):
+            continue
+        if si >= CRITICAL:
+            frac = (CRITICAL - prev_s) / (si - prev_s) if si > prev_s else 0.0
+            return prev_t + np.clip(frac, 0.0, 1.0) * (ti - prev_t), False
+        prev_t, prev_s = ti, si
+    if bounded:
+        return t[-1], True
+    return side * np.inf, False
+
+
+def _evaluate(problem: Problem, theta_hat, cold_starts, plans):
+    """Refit every planned point; returns per plan (objective (P,), solutions (P, k))."""
+    if not plans:
+        return []
+    k = problem.k
+    rows, frozen, owner = [], [], []
+    for pi, (_, j, _, pts, _) in enumerate(plans):
+        for pos, tj in enumerate(pts):
+            for start in (theta_hat, *cold_starts):
+                t0 = np.array(start, float)
+                t0[j] = tj
+                rows.append(t0)
+                f = np.zeros(k, bool)
+                f[j] = True
+                frozen.append(f)
+                owner.append((pi, pos))
+    rows, frozen = np.array(rows), np.array(frozen)
+    res = problem.solve(rows, frozen_MxK=frozen)
+    best = _best_per_point(plans, owner, res)
+    # second pass: start each point from its neighbours' solutions
+    rows2, frozen2, owner2 = [], [], []
+    for pi, (_, j, _, pts, _) in enumerate(plans):
+        for pos, tj in enumerate(pts):
+            for nb in (pos - 1, pos + 1):
+                if 0 <= nb < len(pts) and np.isfinite(best[pi][0][nb]):
+                    t0 = best[pi][1][nb].copy()
+                    t0[j] = tj
+                    rows2.append(t0)
+                    f = np.zeros(k, bool)
+                    f[j] = True
+                    frozen2.append(f)
+                    owner2.append((pi, pos))
+    if rows2:
+        res2 = problem.solve(np.array(rows2), frozen_MxK=np.array(frozen2))
+        best2 = _best_per_point(plans, owner2, res2)
+        for pi in range(len(plans)):
+            better = best2[pi][0] < best[pi][0]
+            best[pi][0][better] = best2[pi][0][better]
+            best[pi][1][better] = best2[pi][1][better]
+    return best
+
+
+def _best_per_point(plans, owner, res):
+    best = [[np.full(len(p[3]), np.inf), np.full((len(p[3]), len(res.theta[0])), np.nan)] for p in plans]
+    for row, (pi, pos) in enumerate(owner):
+        obj = res.objective[row]
+        if res.status[row] != FAILED and np.isfinite(obj) and obj < best[pi][0][pos]:
+            best[pi][0][pos] = obj
+            best[pi][1][pos] = res.theta[row]
+    return best
