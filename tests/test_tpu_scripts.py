@@ -204,7 +204,7 @@ def test_setup_and_run_execute_on_every_worker(slice_):
     for w in (0, 1):
         (call,) = run_calls(root, w)
         assert call["argv"] == "-m depthdelusion sweep experiments/paper baseline.yaml --out gs://bkt/runs/base"
-        assert call["cwd"] == str(worker_home(root, w))
+        assert call["cwd"] == str(worker_home(root, w) / "depthdelusion")  # experiments/... resolve
         assert call["env"] == {"cache": "gs://bkt/runs/base/jax_cache", "distributed": "1",
                                "xla": "--xla_a --xla_b", "wandb": "dd"}
         log = (worker_home(root, w) / "depthdelusion" / "logs" / f"worker-{w}.log").read_text()
@@ -250,3 +250,30 @@ def test_stop_ends_the_run_on_every_worker_with_the_preemption_status(slice_):
 def test_run_before_setup_says_so(slice_):
     proc = slice_("run.sh", "--", "train", "x.yaml", "--out", "gs://bkt/r", check=False)
     assert proc.returncode != 0 and "run tpu/setup.sh first" in proc.stderr
+
+
+def test_every_worker_installs_pinned_versions_on_python_3_11():
+    """tpu/constraints.txt pins (==) every runtime dependency, each within pyproject's bounds, and
+    the Python worker.sh installs is one requires-python admits (the TPU images ship 3.10)."""
+    import re
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = {}
+    for line in (TPU / "constraints.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[canonicalize_name(name)] = version.strip()
+    required = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["tpu"]]
+    for req in required + [Requirement("libtpu"), Requirement("tensorstore")]:
+        name = canonicalize_name(req.name)
+        assert name in pins, f"{req.name} is not pinned in tpu/constraints.txt"
+        assert req.specifier.contains(pins[name]), f"{req.name}=={pins[name]} is outside pyproject's {req.specifier}"
+    python = re.search(r"^PYTHON_VERSION=(\S+)", (TPU / "worker.sh").read_text(), re.M).group(1)
+    assert SpecifierSet(project["requires-python"]).contains(python)
+    assert not SpecifierSet(project["requires-python"]).contains("3.10.12")  # jax 0.10 needs 3.11

@@ -109,6 +109,7 @@ cmd_supervise() {
     gcloud storage cp --quiet "$log" "$out/logs/worker-$id.log" >/dev/null 2>&1 \
       && gcloud storage cp --quiet "$status" "$out/logs/worker-$id.status" >/dev/null 2>&1
   }
+  cd "$DD_HOME" # relative paths in the command (experiments/...) are the checkout's
   echo "=== worker $id, $(date -u +%Y-%m-%dT%H:%M:%SZ): depthdelusion $*" >>"$log"
   # A preempted VM takes its disk along: its log survives up to the last copy.
   (while sleep "${DD_LOG_COPY_SECONDS:-300}"; do copy_logs || true; done) &
