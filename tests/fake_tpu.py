@@ -4,7 +4,8 @@ directory under ROOT/workers/<id>/ (with a fake metadata `curl`, `python3` and `
 the `python` that uv puts in the environment standing in for training); `tpu-vm scp` copies
 there; `storage cp/cat` reads and writes ROOT/gcs/<bucket>/<key>; queued resources go through
 PROVISIONING to ACTIVE and are preempted (SIGTERM to every worker's run, then the VMs and their
-disks vanish, state SUSPENDED) at the describe calls listed in FAKE_PREEMPT."""
+disks vanish, state SUSPENDED): the k-th slice at the first describe after worker 0's training
+reached FAKE_PREEMPT's k-th step count."""
 from __future__ import annotations
 
 import json
@@ -23,7 +24,9 @@ root = Path(os.environ["FAKE_ROOT"])
 state_file = root / "state.json"
 state = json.loads(state_file.read_text()) if state_file.exists() else {"qr": None, "incarnation": 0}
 def save():
-    state_file.write_text(json.dumps(state))
+    tmp = state_file.with_suffix(f".{os.getpid()}")
+    tmp.write_text(json.dumps(state))
+    tmp.replace(state_file)
 def flag(name, default=None):
     for a in argv:
         if a.startswith(f"--{name}="):
@@ -48,7 +51,7 @@ def stop_workers():
             os.killpg(int(pidfile.read_text()), signal.SIGTERM)
         except (ProcessLookupError, ValueError):
             continue
-        deadline = time.time() + 20
+        deadline = time.time() + 60
         while pidfile.exists() and time.time() < deadline:
             time.sleep(0.05)
     shutil.rmtree(workers_dir(), ignore_errors=True)
@@ -77,7 +80,9 @@ if argv[:3] == ["compute", "tpus", "queued-resources"]:
             qr["describes"] += 1
             plan = [int(x) for x in os.environ.get("FAKE_PREEMPT", "").split(",") if x]
             k = state["incarnation"] - 1
-            if k < len(plan) and qr["describes"] >= plan[k]:
+            progress = root / "gcs" / "progress-0"
+            done = int(progress.read_text().strip() or 0) if progress.exists() else 0  # may be mid-write
+            if k < len(plan) and done >= plan[k]:
                 stop_workers()
                 qr["state"] = "SUSPENDED"
             print(qr["state"])
@@ -175,6 +180,7 @@ if [[ "$1" == -c ]]; then echo "python 3.11.18, jax 0.10.2"; exit 0; fi
 env_json="{\"cache\": \"${JAX_COMPILATION_CACHE_DIR:-}\", \"distributed\": \"${DEPTHDELUSION_DISTRIBUTED:-}\", \"xla\": \"${XLA_FLAGS:-}\", \"wandb\": \"${WANDB_PROJECT:-}\"}"
 echo "{\"argv\": \"$*\", \"cwd\": \"$PWD\", \"env\": $env_json}" >> "$HOME/run.calls"
 progress="$FAKE_ROOT/gcs/progress-$FAKE_WORKER_ID"
+mkdir -p "$FAKE_ROOT/gcs"
 step=$(cat "$progress" 2>/dev/null || echo 0)
 echo "resuming at step $step"
 trap 'echo "SIGTERM: saved the checkpoint at step $step"; exit 75' TERM

@@ -21,16 +21,17 @@ def babysit(tmp_path, *args, **env):
 
 
 def test_two_preemptions_then_the_sweep_finishes(tmp_path):
-    # The queued resource is preempted at its 4th ACTIVE describe, twice; the third slice lives.
-    proc, root, log = babysit(tmp_path, "--max-retries", "3", FAKE_PREEMPT="4,4", FAKE_STEPS="40",
-                                   FAKE_STEP_SECONDS="0.25")
+    # The first slice is preempted once the training reached step 5, the second at step 15;
+    # the third lives to step 40.
+    proc, root, log = babysit(tmp_path, "--max-retries", "3", FAKE_PREEMPT="5,15", FAKE_STEPS="40",
+                              FAKE_STEP_SECONDS="0.1")
     assert proc.returncode == 0, proc.stderr[-3000:]
     events = [line.split(": ", 1)[1] for line in log.splitlines()]
     assert events[0].startswith("start: sweep experiments/paper_large.yaml")
     assert events.count("no queued resource: creating a spot v6e-64") == 3
     assert events.count("setting up every worker") == 3
     assert events.count("queued resource is SUSPENDED: the slice was preempted") == 2
-    assert events.count("deleting the preempted queued resource") == 2
+    assert events.count("queued resource is SUSPENDED: deleting it") == 2
     assert "restart 2 of 3: re-running the same command (it resumes)" in events
     assert events[-1] == "finished: every worker exited 0"
     recorded = calls(root)
@@ -45,7 +46,8 @@ def test_two_preemptions_then_the_sweep_finishes(tmp_path):
         assert last["argv"] == "-m depthdelusion " + " ".join(COMMAND[1:])
         assert (root / "gcs" / f"progress-{w}").read_text().strip() == "40"
         worker_log = (worker_home(root, w) / "depthdelusion" / "logs" / f"worker-{w}.log").read_text()
-        assert "resuming at step 0" not in worker_log and "exit status 0" in worker_log
+        resumed_at = int(worker_log.split("resuming at step ")[1].split()[0])
+        assert resumed_at >= 15 and "exit status 0" in worker_log
         assert (root / "gcs" / "bkt" / "runs" / "large" / "logs" / f"worker-{w}.status").read_text().strip() == "0"
 
 

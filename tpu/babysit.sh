@@ -59,9 +59,18 @@ log() {
   echo "$line" >>"$logfile"
 }
 
+# The queued resource's state; NOT_FOUND when three describes in a row fail (one failed API
+# call must not pass for a preemption).
 qr_state() {
-  gcloud compute tpus queued-resources describe "$DD_TPU_NAME" "${DD_LOCATION[@]}" \
-    --format='value(state.state)' 2>/dev/null || echo NOT_FOUND
+  local try
+  for try in 1 2 3; do
+    if gcloud compute tpus queued-resources describe "$DD_TPU_NAME" "${DD_LOCATION[@]}" \
+      --format='value(state.state)' 2>/dev/null; then
+      return 0
+    fi
+    [[ "$try" -eq 3 ]] || sleep "$poll"
+  done
+  echo NOT_FOUND
 }
 
 # Until the queued resource is ACTIVE and set up; returns 1 if a step failed.
@@ -149,10 +158,7 @@ while true; do
         "$here/delete.sh" "${DD_FORWARD[@]}" --queued
       fi
       exit 0 ;;
-    preempted)
-      set_up=0
-      log "deleting the preempted queued resource"
-      "$here/delete.sh" "${DD_FORWARD[@]}" --queued || log "delete failed" ;;
+    preempted) set_up=0 ;; # ensure_slice deletes and re-creates it
     *) log "attempt ended: $result" ;;
   esac
   restarts=$((restarts + 1))

@@ -105,14 +105,14 @@ cmd_supervise() {
   done
   shift
   local log="$LOGS/worker-$id.log" status="$LOGS/worker-$id.status" child copier rc=0
-  copy_logs() {
+  copy_logs() { # $1: the status file to copy
     gcloud storage cp --quiet "$log" "$out/logs/worker-$id.log" >/dev/null 2>&1 \
-      && gcloud storage cp --quiet "$status" "$out/logs/worker-$id.status" >/dev/null 2>&1
+      && gcloud storage cp --quiet "$1" "$out/logs/worker-$id.status" >/dev/null 2>&1
   }
   cd "$DD_HOME" # relative paths in the command (experiments/...) are the checkout's
   echo "=== worker $id, $(date -u +%Y-%m-%dT%H:%M:%SZ): depthdelusion $*" >>"$log"
   # A preempted VM takes its disk along: its log survives up to the last copy.
-  (while sleep "${DD_LOG_COPY_SECONDS:-300}"; do copy_logs || true; done) &
+  (while sleep "${DD_LOG_COPY_SECONDS:-300}"; do copy_logs "$status" || true; done) &
   copier=$!
   "$DD_HOME/.venv/bin/python" -m depthdelusion "$@" >>"$log" 2>&1 </dev/null &
   child=$!
@@ -121,9 +121,11 @@ cmd_supervise() {
     if wait "$child"; then rc=0; else rc=$?; fi
   done
   kill "$copier" 2>/dev/null || true
-  echo "$rc" >"$status"
   echo "=== worker $id, $(date -u +%Y-%m-%dT%H:%M:%SZ): exit status $rc" >>"$log"
-  copy_logs || echo "worker $id: could not copy the log to $out/logs/" >>"$log"
+  # The bucket first, then the local status: whoever sees it (babysit.sh) finds the log copied.
+  echo "$rc" >"$status.final"
+  copy_logs "$status.final" || echo "worker $id: could not copy the log to $out/logs/" >>"$log"
+  mv "$status.final" "$status"
   rm -f "$PIDFILE"
 }
 
