@@ -101,6 +101,10 @@ class DataConfig:
     prefetch: int = 4  # batches prepared ahead by a background thread when workers = 0
     holdout_files: int = 0  # jsonl/text without a validation split: hold out the last N files
     builtin_documents: int = 30_000  # size of the built-in corpus (~660 bytes per document)
+    # data.path=tfds:NAME[:CONFIG] reads the TFDS dataset prepared under this directory (local or
+    # gs://; None: $TFDS_DATA_DIR or ~/tensorflow_datasets); nothing is downloaded at run time.
+    tfds_dir: str | None = None
+    tfds_text_feature: str = "text"  # the TFDS text feature holding the documents ('a/b' if nested)
 
     def validate(self) -> None:
         for name in ("epochs", "builtin_documents"):

@@ -109,7 +109,8 @@ def test_bad_records_are_skipped_and_counted(tmp_path):
         while True:
             next(batches)
     assert batches.skipped() == {"malformed_json": 1, "missing_text": 2, "invalid_utf8": 1,
-                                 "empty_document": 1, "empty_shard": 1, "corrupt_shard": 1}
+                                 "empty_document": 1, "empty_shard": 1, "corrupt_shard": 1,
+                                 "malformed_record": 0}
 
 
 def test_bad_records_reach_metrics_and_summary(tmp_path):

@@ -4,11 +4,25 @@
     from depthdelusion.analysis import load_reference, fit
     r = fit(load_reference("depth_delusion"), "depth_delusion")
     print(r.summary())
+
+Any table works with the columns its law needs (``load_runs("runs.csv", columns={"params": "N"})``;
+names and aliases in :mod:`.columns`).
 """
-from .fitting import FitResult, fit
+from .columns import law_columns, law_missing_columns, laws_for
 from .laws import Law, LawInputs, Param, get_law, list_laws, register_law
-from .reference import load_reference
+from .reference import load_reference  # also registers "paper" as a source for load_runs
 from .runs import GradientProfile, Runs, load_runs
 
 __all__ = ["FitResult", "GradientProfile", "Law", "LawInputs", "Param", "Runs", "fit", "get_law",
-           "list_laws", "load_reference", "load_runs", "register_law"]
+           "law_columns", "law_missing_columns", "laws_for", "list_laws", "load_reference",
+           "load_runs", "register_law"]
+
+
+def __getattr__(name):
+    # fit and FitResult import scipy (about a second): only when used, so that the CLI's help
+    # and the table-only commands start fast.
+    if name in ("fit", "FitResult"):
+        from . import fitting
+
+        return getattr(fitting, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

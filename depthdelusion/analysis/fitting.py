@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize, stats
 
+from .columns import check_law_columns
 from .laws import Law, LawInputs, get_law
 from .runs import Runs, load_runs
 
@@ -330,6 +331,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     law = get_law(law)
     runs = load_runs(runs)
+    check_law_columns(law, runs)
     fixed = dict(fixed or {})
     notes = list(runs.notes)
     for name in fixed:

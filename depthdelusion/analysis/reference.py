@@ -1,4 +1,9 @@
-"""Reference datasets bundled with the package (provenance in ``reference/PROVENANCE.md``)."""
+"""Reference datasets bundled with the package (provenance in ``reference/PROVENANCE.md``).
+
+Importing this module registers the paper's runs as the named source ``"paper"`` (also
+``"depth_delusion"``) of :func:`.runs.load_runs`; the package ``__init__`` imports it, so the
+name works wherever the analysis package is imported.
+"""
 from __future__ import annotations
 
 import csv
@@ -8,13 +13,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .runs import Runs, load_csv
+from .runs import NAMED_SOURCES, Runs, load_csv
 
 REFERENCE_DIR = Path(__file__).with_name("reference")
 DATASETS = {"depth_delusion": "depth_delusion_runs.csv", "llm_shapes": "llm_shapes.csv"}
 
 #: Tokens per baseline run stated in the paper's text; large-scale budgets are not given per run.
 PAPER_BASELINE_TOKENS = 6.4e9
+#: The paper's tokenizer and vocabulary (GPT-2 BPE): its losses are in nats per token.
+PAPER_TOKENIZER = "gpt2"
+PAPER_VOCAB = 50257
 #: Standard errors (nats) the paper gives for six large-scale runs (§4.6), by (depth, width).
 PAPER_LOSS_SE = {(24, 1792): 0.008, (80, 1024): 0.011, (40, 2432): 0.006,
                  (72, 1792): 0.009, (32, 4096): 0.006, (64, 2816): 0.008}
@@ -53,11 +61,21 @@ def load_reference(name: str):
     if name == "llm_shapes":
         return _load_shapes(path)
     runs = load_csv(path)
-    runs.source = "paper (bundled: depth_delusion_runs.csv)"
-    runs.tokens = np.where(runs.group == "baseline", PAPER_BASELINE_TOKENS, np.nan)
-    runs.loss_se = np.array([PAPER_LOSS_SE.get((int(d), int(w)), math.nan)
-                             for d, w in zip(runs.depth, runs.width)])
-    return runs
+    n = len(runs)
+    return Runs(
+        runs.depth, runs.width, runs.params, runs.loss,
+        tokens=np.where(runs.group == "baseline", PAPER_BASELINE_TOKENS, np.nan),
+        loss_se=np.array([PAPER_LOSS_SE.get((int(d), int(w)), math.nan)
+                          for d, w in zip(runs.depth, runs.width)]),
+        group=runs.group, name=runs.name, source="paper (bundled: depth_delusion_runs.csv)",
+        tokenizer=[PAPER_TOKENIZER] * n, vocab_size=np.full(n, PAPER_VOCAB))
+
+
+def _paper_runs():
+    return load_reference("depth_delusion")
+
+
+NAMED_SOURCES.update({"paper": _paper_runs, "depth_delusion": _paper_runs})
 
 
 def _load_shapes(path: Path) -> ModelShapes:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 
-from . import plots
 from .consistency import CONVENTIONS, audit_param_counts
 from .fitting import FitResult, fit
 from .persistence import DEFAULT_STEP, persistence_lengths, persistence_scaling
@@ -291,6 +290,8 @@ def write_report(runs, out, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: i
     report, md, tex = build_report(runs, laws=laws, bootstrap=bootstrap, seed=seed, method=method,
                                    step=step, runs_label=runs_label)
     report.out = out
+    if figures:  # matplotlib only when figures are drawn
+        from . import plots
     runs_t, fits = report.runs, report.fits
     weight = report.persistence.get("weight") or []
     main_fit = fits.get("depth_delusion") or next(iter(fits.values()))
@@ -323,21 +324,7 @@ def write_report(runs, out, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: i
     return report
 
 
-def main(argv=None) -> int:
-    import argparse
+if __name__ == "__main__":  # the same as `depthdelusion report ...`
+    from depthdelusion.cli import main
 
-    from .commands import add_report_arguments, run_report
-
-    parser = argparse.ArgumentParser(prog="python -m depthdelusion.analysis.report",
-                                     description="Write the scaling-law analysis report.")
-    add_report_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run_report(args)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"report: error: {err}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["report", *sys.argv[1:]]))

@@ -1,8 +1,9 @@
 """The runs table: one row per training run (depth, width, parameters, tokens, final loss).
 
 Runs come from the trainer's run directories (``summary.json`` + ``metrics.jsonl``), from a
-CSV, from a pandas DataFrame, or from the bundled reference data (:mod:`.reference`).
-Columns are plain numpy arrays; pandas is optional.
+CSV, a pandas DataFrame or a list of dicts with only the columns a law needs (names and aliases:
+:mod:`.columns`), or from the bundled reference data (:mod:`.reference`, registered under
+:data:`NAMED_SOURCES`). Columns are plain numpy arrays; pandas is optional.
 """
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-CSV_REQUIRED = ("depth", "width", "loss")
-CSV_PARAM_COLUMNS = ("params", "params_millions")
-CSV_OPTIONAL = ("tokens", "loss_se", "group", "name")
+from depthdelusion.data.tokenizers import ByteTokenizer
+
+from .columns import FIELDS, resolve, scale_of
 
 
 @dataclass
@@ -52,49 +53,96 @@ class GradientProfile:
 
 @dataclass
 class Runs:
-    """A table of training runs. All columns have one entry per run.
+    """A table of training runs. All columns have one entry per run; only ``loss`` is required.
 
-    depth: layers; width: model dimension; params: total parameters N (as given by the source);
-    tokens: tokens trained (NaN when unknown); loss: final loss in nats; loss_se: its standard
-    error in nats (NaN when unknown); group: free label (e.g. ``baseline``); name: run name;
-    profiles: per-layer gradient norms (None when the source has none).
+    depth: layers; width: model dimension; params: parameter count N (as given by the source);
+    tokens: tokens trained; loss: final loss in nats (per ``loss_unit``); loss_se: its standard
+    error in nats; group: free label (default ``all``); name: run name; profiles: per-layer
+    gradient norms (None per run when the source has none); tokenizer, vocab_size, loss_unit
+    (``nats/token`` or ``nats/byte``): the runs' own units, when the source records them.
+    A column the source lacks is NaN (numbers) or "" (text) for every run: see :meth:`has`.
+    depth and width are integer arrays when known for every run.
     """
 
-    depth: np.ndarray
-    width: np.ndarray
-    params: np.ndarray
-    loss: np.ndarray
-    tokens: np.ndarray
-    loss_se: np.ndarray
-    group: np.ndarray
-    name: np.ndarray
+    depth: np.ndarray | None = None
+    width: np.ndarray | None = None
+    params: np.ndarray | None = None
+    loss: np.ndarray | None = None
+    tokens: np.ndarray | None = None
+    loss_se: np.ndarray | None = None
+    group: np.ndarray | None = None
+    name: np.ndarray | None = None
     profiles: list = field(default_factory=list)
     source: str = ""
     notes: list = field(default_factory=list)
+    tokenizer: np.ndarray | None = None
+    vocab_size: np.ndarray | None = None
+    loss_unit: np.ndarray | None = None
+    #: Columns of the source table that were not read (e.g. an ambiguous ``D``).
+    unread_columns: tuple = ()
 
     def __post_init__(self):
-        n = len(self.depth)
-        self.depth = np.asarray(self.depth, dtype=np.int64)
-        self.width = np.asarray(self.width, dtype=np.int64)
-        for col in ("params", "loss", "tokens", "loss_se"):
-            setattr(self, col, np.asarray(getattr(self, col), dtype=float))
-        self.group = np.asarray(self.group, dtype=object)
-        self.name = np.asarray(self.name, dtype=object)
+        if self.loss is None:
+            raise ValueError("Runs: the loss column is required (final loss per run, in nats)")
+        self.loss = np.asarray(self.loss, dtype=float).reshape(-1)
+        n = len(self.loss)
+        for col in ("depth", "width"):
+            value = self._column(col, n, float)
+            known = np.isfinite(value)
+            if known.all() and np.all(value == np.round(value)):
+                value = value.astype(np.int64)
+            setattr(self, col, value)
+        for col in ("params", "tokens", "loss_se", "vocab_size"):
+            setattr(self, col, self._column(col, n, float))
+        self.group = self._column("group", n, object, "all")
+        shaped = self.has("depth") and self.has("width")
+        default = [f"{d}Lx{w}" if shaped else f"run{i + 1}"
+                   for i, (d, w) in enumerate(zip(self.depth, self.width))]
+        self.name = self._column("name", n, object, "")
+        self.name = np.array([d if v is None or str(v) == "" else str(v) for v, d in zip(self.name, default)],
+                             dtype=object)
+        self.tokenizer = self._column("tokenizer", n, object, "")
+        if self.loss_unit is None:
+            self.loss_unit = [loss_unit_of(t) for t in self.tokenizer]
+        self.loss_unit = self._column("loss_unit", n, object, "")
         if not self.profiles:
             self.profiles = [None] * n
-        for col in ("width", "params", "loss", "tokens", "loss_se", "group", "name", "profiles"):
-            if len(getattr(self, col)) != n:
-                raise ValueError(f"column {col!r} has {len(getattr(self, col))} entries, expected {n}")
+        if len(self.profiles) != n:
+            raise ValueError(f"column 'profiles' has {len(self.profiles)} entries, expected {n}")
+        self.unread_columns = tuple(self.unread_columns)
+
+    def _column(self, col: str, n: int, dtype, fill=math.nan) -> np.ndarray:
+        value = getattr(self, col)
+        if value is None:
+            return np.full(n, fill, dtype=dtype)
+        value = np.asarray(value, dtype=dtype).reshape(-1)
+        if len(value) != n:
+            raise ValueError(f"column {col!r} has {len(value)} entries, expected {n} (one per loss)")
+        return value
 
     def __len__(self) -> int:
-        return len(self.depth)
+        return len(self.loss)
+
+    def has(self, column: str) -> bool:
+        """True when ``column`` is known (finite, or non-empty text) for every run."""
+        value = getattr(self, column)
+        if value.dtype == object:
+            return bool(len(value)) and all(str(v) != "" for v in value)
+        return bool(len(value)) and bool(np.all(np.isfinite(value)))
+
+    @property
+    def columns(self) -> list[str]:
+        """The table's columns known for every run, in canonical order."""
+        return [c for c in FIELDS if self.has(c)]
 
     def subset(self, mask) -> "Runs":
         """The runs selected by a boolean mask or an index array."""
         idx = np.arange(len(self))[np.asarray(mask)]
         return Runs(self.depth[idx], self.width[idx], self.params[idx], self.loss[idx],
                     self.tokens[idx], self.loss_se[idx], self.group[idx], self.name[idx],
-                    [self.profiles[i] for i in idx], self.source, list(self.notes))
+                    [self.profiles[i] for i in idx], self.source, list(self.notes),
+                    self.tokenizer[idx], self.vocab_size[idx], self.loss_unit[idx],
+                    self.unread_columns)
 
     def where_group(self, group: str) -> "Runs":
         if group not in set(self.group):
@@ -112,11 +160,15 @@ class Runs:
         return bool(np.all(np.isfinite(t)) and np.all(t > 0) and t.max() > 1.01 * t.min())
 
     def rows(self) -> list[dict]:
+        def num(v):
+            return float(v) if not isinstance(v, (int, np.integer)) else int(v)
+
         return [
-            {"name": self.name[i], "group": self.group[i], "depth": int(self.depth[i]),
-             "width": int(self.width[i]), "params": float(self.params[i]),
+            {"name": self.name[i], "group": self.group[i], "depth": num(self.depth[i]),
+             "width": num(self.width[i]), "params": float(self.params[i]),
              "tokens": float(self.tokens[i]), "loss": float(self.loss[i]),
-             "loss_se": float(self.loss_se[i])}
+             "loss_se": float(self.loss_se[i]), "tokenizer": self.tokenizer[i],
+             "vocab_size": float(self.vocab_size[i]), "loss_unit": self.loss_unit[i]}
             for i in range(len(self))
         ]
 
@@ -126,31 +178,70 @@ class Runs:
         return pd.DataFrame(self.rows())
 
 
-def load_runs(source, *, group: str | None = None) -> Runs:
-    """Load runs from a Runs, a DataFrame, a CSV path, a run directory tree, or ``"paper"``.
+def loss_unit_of(tokenizer: str) -> str:
+    """The unit of a loss measured with ``tokenizer``: nats per byte for the byte tokenizer,
+    nats per token for any other; "" when the tokenizer is unknown."""
+    if not tokenizer:
+        return ""
+    return "nats/byte" if tokenizer == ByteTokenizer.name else "nats/token"
 
+
+def check_units(runs: Runs) -> None:
+    """Refuse runs whose losses are in different units (nats/byte vs nats/token) or measured
+    with different tokenizers; the error names the runs of each kind."""
+    for col, why in (("loss_unit", "losses in different units cannot be fitted together"),
+                     ("tokenizer", "per-token losses of different tokenizers are in different units")):
+        values = getattr(runs, col)
+        kinds = sorted({str(v) for v in values if str(v) != ""})
+        if len(kinds) > 1:
+            by_kind = "; ".join(f"{k}: {_some(runs.name[values == k])}" for k in kinds)
+            raise ValueError(f"{runs.source or 'runs'}: {col} differs between runs ({by_kind}) — "
+                             f"{why}; select one kind (e.g. with --group) or fit them separately")
+
+
+def _some(names, limit: int = 6) -> str:
+    names = [str(n) for n in names]
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+#: Named sources for :func:`load_runs` (name -> loader), filled by :mod:`.reference`.
+NAMED_SOURCES: dict = {}
+
+
+def load_runs(source, *, group: str | None = None, columns: dict | None = None) -> Runs:
+    """Load runs from a Runs, a CSV path, a pandas DataFrame, a list of dicts, a run
+    directory tree, or a bundled dataset name (``"paper"``).
+
+    A table needs only the columns of the law to be fitted (see :mod:`.columns` for names and
+    aliases); ``columns`` maps canonical names to the table's own, e.g. ``{"params": "N"}``.
     A directory is searched recursively for ``summary.json``; runs whose status is not
-    ``finished`` are skipped and counted in ``Runs.notes``.
+    ``finished`` are skipped and counted in ``Runs.notes``. Runs whose losses are in different
+    units (tokenizers) are refused.
     """
+    if columns and (isinstance(source, Runs) or (isinstance(source, (str, os.PathLike)) and (
+            str(source) in NAMED_SOURCES or Path(source).is_dir()))):
+        raise ValueError("a column mapping applies to tables (CSV, DataFrame, list of dicts), "
+                         f"not to {source if isinstance(source, (str, os.PathLike)) else 'a Runs table'}")
     if isinstance(source, Runs):
         runs = source
     elif _is_dataframe(source):
-        runs = runs_from_dataframe(source)
+        runs = runs_from_dataframe(source, columns=columns)
+    elif isinstance(source, (list, tuple)):
+        runs = runs_from_records(list(source), where="list of runs", columns=columns)
     elif isinstance(source, (str, os.PathLike)):
         text = str(source)
-        if text in ("paper", "depth_delusion"):
-            from .reference import load_reference
-
-            runs = load_reference("depth_delusion")
+        if text in NAMED_SOURCES:
+            runs = NAMED_SOURCES[text]()
         else:
             path = Path(text)
             if not path.exists():
                 raise FileNotFoundError(f"{path}: no such file or directory (expected a CSV, a "
-                                        "directory of run directories, or 'paper')")
-            runs = load_run_dirs(path) if path.is_dir() else load_csv(path)
+                                        f"directory of run directories, or {' / '.join(map(repr, NAMED_SOURCES))})")
+            runs = load_run_dirs(path) if path.is_dir() else load_csv(path, columns=columns)
     else:
-        raise ValueError(f"cannot load runs from {type(source).__name__}; give a path, a "
-                         "pandas DataFrame, a Runs table or 'paper'")
+        raise ValueError(f"cannot load runs from {type(source).__name__}; give a path, a pandas "
+                         "DataFrame, a list of dicts, a Runs table or 'paper'")
+    check_units(runs)
     return runs.where_group(group) if group else runs
 
 
@@ -158,35 +249,40 @@ def _is_dataframe(obj) -> bool:
     return type(obj).__name__ == "DataFrame" and hasattr(obj, "columns")
 
 
-def runs_from_records(records: list[dict], *, where: str) -> Runs:
-    """Build Runs from dicts with the CSV column names; ``where`` names the source for errors."""
+_TEXT = ("group", "name", "tokenizer", "loss_unit")
+_INTEGER = ("depth", "width", "vocab_size")
+_OPTIONAL = ("tokens", "loss_se", "vocab_size")  # may be empty in some rows
+
+
+def runs_from_records(records: list[dict], *, where: str, columns: dict | None = None) -> Runs:
+    """Build Runs from dicts (one per run) whose keys are column names or aliases
+    (:data:`.columns.FIELDS`); ``columns`` maps canonical names to keys; ``where`` names the
+    source for errors."""
     if not records:
         raise ValueError(f"{where}: no runs found")
-    columns = set(records[0])
-    missing = [c for c in CSV_REQUIRED if c not in columns]
-    if not any(c in columns for c in CSV_PARAM_COLUMNS):
-        missing.append("params (or params_millions)")
-    if missing:
-        raise ValueError(f"{where}: missing column(s) {', '.join(missing)}; required: depth, width, "
-                         f"params or params_millions, loss; optional: {', '.join(CSV_OPTIONAL)}")
-    cols = {k: [] for k in ("depth", "width", "params", "loss", "tokens", "loss_se", "group", "name")}
+    if not all(isinstance(r, dict) for r in records):
+        raise ValueError(f"{where}: expected one dict per run")
+    header = list(dict.fromkeys(k for rec in records for k in rec))
+    found = resolve(header, columns, where)
+    cols = {k: [] for k in found}
     for i, rec in enumerate(records):
         line = f"{where} row {i + 1}"
-        depth = _number(rec, "depth", line, integer=True)
-        width = _number(rec, "width", line, integer=True)
-        if "params" in rec and str(rec["params"]).strip() != "":
-            params = _number(rec, "params", line)
-        else:
-            params = float(round(_number(rec, "params_millions", line) * 1e6))  # counts are whole
-        cols["depth"].append(depth)
-        cols["width"].append(width)
-        cols["params"].append(params)
-        cols["loss"].append(_number(rec, "loss", line))
-        cols["tokens"].append(_number(rec, "tokens", line, optional=True))
-        cols["loss_se"].append(_number(rec, "loss_se", line, optional=True, allow_zero=True))
-        cols["group"].append(str(rec.get("group") or "all"))
-        cols["name"].append(str(rec.get("name") or f"{depth}Lx{width}"))
-    return Runs(**cols, source=where)
+        for key, src in found.items():
+            if key in _TEXT:
+                raw = rec.get(src)
+                is_empty = raw is None or (isinstance(raw, float) and math.isnan(raw))
+                cols[key].append("" if is_empty else str(raw).strip())
+            else:
+                value = _number(rec, src, line, integer=key in _INTEGER and scale_of(src) == 1,
+                                optional=key in _OPTIONAL, allow_zero=key == "loss_se")
+                cols[key].append(value * scale_of(src))
+    if "params" in cols and scale_of(found["params"]) != 1:
+        cols["params"] = [float(round(v)) for v in cols["params"]]  # counts are whole
+    if "group" in cols:
+        cols["group"] = [g or "all" for g in cols["group"]]
+    runs = Runs(**cols, source=where,
+                unread_columns=tuple(str(h) for h in header if h not in found.values()))
+    return runs
 
 
 def _number(rec: dict, key: str, line: str, *, integer=False, optional=False, allow_zero=False):
@@ -209,24 +305,24 @@ def _number(rec: dict, key: str, line: str, *, integer=False, optional=False, al
     return value
 
 
-def load_csv(path) -> Runs:
-    """Runs from a CSV with columns depth, width, params (or params_millions), loss and
-    optionally tokens, loss_se, group, name."""
+def load_csv(path, *, columns: dict | None = None) -> Runs:
+    """Runs from a CSV with a header row; columns as in :func:`runs_from_records`."""
     path = Path(path)
     with open(path, newline="") as fh:
         records = list(csv.DictReader(fh))
-    runs = runs_from_records(records, where=str(path))
+    runs = runs_from_records(records, where=str(path), columns=columns)
     runs.source = str(path)
     return runs
 
 
-def runs_from_dataframe(frame) -> Runs:
-    """Runs from a pandas DataFrame with the CSV column names."""
-    return runs_from_records(frame.to_dict(orient="records"), where="DataFrame")
+def runs_from_dataframe(frame, *, columns: dict | None = None) -> Runs:
+    """Runs from a pandas DataFrame; columns as in :func:`runs_from_records`."""
+    return runs_from_records(frame.to_dict(orient="records"), where="DataFrame", columns=columns)
 
 
 def load_run_dirs(root) -> Runs:
-    """Runs from every run directory (one holding ``summary.json``) below ``root``."""
+    """Runs from every run directory (one holding ``summary.json``) below ``root``, with the
+    tokenizer (``data.tokenizer``) and vocabulary (``model.vocab_size``) each run records."""
     root = Path(root)
     summaries = sorted(root.rglob("summary.json"))
     if not summaries:
@@ -241,6 +337,10 @@ def load_run_dirs(root) -> Runs:
         model = summary.get("model")
         if not isinstance(model, dict):
             raise ValueError(f"{path}: field 'model' is missing or not an object")
+        data = summary.get("data") if isinstance(summary.get("data"), dict) else {}
+        tokenizer, vocab = data.get("tokenizer"), model.get("vocab_size")
+        if tokenizer is None:  # a summary written before runs recorded it: the resolved config has it
+            tokenizer, vocab = _units_from_config(path.parent / "config.yaml", vocab)
         where = str(path)
         records.append({
             "name": summary.get("name") or path.parent.name,
@@ -251,6 +351,8 @@ def load_run_dirs(root) -> Runs:
             "tokens": summary.get("tokens"),
             "loss": _field(summary, "final_loss", where),
             "loss_se": summary.get("final_loss_se"),
+            "tokenizer": tokenizer,
+            "vocab_size": vocab,
         })
         profiles.append(read_gradient_profile(path.parent / "metrics.jsonl", int(model["depth"])))
     if not records:
@@ -260,7 +362,31 @@ def load_run_dirs(root) -> Runs:
     runs.source = str(root)
     if skipped:
         runs.notes.append(f"skipped {len(skipped)} run(s) not finished: {', '.join(skipped)}")
+    unknown = [str(n) for n, t in zip(runs.name, runs.tokenizer) if not t]
+    if unknown and len(unknown) < len(runs):
+        runs.notes.append(f"{len(unknown)} run(s) do not record their tokenizer, so their loss "
+                          f"units are unchecked: {_some(unknown)}")
     return runs
+
+
+def _units_from_config(path: Path, vocab):
+    """(data.tokenizer, model.vocab_size) from a run's config.yaml; (None, vocab) if it is
+    absent, unreadable, or PyYAML is not installed (an analysis-only install may lack it)."""
+    try:
+        import yaml
+    except ImportError:
+        return None, vocab
+    try:
+        config = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None, vocab
+    if not isinstance(config, dict):
+        return None, vocab
+    data, model = config.get("data"), config.get("model")
+    tokenizer = data.get("tokenizer") if isinstance(data, dict) else None
+    if vocab is None and isinstance(model, dict):
+        vocab = model.get("vocab_size")
+    return tokenizer, vocab
 
 
 def _read_json(path: Path) -> dict:

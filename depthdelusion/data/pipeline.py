@@ -7,15 +7,17 @@ processes (P): row r of every global batch has a fixed source, and process p ser
 [p·B/P, (p+1)·B/P). The iterator's state (`get_state` / `set_state`) goes into the run's
 checkpoint: restoring it yields exactly the batches an uninterrupted run sees.
 
-Streaming (SlimPajama, jsonl, text, the built-in corpus): the training files are shuffled with
-the seed (a new order each epoch) and dealt out to the B rows of the batch (file k of the order
-feeds row k mod B); each row packs its own stream, so a process opens only its rows' files.
-This needs at least B files (SlimPajama has 59k; otherwise use prepare-data). With
-`data.workers` > 0 each row's files are dealt again to grain worker processes (the batches then
-depend on the worker count, not on P). Documents keep their order within a file (SlimPajama's
-files are already shuffled mixtures).
-Prepared ArrayRecord: a global, seeded permutation of the packed windows (reshuffled each
-epoch); global batch t is windows [tB, (t+1)B) of it; random access makes resuming free.
+Streaming (SlimPajama, jsonl, text, TFDS text datasets, the built-in corpus): the training files
+(for TFDS, ranges of a shard's records) are shuffled with the seed (a new order each epoch) and
+dealt out to the B rows of the batch (file k of the order feeds row k mod B); each row packs its
+own stream, so a process opens only its rows' files. This needs at least B files (SlimPajama
+has 59k; otherwise use prepare-data; TFDS shards are cut into ranges until there are enough).
+With `data.workers` > 0 each row's files are dealt again to grain worker processes (the batches
+then depend on the worker count, not on P). Documents keep their order within a file
+(SlimPajama's files are already shuffled mixtures, as are a TFDS dataset's shards).
+Prepared windows (a TFDS ArrayRecord dataset, see tfds_format.py): a global, seeded permutation
+of the packed windows (reshuffled each epoch); global batch t is windows [tB, (t+1)B) of it;
+random access makes resuming free.
 
 Single pass by default: a window is never repeated unless `data.epochs` > 1, and running out is
 an OutOfData error naming the dataset and the tokens consumed.
@@ -37,7 +39,9 @@ from etils import epath
 from depthdelusion.config import DataConfig
 from depthdelusion.data import builtin_corpus
 from depthdelusion.data.packing import PackWindowsIterDataset
-from depthdelusion.data.sources import SKIP_REASONS, DatasetFiles, DocumentsIterDataset, find_dataset
+from depthdelusion.data.tfds_format import decode_window, subdivide
+from depthdelusion.data.sources import (SKIP_REASONS, DatasetFiles, DocumentsIterDataset, find_dataset,
+                                        legacy_windows_error)
 from depthdelusion.data.tokenizers import get_tokenizer
 
 
@@ -87,7 +91,7 @@ def builtin_root(cfg: DataConfig) -> Path:
 def resolve_dataset(cfg: DataConfig) -> DatasetFiles:
     if cfg.path is None:
         return find_dataset(str(builtin_root(cfg)), "slimpajama")
-    found = find_dataset(cfg.path, cfg.format)
+    found = find_dataset(cfg.path, cfg.format, cfg.tfds_dir, cfg.tfds_text_feature)
     if cfg.holdout_files and not found.validation and found.format in ("jsonl", "text"):
         if cfg.holdout_files >= len(found.train):
             raise ValueError(
@@ -103,7 +107,7 @@ def dataset_name(cfg: DataConfig) -> str:
     return "the built-in corpus" if cfg.path is None else cfg.path
 
 
-def _row_files(files: list[str], seed: int, epochs: int, row: int, rows: int) -> list[str]:
+def _row_files(files: list, seed: int, epochs: int, row: int, rows: int) -> list:
     """The files feeding batch row `row` of `rows`: every epoch a new seeded order, dealt out."""
     order = []
     for epoch in range(epochs):
@@ -112,7 +116,12 @@ def _row_files(files: list[str], seed: int, epochs: int, row: int, rows: int) ->
     return order
 
 
-def _streaming(files: list[str], kind: str, tokenizer: str, window: int) -> grain.IterDataset:
+def document_kind(found: DatasetFiles) -> str:
+    """How `sources` reads a document file of this dataset."""
+    return {"text": "text", "tfds_text": "tfds"}.get(found.format, "jsonl")
+
+
+def _streaming(files: list, kind: str, tokenizer: str, window: int) -> grain.IterDataset:
     docs = DocumentsIterDataset(grain.MapDataset.source(files).to_iter_dataset(), kind)
     return PackWindowsIterDataset(docs.map(Tokenize(tokenizer)), window)
 
@@ -147,7 +156,7 @@ class _DecodeWindow(grain.transforms.Map):
     dtype: str
 
     def map(self, record: bytes) -> np.ndarray:
-        return np.frombuffer(record, self.dtype).astype(np.int32)
+        return decode_window(record, self.dtype)
 
 
 @dataclasses.dataclass
@@ -163,11 +172,13 @@ class _ProcessRows(grain.transforms.Map):
 
     def map(self, i: int) -> np.ndarray:
         index = (i // self.local_batch) * self.global_batch + self.first_row + i % self.local_batch
-        return np.frombuffer(self.windows[index], self.dtype).astype(np.int32)
+        return decode_window(self.windows[index], self.dtype)
 
 
 def _prepared_meta(found: DatasetFiles, cfg: DataConfig, window: int) -> dict:
-    meta = json.loads((epath.Path(found.root) / "metadata.json").read_text())
+    if found.format == "legacy_windows":
+        raise legacy_windows_error(found.root)
+    meta = json.loads((epath.Path(found.root) / "metadata.json").read_text())  # the TFDS metadata
     if meta["window"] != window or meta["tokenizer"] != cfg.tokenizer:
         raise ValueError(
             f"data.path={found.root} was prepared with tokenizer={meta['tokenizer']} and windows of "
@@ -187,7 +198,7 @@ def train_dataset(cfg: DataConfig, seq_len: int, global_batch: int, process_inde
     local_batch, window = global_batch // process_count, seq_len + 1
     first_row = process_index * local_batch
     found = resolve_dataset(cfg)
-    if found.format == "arrayrecord":
+    if found.format in ("arrayrecord", "legacy_windows"):
         meta = _prepared_meta(found, cfg, window)
         source = grain.sources.ArrayRecordDataSource(found.train)
         windows = grain.MapDataset.source(source).shuffle(seed=cfg.seed).repeat(cfg.epochs)
@@ -201,16 +212,18 @@ def train_dataset(cfg: DataConfig, seq_len: int, global_batch: int, process_inde
         if cfg.prefetch > 0 and cfg.workers == 0:
             ds = grain.experimental.ThreadPrefetchIterDataset(ds, prefetch_buffer_size=cfg.prefetch)
         return ds
-    kind = "text" if found.format == "text" else "jsonl"
-    if len(found.train) < global_batch * max(1, cfg.workers):
+    kind, units = document_kind(found), found.train
+    if found.format == "tfds_text":
+        units = subdivide(units, global_batch * max(1, cfg.workers))
+    if len(units) < global_batch * max(1, cfg.workers):
         raise ValueError(
-            f"{dataset_name(cfg)} has {len(found.train)} training files; streaming feeds each of the "
+            f"{dataset_name(cfg)} has {len(units)} training files; streaming feeds each of the "
             f"train.batch_size={global_batch} batch rows from its own files (x data.workers="
             f"{cfg.workers}), so it needs at least {global_batch * max(1, cfg.workers)}: split the "
             "files, or tokenize them once with `depthdelusion prepare-data` and train on that"
         )
     ds = RowsIterDataset([
-        _streaming(_row_files(found.train, cfg.seed, cfg.epochs, row, global_batch), kind, cfg.tokenizer, window)
+        _streaming(_row_files(units, cfg.seed, cfg.epochs, row, global_batch), kind, cfg.tokenizer, window)
         for row in range(first_row, first_row + local_batch)
     ])
     if cfg.workers > 0:
@@ -229,14 +242,13 @@ def validation_batches(cfg: DataConfig, seq_len: int, global_batch: int, n_batch
     if not found.validation or n_batches < 1:
         return None
     local_batch, window = global_batch // process_count, seq_len + 1
-    if found.format == "arrayrecord":
+    if found.format in ("arrayrecord", "legacy_windows"):
         meta = _prepared_meta(found, cfg, window)
         source = grain.sources.ArrayRecordDataSource(found.validation)
         windows: Iterator[np.ndarray] = iter(
             grain.MapDataset.source(source).map(_DecodeWindow(meta["dtype"])))
     else:
-        windows = iter(_streaming(found.validation, "text" if found.format == "text" else "jsonl",
-                                  cfg.tokenizer, window))
+        windows = iter(_streaming(found.validation, document_kind(found), cfg.tokenizer, window))
     mine = (w for i, w in enumerate(windows) if i % process_count == process_index)
     rows = [w for _, w in zip(range(n_batches * local_batch), mine)]
     if len(rows) < local_batch:

@@ -1,65 +1,78 @@
-"""`depthdelusion prepare-data`: tokenize and pack a corpus once into ArrayRecord shards.
+"""`depthdelusion prepare-data`: tokenize and pack a corpus once into a TFDS ArrayRecord dataset.
 
-DIR/metadata.json     tokenizer, window (= seq_len + 1), dtype, counts, source, skipped records
-DIR/train/windows-00000-of-000NN.array_record       one record per packed window of token ids
-DIR/validation/windows-00000-of-00001.array_record  (from the source's validation split, if any)
+OUT/depthdelusion_windows/{tokenizer}_seq{seq_len}/1.0.0/
+    dataset_info.json, features.json    the TFDS description: feature `tokens`, splits, shards
+    metadata.json                       tokenizer, window (= seq_len + 1), dtype, counts, source,
+                                        skipped records (TFDS's `info.metadata`)
+    depthdelusion_windows-train.array_record-0000K-of-0000N       one record per packed window
+    depthdelusion_windows-validation.array_record-00000-of-00001  (the source's validation split)
 
-Training from DIR reads windows by random access (a global seeded shuffle, exact and free to
-resume) and spends no CPU on tokenization.
+Training from OUT reads windows by random access (a global seeded shuffle, exact and free to
+resume) and spends no CPU on tokenization; any TFDS reader opens it without TensorFlow
+(`tfds.data_source("depthdelusion_windows/gpt2_seq1024", data_dir=OUT)`). A directory in the
+layout written before (metadata.json beside train/*.array_record of raw windows) is converted
+by giving it as the source: its windows are rewritten as they are, not re-tokenized.
 """
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from typing import Iterator
 
+import grain
 import numpy as np
-from array_record.python.array_record_module import ArrayRecordWriter
 from etils import epath
 
 from depthdelusion.config import DataConfig
-from depthdelusion.data.pipeline import _streaming, resolve_dataset, skipped_counts
+from depthdelusion.data.pipeline import _streaming, document_kind, resolve_dataset, skipped_counts
+from depthdelusion.data.tfds_format import WindowsWriter, windows_config, WINDOWS_NAME
 from depthdelusion.data.tokenizers import get_tokenizer
 
-WINDOWS_PER_SHARD = 65_536
+
+def _legacy_windows(files: list[str], dtype: str) -> Iterator[np.ndarray]:
+    if files:
+        source = grain.sources.ArrayRecordDataSource(files)
+        for i in range(len(source)):
+            yield np.frombuffer(source[i], dtype)
 
 
-def _write_split(windows: Iterable[np.ndarray], out: epath.Path, dtype: str, max_windows: int | None) -> int:
-    """Write windows into shards of WINDOWS_PER_SHARD records; returns the number written."""
-    out.mkdir(parents=True, exist_ok=True)
-    shards: list[epath.Path] = []
-    writer, n = None, 0
-    for window in windows:
-        if max_windows is not None and n >= max_windows:
-            break
-        if n % WINDOWS_PER_SHARD == 0:
-            if writer is not None:
-                writer.close()
-            shards.append(out / f"windows-{len(shards):05d}.tmp")
-            writer = ArrayRecordWriter(str(shards[-1]), "group_size:1")
-        writer.write(window.astype(dtype).tobytes())
-        n += 1
-    if writer is not None:
-        writer.close()
-    for k, shard in enumerate(shards):  # final names carry the shard count
-        shard.rename(out / f"windows-{k:05d}-of-{len(shards):05d}.array_record")
-    return n
+def _convert_legacy(root: str, out: str) -> dict:
+    """Rewrite a pre-TFDS prepared directory's windows, in order, as the TFDS dataset."""
+    meta = json.loads((epath.Path(root) / "metadata.json").read_text())
+    found = resolve_dataset(DataConfig(path=root))
+    writer = WindowsWriter(out, meta["tokenizer"], meta["window"] - 1, meta["dtype"])
+    for split, files in (("train", found.train), ("validation", found.validation)):
+        meta[f"{split}_windows"] = writer.write_split(split, _legacy_windows(files, meta["dtype"]))
+    meta["converted_from"] = root
+    meta["seq_len"] = meta["window"] - 1
+    return _finish(writer, meta)
+
+
+def _finish(writer: WindowsWriter, meta: dict) -> dict:
+    meta["tfds_name"] = f"{WINDOWS_NAME}/{windows_config(meta['tokenizer'], meta['seq_len'])}"
+    meta["tfds_builder_dir"] = writer.finish(meta, description=(
+        f"Documents of {meta['source']} tokenized with {meta['tokenizer']}, separated by EOS and "
+        f"packed end to end into windows of {meta['window']} tokens (no padding), by "
+        "`depthdelusion prepare-data`."))
+    return meta
 
 
 def prepare(source: str | None, out: str, tokenizer: str = "gpt2", seq_len: int = 1024,
             max_train_tokens: int | None = None, data_format: str = "auto", seed: int = 42,
-            builtin_documents: int = 30_000) -> dict:
-    """Tokenize `source` (None = the built-in corpus) into packed windows under `out`."""
+            builtin_documents: int = 30_000, tfds_dir: str | None = None,
+            tfds_text_feature: str = "text") -> dict:
+    """Tokenize `source` (None = the built-in corpus) into packed windows: the TFDS dataset
+    `depthdelusion_windows/{tokenizer}_seq{seq_len}` under `out`. Returns its metadata."""
     cfg = DataConfig(path=source, format=data_format, tokenizer=tokenizer, seed=seed,
-                     builtin_documents=builtin_documents)
+                     builtin_documents=builtin_documents, tfds_dir=tfds_dir,
+                     tfds_text_feature=tfds_text_feature)
     found = resolve_dataset(cfg)
+    if found.format == "legacy_windows":
+        return _convert_legacy(found.root, out)
     if found.format == "arrayrecord":
         raise ValueError(f"{source} is already a prepared dataset")
-    root = epath.Path(out)
-    if (root / "metadata.json").exists():
-        raise ValueError(f"{out} already holds a prepared dataset: choose a new --out")
     window = seq_len + 1
-    kind = "text" if found.format == "text" else "jsonl"
     dtype = "uint16" if get_tokenizer(tokenizer).vocab_size <= 2**16 else "int32"
+    writer = WindowsWriter(out, tokenizer, seq_len, dtype)
     meta = {"tokenizer": tokenizer, "window": window, "seq_len": seq_len, "dtype": dtype,
             "source": source or "builtin", "source_format": found.format}
     max_windows = None if max_train_tokens is None else max_train_tokens // window
@@ -67,10 +80,9 @@ def prepare(source: str | None, out: str, tokenizer: str = "gpt2", seq_len: int 
         if not files:
             meta[f"{split}_windows"] = 0
             continue
-        it = iter(_streaming(files, kind, tokenizer, window))
-        n = _write_split(it, root / split, dtype, max_windows if split == "train" else None)
+        it = iter(_streaming(files, document_kind(found), tokenizer, window))
+        n = writer.write_split(split, it, max_windows if split == "train" else None)
         meta[f"{split}_windows"] = n
         meta[f"{split}_tokens"] = n * window
         meta[f"{split}_skipped"] = skipped_counts(it.get_state())
-    (root / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")  # written last: marks it complete
-    return meta
+    return _finish(writer, meta)

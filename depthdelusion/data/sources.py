@@ -3,13 +3,17 @@
 Layouts recognised from a `data.path` (local, or remote such as gs:// through etils.epath):
 - `slimpajama`: a directory with `train/chunk*/*.jsonl.zst` (and `validation/chunk*/…`), each line
   `{"text": ..., "meta": {"redpajama_set_name": ...}}` — SlimPajama-627B as published;
-- `arrayrecord`: a directory written by `depthdelusion prepare-data` (`metadata.json`, `train/`,
-  `validation/` with `*.array_record` shards of packed token windows);
+- `arrayrecord`: packed token windows written by `depthdelusion prepare-data`: a TFDS dataset
+  (`tfds_format.py`), given as the --out directory, its builder directory, or
+  `tfds:depthdelusion_windows/CONFIG` (`legacy_windows`: the pre-TFDS layout, `metadata.json`
+  beside `train/*.array_record`; it must be converted, see `legacy_windows_error`);
+- `tfds_text`: `tfds:NAME[:CONFIG]` (under data.tfds_dir), or any other TFDS builder directory:
+  the documents are one text feature of its records, shard ranges being the units dealt out;
 - `jsonl`: a .jsonl / .jsonl.zst file, a directory of them, or a glob — one `{"text": ...}` per line;
 - `text`: a .txt file, a directory of them, or a glob — one document per file.
 
-Bad records are skipped and counted, never fatal: malformed JSON, a missing or non-string
-"text", invalid UTF-8, empty documents, and empty or truncated .zst shards.
+Bad records are skipped and counted, never fatal: malformed JSON or TFDS records, a missing or
+non-string text, invalid UTF-8, empty documents, and empty or truncated .zst / tfrecord shards.
 """
 from __future__ import annotations
 
@@ -22,18 +26,19 @@ import zstandard
 from etils import epath
 
 SKIP_REASONS = ("malformed_json", "missing_text", "invalid_utf8", "empty_document",
-                "empty_shard", "corrupt_shard")
+                "empty_shard", "corrupt_shard", "malformed_record")
 FORMATS = ("slimpajama", "arrayrecord", "jsonl", "text")
 
 
 @dataclasses.dataclass
 class DatasetFiles:
-    """A dataset's format and its train / validation files (sorted, as strings)."""
+    """A dataset's format and its train / validation files (sorted, as strings; for `tfds_text`,
+    `tfds_format.ShardRange`s)."""
 
     format: str
     root: str
-    train: list[str]
-    validation: list[str]
+    train: list
+    validation: list
 
 
 def _glob(pattern_root: epath.Path, pattern: str) -> list[str]:
@@ -56,14 +61,53 @@ def _document_files(path: str) -> list[str]:
     return sorted(set(files))
 
 
-def find_dataset(path: str, format: str = "auto") -> DatasetFiles:
+def legacy_windows_error(path: str) -> ValueError:
+    return ValueError(
+        f"data.path={path} holds packed windows in the layout written before prepare-data wrote "
+        f"TFDS datasets: convert it (no re-tokenizing) with `depthdelusion prepare-data {path} "
+        "--out NEW_DIR` and set data.path=NEW_DIR"
+    )
+
+
+def _tfds_dataset(path: str, root: epath.Path, text_feature: str) -> DatasetFiles:
+    from depthdelusion.data import tfds_format
+
+    dataset = tfds_format.load_dataset_info(root)
+    if dataset.is_windows:
+        return DatasetFiles("arrayrecord", str(root), [p for p, _ in dataset.shards.get("train", [])],
+                            [p for p, _ in dataset.shards.get("validation", [])])
+    tfds_format.check_text_feature(dataset, text_feature)
+    train = tfds_format.shard_ranges(dataset, "train", text_feature)
+    if not train:
+        raise ValueError(f"data.path={path}: {root} has no records in a split named 'train' "
+                         f"(splits: {', '.join(dataset.shards) or 'none'})")
+    return DatasetFiles("tfds_text", str(root), train,
+                        tfds_format.shard_ranges(dataset, "validation", text_feature))
+
+
+def find_dataset(path: str, format: str = "auto", tfds_dir: str | None = None,
+                 tfds_text_feature: str = "text") -> DatasetFiles:
     """Recognise the layout at `path` and list its files; a path matching nothing is an error."""
-    root = epath.Path(path)
     if format not in ("auto", *FORMATS):
         raise ValueError(f"data.format={format!r}: valid values are auto, {', '.join(FORMATS)}")
-    if format in ("auto", "arrayrecord") and (root / "metadata.json").exists():
-        return DatasetFiles("arrayrecord", path, _glob(root / "train", "*.array_record*"),
-                            _glob(root / "validation", "*.array_record*"))
+    if path.startswith("tfds:"):
+        from depthdelusion.data.tfds_format import find_builder_dir
+
+        return _tfds_dataset(path, find_builder_dir(path[len("tfds:"):], tfds_dir), tfds_text_feature)
+    root = epath.Path(path)
+    if format in ("auto", "arrayrecord") and root.is_dir():
+        from depthdelusion.data.tfds_format import builder_dirs_under
+
+        # Not below a train/ directory: listing SlimPajama's 59k shards on GCS would take minutes.
+        found = [] if (root / "train").is_dir() else builder_dirs_under(root)
+        if len(found) > 1:
+            raise ValueError(f"data.path={path} holds {len(found)} TFDS datasets: point it at one of "
+                             + ", ".join(str(p) for p in found))
+        if found:
+            return _tfds_dataset(path, found[0], tfds_text_feature)
+        if (root / "metadata.json").exists():
+            return DatasetFiles("legacy_windows", path, _glob(root / "train", "*.array_record*"),
+                                _glob(root / "validation", "*.array_record*"))
     if format in ("auto", "slimpajama") and root.is_dir() and (root / "train").is_dir():
         train = _glob(root / "train", "chunk*/*.jsonl.zst")
         if train or format == "slimpajama":
@@ -74,8 +118,8 @@ def find_dataset(path: str, format: str = "auto") -> DatasetFiles:
     if not files:
         raise ValueError(
             f"data.path={path!r} matches no files: give a SlimPajama root (train/chunk*/*.jsonl.zst), "
-            "a directory prepared by `depthdelusion prepare-data`, or .jsonl / .jsonl.zst / .txt "
-            "files (a file, a directory or a glob)"
+            "a directory prepared by `depthdelusion prepare-data`, a TFDS dataset (tfds:NAME[:CONFIG] "
+            "or its directory), or .jsonl / .jsonl.zst / .txt files (a file, a directory or a glob)"
         )
     kinds = {"text" if f.endswith(".txt") else "jsonl" for f in files}
     if format in ("jsonl", "text"):
@@ -147,8 +191,20 @@ def parse_jsonl_line(line: bytes, counts: dict[str, int]) -> str | None:
     return text
 
 
-def _documents_of_file(path: str, kind: str, counts: dict[str, int]) -> Iterator[str | None]:
-    """One item per raw record (None for a skipped one), so positions count raw records."""
+def _documents_of_file(path, kind: str, counts: dict[str, int], skip: int = 0) -> Iterator[str | None]:
+    """One item per raw record (None for a skipped one), so positions count raw records; the
+    first `skip` records are passed over now (by seeking where the format allows)."""
+    if kind == "tfds":
+        from depthdelusion.data.tfds_format import documents_of_range
+
+        return documents_of_range(path, counts, skip)
+    docs = _documents_of_plain_file(path, kind, counts)
+    for _ in range(skip):  # replayed: the caller restores the counts they change
+        next(docs)
+    return docs
+
+
+def _documents_of_plain_file(path: str, kind: str, counts: dict[str, int]) -> Iterator[str | None]:
     if kind == "text":
         data = epath.Path(path).read_bytes()
         try:
@@ -170,9 +226,9 @@ def _documents_of_file(path: str, kind: str, counts: dict[str, int]) -> Iterator
 class DocumentsIterDataset(grain.IterDataset):
     """Documents (str) read from the files its parent yields, one file after another.
 
-    The parent is a grain iterator of file paths (so grain's `mp_prefetch` can give each worker
-    its own files). Checkpointable: the state is the parent's state before the current file,
-    the number of raw records already read from it, and the skip counters.
+    The parent is a grain iterator of file paths or TFDS shard ranges (so grain's `mp_prefetch`
+    can give each worker its own files). Checkpointable: the state is the parent's state before
+    the current file, the number of raw records already read from it, and the skip counters.
     """
 
     def __init__(self, parent: grain.IterDataset, kind: str):
@@ -192,11 +248,11 @@ class DocumentsIterator(grain.DatasetIterator):
         self._records = 0
         self._current: Iterator[str | None] | None = None
 
-    def _open_next_file(self) -> None:
+    def _open_next_file(self, skip: int = 0) -> None:
         self._file_state = self._parent.get_state()
         path = next(self._parent)  # StopIteration ends the dataset
-        self._current = _documents_of_file(path, self.kind, self.counts)
-        self._records = 0
+        self._current = _documents_of_file(path, self.kind, self.counts, skip)
+        self._records = skip
 
     def __next__(self) -> str:
         while True:
@@ -215,8 +271,5 @@ class DocumentsIterator(grain.DatasetIterator):
         self._parent.set_state(state["file"])
         self._current, self._records = None, 0
         if state["records"]:
-            self._open_next_file()
-            for _ in range(state["records"]):  # replay the file up to where we were
-                next(self._current)
-            self._records = state["records"]
+            self._open_next_file(skip=state["records"])  # back to where we were in the file
         self.counts.update(state["skipped"])  # in place: open file readers hold this dict

@@ -16,8 +16,9 @@ def params_of(depth: int, width: int) -> int:
 
 def write_run(root: Path, name: str, depth: int, width: int, loss: float, *, status="finished",
               tokens=6.4e9, ell=None, act_ell=None, steps=(0, 500, 1000, 1500), noise=0.02,
-              seed=0) -> Path:
-    """One run directory; per-layer norms follow exp(−(D − l)/ℓ) with multiplicative noise."""
+              seed=0, tokenizer=None) -> Path:
+    """One run directory; per-layer norms follow exp(−(D − l)/ℓ) with multiplicative noise.
+    ``tokenizer`` (bytes, gpt2) is recorded as the trainer does, under ``data``."""
     run = root / name
     run.mkdir(parents=True)
     n = params_of(depth, width)
@@ -28,6 +29,9 @@ def write_run(root: Path, name: str, depth: int, width: int, loss: float, *, sta
                "params": n, "params_non_embedding": 12 * depth * width ** 2, "tokens": tokens,
                "flops": 6.0 * n * tokens, "final_loss": loss, "final_loss_se": 0.005,
                "steps": max(steps), "wall_time_s": 10.0}
+    if tokenizer is not None:
+        summary["data"] = {"dataset": "builtin", "tokenizer": tokenizer, "skipped": 0}
+        summary["model"]["vocab_size"] = {"bytes": 257, "gpt2": V}[tokenizer]
     (run / "summary.json").write_text(json.dumps(summary))
     rng = np.random.default_rng(seed)
     layers = np.arange(1, depth + 1)

@@ -51,7 +51,7 @@ def test_fit_command_summary_and_errors(capsys, tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("depth,width\n1,2\n")
     args = _parser().parse_args(["fit", str(bad)])
-    with pytest.raises(ValueError, match="missing column"):
+    with pytest.raises(ValueError, match=r"bad\.csv: no loss column"):
         args.func(args)
 
 

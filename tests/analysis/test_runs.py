@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from depthdelusion.analysis import load_reference, load_runs
+from depthdelusion.analysis import Runs, load_reference, load_runs
 from depthdelusion.analysis.reference import REFERENCE_DIR
 
 
@@ -25,11 +25,13 @@ def test_csv_with_params_millions_loads(tmp_path):
     assert np.isnan(runs.tokens).all()
 
 
-def test_csv_missing_column_names_file_and_valid_columns(tmp_path):
+def test_csv_without_a_loss_column_names_file_names_looked_for_and_columns_present(tmp_path):
     path = tmp_path / "bad.csv"
-    path.write_text("depth,width,loss\n2,256,4.3\n")
-    with pytest.raises(ValueError, match=r"bad\.csv.*params \(or params_millions\).*required"):
+    path.write_text("depth,width,params,val\n2,256,1e7,4.3\n")
+    with pytest.raises(ValueError, match=r"bad\.csv: no loss column \(looked for loss, final_loss\); "
+                       r"its columns: depth, width, params, val"):
         load_runs(path)
+    assert load_runs(path, columns={"loss": "val"}).loss.tolist() == [4.3]
 
 
 def test_csv_bad_value_names_row_and_field(tmp_path):
@@ -71,3 +73,40 @@ def test_bundled_paper_data_matches_its_description():
 def test_missing_path_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file"):
         load_runs(tmp_path / "missing")
+
+
+def test_run_directories_carry_tokenizer_vocabulary_and_loss_unit(run_factory, tmp_path):
+    run_factory("a", 4, 256, 1.9, tokenizer="bytes")
+    run_factory("b", 8, 256, 1.7, tokenizer="bytes")
+    runs = load_runs(tmp_path / "runs")
+    assert list(runs.tokenizer) == ["bytes", "bytes"] and runs.vocab_size.tolist() == [257, 257]
+    assert list(runs.loss_unit) == ["nats/byte", "nats/byte"]
+    paper = load_reference("depth_delusion")
+    assert set(paper.tokenizer) == {"gpt2"} and set(paper.loss_unit) == {"nats/token"}
+    assert set(paper.vocab_size) == {50257}
+
+
+def test_mixing_loss_units_is_an_error_naming_the_runs(run_factory, tmp_path):
+    run_factory("byte_a", 4, 256, 1.9, tokenizer="bytes")
+    run_factory("byte_b", 8, 256, 1.7, tokenizer="bytes")
+    run_factory("bpe_c", 4, 512, 3.4, tokenizer="gpt2")
+    with pytest.raises(ValueError, match=r"loss_unit differs between runs \(nats/byte: byte_a, byte_b; "
+                       r"nats/token: bpe_c\) — losses in different units cannot be fitted together"):
+        load_runs(tmp_path / "runs")
+
+
+def test_tables_and_runs_are_checked_too_and_unrecorded_tokenizers_are_noted(run_factory, tmp_path):
+    with pytest.raises(ValueError, match=r"tokenizer differs between runs \(gpt2: x; llama: y\)"):
+        load_runs([{"params": 1e6, "loss": 3.0, "tokenizer": "gpt2", "name": "x"},
+                   {"params": 2e6, "loss": 2.9, "tokenizer": "llama", "name": "y"}])
+    with pytest.raises(ValueError, match=r"loss_unit differs"):
+        load_runs(Runs(params=[1e6, 2e6], loss=[3.0, 2.9], loss_unit=["nats/byte", "nats/token"]))
+    run_factory("a", 4, 256, 1.9, tokenizer="bytes")
+    run_factory("old", 8, 256, 1.7)  # a summary.json written before runs recorded their tokenizer
+    runs = load_runs(tmp_path / "runs")
+    assert any("1 run(s) do not record their tokenizer" in n and "old" in n for n in runs.notes)
+    # ... whose config.yaml does: read from there, and checked like the others.
+    (tmp_path / "runs" / "old" / "config.yaml").write_text(
+        "model:\n  depth: 8\n  vocab_size: 50257\ndata:\n  tokenizer: gpt2\n")
+    with pytest.raises(ValueError, match=r"nats/byte: a; nats/token: old"):
+        load_runs(tmp_path / "runs")

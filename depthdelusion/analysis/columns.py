@@ -1,0 +1,182 @@
+"""The runs table's columns: their names, the aliases a table may use, and which a law needs.
+
+A table (CSV, DataFrame, list of dicts) needs only the columns of the law fitted to it:
+``params,loss`` (kaplan), ``params,tokens,loss`` (chinchilla), ``depth,width,params[,tokens],loss``
+(the depth laws). Columns are found by their canonical name or an alias (:data:`FIELDS`), or
+through an explicit mapping ``{"loss": "val_loss", "params": "N"}`` (``--columns
+loss=val_loss,params=N``). ``D`` and ``L`` are never read on their own: ``D`` is depth in this
+project but data (tokens) in Chinchilla's notation, ``L`` loss there but layers elsewhere.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Field:
+    """A canonical column: its aliases and what it holds."""
+
+    name: str
+    aliases: tuple[str, ...]
+    doc: str
+
+
+FIELDS = {f.name: f for f in (
+    Field("depth", ("n_layers", "num_layers", "layers", "n_layer"), "layers (transformer blocks)"),
+    Field("width", ("d_model", "hidden_size", "n_embd", "model_dim", "W"), "model width (residual dimension)"),
+    Field("params", ("N", "n_params", "num_params", "parameters", "params_millions", "params_billions"),
+          "parameter count N, as the source counts it"),
+    Field("tokens", ("T", "n_tokens", "num_tokens", "tokens_billions"), "training tokens"),
+    Field("loss", ("final_loss",), "final loss in nats (per token or per byte; see loss_unit)"),
+    Field("loss_se", ("final_loss_se", "loss_stderr"), "standard error of the loss (nats)"),
+    Field("group", (), "free label, e.g. a size class or token regime"),
+    Field("name", ("run", "run_name"), "run name"),
+    Field("tokenizer", (), "tokenizer name (bytes, gpt2, ...)"),
+    Field("vocab_size", ("vocab",), "vocabulary size of the model"),
+    Field("loss_unit", ("loss_units",), "nats/token or nats/byte"),
+)}
+#: Source columns whose values are in a larger unit than the canonical column.
+SCALE = {"params_millions": 1e6, "params_billions": 1e9, "tokens_billions": 1e9}
+#: Names read only through an explicit mapping, and why.
+AMBIGUOUS = {"D": "depth in this project, tokens (data) in Chinchilla's notation",
+             "L": "loss in Chinchilla's notation, layers elsewhere"}
+#: Law inputs (LawInputs attributes) and the column each comes from.
+LAW_INPUTS = {"D": "depth", "W": "width", "N": "params", "T": "tokens"}
+
+
+def resolve(header, columns: dict | None, where: str) -> dict[str, str]:
+    """{canonical name: source column} for the columns of ``header`` a Runs table reads.
+
+    ``columns`` maps canonical names to source columns and wins over aliases. Two source
+    columns that alias the same field are an error (say which one with ``columns``).
+    """
+    header = list(header)
+    found: dict[str, str] = {}
+    for key, col in (columns or {}).items():
+        if key not in FIELDS:
+            raise ValueError(f"column mapping {key}={col}: {key!r} is not a column name; valid "
+                             f"names: {', '.join(FIELDS)}")
+        if col not in header:
+            raise ValueError(f"column mapping {key}={col}: {where} has no column {col!r}; its "
+                             f"columns: {', '.join(map(str, header))}")
+        found[key] = col
+    taken = set(found.values())
+    for f in FIELDS.values():
+        if f.name in found:
+            continue
+        hits = [h for h in header if h in (f.name, *f.aliases) and h not in taken]
+        if len(hits) > 1:
+            raise ValueError(f"{where}: columns {', '.join(map(repr, hits))} all give {f.name}; keep "
+                             f"one, or choose with --columns {f.name}=NAME (API: columns={{"
+                             f"'{f.name}': NAME}})")
+        if hits:
+            found[f.name] = hits[0]
+    if "loss" not in found:
+        raise ValueError(f"{where}: no loss column (looked for {_names('loss')}); its columns: "
+                         f"{', '.join(map(str, header)) or 'none'}. Map yours with --columns "
+                         "loss=NAME (API: columns={'loss': NAME})")
+    return found
+
+
+def _names(field: str) -> str:
+    f = FIELDS[field]
+    return ", ".join((f.name, *f.aliases))
+
+
+def scale_of(source_column: str) -> float:
+    return SCALE.get(source_column, 1.0)
+
+
+def describe_fields() -> str:
+    """One line per canonical column with its aliases (for help texts and docs)."""
+    lines = [f"{f.name:<10} {f.doc}" + (f"; aliases: {', '.join(f.aliases)}" if f.aliases else "")
+             for f in FIELDS.values()]
+    lines += [f"(never read on its own: {c!r}, {why}; map it, e.g. --columns tokens={c})"
+              if c == "D" else f"(never read on its own: {c!r}, {why}; map it, e.g. --columns loss={c})"
+              for c, why in AMBIGUOUS.items()]
+    lines.append("params_millions, params_billions and tokens_billions are scaled to counts.")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Which columns a law needs.
+
+_PROBE = dict(D=np.array([4.0, 12.0, 48.0]), W=np.array([256.0, 512.0, 2048.0]),
+              N=np.array([2e7, 8e7, 2e9]), T=np.array([1e9, 4e9, 4e10]))
+
+
+def law_columns(law, *, with_tokens: bool = True) -> tuple[str, ...]:
+    """The canonical columns ``law`` reads (loss always), found by evaluating it: an input it
+    needs turns its prediction non-finite when set to NaN. ``with_tokens=False`` probes the
+    law as fitted to runs whose tokens do not vary (its optional token term dropped)."""
+    from .laws import LawInputs, get_law
+
+    law = get_law(law)
+    values = {}
+    for p in law.params:
+        lo, hi = p.init
+        values[p.name] = math.sqrt(lo * hi) if p.log else (lo + hi) / 2
+    if not with_tokens:
+        values.update(law.token_params)
+
+    def finite(**nan):
+        cols = {k: np.full(3, np.nan) if k in nan else v for k, v in _PROBE.items()}
+        with np.errstate(all="ignore"):
+            try:
+                out = np.asarray(law(LawInputs(**cols), **values), dtype=float)
+            except (ValueError, TypeError, ArithmeticError):
+                return False
+        return bool(np.all(np.isfinite(out)))
+
+    if not finite():  # the probe point is outside the law's domain: assume it needs everything
+        needed = list(LAW_INPUTS)
+    else:
+        needed = [k for k in LAW_INPUTS if not finite(**{k: True})]
+    if law.needs_tokens and "T" not in needed:
+        needed.append("T")
+    return tuple(LAW_INPUTS[k] for k in LAW_INPUTS if k in needed) + ("loss",)
+
+
+def law_missing_columns(law, runs) -> list[str]:
+    """Columns ``law`` needs that ``runs`` lacks (not known for every run); for tokens, also
+    when they are known but do not vary and the law's token term cannot be dropped."""
+    from .laws import get_law
+
+    law = get_law(law)
+    missing = [c for c in law_columns(law, with_tokens=runs.tokens_vary) if not runs.has(c)]
+    if law.needs_tokens and "tokens" not in missing and not runs.tokens_vary:
+        missing.append("tokens")
+    return missing
+
+
+def check_law_columns(law, runs) -> None:
+    """Raise a ValueError naming the columns ``law`` needs and ``runs`` lacks, and how to map them."""
+    from .laws import get_law
+
+    law = get_law(law)
+    missing = law_missing_columns(law, runs)
+    if not missing:
+        return
+    what = []
+    for c in missing:
+        if c == "tokens" and runs.has("tokens"):
+            what.append("per-run token counts that vary (they do not vary here)")
+        else:
+            what.append(f"{c} (read from: {_names(c)})")
+    hint = ""
+    unread = [c for c in runs.unread_columns if c in AMBIGUOUS]
+    if unread:
+        hint = " " + " ".join(f"Column {c!r} is not read on its own ({AMBIGUOUS[c]}): map it, "
+                              f"e.g. --columns {'tokens' if c == 'D' else 'loss'}={c}." for c in unread)
+    raise ValueError(f"law {law.name!r} needs {', '.join(what)}, which {runs.source or 'the runs'} "
+                     f"lack(s).{hint} Laws this table can fit: {', '.join(laws_for(runs)) or 'none'}")
+
+
+def laws_for(runs) -> list[str]:
+    """Names of the registered laws whose columns ``runs`` has."""
+    from .laws import list_laws
+
+    return [law.name for law in list_laws() if not law_missing_columns(law, runs)]

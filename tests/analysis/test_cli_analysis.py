@@ -1,0 +1,154 @@
+"""The analysis CLI without the training stack, and `fit` / `laws` on anyone's table."""
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from depthdelusion.cli import COMMANDS, main
+
+from .conftest import params_of
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Packages the analysis must not need: the training stack, and pandas (optional).
+TRAINING_STACK = ("jax", "jaxlib", "flax", "optax", "orbax", "grain", "etils", "tensorboardX",
+                  "tiktoken", "array_record", "pandas")
+
+# A fresh interpreter whose import system refuses the blocked packages, then runs the CLI
+# (or, with a module name, `python -m MODULE ARGS`) and prints which of them got imported.
+RUNNER = """
+import runpy, sys
+BLOCKED = set(sys.argv[1].split(","))
+
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"blocked for this test: {name}", name=name)
+
+sys.meta_path.insert(0, Refuse())
+module, sys.argv = sys.argv[2], ["depthdelusion", *sys.argv[3:]]
+try:
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+    code = 0
+except SystemExit as exit:
+    code = exit.code
+print("IMPORTED:", ",".join(sorted(m for m in BLOCKED | {"matplotlib"} if m in sys.modules)))
+sys.exit(code)
+"""
+
+
+def run_blocked(args, blocked=TRAINING_STACK, module="depthdelusion"):
+    cmd = [sys.executable, "-c", RUNNER, ",".join(blocked), module, *args]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "MPLBACKEND": "Agg"})
+
+
+def shape_table(path: Path, tokens_vary=False) -> Path:
+    """16 runs over 4 depths x 4 widths with a planted depth penalty, in nats."""
+    rows = []
+    rng = np.random.default_rng(0)
+    for i, (d, w) in enumerate((d, w) for d in (2, 4, 8, 16) for w in (64, 128, 256, 512)):
+        n = params_of(d, w)
+        t = 1e9 * (1 + i % 3) if tokens_vary else 1e9
+        loss = 1.6 + 40 * n ** -0.2 + 0.05 * max(0.0, d - 1.5 * np.log(w)) + 0.005 * rng.standard_normal()
+        rows.append(f"{d},{w},{n},{t:.0f},{loss:.5f}\n")
+    path.write_text("depth,width,params,tokens,loss\n" + "".join(rows))
+    return path
+
+
+def test_help_lists_every_command_without_importing_any_command_module_or_scipy():
+    out = run_blocked(["--help"], blocked=TRAINING_STACK + ("scipy", "matplotlib"))
+    assert out.returncode == 0, out.stderr
+    listed = re.findall(r"^    (\S+)", out.stdout, re.M)
+    assert listed == [c[0] for c in COMMANDS]
+    assert out.stdout.strip().endswith("IMPORTED:")
+    # A command's own help imports its module, but not scipy (fitting is imported when used).
+    out = run_blocked(["fit", "--help"], blocked=TRAINING_STACK + ("scipy", "matplotlib"))
+    assert out.returncode == 0, out.stderr
+    assert "--grid-points K" in out.stdout and out.stdout.strip().endswith("IMPORTED:")
+
+
+def test_fit_and_report_run_without_the_training_stack_and_report_skips_matplotlib(tmp_path):
+    csv = shape_table(tmp_path / "runs.csv")
+    out = run_blocked(["fit", str(csv), "--law", "kaplan", "--bootstrap", "20", "--json"])
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout[:out.stdout.rindex("IMPORTED:")])
+    assert result["law"] == "kaplan" and result["n_bootstrap"] == 20 and result["r2"] > 0.5
+    assert out.stdout.strip().endswith("IMPORTED:")
+
+    out = run_blocked(["report", str(csv), "--out", str(tmp_path / "rep"), "--bootstrap", "5",
+                       "--no-figures"], blocked=TRAINING_STACK + ("matplotlib",))
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "rep" / "report.md").exists() and not list((tmp_path / "rep").glob("*.png"))
+    assert out.stdout.strip().endswith("IMPORTED:")
+
+    # The module entry point is the same command (its parser, built without the training stack).
+    out = run_blocked(["--help"], blocked=TRAINING_STACK + ("matplotlib",),
+                      module="depthdelusion.analysis.report")
+    assert out.returncode == 0, out.stderr
+    assert "--no-figures" in out.stdout and out.stdout.strip().endswith("IMPORTED:")
+
+
+def test_commands_of_a_missing_stack_or_figures_without_matplotlib_are_clear_errors(tmp_path):
+    out = run_blocked(["train", "--out", str(tmp_path / "run")])
+    assert out.returncode == 2
+    assert "depthdelusion train: error: needs the Python package 'etils', which is not installed; " \
+           "install depthdelusion with its dependencies" in out.stderr
+    out = run_blocked(["report", "paper", "--out", str(tmp_path / "rep")],
+                      blocked=TRAINING_STACK + ("matplotlib",))
+    assert out.returncode == 2 and not (tmp_path / "rep").exists()
+    assert "the report's figures need matplotlib, which is not installed: pip install matplotlib, " \
+           "or pass --no-figures" in out.stderr
+
+
+def test_fit_without_law_picks_from_the_columns_never_a_depth_law_on_shapeless_data(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    N = np.geomspace(1e7, 1e9, 12)
+    T = np.geomspace(1e9, 1e11, 12)[rng.permutation(12)]
+    loss = 1.7 + 400 * N ** -0.34 + 400 * T ** -0.28 + 0.002 * rng.standard_normal(12)
+    path = tmp_path / "nt.csv"
+    path.write_text("n_params,n_tokens,val\n" + "".join(f"{a},{b},{c}\n" for a, b, c in zip(N, T, loss)))
+    assert main(["fit", str(path), "--columns", "loss=val", "--bootstrap", "0", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["law"] == "chinchilla"
+    assert "law: chinchilla (picked from the columns params, tokens, loss; other laws this table " \
+           "can fit: kaplan; choose with --law)" in err
+
+    loss = 1.7 + 400 * N ** -0.34 + 0.002 * rng.standard_normal(12)
+    path.write_text("N,loss\n" + "".join(f"{a},{c}\n" for a, c in zip(N, loss)))
+    assert main(["fit", str(path), "--bootstrap", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["law"] == "kaplan"
+
+    assert main(["fit", str(path), "--law", "depth_delusion", "--bootstrap", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "law 'depth_delusion' needs depth (read from: depth, n_layers" in err
+    assert "Laws this table can fit: kaplan" in err
+
+    assert main(["fit", str(shape_table(tmp_path / "dw.csv")), "--bootstrap", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["law"] == "depth_delusion"
+
+
+def test_fit_start_options_reach_the_fitter(tmp_path, capsys):
+    csv = shape_table(tmp_path / "runs.csv")
+    assert main(["fit", str(csv), "--law", "kaplan", "--bootstrap", "0", "--json",
+                 "--grid-points", "2", "--starts", "5"]) == 0
+    assert json.loads(capsys.readouterr().out)["starts"]["n_starts"] == 5  # 2^3 grid, 5 kept
+    assert main(["fit", str(csv), "--law", "kaplan", "--bootstrap", "0", "--json",
+                 "--grid-points", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["starts"]["n_starts"] == 8
+    assert main(["fit", str(csv), "--law", "kaplan", "--starts", "0"]) == 2
+    assert "--starts=0: must be a positive integer" in capsys.readouterr().err
+    assert main(["fit", str(csv), "--columns", "loss"]) == 2
+    assert "'loss' is not NAME=COLUMN" in capsys.readouterr().err
+
+
+def test_laws_lists_formulas_and_required_columns(capsys):
+    assert main(["laws", "--columns"]) == 0
+    out = capsys.readouterr().out
+    assert "kaplan\n  L = E + A·N^−α\n  parameters: E, A, alpha\n  columns: params,loss\n" in out
+    assert "chinchilla\n" in out and "columns: params,tokens,loss\n" in out
+    assert "columns: depth,width,params,loss  (+ tokens when they vary" in out
+    assert "params     parameter count N" in out and "never read on its own: 'D'" in out

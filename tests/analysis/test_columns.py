@@ -1,0 +1,113 @@
+"""Any table a law can use: only the columns the law needs, aliases, an explicit mapping, and
+errors that name the missing column and the law that needs it."""
+import numpy as np
+import pytest
+
+from depthdelusion.analysis import Runs, fit, law_columns, law_missing_columns, laws_for, load_runs
+from depthdelusion.analysis.columns import check_law_columns
+
+# Chinchilla-like truth: L = E + A N^-alpha + B T^-beta (Hoffmann et al.'s published estimate).
+E, A, ALPHA, B, BETA = 1.69, 406.4, 0.34, 410.7, 0.28
+
+
+def chinchilla_rows(n=24, seed=0, noise=0.003, tokens_vary=True):
+    rng = np.random.default_rng(seed)
+    N = np.geomspace(2e7, 2e9, n)
+    T = np.geomspace(4e8, 4e10, n)[rng.permutation(n)] if tokens_vary else np.full(n, 1e10)
+    loss = E + A * N ** -ALPHA + B * T ** -BETA + noise * rng.standard_normal(n)
+    return N, T, loss
+
+
+def write_csv(path, header, rows):
+    path.write_text(",".join(header) + "\n" + "".join(",".join(map(str, r)) + "\n" for r in rows))
+    return path
+
+
+def test_params_loss_table_fits_kaplan_and_refuses_a_depth_law_naming_the_column(tmp_path):
+    N, _, loss = chinchilla_rows(tokens_vary=False)
+    path = write_csv(tmp_path / "pl.csv", ["params", "loss"], zip(N, loss))
+    runs = load_runs(path)
+    assert runs.columns == ["params", "loss", "group", "name"]
+    assert np.isnan(runs.depth).all() and np.isnan(runs.tokens).all()
+    assert laws_for(runs) == ["kaplan"]
+    r = fit(runs, "kaplan", bootstrap=0, leave_one_out=False)
+    assert r.r2 > 0.99
+    with pytest.raises(ValueError, match=r"law 'depth_delusion' needs depth \(read from: depth, "
+                       r"n_layers.*\), width \(read from: width, d_model.*pl\.csv lack.*"
+                       r"Laws this table can fit: kaplan"):
+        fit(runs, "depth_delusion", bootstrap=0)
+
+
+def test_chinchilla_notation_table_with_aliases_and_an_explicit_mapping(tmp_path):
+    N, T, loss = chinchilla_rows()
+    # Chinchilla's own notation: N parameters, D tokens (data), L loss.
+    path = write_csv(tmp_path / "ndl.csv", ["N", "D", "L"], zip(N, T, loss))
+    with pytest.raises(ValueError, match=r"no loss column \(looked for loss, final_loss\); its "
+                       r"columns: N, D, L\. Map yours with --columns loss=NAME"):
+        load_runs(path)
+    runs = load_runs(path, columns={"loss": "L"})
+    assert runs.unread_columns == ("D",)
+    # D is never guessed: the error for a law that needs tokens says how to map it.
+    with pytest.raises(ValueError, match=r"law 'chinchilla' needs tokens.*Column 'D' is not read on "
+                       r"its own \(depth in this project, tokens \(data\) in Chinchilla's notation\): "
+                       r"map it, e.g. --columns tokens=D"):
+        check_law_columns("chinchilla", runs)
+    runs = load_runs(path, columns={"loss": "L", "tokens": "D"})
+    assert runs.columns == ["params", "tokens", "loss", "group", "name"]
+    assert laws_for(runs) == ["chinchilla", "kaplan"]
+    r = fit(runs, "chinchilla", bootstrap=0, leave_one_out=False)
+    assert abs(r.params["alpha"] - ALPHA) < 0.05 and abs(r.params["E"] - E) < 0.1
+
+
+def test_aliases_scaled_columns_list_of_dicts_and_dataframe_agree():
+    rows = [{"n_layers": d, "d_model": w, "params_millions": n, "T": 1e9, "final_loss": l}
+            for d, w, n, l in [(2, 64, 1.5, 4.0), (4, 64, 2.5, 3.9), (4, 128, 7.0, 3.7)]]
+    runs = load_runs(rows)
+    assert runs.depth.tolist() == [2, 4, 4] and runs.depth.dtype == np.int64
+    assert runs.width.tolist() == [64, 64, 128]
+    assert runs.params.tolist() == [1.5e6, 2.5e6, 7e6]
+    assert runs.tokens.tolist() == [1e9] * 3 and runs.loss.tolist() == [4.0, 3.9, 3.7]
+    assert list(runs.name) == ["2Lx64", "4Lx64", "4Lx128"]
+    pd = pytest.importorskip("pandas")
+    frame = load_runs(pd.DataFrame(rows))
+    assert frame.params.tolist() == runs.params.tolist() and frame.columns == runs.columns
+
+
+def test_two_columns_for_one_field_and_bad_mappings_are_clear_errors():
+    with pytest.raises(ValueError, match=r"columns 'params', 'N' all give params; keep one, or "
+                       r"choose with --columns params=NAME"):
+        load_runs([{"params": 1e6, "N": 2e6, "loss": 3.0}])
+    with pytest.raises(ValueError, match=r"column mapping lr=x: 'lr' is not a column name; valid names: depth"):
+        load_runs([{"x": 1.0, "loss": 3.0}], columns={"lr": "x"})
+    with pytest.raises(ValueError, match=r"column mapping params=n: list of runs has no column 'n'; "
+                       r"its columns: N, loss"):
+        load_runs([{"N": 1e6, "loss": 3.0}], columns={"params": "n"})
+    with pytest.raises(ValueError, match="a column mapping applies to tables"):
+        load_runs("paper", columns={"loss": "x"})
+
+
+def test_runs_constructor_has_defaults_for_optional_columns():
+    runs = Runs(params=[1e6, 2e6, 4e6], loss=[3.0, 2.9, 2.8])
+    assert len(runs) == 3 and runs.groups == ["all"] and list(runs.name) == ["run1", "run2", "run3"]
+    assert not runs.has("depth") and not runs.has("tokens") and runs.has("params")
+    assert runs.profiles == [None] * 3 and list(runs.loss_unit) == [""] * 3
+    assert runs.subset([0, 2]).params.tolist() == [1e6, 4e6]
+    assert list(load_runs([{"N": 1e6, "loss": 3.0, "run": "a"}, {"N": 2e6, "loss": 2.9}]).name) == ["a", "run2"]
+    with pytest.raises(ValueError, match="loss column is required"):
+        Runs(params=[1e6])
+    with pytest.raises(ValueError, match=r"column 'params' has 2 entries, expected 3"):
+        Runs(params=[1e6, 2e6], loss=[3.0, 2.9, 2.8])
+
+
+def test_law_columns_are_found_by_probing_the_law_so_user_laws_need_no_declaration():
+    assert law_columns("kaplan") == ("params", "loss")
+    assert law_columns("chinchilla") == ("params", "tokens", "loss")
+    assert law_columns("depth_delusion", with_tokens=False) == ("depth", "width", "params", "loss")
+    assert law_columns("depth_delusion") == ("depth", "width", "params", "tokens", "loss")
+    # Constant tokens: the depth law's token term is dropped, chinchilla's cannot be.
+    runs = Runs(depth=[2, 4, 8], width=[64, 64, 64], params=[1e6, 2e6, 4e6], loss=[3.0, 2.9, 2.8],
+                tokens=[1e9] * 3)
+    assert law_missing_columns("depth_delusion", runs) == []
+    assert law_missing_columns("chinchilla", runs) == ["tokens"]
+    with pytest.raises(ValueError, match="needs per-run token counts that vary"):
+        check_law_columns("chinchilla", runs)
