@@ -185,6 +185,15 @@ def wait_for_status(root, workers=(0, 1), timeout=60):
         time.sleep(0.05)
 
 
+def wait_for_training(root, workers=(0, 1), timeout=60):
+    """Until every worker's (stand-in) training has taken a step: its SIGTERM handler is set."""
+    deadline = time.monotonic() + timeout
+    logs = [worker_home(root, w) / "depthdelusion" / "logs" / f"worker-{w}.log" for w in workers]
+    while not all(p.exists() and "step 1" in p.read_text() for p in logs):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
 def test_setup_and_run_execute_on_every_worker(slice_):
     root = slice_.root
     slice_("setup.sh")
@@ -228,7 +237,7 @@ def test_a_new_run_stops_the_previous_one_and_clears_the_tpu_lock(slice_):
     slice_("run.sh", *out, FAKE_STEPS="100000")
     lock = worker_home(root, 0) / "libtpu_lockfile"
     lock.write_text("")
-    time.sleep(0.3)
+    wait_for_training(root)
     slice_("run.sh", *out, FAKE_STEPS="2")
     assert not lock.exists()
     assert wait_for_status(root) == ["0", "0"]
@@ -241,7 +250,7 @@ def test_stop_ends_the_run_on_every_worker_with_the_preemption_status(slice_):
     root = slice_.root
     slice_("setup.sh")
     slice_("run.sh", "--", "train", "experiments/smoke.yaml", "--out", "gs://bkt/r", FAKE_STEPS="100000")
-    time.sleep(0.3)
+    wait_for_training(root)
     slice_("stop.sh")
     assert wait_for_status(root, timeout=0) == ["75", "75"]
     assert (root / "gcs" / "bkt" / "r" / "logs" / "worker-1.status").read_text().strip() == "75"

@@ -116,9 +116,12 @@ cmd_supervise() {
   copier=$!
   "$DD_HOME/.venv/bin/python" -m depthdelusion "$@" >>"$log" 2>&1 </dev/null &
   child=$!
-  trap 'kill -TERM "$child" 2>/dev/null || true' TERM INT
-  while kill -0 "$child" 2>/dev/null; do # a signal interrupts wait: wait again for the status
+  local signalled=0
+  trap 'signalled=1; kill -TERM "$child" 2>/dev/null || true' TERM INT
+  while true; do # a trapped signal interrupts wait (status > 128): wait again for the child's own
+    signalled=0
     if wait "$child"; then rc=0; else rc=$?; fi
+    [[ "$signalled" -eq 1 && "$rc" -gt 128 ]] || break
   done
   kill "$copier" 2>/dev/null || true
   echo "=== worker $id, $(date -u +%Y-%m-%dT%H:%M:%SZ): exit status $rc" >>"$log"
