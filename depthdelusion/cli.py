@@ -15,6 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
     from depthdelusion import sweep_commands
     from depthdelusion.data import commands as data_commands
     from depthdelusion.train import commands as train_commands
+    from depthdelusion.studies import commands as study_commands
 
     parser = argparse.ArgumentParser(
         prog="depthdelusion",
@@ -25,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     data_commands.register(subparsers)
     analysis_commands.register(subparsers)
     sweep_commands.register(subparsers)
+    study_commands.register(subparsers)
     return parser
 
 

@@ -79,7 +79,7 @@ class PersistenceFit:
 
 
 def _fmt_inf(v: float) -> str:
-    return "∞" if not np.isfinite(v) else f"{v:.3g}"
+    return ("∞" if v > 0 else "−∞") if np.isinf(v) else f"{v:.3g}"
 
 
 def _status(rate_ci) -> str:
@@ -236,7 +236,7 @@ class PersistenceScaling:
                 "this is a growth length, not the paper's decay)\n")
         return (f"ℓ(W) from the rate 1/ℓ of all {n} runs ({len(set(self.widths.tolist()))} widths; "
                 f"{n - self.n_growth - self.n_flat} decay, {self.n_flat} flat, {self.n_growth} "
-                f"growth; none excluded), weighted by bootstrap variances:\n"
+                f"growth; none excluded), weighted by the rates' variances:\n"
                 f"  power law  ℓ = {self.c:.4g}·W^{self.p:.3f}  (p 95% profile-likelihood CI "
                 f"[{_fmt_inf(self.p_ci[0])}, {_fmt_inf(self.p_ci[1])}])  weighted R² on 1/ℓ = "
                 f"{self.r2_power:.3f}\n{sign}"
