@@ -138,9 +138,9 @@ def audit_param_counts(runs, *, tolerance: float = 0.01, vocab: int = VOCAB,
                 continue
             iw, idp = _implied_width(D[i], N[i], fn, vocab), _implied_depth(W[i], N[i], fn, vocab)
             near_w = round(iw)
-            explanation = (f"{runs.name[i]} ({group}): printed {N[i] / 1e6:.1f}M, but {best[group]} gives "
-                           f"{expected / 1e6:.1f}M ({rel:+.1%}); the printed count implies W ≈ {iw:.1f} "
-                           f"at D = {int(D[i])} ({int(D[i])}L×{near_w} gives {fn(D[i], near_w, vocab) / 1e6:.1f}M)"
+            explanation = (f"{runs.name[i]} ({group}): printed {N[i] / 1e6:.3g}M, but {best[group]} gives "
+                           f"{expected / 1e6:.3g}M ({rel:+.1%}); the printed count implies W ≈ {iw:.1f} "
+                           f"at D = {int(D[i])} ({int(D[i])}L×{near_w} gives {fn(D[i], near_w, vocab) / 1e6:.3g}M)"
                            f" or D ≈ {idp:.1f} at W = {int(W[i])}")
             findings.append(RowFinding(str(runs.name[i]), group, int(D[i]), int(W[i]), float(N[i]),
                                        float(expected), float(rel), iw, idp, explanation))
