@@ -178,7 +178,8 @@ def persistence_scaling(scaling, path: Path) -> Path:
     ax.set_xlabel("width W (log scale)")
     ax.set_ylabel("persistence length ℓ (layers, log scale)")
     ax.set_title("ℓ vs W (decaying runs)")
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     bx.errorbar(W * jitter, scaling.rates, yerr=1.96 * scaling.rate_se, fmt="o", mfc="none", ms=4,
                 label="runs (±1.96 bootstrap SE)")
