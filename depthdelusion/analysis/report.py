@@ -348,7 +348,12 @@ def _opening(runs, fits: dict, persist: dict) -> str:
         text += (f" Per-layer weight gradients: {n['decay']} of {len(weight)} runs decay towards the input "
                  f"(the paper's ℓ), {n['growth']} grow towards it, {n['flat']} are flat")
         sc = persist.get("weight_scaling")
-        text += (f"; ℓ(W) power-law fit p = {sc.p:.2f} (paper 0.44)." if sc is not None else ".")
+        if sc is None:
+            text += "."
+        elif sc.c > 0:
+            text += f"; ℓ(W) power-law fit p = {sc.p:.2f} (paper 0.44)."
+        else:
+            text += ", so there is no decay length to compare with the paper's ℓ ∝ W^0.44."
     if fits:
         by_aicc = min(fits.values(), key=lambda f: f.aicc)
         text += f" Best law by AICc: {by_aicc.law.name}."
