@@ -229,7 +229,8 @@ class PersistenceScaling:
             return 1.0 / self.predict_log(W)
 
     def summary(self) -> str:
-        better = "power law" if self.r2_power > self.r2_log else "log form"
+        better = ("neither (equal R²)" if abs(self.r2_power - self.r2_log) < 1e-3 else
+                  "power law" if self.r2_power > self.r2_log else "log form")
         n = len(self.widths)
         sign = ("" if self.c > 0 else
                 "  (c < 0: the fitted rates are negative — gradients grow towards the input, so "

@@ -54,14 +54,16 @@ def load_study_runs(root: Path) -> tuple[list[dict], list[str]]:
     return runs, unfinished
 
 
-def windowed_fits(runs: list[dict], step: int, window: float) -> dict:
-    """{(name, kind): PersistenceFit} with the windowed protocol."""
+def windowed_fits(runs: list[dict], step: int, window: float, skip_bottom: int = 0) -> dict:
+    """{(name, kind): PersistenceFit} with the windowed protocol; ``skip_bottom`` drops that many
+    blocks nearest the input (a robustness check: is the profile set by the bottom block alone?)."""
     out = {}
     for i, r in enumerate(runs):
         for kind in ("weight", "activation"):
             if r["profile"] is None or not r["profile"].steps(kind):
                 continue
             used, norms_SxD, warning = windowed_norms(r["profile"], step, window, kind)
+            norms_SxD = norms_SxD[:, skip_bottom:]
             f = persistence_length(norms_SxD, name=r["name"], width=r["width"], kind=kind,
                                    requested_step=step, seed=i)
             f.steps, f.step, f.window, f.warning = used, int(round(np.mean(used))), window_bounds(step, window), warning
@@ -105,6 +107,7 @@ def build(root: Path, out: Path, *, step: int = DEFAULT_STEP, window: float = DE
         raise ValueError(f"{root}: no finished runs to analyse")
     out.mkdir(parents=True, exist_ok=True)
     fits = windowed_fits(runs, step, window)
+    above = windowed_fits(runs, step, window, skip_bottom=1)
     files = []
     done = {r["name"] for r in runs}
     missing = [n for n in (expected or []) if n not in done]
@@ -123,7 +126,8 @@ def build(root: Path, out: Path, *, step: int = DEFAULT_STEP, window: float = DE
 
     # --- per-run table ------------------------------------------------------------------------
     header = ["run", "param.", "D", "W", "seed", "loss ± SE", "weight: status", "rate 1/ℓ [95% CI]",
-              "ℓ", "activation: status", "rate 1/ℓ [95% CI]", "g_0/g_D", "wall s"]
+              "ℓ", "activation: status", "rate 1/ℓ [95% CI]", "weight, bottom block left out",
+              "g_0/g_D", "wall s"]
     md += ["## Per run", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     csv_rows = []
     for r in sorted(runs, key=lambda r: (r["parametrization"], r["width"], r["depth"], r["seed"])):
@@ -138,6 +142,9 @@ def build(root: Path, out: Path, *, step: int = DEFAULT_STEP, window: float = DE
             cells += [f.status, f"{f.rate:+.4f} [{f.rate_ci[0]:+.4f}, {f.rate_ci[1]:+.4f}]"]
             if f is fw:
                 cells.append("—" if f.length is None else f"{f.length:+.3g}")
+        fb = above.get((r["name"], "weight"))
+        cells.append("—" if fb is None or not np.isfinite(fb.rate) else
+                     f"{fb.status} {fb.rate:+.4f} [{fb.rate_ci[0]:+.4f}, {fb.rate_ci[1]:+.4f}]")
         cells += ["—" if g is None else f"{g[0] / g[-1]:.3g}", f"{r['wall_time_s']:.0f}"]
         md.append("| " + " | ".join(str(c) for c in cells) + " |")
         for kind, f in (("weight", fw), ("activation", fa)):
@@ -149,6 +156,11 @@ def build(root: Path, out: Path, *, step: int = DEFAULT_STEP, window: float = DE
                                  "status": f.status, "rate": f"{f.rate:.5f}", "rate_lo": f"{f.rate_ci[0]:.5f}",
                                  "rate_hi": f"{f.rate_ci[1]:.5f}", "wall_time_s": f"{r['wall_time_s']:.0f}"})
     md.append("")
+    counts = {name: {st: sum(f.status == st for f in fs.values() if f.kind == "weight")
+                     for st in ("decay", "flat", "growth")} for name, fs in (("all blocks", fits),
+                                                                            ("bottom block left out", above))}
+    md += ["Weight-gradient profiles, windowed: " + "; ".join(
+        f"{name}: {c['decay']} decay, {c['flat']} flat, {c['growth']} growth" for name, c in counts.items()) + ".", ""]
     warnings = sorted({f.warning for f in fits.values() if f.warning})
     if warnings:
         md += ["Warnings:", *[f"- {w}" for w in warnings], ""]
