@@ -39,6 +39,10 @@ COMMANDS = (
      "first-order signal per insertion layer"),
     ("expansion-study", "depthdelusion.studies.expansion_commands",
      "the depth-expansion study: train (resumable), grow, probe, tables and figures"),
+    ("persistence-probe", "depthdelusion.studies.persistence_probe",
+     "per-layer gradient profiles at init and over the first steps for a width x depth grid; ℓ per shape"),
+    ("persistence-study", "depthdelusion.studies.persistence_study",
+     "tables and figures of the persistence study from its trained runs"),
     ("spectrum", "depthdelusion.studies.spectrum",
      "eigenvalue spectra of a trained run's residual stream per layer, with tail indices"),
 )

@@ -57,6 +57,12 @@ class ModelConfig:
     parametrization: Literal["sp", "mup", "depth_mup", "completep"] = "sp"
     base_width: int = 256  # the width at which lr, init_std, wd and eps were tuned
     base_depth: int = 2  # the depth at which they were tuned
+    # dtype of the residual stream (the scan carry, the sum of every block's output) and of the
+    # logits' accumulation: "float32" keeps them in float32 under bf16/fp16 compute (the matmuls
+    # stay in the compute dtype); "compute" keeps them in the compute dtype. Identical on CPU,
+    # where compute is float32. Default "compute": at 32 blocks a float32 carry changed neither
+    # the loss nor the gradient profile measurably (docs/persistence.md), and it costs memory.
+    residual_dtype: Literal["float32", "compute"] = "compute"
 
     @property
     def heads(self) -> int:

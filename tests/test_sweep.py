@@ -21,8 +21,23 @@ def paper_shapes(group):
         return {(int(r["depth"]), int(r["width"])) for r in csv.DictReader(fh) if r["group"] == group}
 
 
-def test_smoke_grid_is_six_tiny_shapes_on_builtin_data():
+def test_smoke_grid_has_enough_runs_for_every_default_law_and_three_widths_for_persistence():
+    from depthdelusion.analysis.laws import get_law
+    from depthdelusion.analysis.report import DEFAULT_LAWS
+
     grid = load_grid(EXPERIMENTS / "smoke.yaml")
+    k_max = max(len(get_law(name).param_names) - len(get_law(name).token_params) for name in DEFAULT_LAWS)
+    assert len(grid.runs) > k_max + 1  # the fitter's minimum: more than k + 1 runs
+    deep = {cfg.model.width for _, cfg in grid.runs if cfg.model.depth >= 4}
+    assert len(deep) >= 3  # ℓ needs depth >= 3; ℓ(W) needs several widths
+    for _, cfg in grid.runs:
+        assert cfg.data.path is None and cfg.data.tokenizer == "bytes"
+        # the persistence window at the end of training holds several logged steps
+        assert cfg.train.steps // cfg.train.layer_stats_every >= 10
+
+
+def test_tiny_grid_is_six_tiny_shapes_on_builtin_data():
+    grid = load_grid(EXPERIMENTS / "tiny.yaml")
     names = [n for n, _ in grid.runs]
     assert names == ["d1_w32", "d1_w64", "d2_w32", "d2_w64", "d4_w32", "d4_w64"]
     for _, cfg in grid.runs:

@@ -30,6 +30,12 @@ def _blocks_plus_embeddings(D, W, V=VOCAB):
     return 12 * D * W ** 2 + 2 * V * W
 
 
+def _trainer_default(D, W, V=VOCAB):
+    # depthdelusion's own model with its defaults (gelu 4W, biases, LayerNorm, rope, untied head
+    # with bias): depthdelusion.model.size.count_params
+    return D * (12 * W ** 2 + 13 * W) + 2 * V * W + V + 2 * W
+
+
 def _blocks_only(D, W, V=VOCAB):
     return 12 * D * W ** 2
 
@@ -40,6 +46,7 @@ CONVENTIONS = {
     "paper_large_scale": ("D(12W² + 4W) + 2VW + 2048W", _large_scale),
     "blocks_plus_embeddings": ("12DW² + 2VW", _blocks_plus_embeddings),
     "blocks_only": ("12DW² (non-embedding)", _blocks_only),
+    "depthdelusion": ("D(12W² + 13W) + 2VW + V + 2W (this trainer's defaults)", _trainer_default),
 }
 
 
@@ -138,9 +145,9 @@ def audit_param_counts(runs, *, tolerance: float = 0.01, vocab: int = VOCAB,
                 continue
             iw, idp = _implied_width(D[i], N[i], fn, vocab), _implied_depth(W[i], N[i], fn, vocab)
             near_w = round(iw)
-            explanation = (f"{runs.name[i]} ({group}): printed {N[i] / 1e6:.1f}M, but {best[group]} gives "
-                           f"{expected / 1e6:.1f}M ({rel:+.1%}); the printed count implies W ≈ {iw:.1f} "
-                           f"at D = {int(D[i])} ({int(D[i])}L×{near_w} gives {fn(D[i], near_w, vocab) / 1e6:.1f}M)"
+            explanation = (f"{runs.name[i]} ({group}): printed {N[i] / 1e6:.3g}M, but {best[group]} gives "
+                           f"{expected / 1e6:.3g}M ({rel:+.1%}); the printed count implies W ≈ {iw:.1f} "
+                           f"at D = {int(D[i])} ({int(D[i])}L×{near_w} gives {fn(D[i], near_w, vocab) / 1e6:.3g}M)"
                            f" or D ≈ {idp:.1f} at W = {int(W[i])}")
             findings.append(RowFinding(str(runs.name[i]), group, int(D[i]), int(W[i]), float(N[i]),
                                        float(expected), float(rel), iw, idp, explanation))

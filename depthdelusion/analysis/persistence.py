@@ -1,8 +1,18 @@
 """Gradient persistence length ℓ (the paper's Proposition 3.1) and its scaling with width.
 
-Per run: g_l / g_D = exp(−(D − l)/ℓ), l = 1..D counted from the input, fitted as a straight
-line ln g_l = b − (D − l)/ℓ (a free intercept b, so a noisy top layer does not set the scale).
-Across runs: ℓ(W) = c·W^p against ℓ(W) = a·ln W + b, compared by R² in ℓ (as in the paper's §4.7).
+Per run (the windowed protocol): ln g_l is averaged over every logged step inside a window
+around the requested step (default the paper's step 1000, window ±20%), and a straight line
+ln ḡ_l = b − rate·(D − l) is fitted (l counted from the input, a free intercept b so a noisy top
+layer does not set the scale). rate = 1/ℓ is kept with its sign: rate > 0 is the paper's decay
+towards the input, rate < 0 is growth towards the input. Its interval is a percentile bootstrap
+over the logged steps of the window (the step-to-step scatter of the profile); with fewer than 3
+steps in the window, the t-interval of the regression slope.
+
+Across runs: rate(W) is fitted over ALL runs (decaying, flat and growing alike — no selection on
+the outcome) in two forms, the paper's power law ℓ = c·W^p (rate = W^−p / c) and its log form
+ℓ = a·ln W + b (rate = 1/(a ln W + b)), by least squares on the rates weighted by their
+bootstrap variances, compared by weighted R² on the rates. The interval of p is a profile
+likelihood (Gaussian errors of unknown scale: n·ln(RSS(p)/RSS_min) ≤ χ²₁,0.95 = 3.84).
 """
 from __future__ import annotations
 
@@ -15,19 +25,26 @@ from scipy import optimize, stats
 from .runs import load_runs
 
 DEFAULT_STEP = 1000  # the paper measures "after 1000 training steps"
+DEFAULT_WINDOW = 0.2  # relative half-width: logged steps in [step·(1 − w), step·(1 + w)]
+BOOTSTRAP = 400  # resamples of the window's steps per run
+CHI2_95 = 3.841458820694124  # χ²₁ 95% point, for profile-likelihood intervals
 
 
 @dataclass
 class PersistenceFit:
-    """ℓ (layers) of one gradient profile. ``status`` is ``"decay"``, ``"no decay"`` (gradients
-    do not shrink towards the input, significantly) or ``"too few layers"``; ``length`` and
-    ``ci`` are None unless status is ``"decay"``. ``rate`` = 1/ℓ (per layer) is always given."""
+    """The gradient profile of one run around one step.
+
+    ``status``: ``"decay"`` (gradients shrink towards the input: the rate's 95% CI is above 0),
+    ``"growth"`` (they grow towards the input: the CI is below 0), ``"flat"`` (the CI spans 0)
+    or ``"too few layers"``. ``rate`` = 1/ℓ per layer (signed) and its interval are always given
+    for depth ≥ 3; ``length`` = 1/rate (negative for growth) unless flat. ``steps`` are the logged
+    steps averaged; ``warning`` says when they are far from the requested step."""
 
     name: str
     depth: int
     width: int
     kind: str
-    step: int | None
+    step: int | None  # the mean of the steps used, rounded
     requested_step: int | None
     status: str
     rate: float
@@ -35,78 +52,168 @@ class PersistenceFit:
     r2: float
     length: float | None
     ci: tuple | None
+    steps: tuple = ()
+    window: tuple | None = None
+    ci_method: str = "t-interval of the slope"
+    rate_se: float = math.nan
+    warning: str | None = None
 
     def describe(self) -> str:
         where = f"{self.name} ({self.depth}L×{self.width}, {self.kind} gradients"
-        where += f", step {self.step}" if self.step is not None else ""
-        where += f" for requested {self.requested_step})" if self.requested_step not in (None, self.step) else ")"
+        if self.steps:
+            where += (f", step {self.steps[0]}" if len(self.steps) == 1 else
+                      f", mean of {len(self.steps)} logged steps {self.steps[0]}–{self.steps[-1]}")
+        where += ")"
+        warn = f"  WARNING: {self.warning}" if self.warning else ""
+        if self.status == "too few layers":
+            return f"{where}: too few layers{warn}"
+        rate = (f"rate 1/ℓ {self.rate:+.3g}/layer, 95% CI [{self.rate_ci[0]:+.3g}, "
+                f"{self.rate_ci[1]:+.3g}] ({self.ci_method}), R² {self.r2:.2f}")
         if self.status == "decay":
-            return (f"{where}: ℓ = {self.length:.3g} layers, 95% CI [{self.ci[0]:.3g}, "
-                    f"{_fmt_inf(self.ci[1])}], R² = {self.r2:.3f}")
-        if self.status == "no decay":
-            return (f"{where}: no decay — gradients do not shrink towards the input "
-                    f"(rate {self.rate:+.3g}/layer, 95% CI [{self.rate_ci[0]:+.3g}, {self.rate_ci[1]:+.3g}])")
-        return f"{where}: {self.status}"
+            return (f"{where}: decay towards the input, ℓ = {self.length:.3g} layers "
+                    f"[{self.ci[0]:.3g}, {_fmt_inf(self.ci[1])}]; {rate}{warn}")
+        if self.status == "growth":
+            return (f"{where}: growth towards the input (gradients e-fold every "
+                    f"{-self.length:.3g} layers going down); {rate}{warn}")
+        return f"{where}: flat — no significant decay or growth; {rate}{warn}"
 
 
 def _fmt_inf(v: float) -> str:
-    return "∞" if not np.isfinite(v) else f"{v:.3g}"
+    return ("∞" if v > 0 else "−∞") if np.isinf(v) else f"{v:.3g}"
+
+
+def _status(rate_ci) -> str:
+    if rate_ci[0] > 0:
+        return "decay"
+    if rate_ci[1] < 0:
+        return "growth"
+    return "flat"
+
+
+def _length_ci(rate: float, rate_ci: tuple, status: str):
+    if status == "flat":
+        return None, None
+    lo, hi = rate_ci  # same sign: 1/hi < 1/lo for decay (both > 0) and growth (both < 0)
+    return 1.0 / rate, (1.0 / hi, 1.0 / lo)
+
+
+def _line(log_g_D: np.ndarray):
+    """rate (= −slope of ln g against D − l), its stderr and R²."""
+    depth = len(log_g_D)
+    distance = depth - 1 - np.arange(depth)  # D − l: 0 at the top block
+    res = stats.linregress(distance, log_g_D)
+    return -res.slope, res.stderr, res.rvalue ** 2
+
+
+def _rates(log_g_SxD: np.ndarray) -> np.ndarray:
+    """rate of each row's profile (vectorised least-squares slope)."""
+    depth = log_g_SxD.shape[1]
+    distance = depth - 1 - np.arange(depth)
+    dc = distance - distance.mean()
+    return -(log_g_SxD - log_g_SxD.mean(1, keepdims=True)) @ dc / (dc @ dc)
 
 
 def persistence_length(norms, *, name: str = "", width: int = 0, kind: str = "weight",
-                       step: int | None = None, requested_step: int | None = None) -> PersistenceFit:
-    """Fit ℓ to per-layer gradient norms (index 0 = bottom block, nearest the input)."""
+                       step: int | None = None, requested_step: int | None = None,
+                       seed: int = 0) -> PersistenceFit:
+    """Fit the rate 1/ℓ to per-layer gradient norms (index 0 = bottom block, nearest the input).
+
+    ``norms``: one profile [D], or several logged steps' profiles [S, D] (the window), whose
+    ln g are averaged; with S ≥ 3 the interval is a bootstrap over the S steps."""
     g = np.asarray(norms, dtype=float)
-    depth = len(g)
-    if depth and (not np.all(np.isfinite(g)) or np.any(g <= 0)):
+    g_SxD = g[None, :] if g.ndim == 1 else g
+    depth = g_SxD.shape[1]
+    if g_SxD.size and (not np.all(np.isfinite(g_SxD)) or np.any(g_SxD <= 0)):
         raise ValueError(f"{name or 'profile'}: per-layer {kind} gradient norms must be positive "
                          f"and finite; got {g.tolist()}")
+    steps = (step,) if step is not None else ()
     base = dict(name=name, depth=depth, width=int(width), kind=kind, step=step,
-                requested_step=requested_step)
+                requested_step=requested_step, steps=steps)
     if depth < 3:  # an intercept and a slope leave no degree of freedom for an interval
         return PersistenceFit(**base, status="too few layers", rate=math.nan,
                               rate_ci=(math.nan, math.nan), r2=math.nan, length=None, ci=None)
-    distance = depth - 1 - np.arange(depth)  # D − l: 0 at the top block
-    res = stats.linregress(distance, np.log(g))
-    rate = -res.slope  # 1/ℓ: how fast ln g falls per layer towards the input
-    tq = stats.t.ppf(0.975, depth - 2)
-    rate_ci = (rate - tq * res.stderr, rate + tq * res.stderr)
-    r2 = res.rvalue ** 2
-    if rate_ci[0] <= 0:
-        return PersistenceFit(**base, status="no decay", rate=rate, rate_ci=rate_ci, r2=r2,
-                              length=None, ci=None)
-    ci = (1.0 / rate_ci[1], 1.0 / rate_ci[0])
-    return PersistenceFit(**base, status="decay", rate=rate, rate_ci=rate_ci, r2=r2,
-                          length=1.0 / rate, ci=ci)
+    log_g_SxD = np.log(g_SxD)
+    rate, stderr, r2 = _line(log_g_SxD.mean(0))
+    n_steps = len(log_g_SxD)
+    if n_steps >= 3:
+        rng = np.random.default_rng(seed)
+        pick_BxS = rng.integers(0, n_steps, size=(BOOTSTRAP, n_steps))
+        boot = _rates(log_g_SxD[pick_BxS].mean(1))
+        rate_ci = (float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975)))
+        se = float(boot.std(ddof=1))
+        method = f"bootstrap over {n_steps} steps"
+    else:
+        tq = stats.t.ppf(0.975, depth - 2)
+        rate_ci = (rate - tq * stderr, rate + tq * stderr)
+        se = float(stderr)
+        method = "t-interval of the slope"
+    status = _status(rate_ci)
+    length, ci = _length_ci(rate, rate_ci, status)
+    return PersistenceFit(**base, status=status, rate=float(rate), rate_ci=rate_ci, r2=float(r2),
+                          length=length, ci=ci, ci_method=method, rate_se=se)
 
 
-def persistence_lengths(runs, *, step: int = DEFAULT_STEP, kind: str = "weight") -> list[PersistenceFit]:
-    """ℓ for every run that logged per-layer gradient norms, at the logged step nearest ``step``."""
+def window_bounds(step: int, window: float) -> tuple[int, int]:
+    if not window >= 0:
+        raise ValueError(f"window={window!r}: the relative half-width must be >= 0 (e.g. 0.2)")
+    return math.floor(step * (1 - window)), math.ceil(step * (1 + window))
+
+
+def windowed_norms(profile, step: int, window: float = DEFAULT_WINDOW, kind: str = "weight"):
+    """(steps used, norms [S, D], warning or None): every logged step in the window; if none,
+    the nearest logged step, with a warning naming how far it is."""
+    lo, hi = window_bounds(step, window)
+    table = profile._by_kind(kind)
+    used = [s for s in sorted(table) if lo <= s <= hi]
+    warning = None
+    if not used:
+        nearest, _ = profile.nearest(step, kind)
+        used = [nearest]
+        warning = (f"no per-layer norms logged in the window [{lo}, {hi}] around the requested "
+                   f"step {step}; used step {nearest} instead")
+    elif len(used) < 3:
+        warning = (f"only {len(used)} logged step(s) in the window [{lo}, {hi}]: the interval is "
+                   f"the regression's, not a bootstrap over steps")
+    return tuple(used), np.stack([table[s] for s in used]), warning
+
+
+def persistence_lengths(runs, *, step: int = DEFAULT_STEP, kind: str = "weight",
+                        window: float = DEFAULT_WINDOW) -> list[PersistenceFit]:
+    """The windowed rate for every run that logged per-layer gradient norms."""
     runs = load_runs(runs)
     fits = []
     for i, profile in enumerate(runs.profiles):
         if profile is None or not profile.steps(kind):
             continue
-        used, norms = profile.nearest(step, kind)
-        fits.append(persistence_length(norms, name=str(runs.name[i]), width=int(runs.width[i]),
-                                       kind=kind, step=used, requested_step=step))
+        used, norms_SxD, warning = windowed_norms(profile, step, window, kind)
+        f = persistence_length(norms_SxD, name=str(runs.name[i]), width=int(runs.width[i]),
+                               kind=kind, requested_step=step, seed=i)
+        f.steps, f.step, f.window, f.warning = used, int(round(np.mean(used))), window_bounds(step, window), warning
+        fits.append(f)
     return fits
 
 
 @dataclass
 class PersistenceScaling:
-    """ℓ(W) across runs: power law c·W^p and log form a·ln W + b, each with R² in ℓ-space."""
+    """rate(W) = 1/ℓ(W) over all runs: power law ℓ = c·W^p and log form ℓ = a·ln W + b."""
 
     widths: np.ndarray
-    lengths: np.ndarray
-    c: float
+    rates: np.ndarray
+    rate_se: np.ndarray
+    c: float  # ℓ = c·W^p; c < 0 means growth towards the input
     p: float
-    p_ci: tuple
+    p_ci: tuple  # profile likelihood; ±inf where the profile does not close inside |p| ≤ 4
     r2_power: float
     a: float
     b: float
     r2_log: float
-    n_excluded: int
+    n_growth: int
+    n_flat: int
+
+    @property
+    def lengths(self) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return 1.0 / self.rates
 
     def predict_power(self, W):
         return self.c * np.asarray(W, float) ** self.p
@@ -114,38 +221,91 @@ class PersistenceScaling:
     def predict_log(self, W):
         return self.a * np.log(np.asarray(W, float)) + self.b
 
+    def predict_rate_power(self, W):
+        return 1.0 / self.predict_power(W)
+
+    def predict_rate_log(self, W):
+        with np.errstate(divide="ignore"):
+            return 1.0 / self.predict_log(W)
+
     def summary(self) -> str:
-        better = "power law" if self.r2_power > self.r2_log else "log form"
-        return (f"ℓ(W) over {len(self.widths)} runs ({len(set(self.widths.tolist()))} widths"
-                f"{f', {self.n_excluded} runs without decay excluded' if self.n_excluded else ''}):\n"
-                f"  power law  ℓ = {self.c:.4g}·W^{self.p:.3f}  (p 95% CI [{self.p_ci[0]:.3f}, "
-                f"{self.p_ci[1]:.3f}])  R² = {self.r2_power:.3f}\n"
-                f"  log form   ℓ = {self.a:.4g}·ln W {self.b:+.4g}  R² = {self.r2_log:.3f}\n"
+        better = ("neither (equal R²)" if abs(self.r2_power - self.r2_log) < 1e-3 else
+                  "power law" if self.r2_power > self.r2_log else "log form")
+        n = len(self.widths)
+        sign = ("" if self.c > 0 else
+                "  (c < 0: the fitted rates are negative — gradients grow towards the input, so "
+                "this is a growth length, not the paper's decay)\n")
+        return (f"ℓ(W) from the rate 1/ℓ of all {n} runs ({len(set(self.widths.tolist()))} widths; "
+                f"{n - self.n_growth - self.n_flat} decay, {self.n_flat} flat, {self.n_growth} "
+                f"growth; none excluded), weighted by the rates' variances:\n"
+                f"  power law  ℓ = {self.c:.4g}·W^{self.p:.3f}  (p 95% profile-likelihood CI "
+                f"[{_fmt_inf(self.p_ci[0])}, {_fmt_inf(self.p_ci[1])}])  weighted R² on 1/ℓ = "
+                f"{self.r2_power:.3f}\n{sign}"
+                f"  log form   ℓ = {self.a:.4g}·ln W {self.b:+.4g}  weighted R² on 1/ℓ = {self.r2_log:.3f}\n"
                 f"  better by R²: {better}")
 
 
-def _r2(y, pred) -> float:
-    tss = float(((y - y.mean()) ** 2).sum())
-    return 1 - float(((y - pred) ** 2).sum()) / tss if tss > 0 else math.nan
+def _wr2(y, pred, w) -> float:
+    mean = np.sum(w * y) / np.sum(w)
+    tss = float(np.sum(w * (y - mean) ** 2))
+    return 1 - float(np.sum(w * (y - pred) ** 2)) / tss if tss > 0 else math.nan
+
+
+def _power_profile(W, r, w, p):
+    """Best k for rate = k·W^−p at fixed p (linear), and the weighted RSS."""
+    x = W ** -p
+    k = np.sum(w * r * x) / np.sum(w * x * x)
+    return k, float(np.sum(w * (r - k * x) ** 2))
 
 
 def persistence_scaling(fits: list[PersistenceFit]) -> PersistenceScaling:
-    """Fit ℓ(W) = c·W^p and ℓ(W) = a·ln W + b to the runs whose gradients decay."""
-    used = [f for f in fits if f.status == "decay"]
+    """Fit 1/ℓ(W) over every run with a rate (all statuses but "too few layers")."""
+    used = [f for f in fits if np.isfinite(f.rate)]
     W = np.array([f.width for f in used], float)
-    ell = np.array([f.length for f in used], float)
+    r = np.array([f.rate for f in used], float)
     if len(used) < 3 or len(set(W.tolist())) < 2:
-        raise ValueError(f"ℓ(W) needs at least 3 runs with decaying gradients over at least 2 "
-                         f"widths; got {len(used)} run(s) over {len(set(W.tolist()))} width(s)")
-    start = stats.linregress(np.log(W), np.log(ell))
-    (c, p), cov = optimize.curve_fit(lambda w, c, p: c * w ** p, W, ell,
-                                     p0=(math.exp(start.intercept), start.slope), maxfev=10000)
-    if len(used) > 2:
-        half = stats.t.ppf(0.975, len(used) - 2) * math.sqrt(max(cov[1, 1], 0.0))
+        raise ValueError(f"ℓ(W) needs at least 3 runs with ≥ 3 layers over at least 2 widths; "
+                         f"got {len(used)} run(s) over {len(set(W.tolist()))} width(s)")
+    se = np.array([f.rate_se for f in used], float)
+    # A floor keeps one near-noiseless run from taking all the weight.
+    se = np.where(np.isfinite(se), se, np.nanmax(np.append(se, 1e-3)))
+    se = np.maximum(se, max(np.nanmedian(se) * 0.1, 1e-6))
+    w = 1.0 / se ** 2
+    n = len(used)
+
+    grid = np.linspace(-4, 4, 1601)
+    rss = np.array([_power_profile(W, r, w, p)[1] for p in grid])
+    i = int(np.argmin(rss))
+    lo_b, hi_b = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    res = optimize.minimize_scalar(lambda p: _power_profile(W, r, w, p)[1], bounds=(lo_b, hi_b),
+                                   method="bounded")
+    p, rss_min = float(res.x), float(res.fun)
+    k, _ = _power_profile(W, r, w, p)
+    inside = n * np.log(np.maximum(rss, 1e-300) / max(rss_min, 1e-300)) <= CHI2_95
+    below, above = grid[grid < p], grid[grid > p]
+    p_lo = -math.inf if inside[grid < p].all() else float(below[~inside[grid < p]].max())
+    p_hi = math.inf if inside[grid > p].all() else float(above[~inside[grid > p]].min())
+    c = 1.0 / k if k != 0 else math.inf
+
+    # log form: rate = 1/(a ln W + b); start from a straight line of ℓ on ln W where ℓ > 0.
+    pos = r > 0
+    if pos.sum() >= 2 and len(set(W[pos].tolist())) >= 2:
+        start = stats.linregress(np.log(W[pos]), 1.0 / r[pos])
+        x0 = (start.slope, start.intercept)
     else:
-        half = math.inf
-    lin = stats.linregress(np.log(W), ell)
+        x0 = (0.0, 1.0 / np.mean(r) if np.mean(r) != 0 else 1e3)
+    lw = np.log(W)
+
+    def resid(ab):
+        den = ab[0] * lw + ab[1]
+        den = np.where(np.abs(den) < 1e-9, 1e-9, den)
+        return np.sqrt(w) * (r - 1.0 / den)
+
+    fit_log = optimize.least_squares(resid, x0, method="lm", max_nfev=20000)
+    a, b = (float(v) for v in fit_log.x)
+    with np.errstate(divide="ignore"):
+        r2_log = _wr2(r, 1.0 / (a * lw + b), w)
     return PersistenceScaling(
-        widths=W, lengths=ell, c=float(c), p=float(p), p_ci=(p - half, p + half),
-        r2_power=_r2(ell, c * W ** p), a=float(lin.slope), b=float(lin.intercept),
-        r2_log=_r2(ell, lin.slope * np.log(W) + lin.intercept), n_excluded=len(fits) - len(used))
+        widths=W, rates=r, rate_se=se, c=float(c), p=p, p_ci=(p_lo, p_hi),
+        r2_power=_wr2(r, k * W ** -p, w), a=a, b=b, r2_log=r2_log,
+        n_growth=sum(f.status == "growth" for f in used), n_flat=sum(f.status == "flat" for f in used))

@@ -100,43 +100,119 @@ def residuals(runs, fits: dict, path: Path) -> Path:
 
 
 def gradient_profiles(runs, fits_by_run: dict, path: Path, kind: str = "weight", step: int = 1000) -> Path:
-    """Per-layer gradient norms (normalised to the top block) vs distance from the top, per width."""
-    widths = sorted({int(runs.width[i]) for i, p in enumerate(runs.profiles) if p is not None})
-    fig, axes = plt.subplots(1, len(widths), figsize=(4 * len(widths), 3.8), squeeze=False)
+    """ln(g_l / g_D) vs distance from the top, one panel per width, one line per depth: the
+    logged profiles the windowed fit averaged (``fits_by_run[name].steps``)."""
+    by_width: dict = {}
+    for i, profile in enumerate(runs.profiles):
+        if profile is None or not profile.steps(kind):
+            continue
+        f = fits_by_run.get(str(runs.name[i]))
+        table = profile._by_kind(kind)
+        used = [s for s in (f.steps if f is not None and f.steps else ()) if s in table]
+        if not used:
+            used = [profile.nearest(step, kind)[0]]
+        g = np.exp(np.mean([np.log(table[s]) for s in used], axis=0))
+        by_width.setdefault(int(runs.width[i]), []).append((int(runs.depth[i]), g, f))
+    return gradient_profile_panels(by_width, path, kind=kind,
+                                   title=f"Per-layer {kind}-gradient norms, mean of ln g over the "
+                                         f"logged steps around step {step}")
+
+
+def _fit_label(f) -> str:
+    if f is None or f.status == "too few layers":
+        return ""
+    if f.status == "decay":
+        return f", decay ℓ = {f.length:.3g}"
+    if f.status == "growth":
+        return f", growth ℓ = {f.length:.3g}"
+    return ", flat"
+
+
+def gradient_profile_panels(by_width: dict, path: Path, *, kind: str = "weight", title: str = "") -> Path:
+    """One panel per width: ln(g_l / g_D) against D − l, one line per depth.
+
+    ``by_width``: {W: [(D, norms[D]) or (D, norms[D], PersistenceFit)]}, index 0 = bottom block.
+    The paper's g_l/g_D = exp(−(D − l)/ℓ) is a straight line of slope −1/ℓ through 0; a line
+    rising to the left is growth towards the input."""
+    widths = sorted(by_width)
+    fig, axes = plt.subplots(1, len(widths), figsize=(4 * len(widths), 3.8), squeeze=False, sharey=True)
     for ax, w in zip(axes[0], widths):
-        for i in np.flatnonzero(runs.width == w):
-            profile = runs.profiles[i]
-            if profile is None or not profile.steps(kind):
-                continue
-            used, g = profile.nearest(step, kind)
+        entries = sorted(by_width[w], key=lambda e: e[0])
+        for (depth, g, *rest), color in zip(entries, _colors(len(entries))):
+            g = np.asarray(g, float)
             dist = len(g) - 1 - np.arange(len(g))
-            fitp = fits_by_run.get(str(runs.name[i]))
-            label = f"D = {runs.depth[i]}" + (f", ℓ = {fitp.length:.1f}" if fitp and fitp.length else
-                                              ", no decay" if fitp and fitp.status == "no decay" else "")
-            ax.plot(dist, g / g[-1], "o-", ms=3, label=label)
-        ax.set_yscale("log")
-        ax.set_xlabel("D − l (layers below the top block)")
+            ax.plot(dist, np.log(g / g[-1]), "o-", ms=2.5, color=color,
+                    label=f"D = {depth}" + _fit_label(rest[0] if rest else None))
+        ax.axhline(0, color="k", lw=0.8)
+        ax.set_xlabel("D − l (blocks below the top block)")
         ax.set_title(f"W = {w}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    axes[0][0].set_ylabel(f"g_l / g_D ({kind} gradient norm)")
-    fig.suptitle(f"Per-layer gradient norms near step {step}")
+    axes[0][0].set_ylabel(f"ln(g_l / g_D)  ({kind} gradient)\n< 0: decay towards the input")
+    if title:
+        fig.suptitle(title, fontsize=10)
     return _save(fig, path)
 
 
 def persistence_scaling(scaling, path: Path) -> Path:
-    """ℓ vs W with the power-law and log-form fits."""
-    fig, ax = plt.subplots(figsize=(6, 4.2))
-    ax.plot(scaling.widths, scaling.lengths, "o", label="runs")
-    grid = np.geomspace(scaling.widths.min() / 1.2, scaling.widths.max() * 1.2, 100)
-    ax.plot(grid, scaling.predict_power(grid), "-",
-            label=f"ℓ = {scaling.c:.3g}·W^{scaling.p:.2f} (R² = {scaling.r2_power:.3f})")
-    ax.plot(grid, scaling.predict_log(grid), "--",
-            label=f"ℓ = {scaling.a:.3g}·ln W {scaling.b:+.3g} (R² = {scaling.r2_log:.3f})")
+    """Left: ℓ vs W on log axes (runs with ℓ > 0) with both fitted forms. Right: the rate 1/ℓ of
+    every run (growth < 0 included: the fit uses all of them) with both forms."""
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+    W = scaling.widths
+    grid = np.geomspace(W.min() / 1.2, W.max() * 1.2, 100)
+    power_lbl = f"ℓ = {scaling.c:.3g}·W^{scaling.p:.2f} (R² {scaling.r2_power:.2f})"
+    log_lbl = f"ℓ = {scaling.a:.3g}·ln W {scaling.b:+.3g} (R² {scaling.r2_log:.2f})"
+    jitter = np.exp(0.03 * (np.arange(len(W)) % 5 - 2))  # runs of one width side by side
+    pos = scaling.rates > 0
+    if pos.any():
+        ax.plot(W[pos] * jitter[pos], 1 / scaling.rates[pos], "o", mfc="none", label="runs (ℓ > 0)")
+        for pred, style, lbl in ((scaling.predict_power(grid), "-", power_lbl),
+                                 (scaling.predict_log(grid), "--", log_lbl)):
+            ok = pred > 0
+            if ok.any():
+                ax.plot(grid[ok], pred[ok], style, label=lbl)
+        ax.set_yscale("log")
+    else:
+        ax.text(0.5, 0.5, "no run has ℓ > 0", transform=ax.transAxes, ha="center")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("width W (log scale)")
-    ax.set_ylabel("persistence length ℓ (layers)")
-    ax.set_title("Gradient persistence length vs width")
-    ax.legend(fontsize=8)
+    ax.set_ylabel("persistence length ℓ (layers, log scale)")
+    ax.set_title("ℓ vs W (decaying runs)")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    bx.errorbar(W * jitter, scaling.rates, yerr=1.96 * scaling.rate_se, fmt="o", mfc="none", ms=4,
+                label="runs (±1.96 bootstrap SE)")
+    bx.plot(grid, scaling.predict_rate_power(grid), "-", label="1/(" + power_lbl.split(" (")[0][4:] + ")")
+    with np.errstate(divide="ignore"):
+        rl = scaling.predict_rate_log(grid)
+    bx.plot(grid, np.where(np.abs(rl) < 10, rl, np.nan), "--", label="1/(" + log_lbl.split(" (")[0][4:] + ")")
+    bx.axhline(0, color="k", lw=0.8)
+    bx.set_xscale("log", base=2)
+    bx.set_xlabel("width W (log scale)")
+    bx.set_ylabel("rate 1/ℓ per layer (< 0: growth towards the input)")
+    bx.set_title("1/ℓ of every run (the fitted quantity)")
+    bx.legend(fontsize=7)
+    bx.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def loss_vs_depth_errorbars(rows: list, path: Path, title: str = "") -> Path:
+    """Final loss vs depth, one line per width (and parametrization), error bars = the run's
+    ± standard error, or the seed-to-seed SE where several seeds were run (``se`` per row)."""
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((r.get("label", ""), r["width"]), []).append(r)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for (label, w), color in zip(sorted(groups), _colors(len(groups))):
+        rs = sorted(groups[(label, w)], key=lambda r: r["depth"])
+        ax.errorbar([r["depth"] for r in rs], [r["loss"] for r in rs], yerr=[r["se"] for r in rs],
+                    fmt="o-" if label in ("", "sp") else "s--", color=color, capsize=3, ms=4,
+                    label=f"{label} W = {w}".strip())
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("depth D (log scale)")
+    ax.set_ylabel("final loss (nats/byte)")
+    ax.set_title(title or "Loss vs depth per width")
+    ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
     return _save(fig, path)

@@ -32,7 +32,8 @@ import numpy as np
 
 from .consistency import CONVENTIONS, audit_param_counts, with_param_convention
 from .fitting import FitResult, fit
-from .persistence import DEFAULT_STEP, persistence_lengths, persistence_scaling
+from .persistence import (DEFAULT_STEP, DEFAULT_WINDOW, persistence_lengths, persistence_scaling,
+                          window_bounds)
 from .reference import PAPER_FIT, PAPER_PERSISTENCE_R2, PAPER_SHAPE_EXPONENTS
 from .runs import Runs, load_runs
 from .shape import PAPER_KAPPA, audit_shapes, optimal_shape, trainer_counts
@@ -423,7 +424,7 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     extrap = Table("extrapolation", f"Extrapolation: {how} (loss in nats; a range: tied solutions)",
                    ["run", "D", "W", "N (M)", "observed"] + [f"{n}" for n in laws])
     for j, i in enumerate(test_idx):
-        extrap.add(runs.name[i], runs.depth[i], runs.width[i], _f(runs.params[i] / 1e6, ".0f"),
+        extrap.add(runs.name[i], runs.depth[i], runs.width[i], _millions(runs.params[i]),
                    _f(runs.loss[i], ".3f"), *[_pred_cell(preds[n][0][j], preds[n][1][j], runs.loss[i])
                                               for n in laws])
     extrap.add("RMSE", "", "", "", "", *[("n.i." if n in extrap_rmse and math.isnan(extrap_rmse[n])
@@ -481,7 +482,7 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
               [f"- {_rounded_note(x)}" for x in f.notes] + [""]
 
     # --- consistency audit ----------------------------------------------------------------
-    audit = audit_param_counts(raw)
+    audit = audit_param_counts(raw, vocab=_vocab(raw) or PAPER_VOCAB)
     cons = Table("consistency", "Parameter counts recomputed from (D, W): best convention per group "
                  "and rows more than 1% off it", ["group", "convention", "formula", "median error",
                                                   "rows within 1%"])
@@ -499,25 +500,38 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
                               runs, raw, params, bootstrap, shape_draws, tables)
 
     # --- persistence length -----------------------------------------------------------------
-    persist = {}
-    for kind in ("weight", "activation"):
-        persist[kind] = persistence_lengths(runs, step=step, kind=kind)
+    persist, p_step, p_note = _persistence_section(runs, step)
     if not any(persist.values()):
         md += ["## Gradient persistence length", "",
                "The data has no per-layer gradient norms, so ℓ cannot be estimated here "
                f"(the paper reports ℓ ∝ W^0.44, power-law R² {PAPER_PERSISTENCE_R2['power']} vs "
                f"log-form R² {PAPER_PERSISTENCE_R2['log']}).", ""]
     else:
-        pt = Table("persistence", f"Persistence length per run (logged step nearest {step})",
-                   ["run", "kind", "D", "W", "step", "status", "ℓ (layers)", "95% CI", "R²"])
-        md += ["## Gradient persistence length", ""]
+        lo, hi = window_bounds(p_step, DEFAULT_WINDOW)
+        pt = Table("persistence", f"Persistence rate per run: ln g averaged over the logged steps in "
+                   f"[{lo}, {hi}]",
+                   ["run", "kind", "D", "W", "steps", "status", "rate 1/ℓ", "95% CI", "ℓ", "R²"])
+        md += ["## Gradient persistence length", "",
+               f"Windowed protocol (`docs/persistence.md`): for each run, ln g_l averaged over the "
+               f"logged steps in [{lo}, {hi}] (requested step {p_step}, window ±{DEFAULT_WINDOW:.0%}), "
+               "then ln ḡ_l = b − rate·(D − l); rate = 1/ℓ > 0 is the paper's decay towards the "
+               "input, rate < 0 is growth towards the input (reported, not dropped). 95% CI: "
+               "bootstrap over the window's steps (the t-interval of the slope with fewer than 3). "
+               "ℓ(W) is fitted to the rates of all runs.", ""] + ([p_note, ""] if p_note else [])
         for kind, pfits in list(persist.items()):
             for p in pfits:
-                pt.add(p.name, kind, p.depth, p.width, p.step, p.status, _f(p.length, ".3g"),
-                       _ci(p.ci), _f(p.r2, ".3f"))
+                pt.add(p.name, kind, p.depth, p.width, f"{p.steps[0]}–{p.steps[-1]} ({len(p.steps)})",
+                       p.status, _f(p.rate, "+.3g"), _ci(p.rate_ci, "+.3g"), _f(p.length, "+.3g"),
+                       _f(p.r2, ".2f"))
+            warnings = sorted({p.warning for p in pfits if p.warning})
+            md += [f"- {kind} gradients: warning: {w}" for w in warnings]
+            counts = {s: sum(p.status == s for p in pfits) for s in ("decay", "flat", "growth")}
+            if any(counts.values()):
+                md += [f"- {kind} gradients: {counts['decay']} run(s) decay towards the input, "
+                       f"{counts['flat']} flat, {counts['growth']} grow towards the input."]
             try:
                 sc = persistence_scaling(pfits)
-                md += ["```", f"{kind} gradients: " + sc.summary(), "```", ""]
+                md += ["", "```", f"{kind} gradients: " + sc.summary(), "```", ""]
                 persist[kind + "_scaling"] = sc
             except ValueError as err:
                 if pfits:
@@ -525,6 +539,8 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
         tables.append(pt)
         md += [pt.markdown(), ""]
     md += spectrum_section(runs.source)  # runs whose directories carry spectrum/tail.csv
+    if not str(runs.source).startswith("paper"):  # the paper's first lines are its conclusions
+        md[2:2] = [_opening(runs, fits, persist), ""]
     report = Report(Path("."), fits, tables, verdict=verdict, verdicts=verdicts, first_lines=first)
     report.persistence = persist
     report.runs = runs
@@ -542,6 +558,67 @@ def _prediction_range(f: FitResult, runs) -> tuple[np.ndarray, np.ndarray]:
         return np.asarray(lo, float), np.asarray(hi, float)
     p = f.predict(runs)
     return p, p
+
+
+def _persistence_section(runs, step: int):
+    """Windowed fits for both kinds. When every run stopped logging before the window, the window
+    is placed at the end of training instead (the shortest run's last logged step), and said so."""
+    profiles = [p for p in runs.profiles if p is not None and p.steps("weight")]
+    p_step, note = step, ""
+    if profiles:
+        last = min(max(p.steps("weight")) for p in profiles)
+        if last < window_bounds(step, DEFAULT_WINDOW)[0]:
+            p_step = last
+            note = (f"The runs end (step {last}) before the window around step {step} (the paper's "
+                    f"measurement point): the window is placed at the end of training, steps "
+                    f"{window_bounds(last, DEFAULT_WINDOW)[0]}–{last}. A profile this early in training "
+                    "need not be the one at the paper's step.")
+    persist = {kind: persistence_lengths(runs, step=p_step, kind=kind) for kind in ("weight", "activation")}
+    return persist, p_step, note
+
+
+def _opening(runs, fits: dict, persist: dict) -> str:
+    """Two or three sentences: what the runs show (best shape, depth trend, gradient profile)."""
+    best = int(np.argmin(runs.loss))
+    widths = sorted(set(int(w) for w in runs.width))
+    trends = []
+    for w in widths:
+        sel = np.flatnonzero(runs.width == w)
+        if len(sel) >= 2:
+            order = sel[np.argsort(runs.depth[sel])]
+            d_best = int(runs.depth[order[np.argmin(runs.loss[order])]])
+            trends.append((w, d_best, int(runs.depth[order[-1]])))
+    text = (f"In short: {len(runs)} runs (depth {int(runs.depth.min())}–{int(runs.depth.max())} × width "
+            f"{widths[0]}–{widths[-1]}); the lowest loss is {runs.loss[best]:.3f} at "
+            f"{int(runs.depth[best])}L×{int(runs.width[best])}.")
+    if trends:
+        deepest = sum(d == top for _, d, top in trends)
+        text += (f" At {deepest} of {len(trends)} widths the deepest run is the best, so no critical "
+                 "depth is reached within this grid" if deepest == len(trends) else
+                 " The loss-optimal depth per width is " + ", ".join(f"D = {d} at W = {w}" for w, d, _ in trends))
+        text += "."
+    weight = [p for p in persist.get("weight", []) if np.isfinite(p.rate)]
+    if weight:
+        n = {s: sum(p.status == s for p in weight) for s in ("decay", "flat", "growth")}
+        text += (f" Per-layer weight gradients: {n['decay']} of {len(weight)} runs decay towards the input "
+                 f"(the paper's ℓ), {n['growth']} grow towards it, {n['flat']} are flat")
+        sc = persist.get("weight_scaling")
+        if sc is None:
+            text += "."
+        elif sc.c > 0:
+            text += f"; ℓ(W) power-law fit p = {sc.p:.2f} (paper 0.44)."
+        else:
+            text += ", so there is no decay length to compare with the paper's ℓ ∝ W^0.44."
+    if fits:
+        by_aicc = min(fits.values(), key=lambda f: f.aicc)
+        text += f" Best law by AICc: {by_aicc.law.name}."
+    return text
+
+
+def _millions(n) -> str:
+    """A parameter count in millions, to 3 significant digits (0.123, 12.3, 123, 1234)."""
+    m = n / 1e6
+    return _f(m, ".0f") if abs(m) >= 100 else _f(m, ".3g")
 
 
 def _pred_cell(lo, hi, observed) -> str:

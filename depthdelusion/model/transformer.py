@@ -36,6 +36,11 @@ def compute_dtype(cfg: ModelConfig) -> jnp.dtype:
     return jnp.dtype(cfg.compute_dtype)
 
 
+def residual_dtype(cfg: ModelConfig) -> jnp.dtype:
+    """The scan carry's dtype: float32, or the compute dtype (``model.residual_dtype``)."""
+    return jnp.dtype(jnp.float32) if cfg.residual_dtype == "float32" else jnp.dtype(compute_dtype(cfg))
+
+
 def attention_implementation(cfg: ModelConfig) -> str:
     """"xla", "cudnn" or "splash". Auto picks cuDNN's fused (flash) kernel for
     `jax.nn.dot_product_attention` only where it applies: GPU, bf16/fp16 compute, head_dim <= 128
@@ -157,12 +162,13 @@ def rope(x_BxSxHxK: jax.Array, base: float) -> jax.Array:
 
 def block(x_BxSxW: jax.Array, p: dict, cfg: ModelConfig) -> jax.Array:
     """One Pre-LN block: x + r·Attn(LN x), then x + r·FFN(LN x), r = m_L^-α (1 under SP, µP).
-    `p` holds one layer's slices."""
-    dtype = x_BxSxW.dtype
+    `p` holds one layer's slices. The branches compute in the compute dtype; their outputs are
+    added to the residual stream in its own dtype (``residual_dtype``)."""
+    dtype = compute_dtype(cfg)
     branch = pz.residual_multiplier(cfg)
     p = {k: v if "norm" in k else v.astype(dtype) for k, v in p.items()}  # norms stay float32
 
-    h = _norm(x_BxSxW, p, "attn_norm", cfg.norm)
+    h = _norm(x_BxSxW, p, "attn_norm", cfg.norm).astype(dtype)
     qkv_BxSx3xHxK = jnp.einsum("bsw,wthk->bsthk", h, p["qkv_kernel"])
     if cfg.use_bias:
         qkv_BxSx3xHxK = qkv_BxSx3xHxK + p["qkv_b"]
@@ -175,9 +181,9 @@ def block(x_BxSxW: jax.Array, p: dict, cfg: ModelConfig) -> jax.Array:
         out_BxSxW = out_BxSxW + p["out_b"]
     if branch != 1.0:  # skipped, not multiplied by 1, so SP is the unchanged graph
         out_BxSxW = out_BxSxW * branch
-    x_BxSxW = constrain(x_BxSxW + out_BxSxW, ("batch", None, "embed"))
+    x_BxSxW = constrain(x_BxSxW + out_BxSxW.astype(x_BxSxW.dtype), ("batch", None, "embed"))
 
-    h = _norm(x_BxSxW, p, "mlp_norm", cfg.norm)
+    h = _norm(x_BxSxW, p, "mlp_norm", cfg.norm).astype(dtype)
     up_BxSxF = jnp.einsum("bsw,wf->bsf", h, p["up_kernel"])
     if cfg.use_bias:
         up_BxSxF = up_BxSxF + p["up_b"]
@@ -193,7 +199,7 @@ def block(x_BxSxW: jax.Array, p: dict, cfg: ModelConfig) -> jax.Array:
         down_BxSxW = down_BxSxW + p["down_b"]
     if branch != 1.0:
         down_BxSxW = down_BxSxW * branch
-    return constrain(x_BxSxW + down_BxSxW, ("batch", None, "embed"))
+    return constrain(x_BxSxW + down_BxSxW.astype(x_BxSxW.dtype), ("batch", None, "embed"))
 
 
 def _param(rngs: nnx.Rngs, std: float, shape: tuple, axes: tuple, dtype) -> nnx.Param:
@@ -271,9 +277,10 @@ class Transformer(nnx.Module):
         cfg = self.cfg
         dtype = compute_dtype(cfg)
         S = tokens_BxS.shape[1]
-        x_BxSxW = self.embed[...][tokens_BxS].astype(dtype)
+        carry = residual_dtype(cfg)
+        x_BxSxW = self.embed[...][tokens_BxS].astype(carry)
         if cfg.positions == "learned":
-            x_BxSxW = x_BxSxW + self.pos_embed[...][:S].astype(dtype)
+            x_BxSxW = x_BxSxW + self.pos_embed[...][:S].astype(carry)
         x_BxSxW = constrain(x_BxSxW, ("batch", None, "embed"))
 
         def scan_body(x, layer):
@@ -295,7 +302,9 @@ class Transformer(nnx.Module):
         if cfg.norm == "layernorm":
             final["final_norm_bias"] = self.final_norm_bias[...]
         h_BxSxW = _norm(x_BxSxW, final, "final_norm", cfg.norm)
-        logits_BxSxV = jnp.einsum("bsw,wv->bsv", h_BxSxW, self.head_kernel[...].astype(dtype))
+        # With a float32 residual the logits accumulate in float32 (bf16 inputs, f32 output).
+        logits_BxSxV = jnp.einsum("bsw,wv->bsv", h_BxSxW.astype(dtype), self.head_kernel[...].astype(dtype),
+                                  preferred_element_type=carry)
         if (logit_mult := pz.logit_multiplier(cfg)) != 1.0:  # µP family: 1/m_N
             logits_BxSxV = logits_BxSxV * logit_mult
         if cfg.use_bias:

@@ -1,29 +1,50 @@
+import json
+
 import numpy as np
 import pytest
 
 from depthdelusion.analysis import load_runs
-from depthdelusion.analysis.persistence import persistence_length, persistence_lengths, persistence_scaling
+from depthdelusion.analysis.persistence import (persistence_length, persistence_lengths,
+                                                persistence_scaling)
 
 
 def test_persistence_length_is_recovered_from_run_directories(run_factory, tmp_path):
     run_factory("d24w512", 24, 512, 3.4, ell=6.0, act_ell=9.0, steps=(0, 900, 2000))
-    fits = persistence_lengths(tmp_path / "runs", step=1000)
-    (f,) = fits
-    assert f.status == "decay" and f.step == 900 and f.requested_step == 1000
+    (f,) = persistence_lengths(tmp_path / "runs", step=1000)
+    assert f.status == "decay" and f.steps == (900,) and f.requested_step == 1000
     assert f.ci[0] < 6.0 < f.ci[1] and abs(f.length - 6.0) < 0.5 and f.r2 > 0.95
     (a,) = persistence_lengths(tmp_path / "runs", step=1000, kind="activation")
     assert abs(a.length - 9.0) < 1.0
-    assert "step 900 for requested 1000" in f.describe()
+    assert "step 900" in f.describe() and "only 1 logged step" in f.warning
 
 
-def test_gradients_that_do_not_decay_say_no_decay():
+def test_window_averages_every_logged_step_and_bootstraps_over_them(run_factory, tmp_path):
+    steps = tuple(range(0, 1401, 50))
+    run_factory("d16", 16, 256, 3.0, ell=5.0, noise=0.2, steps=steps)
+    (f,) = persistence_lengths(tmp_path / "runs", step=1000, window=0.2)
+    assert f.steps == tuple(range(800, 1201, 50)) and f.window == (800, 1200)
+    assert f.ci_method == "bootstrap over 9 steps" and f.warning is None
+    assert f.rate_ci[0] < 1 / 5.0 < f.rate_ci[1]
+    # the average over 9 steps is tighter than one step's fit
+    (one,) = persistence_lengths(tmp_path / "runs", step=1000, window=0.0)
+    assert one.steps == (1000,) and (f.rate_ci[1] - f.rate_ci[0]) < (one.rate_ci[1] - one.rate_ci[0])
+
+
+def test_warning_when_no_logged_step_is_near_the_requested_one(run_factory, tmp_path):
+    run_factory("d8", 8, 64, 3.0, ell=4.0, steps=(0, 300))
+    (f,) = persistence_lengths(tmp_path / "runs", step=1000)
+    assert f.steps == (300,) and "no per-layer norms logged in the window [800, 1200]" in f.warning
+    assert "WARNING" in f.describe()
+
+
+def test_growth_towards_the_input_is_reported_as_growth_and_flat_as_flat():
     rng = np.random.default_rng(0)
     growing = np.exp(-0.05 * np.arange(16)) * np.exp(0.01 * rng.standard_normal(16))  # larger at the input
-    flat = np.exp(0.02 * rng.standard_normal(16))
-    for norms in (growing, flat):
-        f = persistence_length(norms, name="x", width=512)
-        assert f.status == "no decay" and f.length is None
-        assert "no decay" in f.describe() and "ℓ =" not in f.describe()
+    g = persistence_length(growing, name="x", width=512)
+    assert g.status == "growth" and g.rate < 0 and g.length < 0 and g.ci[0] < g.length < g.ci[1]
+    assert abs(g.length + 20) < 3 and "growth towards the input" in g.describe()
+    flat = persistence_length(np.exp(0.02 * rng.standard_normal(16)), name="y")
+    assert flat.status == "flat" and flat.length is None and flat.rate_ci[0] < 0 < flat.rate_ci[1]
 
 
 def test_too_few_layers_and_bad_norms():
@@ -34,12 +55,23 @@ def test_too_few_layers_and_bad_norms():
 
 def test_power_law_in_width_beats_log_form_when_data_follow_a_power_law(run_factory, tmp_path):
     for i, w in enumerate((256, 512, 1024, 2048, 4096)):
-        ell = 0.5 * w ** 0.44
-        run_factory(f"w{w}", 40, w, 3.0, ell=ell, noise=0.01, seed=i)
+        run_factory(f"w{w}", 40, w, 3.0, ell=0.5 * w ** 0.44, noise=0.01, seed=i)
     scaling = persistence_scaling(persistence_lengths(tmp_path / "runs"))
     assert abs(scaling.p - 0.44) < 0.05 and scaling.p_ci[0] < 0.44 < scaling.p_ci[1]
     assert scaling.r2_power > 0.98 and scaling.r2_power > scaling.r2_log
-    assert "power law" in scaling.summary()
+    assert "power law" in scaling.summary() and "none excluded" in scaling.summary()
+
+
+def test_rates_at_or_below_zero_are_fitted_not_dropped(run_factory, tmp_path):
+    """No selection on the outcome: growing and flat runs enter the ℓ(W) fit."""
+    for i, (w, ell) in enumerate(((64, -30.0), (128, -60.0), (256, 40.0), (512, 20.0), (1024, 12.0))):
+        run_factory(f"w{w}", 32, w, 3.0, ell=ell, noise=0.01, seed=i)
+    fits = persistence_lengths(tmp_path / "runs")
+    assert sorted(f.status for f in fits) == ["decay"] * 3 + ["growth"] * 2
+    scaling = persistence_scaling(fits)
+    assert len(scaling.widths) == 5 and scaling.n_growth == 2
+    # rates rise with W here, so ℓ falls with W: the fit must say p < 0, not the decay-only p
+    assert scaling.p < 0 and "2 growth" in scaling.summary()
 
 
 def test_scaling_needs_several_widths(run_factory, tmp_path):

@@ -1,0 +1,236 @@
+"""`depthdelusion persistence-probe`: per-layer gradient profiles at initialisation and over the
+first K AdamW steps, for a grid of widths × depths, and the persistence rate 1/ℓ of each.
+
+The gradients come from the trainer's own layer-stats step (`train/step.py`: weight-gradient
+norms per block and ‖∂L/∂h_l‖ from `grad_probe`), so the probe measures exactly what a training
+run logs. Row t of a profile is the gradient at the parameters after t updates (t = 0: init).
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+KINDS = ("weight", "activation")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeSetup:
+    """Everything but the shape. Small batch and sequence so W = 1024 stays cheap on a CPU."""
+
+    steps: int = 3  # K: AdamW updates after initialisation
+    batch_size: int = 4
+    seq_len: int = 32
+    head_dim: int = 16
+    lr: float = 3e-4
+    warmup_steps: int = 0
+    parametrization: str = "sp"
+    base_width: int = 256
+    base_depth: int = 2
+    compute_dtype: str = "auto"
+    seed: int = 0
+    max_params: float = 1.2e8  # shapes above are skipped (and listed): memory and time on a CPU
+
+
+def probe_config(width: int, depth: int, setup: ProbeSetup):
+    from depthdelusion.config import Config, DataConfig, ModelConfig, TrainConfig
+
+    model = ModelConfig(depth=depth, width=width, head_dim=setup.head_dim, seq_len=setup.seq_len,
+                        vocab_size=257, parametrization=setup.parametrization,
+                        base_width=setup.base_width, base_depth=setup.base_depth,
+                        compute_dtype=setup.compute_dtype)
+    train = TrainConfig(steps=max(setup.steps, 1), batch_size=setup.batch_size, lr=setup.lr,
+                        warmup_steps=setup.warmup_steps, seed=setup.seed)
+    return Config(model=model, data=DataConfig(prefetch=0, builtin_documents=3000), train=train)
+
+
+def layer_gradient_profiles(cfg, steps: int) -> dict:
+    """Train ``cfg`` for ``steps`` updates with the trainer's layer-stats step on one device.
+
+    Returns ``weight`` [steps+1, D] (per-block weight-gradient norms), ``activation``
+    [steps+1, D] (‖∂L/∂h_l‖, h_l the residual stream entering block l) and ``loss`` [steps+1];
+    index 0 of D is the bottom block. Reusable by other studies (e.g. depth expansion)."""
+    import jax
+
+    from depthdelusion.data.pipeline import Batches
+    from depthdelusion.parallel.mesh import make_mesh
+    from depthdelusion.train.step import build_trainer
+
+    cfg.validate()
+    mesh = make_mesh(cfg.mesh, devices=jax.devices()[:1])
+    trainer = build_trainer(cfg, mesh)
+    batches = Batches(cfg.data, cfg.model.seq_len, cfg.train.batch_size)
+    state = trainer.init()
+    rows = []
+    for _ in range(steps + 1):  # the last update is not needed; it saves a second compile
+        tokens = jax.device_put(next(batches), trainer.batch_sharding)
+        state, metrics = trainer.step_with_layer_stats(state, tokens)
+        rows.append(jax.device_get({k: metrics[k] for k in
+                                    ("loss", "per_layer_grad_norm", "per_layer_act_grad_norm")}))
+    return {"weight": np.stack([r["per_layer_grad_norm"] for r in rows]).astype(float),
+            "activation": np.stack([r["per_layer_act_grad_norm"] for r in rows]).astype(float),
+            "loss": np.array([float(r["loss"]) for r in rows])}
+
+
+def run(widths, depths, setup: ProbeSetup, log=print) -> dict:
+    """Profiles of every shape under ``setup.max_params``; ``skipped`` lists the others."""
+    from depthdelusion.model.size import count_params
+
+    shapes, skipped = [], []
+    for w in widths:
+        for d in depths:
+            cfg = probe_config(w, d, setup)
+            n = count_params(cfg.model)
+            if n > setup.max_params:
+                skipped.append({"width": w, "depth": d, "params": n})
+                log(f"{d}L x {w}: skipped, {n / 1e6:.0f}M parameters > --max-params {setup.max_params:.3g}")
+                continue
+            start = time.perf_counter()
+            prof = layer_gradient_profiles(cfg, setup.steps)
+            seconds = time.perf_counter() - start
+            log(f"{d}L x {w} ({n / 1e6:.2f}M params): {seconds:.1f} s; loss {prof['loss'][0]:.3f} -> "
+                f"{prof['loss'][-1]:.3f}; g_0/g_D at init {prof['weight'][0][0] / prof['weight'][0][-1]:.3g} (weight)")
+            shapes.append({"width": w, "depth": d, "params": n, "seconds": seconds, **prof})
+    return {"shapes": shapes, "skipped": skipped}
+
+
+def fit_rows(result: dict, setup: ProbeSetup) -> list:
+    """One PersistenceFit per shape, kind and step (0 = init, then every update)."""
+    from depthdelusion.analysis.persistence import persistence_length
+
+    fits = []
+    for s in result["shapes"]:
+        for kind in KINDS:
+            for t, norms in enumerate(s[kind]):
+                fits.append(persistence_length(norms, name=f"d{s['depth']}_w{s['width']}",
+                                               width=s["width"], kind=kind, step=t))
+    return fits
+
+
+def write(result: dict, setup: ProbeSetup, out: Path, command: str) -> list[Path]:
+    from depthdelusion.analysis import plots
+    from depthdelusion.analysis.persistence import persistence_scaling
+
+    out.mkdir(parents=True, exist_ok=True)
+    fits = fit_rows(result, setup)
+    files = []
+    with open(out / "profiles.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["width", "depth", "step", "kind", "layer", "norm"])
+        for s in result["shapes"]:
+            for kind in KINDS:
+                for t, norms in enumerate(s[kind]):
+                    for layer, g in enumerate(norms):
+                        w.writerow([s["width"], s["depth"], t, kind, layer, f"{g:.6g}"])
+    files.append(out / "profiles.csv")
+    with open(out / "persistence.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["width", "depth", "step", "kind", "status", "rate_per_layer", "rate_lo", "rate_hi",
+                    "length", "r2", "g_bottom_over_g_top"])
+        for f in fits:
+            s = next(x for x in result["shapes"] if f"d{x['depth']}_w{x['width']}" == f.name)
+            g = s[f.kind][f.step]
+            w.writerow([f.width, f.depth, f.step, f.kind, f.status, f"{f.rate:.4g}", f"{f.rate_ci[0]:.4g}",
+                        f"{f.rate_ci[1]:.4g}", "" if f.length is None else f"{f.length:.4g}",
+                        f"{f.r2:.3f}", f"{g[0] / g[-1]:.4g}"])
+    files.append(out / "persistence.csv")
+
+    last = setup.steps
+    lines = [f"# Persistence probe", "", f"Command: `{command}`", "",
+             f"Setup: {json.dumps(dataclasses.asdict(setup))}.", "",
+             "rate = 1/ℓ per layer from ln g_l = b − rate·(D − l) (one logged step: the 95% CI is the "
+             "regression t-interval). rate > 0: the paper's decay towards the input; rate < 0: "
+             "growth towards the input. g_0/g_D: bottom block over top block.", ""]
+    for kind in KINDS:
+        lines += [f"## {kind} gradients", "",
+                  "| D | W | params | s | step | status | rate 1/ℓ [95% CI] | ℓ | g_0/g_D |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for s in result["shapes"]:
+            for t in sorted({0, last}):
+                f = next(f for f in fits if f.kind == kind and f.step == t and f.name == f"d{s['depth']}_w{s['width']}")
+                g = s[kind][t]
+                lines.append(f"| {s['depth']} | {s['width']} | {s['params'] / 1e6:.2f}M | {s['seconds']:.0f} | {t} | "
+                             f"{f.status} | {f.rate:+.3f} [{f.rate_ci[0]:+.3f}, {f.rate_ci[1]:+.3f}] | "
+                             f"{'—' if f.length is None else f'{f.length:+.3g}'} | {g[0] / g[-1]:.3g} |")
+        lines.append("")
+        for t in sorted({0, last}):
+            at = [f for f in fits if f.kind == kind and f.step == t]
+            try:
+                lines += [f"ℓ(W) at step {t}:", "```", persistence_scaling(at).summary(), "```", ""]
+            except ValueError as err:
+                lines += [f"ℓ(W) at step {t} not fitted: {err}", ""]
+    if result["skipped"]:
+        lines += ["Skipped (over --max-params): " + ", ".join(
+            f"{s['depth']}L×{s['width']} ({s['params'] / 1e6:.0f}M)" for s in result["skipped"]), ""]
+    total = sum(s["seconds"] for s in result["shapes"])
+    lines += [f"Training time of the shapes (compile included): {total:.0f} s.", ""]
+    by_width = {}
+    for s in result["shapes"]:
+        by_width.setdefault(s["width"], []).append((s["depth"], s["weight"][0], s["weight"][last]))
+    files.append(plots.gradient_profile_panels(
+        {w: [(d, g0) for d, g0, _ in v] for w, v in by_width.items()}, out / "gradient_profiles_init.png",
+        title="Weight-gradient profiles at initialisation"))
+    files.append(plots.gradient_profile_panels(
+        {w: [(d, gk) for d, _, gk in v] for w, v in by_width.items()}, out / f"gradient_profiles_step{last}.png",
+        title=f"Weight-gradient profiles after {last} AdamW steps"))
+    lines += ["![init](gradient_profiles_init.png)", "", f"![step {last}](gradient_profiles_step{last}.png)", ""]
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    files.append(out / "report.md")
+    return files
+
+
+def parse_ints(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{flag}={text!r}: expected comma-separated integers, e.g. 64,256") from None
+    if not values or min(values) < 1:
+        raise ValueError(f"{flag}={text!r}: expected positive integers")
+    return values
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "persistence-probe",
+        help="per-layer gradient profiles at init and over the first K steps, per width x depth",
+        description="Per-layer weight- and activation-gradient norms at initialisation and over the "
+        "first K AdamW steps for a grid of widths x depths (built-in corpus), the persistence "
+        "rate 1/ℓ of each with its sign, ℓ(W) power law vs log form, and one figure panel per width.")
+    p.add_argument("--widths", default="64,256,1024")
+    p.add_argument("--depths", default="8,16,32,64")
+    p.add_argument("--steps", type=int, default=ProbeSetup.steps, help="K, AdamW updates after init")
+    p.add_argument("--batch-size", type=int, default=ProbeSetup.batch_size)
+    p.add_argument("--seq-len", type=int, default=ProbeSetup.seq_len)
+    p.add_argument("--head-dim", type=int, default=ProbeSetup.head_dim)
+    p.add_argument("--lr", type=float, default=ProbeSetup.lr)
+    p.add_argument("--parametrization", default="sp", choices=("sp", "mup", "depth_mup", "completep"))
+    p.add_argument("--compute-dtype", default="auto", choices=("auto", "float32", "bfloat16"))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-params", type=float, default=ProbeSetup.max_params,
+                   help="skip shapes with more parameters (default 1.2e8: about 2 GB with Adam)")
+    p.add_argument("--out", required=True, help="output directory")
+    p.set_defaults(func=run_command)
+
+
+def run_command(args) -> int:
+    import shlex
+    import sys
+
+    widths, depths = parse_ints(args.widths, "--widths"), parse_ints(args.depths, "--depths")
+    for w in widths:
+        if w % args.head_dim:
+            raise ValueError(f"--widths: {w} is not a multiple of --head-dim {args.head_dim}")
+    if args.steps < 0:
+        raise ValueError(f"--steps={args.steps}: must be >= 0")
+    setup = ProbeSetup(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len,
+                       head_dim=args.head_dim, lr=args.lr, parametrization=args.parametrization,
+                       compute_dtype=args.compute_dtype, seed=args.seed, max_params=args.max_params)
+    start = time.perf_counter()
+    result = run(widths, depths, setup)
+    files = write(result, setup, Path(args.out), "depthdelusion " + shlex.join(sys.argv[1:]))
+    print(f"wrote {len(files)} files to {args.out} in {time.perf_counter() - start:.0f} s")
+    return 0
