@@ -1,9 +1,14 @@
-"""Time the whole paper-data report: four laws (depth_delusion, its two variants, kaplan),
-1000 bootstrap refits each, plus extrapolation, audits, optimal shape and figures.
+"""Time the whole paper-data report: the main fits (four laws, 1000 bootstrap refits each,
+profile intervals, leave-one-out), the verdict in every design form under total and
+non-embedding N, extrapolation, audits, optimal shape and figures.
 
-    PYTHONPATH=. python benchmarks/bench_report.py [--bootstrap 1000]
+    PYTHONPATH=. python benchmarks/bench_report.py [--bootstrap 1000] [--no-figures]
+
+Prints wall time, this process's CPU time and the load average before and after (the machine
+may be shared: CPU time is the figure to compare across loads).
 """
 import argparse
+import os
 import tempfile
 import time
 
@@ -11,9 +16,14 @@ from depthdelusion.analysis.report import write_report
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--bootstrap", type=int, default=1000)
+parser.add_argument("--no-figures", action="store_true")
 args = parser.parse_args()
+load_before = os.getloadavg()[0]
 with tempfile.TemporaryDirectory() as out:
-    start = time.perf_counter()
-    write_report("paper", out, bootstrap=args.bootstrap, runs_label="paper")
-    elapsed = time.perf_counter() - start
-print(f"paper report, {args.bootstrap} bootstrap refits per law: {elapsed:.1f} s")
+    start, cpu = time.perf_counter(), time.process_time()
+    write_report("paper", out, bootstrap=args.bootstrap, runs_label="paper",
+                 figures=not args.no_figures)
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+print(f"paper report, {args.bootstrap} bootstrap refits per law: {elapsed:.1f} s wall, "
+      f"{cpu:.1f} s CPU; load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after "
+      f"({os.cpu_count()} cores)")

@@ -34,6 +34,13 @@ COMMANDS = (
     ("laws", "depthdelusion.analysis.commands", "list the registered laws: formulas and the columns each needs"),
     ("persistence", "depthdelusion.analysis.commands", "gradient persistence length per run and ℓ(W)"),
     ("audit", "depthdelusion.analysis.commands", "check parameter counts against depth and width"),
+    ("expand", "depthdelusion.studies.expansion_commands",
+     "insert zero-output blocks into a trained run (new run directory), or --probe the "
+     "first-order signal per insertion layer"),
+    ("expansion-study", "depthdelusion.studies.expansion_commands",
+     "the depth-expansion study: train (resumable), grow, probe, tables and figures"),
+    ("spectrum", "depthdelusion.studies.spectrum",
+     "eigenvalue spectra of a trained run's residual stream per layer, with tail indices"),
 )
 
 

@@ -142,6 +142,9 @@ class TrainConfig:
     # A step whose loss or gradient is not finite never updates the parameters; then
     # "stop" ends the run with an error (the last checkpoint stays good), "skip" goes on.
     nonfinite: Literal["stop", "skip"] = "stop"
+    # The run ends (every host, status 1) when its step has not advanced for this long: a hung
+    # collective or data read; tpu/babysit.sh then resumes it. 0 = off. Covers compilation too.
+    watchdog_minutes: float = 30.0
     # The global batch is split into this many microbatches whose gradients are averaged before
     # one update (the same numbers as the whole batch at once, in less activation memory).
     grad_accum_steps: int = 1
@@ -160,6 +163,8 @@ class TrainConfig:
 
     def validate(self) -> None:
         _check_positive(self, "train", ("steps", "batch_size", "log_every", "layer_stats_every", "eval_every"))
+        if self.watchdog_minutes < 0:
+            raise ValueError(f"train.watchdog_minutes={self.watchdog_minutes}: must be >= 0 (0 = off)")
         for name in ("eval_batches", "checkpoint_every", "checkpoint_minutes"):
             if getattr(self, name) < 0:
                 raise ValueError(f"train.{name}={getattr(self, name)}: must be >= 0")

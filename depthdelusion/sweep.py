@@ -215,6 +215,24 @@ def _row(name: str, cfg: Config, status: str, summary: dict | None, error: str =
     }
 
 
+def grid_rows(runs: list[tuple[str, Config]], out: epath.Path, current: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """runs.csv: every run of the grid, in grid order; this sweep's rows where it has one, the
+    others from their directories. Two slices sharing OUT (each with its own --only) then both
+    write the whole table and neither drops the other's runs: the run directories are the
+    record, runs.csv a view of them."""
+    mine = {row["name"]: row for row in current}
+    rows = []
+    for name, cfg in runs:
+        if name in mine:
+            rows.append(mine[name])
+            continue
+        summary = read_summary(out / name)
+        status = (summary or {}).get("status") or {"unfinished": "unfinished", "new": "not started"}.get(
+            run_state(out / name), "unfinished")
+        rows.append(_row(name, cfg, status, summary, (summary or {}).get("error", "")))
+    return rows
+
+
 def write_runs_csv(rows: list[dict[str, Any]], path: epath.Path) -> None:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=RUNS_CSV_COLUMNS, lineterminator="\n")
@@ -296,6 +314,11 @@ def run_sweep(grid: Grid, out: str | Path, *, only: str | None = None, dry_run: 
     (status "failed", the error) and the sweep goes on. Runs in-process: one JAX runtime,
     no re-import per run; an exception is caught like any other (a hard crash of the process,
     e.g. out of host memory, ends the sweep, and re-running it skips what finished).
+
+    On several processes (a pod slice) only a divergence (raised on every host at the same
+    step) is recorded and passed over; any other error ends every host at once with status 1
+    (train/watchdog.py), and a re-run (tpu/babysit.sh) resumes. A grid planned for a slice
+    (its `topology`) refuses to run there on the built-in toy corpus (data.path unset).
     """
     out = epath.Path(out)
     runs = select(grid.runs, only)
@@ -310,10 +333,41 @@ def run_sweep(grid: Grid, out: str | Path, *, only: str | None = None, dry_run: 
             log(f"{name}: {state}; depth {cfg.model.depth} width {cfg.model.width} "
                 f"params {row['params']:,} steps {cfg.train.steps} tokens {row['tokens']:,}")
         return rows
-    out.mkdir(parents=True, exist_ok=True)
     # Multi-host (tpu/run.sh): every worker trains every run together; one writes the tables.
     jax = sys.modules.get("jax")
-    primary = jax is None or jax.process_index() == 0
+    multihost = jax is not None and jax.process_count() > 1
+    if multihost and grid.topology:
+        unset = [name for name, cfg in runs if not cfg.data.path]
+        if unset:
+            raise ValueError(
+                f"{grid.source}: planned for {grid.topology} but data.path is unset for "
+                f"{', '.join(unset[:3])}{' ...' if len(unset) > 3 else ''}: on a pod that would train on the "
+                "built-in toy corpus; pass --set data.path=gs://BUCKET/prepared-data")
+    if not multihost:
+        return _run_all(grid, out, runs, train_fn, report, bootstrap, log, primary=True)
+    try:  # an error outside train() (a runs.csv write on process 0) must not strand the others
+        return _run_all(grid, out, runs, train_fn, report, bootstrap, log, primary=jax.process_index() == 0)
+    except Exception as err:
+        from depthdelusion.train.watchdog import end_every_host
+
+        traceback.print_exc()
+        end_every_host(f"sweep {grid.name}: {type(err).__name__}: {err}")
+
+
+def _agreed_by_every_host(err: Exception) -> bool:
+    """Single process: always. Several: only a divergence, which every host detects at the same
+    step; another error may be one host's alone while the others wait in a collective."""
+    jax = sys.modules.get("jax")
+    if jax is None or jax.process_count() < 2:
+        return True
+    from depthdelusion.train.loop import NonFiniteError
+
+    return isinstance(err, NonFiniteError)
+
+
+def _run_all(grid: Grid, out: epath.Path, runs: list[tuple[str, Config]], train_fn, report: bool,
+             bootstrap: int, log, primary: bool) -> list[dict[str, Any]]:
+    out.mkdir(parents=True, exist_ok=True)
     rows = []
     for i, (name, cfg) in enumerate(runs, 1):
         run_dir = out / name
@@ -331,12 +385,14 @@ def run_sweep(grid: Grid, out: str | Path, *, only: str | None = None, dry_run: 
                 log(f"[{i}/{len(runs)}] {name}: preempted at step {summary.get('steps')}; "
                     "run the sweep again to resume")
                 if primary:
-                    write_runs_csv(rows, out / "runs.csv")
+                    write_runs_csv(grid_rows(grid.runs, out, rows), out / "runs.csv")
                 return rows
             rows.append(_row(name, cfg, "finished", summary))
             log(f"[{i}/{len(runs)}] {name}: finished in {time.perf_counter() - start:.0f} s, "
                 f"loss {summary.get('final_loss', float('nan')):.4f}")
         except Exception as err:  # noqa: BLE001 - a failed run must not stop the sweep
+            if not _agreed_by_every_host(err):
+                raise
             message = f"{type(err).__name__}: {err}".replace("\n", " ")
             rows.append(_row(name, cfg, "failed", None, message))
             if primary:
@@ -344,10 +400,11 @@ def run_sweep(grid: Grid, out: str | Path, *, only: str | None = None, dry_run: 
                 (run_dir / "error.txt").write_text(traceback.format_exc())
             log(f"[{i}/{len(runs)}] {name}: FAILED: {message}")
         if primary:  # kept current, so a killed sweep leaves a table
-            write_runs_csv(rows, out / "runs.csv")
+            write_runs_csv(grid_rows(grid.runs, out, rows), out / "runs.csv")
+    table = grid_rows(grid.runs, out, rows)
     if primary:
-        write_runs_csv(rows, out / "runs.csv")
-    if report and primary:
-        verdict = write_sweep_report(out, rows, bootstrap=bootstrap)
+        write_runs_csv(table, out / "runs.csv")
+    if report and primary:  # every finished run of the grid, whichever slice trained it
+        verdict = write_sweep_report(out, table, bootstrap=bootstrap)
         log(f"report: {out / 'report'}: {verdict}")
     return rows

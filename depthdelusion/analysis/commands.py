@@ -73,6 +73,13 @@ def add_report_arguments(p) -> None:
     p.add_argument("--step", type=int, default=1000, help="step for persistence lengths")
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
     p.add_argument("--no-figures", action="store_true", help="skip the PNGs (matplotlib not needed)")
+    p.add_argument("--groups", choices=("auto", "offsets", "pooled"), default="auto",
+                   help="offsets: one offset E_g per group (token budgets that differ); pooled: one "
+                        "law for all (flagged when budgets differ); auto (default): offsets when "
+                        "the groups' token budgets differ or are unknown for some")
+    p.add_argument("--params", choices=("total", "non_embedding", "recomputed"), default="total",
+                   help="parameter-count convention N (default total; rows inconsistent with their "
+                        "shape are refitted with N recomputed from (D, W))")
     p.set_defaults(func=run_report)
 
 
@@ -110,7 +117,7 @@ def run_report(args) -> int:
                              "pip install matplotlib, or pass --no-figures") from None
     report = write_report(_load(args), args.out, bootstrap=args.bootstrap, seed=args.seed,
                           method=args.method, step=args.step, figures=not args.no_figures,
-                          runs_label=str(args.runs))
+                          runs_label=str(args.runs), groups=args.groups, params=args.params)
     print(f"wrote {len(report.files)} files to {report.out}")
     print(report.verdict)
     return 0

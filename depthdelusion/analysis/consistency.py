@@ -169,3 +169,71 @@ def audit_param_counts(runs, *, tolerance: float = 0.01, vocab: int = VOCAB,
     unchecked.append("numbers printed elsewhere (other tables, the text) are not in the data")
     return ConsistencyAudit(fits, best, findings, table_findings, unchecked, tolerance, vocab,
                             ratio_findings)
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameter-count conventions for fitting: which N a law sees.
+
+#: name -> what N means under it.
+PARAM_CONVENTIONS = {
+    "total": "N as printed (embeddings and LM head included); rows more than 1% off their "
+             "group's own convention refitted with N recomputed from (D, W)",
+    "non_embedding": "non-embedding N = D·(12W² + 13W) (attention 4W² + 4W, GELU FFN 8W² + 5W, "
+                     "two LayerNorms 4W per block: the trainer's count for its default model), or "
+                     "the runs' own non-embedding count when they carry one",
+    "recomputed": "N recomputed from (D, W) for every row by its group's convention (the "
+                  "consistency audit's best fit)",
+}
+NON_EMBEDDING_FORMULA = "D·(12W² + 13W)"
+
+
+def non_embedding_params(depth, width):
+    """D·(12W² + 13W): blocks of the trainer's default model (GELU FFN 4W, biases, LayerNorm)."""
+    D, W = np.asarray(depth, float), np.asarray(width, float)
+    return D * (12.0 * W ** 2 + 13.0 * W)
+
+
+def with_param_convention(runs, convention: str = "total", *, tolerance: float = 0.01,
+                          vocab: int | None = None):
+    """The runs with ``params`` replaced according to ``convention`` (see
+    :data:`PARAM_CONVENTIONS`); returns ``(runs, notes)``, the notes naming every changed row."""
+    import dataclasses
+
+    if convention not in PARAM_CONVENTIONS:
+        raise ValueError(f"unknown parameter-count convention {convention!r}; known: "
+                         f"{', '.join(PARAM_CONVENTIONS)}")
+    runs = load_runs(runs)
+    if vocab is None:  # the runs' own vocabulary when they state one, else the paper's (GPT-2 BPE)
+        own = np.asarray(getattr(runs, "vocab_size", None) if getattr(runs, "vocab_size", None)
+                         is not None else [], float).ravel()
+        own = own[np.isfinite(own)]
+        vocab = int(own[0]) if len(own) and np.all(own == own[0]) else VOCAB
+    D, W = runs.depth.astype(float), runs.width.astype(float)
+    if convention == "non_embedding":
+        own = np.asarray(getattr(runs, "params_non_embedding", np.full(len(runs), np.nan)), float)
+        params = np.where(np.isfinite(own) & (own > 0), own, non_embedding_params(D, W))
+        how = ("the runs' own non-embedding counts" if np.all(np.isfinite(own) & (own > 0))
+               else f"non-embedding N = {NON_EMBEDDING_FORMULA}")
+        return dataclasses.replace(runs, params=params), [f"N convention: {how}"]
+    audit = audit_param_counts(runs, tolerance=tolerance, vocab=vocab)
+    params = runs.params.copy()
+    notes = []
+    if convention == "recomputed":
+        for group, conv in audit.best.items():
+            rows = runs.group == group
+            params[rows] = CONVENTIONS[conv][1](D[rows], W[rows], vocab)
+        notes.append("N convention: recomputed from (D, W) by each group's convention ("
+                     + "; ".join(f"{g}: {CONVENTIONS[c][0]}" for g, c in audit.best.items())
+                     + f", V = {vocab})")
+        return dataclasses.replace(runs, params=params), notes
+    for finding in audit.findings:
+        i = int(np.flatnonzero(runs.name == finding.name)[0])
+        params[i] = finding.expected
+        notes.append(f"N convention: total; {finding.name}'s printed N ({finding.printed / 1e6:.1f}M) "
+                     f"disagrees with its shape ({audit.best[finding.group]} gives "
+                     f"{finding.expected / 1e6:.1f}M, {finding.rel_error:+.1%}): fitted with the "
+                     "recomputed count")
+    if not notes:
+        notes.append("N convention: total (as printed; every row within "
+                     f"{tolerance:.0%} of its group's convention)")
+    return dataclasses.replace(runs, params=params), notes

@@ -388,10 +388,13 @@ def _bootstrap_weights(n: int, n_boot: int, seed: int, strata=None) -> np.ndarra
 
 
 def _best_of_starts(res, n_problems: int, n_starts: int):
-    """Per problem, the start with the lowest finite objective: (index into res, failed mask)."""
+    """Per problem, the first start (in start order) whose finite objective ties with the lowest
+    (relative ``TIE``): (index into res, failed mask). Not the plain argmin: among tied optima
+    the last bits pick one, and they depend on the CPU (as in the multi-start)."""
     obj = np.where((res.status != FAILED) & np.isfinite(res.objective), res.objective, np.inf)
     obj = obj.reshape(n_problems, n_starts)
-    pick = np.argmin(obj, axis=1)
+    best = obj.min(axis=1, keepdims=True)
+    pick = np.argmax(obj <= best * (1 + TIE) + 1e-300, axis=1)
     failed = ~np.isfinite(obj[np.arange(n_problems), pick])
     return np.arange(n_problems) * n_starts + pick, failed
 

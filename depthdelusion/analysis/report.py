@@ -1,28 +1,51 @@
-"""The analysis report: fits, the law comparison, extrapolation, audits, shape, persistence.
+"""The analysis report: fits, verdicts under each design assumption, extrapolation, audits, shape,
+persistence.
 
-``write_report(runs, out)`` writes report.md, report.tex (booktabs), one CSV per table and PNG
-figures. Text outputs are deterministic for a given input, bootstrap count and seed.
-Also runnable as ``python -m depthdelusion.analysis.report RUNS --out DIR``.
+``write_report(runs, out)`` writes report.md, report.tex (pdflatex, booktabs), one CSV per table
+and PNG figures. Text outputs are deterministic for a given input, bootstrap count and seed, and
+rounded to the precision the data supports. Also runnable as
+``python -m depthdelusion.analysis.report RUNS --out DIR``.
+
+Design assumptions the report makes explicit (docs/analysis.md):
+
+- **Token budgets.** Groups trained on different token budgets cannot be pooled by a law without
+  a token term: the extra tokens would be credited to N. ``groups="auto"`` then fits a per-group
+  offset E_g (the budget's data term, constant within a group); ``groups="pooled"`` fits as
+  asked but flags it in the report's first lines.
+- **N convention.** ``params="total"`` (printed N; rows inconsistent with their shape refitted
+  with the recomputed N), ``"non_embedding"`` or ``"recomputed"`` (consistency.PARAM_CONVENTIONS).
+- **Which conclusion holds where.** With several groups, the report also fits every form the
+  design allows (each group alone; groups with unknown budgets with size-class offsets; pooled
+  with group offsets; pooled without, flagged) under total and non-embedding N, and tabulates
+  the penalty verdict in each.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from .consistency import CONVENTIONS, audit_param_counts
+from .consistency import CONVENTIONS, audit_param_counts, with_param_convention
 from .fitting import FitResult, fit
 from .persistence import DEFAULT_STEP, persistence_lengths, persistence_scaling
 from .reference import PAPER_FIT, PAPER_PERSISTENCE_R2, PAPER_SHAPE_EXPONENTS
 from .runs import Runs, load_runs
-from .shape import PAPER_KAPPA, audit_shapes, optimal_shape
-from .tables import Table
+from .shape import PAPER_KAPPA, audit_shapes, optimal_shape, trainer_counts
+from .spectra import spectrum_section
+from .tables import Table, latex_document
+from .verdict import LR_THRESHOLD, overall, penalty_verdict, penalty_verdicts, shape_variation
 
 DEFAULT_LAWS = ("depth_delusion", "depth_delusion_relative", "depth_delusion_power", "kaplan")
-BASELINE_LAW = "kaplan"
+GROUP_MODES = ("auto", "offsets", "pooled")
+#: The paper's runs use the GPT-2 BPE tokenizer (SPEC §1); the bundled table has no vocab column.
+PAPER_VOCAB = 50257
+SIZE_CLASS_GAP = 1.5  # runs whose N differ by more than this factor start a new size class
+MIN_RUNS_ALONE = 10   # a group is fitted alone only with at least this many runs
 
 
 @dataclass
@@ -32,126 +55,385 @@ class Report:
     tables: list
     files: list = field(default_factory=list)
     verdict: str = ""
+    verdicts: list = field(default_factory=list)
+    first_lines: list = field(default_factory=list)
 
 
 def _f(v, spec=".4g") -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "—" if v is None or math.isnan(v) else ("∞" if v > 0 else "−∞")
-    return format(v, spec)
+    out = format(v, spec)
+    return "0" if out.lstrip("-+") in ("0", "0.0", "0.00", "0.000", "0.0000") and spec.endswith("g") else out
 
 
 def _ci(ci, spec=".3g") -> str:
     return "—" if not ci else f"[{_f(ci[0], spec)}, {_f(ci[1], spec)}]"
 
 
-def _split_for_extrapolation(runs: Runs):
-    """Train on the group with the smallest largest model, test on the rest; with one group,
-    train on the smallest 60% of runs by N."""
+SPAN_LIMIT = 1e3  # a scale parameter whose interval spans more than this factor is not determined
+
+
+def _is_scale(f, name: str) -> bool:
+    try:
+        return bool(f.law.param(name).log)
+    except (ValueError, AttributeError):
+        return False
+
+
+def _param_ci(f, name: str, ci, spec=".3g") -> str:
+    """An interval as the data support it: a scale parameter's interval spanning more than
+    ``SPAN_LIMIT``× (its ends are then set by numerical flatness, not by the data) is printed as
+    such instead of as two machine-dependent digits."""
+    if ci and _is_scale(f, name) and ci[0] > 0 and np.isfinite(ci[1]) and ci[1] / ci[0] > SPAN_LIMIT:
+        return f"[spans > {SPAN_LIMIT:.0e}×]".replace("1e+03", "10³")
+    return _ci(ci, spec)
+
+
+def _rounded_note(note: str) -> str:
+    """A count of stalled bootstrap refits depends on the CPU's last bits: give it as a share
+    rounded to one significant digit."""
+    m = re.match(r"(\d+) of (\d+) bootstrap refits (.*)", note)
+    if not m:
+        return note
+    share = int(m.group(1)) / max(int(m.group(2)), 1)
+    return f"about {float(f'{share:.1g}'):.1%} of {m.group(2)} bootstrap refits {m.group(3)}".replace(".0%", "%")
+
+
+def _identified(f, name: str) -> bool:
+    """False when the data do not pin the parameter: it differs between tied starts (a ridge)
+    or its profile interval is open-ended."""
+    if name in getattr(f.starts, "ridge_params", []):
+        return False
+    prof = _profile(f, name)
+    return not (prof is not None and not (np.isfinite(prof[0]) and np.isfinite(prof[1])))
+
+
+def _value(f, name: str, spec=".3g") -> str:
+    """The point estimate, or "n.i." (not identified) where any point would be arbitrary."""
+    v = f.all_params.get(name)
+    return _f(v, spec) if _identified(f, name) else "n.i."
+
+
+# --- design: token budgets, groups, forms ------------------------------------------------------
+
+def _budget(tokens) -> float:
+    """A group's token budget: the common value, NaN when unknown, inf when it varies."""
+    t = np.asarray(tokens, float)
+    if not np.all(np.isfinite(t)):
+        return math.nan
+    return float(t[0]) if t.max() <= 1.01 * t.min() else math.inf
+
+
+def mixed_budgets(runs: Runs) -> str | None:
+    """A description of the groups' token budgets when they differ (or are unknown for some
+    groups) and the runs' tokens are not known per run; None when pooling is safe."""
+    if runs.tokens_vary or len(runs.groups) < 2:
+        return None
+    budgets = {g: _budget(runs.tokens[runs.group == g]) for g in runs.groups}
+    known = [b for b in budgets.values() if np.isfinite(b)]
+    if len(known) == len(budgets) and max(known) <= 1.01 * min(known):
+        return None
+    if not known:
+        return None  # no budget known anywhere: nothing says they differ (stated in the notes)
+    return "; ".join(f"{g}: " + (f"{b:.3g} tokens" if np.isfinite(b) else "unknown")
+                     for g, b in budgets.items())
+
+
+def size_classes(params) -> np.ndarray:
+    """Labels 0, 1, ... of runs grouped by N: a new class starts where sorted N jumps by more
+    than ``SIZE_CLASS_GAP``×."""
+    N = np.asarray(params, float)
+    order = np.argsort(N)
+    labels = np.zeros(len(N), int)
+    cls = 0
+    for prev, cur in zip(order[:-1], order[1:]):
+        if N[cur] > SIZE_CLASS_GAP * N[prev]:
+            cls += 1
+        labels[cur] = cls
+    return labels
+
+
+def _relabel(runs: Runs, labels) -> Runs:
+    return dataclasses.replace(runs, group=np.asarray(labels, dtype=object))
+
+
+def design_forms(runs: Runs) -> list:
+    """The forms a runs table's design allows: (label, runs, offsets, caveat)."""
+    forms = []
+    mixed = mixed_budgets(runs)
     if len(runs.groups) >= 2:
-        train_group = min(runs.groups, key=lambda g: runs.params[runs.group == g].max())
-        train = runs.group == train_group
-        return train, f"fit on the {int(train.sum())} {train_group} runs, predict the other {int((~train).sum())}"
-    cut = np.quantile(runs.params, 0.6)
-    train = runs.params <= cut
-    return train, f"fit on the {int(train.sum())} runs with N ≤ {cut:.3g}, predict the {int((~train).sum())} larger ones"
+        forms.append(("all runs, group offsets", runs, True, ""))
+    forms.append(("all runs pooled", runs, False,
+                  f"mixes token budgets ({mixed}) without a token term" if mixed else ""))
+    if len(runs.groups) >= 2:
+        for g in runs.groups:
+            sub = runs.where_group(g)
+            if len(sub) < MIN_RUNS_ALONE:
+                continue
+            classes = size_classes(sub.params)
+            if not np.isfinite(_budget(sub.tokens)) and classes.max() >= 1 and not sub.tokens_vary:
+                labels = [f"{g}/{c}" for c in classes]
+                forms.append((f"{g} alone, size-class offsets", _relabel(sub, labels), True, ""))
+            else:
+                forms.append((f"{g} alone", sub, False, ""))
+    return forms
 
 
-def _verdict(fits: dict, extrap_rmse: dict) -> str:
-    dd, base = fits.get("depth_delusion"), fits.get(BASELINE_LAW)
-    if dd is None or base is None:
-        return ""
-    d_aic, d_bic = dd.aicc - base.aicc, dd.bic - base.bic
-    d_loo = dd.loo_rmse - base.loo_rmse
-    facts = (f"depth_delusion vs {BASELINE_LAW}: ΔAICc = {d_aic:+.2f}, ΔBIC = {d_bic:+.2f} "
-             f"(negative favours depth_delusion), leave-one-out RMSE {dd.loo_rmse:.4f} vs "
-             f"{base.loo_rmse:.4f} nats")
-    if "depth_delusion" in extrap_rmse and BASELINE_LAW in extrap_rmse:
-        facts += (f", extrapolation RMSE {extrap_rmse['depth_delusion']:.4f} vs "
-                  f"{extrap_rmse[BASELINE_LAW]:.4f} nats")
-    if d_aic < -2 and d_bic < -2 and d_loo < 0:
-        answer = "Yes: the architecture penalty earns its extra parameters on this data"
-    elif d_aic > 0 and d_bic > 0:
-        answer = ("No: the architecture penalty does not earn its extra parameters on this data — "
-                  f"the shape-agnostic {BASELINE_LAW} law is preferred by both information criteria")
-        if d_loo < 0:
-            answer += (", and the penalty's leave-one-out gain is small "
-                       f"({-d_loo:.4f} nats, {-d_loo / base.loo_rmse:.1%})")
-    else:
-        answer = "Not clearly: the criteria disagree, so the evidence for the penalty is weak"
-    return f"{answer}. ({facts}.)"
+def _fit(runs, law, method, offsets: bool, **kw) -> FitResult:
+    if not offsets:
+        return fit(runs, law, method, **kw)
+    try:
+        return fit(runs, law, method, group_offsets=True, **kw)
+    except TypeError as err:
+        if "group_offsets" in str(err):
+            raise ValueError("group offsets need fitting.fit(..., group_offsets=True), which this "
+                             "version of the fitting engine lacks") from None
+        raise
+
+
+def _primary_law(laws) -> str | None:
+    for name in ("depth_delusion", *laws):
+        if name in laws and name not in ("kaplan", "chinchilla"):
+            return name
+    return None
+
+
+def _split_for_extrapolation(runs: Runs):
+    """Within each group, fit on the smallest 60% of runs by N and predict the larger ones
+    (never across groups: their token budgets may differ)."""
+    train = np.zeros(len(runs), bool)
+    for g in runs.groups:
+        rows = np.flatnonzero(runs.group == g)
+        cut = np.quantile(runs.params[rows], 0.6)
+        train[rows[runs.params[rows] <= cut]] = True
+    how = (f"within each group, fit on the {int(train.sum())} runs with N at or below the group's "
+           f"60th percentile, predict the other {int((~train).sum())}")
+    return train, how
+
+
+def _verdict_cell(v) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, str):
+        return v
+    head = {"yes": "Yes", "no": "No", "not clearly": "Not clearly", "cannot tell": "Cannot tell"}.get(
+        v.answer, v.answer)
+    return f"{head} (ΔAICc {v.d_aicc:+.1f}, LR {v.lr:.1f})"
+
+
+def design_matrix(runs: Runs, law: str, method: str, seed: int, conventions=("total", "non_embedding")):
+    """The penalty verdict of ``law`` against its same-data-term baseline in every design form
+    under each N convention: {(form label, convention): (verdict or reason, fit)}."""
+    out = {}
+    for label, sub, offsets, caveat in design_forms(runs):
+        for conv in conventions:
+            try:
+                r, _ = with_param_convention(sub, conv)
+                lf = _fit(r, law, method, offsets, bootstrap=0, seed=seed, leave_one_out=False)
+                base = "chinchilla" if r.tokens_vary else "kaplan"
+                bf = _fit(r, base, method, offsets, bootstrap=0, seed=seed, leave_one_out=False,
+                          profile=False)
+                out[(label, conv)] = (penalty_verdict(lf, bf, shape_variation(r)), lf, caveat)
+            except ValueError as err:
+                out[(label, conv)] = (f"not fitted: {err}", None, caveat)
+    return out
+
+
+def _cells_text(cells) -> str:
+    """'form (total and non-embedding N)'-style list of (form, convention) cells."""
+    by_form = {}
+    for form, conv in cells:
+        by_form.setdefault(form, []).append(conv.replace("_", "-"))
+    return "; ".join(f"{form} ({' and '.join(convs)} N)" for form, convs in by_form.items())
+
+
+def _profile(f, name):
+    return (getattr(f, "ci_profile", None) or {}).get(name)
+
+
+def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
+    """The report's first paragraph: which of the paper's conclusions hold where, in plain words."""
+    if not matrix:
+        return []
+    answers = {"yes": [], "no": [], "not clearly": [], "cannot tell": [], "not fitted": []}
+    invalid, kappas = {}, []
+    for (form, conv), (v, lf, caveat) in matrix.items():
+        if caveat:
+            invalid[form] = caveat
+            continue
+        answers["not fitted" if isinstance(v, str) else v.answer].append((form, conv))
+        if not isinstance(v, str) and v.significant and lf is not None and "kappa" in lf.params:
+            kappas.append(f"{lf.params['kappa']:.2f} {_ci(_profile(lf, 'kappa'), '.2f')} "
+                          f"({form}, {conv.replace('_', '-')} N)")
+    words = {"yes": "Yes", "no": "no", "not clearly": "significant but not clearly preferred by the "
+             "information criteria", "cannot tell": "cannot tell", "not fitted": "not fitted"}
+    said = [f"{words[a]} for {_cells_text(c)}" for a, c in answers.items() if c]
+    text = ("Which of the paper's conclusions hold depends on two choices it leaves implicit: how "
+            "runs trained on different token budgets are combined, and which parameter count N is "
+            f"used. Does the {law} depth penalty earn its extra parameters over the shape-agnostic "
+            "law? " + "; ".join(said) + ". ")
+    text += (("Where λ is significant, the critical-depth slope is κ = " + ", ".join(kappas)
+              + f" (95% profile-likelihood intervals); the paper reports κ = {PAPER_FIT['kappa'][0]}. ")
+             if kappas else
+             "In no valid form is λ significant, so no critical depth is established. ")
+    for form, caveat in invalid.items():
+        text += (f"Fitting {form} without offsets or a token term — the paper's fit — is invalid "
+                 f"here: it {caveat}. ")
+    text += (f"The detailed sections below use {main_label}, where the overall answer is "
+             f"'{main_overall}'.")
+    return [text]
 
 
 def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 0,
                  method: str = "lm", step: int = DEFAULT_STEP, runs_label: str | None = None,
-                 shape_draws: int = 200) -> tuple[Report, str, str]:
-    """Fit and tabulate; returns (report, markdown, latex) without writing anything."""
+                 shape_draws: int = 200, groups: str = "auto", params: str = "total",
+                 design: bool = True, fit_options: dict | None = None) -> tuple[Report, str, str]:
+    """Fit and tabulate; returns (report, markdown, latex) without writing anything.
+
+    ``groups``: ``"auto"`` (per-group offsets E_g when the groups' token budgets differ or are
+    unknown for some, else pooled), ``"offsets"`` or ``"pooled"`` (flagged when budgets differ).
+    ``params``: the N convention (``"total"``, ``"non_embedding"``, ``"recomputed"``).
+    ``design``: also tabulate the verdict in every form the design allows (several groups only).
+    ``fit_options``: extra keyword arguments for the main fits (e.g. ``leave_one_out=False``).
+    """
+    if groups not in GROUP_MODES:
+        raise ValueError(f"groups must be one of {', '.join(GROUP_MODES)}, got {groups!r}")
     label = runs_label or (runs if isinstance(runs, str) else "RUNS")
-    runs = load_runs(runs)
+    raw = load_runs(runs)
+    runs, n_notes = with_param_convention(raw, params)
+    mixed = mixed_budgets(runs)
+    offsets = groups == "offsets" or (groups == "auto" and mixed is not None)
     laws = list(laws)
     if runs.tokens_vary and "chinchilla" not in laws:
         laws.append("chinchilla")
-    fits = {name: fit(runs, name, method, bootstrap=bootstrap, seed=seed) for name in laws}
-    tables, md, tex_tables = [], [], []
-    cmd = f"depthdelusion report {label} --out DIR --bootstrap {bootstrap} --seed {seed} --method {method}"
-    md += ["# Scaling-law analysis report", "",
+    fits = {name: _fit(runs, name, method, offsets, bootstrap=bootstrap, seed=seed, **(fit_options or {}))
+            for name in laws}
+    verdicts = penalty_verdicts(fits, runs)
+    main_answer = overall(verdicts)
+    primary = _primary_law(laws)
+    main_label = ("all runs with group offsets" if offsets else "all runs pooled") + \
+        f", {params.replace('_', '-')} N"
+
+    warnings, first = [], []  # the report's first lines: what a reader must know before any number
+    if mixed and not offsets:
+        warnings.append(f"WARNING: this fit pools groups trained on different token budgets ({mixed}) "
+                     "with no token term, so the larger budget's lower loss is credited to N. Its "
+                     "exponents and verdict are not valid; fit with group offsets "
+                     "(groups='offsets', CLI --groups offsets) or each group alone.")
+    elif offsets:
+        first.append("Groups are fitted with their own offset E_g"
+                     + (f" because their token budgets differ or are unknown ({mixed})" if mixed else "")
+                     + ": the data term of each budget is absorbed into its group's offset, and "
+                     "shape and N effects are estimated within groups.")
+    matrix = design_matrix(raw, primary, method, seed) if (design and primary and len(raw.groups) >= 2) else {}
+    first = warnings + _conclusions(matrix, primary, main_label, main_answer) + first
+
+    tables, md = [], []
+    least_squares = method == "lm"
+    cmd = (f"depthdelusion report {label} --out DIR --bootstrap {bootstrap} --seed {seed}"
+           + ("" if least_squares else f" --method {method}") + f" --groups {groups}"
+           + (f" --params {params}" if params != "total" else ""))
+    method_words = ("bounded Levenberg–Marquardt least squares on loss residuals (nats)"
+                    if least_squares else "Huber (threshold 1e-3) on log-loss residuals")
+    md += ["# Scaling-law analysis report", "", *[line + "\n" for line in first],
            f"Data: {runs.source} — {len(runs)} runs, groups: "
            + ", ".join(f"{g} ({int((runs.group == g).sum())})" for g in runs.groups) + ".",
            f"Regenerate with `{cmd}` (also `python -m depthdelusion.analysis.report ...`). "
-           f"Fits: {'Levenberg–Marquardt' if method == 'lm' else 'Huber on log loss'} from a grid of "
-           f"starts; intervals from the Jacobian and from {bootstrap} seeded (seed {seed}) case-bootstrap "
-           "refits; runs weighted equally; loss in nats.", ""]
-    notes = sorted({n for f in fits.values() for n in f.notes if "token" in n} | set(runs.notes))
+           f"Fits: {method_words} from a grid of starts; intervals from the Jacobian, from "
+           f"{bootstrap} seeded (seed {seed}) case-bootstrap refits (cold-started) and from the "
+           "profile likelihood; runs weighted equally; loss in nats.", ""]
+    notes = sorted({n for f in fits.values() for n in f.notes if "token" in n} | set(runs.notes)
+                   | set(n_notes))
     md += [f"- {n}" for n in notes] + [""]
 
-    # --- law comparison -------------------------------------------------------------------
-    comp = Table("law_comparison", "Law comparison (loss in nats; lower AICc/BIC/LOO is better)",
-                 ["law", "k", "R²", "RMSE", "LOO RMSE", "AIC", "AICc", "BIC", "ΔAICc", "ΔBIC", "flags"])
+    # --- verdicts -----------------------------------------------------------------------------
+    comp = Table("law_comparison", f"Law comparison, {main_label} (loss in nats; lower "
+                 "AICc/BIC/LOO is better)",
+                 ["law", "k", "R²", "RMSE", "LOO RMSE", "AICc", "BIC", "ΔAICc", "ΔBIC", "flags"])
     best_aicc = min(f.aicc for f in fits.values())
     best_bic = min(f.bic for f in fits.values())
     for name, f in fits.items():
-        comp.add(name, f.k, _f(f.r2, ".4f"), _f(f.rmse, ".4f"), _f(f.loo_rmse, ".4f"), _f(f.aic, ".2f"),
-                 _f(f.aicc, ".2f"), _f(f.bic, ".2f"), _f(f.aicc - best_aicc, ".2f"),
-                 _f(f.bic - best_bic, ".2f"), len(f.flags))
+        comp.add(name, f.k, _f(f.r2, ".3f"), _f(f.rmse, ".3f"), _f(f.loo_rmse, ".3f"),
+                 _f(f.aicc, ".1f"), _f(f.bic, ".1f"), _f(f.aicc - best_aicc, ".1f"),
+                 _f(f.bic - best_bic, ".1f"), len(f.flags))
     tables.append(comp)
+    verdict_lines = [v.sentence() for v in verdicts]
+    verdict = (f"Overall ({main_label}): {main_answer}. " + " ".join(verdict_lines)) if verdicts else \
+        "(no architecture law and same-data-term baseline among the fitted laws)"
+    md += ["## Does the architecture penalty earn its parameters?", "",
+           "Each architecture law is compared with the shape-agnostic law that has the same data "
+           f"term (kaplan without a token term, chinchilla with one). λ = 0 is tested by the "
+           f"profile likelihood: LR = n·ln(RSS_baseline / RSS_law) against χ²₁(0.95) = "
+           f"{LR_THRESHOLD:.2f}; the verdict is Yes only when λ = 0 is rejected and ΔAICc and "
+           "ΔBIC are both below −2, and 'cannot tell' when the runs do not vary shape enough "
+           f"({shape_variation(runs).reason}).", "",
+           *[f"- {line}" for line in verdict_lines], "", comp.markdown(), ""]
+    if matrix:
+        convs = sorted({c for _, c in matrix}, key=["total", "non_embedding"].index)
+        mt = Table("design_verdicts", f"Verdict on the {primary} penalty in every form the design "
+                   "allows, under total and non-embedding N (vs the same-data-term baseline)",
+                   ["form", "runs"] + [f"{c.replace('_', '-')} N" for c in convs] + ["caveat"])
+        for label_ in dict.fromkeys(lbl for lbl, _ in matrix):
+            cells = [matrix[(label_, c)] for c in convs]
+            n_runs = next((f.n for _, f, _ in cells if f is not None), "")
+            mt.add(label_, n_runs, *[_verdict_cell(v) for v, _, _ in cells], cells[0][2] or "")
+        tables.append(mt)
+        kt = Table("design_parameters", f"{primary} in every design form: κ (or c), λ and α with "
+                   "95% profile-likelihood intervals, and R²",
+                   ["form", "N", "κ", "λ", "α", "R²", "flags"])
+        for (label_, conv), (_, lf, _) in matrix.items():
+            if lf is None:
+                continue
+            p = lf.all_params
+            crit = "kappa" if "kappa" in p else "c"
+            kt.add(label_, conv.replace("_", "-"),
+                   *[f"{_value(lf, k)} {_param_ci(lf, k, _profile(lf, k), '.2g')}"
+                     for k in (crit, "lam", "alpha")],
+                   _f(lf.r2, ".3f"), len(lf.flags))
+        tables.append(kt)
+        md += ["## Which verdict holds under which assumptions", "",
+               "Forms: every run with one offset per group; every run pooled with no offset "
+               "(invalid when the groups' token budgets differ); each group alone, and a group "
+               "whose token budgets are unknown with one offset per size class (runs whose N "
+               f"differ by more than {SIZE_CLASS_GAP:g}× start a new class). N: as printed "
+               "(total; rows inconsistent with their shape refitted with the recomputed N) and "
+               "non-embedding.", "", mt.markdown(), "", kt.markdown(), ""]
 
     # --- extrapolation --------------------------------------------------------------------
     train, how = _split_for_extrapolation(runs)
-    extrap = Table("extrapolation", f"Extrapolation: {how} (loss in nats)",
-                   ["run", "D", "W", "N (M)", "observed"] + [f"{n} pred" for n in laws]
-                   + [f"{n} err" for n in laws])
-    extrap_rmse = {}
     test_idx = np.flatnonzero(~train)
-    preds, ridges = {}, []
+    extrap_rmse, preds, ridges = {}, {}, []
     for name in laws:
         try:
-            small = fit(runs.subset(train), name, method, bootstrap=0, seed=seed, leave_one_out=False)
-            preds[name] = small.predict(runs.subset(~train))
-            if small.starts.ridge_params:
+            small = _fit(runs.subset(train), name, method, offsets, bootstrap=0, seed=seed,
+                         leave_one_out=False, profile=False)
+            lo, hi = _prediction_range(small, runs.subset(~train))
+            preds[name] = (lo, hi)
+            if np.any(hi - lo > 5e-4):
                 ridges.append(f"- {name}: the training runs do not determine "
-                              f"{', '.join(small.starts.ridge_params)} ({small.starts.n_at_best} of "
-                              f"{small.starts.n_starts} starts reach the same objective at different "
-                              "values); its predictions are one point of that ridge (the first start "
-                              "in grid order), and others fit the training runs as well")
-            extrap_rmse[name] = float(np.sqrt(np.mean((preds[name] - runs.loss[test_idx]) ** 2)))
+                              f"{', '.join(small.starts.ridge_params) or 'all parameters'}; the "
+                              "prediction is given as the range over the starts tied at the best "
+                              "objective, its error as a range, and no RMSE (n.i.)")
+            # On a ridge the error is a range per run; one RMSE would pick a point of it.
+            extrap_rmse[name] = (math.nan if np.any(hi - lo > 5e-4) else
+                                 float(np.sqrt(np.mean((0.5 * (lo + hi) - runs.loss[test_idx]) ** 2))))
         except ValueError as err:  # e.g. too few training runs for this law
-            preds[name] = np.full(len(test_idx), np.nan)
+            preds[name] = (np.full(len(test_idx), np.nan),) * 2
             md.append(f"- extrapolation with {name} not possible: {err}")
+    extrap = Table("extrapolation", f"Extrapolation: {how} (loss in nats; a range: tied solutions)",
+                   ["run", "D", "W", "N (M)", "observed"] + [f"{n}" for n in laws])
     for j, i in enumerate(test_idx):
-        extrap.add(runs.name[i], runs.depth[i], runs.width[i], _f(runs.params[i] / 1e6, ".1f"),
-                   _f(runs.loss[i], ".3f"), *[_f(preds[n][j], ".3f") for n in laws],
-                   *[_f(preds[n][j] - runs.loss[i], "+.3f") for n in laws])
-    extrap.add("RMSE", "", "", "", "", *["" for _ in laws], *[_f(extrap_rmse.get(n), ".4f") for n in laws])
+        extrap.add(runs.name[i], runs.depth[i], runs.width[i], _f(runs.params[i] / 1e6, ".0f"),
+                   _f(runs.loss[i], ".3f"), *[_pred_cell(preds[n][0][j], preds[n][1][j], runs.loss[i])
+                                              for n in laws])
+    extrap.add("RMSE", "", "", "", "", *[("n.i." if n in extrap_rmse and math.isnan(extrap_rmse[n])
+                                          else _f(extrap_rmse.get(n), ".3f")) for n in laws])
     tables.append(extrap)
 
-    verdict = _verdict(fits, extrap_rmse)
-    md += ["## Does the architecture penalty earn its parameters?", "", verdict or
-           f"(needs both depth_delusion and {BASELINE_LAW} in the fitted laws)", "",
-           comp.markdown(), ""]
-
     # --- ours vs paper ----------------------------------------------------------------------
-    paper = Table("paper_comparison", "Our fits next to the paper's reported values "
-                  "(bootstrap 95% intervals; paper: its stated intervals)",
-                  ["quantity", "paper"] + laws)
+    paper = Table("paper_comparison", f"Our fits ({main_label}) next to the paper's reported values "
+                  "(ours: 95% profile-likelihood intervals, bootstrap ones when no profile was "
+                  "computed; paper: its stated intervals)", ["quantity", "paper"] + laws)
     mapping = [("persistence exponent p (D_crit = c·W^p)", "persistence_exponent", "p"),
                ("κ (D_crit = κ ln W)", "kappa", "kappa"), ("α", "alpha", "alpha"),
                ("λ", "lam", "lam"), ("γ", "gamma", "gamma")]
@@ -161,8 +443,8 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
         for name in laws:
             f = fits[name]
             if param in f.params:
-                boot = f.ci_bootstrap[param] if f.ci_bootstrap else None
-                cells.append(f"{_f(f.params[param], '.3g')} {_ci(boot)}")
+                ci_ = _profile(f, param) or (f.ci_bootstrap[param] if f.ci_bootstrap else None)
+                cells.append(f"{_value(f, param)} {_param_ci(f, param, ci_, '.2g')}")
             else:
                 cells.append("—")
         paper.add(title, f"{value:g} {_ci(ci)}", *cells)
@@ -172,64 +454,49 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
            "The paper's persistence exponent comes from per-layer gradient norms, which the "
            "bundled data lacks; the closest refittable quantity is p of `depth_delusion_power`.",
            "", "## Extrapolation from small to large runs", "", extrap.markdown(), "",
-           "A dash: the law's prediction is not finite there (a degenerate fit, e.g. λ → 0 with "
-           "W^−γ overflowing), so no extrapolation error is given.", "", *ridges,
-           *([""] if ridges else [])]
+           "A dash: the law's prediction is not finite there (a degenerate fit), so no "
+           "extrapolation error is given.", "", *ridges, *([""] if ridges else [])]
 
     # --- parameters of every fit ----------------------------------------------------------
-    params = Table("parameters", "Fitted parameters (Jacobian and bootstrap 95% intervals)",
-                   ["law", "parameter", "value", "std. err.", "CI (Jacobian)", "CI (bootstrap)"])
+    has_profile = any(getattr(f, "ci_profile", None) for f in fits.values())
+    params_t = Table("parameters", "Fitted parameters: 95% intervals from the Jacobian, the bootstrap"
+                     + (" and the profile likelihood" if has_profile else ""),
+                     ["law", "parameter", "value", "CI (Jacobian)", "CI (bootstrap)"]
+                     + (["CI (profile)"] if has_profile else []))
     for name, f in fits.items():
+        prof = getattr(f, "ci_profile", None) or {}
         for p, v in f.params.items():
-            params.add(name, p, _f(v, ".4g"), _f(f.stderr[p], ".3g"), _ci(f.ci_jacobian[p]),
-                       _ci(f.ci_bootstrap[p] if f.ci_bootstrap else None))
-    tables.append(params)
-    md += ["## Fits", ""]
+            row = [name, p, _value(f, p, ".4g"), _param_ci(f, p, f.ci_jacobian[p]),
+                   _param_ci(f, p, f.ci_bootstrap[p] if f.ci_bootstrap else None, ".2g")]
+            params_t.add(*row, *([_param_ci(f, p, prof.get(p))] if has_profile else []))
+    tables.append(params_t)
+    md += ["## Fits", "", "n.i.: not identified (a ridge of equally good fits, or an open-ended "
+           "profile interval): no point estimate is given. "
+           + (f"Bootstrap intervals are percentiles of {bootstrap} refits, printed to 2 digits "
+              "(their Monte Carlo error). " if bootstrap else "") +
+           f"`depthdelusion fit {label} --law NAME` prints a law's full summary.", "",
+           params_t.markdown(), ""]
     for name, f in fits.items():
-        md += [f"### {name}", "", "```", f.summary(), "```", ""]
+        md += [f"### {name}: flags and notes", ""] + [f"- ! {x}" for x in f.flags] + \
+              [f"- {_rounded_note(x)}" for x in f.notes] + [""]
 
     # --- consistency audit ----------------------------------------------------------------
-    audit = audit_param_counts(runs)
+    audit = audit_param_counts(raw)
     cons = Table("consistency", "Parameter counts recomputed from (D, W): best convention per group "
                  "and rows more than 1% off it", ["group", "convention", "formula", "median error",
                                                   "rows within 1%"])
     for group, conv in audit.best.items():
         cf = next(c for c in audit.convention_fits if c.group == group and c.convention == conv)
-        cons.add(group, conv, CONVENTIONS[conv][0], f"{cf.median_rel_error:.3%}",
+        cons.add(group, conv, CONVENTIONS[conv][0], f"{cf.median_rel_error:.2%}",
                  f"{cf.n_within_tolerance}/{cf.n_rows}")
     tables.append(cons)
     md += ["## Consistency audit", "", cons.markdown(), "", "```", audit.summary(), "```", ""]
 
-    # --- critical depth, LLM audit, optimal shape ------------------------------------------
-    dd = next((fits[n] for n in laws if "kappa" in fits[n].all_params), None)
-    if dd is not None:
-        llm = audit_shapes(dd)
-        llm_t = Table("llm_audit", f"Published models: D / D_crit(W), D_crit from the {dd.law.name} fit "
-                      f"(κ = {dd.params.get('kappa', float('nan')):.3g}) and from the paper's κ = {PAPER_KAPPA}",
-                      ["model", "D", "W", "D_crit (fit)", "D/D_crit (fit)", "D_crit (paper κ)",
-                       "D/D_crit (paper κ)"])
-        for i, m in enumerate(llm.model):
-            llm_t.add(m, llm.depth[i], llm.width[i], _f(llm.d_crit[i], ".1f"), _f(llm.ratio[i], ".2f"),
-                      _f(llm.d_crit_paper[i], ".1f"), _f(llm.ratio_paper[i], ".2f"))
-        tables.append(llm_t)
-        md += ["## Critical depth and published models", "", llm_t.markdown(), ""]
-        for constraint in ("compute", "params"):
-            shape = optimal_shape(dd, constraint=constraint, bootstrap=min(shape_draws, bootstrap))
-            unit = "C (FLOPs)" if constraint == "compute" else "N (params)"
-            sym = unit[0]
-            st = Table(f"optimal_shape_{constraint}",
-                       f"Optimal shape of {dd.law.name} at fixed {unit}: D* ∝ {sym}^"
-                       f"{_f(shape.depth_exponent, '.3f')} {_ci(shape.depth_exponent_ci)}, W* ∝ {sym}^"
-                       f"{_f(shape.width_exponent, '.3f')} {_ci(shape.width_exponent_ci)}"
-                       + (f" (paper, fixed C: {PAPER_SHAPE_EXPONENTS['depth']} and "
-                          f"{PAPER_SHAPE_EXPONENTS['width']})" if constraint == "compute" else ""),
-                       [unit, "D*", "plateau D", "W*", "N", "T (tokens)", "loss"])
-            for r in shape.rows:
-                st.add(_f(r.budget, ".3g"), _f(r.depth, ".0f"), f"{r.depth_min:.0f}–{r.depth:.0f}",
-                       _f(r.width, ".0f"), _f(r.params, ".3g"), _f(r.tokens, ".3g"), _f(r.loss, ".4f"))
-            tables.append(st)
-            md += [f"## Optimal shape at fixed {unit}", "", st.caption + ".", "",
-                   *[f"- {a}" for a in shape.assumptions], "", st.markdown(), ""]
+    # --- critical depth, LLM audit, optimal shape: only from a significant penalty ------------
+    dd_name = next((n for n in laws if "kappa" in fits[n].all_params), None)
+    if dd_name is not None:
+        md += _shape_sections(fits[dd_name], next((v for v in verdicts if v.law == dd_name), None),
+                              runs, raw, params, bootstrap, shape_draws, tables)
 
     # --- persistence length -----------------------------------------------------------------
     persist = {}
@@ -257,38 +524,130 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
                     md += [f"- {kind} gradients: ℓ(W) not fitted: {err}", ""]
         tables.append(pt)
         md += [pt.markdown(), ""]
-    report = Report(Path("."), fits, tables, verdict=verdict)
+    md += spectrum_section(runs.source)  # runs whose directories carry spectrum/tail.csv
+    report = Report(Path("."), fits, tables, verdict=verdict, verdicts=verdicts, first_lines=first)
     report.persistence = persist
     report.runs = runs
-    tex = _latex(tables, verdict, cmd)
+    tex = latex_document("Scaling-law analysis", [*first, verdict], tables,
+                         header_comment="Generated by depthdelusion; regenerate with: " + cmd)
     return report, "\n".join(md) + "\n", tex
 
 
-def _latex(tables, verdict: str, cmd: str) -> str:
-    from .tables import tex_escape
+def _prediction_range(f: FitResult, runs) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) predictions over the solutions tied at the best objective (the fitting
+    engine's ``predict_range`` when it has one; else the single point)."""
+    rng = getattr(f, "predict_range", None)
+    if callable(rng):
+        lo, hi = rng(runs)
+        return np.asarray(lo, float), np.asarray(hi, float)
+    p = f.predict(runs)
+    return p, p
 
-    parts = [r"% Generated by depthdelusion; regenerate with: " + cmd,
-             r"\documentclass{article}", r"\usepackage{booktabs}", r"\usepackage[margin=2cm]{geometry}",
-             r"\begin{document}", r"\section*{Scaling-law analysis}", tex_escape(verdict), ""]
-    for t in tables:
-        if len(t.columns) > 9:
-            parts.append(r"\begingroup\tiny")
-            parts += [t.latex(), r"\endgroup"]
+
+def _pred_cell(lo, hi, observed) -> str:
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "—"
+    mid = 0.5 * (lo + hi)
+    if hi - lo > 5e-4:
+        return f"{lo:.3f}–{hi:.3f} ({lo - observed:+.3f} to {hi - observed:+.3f})"
+    return f"{mid:.3f} ({mid - observed:+.3f})"
+
+
+def _vocab(runs) -> int | None:
+    """The runs' one vocabulary size (None when unknown or mixed); the bundled paper data is
+    GPT-2 BPE."""
+    v = getattr(runs, "vocab_size", None)
+    if v is not None:
+        v = np.asarray(v, dtype=float).ravel()
+        v = v[np.isfinite(v)]
+        if len(v):
+            return int(v[0]) if len(set(v.tolist())) == 1 else None
+    return PAPER_VOCAB if str(runs.source).startswith("paper") else None
+
+
+def _shape_sections(dd: FitResult, v, runs, raw, params: str, bootstrap: int, shape_draws: int,
+                    tables: list) -> list:
+    """D_crit, the LLM audit and the optimal shape — shown only when the penalty is significant
+    (λ's profile interval excludes 0), in the runs' own parameter and compute units."""
+    md = ["## Critical depth, published models and optimal shape", ""]
+    lam_profile = (getattr(dd, "ci_profile", None) or {}).get("lam")
+    if v is None or not v.significant or (lam_profile is not None and not lam_profile[0] > 0):
+        if v is None or v.answer == "not compared":
+            why = "its same-data-term baseline was not fitted"
+        elif not v.significant:
+            why = f"λ's profile-likelihood interval includes 0 (LR = {v.lr:.2f} < {LR_THRESHOLD:.2f})"
         else:
-            parts.append(t.latex())
-        parts.append("")
-    parts.append(r"\end{document}")
-    return "\n".join(parts) + "\n"
+            why = f"λ's profile-likelihood interval {_ci(lam_profile)} reaches 0"
+        md += [f"Not shown: the {dd.law.name} fit does not establish a depth penalty — {why}. "
+               "Without a penalty, D_crit = κ·ln W is not determined (κ only matters where λ > 0), "
+               "so the critical depths of published models and the optimal shape it would imply "
+               "are not supported by this data.", ""]
+        return md
+    if v.answer == "cannot tell":
+        md += [f"Not shown: {v.reason}.", ""]
+        return md
+    llm = audit_shapes(dd)
+    llm_t = Table("llm_audit", f"Published models: D / D_crit(W), D_crit from the {dd.law.name} fit "
+                  f"(κ = {dd.params.get('kappa', float('nan')):.3g}) and from the paper's κ = {PAPER_KAPPA}",
+                  ["model", "D", "W", "D_crit (fit)", "D/D_crit (fit)", "D_crit (paper κ)",
+                   "D/D_crit (paper κ)"])
+    for i, m in enumerate(llm.model):
+        llm_t.add(m, llm.depth[i], llm.width[i], _f(llm.d_crit[i], ".1f"), _f(llm.ratio[i], ".2f"),
+                  _f(llm.d_crit_paper[i], ".1f"), _f(llm.ratio_paper[i], ".2f"))
+    tables.append(llm_t)
+    md += [llm_t.markdown(), ""]
+    vocab = _vocab(raw)
+    if vocab is None:
+        md += ["Optimal shape not shown: the runs do not state one vocabulary size, which the "
+               "parameter count N(D, W) needs.", ""]
+        return md
+    counts = trainer_counts(vocab, non_embedding=(params == "non_embedding"))
+    from .shape import has_token_term
+    constraints = ["compute", "params"] if has_token_term(dd) else ["params"]
+    if "compute" not in constraints:
+        md += ["Fixed-compute optimum not shown: the fit has no data term (token counts are "
+               "constant within groups or unknown), so it cannot say how to trade parameters for "
+               "tokens. A fixed-compute optimum would rest on a data term assumed from elsewhere "
+               f"(the paper's W* ∝ C^{PAPER_SHAPE_EXPONENTS['width']} does); "
+               "`shape.optimal_shape(fit, token_term=(B, β))` computes one on request.", ""]
+    typical_tokens = float(np.nanmedian(runs.tokens)) if np.any(np.isfinite(runs.tokens)) else None
+    for constraint in constraints:
+        # Fixed N is cheap: every bootstrap draw (fewer draws make the percentiles of a slope of
+        # integer depths noisy); fixed compute searches widths too: ``shape_draws`` of them.
+        draws = bootstrap if constraint == "params" else min(shape_draws, bootstrap)
+        shape = optimal_shape(dd, constraint=constraint, counts=counts, bootstrap=draws,
+                              tokens=typical_tokens if has_token_term(dd) else None)
+        unit = "C (FLOPs)" if constraint == "compute" else "N (params)"
+        sym = unit[0]
+        st = Table(f"optimal_shape_{constraint}",
+                   f"Optimal shape of {dd.law.name} at fixed {unit}: D* ∝ {sym}^"
+                   f"{_f(shape.depth_exponent, '.2f')} {_ci(shape.depth_exponent_ci, '.2f')}, W* ∝ {sym}^"
+                   f"{_f(shape.width_exponent, '.2f')} {_ci(shape.width_exponent_ci, '.2f')}"
+                   + (f" (95% intervals over {shape.n_bootstrap} bootstrap draws)" if shape.n_bootstrap else "")
+                   + (f" (paper, fixed C: {PAPER_SHAPE_EXPONENTS['depth']} and "
+                      f"{PAPER_SHAPE_EXPONENTS['width']})" if constraint == "compute" else ""),
+                   [unit, "D*", "plateau D", "W*", "N", "T (tokens)", "loss"])
+        for r in shape.rows:
+            st.add(_f(r.budget, ".3g"), _f(r.depth, ".0f"), f"{r.depth_min:.0f}–{r.depth:.0f}",
+                   _f(r.width, ".0f"), _f(r.params, ".3g"),
+                   _f(r.tokens, ".3g") if has_token_term(dd) else "any", _f(r.loss, ".3f"))
+        tables.append(st)
+        md += [f"### Optimal shape at fixed {unit}", "", st.caption + ".", "",
+               *[f"- {a}" for a in shape.assumptions], "", st.markdown(), ""]
+    return md
 
 
 def write_report(runs, out, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 0,
                  method: str = "lm", step: int = DEFAULT_STEP, figures: bool = True,
-                 runs_label: str | None = None) -> Report:
-    """Write report.md, report.tex, <table>.csv and (if ``figures``) PNGs into ``out``."""
+                 runs_label: str | None = None, groups: str = "auto", params: str = "total",
+                 design: bool = True) -> Report:
+    """Write report.md, report.tex, <table>.csv and (if ``figures``) PNGs into ``out``
+    (``groups``, ``params``, ``design``: see :func:`build_report`)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     report, md, tex = build_report(runs, laws=laws, bootstrap=bootstrap, seed=seed, method=method,
-                                   step=step, runs_label=runs_label)
+                                   step=step, runs_label=runs_label, groups=groups, params=params,
+                                   design=design)
     report.out = out
     if figures:  # matplotlib only when figures are drawn
         from . import plots

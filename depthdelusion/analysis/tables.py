@@ -1,18 +1,59 @@
-"""A small table type that renders the same rows as Markdown, LaTeX (booktabs) and CSV."""
+"""A small table type that renders the same rows as Markdown, LaTeX (booktabs) and CSV.
+
+The LaTeX is plain pdflatex input (packages: booktabs, geometry, graphicx, longtable — all in
+Debian's texlive-latex-base + texlive-latex-recommended): every character LaTeX treats
+specially is escaped, every non-ASCII character the reports use is mapped to a LaTeX command,
+``x^y`` becomes a superscript, and tables are scaled down to the text width when wider.
+"""
 from __future__ import annotations
 
 import csv
 import io
+import re
+import unicodedata
 from dataclasses import dataclass, field
 
-_TEX_ESCAPE = {"&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#", "×": r"$\times$", "±": r"$\pm$",
-               "≈": r"$\approx$", "−": "-", "–": "--", "κ": r"$\kappa$", "α": r"$\alpha$",
-               "λ": r"$\lambda$", "γ": r"$\gamma$", "ℓ": r"$\ell$", "²": r"$^2$", "δ": r"$\delta$",
-               "β": r"$\beta$", "∝": r"$\propto$", "·": r"$\cdot$", "Δ": r"$\Delta$", "∞": r"$\infty$"}
+_TEX_ESCAPE = {
+    "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
+    "~": r"\textasciitilde{}", "\\": r"\textbackslash{}", "<": r"$<$", ">": r"$>$", "|": r"$|$",
+    "×": r"$\times$", "±": r"$\pm$", "≈": r"$\approx$", "≤": r"$\leq$", "≥": r"$\geq$",
+    "≠": r"$\neq$", "→": r"$\to$", "∈": r"$\in$", "√": r"$\surd$", "∞": r"$\infty$",
+    "∝": r"$\propto$", "·": r"$\cdot$", "−": "-", "–": "--", "—": "---", "…": r"\ldots{}",
+    "‘": "`", "’": "'", "“": "``", "”": "''", "°": r"$^\circ$", "µ": r"$\mu$",
+    "α": r"$\alpha$", "β": r"$\beta$", "γ": r"$\gamma$", "δ": r"$\delta$", "ε": r"$\epsilon$",
+    "η": r"$\eta$", "θ": r"$\theta$", "κ": r"$\kappa$", "λ": r"$\lambda$", "μ": r"$\mu$",
+    "ρ": r"$\rho$", "σ": r"$\sigma$", "τ": r"$\tau$", "χ": r"$\chi$", "Δ": r"$\Delta$",
+    "ℓ": r"$\ell$", "²": r"$^2$", "³": r"$^3$", "⁻": r"$^-$", "¹": r"$^1$", "ᵀ": r"$^T$",
+    "✓": "yes", "✗": "no",
+}
+# x^y: the exponent is a sign and a word (N^−α, W^p, C^0.338, T^-δ).
+_SUPERSCRIPT = re.compile(r"\^([−\-+]?[0-9A-Za-z.α-ωΑ-Ωℓ]+)")
+
+
+def _char(ch: str) -> str:
+    if ch in _TEX_ESCAPE:
+        return _TEX_ESCAPE[ch]
+    if ord(ch) < 128:
+        return "\\^{}" if ch == "^" else ch
+    # Anything else: its ASCII decomposition (é -> e), else a visible placeholder.
+    ascii_form = unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode()
+    return "".join(_TEX_ESCAPE.get(c, c) for c in ascii_form) or "?"
 
 
 def tex_escape(text: str) -> str:
-    return "".join(_TEX_ESCAPE.get(ch, ch) for ch in str(text))
+    """``text`` as LaTeX: specials escaped, Unicode mapped, ``x^y`` as a superscript."""
+    out, pos = [], 0
+    text = str(text)
+    for m in _SUPERSCRIPT.finditer(text):
+        out.append("".join(_char(c) for c in text[pos:m.start()]))
+        out.append(r"\textsuperscript{" + "".join(_char(c) for c in m.group(1)) + "}")
+        pos = m.end()
+    out.append("".join(_char(c) for c in text[pos:]))
+    return "".join(out)
+
+
+#: Tables with more rows than this are set as a longtable (may break across pages).
+LONGTABLE_ROWS = 40
 
 
 @dataclass
@@ -37,13 +78,21 @@ class Table:
         return "\n".join(lines)
 
     def latex(self) -> str:
+        """A booktabs table that fits the text width: scaled down (graphicx) when wider, or a
+        small-print longtable when it has more than ``LONGTABLE_ROWS`` rows."""
         spec = "l" + "r" * (len(self.columns) - 1)
-        lines = [r"\begin{table}[ht]", r"\centering\small", f"\\caption{{{tex_escape(self.caption)}}}",
-                 f"\\label{{tab:{self.name}}}", f"\\begin{{tabular}}{{{spec}}}", r"\toprule",
-                 " & ".join(tex_escape(c) for c in self.columns) + r" \\", r"\midrule"]
-        lines += [" & ".join(tex_escape(c) for c in r) + r" \\" for r in self.rows]
-        lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
-        return "\n".join(lines)
+        head = " & ".join(tex_escape(c) for c in self.columns) + r" \\"
+        body = [" & ".join(tex_escape(c) for c in r) + r" \\" for r in self.rows]
+        caption = f"\\caption{{{tex_escape(self.caption)}}}\\label{{tab:{self.name}}}"
+        if len(self.rows) > LONGTABLE_ROWS:
+            return "\n".join([r"\begingroup\scriptsize\setlength{\tabcolsep}{3pt}",
+                              f"\\begin{{longtable}}{{{spec}}}", caption + r"\\", r"\toprule", head,
+                              r"\midrule\endhead", *body, r"\bottomrule", r"\end{longtable}",
+                              r"\endgroup"])
+        return "\n".join([r"\begin{table}[ht]", r"\centering\small", caption,
+                          r"\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%",
+                          f"\\begin{{tabular}}{{{spec}}}", r"\toprule", head, r"\midrule", *body,
+                          r"\bottomrule", r"\end{tabular}}", r"\end{table}"])
 
     def csv(self) -> str:
         buf = io.StringIO()
@@ -51,3 +100,20 @@ class Table:
         writer.writerow(self.columns)
         writer.writerows(self.rows)
         return buf.getvalue()
+
+
+LATEX_PACKAGES = ("booktabs", "graphicx", "longtable")
+
+
+def latex_document(title: str, paragraphs: list, tables: list, header_comment: str = "") -> str:
+    """A complete pdflatex document: title, paragraphs (plain text, escaped) and tables."""
+    parts = ([f"% {line}" for line in header_comment.splitlines()] +
+             [r"\documentclass{article}", *[f"\\usepackage{{{p}}}" for p in LATEX_PACKAGES],
+              r"\usepackage[margin=2cm]{geometry}", r"\begin{document}", r"\sloppy",
+              f"\\section*{{{tex_escape(title)}}}"])
+    for p in paragraphs:
+        parts += [tex_escape(p), ""]
+    for t in tables:
+        parts += [t.latex(), ""]
+    parts.append(r"\end{document}")
+    return "\n".join(parts) + "\n"

@@ -260,11 +260,14 @@ class Transformer(nnx.Module):
             self.head_b = _param(rngs, 0.0, (V,), ("vocab",), dt)
 
     def __call__(self, tokens_BxS: jax.Array, probes_D: jax.Array | None = None,
-                 with_block_rms: bool = False):
+                 with_block_rms: bool = False, hidden_fn=None):
         """Logits in float32. `probes_D` (zeros, float32) makes ∂L/∂probes_D[l] = ‖∂L/∂h_l‖²,
         where h_l is the residual stream entering block l (l = 0 is the bottom block).
         `with_block_rms`: return (logits, rms_D), rms_D[l] = RMS of block l's output (the
-        coordinate check)."""
+        coordinate check).
+        `hidden_fn`: also return hidden_fn of the residual stream [B, S, W] at the embeddings and
+        after every block, stacked on a leading axis of D + 1 (output last). The scan emits it,
+        so a reduction (e.g. per-layer covariance sums) never holds all D streams at once."""
         cfg = self.cfg
         dtype = compute_dtype(cfg)
         S = tokens_BxS.shape[1]
@@ -278,12 +281,15 @@ class Transformer(nnx.Module):
             if probe is not None:
                 x = grad_probe(x, probe)
             x = block(x, p, cfg)
-            return x, (_rms(x) if with_block_rms else None)
+            return x, (_rms(x) if with_block_rms else None, hidden_fn(x) if hidden_fn else None)
 
         if cfg.remat != "none":
             scan_body = jax.checkpoint(scan_body, policy=_REMAT_POLICIES[cfg.remat], prevent_cse=False)
         stacked = {name: v[...] for name, v in self.blocks.params.items()}
-        x_BxSxW, rms_D = jax.lax.scan(scan_body, x_BxSxW, (stacked, probes_D))
+        embedded = hidden_fn(x_BxSxW) if hidden_fn else None
+        x_BxSxW, (rms_D, hidden) = jax.lax.scan(scan_body, x_BxSxW, (stacked, probes_D))
+        if hidden_fn:
+            hidden = jax.tree.map(lambda e, h: jnp.concatenate([e[None], h]), embedded, hidden)
 
         final = {"final_norm_scale": self.final_norm_scale[...]}
         if cfg.norm == "layernorm":
@@ -295,7 +301,8 @@ class Transformer(nnx.Module):
         if cfg.use_bias:
             logits_BxSxV = logits_BxSxV + self.head_b[...].astype(dtype)
         logits_BxSxV = constrain(logits_BxSxV.astype(jnp.float32), ("batch", None, "vocab"))
-        return (logits_BxSxV, rms_D) if with_block_rms else logits_BxSxV
+        extra = ((rms_D,) if with_block_rms else ()) + ((hidden,) if hidden_fn else ())
+        return (logits_BxSxV, *extra) if extra else logits_BxSxV
 
 
 def _rms(x: jax.Array) -> jax.Array:

@@ -28,12 +28,13 @@ from depthdelusion.train.checkpoints import Checkpointer
 from depthdelusion.train.hardware import peak_flops_per_device
 from depthdelusion.train.records import MetricsWriter, TensorBoardWriter, final_loss, read_metrics, write_json
 from depthdelusion.train.step import build_trainer
+from depthdelusion.train.watchdog import Watchdog, end_every_host
 
 # Fields that may differ between a run's saved config and the one resuming it: they change
 # how a run is watched or executed, never its numbers.
 RESUMABLE_CHANGES = {
     "train": {"log_every", "layer_stats_every", "eval_every", "checkpoint_every", "checkpoint_minutes",
-              "keep_checkpoints", "profile_steps", "grad_accum_steps"},
+              "keep_checkpoints", "profile_steps", "grad_accum_steps", "watchdog_minutes"},
     "data": {"workers", "prefetch"},
     "mesh": {"data", "fsdp", "tensor"},
 }
@@ -180,8 +181,27 @@ def train(cfg: Config, out: epath.PathLike) -> dict[str, Any]:
     """Train (or resume) one model as configured; writes DIR/config.yaml, metrics.jsonl,
     summary.json, tensorboard/ (process 0) and DIR/checkpoints/ (every process). Returns the
     summary; its status is "finished", "preempted" (SIGTERM: saved, resume later) or "failed".
-    `out` may be local or remote (gs://…, through etils.epath)."""
-    out = epath.Path(out)
+    `out` may be local or remote (gs://…, through etils.epath).
+
+    On several processes an exception on any one host ends every host with status 1 (the
+    others would wait in collectives: train/watchdog.py); a NonFiniteError is raised instead,
+    since every host computes the same check at the same step. A step that does not advance
+    for train.watchdog_minutes ends the run on any number of hosts."""
+    try:
+        with Watchdog(cfg.train.watchdog_minutes * 60) as watchdog:
+            return _train(cfg, epath.Path(out), watchdog)
+    except NonFiniteError:
+        raise
+    except Exception as err:
+        if jax.process_count() > 1:
+            import traceback
+
+            traceback.print_exc()
+            end_every_host(f"{epath.Path(out).name}: {type(err).__name__}: {err}")
+        raise
+
+
+def _train(cfg: Config, out: epath.Path, watchdog: Watchdog) -> dict[str, Any]:
     primary = jax.process_index() == 0
     if (out / "summary.json").exists():
         summary = json.loads((out / "summary.json").read_text())
@@ -298,6 +318,7 @@ def train(cfg: Config, out: epath.PathLike) -> dict[str, Any]:
     try:
         with _Preemption() as preemption:
             for step in range(start_step + 1, tc.steps + 1):
+                watchdog.beat(step)
                 profiler.before(step)
                 tokens = jax.make_array_from_process_local_data(trainer.batch_sharding, next(batches))
                 step_fn = trainer.step_with_layer_stats if _is_layer_stats_step(step, cfg) else trainer.step

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,46 +20,42 @@ def is_local(path: epath.Path) -> bool:
 class MetricsWriter:
     """One JSON line per logged step. The file is append-only: a resumed run adds the steps
     after the last one already there. Locally each line is flushed at once, so a crash loses
-    nothing logged; object stores (gs://) cannot append, so there the whole file is rewritten
-    at most every `remote_flush_s` seconds and at close."""
+    nothing logged. Object stores (gs://) cannot append, so there the lines are appended to a
+    local copy (fetched once at open) and the file is copied up at `flush()` — the loop's
+    checkpoint steps — and at close: uploads scale with the number of checkpoints, not with
+    how often the loop logs."""
 
-    def __init__(self, path: epath.PathLike, remote_flush_s: float = 60.0):
+    def __init__(self, path: epath.PathLike):
         self.path = epath.Path(path)
-        self.local = is_local(self.path)
-        if self.local:
-            ends_mid_line = self.path.exists() and self.path.stat().length and not self.path.read_bytes().endswith(b"\n")
-            self.file = open(self.path, "a", encoding="utf-8")
-            if ends_mid_line:  # a crash cut the last line: end it, read_metrics skips it
-                self.file.write("\n")
-        else:
-            self.lines = self.path.read_text().splitlines() if self.path.exists() else []
-            self.remote_flush_s, self.last_flush = remote_flush_s, time.monotonic()
+        self.staging = None
+        if not is_local(self.path):
+            self.staging = Path(tempfile.mkdtemp(prefix="depthdelusion-metrics-")) / self.path.name
+            if self.path.exists():
+                self.staging.write_bytes(self.path.read_bytes())
+        local = self.staging or Path(self.path)
+        ends_mid_line = local.exists() and local.stat().st_size and not local.read_bytes().endswith(b"\n")
+        self.file = open(local, "a", encoding="utf-8")
+        if ends_mid_line:  # a crash cut the last line: end it, read_metrics skips it
+            self.file.write("\n")
+        self.dirty = False
 
     def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, allow_nan=True)
-        if self.local:
-            self.file.write(line + "\n")
-            self.file.flush()
-            return
-        self.lines.append(line)
-        if time.monotonic() - self.last_flush >= self.remote_flush_s:
-            self._rewrite()
-
-    def _rewrite(self) -> None:
-        self.path.write_text("\n".join(self.lines) + "\n")
-        self.last_flush = time.monotonic()
+        self.file.write(json.dumps(record, allow_nan=True) + "\n")
+        self.file.flush()
+        self.dirty = True
 
     def flush(self) -> None:
         """Before a checkpoint: a resumed run appends after the last step on file, so every
         step up to the checkpoint must be there (locally it always is)."""
-        if not self.local:
-            self._rewrite()
+        if self.staging is not None and self.dirty:
+            self.path.write_bytes(self.staging.read_bytes())
+            self.dirty = False
 
     def close(self) -> None:
-        if self.local:
-            self.file.close()
-        else:
-            self._rewrite()
+        self.file.close()
+        self.flush()
+        if self.staging is not None:
+            shutil.rmtree(self.staging.parent, ignore_errors=True)
 
 
 def final_loss(steps: list[int], losses: list[float], total_steps: int) -> tuple[float, float | None, int]:

@@ -1,0 +1,388 @@
+"""The first-order descent signal of an inserted block, the jumpboard step, and the
+activation-gradient covariance (SPEC.md "Depth expansion").
+
+Signal. Insert a block after block k with zero output projections (studies/expansion.py). At that
+point its gradient w.r.t. the zero projections is g_k = r·Σ_tokens φ_k(h) ⊗ ∂L/∂h_k: the
+correlation of the block's residual features φ (attention values before `out_kernel`, FFN
+activations before `down_kernel`) with the activation gradient at the insertion point, r the
+branch multiplier. ‖g_k‖ is the first-order rate of loss decrease available through the block.
+
+All D insertion points are measured with one backward pass: a model with a block after every
+layer computes the parent's function, and every inserted block is the identity in both passes
+(its Jacobian w.r.t. its input is I when its output projections are zero), so the gradient at
+each equals the single-insertion gradient — times r(D+1)/r(2D) under depth-scaled
+parameterizations, which this module applies.
+
+Statistics over batches use the Gram matrix G[i, j] = <g_i, g_j> of the per-batch gradients
+(train batches first, then held-out): ‖mean‖ (what a full-batch gradient would show), the
+unbiased ‖μ‖² (mean over pairs i ≠ j, so batch noise does not look like signal), the
+train/held-out cosine of the mean directions, and basic (reverse-percentile) bootstrap intervals over batches.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from depthdelusion.config import ModelConfig
+from depthdelusion.model import parametrization as pz
+from depthdelusion.studies import expansion
+
+PROBED = expansion.ZERO_PROJECTIONS
+
+
+def _graphdef(model_cfg: ModelConfig):
+    from flax import nnx
+
+    from depthdelusion.model.transformer import Transformer
+
+    return nnx.graphdef(nnx.eval_shape(lambda: Transformer(model_cfg, rngs=nnx.Rngs(0))))
+
+
+def _loss(graphdef, params, tokens_BxS1):
+    from flax import nnx
+
+    from depthdelusion.train.step import cross_entropy
+
+    logits_BxSxV = nnx.merge(graphdef, params)(tokens_BxS1[:, :-1])
+    return cross_entropy(logits_BxSxV, tokens_BxS1[:, 1:])
+
+
+def single_insertion_scale(model: ModelConfig) -> float:
+    """r(D+1)/r(2D): converts the all-insertions gradient to the single-insertion one."""
+    D = model.depth
+    return (pz.residual_multiplier(dataclasses.replace(model, depth=D + 1))
+            / pz.residual_multiplier(dataclasses.replace(model, depth=2 * D)))
+
+
+def projection_shapes(params: Any) -> dict[str, tuple]:
+    """{name: one layer's shape} of the probed projections."""
+    import jax
+
+    shapes = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
+        key = jax.tree_util.keystr(path)
+        if "['blocks']" in key and expansion.leaf_name(key) in PROBED:
+            shapes[expansion.leaf_name(key)] = tuple(leaf.shape[1:])
+    return {n: shapes[n] for n in PROBED}
+
+
+def with_projections(params: Any, positions, projections: dict) -> Any:
+    """`params` with the probed projections of the blocks at `positions` set to `projections`
+    ({name: [len(positions), ...]} or one layer's value)."""
+    import jax
+
+    def one(path, leaf):
+        key = jax.tree_util.keystr(path)
+        if "['blocks']" in key and expansion.leaf_name(key) in projections:
+            return leaf.at[positions].set(projections[expansion.leaf_name(key)].astype(leaf.dtype))
+        return leaf
+
+    return jax.tree_util.tree_map_with_path(one, params)
+
+
+class SignalProbe:
+    """Per-batch gradients w.r.t. the zero projections of a block inserted after each layer."""
+
+    def __init__(self, model: ModelConfig, params: Any, seed: int = 0):
+        import jax
+        import jax.numpy as jnp
+
+        self.model = model
+        D = model.depth
+        self.fresh = expansion.fresh_blocks(model, D, seed)  # block k: the one inserted after k
+        self.child_model, self.child_params = expansion.expand_params(params, model, range(D), fresh=self.fresh)
+        _, self.new_pos = expansion.layout(D, range(D))
+        graphdef = _graphdef(self.child_model)
+        scale = single_insertion_scale(model)
+        new_pos = jnp.asarray(self.new_pos)
+
+        def grads(child_params, tokens_BxS1):
+            def loss_of(projections):
+                return _loss(graphdef, with_projections(child_params, new_pos, projections), tokens_BxS1)
+
+            zeros = {n: jnp.zeros((D, *shape)) for n, shape in projection_shapes(child_params).items()}
+            g = jax.grad(loss_of)(zeros)
+            return jnp.concatenate([g[n].reshape(D, -1) * scale for n in PROBED], axis=1)  # [D, P]
+
+        self._grads = jax.jit(grads)
+
+    def block(self, k: int) -> dict[str, np.ndarray]:
+        """The values of the block inserted after k ({name: [1, ...]}), for `jumpboard`."""
+        return {n: v[k:k + 1] for n, v in self.fresh.items()}
+
+    def gradients(self, tokens_BxS1) -> np.ndarray:
+        """[D, P]: for each insertion point k, ∂L/∂(out_kernel, down_kernel) of the new block,
+        flattened, on one batch."""
+        return np.asarray(self._grads(self.child_params, tokens_BxS1), np.float64)
+
+
+@dataclasses.dataclass
+class GramStats:
+    """Per-layer statistics of per-batch gradients, from Gram matrices."""
+
+    gram_DxNxN: np.ndarray  # N = n_train + n_test batches, train first
+    n_train: int
+    mean_train_DxP: np.ndarray  # the mean training gradient (the jumpboard direction's source)
+    mean_test_DxP: np.ndarray
+
+
+def gram_stats(probe: SignalProbe, train_batches: Sequence, test_batches: Sequence) -> GramStats:
+    grads = [probe.gradients(b) for b in list(train_batches) + list(test_batches)]
+    G_NxDxP = np.stack(grads)
+    gram = np.einsum("idp,jdp->dij", G_NxDxP, G_NxDxP)
+    n = len(train_batches)
+    return GramStats(gram, n, G_NxDxP[:n].mean(0), G_NxDxP[n:].mean(0))
+
+
+def _summaries(gram_NxN: np.ndarray, n_train: int, w_train: np.ndarray, w_test: np.ndarray) -> tuple:
+    """(‖mean train‖, ‖mean test‖, cosine) for batch weights (each set's weights sum to 1)."""
+    tr, te = slice(0, n_train), slice(n_train, None)
+    a = w_train @ gram_NxN[tr, tr] @ w_train
+    b = w_test @ gram_NxN[te, te] @ w_test
+    ab = w_train @ gram_NxN[tr, te] @ w_test
+    return math.sqrt(max(a, 0.0)), math.sqrt(max(b, 0.0)), ab / math.sqrt(a * b) if a > 0 and b > 0 else float("nan")
+
+
+def unbiased_sq_norm(gram_NxN: np.ndarray) -> float:
+    """Σ_{i≠j} <g_i, g_j> / (n(n-1)): unbiased for ‖E g‖² (batch noise averages out)."""
+    n = gram_NxN.shape[0]
+    return float((gram_NxN.sum() - np.trace(gram_NxN)) / (n * (n - 1)))
+
+
+def jackknife_se(gram_NxN: np.ndarray) -> float:
+    """Leave-one-batch-out jackknife standard error of `unbiased_sq_norm`."""
+    n = gram_NxN.shape[0]
+    keep = [np.delete(np.arange(n), i) for i in range(n)]
+    values = np.array([unbiased_sq_norm(gram_NxN[np.ix_(k, k)]) for k in keep])
+    return float(np.sqrt((n - 1) / n * np.sum((values - values.mean()) ** 2)))
+
+
+def signal_table(stats: GramStats, n_boot: int = 1000, seed: int = 0) -> list[dict]:
+    """One row per insertion point k: norms, unbiased squared norms, cosine, 95% basic bootstrap
+    intervals (batches resampled with replacement within each set)."""
+    rng = np.random.default_rng(seed)
+    n_tr = stats.n_train
+    n_te = stats.gram_DxNxN.shape[1] - n_tr
+    rows = []
+    for k, gram in enumerate(stats.gram_DxNxN):
+        est = _summaries(gram, n_tr, np.full(n_tr, 1 / n_tr), np.full(n_te, 1 / n_te))
+        boot = np.array([
+            _summaries(gram, n_tr, np.bincount(rng.integers(0, n_tr, n_tr), minlength=n_tr) / n_tr,
+                       np.bincount(rng.integers(0, n_te, n_te), minlength=n_te) / n_te)
+            for _ in range(n_boot)])
+        # basic (reverse-percentile) bootstrap: a norm of a mean is inflated and a cosine shrunk
+        # by resampling noise; reflecting the percentiles about the estimate corrects that bias
+        # to first order (a plain percentile interval can miss its own estimate)
+        q_lo, q_hi = np.nanpercentile(boot, 2.5, axis=0), np.nanpercentile(boot, 97.5, axis=0)
+        est_arr = np.asarray(est)
+        lo, hi = 2 * est_arr - q_hi, 2 * est_arr - q_lo
+        rows.append({
+            "after": k,
+            "signal_train": est[0], "signal_train_lo": lo[0], "signal_train_hi": hi[0],
+            "signal_test": est[1], "signal_test_lo": lo[1], "signal_test_hi": hi[1],
+            "cosine": est[2], "cosine_lo": lo[2], "cosine_hi": hi[2],
+            "unbiased_sq_train": unbiased_sq_norm(gram[:n_tr, :n_tr]),
+            "unbiased_sq_train_se": jackknife_se(gram[:n_tr, :n_tr]),
+            "unbiased_sq_test": unbiased_sq_norm(gram[n_tr:, n_tr:]),
+            "unbiased_sq_test_se": jackknife_se(gram[n_tr:, n_tr:]),
+            # what batch noise alone adds to ‖mean‖²: (mean ‖g_i‖² − unbiased) / n
+            "noise_sq_train": float((np.trace(gram[:n_tr, :n_tr]) / n_tr - unbiased_sq_norm(gram[:n_tr, :n_tr])) / n_tr),
+            # <μ_train, μ_test>: unbiased (independent sets); > 0 means the directions agree
+            "cross_inner": float(gram[:n_tr, n_tr:].mean()),
+        })
+    return rows
+
+
+# --- the jumpboard step ----------------------------------------------------------------------
+
+
+def jumpboard(model: ModelConfig, params: Any, k: int, block: dict[str, np.ndarray],
+              direction_P: np.ndarray, etas: Sequence[float], train_batches: Sequence,
+              test_batches: Sequence) -> list[dict]:
+    """Loss change on train and held-out batches when the block `block` (SignalProbe.block(k))
+    inserted after k has projections η·d (d = direction_P normalised), for each η."""
+    import jax
+    import jax.numpy as jnp
+
+    child_model, child_params = expansion.expand_params(params, model, [k], fresh=block)
+    graphdef = _graphdef(child_model)
+    pos = expansion.layout(model.depth, [k])[1][0]
+    shapes = list(projection_shapes(child_params).values())
+    sizes = [int(np.prod(s)) for s in shapes]
+
+    @jax.jit
+    def losses(projections, batches_NxBxS1):
+        p = with_projections(child_params, pos, projections)
+        return jax.lax.map(lambda b: _loss(graphdef, p, b), batches_NxBxS1)
+
+    def mean_losses(step_P):
+        parts = np.split(step_P, np.cumsum(sizes)[:-1])
+        projections = {n: jnp.asarray(part.reshape(s), jnp.float32) for n, part, s in zip(PROBED, parts, shapes)}
+        return (float(np.mean(losses(projections, jnp.asarray(np.stack(train_batches))))),
+                float(np.mean(losses(projections, jnp.asarray(np.stack(test_batches))))))
+
+    base_train, base_test = mean_losses(np.zeros(sum(sizes)))
+    d = direction_P / np.linalg.norm(direction_P)
+    rows = []
+    for eta in etas:
+        train_loss, test_loss = mean_losses(eta * d)
+        rows.append({"after": k, "eta": float(eta), "base_train": base_train, "base_test": base_test,
+                     "delta_train": train_loss - base_train, "delta_test": test_loss - base_test})
+    return rows
+
+
+# --- activation gradients per token ----------------------------------------------------------
+
+
+def residual_grads(model_cfg: ModelConfig, params: Any, tokens_BxS1):
+    """(h_DxBxSxW, g_DxBxSxW): the residual stream after each block and ∂L/∂ of it per token
+    (L the mean next-token loss). The forward is the Transformer's (same blocks, same head),
+    with a zero added after each block to differentiate against."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from depthdelusion.model.transformer import Transformer, _norm, block, compute_dtype
+    from depthdelusion.train.step import cross_entropy
+
+    model = nnx.merge(_graphdef(model_cfg), params)
+    cfg = model_cfg
+    dtype = compute_dtype(cfg)
+    tokens_BxS, targets_BxS = tokens_BxS1[:, :-1], tokens_BxS1[:, 1:]
+    B, S = tokens_BxS.shape
+    assert isinstance(model, Transformer)
+
+    def forward(taps_DxBxSxW):
+        x = model.embed[...][tokens_BxS].astype(dtype)
+        if cfg.positions == "learned":
+            x = x + model.pos_embed[...][:S].astype(dtype)
+
+        def body(x, layer):
+            p, tap = layer
+            x = block(x, p, cfg) + tap
+            return x, x
+
+        stacked = {name: v[...] for name, v in model.blocks.params.items()}
+        x, h_DxBxSxW = jax.lax.scan(body, x, (stacked, taps_DxBxSxW))
+        final = {"final_norm_scale": model.final_norm_scale[...]}
+        if cfg.norm == "layernorm":
+            final["final_norm_bias"] = model.final_norm_bias[...]
+        logits = jnp.einsum("bsw,wv->bsv", _norm(x, final, "final_norm", cfg.norm),
+                            model.head_kernel[...].astype(dtype)) * pz.logit_multiplier(cfg)
+        if cfg.use_bias:
+            logits = logits + model.head_b[...].astype(dtype)
+        return cross_entropy(logits.astype(jnp.float32), targets_BxS), h_DxBxSxW
+
+    taps = jnp.zeros((cfg.depth, B, S, cfg.width), dtype)
+    (_, h), g = jax.value_and_grad(forward, has_aux=True)(taps)
+    return h, g
+
+
+def covariance_energy(g_NxW: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
+    """(off-diagonal energy fraction of C = Σ g gᵀ, the same for a null with each coordinate
+    permuted independently over tokens): ‖C − diag C‖²_F / ‖C‖²_F. The null keeps every
+    coordinate's distribution and removes cross-coordinate correlation: its fraction is what
+    a diagonal covariance shows with this many tokens."""
+    def fraction(x):
+        C = x.T @ x
+        total = float(np.sum(C * C))
+        return (total - float(np.sum(np.diag(C) ** 2))) / total
+
+    shuffled = np.stack([rng.permutation(col) for col in g_NxW.T], axis=1)
+    return fraction(g_NxW), fraction(shuffled)
+
+
+# --- a run, end to end -----------------------------------------------------------------------
+
+ETAS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
+
+
+def probe_run(run_dir, n_batches: int = 16, etas: Sequence[float] = ETAS, seed: int = 0,
+              covariance_batches: int = 4, n_boot: int = 1000) -> dict:
+    """Everything the study reports for one trained run: the signal at every insertion point
+    (train = the first `n_batches` batches the run trained on, held-out = the first `n_batches`
+    validation batches), the jumpboard step at the strongest insertion point, and the
+    off-diagonal energy of the activation-gradient covariance per layer."""
+    import time
+
+    from depthdelusion.data.pipeline import Batches, validation_batches
+
+    start = time.perf_counter()
+    cfg = expansion.read_run_config(run_dir)
+    step, _, state, _ = expansion.restore_state(run_dir, cfg)
+    params = state.params
+    seq, batch = cfg.model.seq_len, cfg.train.batch_size
+    batches = Batches(cfg.data, seq, batch)
+    try:
+        train_batches = [next(batches) for _ in range(n_batches)]
+    finally:
+        batches.close()
+    test_batches = validation_batches(cfg.data, seq, batch, n_batches)
+    if test_batches is None or len(test_batches) < 2:
+        raise ValueError(f"{run_dir}: the dataset has no validation split (need held-out batches)")
+
+    signal = SignalProbe(cfg.model, params, seed=seed)
+    stats = gram_stats(signal, train_batches, test_batches)
+    rows = signal_table(stats, n_boot=n_boot, seed=seed)
+    best = max(range(cfg.model.depth), key=lambda k: rows[k]["signal_train"])
+    jump = jumpboard(cfg.model, params, best, signal.block(best), -stats.mean_train_DxP[best], etas,
+                     train_batches, test_batches)
+    for row in jump:
+        row["first_order_train"] = -row["eta"] * rows[best]["signal_train"]
+        d = -stats.mean_train_DxP[best] / np.linalg.norm(stats.mean_train_DxP[best])
+        row["first_order_test"] = row["eta"] * float(d @ stats.mean_test_DxP[best])
+
+    import jax
+
+    grads_fn = jax.jit(lambda p, t: residual_grads(cfg.model, p, t)[1])
+    g_per_layer = [[] for _ in range(cfg.model.depth)]
+    for b in train_batches[:covariance_batches]:
+        g = np.asarray(grads_fn(params, b), np.float64)
+        for layer in range(cfg.model.depth):
+            g_per_layer[layer].append(g[layer].reshape(-1, cfg.model.width))
+    rng = np.random.default_rng(seed)
+    covariance = []
+    for layer, parts in enumerate(g_per_layer):
+        frac, null = covariance_energy(np.concatenate(parts), rng)
+        covariance.append({"layer": layer, "offdiag_fraction": frac, "offdiag_fraction_null": null,
+                           "tokens": int(sum(len(p) for p in parts))})
+    lowering = [r["eta"] for r in jump if r["delta_test"] < 0]
+    return {
+        "run": str(run_dir), "interval": "basic bootstrap", "step": step, "depth": cfg.model.depth, "width": cfg.model.width,
+        "parametrization": cfg.model.parametrization, "seed": seed, "batches": n_batches,
+        "batch_size": batch, "seq_len": seq, "signal": rows, "jumpboard_after": best, "jumpboard": jump,
+        "largest_eta_lowering_test": max(lowering) if lowering else None,
+        "covariance": covariance, "wall_time_s": round(time.perf_counter() - start, 1),
+    }
+
+
+def markdown(result: dict) -> str:
+    """A readable account of `probe_run`'s result."""
+    lines = [f"# First-order probe of {result['run']} (step {result['step']}, depth {result['depth']}, "
+             f"width {result['width']}, {result['parametrization']})", "",
+             f"{result['batches']} train and {result['batches']} held-out batches of {result['batch_size']} x "
+             f"{result['seq_len']} tokens; fresh-block seed {result['seed']}; intervals: 95% basic "
+             "bootstrap over batches.", "",
+             "| after | ‖g‖ train [95%] | ‖g‖ held-out [95%] | cos(train, held-out) [95%] | unbiased ‖μ‖² train ± jackknife se | noise part of ‖g‖² train |",
+             "|---:|---|---|---|---:|---:|"]
+    for r in result["signal"]:
+        lines.append(f"| {r['after']} | {r['signal_train']:.3g} [{r['signal_train_lo']:.3g}, {r['signal_train_hi']:.3g}] "
+                     f"| {r['signal_test']:.3g} [{r['signal_test_lo']:.3g}, {r['signal_test_hi']:.3g}] "
+                     f"| {r['cosine']:.2f} [{r['cosine_lo']:.2f}, {r['cosine_hi']:.2f}] "
+                     f"| {r['unbiased_sq_train']:.3g} ± {r['unbiased_sq_train_se']:.2g} | {r['noise_sq_train']:.3g} |")
+    lines += ["", f"Jumpboard at the strongest insertion point (after block {result['jumpboard_after']}), "
+              "along −ḡ_train/‖ḡ_train‖:", "",
+              "| η | ΔL train | first order −η‖g‖ | ΔL held-out | first order η<d, g_test> |", "|---:|---:|---:|---:|---:|"]
+    for r in result["jumpboard"]:
+        lines.append(f"| {r['eta']:g} | {r['delta_train']:.2e} | {r['first_order_train']:.2e} | "
+                     f"{r['delta_test']:.2e} | {r['first_order_test']:.2e} |")
+    eta = result["largest_eta_lowering_test"]
+    lines += ["", f"Largest η tried that lowers the held-out loss: {eta if eta is not None else 'none'}.", "",
+              "| layer | off-diagonal energy of Σ g gᵀ | same, coordinates shuffled (diagonal null) | tokens |",
+              "|---:|---:|---:|---:|"]
+    for r in result["covariance"]:
+        lines.append(f"| {r['layer']} | {r['offdiag_fraction']:.3f} | {r['offdiag_fraction_null']:.3f} | {r['tokens']} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,385 @@
+"""The depth-expansion study (analysis/depth_expansion/): one command trains what is missing
+(two sweeps, resumable), grows the growth parents, probes every depth-sweep run and writes the
+tables and figures.
+
+  depthdelusion expansion-study --depth-grid experiments/depth_expansion.yaml \
+      --growth-grid experiments/depth_expansion_growth.yaml --runs runs --out analysis/depth_expansion
+
+Tables: signal.csv (per run and insertion point), runs.csv (per run: max signal, mean cosine,
+largest helpful η), jumpboard.csv, covariance.csv, growth.csv (per seed and arm) and
+growth_curves.csv; figures: signal.png, alignment.png, covariance.png, growth.png,
+signal_beside_grad.png. Every probe is cached as probes/<run>.json (rerunning skips it).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+GROWTH_PARENT = re.compile(r"^d(\d+)_w(\d+)_steps(\d+)_seed(\d+)$")
+
+
+def _write_csv(rows: list[dict], path: Path) -> None:
+    if not rows:
+        return
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
+
+
+def train_grid(grid_path: str, out: Path, log: Callable[[str], None]) -> None:
+    from depthdelusion.sweep import load_grid, run_sweep
+
+    run_sweep(load_grid(grid_path), out, report=False, log=log)
+
+
+def grow(runs: Path, log: Callable[[str], None], train_runs: bool = True) -> list[dict]:
+    """Expand every growth parent (depth D, N steps) by one block after every layer and train it
+    to the scratch runs' step count (`train_runs` False: only collect the finished ones);
+    returns one row per seed: the parent, grown and scratch run names."""
+    from depthdelusion.studies import expansion
+    from depthdelusion.train.loop import train
+
+    growth_dir = runs / "depth_expansion_growth"
+    names = sorted(p.name for p in growth_dir.iterdir() if GROWTH_PARENT.match(p.name))
+    parsed = {n: tuple(int(x) for x in GROWTH_PARENT.match(n).groups()) for n in names}
+    rows = []
+    for name, (depth, width, steps, seed) in parsed.items():
+        scratch = [n for n, (d, w, s, sd) in parsed.items() if d == 2 * depth and w == width and sd == seed]
+        if not scratch:
+            continue
+        total_steps = parsed[scratch[0]][2]
+        grown = growth_dir / f"grown_{name}_to_d{2 * depth}"
+        if not train_runs:
+            finished = all(
+                p.exists() and json.loads(p.read_text()).get("status") == "finished"
+                for p in (grown / "summary.json", growth_dir / scratch[0] / "summary.json"))
+            if finished:
+                rows.append({"seed": seed, "parent": name, "grown": grown.name, "scratch": scratch[0]})
+            continue
+        if not (grown / "expansion.json").exists():
+            log(f"expanding {name} -> {grown.name}")
+            expansion.expand_run(growth_dir / name, range(depth), grown, seed=seed,
+                                 overrides=[f"train.steps={total_steps}"])
+        summary = train(expansion.read_run_config(grown), grown)
+        log(f"{grown.name}: {summary['status']} eval {summary.get('eval_loss')}")
+        rows.append({"seed": seed, "parent": name, "grown": grown.name, "scratch": scratch[0]})
+    return rows
+
+
+def _curve(run_dir: Path, key: str) -> dict[int, float]:
+    from depthdelusion.train.records import read_metrics
+
+    return {r["step"]: r[key] for r in read_metrics(run_dir / "metrics.jsonl") if key in r}
+
+
+def growth_tables(runs: Path, pairs: list[dict]) -> tuple[list[dict], list[dict], dict]:
+    """Per-seed final losses of both arms, curves, and the paired comparison."""
+    from depthdelusion.model import size
+    from depthdelusion.studies import expansion
+
+    growth_dir = runs / "depth_expansion_growth"
+    per_seed, curves = [], []
+    for pair in pairs:
+        parent, grown, scratch = (growth_dir / pair[k] for k in ("parent", "grown", "scratch"))
+        pcfg, gcfg = expansion.read_run_config(parent), expansion.read_run_config(grown)
+        tokens_per_step = gcfg.train.batch_size * gcfg.model.seq_len
+        p_steps, total = pcfg.train.steps, gcfg.train.steps
+        flops_grown = (size.flops_per_token(pcfg.model) * p_steps
+                       + size.flops_per_token(gcfg.model) * (total - p_steps)) * tokens_per_step
+        flops_scratch = size.flops_per_token(gcfg.model) * total * tokens_per_step
+        g_eval = {**_curve(parent, "eval_loss"), **_curve(grown, "eval_loss")}
+        s_eval = _curve(scratch, "eval_loss")
+        g_loss = {**_curve(parent, "loss"), **_curve(grown, "loss")}
+        s_loss = _curve(scratch, "loss")
+        gsum = json.loads((grown / "summary.json").read_text())
+        ssum = json.loads((scratch / "summary.json").read_text())
+        per_seed.append({
+            "seed": pair["seed"], "grown_eval": g_eval[total], "scratch_eval": s_eval[total],
+            "grown_final_train": gsum["final_loss"], "scratch_final_train": ssum["final_loss"],
+            "grown_flops": flops_grown, "scratch_flops": flops_scratch,
+            "grown_wall_s": json.loads((parent / "summary.json").read_text())["wall_time_s"] + gsum["wall_time_s"],
+            "scratch_wall_s": ssum["wall_time_s"], "switch_step": p_steps, "steps": total,
+            "tokens": total * tokens_per_step,
+        })
+        for step in sorted(set(g_loss) | set(s_loss)):
+            curves.append({"seed": pair["seed"], "step": step, "grown_loss": g_loss.get(step, ""),
+                           "scratch_loss": s_loss.get(step, ""), "grown_eval": g_eval.get(step, ""),
+                           "scratch_eval": s_eval.get(step, "")})
+    diffs = np.array([r["grown_eval"] - r["scratch_eval"] for r in per_seed])
+    n = len(diffs)
+    summary: dict[str, Any] = {"seeds": n}
+    if n >= 2:
+        from scipy import stats
+
+        se = float(diffs.std(ddof=1) / math.sqrt(n))
+        t = float(stats.t.ppf(0.975, n - 1))
+        summary.update({
+            "grown_eval_mean": float(np.mean([r["grown_eval"] for r in per_seed])),
+            "grown_eval_se": float(np.std([r["grown_eval"] for r in per_seed], ddof=1) / math.sqrt(n)),
+            "scratch_eval_mean": float(np.mean([r["scratch_eval"] for r in per_seed])),
+            "scratch_eval_se": float(np.std([r["scratch_eval"] for r in per_seed], ddof=1) / math.sqrt(n)),
+            "paired_diff_mean": float(diffs.mean()), "paired_diff_ci95": [float(diffs.mean() - t * se), float(diffs.mean() + t * se)],
+            "flops_ratio": per_seed[0]["grown_flops"] / per_seed[0]["scratch_flops"],
+        })
+    return per_seed, curves, summary
+
+
+def signal_beside_grad_norms(run_dir, probe: dict) -> list[dict]:
+    """Per layer l: the weight-gradient norm g_l of the run's last layer-stats record (the
+    persistence study's quantity) beside the first-order signal of a block inserted after l.
+    The persistence figure can draw these two columns side by side where both exist."""
+    from depthdelusion.train.records import read_metrics
+
+    records = [r for r in read_metrics(Path(run_dir) / "metrics.jsonl") if "per_layer_grad_norm" in r]
+    g_D = records[-1]["per_layer_grad_norm"] if records else [None] * probe["depth"]
+    return [{"layer": r["after"], "grad_norm": g_D[r["after"]], "signal_train": r["signal_train"],
+             "signal_test": r["signal_test"], "step": records[-1]["step"] if records else None}
+            for r in probe["signal"]]
+
+
+def plot_signal_beside_grad(ax, rows: list[dict], label: str = "") -> None:
+    """Onto `ax`: g_l and the first-order signal after layer l, both normalised by their max
+    (shapes compare, units differ)."""
+    layers = [r["layer"] for r in rows]
+    g = np.array([r["grad_norm"] for r in rows], float)
+    s = np.array([r["signal_train"] for r in rows], float)
+    ax.plot(layers, g / np.nanmax(g), "o-", label=f"g_l / max {label}")
+    ax.plot(layers, s / np.nanmax(s), "s--", label=f"signal after l / max {label}")
+    ax.set_xlabel("layer l (0 = bottom)")
+
+
+def write_report(runs: Path, out: Path, probes: dict[str, dict], growth: tuple | None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    signal_rows, run_rows, jump_rows, cov_rows, beside = [], [], [], [], []
+    for name, p in sorted(probes.items(), key=lambda kv: (kv[1]["width"], kv[1]["depth"])):
+        for r in p["signal"]:
+            signal_rows.append({"run": name, "depth": p["depth"], "width": p["width"], **r})
+        for r in p["jumpboard"]:
+            jump_rows.append({"run": name, "depth": p["depth"], "width": p["width"], **r})
+        for r in p["covariance"]:
+            cov_rows.append({"run": name, "depth": p["depth"], "width": p["width"], **r})
+        best = max(p["signal"], key=lambda r: r["signal_train"])
+        summary = json.loads((runs / "depth_expansion" / name / "summary.json").read_text())
+        run_rows.append({
+            "run": name, "depth": p["depth"], "width": p["width"], "eval_loss": summary["eval_loss"],
+            "train_wall_s": summary["wall_time_s"], "probe_wall_s": p["wall_time_s"],
+            "max_signal_train": best["signal_train"], "max_signal_lo": best["signal_train_lo"],
+            "max_signal_hi": best["signal_train_hi"], "argmax_after": best["after"],
+            "max_unbiased_signal": math.sqrt(max(max(r["unbiased_sq_train"] for r in p["signal"]), 0.0)),
+            "min_signal_train": min(r["signal_train"] for r in p["signal"]),
+            "mean_cosine": float(np.mean([r["cosine"] for r in p["signal"]])),
+            "min_cosine_lo": min(r["cosine_lo"] for r in p["signal"]),
+            "largest_eta_lowering_test": p["largest_eta_lowering_test"],
+            "mean_offdiag": float(np.mean([r["offdiag_fraction"] for r in p["covariance"]])),
+            "mean_offdiag_null": float(np.mean([r["offdiag_fraction_null"] for r in p["covariance"]])),
+        })
+        beside += [{"run": name, **r} for r in signal_beside_grad_norms(runs / "depth_expansion" / name, p)]
+    for rows, file in ((signal_rows, "signal.csv"), (run_rows, "runs.csv"), (jump_rows, "jumpboard.csv"),
+                       (cov_rows, "covariance.csv"), (beside, "signal_beside_grad.csv")):
+        _write_csv(rows, out / file)
+
+    widths = sorted({r["width"] for r in run_rows})
+    depths = sorted({r["depth"] for r in run_rows})
+    (out / "results.md").write_text(results_markdown(run_rows, jump_rows, probes, growth))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for w in widths:
+        rs = sorted((r for r in run_rows if r["width"] == w), key=lambda r: r["depth"])
+        d = [r["depth"] for r in rs]
+        y = np.array([r["max_signal_train"] for r in rs])
+        err = np.array([[r["max_signal_train"] - r["max_signal_lo"] for r in rs],
+                        [r["max_signal_hi"] - r["max_signal_train"] for r in rs]])
+        axes[0].errorbar(d, y, yerr=np.clip(err, 0, None), marker="o", capsize=3, label=f"W={w}")
+        axes[1].plot(d, [r["max_unbiased_signal"] for r in rs], "o-", label=f"W={w}")
+    for ax, title in zip(axes, ("max over k of ‖mean train gradient‖ (95% basic bootstrap)",
+                                "max over k of unbiased ‖μ‖ (batch noise removed)")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("depth D")
+        ax.set_title(title, fontsize=9)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "signal.png", dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for d in depths:
+        rs = sorted((r for r in signal_rows if r["depth"] == d), key=lambda r: r["width"])
+        by_w = {w: [r["cosine"] for r in rs if r["width"] == w] for w in widths}
+        ax.plot(widths, [np.mean(by_w[w]) if by_w[w] else np.nan for w in widths], "o-", label=f"D={d}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("width W")
+    ax.set_ylabel("cos(train, held-out gradient), mean over k")
+    ax.axhline(0, color="grey", lw=0.5)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "alignment.png", dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for r in run_rows:
+        rs = [c for c in cov_rows if c["run"] == r["run"]]
+        ax.plot([c["layer"] for c in rs], [c["offdiag_fraction"] for c in rs], "o-", label=r["run"])
+    ax.plot([], [], "k:", label="diagonal null (all runs)")
+    for r in run_rows:
+        rs = [c for c in cov_rows if c["run"] == r["run"]]
+        ax.plot([c["layer"] for c in rs], [c["offdiag_fraction_null"] for c in rs], "k:", lw=0.8)
+    ax.set_xlabel("layer l (stream after block l)")
+    ax.set_ylabel("off-diagonal energy fraction")
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    fig.savefig(out / "covariance.png", dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+    deepest = [r for r in run_rows if r["depth"] == max(depths)]
+    if deepest:
+        fig, axes = plt.subplots(1, len(deepest), figsize=(4 * len(deepest), 3.5), squeeze=False)
+        for ax, r in zip(axes[0], deepest):
+            plot_signal_beside_grad(ax, [b for b in beside if b["run"] == r["run"]])
+            ax.set_title(r["run"], fontsize=9)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "signal_beside_grad.png", dpi=110, metadata={"Software": None})
+        plt.close(fig)
+
+    if growth:
+        per_seed, curves, summary = growth
+        _write_csv(per_seed, out / "growth.csv")
+        _write_csv(curves, out / "growth_curves.csv")
+        (out / "growth_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        for seed in sorted({c["seed"] for c in curves}):
+            cs = [c for c in curves if c["seed"] == seed]
+            for key, style, ax in (("grown_loss", "-", axes[0]), ("scratch_loss", "--", axes[0]),
+                                   ("grown_eval", "o-", axes[1]), ("scratch_eval", "s--", axes[1])):
+                pts = [(c["step"], c[key]) for c in cs if c[key] != ""]
+                if pts:
+                    ax.plot(*zip(*pts), style, label=f"{key.split('_')[0]} seed {seed}", alpha=0.8)
+        switch = per_seed[0]["switch_step"] if per_seed else None
+        for ax, title in zip(axes, ("training loss", "validation loss")):
+            if switch:
+                ax.axvline(switch, color="grey", lw=0.5)
+            ax.set_xlabel("step (equal tokens per step)")
+            ax.set_title(title)
+            ax.legend(fontsize=7)
+        axes[0].set_ylim(top=min(4.0, axes[0].get_ylim()[1]))
+        fig.tight_layout()
+        fig.savefig(out / "growth.png", dpi=110, metadata={"Software": None})
+        plt.close(fig)
+
+
+def results_markdown(run_rows: list[dict], jump_rows: list[dict], probes: dict, growth) -> str:
+    """The generated tables (the hand-written verdicts are in README.md)."""
+    md = ["# Depth expansion: generated tables (`depthdelusion expansion-study`)", "",
+          "Signal = ‖mean gradient‖ w.r.t. the inserted block's zero projections over the probe's "
+          "training batches; [95% basic bootstrap over batches]; unbiased = sqrt of the "
+          "pairwise (i ≠ j) estimate of ‖μ‖², batch noise removed. cos = train/held-out cosine, "
+          "mean over insertion points (lowest lower bound of its 95% intervals). Off-diag = "
+          "off-diagonal energy fraction of the activation-gradient covariance, mean over layers "
+          "(diagonal null in brackets).", "",
+          "| run | D | W | eval loss | max signal [95%] (after k) | max unbiased | min signal | cos mean (min lo) | largest η lowering held-out | off-diag (null) | train s | probe s |",
+          "|---|---:|---:|---:|---|---:|---:|---|---:|---|---:|---:|"]
+    for r in sorted(run_rows, key=lambda r: (r["width"], r["depth"])):
+        md.append(f"| {r['run']} | {r['depth']} | {r['width']} | {r['eval_loss']:.3f} | {r['max_signal_train']:.3g} "
+                  f"[{r['max_signal_lo']:.3g}, {r['max_signal_hi']:.3g}] ({r['argmax_after']}) | {r['max_unbiased_signal']:.3g} "
+                  f"| {r['min_signal_train']:.3g} | {r['mean_cosine']:.2f} ({r['min_cosine_lo']:.2f}) | "
+                  f"{r['largest_eta_lowering_test']} | {r['mean_offdiag']:.2f} ({r['mean_offdiag_null']:.3f}) "
+                  f"| {r['train_wall_s']:.0f} | {r['probe_wall_s']:.0f} |")
+    md += ["", "## Jumpboard (strongest insertion point of each run)", "",
+           "| run | after | η | ΔL train | −η‖g‖ | ΔL held-out | first order held-out |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in jump_rows:
+        md.append(f"| {r['run']} | {r['after']} | {r['eta']:g} | {r['delta_train']:.2e} | {r['first_order_train']:.2e} "
+                  f"| {r['delta_test']:.2e} | {r['first_order_test']:.2e} |")
+    md += ["", "## Per insertion point", "", "| run | after | signal train [95%] | signal held-out [95%] | cos [95%] |",
+           "|---|---:|---|---|---|"]
+    for name, p in sorted(probes.items(), key=lambda kv: (kv[1]["width"], kv[1]["depth"])):
+        for r in p["signal"]:
+            md.append(f"| {name} | {r['after']} | {r['signal_train']:.3g} [{r['signal_train_lo']:.3g}, {r['signal_train_hi']:.3g}] "
+                      f"| {r['signal_test']:.3g} [{r['signal_test_lo']:.3g}, {r['signal_test_hi']:.3g}] "
+                      f"| {r['cosine']:.2f} [{r['cosine_lo']:.2f}, {r['cosine_hi']:.2f}] |")
+    if growth:
+        per_seed, _, summary = growth
+        md += ["", "## Progressive growth", "",
+               "| seed | grown eval | scratch eval | grown final train | scratch final train | FLOPs grown / scratch | wall s grown (parent + grown) | wall s scratch |",
+               "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in per_seed:
+            md.append(f"| {r['seed']} | {r['grown_eval']:.4f} | {r['scratch_eval']:.4f} | {r['grown_final_train']:.4f} "
+                      f"| {r['scratch_final_train']:.4f} | {r['grown_flops'] / r['scratch_flops']:.3f} "
+                      f"| {r['grown_wall_s']:.0f} | {r['scratch_wall_s']:.0f} |")
+        if "paired_diff_mean" in summary:
+            lo, hi = summary["paired_diff_ci95"]
+            md += ["", f"Validation loss at the last step, mean ± se over {summary['seeds']} seeds: grown "
+                   f"{summary['grown_eval_mean']:.4f} ± {summary['grown_eval_se']:.4f}, scratch "
+                   f"{summary['scratch_eval_mean']:.4f} ± {summary['scratch_eval_se']:.4f}; paired difference "
+                   f"grown − scratch {summary['paired_diff_mean']:+.4f}, 95% t interval [{lo:+.4f}, {hi:+.4f}] "
+                   f"(seeds paired: same init seed, same data order). FLOPs of the grown arm: "
+                   f"{summary['flops_ratio']:.3f} of the scratch arm's."]
+    return "\n".join(md) + "\n"
+
+
+def run_study(depth_grid: str, growth_grid: str, runs: str, out: str, *, probe_batches: int = 16,
+              train: str = "all", log: Callable[[str], None] = print) -> Path:
+    """`train`: "all" (both grids and the grown runs), "growth" (the growth grid and grown runs
+    only) or "none" (report what is finished)."""
+    from depthdelusion.studies.expansion_probe import probe_run
+
+    runs_path, out_path = Path(runs), Path(out)
+    start = time.perf_counter()
+    if train == "all":
+        train_grid(depth_grid, runs_path / "depth_expansion", log)
+    if train in ("all", "growth"):
+        train_grid(growth_grid, runs_path / "depth_expansion_growth", log)
+    pairs = grow(runs_path, log, train_runs=train != "none") if (runs_path / "depth_expansion_growth").exists() else []
+    (out_path / "probes").mkdir(parents=True, exist_ok=True)
+    probes = {}
+    for run_dir in sorted((runs_path / "depth_expansion").iterdir()):
+        cache = out_path / "probes" / f"{run_dir.name}.json"
+        if cache.exists():
+            probes[run_dir.name] = json.loads(cache.read_text())
+            continue
+        summary = run_dir / "summary.json"
+        if not run_dir.is_dir() or not summary.exists() or json.loads(summary.read_text()).get("status") != "finished":
+            continue
+        log(f"probing {run_dir.name}")
+        result = probe_run(run_dir, n_batches=probe_batches)
+        result["run"] = run_dir.name
+        cache.write_text(json.dumps(result, indent=2) + "\n")
+        probes[run_dir.name] = result
+    growth = growth_tables(runs_path, pairs) if pairs else None
+    write_report(runs_path, out_path, probes, growth)
+    (out_path / "study_wall_time.json").write_text(json.dumps(
+        {"this_invocation_s": round(time.perf_counter() - start, 1)}, indent=2) + "\n")
+    return out_path
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "expansion-study",
+        help="the depth-expansion study: train (resumable), grow, probe, tables and figures",
+        description="Trains the depth grid and the growth grid (skipping finished runs), expands "
+        "each growth parent and trains it on, probes every depth-grid run, and writes tables and "
+        "figures to --out (probes are cached under OUT/probes).")
+    parser.add_argument("--depth-grid", default="experiments/depth_expansion.yaml")
+    parser.add_argument("--growth-grid", default="experiments/depth_expansion_growth.yaml")
+    parser.add_argument("--runs", default="runs", help="parent folder of the two sweeps' run directories")
+    parser.add_argument("--out", required=True, metavar="DIR")
+    parser.add_argument("--probe-batches", type=int, default=16)
+    parser.add_argument("--train", choices=("all", "growth", "none"), default="all",
+                        help="what to train before probing: both grids and the grown runs (all), "
+                        "the growth grid and grown runs only (growth), nothing (none)")
+    parser.set_defaults(func=lambda a: run_study(a.depth_grid, a.growth_grid, a.runs, a.out,
+                                                 probe_batches=a.probe_batches, train=a.train) and 0)

@@ -1,0 +1,65 @@
+"""Verdicts on synthetic tables whose truth is known: compare like with like, and say
+"cannot tell" when the table cannot identify a depth penalty."""
+import numpy as np
+
+from depthdelusion.analysis import fit
+from depthdelusion.analysis.runs import Runs
+from depthdelusion.analysis.verdict import (baseline_for, overall, penalty_verdicts,
+                                            shape_variation)
+
+from .test_laws_and_fitting import TRUE, synthetic_runs
+
+CHINCHILLA = {"E": 1.7, "A": 400.0, "alpha": 0.34, "B": 410.0, "beta": 0.28}
+
+
+def _verdicts(runs, laws):
+    fits = {name: fit(runs, name, bootstrap=0, leave_one_out=False, profile=False) for name in laws}
+    return fits, penalty_verdicts(fits, runs)
+
+
+def test_planted_penalty_gives_yes():
+    runs = synthetic_runs()  # TRUE has λ = 0.1, κ = 2.5: shapes deeper than κ ln W pay
+    fits, verdicts = _verdicts(runs, ["depth_delusion", "kaplan"])
+    (v,) = verdicts
+    assert v.baseline == "kaplan" and v.answer == "yes" and v.significant, v.sentence()
+    assert overall(verdicts) == "yes"
+
+
+def test_no_penalty_with_varying_tokens_gives_no_against_chinchilla():
+    rng = np.random.default_rng(4)
+    depths, widths = (2, 4, 8, 16, 32, 64), (256, 512, 1024, 2048)
+    tokens = np.exp(rng.uniform(np.log(2e8), np.log(2e10), len(depths) * len(widths)))
+    runs = synthetic_runs(CHINCHILLA, law="chinchilla", noise=0.004, depths=depths, widths=widths,
+                          tokens=tokens)
+    fits, verdicts = _verdicts(runs, ["depth_delusion", "kaplan", "chinchilla"])
+    (v,) = verdicts
+    # The depth law fitted a token term, so it is compared with chinchilla, not kaplan (which
+    # lacks the data term and would lose to any law that has one).
+    assert baseline_for(fits["depth_delusion"]) == "chinchilla"
+    assert v.baseline == "chinchilla" and v.answer == "no", v.sentence()
+    assert fits["depth_delusion"].aicc < fits["kaplan"].aicc  # the unlike comparison would say yes
+
+
+def test_constant_shape_cannot_tell():
+    base = synthetic_runs(depths=(12,), widths=(768,))
+    n = 20
+    rng = np.random.default_rng(0)
+    loss = base.loss[0] + 0.01 * rng.standard_normal(n)
+    runs = Runs(np.full(n, 12), np.full(n, 768), np.geomspace(1e8, 1e9, n), loss, np.full(n, np.nan),
+                np.full(n, np.nan), ["g"] * n, [f"r{i}" for i in range(n)])
+    assert not shape_variation(runs).ok
+    _, verdicts = _verdicts(runs, ["depth_delusion", "kaplan"])
+    assert [v.answer for v in verdicts] == ["cannot tell"]
+    assert "Cannot tell" in verdicts[0].sentence()
+
+
+def test_collinear_depth_and_width_cannot_tell():
+    depths = np.array([2, 4, 8, 16, 32])
+    D, W = depths, 64 * depths
+    N = 12.0 * D * W ** 2
+    n = len(D)
+    runs = Runs(D, W, N, 2 + 1e3 * N ** -0.3, np.full(n, np.nan), np.full(n, np.nan), ["g"] * n,
+                [str(d) for d in D])
+    sv = shape_variation(runs)
+    assert not sv.ok and "collinear" in sv.reason
+    assert shape_variation(synthetic_runs()).ok

@@ -1,0 +1,60 @@
+"""The study's bookkeeping: growth comparison at equal tokens (FLOPs, paired differences over
+seeds) and the per-layer signal beside g_l, on run directories written as the trainer writes them."""
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+from depthdelusion.config import Config, ModelConfig, TrainConfig, dump_config
+from depthdelusion.model import size
+from depthdelusion.studies import expansion_study
+
+
+def write_run(path, depth, steps, evals, losses, wall=1.0):
+    path.mkdir(parents=True)
+    cfg = Config(model=ModelConfig(depth=depth, width=32, head_dim=16, seq_len=16, vocab_size=257),
+                 train=TrainConfig(steps=steps, batch_size=4))
+    dump_config(cfg, path / "config.yaml")
+    lines = [{"step": s, "loss": losses[s], **({"eval_loss": evals[s]} if s in evals else {})} for s in sorted(losses)]
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    (path / "summary.json").write_text(json.dumps({"final_loss": losses[max(losses)], "wall_time_s": wall,
+                                                   "eval_loss": evals.get(steps)}))
+    return cfg
+
+
+def test_growth_tables_compare_at_equal_tokens(tmp_path):
+    growth = tmp_path / "depth_expansion_growth"
+    pairs = []
+    grown_final, scratch_final = {0: 2.0, 1: 2.2}, {0: 2.1, 1: 2.25}
+    for seed in (0, 1):
+        parent, scratch, grown = f"d2_w32_steps10_seed{seed}", f"d4_w32_steps20_seed{seed}", f"grown{seed}"
+        pcfg = write_run(growth / parent, 2, 10, {10: 3.0}, {s: 3.0 for s in (5, 10)})
+        write_run(growth / scratch, 4, 20, {10: 2.9, 20: scratch_final[seed]}, {s: 2.5 for s in (5, 10, 15, 20)})
+        write_run(growth / grown, 4, 20, {20: grown_final[seed]}, {s: 2.4 for s in (15, 20)})
+        pairs.append({"seed": seed, "parent": parent, "grown": grown, "scratch": scratch})
+    per_seed, curves, summary = expansion_study.growth_tables(tmp_path, pairs)
+    assert [r["grown_eval"] for r in per_seed] == [2.0, 2.2]
+    model2 = dataclasses.replace(pcfg.model, depth=2)
+    model4 = dataclasses.replace(pcfg.model, depth=4)
+    expected_ratio = (size.flops_per_token(model2) * 10 + size.flops_per_token(model4) * 10) / (size.flops_per_token(model4) * 20)
+    assert summary["flops_ratio"] == pytest.approx(expected_ratio)
+    assert summary["flops_ratio"] < 1
+    diffs = np.array([-0.1, -0.05])
+    half = 12.706 * diffs.std(ddof=1) / math.sqrt(2)  # t_{0.975, 1}
+    assert summary["paired_diff_mean"] == pytest.approx(-0.075)
+    assert summary["paired_diff_ci95"] == pytest.approx([-0.075 - half, -0.075 + half], rel=1e-3)
+    # the grown curve is the parent's up to the switch, then the grown run's
+    seed0 = {c["step"]: c for c in curves if c["seed"] == 0}
+    assert seed0[10]["grown_loss"] == 3.0 and seed0[15]["grown_loss"] == 2.4 and seed0[10]["scratch_eval"] == 2.9
+
+
+def test_signal_beside_grad_norms_reads_last_layer_stats(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text(
+        json.dumps({"step": 1, "loss": 3.0, "per_layer_grad_norm": [9.0, 9.0]}) + "\n"
+        + json.dumps({"step": 5, "loss": 2.0, "per_layer_grad_norm": [1.0, 2.0]}) + "\n")
+    probe = {"depth": 2, "signal": [{"after": 0, "signal_train": 0.1, "signal_test": 0.2},
+                                    {"after": 1, "signal_train": 0.3, "signal_test": 0.4}]}
+    rows = expansion_study.signal_beside_grad_norms(tmp_path, probe)
+    assert [(r["layer"], r["grad_norm"], r["signal_train"], r["step"]) for r in rows] == [(0, 1.0, 0.1, 5), (1, 2.0, 0.3, 5)]

@@ -1,0 +1,84 @@
+"""Fail fast across hosts: an error on one host of two ends both at once with status 1; the
+watchdog ends a run whose step stops advancing."""
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import portpicker
+import yaml
+
+from depthdelusion.train import watchdog as watchdog_module
+
+GRID = {
+    "name": "failfast", "topology": None,
+    "fixed": {"model": {"depth": 1, "width": 32, "head_dim": 16, "seq_len": 32},
+              "data": {"builtin_documents": 1000},
+              "train": {"steps": 40, "batch_size": 8, "warmup_steps": 2, "log_every": 5,
+                        "layer_stats_every": 20, "eval_batches": 0, "checkpoint_every": 0}},
+    "runs": [{"model.depth": 1}, {"model.depth": 2}],
+}
+
+# One host's data read fails at its 6th batch (a GCS 503 reaches one worker only).
+FLAKY_MAIN = """
+import os, sys
+from depthdelusion.data import pipeline
+if os.environ.get("FAIL_AT_BATCH"):
+    original, calls = pipeline.Batches.__next__, [0]
+    def flaky(self):
+        calls[0] += 1
+        if calls[0] == int(os.environ["FAIL_AT_BATCH"]):
+            raise OSError("503 Service Unavailable (injected on this host only)")
+        return original(self)
+    pipeline.Batches.__next__ = flaky
+from depthdelusion.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_an_error_on_one_host_ends_every_host(tmp_path):
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(yaml.safe_dump(GRID))
+    main = tmp_path / "flaky_main.py"
+    main.write_text(FLAKY_MAIN)
+    out = tmp_path / "sweep"
+    port = portpicker.pick_unused_port()
+    procs = []
+    for i in range(2):
+        env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+               "DEPTHDELUSION_COORDINATOR": f"127.0.0.1:{port}", "DEPTHDELUSION_NUM_PROCESSES": "2",
+               "DEPTHDELUSION_PROCESS_ID": str(i)}
+        if i == 1:
+            env["FAIL_AT_BATCH"] = "6"
+        procs.append(subprocess.Popen([sys.executable, str(main), "sweep", str(grid), "--out", str(out),
+                                       "--no-report"], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    try:
+        outputs = [p.communicate(timeout=240) for p in procs]  # before: 300 s in shutdown, then more
+    finally:
+        for p in procs:
+            p.kill()
+    errs = [err for _, err in outputs]
+    assert [p.returncode for p in procs] == [1, 1], [e[-2000:] for e in errs]
+    assert "process 1 of 2 failed, ending every host" in errs[1] and "503" in errs[1]
+    assert "process 1 failed" in errs[0] and "ending this host too" in errs[0]
+    assert not (out / "d2_w32").exists()  # neither host went on to the next run
+
+
+def test_watchdog_ends_a_run_whose_step_stops(monkeypatch):
+    ended = []
+    done = threading.Event()
+
+    def fake_exit(text):  # os._exit would end pytest; the thread goes on until the block ends
+        ended.append(text)
+        done.set()
+
+    monkeypatch.setattr(watchdog_module, "_exit", fake_exit)
+    with watchdog_module.Watchdog(stall_s=1.0, poll_s=0.1) as dog:
+        for step in range(1, 16):  # advancing: no alarm
+            dog.beat(step)
+            time.sleep(0.1)
+        assert not ended
+        assert done.wait(10)  # stopped at step 15: the alarm comes after ~1 s
+    assert "has not advanced past 15" in ended[0] and "train.watchdog_minutes" in ended[0]
