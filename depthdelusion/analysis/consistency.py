@@ -145,9 +145,9 @@ def audit_param_counts(runs, *, tolerance: float = 0.01, vocab: int = VOCAB,
                 continue
             iw, idp = _implied_width(D[i], N[i], fn, vocab), _implied_depth(W[i], N[i], fn, vocab)
             near_w = round(iw)
-            explanation = (f"{runs.name[i]} ({group}): printed {N[i] / 1e6:.3g}M, but {best[group]} gives "
-                           f"{expected / 1e6:.3g}M ({rel:+.1%}); the printed count implies W ≈ {iw:.1f} "
-                           f"at D = {int(D[i])} ({int(D[i])}L×{near_w} gives {fn(D[i], near_w, vocab) / 1e6:.3g}M)"
+            explanation = (f"{runs.name[i]} ({group}): printed {_millions(N[i])}M, but {best[group]} gives "
+                           f"{_millions(expected)}M ({rel:+.1%}); the printed count implies W ≈ {iw:.1f} "
+                           f"at D = {int(D[i])} ({int(D[i])}L×{near_w} gives {_millions(fn(D[i], near_w, vocab))}M)"
                            f" or D ≈ {idp:.1f} at W = {int(W[i])}")
             findings.append(RowFinding(str(runs.name[i]), group, int(D[i]), int(W[i]), float(N[i]),
                                        float(expected), float(rel), iw, idp, explanation))
@@ -244,3 +244,10 @@ def with_param_convention(runs, convention: str = "total", *, tolerance: float =
         notes.append("N convention: total (as printed; every row within "
                      f"{tolerance:.0%} of its group's convention)")
     return dataclasses.replace(runs, params=params), notes
+
+
+def _millions(n: float) -> str:
+    """A parameter count in millions: 1 decimal from 100M up (3029.1), 3 significant digits below
+    (0.123, 12.3), so a byte-level toy model is not printed as 0.0M."""
+    m = n / 1e6
+    return f"{m:.1f}" if abs(m) >= 100 else f"{m:.3g}"
