@@ -99,7 +99,8 @@ def minimize(residuals, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
         diag = np.einsum("akk->ak", H).copy()
         floor = 1e-12 * np.maximum(diag.max(axis=1, keepdims=True), 1e-300)
         diag = np.maximum(diag, floor)
-        A = H + (mu[active, None] * diag)[:, :, None] * np.eye(K)
+        with np.errstate(all="ignore"):
+            A = H + (mu[active, None] * diag)[:, :, None] * np.eye(K)
         A = np.where(hold[:, :, None] | hold[:, None, :], 0.0, A)
         A[:, np.arange(K), np.arange(K)] = np.where(hold, 1.0, A[:, np.arange(K), np.arange(K)])
         rhs = np.where(hold, 0.0, -g)
