@@ -92,13 +92,15 @@ def minimize(residuals, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
         omega = np.where(wa > 0, omega, 0.0)
         ra0 = np.where(wa > 0, ra, 0.0)
         Jt = Ja.transpose(0, 2, 1)
-        g = (Jt @ (omega * ra0)[:, :, None])[:, :, 0]
-        H = Jt @ (Ja * omega[:, :, None])
+        with np.errstate(all="ignore"):
+            g = (Jt @ (omega * ra0)[:, :, None])[:, :, 0]
+            H = Jt @ (Ja * omega[:, :, None])
         hold = (frozen[active] | ((th <= lo_K) & (g > 0)) | ((th >= hi_K) & (g < 0)))
         diag = np.einsum("akk->ak", H).copy()
         floor = 1e-12 * np.maximum(diag.max(axis=1, keepdims=True), 1e-300)
         diag = np.maximum(diag, floor)
-        A = H + (mu[active, None] * diag)[:, :, None] * np.eye(K)
+        with np.errstate(all="ignore"):
+            A = H + (mu[active, None] * diag)[:, :, None] * np.eye(K)
         A = np.where(hold[:, :, None] | hold[:, None, :], 0.0, A)
         A[:, np.arange(K), np.arange(K)] = np.where(hold, 1.0, A[:, np.arange(K), np.arange(K)])
         rhs = np.where(hold, 0.0, -g)
@@ -111,8 +113,9 @@ def minimize(residuals, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
         with np.errstate(all="ignore"):
             r_trial = residuals(trial)
         F_trial = objective(r_trial, wa, huber_threshold)
-        Hs = (H @ step[:, :, None])[:, :, 0]
-        predicted = -np.sum(step * (g + 0.5 * Hs), axis=1)
+        with np.errstate(all="ignore"):  # rows with a non-finite system are `bad`, handled below
+            Hs = (H @ step[:, :, None])[:, :, 0]
+            predicted = -np.sum(step * (g + 0.5 * Hs), axis=1)
         gain = Fa - F_trial
         ok = np.isfinite(F_trial) & (gain > 0) & ~bad
         with np.errstate(all="ignore"):
