@@ -1,0 +1,55 @@
+"""The synthetic redundancy-law machinery: exact ridge risks, the source target, the rate fit."""
+import numpy as np
+import pytest
+
+from depthdelusion.analysis.redundancy import (Design, bounded_transform, fit_rate, learning_curve,
+                                               power_law_spectrum, predicted_exponent,
+                                               random_rotation, ridge_excess_risks, source_target)
+
+
+def test_dual_ridge_risks_equal_the_primal_solution():
+    rng = np.random.default_rng(0)
+    lam = power_law_spectrum(30, 2.0)
+    theta = source_target(lam, 0.5)
+    x = Design([lam]).sample(20, rng)
+    y = x @ theta + rng.standard_normal(20)
+    regs = np.array([1e-3, 1e-1])
+    got = ridge_excess_risks(x, y, theta, lam, regs)
+    for reg, risk in zip(regs, got):
+        primal = np.linalg.solve(x.T @ x + 20 * reg * np.eye(30), x.T @ y)
+        err = primal - theta
+        assert risk == pytest.approx(float(err @ (lam * err)), rel=1e-8)
+
+
+def test_a_rotation_of_the_features_leaves_every_risk_unchanged():
+    rng = np.random.default_rng(1)
+    lam = power_law_spectrum(40, 1.5)
+    theta = source_target(lam, 1.0)
+    x = Design([lam]).sample(25, rng)
+    y = x @ theta + rng.standard_normal(25)
+    regs = np.logspace(-4, 0, 5)
+    plain = ridge_excess_risks(x, y, theta, lam, regs)
+    rotated = ridge_excess_risks(x, y, theta, lam, regs, random_rotation(40, rng))
+    np.testing.assert_allclose(rotated, plain, rtol=1e-8)
+    # a rescaling is not invisible: the claim about it is only about the exponent
+    rescaled = ridge_excess_risks(x, y, theta, lam, regs, bounded_transform(40, rng, 10.0))
+    assert not np.allclose(rescaled, plain, rtol=1e-3)
+
+
+def test_source_target_sits_on_the_borderline_of_its_smoothness():
+    lam = power_law_spectrum(1000, 2.0)
+    theta = source_target(lam, 0.5)
+    i = np.arange(1, 1001)
+    np.testing.assert_allclose(lam * theta**2, i ** -3.0, rtol=1e-12)  # i^(-1-2βs)
+
+
+def test_fitted_rate_matches_the_formula_on_a_small_problem():
+    # Miniature of analysis/redundancy: β = 2, s = 0.5 predicts 2/3. At this size the seed-bootstrap
+    # interval is wide (about ±0.25), so the test asks what it can tell apart: the formula is inside
+    # it, while the noiseless rate (2βs = 2) and the formula without the +1 (2βs = 1) are outside.
+    lam = power_law_spectrum(400, 2.0)
+    curve = learning_curve(Design([lam]), source_target(lam, 0.5), [50, 100, 200, 400], seeds=8)
+    rate = fit_rate(curve, n_min=50, n_boot=200)
+    assert predicted_exponent(2.0, 0.5) == pytest.approx(2 / 3)
+    assert rate.contains(2 / 3), rate
+    assert not rate.contains(1.0) and not rate.contains(2.0), rate
