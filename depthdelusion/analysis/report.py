@@ -540,7 +540,9 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
         md += [pt.markdown(), ""]
     md += spectrum_section(runs.source)  # runs whose directories carry spectrum/tail.csv
     if not str(runs.source).startswith("paper"):  # the paper's first lines are its conclusions
-        md[2:2] = [_opening(runs, fits, persist), ""]
+        # what the runs show opens the report, after any warning that invalidates a fit
+        at = 2 + len(warnings)
+        md[at:at] = [_opening(runs, fits, persist), ""]
     report = Report(Path("."), fits, tables, verdict=verdict, verdicts=verdicts, first_lines=first)
     report.persistence = persist
     report.runs = runs

@@ -50,7 +50,11 @@ def test_pooling_different_token_budgets_is_flagged_in_the_first_lines():
     # The default fits one offset per group instead, and says so before any number.
     report, md, _ = build_report(runs, laws=("depth_delusion", "kaplan"), bootstrap=0,
                                  design=False, runs_label="synthetic", fit_options=QUICK)
-    assert "WARNING" not in md and _first_paragraph(md).startswith("Groups are fitted with their own offset")
+    assert "WARNING" not in md
+    # own runs open with what they show ("In short: ..."), then the method, before any table
+    paragraphs = md.split("\n\n")
+    assert paragraphs[1].startswith("In short:")
+    assert paragraphs[2].startswith("Groups are fitted with their own offset")
     assert report.fits["kaplan"].r2 > 0.99  # the offsets absorb the budget gap
 
 
