@@ -210,6 +210,11 @@ def with_param_convention(runs, convention: str = "total", *, tolerance: float =
         raise ValueError(f"unknown parameter-count convention {convention!r}; known: "
                          f"{', '.join(PARAM_CONVENTIONS)}")
     runs = load_runs(runs)
+    if not (runs.has("depth") and runs.has("width")):
+        if convention != "total":
+            raise ValueError(f"the {convention} parameter count needs depth and width for every "
+                             "run; this table has no shape: use the total N it gives")
+        return runs, ["N convention: total (as given; the table has no depth and width to check it)"]
     if vocab is None:  # the runs' own vocabulary when they state one, else the paper's (GPT-2 BPE)
         own = np.asarray(getattr(runs, "vocab_size", None) if getattr(runs, "vocab_size", None)
                          is not None else [], float).ravel()

@@ -81,13 +81,18 @@ def predicted_vs_observed(fits: dict, path: Path) -> Path:
 
 
 def residuals(runs, fits: dict, path: Path) -> Path:
-    """Residuals (observed − predicted, nats) against depth and against parameter count."""
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    """Residuals (observed − predicted, nats) against depth (when the table has it) and against
+    parameter count."""
+    against = ([("depth D (layers)", runs.depth, 2)] if runs.has("depth") else []) + \
+        [("parameters N", runs.params, 10)]
+    fig, axes = plt.subplots(1, len(against), figsize=(5 * len(against), 4), sharey=True,
+                             squeeze=False)
+    axes = axes[0]
     markers = "osD^v"
     for (name, f), m in zip(fits.items(), markers):
-        axes[0].plot(runs.depth, f.residuals, m, mfc="none", label=name)
-        axes[1].plot(runs.params, f.residuals, m, mfc="none", label=name)
-    for ax, label, base in zip(axes, ("depth D (layers)", "parameters N"), (2, 10)):
+        for ax, (_, x, _) in zip(axes, against):
+            ax.plot(x, f.residuals, m, mfc="none", label=name)
+    for ax, (label, _, base) in zip(axes, against):
         ax.axhline(0, color="k", lw=1)
         ax.set_xscale("log", base=base)
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())

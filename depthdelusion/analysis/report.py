@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .columns import law_missing_columns
 from .consistency import CONVENTIONS, audit_param_counts, with_param_convention
 from .fitting import FitResult, fit
 from .persistence import (DEFAULT_STEP, DEFAULT_WINDOW, persistence_lengths, persistence_scaling,
@@ -307,6 +308,12 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     laws = list(laws)
     if runs.tokens_vary and "chinchilla" not in laws:
         laws.append("chinchilla")
+    skipped = {name: law_missing_columns(name, runs) for name in laws}
+    skipped = {name: missing for name, missing in skipped.items() if missing}
+    laws = [name for name in laws if name not in skipped]
+    if not laws:
+        raise ValueError(f"{label}: no law of the report can be fitted to this table: "
+                         + "; ".join(f"{n} needs {', '.join(m)}" for n, m in skipped.items()))
     fits = {name: _fit(runs, name, method, offsets, bootstrap=bootstrap, seed=seed, **(fit_options or {}))
             for name in laws}
     verdicts = penalty_verdicts(fits, runs)
@@ -342,7 +349,9 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
            f"Regenerate with `{cmd}` (also `python -m depthdelusion.analysis.report ...`). "
            f"Fits: {method_words} from a grid of starts; intervals from the Jacobian, from "
            f"{bootstrap} seeded (seed {seed}) case-bootstrap refits (cold-started) and from the "
-           "profile likelihood; runs weighted equally; loss in nats.", ""]
+           "profile likelihood; runs weighted equally; loss in nats.", "",
+           *[f"- {n} not fitted: the law needs the column(s) {', '.join(m)}, which the table lacks"
+             for n, m in skipped.items()], *([""] if skipped else [])]
     notes = sorted({n for f in fits.values() for n in f.notes if "token" in n} | set(runs.notes)
                    | set(n_notes))
     md += [f"- {n}" for n in notes] + [""]
@@ -424,7 +433,7 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     extrap = Table("extrapolation", f"Extrapolation: {how} (loss in nats; a range: tied solutions)",
                    ["run", "D", "W", "N (M)", "observed"] + [f"{n}" for n in laws])
     for j, i in enumerate(test_idx):
-        extrap.add(runs.name[i], runs.depth[i], runs.width[i], _millions(runs.params[i]),
+        extrap.add(runs.name[i], _f(runs.depth[i], ".0f"), _f(runs.width[i], ".0f"), _millions(runs.params[i]),
                    _f(runs.loss[i], ".3f"), *[_pred_cell(preds[n][0][j], preds[n][1][j], runs.loss[i])
                                               for n in laws])
     extrap.add("RMSE", "", "", "", "", *[("n.i." if n in extrap_rmse and math.isnan(extrap_rmse[n])
@@ -482,16 +491,11 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
               [f"- {_rounded_note(x)}" for x in f.notes] + [""]
 
     # --- consistency audit ----------------------------------------------------------------
-    audit = audit_param_counts(raw, vocab=_vocab(raw) or PAPER_VOCAB)
-    cons = Table("consistency", "Parameter counts recomputed from (D, W): best convention per group "
-                 "and rows more than 1% off it", ["group", "convention", "formula", "median error",
-                                                  "rows within 1%"])
-    for group, conv in audit.best.items():
-        cf = next(c for c in audit.convention_fits if c.group == group and c.convention == conv)
-        cons.add(group, conv, CONVENTIONS[conv][0], f"{cf.median_rel_error:.2%}",
-                 f"{cf.n_within_tolerance}/{cf.n_rows}")
-    tables.append(cons)
-    md += ["## Consistency audit", "", cons.markdown(), "", "```", audit.summary(), "```", ""]
+    if raw.has("depth") and raw.has("width"):
+        md += _consistency_section(raw, tables)
+    else:
+        md += ["## Consistency audit", "", "Not done: the table has no depth and width, so "
+               "parameter counts cannot be recomputed from the shape.", ""]
 
     # --- critical depth, LLM audit, optimal shape: only from a significant penalty ------------
     dd_name = next((n for n in laws if "kappa" in fits[n].all_params), None)
@@ -539,7 +543,8 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
         tables.append(pt)
         md += [pt.markdown(), ""]
     md += spectrum_section(runs.source)  # runs whose directories carry spectrum/tail.csv
-    if not str(runs.source).startswith("paper"):  # the paper's first lines are its conclusions
+    if not str(runs.source).startswith("paper") and runs.has("depth") and runs.has("width"):
+        # (the paper's first lines are its conclusions; a table without shapes has no depth trend)
         # what the runs show opens the report, after any warning that invalidates a fit
         at = 2 + len(warnings)
         md[at:at] = [_opening(runs, fits, persist), ""]
@@ -577,6 +582,20 @@ def _persistence_section(runs, step: int):
                     "need not be the one at the paper's step.")
     persist = {kind: persistence_lengths(runs, step=p_step, kind=kind) for kind in ("weight", "activation")}
     return persist, p_step, note
+
+
+def _consistency_section(raw, tables: list) -> list:
+    """The parameter-count audit against the runs' own vocabulary (the paper's for its data)."""
+    audit = audit_param_counts(raw, vocab=_vocab(raw) or PAPER_VOCAB)
+    cons = Table("consistency", "Parameter counts recomputed from (D, W): best convention per group "
+                 "and rows more than 1% off it", ["group", "convention", "formula", "median error",
+                                                  "rows within 1%"])
+    for group, conv in audit.best.items():
+        cf = next(c for c in audit.convention_fits if c.group == group and c.convention == conv)
+        cons.add(group, conv, CONVENTIONS[conv][0], f"{cf.median_rel_error:.2%}",
+                 f"{cf.n_within_tolerance}/{cf.n_rows}")
+    tables.append(cons)
+    return ["## Consistency audit", "", cons.markdown(), "", "```", audit.summary(), "```", ""]
 
 
 def _opening(runs, fits: dict, persist: dict) -> str:
@@ -740,6 +759,8 @@ def write_report(runs, out, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: i
         "predicted_vs_observed": lambda p: plots.predicted_vs_observed(fits, p),
         "residuals": lambda p: plots.residuals(runs_t, fits, p),
     }
+    if not (runs_t.has("depth") and runs_t.has("width")):  # a table of (N[, T], loss) only
+        del figures_to_make["loss_vs_depth"], figures_to_make["loss_vs_width"]
     if weight:
         figures_to_make["gradient_profiles"] = lambda p: plots.gradient_profiles(
             runs_t, {f.name: f for f in weight}, p, step=step)

@@ -174,3 +174,22 @@ def test_audit_command(capsys):
     args = _parser().parse_args(["audit", "paper"])
     assert args.func(args) == 0
     assert "56Lx2176" in capsys.readouterr().out
+
+
+def test_report_on_a_table_without_shapes_skips_the_laws_that_need_them(tmp_path):
+    # A (params, tokens, loss) table from another codebase: the depth laws need depth and width,
+    # so the report skips them, says why, and fits the shape-agnostic laws it can.
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    rows = ["params,tokens,loss"]
+    for n in np.geomspace(1e6, 1e9, 6):
+        for t in np.geomspace(1e8, 1e10, 4):
+            loss = 1.7 + 400 * n ** -0.34 + 410 * t ** -0.28 + 0.01 * rng.standard_normal()
+            rows.append(f"{n:.0f},{t:.0f},{loss}")
+    (tmp_path / "runs.csv").write_text("\n".join(rows) + "\n")
+    report = write_report(tmp_path / "runs.csv", tmp_path / "rep", bootstrap=0, figures=True)
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "depth_delusion not fitted: the law needs the column(s) depth, width" in md
+    assert set(report.fits) == {"kaplan", "chinchilla"}
+    assert "loss_vs_depth" not in md and (tmp_path / "rep" / "residuals.png").exists()
