@@ -117,7 +117,8 @@ def gradient_profiles(runs, fits_by_run: dict, path: Path, kind: str = "weight",
         if not used:
             used = [profile.nearest(step, kind)[0]]
         g = np.exp(np.mean([np.log(table[s]) for s in used], axis=0))
-        by_width.setdefault(int(runs.width[i]), []).append((int(runs.depth[i]), g, f))
+        by_width.setdefault(int(runs.width[i]), []).append((int(runs.depth[i]), g, f,
+                                                             profile.insertion_signal))
     return gradient_profile_panels(by_width, path, kind=kind,
                                    title=f"Per-layer {kind}-gradient norms, mean of ln g over the "
                                          f"logged steps around step {step}")
@@ -136,7 +137,9 @@ def _fit_label(f) -> str:
 def gradient_profile_panels(by_width: dict, path: Path, *, kind: str = "weight", title: str = "") -> Path:
     """One panel per width: ln(g_l / g_D) against D − l, one line per depth.
 
-    ``by_width``: {W: [(D, norms[D]) or (D, norms[D], PersistenceFit)]}, index 0 = bottom block.
+    ``by_width``: {W: [(D, norms[D]) or (D, norms[D], PersistenceFit[, signal[D]])]}, index 0 =
+    bottom block; ``signal`` (dashed): the first-order signal of a block inserted after block l
+    (``depthdelusion expand RUN --probe``), also as ln(s_l / s_top), where a run has one.
     The paper's g_l/g_D = exp(−(D − l)/ℓ) is a straight line of slope −1/ℓ through 0; a line
     rising to the left is growth towards the input."""
     widths = sorted(by_width)
@@ -148,6 +151,11 @@ def gradient_profile_panels(by_width: dict, path: Path, *, kind: str = "weight",
             dist = len(g) - 1 - np.arange(len(g))
             ax.plot(dist, np.log(g / g[-1]), "o-", ms=2.5, color=color,
                     label=f"D = {depth}" + _fit_label(rest[0] if rest else None))
+            signal = rest[1] if len(rest) > 1 else None
+            if signal is not None and np.isfinite(signal[-1]) and signal[-1] > 0:
+                # the first-order signal of a block inserted after block l, at block l's place
+                ax.plot(dist, np.log(np.asarray(signal, float) / signal[-1]), "s--", ms=2.5,
+                        color=color, alpha=0.7, label=f"D = {depth}: insertion signal after l")
         ax.axhline(0, color="k", lw=0.8)
         ax.set_xlabel("D − l (blocks below the top block)")
         ax.set_title(f"W = {w}")

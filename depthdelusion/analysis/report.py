@@ -771,6 +771,12 @@ def write_report(runs, out, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: i
     if not weight:
         md += ("\n(No per-layer gradient-profile or ℓ(W) figures: the data has no per-layer "
                "gradient norms.)\n")
+    probed = [str(n) for n, p in zip(runs_t.name, runs_t.profiles)
+              if p is not None and p.insertion_signal is not None]
+    if weight and probed:
+        md += ("\nIn gradient_profiles.png the dashed lines beside g_l are the first-order signal "
+               "of a zero-output block inserted after block l, ln(s_l / s_top) on the same axis "
+               "(`depthdelusion expand RUN --probe`; runs: " + ", ".join(probed) + ").\n")
     if figures:
         report.files += [draw(out / f"{name}.png") for name, draw in figures_to_make.items()]
     (out / "report.md").write_text(md)

@@ -31,6 +31,9 @@ class GradientProfile:
 
     weight: dict[int, np.ndarray] = field(default_factory=dict)
     activation: dict[int, np.ndarray] = field(default_factory=dict)
+    #: First-order signal of a zero-output block inserted after block l (index l, length depth),
+    #: on training batches, when ``depthdelusion expand RUN --probe`` wrote RUN/expansion_probe/.
+    insertion_signal: np.ndarray | None = None
 
     def steps(self, kind: str = "weight") -> list[int]:
         return sorted(self._by_kind(kind))
@@ -354,7 +357,11 @@ def load_run_dirs(root) -> Runs:
             "tokenizer": tokenizer,
             "vocab_size": vocab,
         })
-        profiles.append(read_gradient_profile(path.parent / "metrics.jsonl", int(model["depth"])))
+        profile = read_gradient_profile(path.parent / "metrics.jsonl", int(model["depth"]))
+        if profile is not None:
+            profile.insertion_signal = read_insertion_signal(
+                path.parent / INSERTION_PROBE / "probe.json", int(model["depth"]))
+        profiles.append(profile)
     if not records:
         raise ValueError(f"{root}: no finished runs ({len(skipped)} skipped: {', '.join(skipped)})")
     runs = runs_from_records(records, where=str(root))
@@ -404,6 +411,24 @@ def _field(obj: dict, key: str, where: str):
     if key not in obj:
         raise ValueError(f"{where}: field {key!r} is missing")
     return obj[key]
+
+
+INSERTION_PROBE = "expansion_probe"  # where `depthdelusion expand RUN --probe` writes by default
+
+
+def read_insertion_signal(path: Path, depth: int) -> np.ndarray | None:
+    """The training-batch first-order signal after each block (length depth, NaN where not
+    probed) from an expansion probe's ``probe.json``; None when the file is absent."""
+    if not path.exists():
+        return None
+    probe = _read_json(path)
+    signal = np.full(depth, np.nan)
+    for row in probe.get("signal", []):
+        after = int(_field(row, "after", f"{path}: 'signal' row"))
+        if not 0 <= after < depth:
+            raise ValueError(f"{path}: signal after block {after}, but the run has {depth} blocks")
+        signal[after] = float(_field(row, "signal_train", f"{path}: 'signal' row"))
+    return signal
 
 
 def read_gradient_profile(path: Path, depth: int) -> GradientProfile | None:

@@ -8,17 +8,19 @@ def run_expand(args) -> int:
     from etils import epath
 
     if args.probe:
+        from depthdelusion.analysis.runs import INSERTION_PROBE
         from depthdelusion.studies.expansion_probe import ETAS, markdown, probe_run
 
         etas = [float(x) for x in args.etas.split(",")] if args.etas else ETAS
         result = probe_run(args.run, n_batches=args.batches, etas=etas, seed=args.seed)
         text = markdown(result)
-        if args.out:
-            out = epath.Path(args.out)
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "probe.json").write_text(json.dumps(result, indent=2) + "\n")
-            (out / "probe.md").write_text(text)
+        # by default beside the run, where the report's persistence figure finds it
+        out = epath.Path(args.out) if args.out else epath.Path(args.run) / INSERTION_PROBE
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "probe.json").write_text(json.dumps(result, indent=2) + "\n")
+        (out / "probe.md").write_text(text)
         print(text)
+        print(f"probe written to {out}")
         return 0
     if not args.after or not args.out:
         raise ValueError("expand: give --after K[,K...] and --out DIR (or --probe)")
@@ -45,7 +47,8 @@ def register(subparsers) -> None:
         "activation-gradient covariance.")
     parser.add_argument("run", metavar="RUN", help="a trained run directory (with checkpoints/)")
     parser.add_argument("--after", metavar="K[,K...]", help="insert a block after each of these blocks")
-    parser.add_argument("--out", metavar="DIR", help="the new run directory (--probe: where probe.json/md go)")
+    parser.add_argument("--out", metavar="DIR", help="the new run directory (--probe: where probe.json/md go; default RUN/expansion_probe, "
+                             "which the report's persistence figure reads)")
     parser.add_argument("--seed", type=int, default=0, help="draw of the inserted blocks (default 0)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="train.* fields of the new run, e.g. --set train.steps=600 (repeatable)")

@@ -78,3 +78,31 @@ def test_scaling_needs_several_widths(run_factory, tmp_path):
     run_factory("a", 12, 256, 3.0, ell=4.0)
     with pytest.raises(ValueError, match="at least 3 runs"):
         persistence_scaling(persistence_lengths(load_runs(tmp_path / "runs")))
+
+
+def test_an_expansion_probe_beside_a_run_reaches_the_persistence_figure(tmp_path):
+    # `depthdelusion expand RUN --probe` writes RUN/expansion_probe/probe.json; the report's
+    # persistence figure draws that first-order signal beside g_l, and says for which runs.
+    import json
+
+    from depthdelusion.analysis.report import write_report
+    from depthdelusion.analysis.runs import INSERTION_PROBE
+
+    from .conftest import write_run
+
+    for i, (d, w) in enumerate([(4, 64), (8, 64), (4, 128), (8, 128), (16, 128), (4, 256),
+                                (8, 256), (16, 256), (2, 64)]):
+        write_run(tmp_path / "runs", f"d{d}_w{w}", d, w, 3.0 - 0.1 * i, ell=3.0, seed=i)
+    probe_dir = tmp_path / "runs" / "d8_w128" / INSERTION_PROBE
+    probe_dir.mkdir()
+    signal = [{"after": l, "signal_train": 0.1 * (l + 1)} for l in range(8)]
+    (probe_dir / "probe.json").write_text(json.dumps({"depth": 8, "signal": signal}))
+    runs = load_runs(tmp_path / "runs")
+    probed = {str(n): p.insertion_signal for n, p in zip(runs.name, runs.profiles)
+              if p is not None and p.insertion_signal is not None}
+    assert list(probed) == ["d8_w128"]
+    np.testing.assert_allclose(probed["d8_w128"], 0.1 * np.arange(1, 9))
+    write_report(tmp_path / "runs", tmp_path / "rep", bootstrap=0, figures=True)
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "first-order signal of a zero-output block inserted after block l" in md
+    assert "runs: d8_w128" in md and (tmp_path / "rep" / "gradient_profiles.png").exists()
