@@ -217,7 +217,9 @@ def make_fake_cloud(root: Path, base_env: dict[str, str]) -> dict[str, str]:
     return {**{k: v for k, v in base_env.items() if not k.startswith(("DD_", "FAKE_"))},
             "PATH": f"{bin_dir}:{base_env['PATH']}", "GCLOUD_LOG": str(root / "gcloud.jsonl"),
             "FAKE_ROOT": str(root), "FAKE_WORKER_PATH": f"{worker_bin}:{system}",
-            "FAKE_TRAINER": str(trainer), "DD_POLL_SECONDS": "0", "DD_STOP_GRACE_SECONDS": "5"}
+            # stop.sh returns as soon as a run has exited; the grace only bounds a run that hangs,
+            # and must outlast the supervisor's log copies on a loaded machine (5 s did not).
+            "FAKE_TRAINER": str(trainer), "DD_POLL_SECONDS": "0", "DD_STOP_GRACE_SECONDS": "60"}
 
 
 def calls(root: Path) -> list[list[str]]:
