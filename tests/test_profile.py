@@ -9,6 +9,7 @@ from jax.profiler import ProfileData
 
 from depthdelusion.config import Config, DataConfig, ModelConfig, TrainConfig
 from depthdelusion.train import loop
+from dispatch_counter import count_dispatches
 
 STEPS = 5
 
@@ -20,18 +21,8 @@ def test_profile_steps_trace_steps_2_to_3_and_nothing_else(tmp_path, monkeypatch
                  train=TrainConfig(steps=STEPS, batch_size=16, warmup_steps=2, log_every=1, layer_stats_every=2,
                                    eval_every=1000, eval_batches=0, checkpoint_every=0, checkpoint_minutes=0,
                                    grad_accum_steps=2, profile_steps="2-3"))
-    dispatched = [0]
+    dispatched = count_dispatches(monkeypatch)
     calls: list[tuple[str, int]] = []
-
-    def counting(step_fn):
-        def dispatch(state, tokens):
-            dispatched[0] += 1
-            return step_fn(state, tokens)
-        return dispatch
-
-    build = loop.build_trainer
-    monkeypatch.setattr(loop, "build_trainer", lambda c, mesh: (lambda t: t._replace(
-        step=counting(t.step), step_with_layer_stats=counting(t.step_with_layer_stats)))(build(c, mesh)))
     start, stop = jax.profiler.start_trace, jax.profiler.stop_trace
 
     def counted_start(log_dir, *args, **kwargs):

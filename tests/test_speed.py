@@ -16,6 +16,7 @@ from depthdelusion.cli import main
 from depthdelusion.config import Config, DataConfig, ModelConfig, TrainConfig
 from depthdelusion.model.transformer import Transformer, attention_implementation
 from depthdelusion.train import bench, loop
+from dispatch_counter import count_dispatches
 
 TINY = ModelConfig(depth=2, width=64, head_dim=16, seq_len=32, vocab_size=97)
 
@@ -81,18 +82,8 @@ def test_loop_reads_device_values_only_after_the_next_step_is_dispatched_at_logg
                  train=TrainConfig(steps=steps, batch_size=8, warmup_steps=2, log_every=1000,
                                    layer_stats_every=1000, eval_every=1000, eval_batches=0,
                                    checkpoint_every=0, checkpoint_minutes=0))
-    dispatched = [0]
+    dispatched = count_dispatches(monkeypatch)
     reads: list[int] = []
-
-    def counting(step_fn):
-        def dispatch(state, tokens):
-            dispatched[0] += 1
-            return step_fn(state, tokens)
-        return dispatch
-
-    build = loop.build_trainer
-    monkeypatch.setattr(loop, "build_trainer", lambda c, mesh: (lambda t: t._replace(
-        step=counting(t.step), step_with_layer_stats=counting(t.step_with_layer_stats)))(build(c, mesh)))
     read_value = ArrayImpl._value.fget
 
     def counted_value(self):
