@@ -12,6 +12,10 @@ Layouts recognised from a `data.path` (local, or remote such as gs:// through et
 - `jsonl`: a .jsonl / .jsonl.zst file, a directory of them, or a glob — one `{"text": ...}` per line;
 - `text`: a .txt file, a directory of them, or a glob — one document per file.
 
+Each layout is read by one of two readers (`DatasetFiles.reader`): `streaming` (streaming.py)
+for documents, or the kind a prepared dataset's metadata.json names (`packed_windows`:
+prepared.py).
+
 Bad records are skipped and counted, never fatal: malformed JSON or TFDS records, a missing or
 non-string text, invalid UTF-8, empty documents, and empty or truncated .zst / tfrecord shards.
 """
@@ -19,26 +23,36 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any, Iterator
 
 import grain
 import zstandard
 from etils import epath
 
+from depthdelusion.config import DataConfig
+from depthdelusion.data import builtin_corpus, tfds_format
+
 SKIP_REASONS = ("malformed_json", "missing_text", "invalid_utf8", "empty_document",
                 "empty_shard", "corrupt_shard", "malformed_record")
 FORMATS = ("slimpajama", "arrayrecord", "jsonl", "text")
+STREAMING = "streaming"  # the reader of every layout but a prepared dataset's
 
 
 @dataclasses.dataclass
 class DatasetFiles:
-    """A dataset's format and its train / validation files (sorted, as strings; for `tfds_text`,
-    `tfds_format.ShardRange`s)."""
+    """A dataset's format, its train / validation files (sorted, as strings; for `tfds_text`,
+    `tfds_format.ShardRange`s) and the reader that reads them: `streaming`, or a prepared
+    dataset's reader kind (`tfds_format.READER_KINDS`)."""
 
     format: str
     root: str
     train: list
     validation: list
+    reader: str = STREAMING
 
 
 def _glob(pattern_root: epath.Path, pattern: str) -> list[str]:
@@ -70,12 +84,11 @@ def legacy_windows_error(path: str) -> ValueError:
 
 
 def _tfds_dataset(path: str, root: epath.Path, text_feature: str) -> DatasetFiles:
-    from depthdelusion.data import tfds_format
-
     dataset = tfds_format.load_dataset_info(root)
-    if dataset.is_windows:
+    reader = tfds_format.prepared_reader(dataset)
+    if reader is not None:
         return DatasetFiles("arrayrecord", str(root), [p for p, _ in dataset.shards.get("train", [])],
-                            [p for p, _ in dataset.shards.get("validation", [])])
+                            [p for p, _ in dataset.shards.get("validation", [])], reader)
     tfds_format.check_text_feature(dataset, text_feature)
     train = tfds_format.shard_ranges(dataset, "train", text_feature)
     if not train:
@@ -91,15 +104,11 @@ def find_dataset(path: str, format: str = "auto", tfds_dir: str | None = None,
     if format not in ("auto", *FORMATS):
         raise ValueError(f"data.format={format!r}: valid values are auto, {', '.join(FORMATS)}")
     if path.startswith("tfds:"):
-        from depthdelusion.data.tfds_format import find_builder_dir
-
-        return _tfds_dataset(path, find_builder_dir(path[len("tfds:"):], tfds_dir), tfds_text_feature)
+        return _tfds_dataset(path, tfds_format.find_builder_dir(path[len("tfds:"):], tfds_dir), tfds_text_feature)
     root = epath.Path(path)
     if format in ("auto", "arrayrecord") and root.is_dir():
-        from depthdelusion.data.tfds_format import builder_dirs_under
-
         # Not below a train/ directory: listing SlimPajama's 59k shards on GCS would take minutes.
-        found = [] if (root / "train").is_dir() else builder_dirs_under(root)
+        found = [] if (root / "train").is_dir() else tfds_format.builder_dirs_under(root)
         if len(found) > 1:
             raise ValueError(f"data.path={path} holds {len(found)} TFDS datasets: point it at one of "
                              + ", ".join(str(p) for p in found))
@@ -107,7 +116,7 @@ def find_dataset(path: str, format: str = "auto", tfds_dir: str | None = None,
             return _tfds_dataset(path, found[0], tfds_text_feature)
         if (root / "metadata.json").exists():
             return DatasetFiles("legacy_windows", path, _glob(root / "train", "*.array_record*"),
-                                _glob(root / "validation", "*.array_record*"))
+                                _glob(root / "validation", "*.array_record*"), tfds_format.PACKED_WINDOWS)
     if format in ("auto", "slimpajama") and root.is_dir() and (root / "train").is_dir():
         train = _glob(root / "train", "chunk*/*.jsonl.zst")
         if train or format == "slimpajama":
@@ -127,6 +136,43 @@ def find_dataset(path: str, format: str = "auto", tfds_dir: str | None = None,
     if len(kinds) > 1:
         raise ValueError(f"data.path={path!r} mixes .txt and .jsonl files: point it at one kind")
     return DatasetFiles(kinds.pop(), path, files, [])
+
+
+def builtin_root(cfg: DataConfig) -> Path:
+    """The built-in corpus, written once in SlimPajama's layout under the cache directory
+    ($DEPTHDELUSION_CACHE or ~/.cache/depthdelusion)."""
+    cache = Path(os.environ.get("DEPTHDELUSION_CACHE", Path.home() / ".cache" / "depthdelusion"))
+    root = cache / f"builtin-v2-seed{cfg.seed}-docs{cfg.builtin_documents}"
+    if not (root / "train").is_dir():
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".writing-"))
+        builtin_corpus.write_slimpajama(tmp, cfg.builtin_documents, cfg.seed)
+        try:
+            tmp.rename(root)  # atomic: concurrent processes either win or find it written
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
+def resolve_dataset(cfg: DataConfig) -> DatasetFiles:
+    """The dataset a data config names (the built-in corpus when data.path is unset), with
+    data.holdout_files of a jsonl / text dataset moved to its validation split."""
+    if cfg.path is None:
+        return find_dataset(str(builtin_root(cfg)), "slimpajama")
+    found = find_dataset(cfg.path, cfg.format, cfg.tfds_dir, cfg.tfds_text_feature)
+    if cfg.holdout_files and not found.validation and found.format in ("jsonl", "text"):
+        if cfg.holdout_files >= len(found.train):
+            raise ValueError(
+                f"data.holdout_files={cfg.holdout_files} leaves no training files "
+                f"({len(found.train)} found at {cfg.path})"
+            )
+        found.validation = found.train[-cfg.holdout_files:]
+        found.train = found.train[:-cfg.holdout_files]
+    return found
+
+
+def dataset_name(cfg: DataConfig) -> str:
+    return "the built-in corpus" if cfg.path is None else cfg.path
 
 
 def _zst_lines(raw, counts: dict[str, int]) -> Iterator[bytes]:
@@ -195,9 +241,7 @@ def _documents_of_file(path, kind: str, counts: dict[str, int], skip: int = 0) -
     """One item per raw record (None for a skipped one), so positions count raw records; the
     first `skip` records are passed over now (by seeking where the format allows)."""
     if kind == "tfds":
-        from depthdelusion.data.tfds_format import documents_of_range
-
-        return documents_of_range(path, counts, skip)
+        return tfds_format.documents_of_range(path, counts, skip)
     docs = _documents_of_plain_file(path, kind, counts)
     for _ in range(skip):  # replayed: the caller restores the counts they change
         next(docs)
