@@ -7,9 +7,9 @@ import pytest
 import zstandard
 
 from depthdelusion.config import DataConfig
-from depthdelusion.data.pipeline import Batches, OutOfData, validation_batches
+from depthdelusion.data.pipeline import Batches, OutOfData, resolve_dataset, validation_batches
 from depthdelusion.data.prepare import prepare
-from depthdelusion.data.sources import find_dataset, resolve_dataset
+from depthdelusion.data.sources import find_dataset
 from depthdelusion.data.streaming import row_files
 from depthdelusion.data.tokenizers import get_tokenizer
 

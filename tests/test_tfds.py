@@ -14,9 +14,8 @@ import tensorflow_datasets as tfds
 from array_record.python.array_record_module import ArrayRecordReader, ArrayRecordWriter
 
 from depthdelusion.config import DataConfig
-from depthdelusion.data.pipeline import Batches, OutOfData, validation_batches
+from depthdelusion.data.pipeline import Batches, OutOfData, resolve_dataset, validation_batches
 from depthdelusion.data.prepare import prepare
-from depthdelusion.data.sources import resolve_dataset
 from depthdelusion.data.streaming import row_files
 from depthdelusion.data.tfds_format import load_dataset_info, shard_ranges, subdivide
 from depthdelusion.data.tokenizers import get_tokenizer

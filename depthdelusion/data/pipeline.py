@@ -7,7 +7,7 @@ processes (P): row r of every global batch has a fixed source, and process p ser
 [p·B/P, (p+1)·B/P). The iterator's state (`get_state` / `set_state`) goes into the run's
 checkpoint: restoring it yields exactly the batches an uninterrupted run sees.
 
-The dataset (`sources.resolve_dataset`) names its reader, and this module dispatches on it:
+The dataset (`resolve_dataset`) names its reader, and this module dispatches on it:
 `streaming.py` tokenizes and packs documents, one stream per batch row; `prepared.py` reads the
 windows written by `depthdelusion prepare-data` by random access (their metadata.json names
 that reader).
@@ -17,14 +17,18 @@ an OutOfData error naming the dataset and the tokens consumed.
 """
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import grain
 import numpy as np
 
 from depthdelusion.config import DataConfig
-from depthdelusion.data import prepared, streaming
-from depthdelusion.data.sources import STREAMING, dataset_name, resolve_dataset
+from depthdelusion.data import builtin_corpus, prepared, streaming
+from depthdelusion.data.sources import STREAMING, DatasetFiles, find_dataset
 from depthdelusion.data.tfds_format import PACKED_WINDOWS
 from depthdelusion.data.tokenizers import get_tokenizer
 
@@ -33,6 +37,43 @@ READERS = {STREAMING: streaming, PACKED_WINDOWS: prepared}
 
 class OutOfData(ValueError):
     """The data ran out before train.steps: an input problem, reported as one clear line."""
+
+
+def builtin_root(cfg: DataConfig) -> Path:
+    """The built-in corpus, written once in SlimPajama's layout under the cache directory
+    ($DEPTHDELUSION_CACHE or ~/.cache/depthdelusion)."""
+    cache = Path(os.environ.get("DEPTHDELUSION_CACHE", Path.home() / ".cache" / "depthdelusion"))
+    root = cache / f"builtin-v2-seed{cfg.seed}-docs{cfg.builtin_documents}"
+    if not (root / "train").is_dir():
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".writing-"))
+        builtin_corpus.write_slimpajama(tmp, cfg.builtin_documents, cfg.seed)
+        try:
+            tmp.rename(root)  # atomic: concurrent processes either win or find it written
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return root
+
+
+def resolve_dataset(cfg: DataConfig) -> DatasetFiles:
+    """The dataset a data config names (the built-in corpus when data.path is unset), with
+    data.holdout_files of a jsonl / text dataset moved to its validation split."""
+    if cfg.path is None:
+        return find_dataset(str(builtin_root(cfg)), "slimpajama")
+    found = find_dataset(cfg.path, cfg.format, cfg.tfds_dir, cfg.tfds_text_feature)
+    if cfg.holdout_files and not found.validation and found.format in ("jsonl", "text"):
+        if cfg.holdout_files >= len(found.train):
+            raise ValueError(
+                f"data.holdout_files={cfg.holdout_files} leaves no training files "
+                f"({len(found.train)} found at {cfg.path})"
+            )
+        found.validation = found.train[-cfg.holdout_files:]
+        found.train = found.train[:-cfg.holdout_files]
+    return found
+
+
+def dataset_name(cfg: DataConfig) -> str:
+    return "the built-in corpus" if cfg.path is None else cfg.path
 
 
 def train_dataset(cfg: DataConfig, seq_len: int, global_batch: int, process_index: int = 0,
@@ -45,7 +86,7 @@ def train_dataset(cfg: DataConfig, seq_len: int, global_batch: int, process_inde
     local_batch = global_batch // process_count
     found = resolve_dataset(cfg)
     return READERS[found.reader].train_batches(found, cfg, seq_len + 1, local_batch, global_batch,
-                                               process_index * local_batch)
+                                               process_index * local_batch, dataset_name(cfg))
 
 
 def validation_batches(cfg: DataConfig, seq_len: int, global_batch: int, n_batches: int,

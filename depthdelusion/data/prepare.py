@@ -23,7 +23,7 @@ import numpy as np
 from etils import epath
 
 from depthdelusion.config import DataConfig
-from depthdelusion.data.sources import resolve_dataset
+from depthdelusion.data.pipeline import resolve_dataset
 from depthdelusion.data.streaming import document_kind, packed_windows, skipped_counts
 from depthdelusion.data.tfds_format import (PACKED_WINDOWS, READER_KEY, WINDOWS_NAME, WindowsWriter,
                                             windows_config)

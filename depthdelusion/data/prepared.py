@@ -61,8 +61,9 @@ def checked_metadata(found: DatasetFiles, cfg: DataConfig, window: int) -> dict:
 
 
 def train_batches(found: DatasetFiles, cfg: DataConfig, window: int, local_batch: int,
-                  global_batch: int, first_row: int) -> grain.IterDataset:
-    """Rows [first_row, first_row + local_batch) of every global batch, [local_batch, window]."""
+                  global_batch: int, first_row: int, name: str) -> grain.IterDataset:
+    """Rows [first_row, first_row + local_batch) of every global batch, [local_batch, window];
+    `name` is the dataset's name for errors."""
     meta = checked_metadata(found, cfg, window)
     source = grain.sources.ArrayRecordDataSource(found.train)
     windows = grain.MapDataset.source(source).shuffle(seed=cfg.seed).repeat(cfg.epochs)

@@ -23,18 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
-import tempfile
-from pathlib import Path
 from typing import Any, Iterator
 
 import grain
 import zstandard
 from etils import epath
 
-from depthdelusion.config import DataConfig
-from depthdelusion.data import builtin_corpus, tfds_format
+from depthdelusion.data import tfds_format
 
 SKIP_REASONS = ("malformed_json", "missing_text", "invalid_utf8", "empty_document",
                 "empty_shard", "corrupt_shard", "malformed_record")
@@ -136,43 +131,6 @@ def find_dataset(path: str, format: str = "auto", tfds_dir: str | None = None,
     if len(kinds) > 1:
         raise ValueError(f"data.path={path!r} mixes .txt and .jsonl files: point it at one kind")
     return DatasetFiles(kinds.pop(), path, files, [])
-
-
-def builtin_root(cfg: DataConfig) -> Path:
-    """The built-in corpus, written once in SlimPajama's layout under the cache directory
-    ($DEPTHDELUSION_CACHE or ~/.cache/depthdelusion)."""
-    cache = Path(os.environ.get("DEPTHDELUSION_CACHE", Path.home() / ".cache" / "depthdelusion"))
-    root = cache / f"builtin-v2-seed{cfg.seed}-docs{cfg.builtin_documents}"
-    if not (root / "train").is_dir():
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".writing-"))
-        builtin_corpus.write_slimpajama(tmp, cfg.builtin_documents, cfg.seed)
-        try:
-            tmp.rename(root)  # atomic: concurrent processes either win or find it written
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return root
-
-
-def resolve_dataset(cfg: DataConfig) -> DatasetFiles:
-    """The dataset a data config names (the built-in corpus when data.path is unset), with
-    data.holdout_files of a jsonl / text dataset moved to its validation split."""
-    if cfg.path is None:
-        return find_dataset(str(builtin_root(cfg)), "slimpajama")
-    found = find_dataset(cfg.path, cfg.format, cfg.tfds_dir, cfg.tfds_text_feature)
-    if cfg.holdout_files and not found.validation and found.format in ("jsonl", "text"):
-        if cfg.holdout_files >= len(found.train):
-            raise ValueError(
-                f"data.holdout_files={cfg.holdout_files} leaves no training files "
-                f"({len(found.train)} found at {cfg.path})"
-            )
-        found.validation = found.train[-cfg.holdout_files:]
-        found.train = found.train[:-cfg.holdout_files]
-    return found
-
-
-def dataset_name(cfg: DataConfig) -> str:
-    return "the built-in corpus" if cfg.path is None else cfg.path
 
 
 def _zst_lines(raw, counts: dict[str, int]) -> Iterator[bytes]:

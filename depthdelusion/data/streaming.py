@@ -20,7 +20,7 @@ import numpy as np
 from depthdelusion.config import DataConfig
 from depthdelusion.data.grain_workers import prefetch_in_workers
 from depthdelusion.data.packing import PackWindowsIterDataset
-from depthdelusion.data.sources import SKIP_REASONS, DatasetFiles, DocumentsIterDataset, dataset_name
+from depthdelusion.data.sources import SKIP_REASONS, DatasetFiles, DocumentsIterDataset
 from depthdelusion.data.tfds_format import subdivide
 from depthdelusion.data.tokenizers import get_tokenizer
 
@@ -86,14 +86,15 @@ class RowsIterator(grain.DatasetIterator):
 
 
 def train_batches(found: DatasetFiles, cfg: DataConfig, window: int, local_batch: int,
-                  global_batch: int, first_row: int) -> grain.IterDataset:
-    """Rows [first_row, first_row + local_batch) of every global batch, [local_batch, window]."""
+                  global_batch: int, first_row: int, name: str) -> grain.IterDataset:
+    """Rows [first_row, first_row + local_batch) of every global batch, [local_batch, window];
+    `name` is the dataset's name for errors."""
     kind, units = document_kind(found), found.train
     if found.format == "tfds_text":
         units = subdivide(units, global_batch * max(1, cfg.workers))
     if len(units) < global_batch * max(1, cfg.workers):
         raise ValueError(
-            f"{dataset_name(cfg)} has {len(units)} training files; streaming feeds each of the "
+            f"{name} has {len(units)} training files; streaming feeds each of the "
             f"train.batch_size={global_batch} batch rows from its own files (x data.workers="
             f"{cfg.workers}), so it needs at least {global_batch * max(1, cfg.workers)}: split the "
             "files, or tokenize them once with `depthdelusion prepare-data` and train on that"
