@@ -16,13 +16,8 @@ from typing import Any, Literal, get_args, get_origin
 
 import yaml
 
-FFN_KINDS = ("gelu", "swiglu")
-NORM_KINDS = ("layernorm", "rmsnorm")
-POSITION_KINDS = ("rope", "learned")
-REMAT_POLICIES = ("none", "full", "save_dots")
-ATTENTION_KINDS = ("auto", "xla", "cudnn", "splash")
-PARAMETRIZATIONS = ("sp", "mup", "depth_mup", "completep")
-DTYPES = ("float32", "bfloat16", "float16")
+Parametrization = Literal["sp", "mup", "depth_mup", "completep"]
+PARAMETRIZATIONS = get_args(Parametrization)  # for commands that take a list of them
 
 
 @dataclasses.dataclass
@@ -54,7 +49,7 @@ class ModelConfig:
     attention: Literal["auto", "xla", "cudnn", "splash"] = "auto"
     # Hyperparameter-transfer parameterization (docs/parametrization.md): init, forward multipliers
     # and per-group AdamW lr / wd / eps scale with m_N = width / base_width, m_L = depth / base_depth.
-    parametrization: Literal["sp", "mup", "depth_mup", "completep"] = "sp"
+    parametrization: Parametrization = "sp"
     base_width: int = 256  # the width at which lr, init_std, wd and eps were tuned
     base_depth: int = 2  # the depth at which they were tuned
     # dtype of the residual stream (the scan carry, the sum of every block's output) and of the

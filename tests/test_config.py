@@ -66,3 +66,23 @@ def test_parse_override_reads_yaml_scalars():
     assert parse_override("model.use_bias=false") == ("model.use_bias", False)
     assert parse_override("model.vocab_size=null") == ("model.vocab_size", None)
     assert Config().validate() is not None
+
+
+def test_no_tuple_in_config_repeats_a_literal_field_type():
+    """A field's valid values are written once, in its Literal type; a module constant listing
+    them must be that type's own args, not a copy that can drift."""
+    import dataclasses
+    import typing
+
+    from depthdelusion import config
+
+    choices = {}
+    for section in (config.ModelConfig, config.DataConfig, config.TrainConfig, config.MeshConfig):
+        for field in dataclasses.fields(section):
+            hint = typing.get_type_hints(section)[field.name]
+            if typing.get_origin(hint) is typing.Literal:
+                choices[frozenset(typing.get_args(hint))] = typing.get_args(hint)
+    copies = [name for name, value in vars(config).items()
+              if isinstance(value, tuple) and frozenset(value) in choices and value is not choices[frozenset(value)]]
+    assert not copies, f"config.py constants repeating a Literal field type: {copies}"
+    assert config.PARAMETRIZATIONS == ("sp", "mup", "depth_mup", "completep")

@@ -7,9 +7,10 @@ import pytest
 import zstandard
 
 from depthdelusion.config import DataConfig
-from depthdelusion.data.pipeline import Batches, OutOfData, _row_files, resolve_dataset, validation_batches
+from depthdelusion.data.pipeline import Batches, OutOfData, resolve_dataset, validation_batches
 from depthdelusion.data.prepare import prepare
 from depthdelusion.data.sources import find_dataset
+from depthdelusion.data.streaming import row_files
 from depthdelusion.data.tokenizers import get_tokenizer
 
 
@@ -80,7 +81,7 @@ def test_each_batch_row_is_its_files_packed_end_to_end_once(slimpajama):
     expected_rows = []
     for row in range(4):
         stream = []
-        for path in _row_files(found.train, seed=42, epochs=1, row=row, rows=4):
+        for path in row_files(found.train, seed=42, epochs=1, row=row, rows=4):
             lines = zstandard.ZstdDecompressor().decompress(Path(path).read_bytes()).splitlines()
             for line in lines:
                 stream += tok.encode(json.loads(line)["text"]).tolist() + [tok.eos_id]
@@ -155,7 +156,7 @@ def test_two_processes_read_disjoint_shares_and_each_resumes_exactly(slimpajama)
     shares = [take(Batches(cfg, 31, 4, p, 2), 6) for p in range(2)]
     assert shares[0][0].shape == (2, 32)
     files = find_dataset(str(root)).train
-    opened = [{f for row in (2 * p, 2 * p + 1) for f in _row_files(files, 42, 1, row, 4)} for p in range(2)]
+    opened = [{f for row in (2 * p, 2 * p + 1) for f in row_files(files, 42, 1, row, 4)} for p in range(2)]
     assert not opened[0] & opened[1] and opened[0] | opened[1] == set(files)  # disjoint shares
     for p in range(2):
         it = Batches(cfg, 31, 4, p, 2)

@@ -14,8 +14,9 @@ import tensorflow_datasets as tfds
 from array_record.python.array_record_module import ArrayRecordReader, ArrayRecordWriter
 
 from depthdelusion.config import DataConfig
-from depthdelusion.data.pipeline import Batches, OutOfData, _row_files, resolve_dataset, validation_batches
+from depthdelusion.data.pipeline import Batches, OutOfData, resolve_dataset, validation_batches
 from depthdelusion.data.prepare import prepare
+from depthdelusion.data.streaming import row_files
 from depthdelusion.data.tfds_format import load_dataset_info, shard_ranges, subdivide
 from depthdelusion.data.tokenizers import get_tokenizer
 
@@ -72,7 +73,7 @@ def expected_rows(data_dir, rows: int, seed: int = 42) -> list[list[int]]:
     streams = []
     for row in range(rows):
         stream = []
-        for unit in _row_files(units, seed, 1, row, rows):
+        for unit in row_files(units, seed, 1, row, rows):
             for i in range(offsets[unit.path] + unit.start, offsets[unit.path] + unit.stop):
                 text = source[int(i)]["text"].decode()
                 if text.strip():
@@ -317,6 +318,30 @@ def test_training_reads_the_prepared_windows_tfds_holds(tfds_dir, tmp_path):
     np.testing.assert_array_equal(np.concatenate(take(again, 4)), runs[0][12:28])
     with pytest.raises(ValueError, match=f"{out}.*already holds a prepared dataset"):
         prepare("tfds:tiny_web_text:en", str(out), tokenizer="bytes", seq_len=15, tfds_dir=str(tfds_dir))
+
+
+def test_the_prepared_dataset_names_its_reader_and_the_loader_dispatches_on_it(tfds_dir, tmp_path):
+    """metadata.json carries the reader kind; an unknown or missing kind is a clear error naming
+    the file and the valid kinds; a dataset prepared before the kind was written still reads."""
+    out = tmp_path / "prepared"
+    meta = prepare("tfds:tiny_web_text:en", str(out), tokenizer="bytes", seq_len=15, tfds_dir=str(tfds_dir))
+    meta_file = Path(meta["tfds_builder_dir"]) / "metadata.json"
+    written = json.loads(meta_file.read_text())
+    assert written["depthdelusion_reader"] == "packed_windows"
+    cfg = DataConfig(path=str(out), tokenizer="bytes")
+    assert resolve_dataset(cfg).reader == "packed_windows"
+    assert resolve_dataset(text_cfg(tfds_dir)).reader == "streaming"
+    expected = take(Batches(cfg, 15, 4), 3)
+
+    meta_file.write_text(json.dumps({**written, "depthdelusion_reader": "packed_documents"}))
+    with pytest.raises(ValueError, match=rf"{meta_file}: depthdelusion_reader='packed_documents' .*valid: packed_windows"):
+        Batches(cfg, 15, 4)
+    meta_file.write_text(json.dumps({k: v for k, v in written.items() if k not in ("depthdelusion_reader", "window")}))
+    with pytest.raises(ValueError, match=rf"{meta_file}: .* names no reader .*packed_windows.*prepare-data"):
+        Batches(cfg, 15, 4)
+    meta_file.write_text(json.dumps({k: v for k, v in written.items() if k != "depthdelusion_reader"}))
+    for a, b in zip(expected, take(Batches(cfg, 15, 4), 3)):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_a_directory_prepared_before_tfds_names_its_conversion_and_converts(tmp_path):

@@ -12,7 +12,7 @@ import optax
 from flax import nnx
 
 from depthdelusion.config import DataConfig, ModelConfig
-from depthdelusion.data.pipeline import build_batches
+from depthdelusion.data.pipeline import Batches
 from depthdelusion.model import parametrization as pz
 from depthdelusion.model.transformer import Transformer
 from depthdelusion.train.optimizer import param_groups
@@ -20,10 +20,10 @@ from depthdelusion.train.optimizer import param_groups
 BASE_W, BASE_D, SEQ = 32, 2, 64
 
 
-def group_grad_rms(width: int, depth: int) -> dict[str, float]:
-    batches, tok = build_batches(DataConfig(), SEQ, 8)
+def group_grad_rms(width: int, depth: int, data: DataConfig = DataConfig()) -> tuple[dict[str, float], ModelConfig]:
+    batches = Batches(data, SEQ, 8)
     tokens = jnp.asarray(next(batches))
-    mc = ModelConfig(depth=depth, width=width, head_dim=16, seq_len=SEQ, vocab_size=tok.vocab_size,
+    mc = ModelConfig(depth=depth, width=width, head_dim=16, seq_len=SEQ, vocab_size=batches.tokenizer.vocab_size,
                      parametrization="completep", base_width=BASE_W, base_depth=BASE_D)
     graphdef, params = nnx.split(Transformer(mc, rngs=nnx.Rngs(0)), nnx.Param)
 

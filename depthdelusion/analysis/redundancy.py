@@ -1,4 +1,4 @@
-"""Redundancy laws (SPEC.md §3): a spectral tail λ_i ∝ i^(−β) and a source smoothness s set the
+"""Redundancy laws ("Scaling laws are redundancy laws"): a spectral tail λ_i ∝ i^(−β) and a source smoothness s set the
 data-scaling exponent of kernel ridge regression, excess risk ∝ n^(−2βs/(2βs+1)).
 
 Everything here is numpy: Gaussian features with a chosen covariance spectrum, ridge regression in

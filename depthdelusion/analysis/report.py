@@ -44,7 +44,7 @@ from .verdict import LR_THRESHOLD, overall, penalty_verdict, penalty_verdicts, s
 
 DEFAULT_LAWS = ("depth_delusion", "depth_delusion_relative", "depth_delusion_power", "kaplan")
 GROUP_MODES = ("auto", "offsets", "pooled")
-#: The paper's runs use the GPT-2 BPE tokenizer (SPEC §1); the bundled table has no vocab column.
+#: The paper's runs use the GPT-2 BPE tokenizer; the bundled table has no vocab column.
 PAPER_VOCAB = 50257
 SIZE_CLASS_GAP = 1.5  # runs whose N differ by more than this factor start a new size class
 MIN_RUNS_ALONE = 10   # a group is fitted alone only with at least this many runs

@@ -2,8 +2,8 @@
 
 OUT/depthdelusion_windows/{tokenizer}_seq{seq_len}/1.0.0/
     dataset_info.json, features.json    the TFDS description: feature `tokens`, splits, shards
-    metadata.json                       tokenizer, window (= seq_len + 1), dtype, counts, source,
-                                        skipped records (TFDS's `info.metadata`)
+    metadata.json                       reader kind (packed_windows), tokenizer, window (= seq_len + 1),
+                                        dtype, counts, source, skipped records (TFDS's `info.metadata`)
     depthdelusion_windows-train.array_record-0000K-of-0000N       one record per packed window
     depthdelusion_windows-validation.array_record-00000-of-00001  (the source's validation split)
 
@@ -23,8 +23,10 @@ import numpy as np
 from etils import epath
 
 from depthdelusion.config import DataConfig
-from depthdelusion.data.pipeline import _streaming, document_kind, resolve_dataset, skipped_counts
-from depthdelusion.data.tfds_format import WindowsWriter, windows_config, WINDOWS_NAME
+from depthdelusion.data.pipeline import resolve_dataset
+from depthdelusion.data.streaming import document_kind, packed_windows, skipped_counts
+from depthdelusion.data.tfds_format import (PACKED_WINDOWS, READER_KEY, WINDOWS_NAME, WindowsWriter,
+                                            windows_config)
 from depthdelusion.data.tokenizers import get_tokenizer
 
 
@@ -48,6 +50,7 @@ def _convert_legacy(root: str, out: str) -> dict:
 
 
 def _finish(writer: WindowsWriter, meta: dict) -> dict:
+    meta[READER_KEY] = PACKED_WINDOWS
     meta["tfds_name"] = f"{WINDOWS_NAME}/{windows_config(meta['tokenizer'], meta['seq_len'])}"
     meta["tfds_builder_dir"] = writer.finish(meta, description=(
         f"Documents of {meta['source']} tokenized with {meta['tokenizer']}, separated by EOS and "
@@ -80,7 +83,7 @@ def prepare(source: str | None, out: str, tokenizer: str = "gpt2", seq_len: int 
         if not files:
             meta[f"{split}_windows"] = 0
             continue
-        it = iter(_streaming(files, document_kind(found), tokenizer, window))
+        it = iter(packed_windows(files, document_kind(found), tokenizer, window))
         n = writer.write_split(split, it, max_windows if split == "train" else None)
         meta[f"{split}_windows"] = n
         meta[f"{split}_tokens"] = n * window

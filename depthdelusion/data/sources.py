@@ -12,6 +12,10 @@ Layouts recognised from a `data.path` (local, or remote such as gs:// through et
 - `jsonl`: a .jsonl / .jsonl.zst file, a directory of them, or a glob — one `{"text": ...}` per line;
 - `text`: a .txt file, a directory of them, or a glob — one document per file.
 
+Each layout is read by one of two readers (`DatasetFiles.reader`): `streaming` (streaming.py)
+for documents, or the kind a prepared dataset's metadata.json names (`packed_windows`:
+prepared.py).
+
 Bad records are skipped and counted, never fatal: malformed JSON or TFDS records, a missing or
 non-string text, invalid UTF-8, empty documents, and empty or truncated .zst / tfrecord shards.
 """
@@ -25,20 +29,25 @@ import grain
 import zstandard
 from etils import epath
 
+from depthdelusion.data import tfds_format
+
 SKIP_REASONS = ("malformed_json", "missing_text", "invalid_utf8", "empty_document",
                 "empty_shard", "corrupt_shard", "malformed_record")
 FORMATS = ("slimpajama", "arrayrecord", "jsonl", "text")
+STREAMING = "streaming"  # the reader of every layout but a prepared dataset's
 
 
 @dataclasses.dataclass
 class DatasetFiles:
-    """A dataset's format and its train / validation files (sorted, as strings; for `tfds_text`,
-    `tfds_format.ShardRange`s)."""
+    """A dataset's format, its train / validation files (sorted, as strings; for `tfds_text`,
+    `tfds_format.ShardRange`s) and the reader that reads them: `streaming`, or a prepared
+    dataset's reader kind (`tfds_format.READER_KINDS`)."""
 
     format: str
     root: str
     train: list
     validation: list
+    reader: str = STREAMING
 
 
 def _glob(pattern_root: epath.Path, pattern: str) -> list[str]:
@@ -70,12 +79,11 @@ def legacy_windows_error(path: str) -> ValueError:
 
 
 def _tfds_dataset(path: str, root: epath.Path, text_feature: str) -> DatasetFiles:
-    from depthdelusion.data import tfds_format
-
     dataset = tfds_format.load_dataset_info(root)
-    if dataset.is_windows:
+    reader = tfds_format.prepared_reader(dataset)
+    if reader is not None:
         return DatasetFiles("arrayrecord", str(root), [p for p, _ in dataset.shards.get("train", [])],
-                            [p for p, _ in dataset.shards.get("validation", [])])
+                            [p for p, _ in dataset.shards.get("validation", [])], reader)
     tfds_format.check_text_feature(dataset, text_feature)
     train = tfds_format.shard_ranges(dataset, "train", text_feature)
     if not train:
@@ -91,15 +99,11 @@ def find_dataset(path: str, format: str = "auto", tfds_dir: str | None = None,
     if format not in ("auto", *FORMATS):
         raise ValueError(f"data.format={format!r}: valid values are auto, {', '.join(FORMATS)}")
     if path.startswith("tfds:"):
-        from depthdelusion.data.tfds_format import find_builder_dir
-
-        return _tfds_dataset(path, find_builder_dir(path[len("tfds:"):], tfds_dir), tfds_text_feature)
+        return _tfds_dataset(path, tfds_format.find_builder_dir(path[len("tfds:"):], tfds_dir), tfds_text_feature)
     root = epath.Path(path)
     if format in ("auto", "arrayrecord") and root.is_dir():
-        from depthdelusion.data.tfds_format import builder_dirs_under
-
         # Not below a train/ directory: listing SlimPajama's 59k shards on GCS would take minutes.
-        found = [] if (root / "train").is_dir() else builder_dirs_under(root)
+        found = [] if (root / "train").is_dir() else tfds_format.builder_dirs_under(root)
         if len(found) > 1:
             raise ValueError(f"data.path={path} holds {len(found)} TFDS datasets: point it at one of "
                              + ", ".join(str(p) for p in found))
@@ -107,7 +111,7 @@ def find_dataset(path: str, format: str = "auto", tfds_dir: str | None = None,
             return _tfds_dataset(path, found[0], tfds_text_feature)
         if (root / "metadata.json").exists():
             return DatasetFiles("legacy_windows", path, _glob(root / "train", "*.array_record*"),
-                                _glob(root / "validation", "*.array_record*"))
+                                _glob(root / "validation", "*.array_record*"), tfds_format.PACKED_WINDOWS)
     if format in ("auto", "slimpajama") and root.is_dir() and (root / "train").is_dir():
         train = _glob(root / "train", "chunk*/*.jsonl.zst")
         if train or format == "slimpajama":
@@ -195,9 +199,7 @@ def _documents_of_file(path, kind: str, counts: dict[str, int], skip: int = 0) -
     """One item per raw record (None for a skipped one), so positions count raw records; the
     first `skip` records are passed over now (by seeking where the format allows)."""
     if kind == "tfds":
-        from depthdelusion.data.tfds_format import documents_of_range
-
-        return documents_of_range(path, counts, skip)
+        return tfds_format.documents_of_range(path, counts, skip)
     docs = _documents_of_plain_file(path, kind, counts)
     for _ in range(skip):  # replayed: the caller restores the counts they change
         next(docs)

@@ -10,8 +10,9 @@ reading nor writing here imports TensorFlow.
 Two uses:
 - packed token windows (`depthdelusion prepare-data`): dataset `depthdelusion_windows`, config
   `{tokenizer}_seq{seq_len}`, one feature `tokens` = Tensor(shape=(window,), uint16 or int32,
-  stored as raw bytes), splits `train` / `validation`, always array_record; the tokenizer, window
-  and counts are in the dataset's metadata (`info.metadata`, metadata.json). Any TFDS reader
+  stored as raw bytes), splits `train` / `validation`, always array_record; the reader kind
+  (`READER_KEY`), tokenizer, window and counts are in the dataset's metadata (`info.metadata`,
+  metadata.json). Any TFDS reader
   opens it: `tfds.data_source("depthdelusion_windows/gpt2_seq1024", data_dir=OUT)`.
 - any TFDS text dataset as a document source (`data.path=tfds:NAME[:CONFIG]`): the records of
   one text feature, read shard by shard (a shard range is the unit dealt to batch rows).
@@ -31,6 +32,10 @@ WINDOWS_VERSION = "1.0.0"
 WINDOWS_FEATURE = "tokens"
 # `tfds build` writes tfrecord unless asked for array_record; both are read.
 FILE_FORMATS = ("array_record", "tfrecord")
+# A prepared dataset's metadata.json names the reader that reads it; the loader dispatches on it.
+READER_KEY = "depthdelusion_reader"
+PACKED_WINDOWS = "packed_windows"  # prepared.py: packed windows by random access
+READER_KINDS = (PACKED_WINDOWS,)
 
 
 def windows_config(tokenizer: str, seq_len: int) -> str:
@@ -130,9 +135,26 @@ class TfdsDataset:
     metadata: dict
     shards: dict[str, list[tuple[str, int]]]  # split -> [(shard path, number of records)]
 
-    @property
-    def is_windows(self) -> bool:
-        return self.name == WINDOWS_NAME and "window" in self.metadata
+
+def prepared_reader(dataset: TfdsDataset) -> str | None:
+    """The reader kind a dataset written by prepare-data names in its metadata.json; None for
+    any other TFDS dataset (a text source, streamed). Datasets prepared before the metadata
+    named its reader hold packed windows."""
+    where = f"{dataset.root}/metadata.json"
+    kind = dataset.metadata.get(READER_KEY)
+    if kind is None:
+        if dataset.name != WINDOWS_NAME:
+            return None
+        if "window" in dataset.metadata:
+            return PACKED_WINDOWS
+        raise ValueError(f"{where}: a {WINDOWS_NAME} dataset whose metadata names no reader "
+                         f"({READER_KEY}: one of {', '.join(READER_KINDS)}): prepare it again with "
+                         "`depthdelusion prepare-data`")
+    if kind not in READER_KINDS:
+        raise ValueError(f"{where}: {READER_KEY}={kind!r} is not a reader kind this version reads "
+                         f"(valid: {', '.join(READER_KINDS)}): prepare it again with this version's "
+                         "`depthdelusion prepare-data`")
+    return kind
 
 
 def load_dataset_info(root: epath.Path) -> TfdsDataset:

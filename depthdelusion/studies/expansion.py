@@ -1,5 +1,5 @@
-"""Depth expansion: insert zero-output residual blocks into a trained model (SPEC.md "Depth
-expansion").
+"""Depth expansion: insert zero-output residual blocks into a trained model
+(docs/depth_expansion.md).
 
 A block inserted after block k (0-based, k = 0 is the bottom block) is drawn like a fresh block
 (seeded) except its attention output and MLP down projections (`out_kernel`, `down_kernel`; their

@@ -1,5 +1,5 @@
 """The first-order descent signal of an inserted block, the jumpboard step, and the
-activation-gradient covariance (SPEC.md "Depth expansion").
+activation-gradient covariance (docs/depth_expansion.md).
 
 Signal. Insert a block after block k with zero output projections (studies/expansion.py). At that
 point its gradient w.r.t. the zero projections is g_k = r·Σ_tokens φ_k(h) ⊗ ∂L/∂h_k: the
