@@ -4,7 +4,7 @@ persistence study (runs trained by `depthdelusion sweep experiments/persistence_
 Per run: the windowed rate 1/ℓ around the requested step (`analysis/persistence.py`) for
 weight and activation gradients, and the rate at every logged step (when the decay appears).
 Per parametrization: ℓ(W) over all runs (power law vs log form), the loss-optimal depth per
-width against the paper's D_crit ≈ 2.43·ln W, and seed-to-seed spreads where seeds repeat.
+width against the paper's D_crit ≈ κ·ln W, and seed-to-seed spreads where seeds repeat.
 JAX-free: reads run directories only.
 """
 from __future__ import annotations
@@ -18,11 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from depthdelusion.analysis.persistence import (DEFAULT_STEP, DEFAULT_WINDOW, persistence_length,
-                                                persistence_scaling, window_bounds, windowed_norms)
+                                                persistence_scaling, window_bounds, windowed_fit)
+from depthdelusion.analysis.reference import PAPER_KAPPA
 from depthdelusion.analysis.runs import read_gradient_profile
 
-PAPER_KAPPA = 2.43  # D_crit ≈ κ·ln W (the paper's fit)
-PAPER_P = 0.44  # ℓ ∝ W^p
 TIMELINE = (1, 25, 50, 100, 200, 400, 600, 800, 1000)  # steps at which the rate is tabulated
 
 
@@ -62,12 +61,9 @@ def windowed_fits(runs: list[dict], step: int, window: float, skip_bottom: int =
         for kind in ("weight", "activation"):
             if r["profile"] is None or not r["profile"].steps(kind):
                 continue
-            used, norms_SxD, warning = windowed_norms(r["profile"], step, window, kind)
-            norms_SxD = norms_SxD[:, skip_bottom:]
-            f = persistence_length(norms_SxD, name=r["name"], width=r["width"], kind=kind,
-                                   requested_step=step, seed=i)
-            f.steps, f.step, f.window, f.warning = used, int(round(np.mean(used))), window_bounds(step, window), warning
-            out[(r["name"], kind)] = f
+            out[(r["name"], kind)] = windowed_fit(r["profile"], step=step, window=window, kind=kind,
+                                                  name=r["name"], width=r["width"], seed=i,
+                                                  skip_bottom=skip_bottom)
     return out
 
 
@@ -215,7 +211,7 @@ def build(root: Path, out: Path, *, step: int = DEFAULT_STEP, window: float = DE
            "Final loss = mean over the last 10% of tokens (nats/byte). Error bars: the run's SE, or "
            "the SE over seeds where the shape was repeated.", "",
            "| param. | W | " + " | ".join(f"D={d}" for d in sorted({r['depth'] for r in runs})) +
-           " | best D | paper D_crit = 2.43·ln W |", "|---|---|" + "---|" * (len({r['depth'] for r in runs}) + 2)]
+           f" | best D | paper D_crit = {PAPER_KAPPA}·ln W |", "|---|---|" + "---|" * (len({r['depth'] for r in runs}) + 2)]
     for pz in params:
         for w in sorted({r["width"] for r in runs if r["parametrization"] == pz}):
             cells, best = [], None
