@@ -265,8 +265,7 @@ def compile_step(cfg: Config, devices: list, budget_bytes: float) -> Attempt:
 
 
 def markdown_table(plans: list[Plan]) -> str:
+    from depthdelusion.analysis.tables import markdown_table as render
+
     rows = [p.row() for p in plans]
-    cols = list(rows[0])
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    out += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
-    return "\n".join(out) + "\n"
+    return render(list(rows[0]), [list(r.values()) for r in rows]) + "\n"
