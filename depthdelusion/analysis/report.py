@@ -509,7 +509,8 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     if not any(persist.values()):
         md += ["## Gradient persistence length", "",
                "The data has no per-layer gradient norms, so ℓ cannot be estimated here "
-               f"(the paper reports ℓ ∝ W^{PAPER_PERSISTENCE_EXPONENT}, power-law R² {PAPER_PERSISTENCE_R2['power']} vs "
+               f"(the paper reports ℓ ∝ W^{PAPER_PERSISTENCE_EXPONENT}, "
+               f"power-law R² {PAPER_PERSISTENCE_R2['power']} vs "
                f"log-form R² {PAPER_PERSISTENCE_R2['log']}).", ""]
     else:
         lo, hi = window_bounds(p_step, DEFAULT_WINDOW)

@@ -378,7 +378,8 @@ def markdown(result: dict) -> str:
                  align="rlllrr")]
     lines += ["", f"Jumpboard at the strongest insertion point (after block {result['jumpboard_after']}), "
               "along −ḡ_train/‖ḡ_train‖:", "",
-              markdown_table(["η", "ΔL train", "first order −η‖g‖", "ΔL held-out", "first order η<d, g_test>"],
+              markdown_table(["η", "ΔL train", "first order −η‖g‖", "ΔL held-out",
+                              "first order η<d, g_test>"],
                              [[f"{r['eta']:g}", f"{r['delta_train']:.2e}", f"{r['first_order_train']:.2e}",
                                f"{r['delta_test']:.2e}", f"{r['first_order_test']:.2e}"] for r in result["jumpboard"]],
                              align="rrrrr")]
@@ -386,7 +387,8 @@ def markdown(result: dict) -> str:
     lines += ["", f"Largest η tried that lowers the held-out loss: {eta if eta is not None else 'none'}.", "",
               markdown_table(["layer", "off-diagonal energy of Σ g gᵀ", "same, coordinates shuffled (diagonal null)",
                               "tokens"],
-                             [[r["layer"], f"{r['offdiag_fraction']:.3f}", f"{r['offdiag_fraction_null']:.3f}", r["tokens"]]
+                             [[r["layer"], f"{r['offdiag_fraction']:.3f}", f"{r['offdiag_fraction_null']:.3f}",
+                               r["tokens"]]
                               for r in result["covariance"]],
                              align="rrrr")]
     return "\n".join(lines) + "\n"

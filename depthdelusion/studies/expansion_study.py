@@ -297,7 +297,8 @@ def results_markdown(run_rows: list[dict], jump_rows: list[dict], probes: dict, 
               ["run", "D", "W", "eval loss", "max signal [95%] (after k)", "max unbiased", "min signal",
                "cos mean (min lo)", "largest η lowering held-out", "off-diag (null)", "train s", "probe s"],
               [[r["run"], r["depth"], r["width"], f"{r['eval_loss']:.3f}",
-                f"{r['max_signal_train']:.3g} [{r['max_signal_lo']:.3g}, {r['max_signal_hi']:.3g}] ({r['argmax_after']})",
+                f"{r['max_signal_train']:.3g} [{r['max_signal_lo']:.3g}, {r['max_signal_hi']:.3g}] "
+                f"({r['argmax_after']})",
                 f"{r['max_unbiased_signal']:.3g}", f"{r['min_signal_train']:.3g}",
                 f"{r['mean_cosine']:.2f} ({r['min_cosine_lo']:.2f})", r["largest_eta_lowering_test"],
                 f"{r['mean_offdiag']:.2f} ({r['mean_offdiag_null']:.3f})", f"{r['train_wall_s']:.0f}",
@@ -312,7 +313,8 @@ def results_markdown(run_rows: list[dict], jump_rows: list[dict], probes: dict, 
                           align="lrrrrrr")]
     md += ["", "## Per insertion point", "",
            markdown_table(["run", "after", "signal train [95%]", "signal held-out [95%]", "cos [95%]"],
-                          [[name, r["after"], f"{r['signal_train']:.3g} [{r['signal_train_lo']:.3g}, {r['signal_train_hi']:.3g}]",
+                          [[name, r["after"],
+                            f"{r['signal_train']:.3g} [{r['signal_train_lo']:.3g}, {r['signal_train_hi']:.3g}]",
                             f"{r['signal_test']:.3g} [{r['signal_test_lo']:.3g}, {r['signal_test_hi']:.3g}]",
                             f"{r['cosine']:.2f} [{r['cosine_lo']:.2f}, {r['cosine_hi']:.2f}]"]
                            for name, p in sorted(probes.items(), key=lambda kv: (kv[1]["width"], kv[1]["depth"]))

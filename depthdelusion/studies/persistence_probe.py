@@ -157,7 +157,8 @@ def write(result: dict, setup: ProbeSetup, out: Path, command: str) -> list[Path
                               f"{f.rate:+.3f} [{f.rate_ci[0]:+.3f}, {f.rate_ci[1]:+.3f}]",
                               "—" if f.length is None else f"{f.length:+.3g}", f"{g[0] / g[-1]:.3g}"])
         lines += [f"## {kind} gradients", "",
-                  markdown_table(["D", "W", "params", "s", "step", "status", "rate 1/ℓ [95% CI]", "ℓ", "g_0/g_D"], table),
+                  markdown_table(["D", "W", "params", "s", "step", "status", "rate 1/ℓ [95% CI]", "ℓ",
+                                  "g_0/g_D"], table),
                   ""]
         for t in sorted({0, last}):
             at = [f for f in fits if f.kind == kind and f.step == t]

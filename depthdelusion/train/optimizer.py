@@ -12,6 +12,7 @@ from flax import nnx
 from depthdelusion.config import ModelConfig, TrainConfig
 from depthdelusion.model import parametrization as pz
 
+
 def lr_schedule(tc: TrainConfig) -> optax.Schedule:
     """Learning rate of update number `count` (0-based): linear warmup reaching `lr` at update
     `warmup_steps`, then cosine to `lr * lr_min_ratio` at update `steps`. Update 0 already
