@@ -73,8 +73,8 @@ def test_decay_and_group_come_from_the_parameters_metadata_not_their_names():
     """A leaf named like a bias but created as a decayed matrix is decayed and grouped as one."""
     from depthdelusion.train.optimizer import param_groups
 
-    params = {"qkv_b": nnx.Param(np.ones((2, 2), np.float32), weight_decay=True, group="hidden_matrix"),
-              "w_kernel": nnx.Param(np.ones((2,), np.float32), weight_decay=False, group="hidden_bias")}
+    params = nnx.State({"qkv_b": nnx.Param(np.ones((2, 2), np.float32), weight_decay=True, group="hidden_matrix"),
+                        "w_kernel": nnx.Param(np.ones((2,), np.float32), weight_decay=False, group="hidden_bias")})
     assert nnx.to_pure_dict(weight_decay_mask(params)) == {"qkv_b": True, "w_kernel": False}
     assert nnx.to_pure_dict(param_groups(params)) == {"qkv_b": "hidden_matrix", "w_kernel": "hidden_bias"}
     with pytest.raises(ValueError, match="parameter group 'hiden_matrix' is not one of embedding"):
