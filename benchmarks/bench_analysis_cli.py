@@ -20,12 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
+from depthdelusion.analysis.consistency import blocks_plus_embeddings
+
 
 def table(path: Path) -> Path:
     rng = np.random.default_rng(0)
     D, W = np.meshgrid(np.unique(np.geomspace(2, 64, 10).round()), np.geomspace(128, 4096, 25).round())
     D, W = D.ravel(), W.ravel()
-    N = 12 * D * W ** 2 + 2 * 50257 * W
+    N = blocks_plus_embeddings(D, W)
     T = N * rng.uniform(20, 80, len(N))
     loss = (1.7 + 400 * N ** -0.34 + 410 * T ** -0.28 + 0.1 * np.maximum(0, D - 2.5 * np.log(W)) * W ** -0.3
             + 0.01 * rng.standard_normal(len(N)))

@@ -24,8 +24,9 @@ from depthdelusion.data.pipeline import Batches
 from depthdelusion.data.prepare import prepare
 from depthdelusion.data.sources import DocumentsIterDataset, find_dataset
 from depthdelusion.model.size import flops_per_token
+from depthdelusion.train.hardware import chip_of
 
-H100_PEAK = 989e12
+H100_PEAK = chip_of("NVIDIA H100 80GB HBM3").peak_flops
 
 
 def measure(cfg: DataConfig, seq_len: int, batch: int, n_batches: int) -> float:

@@ -25,25 +25,10 @@ from typing import Any, NamedTuple
 
 from depthdelusion.config import Config, MeshConfig
 from depthdelusion.model import size
+from depthdelusion.train.hardware import TPU_GENERATIONS, Chip, GiB
 
-GiB = 1024 ** 3
 REMAT_ORDER = ("none", "save_dots", "full")
 
-
-class Chip(NamedTuple):
-    generation: str  # as in the topology name: v4, v5e, v5p, v6e
-    hbm_bytes: int  # per chip
-    peak_flops: float  # dense bf16 per chip
-    cores_in_name: bool  # v4-32 / v5p-N count TensorCores (2 per chip); v5e / v6e count chips
-
-
-# Per-chip HBM and peak bf16 FLOP/s, from Google Cloud's TPU system-architecture pages.
-CHIPS = {
-    "v4": Chip("v4", 32 * GiB, 275e12, True),
-    "v5p": Chip("v5p", 95 * GiB, 459e12, True),
-    "v5e": Chip("v5e", 16 * GiB, 197e12, False),
-    "v6e": Chip("v6e", 32 * GiB, 918e12, False),
-}
 # Chips -> physical topology (x, y[, z]) of the standard slice shapes.
 _SHAPES_3D = {4: "2x2x1", 8: "2x2x2", 16: "2x2x4", 32: "2x4x4", 64: "4x4x4", 128: "4x4x8",
               256: "4x8x8", 512: "8x8x8", 1024: "8x8x16", 2048: "8x16x16"}
@@ -60,21 +45,22 @@ class Topology(NamedTuple):
 
 def resolve_topology(name: str) -> Topology:
     """`v4-32`, `v5e-16`, `v6e-64`, `v5p-128` (Cloud accelerator types) or `v4:2x2x4` style."""
-    match = re.fullmatch(r"(v4|v5p|v5e|v6e)-(\d+)", name)
+    generations = "|".join(TPU_GENERATIONS)
+    match = re.fullmatch(rf"({generations})-(\d+)", name)
     if match:
         gen, count = match.group(1), int(match.group(2))
-        chip = CHIPS[gen]
+        chip = TPU_GENERATIONS[gen]
         chips = count // 2 if chip.cores_in_name else count
         shapes = _SHAPES_3D if chip.cores_in_name else _SHAPES_2D
         if chips not in shapes or (chip.cores_in_name and count % 2):
             valid = ", ".join(f"{gen}-{c * 2 if chip.cores_in_name else c}" for c in shapes)
             raise ValueError(f"--topology {name}: not a standard {gen} slice; valid: {valid}")
         return Topology(name, f"{gen}:{shapes[chips]}", chip, chips)
-    match = re.fullmatch(r"(v4|v5p|v5e|v6e):(\d+(?:x\d+)+)", name)
+    match = re.fullmatch(rf"({generations}):(\d+(?:x\d+)+)", name)
     if match:
         gen = match.group(1)
         chips = math.prod(int(d) for d in match.group(2).split("x"))
-        return Topology(name, name, CHIPS[gen], chips)
+        return Topology(name, name, TPU_GENERATIONS[gen], chips)
     raise ValueError(f"--topology {name!r}: expected e.g. v4-32, v5e-16, v6e-64, v5p-128 or v4:2x2x4")
 
 
@@ -279,8 +265,7 @@ def compile_step(cfg: Config, devices: list, budget_bytes: float) -> Attempt:
 
 
 def markdown_table(plans: list[Plan]) -> str:
+    from depthdelusion.analysis.tables import markdown_table as render
+
     rows = [p.row() for p in plans]
-    cols = list(rows[0])
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    out += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
-    return "\n".join(out) + "\n"
+    return render(list(rows[0]), [list(r.values()) for r in rows]) + "\n"

@@ -6,7 +6,7 @@ import pytest
 from flax import nnx
 
 from depthdelusion.config import ModelConfig
-from depthdelusion.model.transformer import Transformer, _norm, block
+from depthdelusion.model.transformer import Transformer, _norm, attention_branch, block, mlp_branch
 from depthdelusion.train.step import cross_entropy, per_layer_norm
 
 TINY = ModelConfig(depth=3, width=32, head_dim=8, vocab_size=50, seq_len=16, compute_dtype="float32")
@@ -110,3 +110,13 @@ def test_learned_positions_and_rmsnorm_swiglu_run_causally():
     changed = model(tok.at[:, -1].set((tok[:, -1] + 1) % cfg.vocab_size))
     np.testing.assert_allclose(logits[:, :-1], changed[:, :-1], rtol=1e-6)
     assert not np.allclose(logits[:, -1], changed[:, -1])
+
+
+@pytest.mark.parametrize("overrides", [{}, {"compute_dtype": "bfloat16", "ffn": "swiglu", "use_bias": False}])
+def test_a_block_is_the_attention_branch_then_the_mlp_branch(overrides):
+    """block = x + Attn(LN x), then + FFN(LN ·), each branch added in the residual's dtype."""
+    cfg = ModelConfig(**{**TINY.__dict__, **overrides})
+    layer = {k: v[...][0] for k, v in tiny_model(cfg).blocks.params.items()}
+    x = jax.random.normal(jax.random.key(1), (2, cfg.seq_len, cfg.width))
+    mid = x + attention_branch(x, layer, cfg).astype(x.dtype)
+    np.testing.assert_array_equal(block(x, layer, cfg), mid + mlp_branch(mid, layer, cfg).astype(x.dtype))

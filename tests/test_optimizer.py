@@ -34,28 +34,48 @@ def test_decoupled_weight_decay_and_clipping():
     """With zero gradient only decay acts: w <- w - lr * wd * w on decayed leaves, none on others.
     A huge gradient is clipped to global norm 1 before Adam (its direction is kept)."""
     tc = TrainConfig(lr=0.1, warmup_steps=0, steps=10, weight_decay=0.5, lr_min_ratio=1.0)
-    params = {"w_kernel": np.ones((2, 2), np.float32), "w_b": np.ones((2,), np.float32)}
+    params = {"w_kernel": nnx.Param(np.ones((2, 2), np.float32), weight_decay=True),
+              "w_b": nnx.Param(np.ones((2,), np.float32), weight_decay=False)}
     tx = make_optimizer(tc)
     state = tx.init(params)
     zeros = jax.tree.map(np.zeros_like, params)
     updates, state = tx.update(zeros, state, params)
-    np.testing.assert_allclose(updates["w_kernel"], -0.1 * 0.5 * np.ones((2, 2)), rtol=1e-6)
-    np.testing.assert_allclose(updates["w_b"], 0.0)
+    np.testing.assert_allclose(updates["w_kernel"][...], -0.1 * 0.5 * np.ones((2, 2)), rtol=1e-6)
+    np.testing.assert_allclose(updates["w_b"][...], 0.0)
+
+
+def test_a_parameter_without_a_weight_decay_flag_is_refused():
+    tx = make_optimizer(TrainConfig())
+    with pytest.raises(ValueError, match="parameter 'w' has no weight-decay flag"):
+        tx.init({"w": nnx.Param(np.ones((2,), np.float32))})
 
 
 
 def test_global_norm_clipping_happens_before_adam():
     """With a large Adam eps, the update depends on the gradient's scale: a gradient of norm 200
     must then give exactly the update of the same gradient rescaled to norm 1 (clipped first)."""
-    params = {"w_kernel": np.ones((2, 2), np.float32)}
-    grad = {"w_kernel": np.full((2, 2), 100.0, np.float32)}  # global norm 200
-    unit = {"w_kernel": grad["w_kernel"] / 200.0}
+    param = lambda value: {"w_kernel": nnx.Param(np.asarray(value, np.float32), weight_decay=True)}
+    params = param(np.ones((2, 2)))
+    grad = param(np.full((2, 2), 100.0))  # global norm 200
+    unit = param(np.full((2, 2), 100.0 / 200.0))
 
     def first_update(tc, g):
         tx = make_optimizer(tc)
-        return tx.update(g, tx.init(params), params)[0]["w_kernel"]
+        return tx.update(g, tx.init(params), params)[0]["w_kernel"][...]
 
     clipped = TrainConfig(lr=0.1, warmup_steps=0, eps=1.0, weight_decay=0.0, grad_clip=1.0)
     np.testing.assert_allclose(first_update(clipped, grad), first_update(clipped, unit), rtol=1e-6)
     unclipped = TrainConfig(lr=0.1, warmup_steps=0, eps=1.0, weight_decay=0.0, grad_clip=0.0)
     assert not np.allclose(first_update(unclipped, grad), first_update(unclipped, unit))
+
+
+def test_decay_and_group_come_from_the_parameters_metadata_not_their_names():
+    """A leaf named like a bias but created as a decayed matrix is decayed and grouped as one."""
+    from depthdelusion.train.optimizer import param_groups
+
+    params = nnx.State({"qkv_b": nnx.Param(np.ones((2, 2), np.float32), weight_decay=True, group="hidden_matrix"),
+                        "w_kernel": nnx.Param(np.ones((2,), np.float32), weight_decay=False, group="hidden_bias")})
+    assert nnx.to_pure_dict(weight_decay_mask(params)) == {"qkv_b": True, "w_kernel": False}
+    assert nnx.to_pure_dict(param_groups(params)) == {"qkv_b": "hidden_matrix", "w_kernel": "hidden_bias"}
+    with pytest.raises(ValueError, match="parameter group 'hiden_matrix' is not one of embedding"):
+        param_groups({"w": nnx.Param(np.ones(2), group="hiden_matrix")})

@@ -26,7 +26,9 @@ def _large_scale(D, W, V=VOCAB):
     return D * (12 * W ** 2 + 4 * W) + 2 * V * W + 2048 * W
 
 
-def _blocks_plus_embeddings(D, W, V=VOCAB):
+def blocks_plus_embeddings(D, W, V=VOCAB):
+    """N = 12·D·W² + 2·V·W: attention and a 4W FFN per block, input and output embeddings (no
+    biases, no norms); V = 0 gives the blocks alone."""
     return 12 * D * W ** 2 + 2 * V * W
 
 
@@ -37,14 +39,14 @@ def _trainer_default(D, W, V=VOCAB):
 
 
 def _blocks_only(D, W, V=VOCAB):
-    return 12 * D * W ** 2
+    return blocks_plus_embeddings(D, W, 0)
 
 
 #: name -> (formula, function of (D, W, V)).
 CONVENTIONS = {
     "paper_baseline": ("D(12W² + 12W) + 2VW + 516W + V", _baseline),
     "paper_large_scale": ("D(12W² + 4W) + 2VW + 2048W", _large_scale),
-    "blocks_plus_embeddings": ("12DW² + 2VW", _blocks_plus_embeddings),
+    "blocks_plus_embeddings": ("12DW² + 2VW", blocks_plus_embeddings),
     "blocks_only": ("12DW² (non-embedding)", _blocks_only),
     "depthdelusion": ("D(12W² + 13W) + 2VW + V + 2W (this trainer's defaults)", _trainer_default),
 }

@@ -24,6 +24,8 @@ from typing import Callable
 
 import numpy as np
 
+from .reference import PAPER_PERSISTENCE_EXPONENT
+
 INF = math.inf
 
 
@@ -214,7 +216,7 @@ register_law(
     params={"A": _A, "alpha": _ALPHA, "lam": _LAM,
             "c": Param("c", (0.3, 5.0), log=True, bounds=(0, INF), doc="critical-depth scale"),
             "p": Param("p", (0.2, 0.6), bounds=(0, INF), doc="critical-depth exponent: D_crit = c·W^p "
-                       "(comparable to the persistence exponent, 0.44 in the paper)"),
+                       f"(comparable to the persistence exponent, {PAPER_PERSISTENCE_EXPONENT} in the paper)"),
             "gamma": _GAMMA, "E": _E, "B": _B, "beta": _BETA},
     source=_PAPER + " (variant: D_crit ∝ ℓ(W) ∝ W^p, Hypothesis 3.3)",
     formula="A·N^−α [+ B·T^−β] + λ·max(0, D − c·W^p)·W^−γ + E",

@@ -177,6 +177,17 @@ def windowed_norms(profile, step: int, window: float = DEFAULT_WINDOW, kind: str
     return tuple(used), np.stack([table[s] for s in used]), warning
 
 
+def windowed_fit(profile, *, step: int, window: float, kind: str, name: str, width: int,
+                 seed: int, skip_bottom: int = 0) -> PersistenceFit:
+    """The rate 1/ℓ of one run from its logged steps around ``step`` (:func:`windowed_norms`),
+    recording the steps used; ``skip_bottom`` leaves out that many blocks nearest the input."""
+    used, norms_SxD, warning = windowed_norms(profile, step, window, kind)
+    f = persistence_length(norms_SxD[:, skip_bottom:], name=name, width=width, kind=kind,
+                           requested_step=step, seed=seed)
+    f.steps, f.step, f.window, f.warning = used, int(round(np.mean(used))), window_bounds(step, window), warning
+    return f
+
+
 def persistence_lengths(runs, *, step: int = DEFAULT_STEP, kind: str = "weight",
                         window: float = DEFAULT_WINDOW) -> list[PersistenceFit]:
     """The windowed rate for every run that logged per-layer gradient norms."""
@@ -185,11 +196,8 @@ def persistence_lengths(runs, *, step: int = DEFAULT_STEP, kind: str = "weight",
     for i, profile in enumerate(runs.profiles):
         if profile is None or not profile.steps(kind):
             continue
-        used, norms_SxD, warning = windowed_norms(profile, step, window, kind)
-        f = persistence_length(norms_SxD, name=str(runs.name[i]), width=int(runs.width[i]),
-                               kind=kind, requested_step=step, seed=i)
-        f.steps, f.step, f.window, f.warning = used, int(round(np.mean(used))), window_bounds(step, window), warning
-        fits.append(f)
+        fits.append(windowed_fit(profile, step=step, window=window, kind=kind,
+                                 name=str(runs.name[i]), width=int(runs.width[i]), seed=i))
     return fits
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from .redundancy import (Design, bounded_transform, fit_rate, learning_curve, power_law_spectrum,
                          predicted_exponent, random_rotation, source_target)
+from .tables import markdown_table
 
 BETAS = (1.5, 2.0, 3.0)
 SOURCES = (0.25, 0.5, 1.0)
@@ -112,8 +113,7 @@ def write_markdown(out: Path) -> None:
 
 
 def _table(rows, cols):
-    head = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
-    return head + "".join("| " + " | ".join(str(r.get(c, "")) for c in cols) + " |\n" for r in rows)
+    return markdown_table(cols, [[r.get(c, "") for c in cols] for r in rows]) + "\n"
 
 
 def _markdown(rates, invariance, mixture, timing, ns, p, seeds, n_min) -> str:

@@ -35,6 +35,8 @@ PAPER_FIT = {
     "gamma": (0.35, (0.12, 0.58)),
     "r2": (0.922, None),
 }
+PAPER_KAPPA = PAPER_FIT["kappa"][0]  # D_crit = κ ln W
+PAPER_PERSISTENCE_EXPONENT = PAPER_FIT["persistence_exponent"][0]  # ℓ ∝ W^p
 PAPER_PERSISTENCE_R2 = {"power": 0.982, "log": 0.595}
 PAPER_SHAPE_EXPONENTS = {"depth": 0.12, "width": 0.34}
 

@@ -35,9 +35,10 @@ from .consistency import CONVENTIONS, audit_param_counts, with_param_convention
 from .fitting import FitResult, fit
 from .persistence import (DEFAULT_STEP, DEFAULT_WINDOW, persistence_lengths, persistence_scaling,
                           window_bounds)
-from .reference import PAPER_FIT, PAPER_PERSISTENCE_R2, PAPER_SHAPE_EXPONENTS
+from .reference import (PAPER_FIT, PAPER_KAPPA, PAPER_PERSISTENCE_EXPONENT, PAPER_PERSISTENCE_R2,
+                        PAPER_SHAPE_EXPONENTS)
 from .runs import Runs, load_runs
-from .shape import PAPER_KAPPA, audit_shapes, optimal_shape, trainer_counts
+from .shape import audit_shapes, optimal_shape, trainer_counts
 from .spectra import spectrum_section
 from .tables import Table, latex_document
 from .verdict import LR_THRESHOLD, overall, penalty_verdict, penalty_verdicts, shape_variation
@@ -508,7 +509,8 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     if not any(persist.values()):
         md += ["## Gradient persistence length", "",
                "The data has no per-layer gradient norms, so ℓ cannot be estimated here "
-               f"(the paper reports ℓ ∝ W^0.44, power-law R² {PAPER_PERSISTENCE_R2['power']} vs "
+               f"(the paper reports ℓ ∝ W^{PAPER_PERSISTENCE_EXPONENT}, "
+               f"power-law R² {PAPER_PERSISTENCE_R2['power']} vs "
                f"log-form R² {PAPER_PERSISTENCE_R2['log']}).", ""]
     else:
         lo, hi = window_bounds(p_step, DEFAULT_WINDOW)
@@ -627,9 +629,9 @@ def _opening(runs, fits: dict, persist: dict) -> str:
         if sc is None:
             text += "."
         elif sc.c > 0:
-            text += f"; ℓ(W) power-law fit p = {sc.p:.2f} (paper 0.44)."
+            text += f"; ℓ(W) power-law fit p = {sc.p:.2f} (paper {PAPER_PERSISTENCE_EXPONENT})."
         else:
-            text += ", so there is no decay length to compare with the paper's ℓ ∝ W^0.44."
+            text += f", so there is no decay length to compare with the paper's ℓ ∝ W^{PAPER_PERSISTENCE_EXPONENT}."
     if fits:
         by_aicc = min(fits.values(), key=lambda f: f.aicc)
         text += f" Best law by AICc: {by_aicc.law.name}."

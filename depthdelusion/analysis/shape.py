@@ -25,9 +25,10 @@ from typing import Callable
 
 import numpy as np
 
+from .consistency import blocks_plus_embeddings
 from .fitting import FitResult
 from .laws import LawInputs, get_law
-from .reference import ModelShapes, load_reference
+from .reference import PAPER_KAPPA, ModelShapes, load_reference
 
 PLATEAU_TOL = 1e-5  # nats: shapes within this of the minimum count as equally optimal
 _PROBE_TOKENS = 1e10  # any finite T: at fixed N and T the token term is the same for every shape
@@ -90,12 +91,8 @@ def trainer_counts(vocab: int, *, non_embedding: bool = False, compute: str = "6
 
 def simple_counts(vocab: int | None = None) -> Counts:
     """N = 12·D·W² (+ 2·V·W with a vocabulary), C = 6·N·T: for laws fitted on such counts."""
-    if vocab:
-        fn = lambda D, W: 12.0 * np.asarray(D, float) * np.asarray(W, float) ** 2 + 2.0 * vocab * np.asarray(W, float)  # noqa: E731
-        formula = f"N = 12·D·W² + 2·V·W (V = {vocab})"
-    else:
-        fn = lambda D, W: 12.0 * np.asarray(D, float) * np.asarray(W, float) ** 2  # noqa: E731
-        formula = "N = 12·D·W²"
+    fn = lambda D, W: blocks_plus_embeddings(np.asarray(D, float), np.asarray(W, float), vocab or 0)  # noqa: E731
+    formula = f"N = 12·D·W² + 2·V·W (V = {vocab})" if vocab else "N = 12·D·W²"
     return Counts(fn, lambda D, W: 6.0 * fn(D, W), formula, "C = 6·N·T")
 
 
@@ -363,7 +360,7 @@ def optimal_shape(fit, budgets=None, *, constraint: str = "compute", counts: Cou
 
 @dataclass
 class ShapeAudit:
-    """D / D_crit(W) for published models, from a fit and from the paper's κ = 2.43."""
+    """D / D_crit(W) for published models, from a fit and from the paper's κ."""
 
     model: list
     depth: np.ndarray
@@ -375,14 +372,11 @@ class ShapeAudit:
 
     def summary(self) -> str:
         lines = [f"{'model':<26} {'D':>4} {'W':>6} {'D_crit':>7} {'D/D_crit':>8} "
-                 f"{'D_crit(κ=2.43)':>15} {'D/D_crit':>8}"]
+                 f"{f'D_crit(κ={PAPER_KAPPA})':>15} {'D/D_crit':>8}"]
         for i, m in enumerate(self.model):
             lines.append(f"{m:<26} {self.depth[i]:>4d} {self.width[i]:>6d} {self.d_crit[i]:>7.1f} "
                          f"{self.ratio[i]:>8.2f} {self.d_crit_paper[i]:>15.1f} {self.ratio_paper[i]:>8.2f}")
         return "\n".join(lines)
-
-
-PAPER_KAPPA = 2.43
 
 
 def audit_shapes(fit_or_params, shapes: ModelShapes | None = None) -> ShapeAudit:

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .redundancy import predicted_exponent
+from .tables import markdown_table
 
 HALF_TOLERANCE = 0.10  # relative difference of the two halves' eigenvalues inside the fit range
 MIN_RANKS = 5
@@ -157,15 +158,15 @@ def spectrum_section(root) -> list[str]:
              "one-group jackknife over token groups. The kernel-ridge rate predicts a data exponent "
              "b = 2βs/(2βs+1) for a target of source smoothness s; s is not estimated here, so b is "
              "shown for s in {" + ", ".join(f"{s:g}" for s in S_VALUES) + "} (the interval of b "
-             "follows from β's).", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+             "follows from β's).", ""]
+    rows = []
     for path in tables:
         run = path.parent.parent.relative_to(root).as_posix() if path.parent.parent != root else root.name
         for row in read_tail_csv(path):
             beta = row["beta"]
             if beta is None:
                 cells = [run, f"{row['layer']:.0f}", f"no fit (fewer than {MIN_RANKS} stable ranks)"]
-                lines.append("| " + " | ".join(cells + [""] * (len(head) - len(cells))) + " |")
+                rows.append(cells + [""] * (len(head) - len(cells)))
                 continue
             cells = [run, f"{row['layer']:.0f}", f"{beta:.3f}",
                      f"[{row['beta_lo']:.3f}, {row['beta_hi']:.3f}]",
@@ -174,5 +175,5 @@ def spectrum_section(root) -> list[str]:
             for s in S_VALUES:
                 lo, hi = (predicted_exponent(max(b, 0.0), s) for b in (row["beta_lo"], row["beta_hi"]))
                 cells.append(f"{predicted_exponent(max(beta, 0.0), s):.3f} [{lo:.3f}, {hi:.3f}]")
-            lines.append("| " + " | ".join(cells) + " |")
-    return lines + [""]
+            rows.append(cells)
+    return lines + markdown_table(head, rows).splitlines() + [""]

@@ -52,6 +52,18 @@ def tex_escape(text: str) -> str:
     return "".join(out)
 
 
+def markdown_table(columns, rows, align: str = "") -> str:
+    """A Markdown table, no trailing newline: header, separator, one line per row (cells as str).
+    ``align``: one letter per column, ``l`` (``---``) or ``r`` (``---:``); empty: all left."""
+    align = align or "l" * len(columns)
+    if len(align) != len(columns) or set(align) - {"l", "r"}:
+        raise ValueError(f"align={align!r}: one of l, r per column ({len(columns)} columns)")
+    lines = ["| " + " | ".join(str(c) for c in columns) + " |",
+             "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 #: Tables with more rows than this are set as a longtable (may break across pages).
 LONGTABLE_ROWS = 40
 
@@ -72,10 +84,7 @@ class Table:
         self.rows.append([str(c) for c in cells])
 
     def markdown(self) -> str:
-        lines = ["| " + " | ".join(self.columns) + " |",
-                 "|" + "|".join("---" for _ in self.columns) + "|"]
-        lines += ["| " + " | ".join(r) + " |" for r in self.rows]
-        return "\n".join(lines)
+        return markdown_table(self.columns, self.rows)
 
     def latex(self) -> str:
         """A booktabs table that fits the text width: scaled down (graphicx) when wider, or a

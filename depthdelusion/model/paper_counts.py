@@ -9,6 +9,7 @@ import csv
 import io
 from importlib import resources
 
+from depthdelusion.analysis.tables import markdown_table
 from depthdelusion.config import ModelConfig
 from depthdelusion.model.size import count_params
 
@@ -45,15 +46,13 @@ def markdown() -> str:
         "2VW + V + 2W. The paper's baseline rows follow D(12W² + 12W) + 2VW + 516W + V and its",
         "large-scale rows D(12W² + 4W) + 2VW + 2048W (two conventions in one table).",
         "",
-        "| group | depth | width | paper (M) | ours (M) | ours / paper − 1 |",
-        "|---|---:|---:|---:|---:|---:|",
+        markdown_table(
+            ["group", "depth", "width", "paper (M)", "ours (M)", "ours / paper − 1"],
+            [[r["group"], r["depth"], r["width"], f"{float(r['params_millions']):.1f}", f"{r['ours'] / 1e6:.1f}",
+              f"{100 * r['rel_diff']:+.2f}%" + (" ⚠" if abs(r["rel_diff"]) > 0.01 else "")]
+             for r in table_rows()],
+            align="lrrrrr"),
     ]
-    for r in table_rows():
-        flag = " ⚠" if abs(r["rel_diff"]) > 0.01 else ""
-        lines.append(
-            f"| {r['group']} | {r['depth']} | {r['width']} | {float(r['params_millions']):.1f} | "
-            f"{r['ours'] / 1e6:.1f} | {100 * r['rel_diff']:+.2f}%{flag} |"
-        )
     lines += [
         "",
         "⚠ = more than 1% apart. 56L×2176 is the paper's own error: its printed 3029.1M is what",

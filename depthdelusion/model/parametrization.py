@@ -1,9 +1,9 @@
 """Hyperparameter-transfer parameterizations: SP, µP, depth-µP and CompleteP, as one table.
 
 m_N = width / base_width and m_L = depth / base_depth; α = ½ (depth-µP) or 1 (CompleteP).
-Every parameter belongs to one group, named from its path (the last dict key); per group the
-table gives multipliers of the base model's init std, AdamW learning rate, decoupled weight
-decay and epsilon. The model reads the init multipliers and the two forward multipliers
+Every parameter belongs to one group, set as its `group` metadata where the model creates it;
+per group the table gives multipliers of the base model's init std, AdamW learning rate,
+decoupled weight decay and epsilon. The model reads the init multipliers and the two forward multipliers
 (residual branch m_L^-α, output logits 1/m_N); the optimizer reads the rest. At the base
 shape (m_N = m_L = 1) every parameterization is SP. Rules and sources: docs/parametrization.md
 (Dey et al. 2025 "Don't be lazy: CompleteP ...", Table 1; Yang et al. 2022, Tensor Programs V).
@@ -14,30 +14,8 @@ import dataclasses
 
 from depthdelusion.config import ModelConfig
 
-# Group of each parameter name. Names not listed raise: a new parameter must be given a rule.
-PARAM_GROUPS = {
-    "embed": "embedding",
-    "pos_embed": "embedding",
-    "qkv_kernel": "hidden_matrix",
-    "out_kernel": "hidden_matrix",
-    "up_kernel": "hidden_matrix",
-    "gate_kernel": "hidden_matrix",
-    "down_kernel": "hidden_matrix",
-    "qkv_b": "hidden_bias",
-    "out_b": "hidden_bias",
-    "up_b": "hidden_bias",
-    "gate_b": "hidden_bias",
-    "down_b": "hidden_bias",
-    "attn_norm_scale": "block_norm",
-    "attn_norm_bias": "block_norm",
-    "mlp_norm_scale": "block_norm",
-    "mlp_norm_bias": "block_norm",
-    "final_norm_scale": "final_norm",
-    "final_norm_bias": "final_norm",
-    "head_kernel": "head",
-    "head_b": "head_bias",
-}
-GROUPS = tuple(dict.fromkeys(PARAM_GROUPS.values()))
+# The parameter groups; model/transformer.py sets each parameter's `group` metadata to one of them.
+GROUPS = ("embedding", "hidden_matrix", "hidden_bias", "block_norm", "final_norm", "head", "head_bias")
 # Groups inside the residual blocks: their gradients carry the branch multiplier m_L^-α.
 BLOCK_GROUPS = ("hidden_matrix", "hidden_bias", "block_norm")
 # Depth exponent α of the residual-branch multiplier m_L^-α; None: no depth scaling.
@@ -52,15 +30,6 @@ class GroupRule:
     lr: float = 1.0  # × train.lr (and its schedule)
     weight_decay: float = 1.0  # × train.weight_decay (where weight decay applies at all)
     eps: float = 1.0  # × train.eps
-
-
-def group_of(name: str) -> str:
-    if name not in PARAM_GROUPS:
-        raise ValueError(
-            f"parameter {name!r} has no parameterization group: add it to PARAM_GROUPS in "
-            f"depthdelusion/model/parametrization.py (groups: {', '.join(GROUPS)})"
-        )
-    return PARAM_GROUPS[name]
 
 
 def width_multiplier(cfg: ModelConfig) -> float:
@@ -111,17 +80,4 @@ def group_rule(cfg: ModelConfig, group: str) -> GroupRule:
 
 def rules_table(cfg: ModelConfig) -> dict[str, GroupRule]:
     return {group: group_rule(cfg, group) for group in GROUPS}
-
-
-def describe(cfg: ModelConfig) -> str:
-    """A readable table of the multipliers for one shape."""
-    lines = [
-        f"{cfg.parametrization}: width {cfg.width} (m_N={width_multiplier(cfg):g}), depth "
-        f"{cfg.depth} (m_L={depth_multiplier(cfg):g}); residual ×{residual_multiplier(cfg):.4g}, "
-        f"logits ×{logit_multiplier(cfg):.4g}",
-        f"{'group':<14} {'init_std':>9} {'lr':>9} {'wd':>9} {'eps':>9}",
-    ]
-    for group, r in rules_table(cfg).items():
-        lines.append(f"{group:<14} {r.init_std:>9.4g} {r.lr:>9.4g} {r.weight_decay:>9.4g} {r.eps:>9.4g}")
-    return "\n".join(lines)
 

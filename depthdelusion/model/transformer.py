@@ -5,8 +5,10 @@ D depth. Every block parameter carries a leading `layers` axis of size D and the
 is one `lax.scan` over it, so compile time does not grow with depth and per-layer statistics
 are reductions over the non-layer axes.
 
-Parameters carry `logical_axes` metadata; `depthdelusion.parallel.rules` maps those to mesh
-axes. No mesh axis name appears here.
+Parameters carry metadata set where they are created: `logical_axes`, which
+`depthdelusion.parallel.rules` maps to mesh axes (no mesh axis name appears here); `group`, the
+parameterization group whose rules (model/parametrization.py) scale its init, lr and eps; and
+`weight_decay`, whether the optimizer decays it.
 """
 from __future__ import annotations
 
@@ -160,55 +162,65 @@ def rope(x_BxSxHxK: jax.Array, base: float) -> jax.Array:
     return out.astype(x_BxSxHxK.dtype)
 
 
-def block(x_BxSxW: jax.Array, p: dict, cfg: ModelConfig) -> jax.Array:
-    """One Pre-LN block: x + r·Attn(LN x), then x + r·FFN(LN x), r = m_L^-α (1 under SP, µP).
-    `p` holds one layer's slices. The branches compute in the compute dtype; their outputs are
-    added to the residual stream in its own dtype (``residual_dtype``)."""
-    dtype = compute_dtype(cfg)
-    branch = pz.residual_multiplier(cfg)
-    p = {k: v if "norm" in k else v.astype(dtype) for k, v in p.items()}  # norms stay float32
+def _dense(spec: str, x: jax.Array, p: dict, name: str, dtype) -> jax.Array:
+    """einsum(spec, x, p[name_kernel]) plus p[name_b] where the model has biases, in `dtype`."""
+    y = jnp.einsum(spec, x, p[f"{name}_kernel"].astype(dtype))
+    bias = p.get(f"{name}_b")
+    return y if bias is None else y + bias.astype(dtype)
 
-    h = _norm(x_BxSxW, p, "attn_norm", cfg.norm).astype(dtype)
-    qkv_BxSx3xHxK = jnp.einsum("bsw,wthk->bsthk", h, p["qkv_kernel"])
-    if cfg.use_bias:
-        qkv_BxSx3xHxK = qkv_BxSx3xHxK + p["qkv_b"]
+
+def attention_branch(x_BxSxW: jax.Array, p: dict, cfg: ModelConfig) -> jax.Array:
+    """Attn(LN x) in the compute dtype, [B, S, W]; `p` holds one layer's slices."""
+    dtype = compute_dtype(cfg)
+    h_BxSxW = _norm(x_BxSxW, p, "attn_norm", cfg.norm).astype(dtype)
+    qkv_BxSx3xHxK = _dense("bsw,wthk->bsthk", h_BxSxW, p, "qkv", dtype)
     q_BxSxHxK, k_BxSxHxK, v_BxSxHxK = (qkv_BxSx3xHxK[:, :, i] for i in range(3))
     if cfg.positions == "rope":
         q_BxSxHxK, k_BxSxHxK = rope(q_BxSxHxK, cfg.rope_base), rope(k_BxSxHxK, cfg.rope_base)
     att_BxSxHxK = attention(q_BxSxHxK, k_BxSxHxK, v_BxSxHxK, cfg)
-    out_BxSxW = jnp.einsum("bshk,hkw->bsw", att_BxSxHxK, p["out_kernel"])
-    if cfg.use_bias:
-        out_BxSxW = out_BxSxW + p["out_b"]
-    if branch != 1.0:  # skipped, not multiplied by 1, so SP is the unchanged graph
-        out_BxSxW = out_BxSxW * branch
-    x_BxSxW = constrain(x_BxSxW + out_BxSxW.astype(x_BxSxW.dtype), ("batch", None, "embed"))
+    return _dense("bshk,hkw->bsw", att_BxSxHxK, p, "out", dtype)
 
-    h = _norm(x_BxSxW, p, "mlp_norm", cfg.norm).astype(dtype)
-    up_BxSxF = jnp.einsum("bsw,wf->bsf", h, p["up_kernel"])
-    if cfg.use_bias:
-        up_BxSxF = up_BxSxF + p["up_b"]
+
+def mlp_branch(x_BxSxW: jax.Array, p: dict, cfg: ModelConfig) -> jax.Array:
+    """FFN(LN x) in the compute dtype, [B, S, W]: GELU, or SwiGLU silu(gate) · up."""
+    dtype = compute_dtype(cfg)
+    h_BxSxW = _norm(x_BxSxW, p, "mlp_norm", cfg.norm).astype(dtype)
+    up_BxSxF = _dense("bsw,wf->bsf", h_BxSxW, p, "up", dtype)
     if cfg.ffn == "gelu":
         act_BxSxF = jax.nn.gelu(up_BxSxF)
     else:
-        gate_BxSxF = jnp.einsum("bsw,wf->bsf", h, p["gate_kernel"])
-        if cfg.use_bias:
-            gate_BxSxF = gate_BxSxF + p["gate_b"]
-        act_BxSxF = jax.nn.silu(gate_BxSxF) * up_BxSxF
-    down_BxSxW = jnp.einsum("bsf,fw->bsw", act_BxSxF, p["down_kernel"])
-    if cfg.use_bias:
-        down_BxSxW = down_BxSxW + p["down_b"]
-    if branch != 1.0:
-        down_BxSxW = down_BxSxW * branch
-    return constrain(x_BxSxW + down_BxSxW.astype(x_BxSxW.dtype), ("batch", None, "embed"))
+        act_BxSxF = jax.nn.silu(_dense("bsw,wf->bsf", h_BxSxW, p, "gate", dtype)) * up_BxSxF
+    return _dense("bsf,fw->bsw", act_BxSxF, p, "down", dtype)
 
 
-def _param(rngs: nnx.Rngs, std: float, shape: tuple, axes: tuple, dtype) -> nnx.Param:
+def block(x_BxSxW: jax.Array, p: dict, cfg: ModelConfig) -> jax.Array:
+    """One Pre-LN block: x + r·Attn(LN x), then x + r·FFN(LN x), r = m_L^-α (1 under SP, µP).
+    Matrices and biases enter the branches in the compute dtype, norm parameters as stored (the
+    norms compute in float32); each branch's output is added to the residual stream in its own
+    dtype (``residual_dtype``)."""
+    r = pz.residual_multiplier(cfg)
+    for branch in (attention_branch, mlp_branch):
+        out_BxSxW = branch(x_BxSxW, p, cfg)
+        if r != 1.0:  # skipped, not multiplied by 1, so SP is the unchanged graph
+            out_BxSxW = out_BxSxW * r
+        x_BxSxW = constrain(x_BxSxW + out_BxSxW.astype(x_BxSxW.dtype), ("batch", None, "embed"))
+    return x_BxSxW
+
+
+def _matrix(rngs: nnx.Rngs, std: float, shape: tuple, axes: tuple, dtype, group: str) -> nnx.Param:
+    """A weight matrix (or embedding) drawn from N(0, std²): decoupled weight decay applies."""
     value = std * jax.random.normal(rngs.params(), shape, dtype) if std else jnp.zeros(shape, dtype)
-    return nnx.Param(value, logical_axes=axes)
+    return nnx.Param(value, logical_axes=axes, group=group, weight_decay=True)
 
 
-def _ones(shape: tuple, axes: tuple, dtype) -> nnx.Param:
-    return nnx.Param(jnp.ones(shape, dtype), logical_axes=axes)
+def _bias(shape: tuple, axes: tuple, dtype, group: str) -> nnx.Param:
+    """A bias (linear or norm), zeros: never decayed."""
+    return nnx.Param(jnp.zeros(shape, dtype), logical_axes=axes, group=group, weight_decay=False)
+
+
+def _scale(shape: tuple, axes: tuple, dtype, group: str) -> nnx.Param:
+    """A norm scale, ones: never decayed."""
+    return nnx.Param(jnp.ones(shape, dtype), logical_axes=axes, group=group, weight_decay=False)
 
 
 class Blocks(nnx.Module):
@@ -222,25 +234,27 @@ class Blocks(nnx.Module):
         # GPT-2: projections that write into the residual stream start 1/sqrt(2D) smaller.
         out_std = std / math.sqrt(2 * pz.residual_init_depth(cfg))
         L = "layers"
+        # Groups of the parameterization rules (model/parametrization.py).
+        matrix, bias, norm_group = "hidden_matrix", "hidden_bias", "block_norm"
         p = {
-            "qkv_kernel": _param(rngs, std, (D, W, 3, H, K), (L, "embed", None, "heads", None), dt),
-            "out_kernel": _param(rngs, out_std, (D, H, K, W), (L, "heads", None, "embed"), dt),
-            "up_kernel": _param(rngs, std, (D, W, F), (L, "embed", "mlp"), dt),
-            "down_kernel": _param(rngs, out_std, (D, F, W), (L, "mlp", "embed"), dt),
+            "qkv_kernel": _matrix(rngs, std, (D, W, 3, H, K), (L, "embed", None, "heads", None), dt, matrix),
+            "out_kernel": _matrix(rngs, out_std, (D, H, K, W), (L, "heads", None, "embed"), dt, matrix),
+            "up_kernel": _matrix(rngs, std, (D, W, F), (L, "embed", "mlp"), dt, matrix),
+            "down_kernel": _matrix(rngs, out_std, (D, F, W), (L, "mlp", "embed"), dt, matrix),
         }
         if cfg.ffn == "swiglu":
-            p["gate_kernel"] = _param(rngs, std, (D, W, F), (L, "embed", "mlp"), dt)
+            p["gate_kernel"] = _matrix(rngs, std, (D, W, F), (L, "embed", "mlp"), dt, matrix)
         if cfg.use_bias:
-            p["qkv_b"] = _param(rngs, 0.0, (D, 3, H, K), (L, None, "heads", None), dt)
-            p["out_b"] = _param(rngs, 0.0, (D, W), (L, "embed"), dt)
-            p["up_b"] = _param(rngs, 0.0, (D, F), (L, "mlp"), dt)
-            p["down_b"] = _param(rngs, 0.0, (D, W), (L, "embed"), dt)
+            p["qkv_b"] = _bias((D, 3, H, K), (L, None, "heads", None), dt, bias)
+            p["out_b"] = _bias((D, W), (L, "embed"), dt, bias)
+            p["up_b"] = _bias((D, F), (L, "mlp"), dt, bias)
+            p["down_b"] = _bias((D, W), (L, "embed"), dt, bias)
             if cfg.ffn == "swiglu":
-                p["gate_b"] = _param(rngs, 0.0, (D, F), (L, "mlp"), dt)
+                p["gate_b"] = _bias((D, F), (L, "mlp"), dt, bias)
         for norm in ("attn_norm", "mlp_norm"):
-            p[f"{norm}_scale"] = _ones((D, W), (L, "embed"), dt)
+            p[f"{norm}_scale"] = _scale((D, W), (L, "embed"), dt, norm_group)
             if cfg.norm == "layernorm":
-                p[f"{norm}_bias"] = _param(rngs, 0.0, (D, W), (L, "embed"), dt)
+                p[f"{norm}_bias"] = _bias((D, W), (L, "embed"), dt, norm_group)
         self.params = nnx.Dict(p)
 
 
@@ -254,16 +268,16 @@ class Transformer(nnx.Module):
         self.cfg = cfg
         V, W, S = cfg.vocab_size, cfg.width, cfg.seq_len
         dt = jnp.dtype(cfg.param_dtype)
-        self.embed = _param(rngs, cfg.init_std, (V, W), ("vocab", "embed"), dt)
+        self.embed = _matrix(rngs, cfg.init_std, (V, W), ("vocab", "embed"), dt, "embedding")
         if cfg.positions == "learned":
-            self.pos_embed = _param(rngs, cfg.init_std, (S, W), (None, "embed"), dt)
+            self.pos_embed = _matrix(rngs, cfg.init_std, (S, W), (None, "embed"), dt, "embedding")
         self.blocks = Blocks(cfg, rngs=rngs)
-        self.final_norm_scale = _ones((W,), ("embed",), dt)
+        self.final_norm_scale = _scale((W,), ("embed",), dt, "final_norm")
         if cfg.norm == "layernorm":
-            self.final_norm_bias = _param(rngs, 0.0, (W,), ("embed",), dt)
-        self.head_kernel = _param(rngs, cfg.init_std, (W, V), ("embed", "vocab"), dt)
+            self.final_norm_bias = _bias((W,), ("embed",), dt, "final_norm")
+        self.head_kernel = _matrix(rngs, cfg.init_std, (W, V), ("embed", "vocab"), dt, "head")
         if cfg.use_bias:
-            self.head_b = _param(rngs, 0.0, (V,), ("vocab",), dt)
+            self.head_b = _bias((V,), ("vocab",), dt, "head_bias")
 
     def __call__(self, tokens_BxS: jax.Array, probes_D: jax.Array | None = None,
                  with_block_rms: bool = False, hidden_fn=None):

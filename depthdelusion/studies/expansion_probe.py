@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from depthdelusion.analysis.tables import markdown_table
 from depthdelusion.config import ModelConfig
 from depthdelusion.model import parametrization as pz
 from depthdelusion.studies import expansion
@@ -366,23 +367,28 @@ def markdown(result: dict) -> str:
              f"{result['batches']} train and {result['batches']} held-out batches of {result['batch_size']} x "
              f"{result['seq_len']} tokens; fresh-block seed {result['seed']}; intervals: 95% basic "
              "bootstrap over batches.", "",
-             "| after | ‖g‖ train [95%] | ‖g‖ held-out [95%] | cos(train, held-out) [95%] | unbiased ‖μ‖² train ± jackknife se | noise part of ‖g‖² train |",
-             "|---:|---|---|---|---:|---:|"]
-    for r in result["signal"]:
-        lines.append(f"| {r['after']} | {r['signal_train']:.3g} [{r['signal_train_lo']:.3g}, {r['signal_train_hi']:.3g}] "
-                     f"| {r['signal_test']:.3g} [{r['signal_test_lo']:.3g}, {r['signal_test_hi']:.3g}] "
-                     f"| {r['cosine']:.2f} [{r['cosine_lo']:.2f}, {r['cosine_hi']:.2f}] "
-                     f"| {r['unbiased_sq_train']:.3g} ± {r['unbiased_sq_train_se']:.2g} | {r['noise_sq_train']:.3g} |")
+             markdown_table(
+                 ["after", "‖g‖ train [95%]", "‖g‖ held-out [95%]", "cos(train, held-out) [95%]",
+                  "unbiased ‖μ‖² train ± jackknife se", "noise part of ‖g‖² train"],
+                 [[r["after"], f"{r['signal_train']:.3g} [{r['signal_train_lo']:.3g}, {r['signal_train_hi']:.3g}]",
+                   f"{r['signal_test']:.3g} [{r['signal_test_lo']:.3g}, {r['signal_test_hi']:.3g}]",
+                   f"{r['cosine']:.2f} [{r['cosine_lo']:.2f}, {r['cosine_hi']:.2f}]",
+                   f"{r['unbiased_sq_train']:.3g} ± {r['unbiased_sq_train_se']:.2g}", f"{r['noise_sq_train']:.3g}"]
+                  for r in result["signal"]],
+                 align="rlllrr")]
     lines += ["", f"Jumpboard at the strongest insertion point (after block {result['jumpboard_after']}), "
               "along −ḡ_train/‖ḡ_train‖:", "",
-              "| η | ΔL train | first order −η‖g‖ | ΔL held-out | first order η<d, g_test> |", "|---:|---:|---:|---:|---:|"]
-    for r in result["jumpboard"]:
-        lines.append(f"| {r['eta']:g} | {r['delta_train']:.2e} | {r['first_order_train']:.2e} | "
-                     f"{r['delta_test']:.2e} | {r['first_order_test']:.2e} |")
+              markdown_table(["η", "ΔL train", "first order −η‖g‖", "ΔL held-out",
+                              "first order η<d, g_test>"],
+                             [[f"{r['eta']:g}", f"{r['delta_train']:.2e}", f"{r['first_order_train']:.2e}",
+                               f"{r['delta_test']:.2e}", f"{r['first_order_test']:.2e}"] for r in result["jumpboard"]],
+                             align="rrrrr")]
     eta = result["largest_eta_lowering_test"]
     lines += ["", f"Largest η tried that lowers the held-out loss: {eta if eta is not None else 'none'}.", "",
-              "| layer | off-diagonal energy of Σ g gᵀ | same, coordinates shuffled (diagonal null) | tokens |",
-              "|---:|---:|---:|---:|"]
-    for r in result["covariance"]:
-        lines.append(f"| {r['layer']} | {r['offdiag_fraction']:.3f} | {r['offdiag_fraction_null']:.3f} | {r['tokens']} |")
+              markdown_table(["layer", "off-diagonal energy of Σ g gᵀ", "same, coordinates shuffled (diagonal null)",
+                              "tokens"],
+                             [[r["layer"], f"{r['offdiag_fraction']:.3f}", f"{r['offdiag_fraction_null']:.3f}",
+                               r["tokens"]]
+                              for r in result["covariance"]],
+                             align="rrrr")]
     return "\n".join(lines) + "\n"

@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from depthdelusion.analysis.tables import markdown_table
+
 GROWTH_PARENT = re.compile(r"^d(\d+)_w(\d+)_steps(\d+)_seed(\d+)$")
 
 
@@ -291,35 +293,43 @@ def results_markdown(run_rows: list[dict], jump_rows: list[dict], probes: dict, 
           "mean over insertion points (lowest lower bound of its 95% intervals). Off-diag = "
           "off-diagonal energy fraction of the activation-gradient covariance, mean over layers "
           "(diagonal null in brackets).", "",
-          "| run | D | W | eval loss | max signal [95%] (after k) | max unbiased | min signal | cos mean (min lo) | largest η lowering held-out | off-diag (null) | train s | probe s |",
-          "|---|---:|---:|---:|---|---:|---:|---|---:|---|---:|---:|"]
-    for r in sorted(run_rows, key=lambda r: (r["width"], r["depth"])):
-        md.append(f"| {r['run']} | {r['depth']} | {r['width']} | {r['eval_loss']:.3f} | {r['max_signal_train']:.3g} "
-                  f"[{r['max_signal_lo']:.3g}, {r['max_signal_hi']:.3g}] ({r['argmax_after']}) | {r['max_unbiased_signal']:.3g} "
-                  f"| {r['min_signal_train']:.3g} | {r['mean_cosine']:.2f} ({r['min_cosine_lo']:.2f}) | "
-                  f"{r['largest_eta_lowering_test']} | {r['mean_offdiag']:.2f} ({r['mean_offdiag_null']:.3f}) "
-                  f"| {r['train_wall_s']:.0f} | {r['probe_wall_s']:.0f} |")
+          markdown_table(
+              ["run", "D", "W", "eval loss", "max signal [95%] (after k)", "max unbiased", "min signal",
+               "cos mean (min lo)", "largest η lowering held-out", "off-diag (null)", "train s", "probe s"],
+              [[r["run"], r["depth"], r["width"], f"{r['eval_loss']:.3f}",
+                f"{r['max_signal_train']:.3g} [{r['max_signal_lo']:.3g}, {r['max_signal_hi']:.3g}] "
+                f"({r['argmax_after']})",
+                f"{r['max_unbiased_signal']:.3g}", f"{r['min_signal_train']:.3g}",
+                f"{r['mean_cosine']:.2f} ({r['min_cosine_lo']:.2f})", r["largest_eta_lowering_test"],
+                f"{r['mean_offdiag']:.2f} ({r['mean_offdiag_null']:.3f})", f"{r['train_wall_s']:.0f}",
+                f"{r['probe_wall_s']:.0f}"]
+               for r in sorted(run_rows, key=lambda r: (r["width"], r["depth"]))],
+              align="lrrrlrrlrlrr")]
     md += ["", "## Jumpboard (strongest insertion point of each run)", "",
-           "| run | after | η | ΔL train | −η‖g‖ | ΔL held-out | first order held-out |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for r in jump_rows:
-        md.append(f"| {r['run']} | {r['after']} | {r['eta']:g} | {r['delta_train']:.2e} | {r['first_order_train']:.2e} "
-                  f"| {r['delta_test']:.2e} | {r['first_order_test']:.2e} |")
-    md += ["", "## Per insertion point", "", "| run | after | signal train [95%] | signal held-out [95%] | cos [95%] |",
-           "|---|---:|---|---|---|"]
-    for name, p in sorted(probes.items(), key=lambda kv: (kv[1]["width"], kv[1]["depth"])):
-        for r in p["signal"]:
-            md.append(f"| {name} | {r['after']} | {r['signal_train']:.3g} [{r['signal_train_lo']:.3g}, {r['signal_train_hi']:.3g}] "
-                      f"| {r['signal_test']:.3g} [{r['signal_test_lo']:.3g}, {r['signal_test_hi']:.3g}] "
-                      f"| {r['cosine']:.2f} [{r['cosine_lo']:.2f}, {r['cosine_hi']:.2f}] |")
+           markdown_table(["run", "after", "η", "ΔL train", "−η‖g‖", "ΔL held-out", "first order held-out"],
+                          [[r["run"], r["after"], f"{r['eta']:g}", f"{r['delta_train']:.2e}",
+                            f"{r['first_order_train']:.2e}", f"{r['delta_test']:.2e}", f"{r['first_order_test']:.2e}"]
+                           for r in jump_rows],
+                          align="lrrrrrr")]
+    md += ["", "## Per insertion point", "",
+           markdown_table(["run", "after", "signal train [95%]", "signal held-out [95%]", "cos [95%]"],
+                          [[name, r["after"],
+                            f"{r['signal_train']:.3g} [{r['signal_train_lo']:.3g}, {r['signal_train_hi']:.3g}]",
+                            f"{r['signal_test']:.3g} [{r['signal_test_lo']:.3g}, {r['signal_test_hi']:.3g}]",
+                            f"{r['cosine']:.2f} [{r['cosine_lo']:.2f}, {r['cosine_hi']:.2f}]"]
+                           for name, p in sorted(probes.items(), key=lambda kv: (kv[1]["width"], kv[1]["depth"]))
+                           for r in p["signal"]],
+                          align="lrlll")]
     if growth:
         per_seed, _, summary = growth
         md += ["", "## Progressive growth", "",
-               "| seed | grown eval | scratch eval | grown final train | scratch final train | FLOPs grown / scratch | wall s grown (parent + grown) | wall s scratch |",
-               "|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for r in per_seed:
-            md.append(f"| {r['seed']} | {r['grown_eval']:.4f} | {r['scratch_eval']:.4f} | {r['grown_final_train']:.4f} "
-                      f"| {r['scratch_final_train']:.4f} | {r['grown_flops'] / r['scratch_flops']:.3f} "
-                      f"| {r['grown_wall_s']:.0f} | {r['scratch_wall_s']:.0f} |")
+               markdown_table(["seed", "grown eval", "scratch eval", "grown final train", "scratch final train",
+                               "FLOPs grown / scratch", "wall s grown (parent + grown)", "wall s scratch"],
+                              [[r["seed"], f"{r['grown_eval']:.4f}", f"{r['scratch_eval']:.4f}",
+                                f"{r['grown_final_train']:.4f}", f"{r['scratch_final_train']:.4f}",
+                                f"{r['grown_flops'] / r['scratch_flops']:.3f}", f"{r['grown_wall_s']:.0f}",
+                                f"{r['scratch_wall_s']:.0f}"] for r in per_seed],
+                              align="rrrrrrrr")]
         if "paired_diff_mean" in summary:
             lo, hi = summary["paired_diff_ci95"]
             md += ["", f"Validation loss at the last step, mean ± se over {summary['seeds']} seeds: grown "

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from depthdelusion.analysis.tables import markdown_table
+
 KINDS = ("weight", "activation")
 
 
@@ -146,17 +148,18 @@ def write(result: dict, setup: ProbeSetup, out: Path, command: str) -> list[Path
              "regression t-interval). rate > 0: the paper's decay towards the input; rate < 0: "
              "growth towards the input. g_0/g_D: bottom block over top block.", ""]
     for kind in KINDS:
-        lines += [f"## {kind} gradients", "",
-                  "| D | W | params | s | step | status | rate 1/ℓ [95% CI] | ℓ | g_0/g_D |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+        table = []
         for s in result["shapes"]:
             for t in sorted({0, last}):
                 f = next(f for f in fits if f.kind == kind and f.step == t and f.name == f"d{s['depth']}_w{s['width']}")
                 g = s[kind][t]
-                lines.append(f"| {s['depth']} | {s['width']} | {s['params'] / 1e6:.2f}M | {s['seconds']:.0f} | {t} | "
-                             f"{f.status} | {f.rate:+.3f} [{f.rate_ci[0]:+.3f}, {f.rate_ci[1]:+.3f}] | "
-                             f"{'—' if f.length is None else f'{f.length:+.3g}'} | {g[0] / g[-1]:.3g} |")
-        lines.append("")
+                table.append([s["depth"], s["width"], f"{s['params'] / 1e6:.2f}M", f"{s['seconds']:.0f}", t, f.status,
+                              f"{f.rate:+.3f} [{f.rate_ci[0]:+.3f}, {f.rate_ci[1]:+.3f}]",
+                              "—" if f.length is None else f"{f.length:+.3g}", f"{g[0] / g[-1]:.3g}"])
+        lines += [f"## {kind} gradients", "",
+                  markdown_table(["D", "W", "params", "s", "step", "status", "rate 1/ℓ [95% CI]", "ℓ",
+                                  "g_0/g_D"], table),
+                  ""]
         for t in sorted({0, last}):
             at = [f for f in fits if f.kind == kind and f.step == t]
             try:

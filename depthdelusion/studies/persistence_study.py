@@ -4,7 +4,7 @@ persistence study (runs trained by `depthdelusion sweep experiments/persistence_
 Per run: the windowed rate 1/ℓ around the requested step (`analysis/persistence.py`) for
 weight and activation gradients, and the rate at every logged step (when the decay appears).
 Per parametrization: ℓ(W) over all runs (power law vs log form), the loss-optimal depth per
-width against the paper's D_crit ≈ 2.43·ln W, and seed-to-seed spreads where seeds repeat.
+width against the paper's D_crit ≈ κ·ln W, and seed-to-seed spreads where seeds repeat.
 JAX-free: reads run directories only.
 """
 from __future__ import annotations
@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from depthdelusion.analysis.persistence import (DEFAULT_STEP, DEFAULT_WINDOW, persistence_length,
-                                                persistence_scaling, window_bounds, windowed_norms)
+                                                persistence_scaling, window_bounds, windowed_fit)
+from depthdelusion.analysis.reference import PAPER_KAPPA
 from depthdelusion.analysis.runs import read_gradient_profile
+from depthdelusion.analysis.tables import markdown_table
 
-PAPER_KAPPA = 2.43  # D_crit ≈ κ·ln W (the paper's fit)
-PAPER_P = 0.44  # ℓ ∝ W^p
 TIMELINE = (1, 25, 50, 100, 200, 400, 600, 800, 1000)  # steps at which the rate is tabulated
 
 
@@ -62,12 +62,9 @@ def windowed_fits(runs: list[dict], step: int, window: float, skip_bottom: int =
         for kind in ("weight", "activation"):
             if r["profile"] is None or not r["profile"].steps(kind):
                 continue
-            used, norms_SxD, warning = windowed_norms(r["profile"], step, window, kind)
-            norms_SxD = norms_SxD[:, skip_bottom:]
-            f = persistence_length(norms_SxD, name=r["name"], width=r["width"], kind=kind,
-                                   requested_step=step, seed=i)
-            f.steps, f.step, f.window, f.warning = used, int(round(np.mean(used))), window_bounds(step, window), warning
-            out[(r["name"], kind)] = f
+            out[(r["name"], kind)] = windowed_fit(r["profile"], step=step, window=window, kind=kind,
+                                                  name=r["name"], width=r["width"], seed=i,
+                                                  skip_bottom=skip_bottom)
     return out
 
 
@@ -128,8 +125,8 @@ def build(root: Path, out: Path, *, step: int = DEFAULT_STEP, window: float = DE
     header = ["run", "param.", "D", "W", "seed", "loss ± SE", "weight: status", "rate 1/ℓ [95% CI]",
               "ℓ", "activation: status", "rate 1/ℓ [95% CI]", "weight, bottom block left out",
               "g_0/g_D", "wall s"]
-    md += ["## Per run", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    csv_rows = []
+    md += ["## Per run", ""]
+    table, csv_rows = [], []
     for r in sorted(runs, key=lambda r: (r["parametrization"], r["width"], r["depth"], r["seed"])):
         fw, fa = fits.get((r["name"], "weight")), fits.get((r["name"], "activation"))
         g = r["profile"].nearest(step, "weight")[1] if r["profile"] else None
@@ -146,7 +143,7 @@ def build(root: Path, out: Path, *, step: int = DEFAULT_STEP, window: float = DE
         cells.append("—" if fb is None or not np.isfinite(fb.rate) else
                      f"{fb.status} {fb.rate:+.4f} [{fb.rate_ci[0]:+.4f}, {fb.rate_ci[1]:+.4f}]")
         cells += ["—" if g is None else f"{g[0] / g[-1]:.3g}", f"{r['wall_time_s']:.0f}"]
-        md.append("| " + " | ".join(str(c) for c in cells) + " |")
+        table.append(cells)
         for kind, f in (("weight", fw), ("activation", fa)):
             if f is not None:
                 csv_rows.append({"name": r["name"], "parametrization": r["parametrization"],
@@ -155,7 +152,7 @@ def build(root: Path, out: Path, *, step: int = DEFAULT_STEP, window: float = DE
                                  "steps_used": f"{f.steps[0]}-{f.steps[-1]} ({len(f.steps)})",
                                  "status": f.status, "rate": f"{f.rate:.5f}", "rate_lo": f"{f.rate_ci[0]:.5f}",
                                  "rate_hi": f"{f.rate_ci[1]:.5f}", "wall_time_s": f"{r['wall_time_s']:.0f}"})
-    md.append("")
+    md += [markdown_table(header, table), ""]
     counts = {name: {st: sum(f.status == st for f in fs.values() if f.kind == "weight")
                      for st in ("decay", "flat", "growth")} for name, fs in (("all blocks", fits),
                                                                             ("bottom block left out", above))}
@@ -177,9 +174,8 @@ def build(root: Path, out: Path, *, step: int = DEFAULT_STEP, window: float = DE
     if tl:
         md += ["## Rate 1/ℓ over training (weight gradients, D ≥ 8, single logged steps)", "",
                "Median rate over the runs of each parametrization and width; in brackets the number "
-               "of runs with decay / flat / growth.", "",
-               "| param. | W | " + " | ".join(f"step {t}" for t in TIMELINE) + " |",
-               "|---|---|" + "---|" * len(TIMELINE)]
+               "of runs with decay / flat / growth.", ""]
+        table = []
         for pz in params:
             for w in sorted({r["width"] for r in tl if r["parametrization"] == pz}):
                 cells = []
@@ -191,8 +187,8 @@ def build(root: Path, out: Path, *, step: int = DEFAULT_STEP, window: float = DE
                         continue
                     n = [sum(r["status"] == s for r in sel) for s in ("decay", "flat", "growth")]
                     cells.append(f"{np.median([r['rate'] for r in sel]):+.3f} ({n[0]}/{n[1]}/{n[2]})")
-                md.append(f"| {pz} | {w} | " + " | ".join(cells) + " |")
-        md.append("")
+                table.append([pz, w, *cells])
+        md += [markdown_table(["param.", "W", *(f"step {t}" for t in TIMELINE)], table), ""]
 
     # --- ℓ(W) per parametrization -----------------------------------------------------------------
     scalings = {}
@@ -213,13 +209,12 @@ def build(root: Path, out: Path, *, step: int = DEFAULT_STEP, window: float = DE
     loss_rows = []
     md += ["## Loss against depth and the loss-optimal depth", "",
            "Final loss = mean over the last 10% of tokens (nats/byte). Error bars: the run's SE, or "
-           "the SE over seeds where the shape was repeated.", "",
-           "| param. | W | " + " | ".join(f"D={d}" for d in sorted({r['depth'] for r in runs})) +
-           " | best D | paper D_crit = 2.43·ln W |", "|---|---|" + "---|" * (len({r['depth'] for r in runs}) + 2)]
+           "the SE over seeds where the shape was repeated.", ""]
+    depths, table = sorted({r["depth"] for r in runs}), []
     for pz in params:
         for w in sorted({r["width"] for r in runs if r["parametrization"] == pz}):
             cells, best = [], None
-            for d in sorted({r["depth"] for r in runs}):
+            for d in depths:
                 rs = groups.get((pz, d, w))
                 if not rs:
                     cells.append("—")
@@ -233,23 +228,24 @@ def build(root: Path, out: Path, *, step: int = DEFAULT_STEP, window: float = DE
                 loss_rows.append({"label": pz, "width": w, "depth": d, "loss": m, "se": se})
                 if best is None or m < best[1]:
                     best = (d, m)
-            md.append(f"| {pz} | {w} | " + " | ".join(cells) +
-                      f" | {best[0] if best else '—'} | {PAPER_KAPPA * math.log(w):.1f} |")
-    md.append("")
+            table.append([pz, w, *cells, best[0] if best else "—", f"{PAPER_KAPPA * math.log(w):.1f}"])
+    md += [markdown_table(["param.", "W", *(f"D={d}" for d in depths), "best D",
+                           f"paper D_crit = {PAPER_KAPPA}·ln W"], table), ""]
 
     # --- seeds -------------------------------------------------------------------------------------
     repeated = {k: v for k, v in groups.items() if len(v) > 1}
     if repeated:
-        md += ["## Seed-to-seed spread (init and data order)", "",
-               "| param. | D | W | seeds | loss mean ± SE | weight rate mean ± SE | statuses |", "|---|---|---|---|---|---|---|"]
+        md += ["## Seed-to-seed spread (init and data order)", ""]
+        table = []
         for (pz, d, w), rs in sorted(repeated.items()):
             lm, ls = _mean_se([r["loss"] for r in rs])
             rates = [fits[(r["name"], "weight")].rate for r in rs if (r["name"], "weight") in fits]
             rm, rse = _mean_se(rates) if rates else (math.nan, math.nan)
             st = ", ".join(fits[(r["name"], "weight")].status for r in rs if (r["name"], "weight") in fits)
-            md.append(f"| {pz} | {d} | {w} | {', '.join(str(r['seed']) for r in rs)} | {lm:.4f} ± {ls:.4f} | "
-                      f"{rm:+.4f} ± {rse:.4f} | {st} |")
-        md.append("")
+            table.append([pz, d, w, ", ".join(str(r["seed"]) for r in rs), f"{lm:.4f} ± {ls:.4f}",
+                          f"{rm:+.4f} ± {rse:.4f}", st])
+        md += [markdown_table(["param.", "D", "W", "seeds", "loss mean ± SE", "weight rate mean ± SE",
+                               "statuses"], table), ""]
 
     # --- wall time -----------------------------------------------------------------------------------
     total = sum(r["wall_time_s"] for r in runs)

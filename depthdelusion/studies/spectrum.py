@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from depthdelusion.analysis import spectra
+from depthdelusion.analysis.tables import markdown_table
 
 DEFAULT_TOKENS = 1 << 18
 DEFAULT_ROWS = 16  # sequences per forward pass
@@ -222,13 +223,11 @@ def write_outputs(full: np.ndarray, fits: list, info: dict, out, command: str) -
               "of the groups; 'max rel. diff' is max |λ_a − λ_b| / λ over the top k eigenvalues. The "
               "interval is for the stated ranks: a spectrum that is not an exact power law gives "
               "another β over another range, which the interval does not cover.", "",
-              "| layer | β | 95% CI | β (half a / b) | ranks | top k | max rel. diff (top k) |",
-              "|---|---|---|---|---|---|---|"]
-    for f in fits:
-        rng = f"{f.rank_range[0]}–{f.rank_range[1]}" if f.rank_range else "no stable range"
-        lines.append(f"| {f.layer} | {f.beta:.3f} | [{f.ci[0]:.3f}, {f.ci[1]:.3f}] | "
-                     f"{f.beta_halves[0]:.3f} / {f.beta_halves[1]:.3f} | {rng} | {f.top_k} | "
-                     f"{f.half_max_rel_diff:.3g} |")
+              markdown_table(["layer", "β", "95% CI", "β (half a / b)", "ranks", "top k", "max rel. diff (top k)"],
+                             [[f.layer, f"{f.beta:.3f}", f"[{f.ci[0]:.3f}, {f.ci[1]:.3f}]",
+                               f"{f.beta_halves[0]:.3f} / {f.beta_halves[1]:.3f}",
+                               f"{f.rank_range[0]}–{f.rank_range[1]}" if f.rank_range else "no stable range",
+                               f.top_k, f"{f.half_max_rel_diff:.3g}"] for f in fits])]
     (out / "tail.md").write_text("\n".join(lines) + "\n")
     paths += [out / "tail.md", plot_spectra(full, fits, out / "spectrum.png")]
     return paths

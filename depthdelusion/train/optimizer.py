@@ -1,16 +1,16 @@
 """AdamW as in the paper: warmup then cosine decay, global-norm clipping, decoupled weight decay
-on matrices and embeddings only (never on norms or biases). Under µP, depth-µP and CompleteP the
+on matrices and embeddings only (never on norms or biases): each parameter's `weight_decay`
+metadata, set where the model creates it, says which. Under µP, depth-µP and CompleteP the
 Adam/decay/lr part is split into per-group transforms (model/parametrization.py); clipping
 stays global and the schedule multiplies every group."""
 from __future__ import annotations
 
 import jax
 import optax
+from flax import nnx
 
 from depthdelusion.config import ModelConfig, TrainConfig
 from depthdelusion.model import parametrization as pz
-
-NO_DECAY_SUFFIXES = ("_scale", "_bias", "_b")  # norm scales/biases and linear biases
 
 
 def lr_schedule(tc: TrainConfig) -> optax.Schedule:
@@ -27,21 +27,32 @@ def lr_schedule(tc: TrainConfig) -> optax.Schedule:
     return lambda count: schedule(count + 1)
 
 
-def param_name(path) -> str:
-    """The last dictionary key on a pytree path: the parameter's name (e.g. `qkv_kernel`)."""
-    names = [k.key for k in path if isinstance(k, jax.tree_util.DictKey)]
-    return str(names[-1]) if names else ""
+def _metadata(params, key: str, what: str):
+    """The tree of `params` (nnx Variables) with each value replaced by its `key` metadata."""
+    def read(path, variable):
+        value = variable.get_metadata().get(key) if isinstance(variable, nnx.Variable) else None
+        if value is None:
+            name = "/".join(str(getattr(k, "key", getattr(k, "name", k))) for k in path)
+            raise ValueError(f"parameter {name!r} has no {what}: create it as an nnx.Param with "
+                             f"{key}=... metadata (see _matrix in depthdelusion/model/transformer.py)")
+        return variable.replace(value)
+
+    return jax.tree_util.tree_map_with_path(read, params, is_leaf=lambda x: isinstance(x, nnx.Variable))
 
 
 def weight_decay_mask(params):
-    return jax.tree_util.tree_map_with_path(
-        lambda path, _: not param_name(path).endswith(NO_DECAY_SUFFIXES), params
-    )
+    """True where decoupled weight decay applies, from each parameter's `weight_decay` metadata."""
+    return _metadata(params, "weight_decay", "weight-decay flag")
 
 
 def param_groups(params):
-    """The parameterization group of every leaf, from its name; unknown names raise."""
-    return jax.tree_util.tree_map_with_path(lambda path, _: pz.group_of(param_name(path)), params)
+    """The parameterization group of every parameter, from its `group` metadata."""
+    groups = _metadata(params, "group", "parameterization group")
+    for group in set(jax.tree.leaves(groups)):
+        if group not in pz.GROUPS:
+            raise ValueError(f"parameter group {group!r} is not one of {', '.join(pz.GROUPS)} "
+                             f"(depthdelusion/model/parametrization.py)")
+    return groups
 
 
 def _group_adamw(tc: TrainConfig, rule: pz.GroupRule) -> optax.GradientTransformation:

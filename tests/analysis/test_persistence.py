@@ -5,7 +5,8 @@ import pytest
 
 from depthdelusion.analysis import load_runs
 from depthdelusion.analysis.persistence import (persistence_length, persistence_lengths,
-                                                persistence_scaling)
+                                                persistence_scaling, windowed_fit)
+from depthdelusion.analysis.runs import GradientProfile
 
 
 def test_persistence_length_is_recovered_from_run_directories(run_factory, tmp_path):
@@ -106,3 +107,19 @@ def test_an_expansion_probe_beside_a_run_reaches_the_persistence_figure(tmp_path
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "first-order signal of a zero-output block inserted after block l" in md
     assert "runs: d8_w128" in md and (tmp_path / "rep" / "gradient_profiles.png").exists()
+
+
+def test_one_windowed_fit_for_the_report_and_the_study_leaving_out_bottom_blocks():
+    """windowed_fit picks the steps (window, else nearest) once; skip_bottom drops the blocks
+    nearest the input from the same steps' mean profile."""
+    rng = np.random.default_rng(1)
+    table = {s: np.exp(-np.arange(12)[::-1] / 4.0 + 0.01 * rng.standard_normal(12)) for s in (700, 900, 1100, 1500)}
+    profile = GradientProfile(weight=table)
+    f = windowed_fit(profile, step=1000, window=0.2, kind="weight", name="r", width=64, seed=0)
+    assert f.steps == (900, 1100) and f.step == 1000 and f.window == (800, 1200)
+    cut = windowed_fit(profile, step=1000, window=0.2, kind="weight", name="r", width=64, seed=0, skip_bottom=3)
+    ref = persistence_length(np.stack([table[900], table[1100]])[:, 3:], name="r", width=64, kind="weight",
+                             requested_step=1000, seed=0)
+    assert cut.steps == f.steps and cut.rate == ref.rate and cut.rate_ci == ref.rate_ci
+    far = windowed_fit(profile, step=3000, window=0.1, kind="weight", name="r", width=64, seed=0)
+    assert far.steps == (1500,) and "used step 1500 instead" in far.warning
