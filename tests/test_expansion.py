@@ -15,7 +15,7 @@ from depthdelusion.data.pipeline import Batches
 from depthdelusion.model.transformer import Transformer
 from depthdelusion.studies import expansion
 from depthdelusion.train.loop import train
-from depthdelusion.train.records import read_metrics
+from depthdelusion.rundir import read_metrics
 
 
 def tiny_model(**kw) -> ModelConfig:
@@ -132,7 +132,7 @@ def test_expanded_run_continues_parent(tmp_path):
 
     summary = train(child_cfg, tmp_path / "child")
     assert summary["status"] == "finished" and summary["steps"] == 6
-    losses = {r["step"]: r["loss"] for r in read_metrics(tmp_path / "child" / "metrics.jsonl")}
+    losses = {r["step"]: r["loss"] for r in read_metrics(tmp_path / "child")}
     assert sorted(losses) == [5, 6]
     assert losses[5] == pytest.approx(expected, rel=1e-4)
     assert json.loads((tmp_path / "child" / "expansion.json").read_text())["parent"] == str(parent)
