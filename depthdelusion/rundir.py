@@ -32,7 +32,7 @@ from typing import Any, Iterator
 import yaml
 from etils import epath
 
-from depthdelusion.config import Config, from_dict
+from depthdelusion.config import Config, from_dict, resolve_vocab
 
 CONFIG, METRICS, SUMMARY = "config.yaml", "metrics.jsonl", "summary.json"
 
@@ -111,11 +111,11 @@ def differs_in_numbers(saved: Config, cfg: Config) -> list[str]:
 
 def check_same_numbers(run_dir: epath.PathLike, cfg: Config) -> None:
     """Raise ConfigChanged if RUN_DIR holds a run (finished or not) whose config.yaml differs
-    from `cfg` in a field that changes the numbers. `cfg` must have its vocabulary resolved."""
+    from `cfg` in a field that changes the numbers."""
     saved = read_config(run_dir)
     if saved is None:
         return
-    changed = differs_in_numbers(saved, cfg)
+    changed = differs_in_numbers(saved, resolve_vocab(cfg))
     if changed:
         finished = status(run_dir) == "finished"
         raise ConfigChanged(

@@ -16,9 +16,9 @@ import yaml
 
 from depthdelusion.config import Config, MeshConfig, ModelConfig, TrainConfig, load_config
 from depthdelusion.parallel.mesh import make_mesh
+from depthdelusion.rundir import read_metrics
 from depthdelusion.train.checkpoints import Checkpointer
 from depthdelusion.train.loop import NonFiniteError, train
-from depthdelusion.rundir import read_metrics
 from depthdelusion.train.step import build_trainer
 
 TINY = {

@@ -13,9 +13,9 @@ from flax import nnx
 from depthdelusion.config import Config, DataConfig, ModelConfig, TrainConfig, from_dict
 from depthdelusion.data.pipeline import Batches
 from depthdelusion.model.transformer import Transformer
+from depthdelusion.rundir import read_metrics
 from depthdelusion.studies import expansion
 from depthdelusion.train.loop import train
-from depthdelusion.rundir import read_metrics
 
 
 def tiny_model(**kw) -> ModelConfig:

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from depthdelusion.config import load_config
-from depthdelusion.train.loop import train
 from depthdelusion.rundir import read_metrics
+from depthdelusion.train.loop import train
 
 CONFIG = {
     "model": {"depth": 2, "width": 64, "head_dim": 16, "seq_len": 32},
