@@ -143,12 +143,17 @@ def test_gs_sweeps_are_analysed_from_their_run_directories(tmp_path, monkeypatch
         for i, (d, w) in enumerate([(d, w) for w in (128, 256, 512) for d in (4, 8, 16, 32)]):
             n = d * 12 * w * w + 2 * 50257 * w
             loss = 1.8 + 30 * n ** -0.15 + 0.05 * max(0.0, d - 2.5 * np.log(w)) + 0.01 * rng.standard_normal()
-            write_run(bucket / "bkt" / "sweep", f"d{d}w{w}", d, w, float(loss), ell=0.6 * w ** 0.44, seed=i)
-            rows.append({"name": f"d{d}w{w}", "status": "finished"})
+            run = write_run(bucket / "bkt" / "sweep", f"d{d}w{w}", d, w, float(loss), ell=0.6 * w ** 0.44, seed=i)
+            summary = json.loads((run / rundir.SUMMARY).read_text())
+            rows.append({"name": run.name, "status": "finished", "depth": d, "width": w, "params": summary["params"],
+                         "tokens": summary["tokens"], "final_loss": summary["final_loss"],
+                         "final_loss_se": summary["final_loss_se"]})  # as the sweep's runs.csv rows
         runs = load_runs("gs://bkt/sweep")
         assert len(runs) == 12 and all(p is not None for p in runs.profiles)
         verdict = write_sweep_report(epath.Path("gs://bkt/sweep"), rows, bootstrap=0, figures=False)
     assert not verdict.startswith("no fit"), verdict
     md = (bucket / "bkt" / "sweep" / "report" / "report.md").read_text()
     assert "## Gradient persistence length" in md and "gs://bkt/sweep" in md
+    assert "Windowed protocol" in md and "no per-layer gradient norms" not in md
+    assert (bucket / "bkt" / "sweep" / "report" / "persistence.csv").exists()
     assert not (tmp_path / "gs:").exists()
