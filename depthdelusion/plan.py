@@ -203,7 +203,8 @@ def plan_config(cfg: Config, topology: str | Topology, *, name: str = "config",
     """
     topology = resolve_topology(topology) if isinstance(topology, str) else topology
     devices = devices if devices is not None else topology_devices(topology)
-    cfg = resolve_vocab(cfg)
+    if cfg.model.vocab_size is None:
+        cfg = resolve_vocab(cfg)
     model = cfg.model
     if model.compute_dtype == "auto":
         model = dataclasses.replace(model, compute_dtype="bfloat16")
