@@ -141,20 +141,19 @@ def test_expanded_run_continues_parent(tmp_path):
 def test_expand_refuses_shape_overrides(tmp_path):
     (tmp_path / "run").mkdir()
     cfg = dataclasses.replace(RUN, model=dataclasses.replace(RUN.model, vocab_size=257))
-    from depthdelusion.config import dump_config
+    from depthdelusion.rundir import write_config
 
-    dump_config(cfg, tmp_path / "run" / "config.yaml")
+    write_config(tmp_path / "run", cfg)
     with pytest.raises(ValueError, match="train.batch_size"):
         expansion.expand_run(tmp_path / "run", [0], tmp_path / "out", overrides=["model.width=64"])
 
 
 def test_cli_expand_errors_name_the_flag(tmp_path, capsys):
     from depthdelusion.cli import main
-    from depthdelusion.config import dump_config
+    from depthdelusion.rundir import write_config
 
     (tmp_path / "run").mkdir()
-    dump_config(dataclasses.replace(RUN, model=dataclasses.replace(RUN.model, vocab_size=257)),
-                tmp_path / "run" / "config.yaml")
+    write_config(tmp_path / "run", dataclasses.replace(RUN, model=dataclasses.replace(RUN.model, vocab_size=257)))
     assert main(["expand", str(tmp_path / "run"), "--after", "2", "--out", str(tmp_path / "o")]) == 2
     assert "--after '2': block indices must be in 0..1" in capsys.readouterr().err
     assert main(["expand", str(tmp_path / "run"), "--after", "0", "--out", str(tmp_path / "o")]) == 2
