@@ -34,7 +34,7 @@ class ModelConfig:
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     positions: Literal["rope", "learned"] = "rope"
     rope_base: float = 10000.0
-    # None: taken from the data's tokenizer when the run starts (resolved in config.yaml).
+    # None: the data's tokenizer's (`resolve_vocab`, before anything uses the config).
     vocab_size: int | None = None
     seq_len: int = 1024
     use_bias: bool = True  # biases of the linear layers and the LM head (LayerNorm keeps its own)
@@ -354,3 +354,19 @@ def dump_config(cfg: Config, path) -> None:
     from etils import epath
 
     epath.Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+
+
+def resolve_vocab(cfg: Config) -> Config:
+    """The config with model.vocab_size set: null becomes the tokenizer's vocabulary
+    (data/tokenizers.py); a set value must hold every id of the tokenizer. Entry points (the
+    trainer, grid expansion, planning) call this before anything reads the config."""
+    from depthdelusion.data.tokenizers import vocab_size
+
+    tokenizer_vocab = vocab_size(cfg.data.tokenizer)
+    if cfg.model.vocab_size is None:
+        return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=tokenizer_vocab))
+    if cfg.model.vocab_size < tokenizer_vocab:
+        raise ValueError(
+            f"model.vocab_size={cfg.model.vocab_size} is smaller than the {cfg.data.tokenizer} "
+            f"tokenizer's vocabulary ({tokenizer_vocab}): use >= {tokenizer_vocab} or null")
+    return cfg

@@ -23,7 +23,7 @@ import re
 import time
 from typing import Any, NamedTuple
 
-from depthdelusion.config import Config, MeshConfig
+from depthdelusion.config import Config, MeshConfig, resolve_vocab
 from depthdelusion.model import size
 from depthdelusion.train.hardware import TPU_GENERATIONS, Chip, GiB
 
@@ -185,12 +185,12 @@ def plan_config(cfg: Config, topology: str | Topology, *, name: str = "config",
     last policy, 2x, 4x, ... the config's train.grad_accum_steps, while batch_size splits into
     that many microbatches over the data-parallel chips. The first that fits is chosen.
     mesh: (data, fsdp, tensor); None = fsdp over every chip.
-    Compute dtype "auto" becomes bfloat16 (the target is a TPU); vocab_size must be set.
+    Compute dtype "auto" becomes bfloat16 (the target is a TPU); a null vocab_size the tokenizer's.
     """
     topology = resolve_topology(topology) if isinstance(topology, str) else topology
     devices = devices if devices is not None else topology_devices(topology)
     if cfg.model.vocab_size is None:
-        raise ValueError("model.vocab_size is null: set it (50257 for gpt2) to plan a run")
+        cfg = resolve_vocab(cfg)
     model = cfg.model
     if model.compute_dtype == "auto":
         model = dataclasses.replace(model, compute_dtype="bfloat16")

@@ -14,7 +14,6 @@ import dataclasses
 import fnmatch
 import io
 import itertools
-import json
 import math
 import re
 import sys
@@ -27,12 +26,11 @@ from typing import Any, Callable, NamedTuple
 import yaml
 from etils import epath
 
-from depthdelusion.config import Config, _set_field, from_dict, parse_override
+from depthdelusion import rundir
+from depthdelusion.config import Config, _set_field, from_dict, parse_override, resolve_vocab
 
 GRID_KEYS = ("name", "description", "topology", "fixed", "grid", "runs", "overrides",
              "tokens", "tokens_per_param", "name_format")
-# Vocabulary of each tokenizer, so tokens_per_param can count parameters before data is opened.
-TOKENIZER_VOCAB = {"bytes": 257, "gpt2": 50257}
 RUNS_CSV_COLUMNS = ("name", "status", "depth", "width", "params", "tokens", "final_loss",
                     "final_loss_se", "eval_loss", "wall_time_s", "error")
 
@@ -59,18 +57,13 @@ def _dotted(mapping: Any, where: str) -> dict[str, Any]:
     return flat
 
 
-def default_vocab(cfg: Config) -> int:
-    return cfg.model.vocab_size or TOKENIZER_VOCAB[cfg.data.tokenizer]
-
-
 def steps_for_budget(cfg: Config, tokens: float | None, tokens_per_param: float | None) -> int:
     """train.steps = ceil(tokens / (batch_size x seq_len)); tokens may be tokens_per_param x N
     with N the exact parameter count (embeddings included)."""
     from depthdelusion.model.size import count_params
 
     if tokens_per_param is not None:
-        model = dataclasses.replace(cfg.model, vocab_size=default_vocab(cfg))
-        tokens = tokens_per_param * count_params(model)
+        tokens = tokens_per_param * count_params(resolve_vocab(cfg).model)
     return max(1, math.ceil(tokens / (cfg.train.batch_size * cfg.model.seq_len)))
 
 
@@ -154,9 +147,10 @@ def load_grid(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
                 _set_field(cfg, key, value)
         except ValueError as err:
             raise ValueError(err if str(path) in str(err) else f"{path}: overrides.{name}: {err}") from None
-        if "tokens" in raw or "tokens_per_param" in raw:
-            cfg.train.steps = steps_for_budget(cfg, raw.get("tokens"), raw.get("tokens_per_param"))
         try:
+            cfg = resolve_vocab(cfg)
+            if "tokens" in raw or "tokens_per_param" in raw:
+                cfg.train.steps = steps_for_budget(cfg, raw.get("tokens"), raw.get("tokens_per_param"))
             cfg.validate()
         except ValueError as err:
             raise ValueError(f"{path}: run {name}: {err}") from None
@@ -179,32 +173,19 @@ def select(runs: list[tuple[str, Config]], only: str | None) -> list[tuple[str, 
     return chosen
 
 
-def read_summary(run_dir: epath.Path) -> dict[str, Any] | None:
-    path = run_dir / "summary.json"
-    if not path.exists():
-        return None
+def _summary(run_dir: epath.Path) -> dict[str, Any] | None:
+    """The run's summary; None when absent or unreadable (training the run rewrites it)."""
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError:
+        return rundir.read_summary(run_dir)
+    except ValueError:
         return None
-    return data if isinstance(data, dict) else None
-
-
-def run_state(run_dir: epath.Path) -> str:
-    """'finished' (summary.json says so), 'unfinished' (something is there) or 'new'."""
-    summary = read_summary(run_dir)
-    if summary is not None and summary.get("status") == "finished":
-        return "finished"
-    if run_dir.exists() and any(run_dir.iterdir()):
-        return "unfinished"
-    return "new"
 
 
 def _row(name: str, cfg: Config, status: str, summary: dict | None, error: str = "") -> dict[str, Any]:
     from depthdelusion.model.size import count_params
 
     summary = summary or {}
-    model = dataclasses.replace(cfg.model, vocab_size=default_vocab(cfg))
+    model = resolve_vocab(cfg).model
     return {
         "name": name, "status": status, "depth": cfg.model.depth, "width": cfg.model.width,
         "params": summary.get("params", count_params(model)),
@@ -226,9 +207,9 @@ def grid_rows(runs: list[tuple[str, Config]], out: epath.Path, current: list[dic
         if name in mine:
             rows.append(mine[name])
             continue
-        summary = read_summary(out / name)
+        summary = _summary(out / name)
         status = (summary or {}).get("status") or {"unfinished": "unfinished", "new": "not started"}.get(
-            run_state(out / name), "unfinished")
+            rundir.status(out / name), "unfinished")
         rows.append(_row(name, cfg, status, summary, (summary or {}).get("error", "")))
     return rows
 
@@ -257,24 +238,16 @@ def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, bootstrap
     report_dir = out / "report"
     report_dir.mkdir(parents=True, exist_ok=True)
     finished = [r for r in rows if r["status"] == "finished"]
-    local = not str(out).startswith(("gs://", "s3://"))
     try:
         if len(finished) < 2:
             raise ValueError(f"only {len(finished)} finished run(s); a fit needs several")
-        with tempfile.TemporaryDirectory() as tmp:
-            if local:  # the run directories themselves: per-layer gradient profiles included
-                source = label = str(out)
-            else:  # remote: fit from the finished rows (the loader reads local files)
-                source, label = str(Path(tmp) / "runs.csv"), str(out / "runs.csv")
-                Path(source).write_text("depth,width,params,loss,loss_se,tokens,name\n" + "".join(
-                    f"{r['depth']},{r['width']},{r['params']},{r['final_loss']},{r['final_loss_se']},"
-                    f"{r['tokens']},{r['name']}\n" for r in finished))
+        with tempfile.TemporaryDirectory() as tmp:  # the report is made locally, then copied
             # Fit every default law that has fewer free parameters than there are runs.
             laws, dropped = list(DEFAULT_LAWS), []
             while True:
-                try:
-                    report = write_report(source, Path(tmp) / "report", laws=laws, bootstrap=bootstrap,
-                                          figures=figures, runs_label=label)
+                try:  # from the run directories (local or remote): gradient profiles included
+                    report = write_report(str(out), Path(tmp) / "report", laws=laws, bootstrap=bootstrap,
+                                          figures=figures, runs_label=str(out))
                     break
                 except ValueError as err:
                     match = re.match(r"law '([\w]+)' has \d+ free parameters", str(err))
@@ -310,7 +283,9 @@ def run_sweep(grid: Grid, out: str | Path, *, only: str | None = None, dry_run: 
     """Train every selected run of `grid` under OUT/<name>/ and return the runs.csv rows.
 
     finished (summary.json status "finished") -> skipped; anything else -> train(cfg, run_dir),
-    which starts a fresh run or resumes an unfinished one. A run that raises is recorded
+    which starts a fresh run or resumes an unfinished one. A run directory whose config.yaml
+    differs from the grid's run in a field that changes the numbers raises rundir.ConfigChanged
+    before anything is trained. A run that raises is recorded
     (status "failed", the error) and the sweep goes on. Runs in-process: one JAX runtime,
     no re-import per run; an exception is caught like any other (a hard crash of the process,
     e.g. out of host memory, ends the sweep, and re-running it skips what finished).
@@ -323,12 +298,13 @@ def run_sweep(grid: Grid, out: str | Path, *, only: str | None = None, dry_run: 
     out = epath.Path(out)
     runs = select(grid.runs, only)
     train_fn = train_fn or _default_train
+    for name, cfg in runs:  # before anything is trained: OUT holds these runs or none of them
+        rundir.check_same_numbers(out / name, cfg)
     if dry_run:
         rows = []
         for name, cfg in runs:
-            state = run_state(out / name)
-            row = _row(name, cfg, "planned" if state != "finished" else "finished",
-                       read_summary(out / name))
+            state = rundir.status(out / name)
+            row = _row(name, cfg, "planned" if state != "finished" else "finished", _summary(out / name))
             rows.append(row)
             log(f"{name}: {state}; depth {cfg.model.depth} width {cfg.model.width} "
                 f"params {row['params']:,} steps {cfg.train.steps} tokens {row['tokens']:,}")
@@ -371,10 +347,10 @@ def _run_all(grid: Grid, out: epath.Path, runs: list[tuple[str, Config]], train_
     rows = []
     for i, (name, cfg) in enumerate(runs, 1):
         run_dir = out / name
-        state = run_state(run_dir)
+        state = rundir.status(run_dir)
         if state == "finished":
             log(f"[{i}/{len(runs)}] {name}: finished already, skipped")
-            rows.append(_row(name, cfg, "finished", read_summary(run_dir)))
+            rows.append(_row(name, cfg, "finished", _summary(run_dir)))
             continue
         log(f"[{i}/{len(runs)}] {name}: {'resuming' if state == 'unfinished' else 'starting'}")
         start = time.perf_counter()

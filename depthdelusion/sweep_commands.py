@@ -75,9 +75,6 @@ def run_plan_command(args) -> int:
     devices = topology_devices(topology)
     plans = []
     for name, cfg in runs:
-        if cfg.model.vocab_size is None:
-            from depthdelusion.sweep import default_vocab
-            cfg.model.vocab_size = default_vocab(cfg)
         p = plan_config(cfg, topology, name=name, mesh=mesh, remat=args.remat,
                         margin=args.margin, devices=devices)
         print(p.describe(), flush=True)

@@ -16,9 +16,9 @@ import yaml
 
 from depthdelusion.config import Config, MeshConfig, ModelConfig, TrainConfig, load_config
 from depthdelusion.parallel.mesh import make_mesh
+from depthdelusion.rundir import read_metrics
 from depthdelusion.train.checkpoints import Checkpointer
 from depthdelusion.train.loop import NonFiniteError, train
-from depthdelusion.train.records import read_metrics
 from depthdelusion.train.step import build_trainer
 
 TINY = {
@@ -44,7 +44,7 @@ def reference(config_file, tmp_path_factory):
     """An uninterrupted run: {step: loss}."""
     out = tmp_path_factory.mktemp("ref") / "run"
     train(load_config(config_file), out)
-    return {r["step"]: r["loss"] for r in read_metrics(out / "metrics.jsonl")}
+    return {r["step"]: r["loss"] for r in read_metrics(out)}
 
 
 def cli(*args):
@@ -62,7 +62,7 @@ def wait_for_lines(path: Path, n: int, proc, timeout: float = 240) -> None:
 
 
 def assert_same_losses(out: Path, reference: dict) -> None:
-    records = read_metrics(out / "metrics.jsonl")
+    records = read_metrics(out)
     steps = [r["step"] for r in records]
     assert steps == sorted(set(steps)) == list(range(1, 25)), "a step is missing or repeated"
     for r in records:
@@ -260,7 +260,7 @@ def test_divergence_stops_the_run_and_keeps_a_good_checkpoint(config_file, tmp_p
     skip = tmp_path / "skip"
     result = train(load_config(config_file, overrides[:-2] + ["train.steps=40", "train.nonfinite=skip"]), skip)
     assert result["status"] == "finished"
-    assert max(r.get("nonfinite_steps", 0) for r in read_metrics(skip / "metrics.jsonl")) > 0
+    assert max(r.get("nonfinite_steps", 0) for r in read_metrics(skip)) > 0
 
 
 def read_events(logdir: Path) -> dict[str, dict[int, float]]:
@@ -288,5 +288,5 @@ def test_tensorboard_has_the_same_scalars(config_file, tmp_path):
     scalars = read_events(out / "tensorboard")
     assert {"loss", "lr", "grad_norm", "per_layer_grad_norm/layer_00", "per_layer_act_grad_norm/layer_01"} <= set(scalars)
     losses = scalars["loss"]
-    for r in read_metrics(out / "metrics.jsonl"):
+    for r in read_metrics(out):
         assert losses[r["step"]] == pytest.approx(r["loss"], rel=1e-6)

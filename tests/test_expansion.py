@@ -13,9 +13,9 @@ from flax import nnx
 from depthdelusion.config import Config, DataConfig, ModelConfig, TrainConfig, from_dict
 from depthdelusion.data.pipeline import Batches
 from depthdelusion.model.transformer import Transformer
+from depthdelusion.rundir import read_metrics
 from depthdelusion.studies import expansion
 from depthdelusion.train.loop import train
-from depthdelusion.train.records import read_metrics
 
 
 def tiny_model(**kw) -> ModelConfig:
@@ -132,7 +132,7 @@ def test_expanded_run_continues_parent(tmp_path):
 
     summary = train(child_cfg, tmp_path / "child")
     assert summary["status"] == "finished" and summary["steps"] == 6
-    losses = {r["step"]: r["loss"] for r in read_metrics(tmp_path / "child" / "metrics.jsonl")}
+    losses = {r["step"]: r["loss"] for r in read_metrics(tmp_path / "child")}
     assert sorted(losses) == [5, 6]
     assert losses[5] == pytest.approx(expected, rel=1e-4)
     assert json.loads((tmp_path / "child" / "expansion.json").read_text())["parent"] == str(parent)
@@ -141,20 +141,19 @@ def test_expanded_run_continues_parent(tmp_path):
 def test_expand_refuses_shape_overrides(tmp_path):
     (tmp_path / "run").mkdir()
     cfg = dataclasses.replace(RUN, model=dataclasses.replace(RUN.model, vocab_size=257))
-    from depthdelusion.config import dump_config
+    from depthdelusion.rundir import write_config
 
-    dump_config(cfg, tmp_path / "run" / "config.yaml")
+    write_config(tmp_path / "run", cfg)
     with pytest.raises(ValueError, match="train.batch_size"):
         expansion.expand_run(tmp_path / "run", [0], tmp_path / "out", overrides=["model.width=64"])
 
 
 def test_cli_expand_errors_name_the_flag(tmp_path, capsys):
     from depthdelusion.cli import main
-    from depthdelusion.config import dump_config
+    from depthdelusion.rundir import write_config
 
     (tmp_path / "run").mkdir()
-    dump_config(dataclasses.replace(RUN, model=dataclasses.replace(RUN.model, vocab_size=257)),
-                tmp_path / "run" / "config.yaml")
+    write_config(tmp_path / "run", dataclasses.replace(RUN, model=dataclasses.replace(RUN.model, vocab_size=257)))
     assert main(["expand", str(tmp_path / "run"), "--after", "2", "--out", str(tmp_path / "o")]) == 2
     assert "--after '2': block indices must be in 0..1" in capsys.readouterr().err
     assert main(["expand", str(tmp_path / "run"), "--after", "0", "--out", str(tmp_path / "o")]) == 2

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from depthdelusion.config import Config, ModelConfig, TrainConfig, dump_config
+from depthdelusion.config import Config, ModelConfig, TrainConfig
+from depthdelusion.rundir import write_config
 from depthdelusion.model import size
 from depthdelusion.studies import expansion_study
 
@@ -16,7 +17,7 @@ def write_run(path, depth, steps, evals, losses, wall=1.0):
     path.mkdir(parents=True)
     cfg = Config(model=ModelConfig(depth=depth, width=32, head_dim=16, seq_len=16, vocab_size=257),
                  train=TrainConfig(steps=steps, batch_size=4))
-    dump_config(cfg, path / "config.yaml")
+    write_config(path, cfg)
     lines = [{"step": s, "loss": losses[s], **({"eval_loss": evals[s]} if s in evals else {})} for s in sorted(losses)]
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     (path / "summary.json").write_text(json.dumps({"final_loss": losses[max(losses)], "wall_time_s": wall,

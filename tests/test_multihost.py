@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from depthdelusion.config import load_config
+from depthdelusion.rundir import read_metrics
 from depthdelusion.train.loop import train
-from depthdelusion.train.records import read_metrics
 
 CONFIG = {
     "model": {"depth": 2, "width": 64, "head_dim": 16, "seq_len": 32},
@@ -36,8 +36,8 @@ def test_two_processes_match_one_process(tmp_path):
         assert p.returncode == 0, err[-3000:]
     assert "run written" in outputs[0][0] and "run written" not in outputs[1][0]  # process 0 reports
 
-    one = read_metrics(single / "metrics.jsonl")
-    two = read_metrics(multi / "metrics.jsonl")
+    one = read_metrics(single)
+    two = read_metrics(multi)
     assert [r["step"] for r in two] == list(range(1, 7))  # written once: only process 0 writes
     for a, b in zip(one, two):
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from depthdelusion.model.size import count_params
+from depthdelusion.rundir import ConfigChanged
 from depthdelusion.sweep import load_grid, run_sweep, select, steps_for_budget
 from depthdelusion.train.loop import train
 
@@ -118,6 +119,8 @@ def test_grid_axes_explicit_runs_overrides_and_budget(tmp_path):
     ("grid: {model.depth: [1]}\ntokens: -5\n", "tokens=-5"),
     ("grid: {model.depht: [1]}\n", "unknown config field 'model.depht'"),
     ("grid: {model.width: [100]}\n", "run d16_w100: model.width=100 is not divisible"),
+    ("grid: {model.vocab_size: [100]}\n", "run d16_w512: model.vocab_size=100 is smaller than the bytes "
+     "tokenizer's vocabulary \\(257\\)"),
     ("grid: {model.depth: [1]}\noverrides: {d7_w1: {train.lr: 1}}\n", "overrides for unknown run.*d7_w1"),
     ("grid: {train.lr: [0.1, 0.2]}\n", "both named 'd16_w512'"),
     ("name: x\n", "no runs"),
@@ -139,7 +142,7 @@ fixed:
 runs:
   - {model.depth: 1, model.width: 16}
   - {model.depth: 2, model.width: 16}
-  - {model.depth: 1, model.width: 8, model.vocab_size: 100}  # smaller than the 257 byte ids: train() raises
+  - {model.depth: 1, model.width: 8, data.path: /nonexistent/depthdelusion-data}  # train() raises
 """
 
 
@@ -154,7 +157,7 @@ def test_sweep_trains_records_failures_and_skips_finished_runs(tmp_path):
 
     rows = run_sweep(grid, out, train_fn=spy, bootstrap=0, log=lambda _: None)
     assert [r["status"] for r in rows] == ["finished", "finished", "failed"]
-    assert "vocab_size=100" in rows[2]["error"] and (out / "d1_w8" / "error.txt").exists()
+    assert "matches no files" in rows[2]["error"] and (out / "d1_w8" / "error.txt").exists()
     with open(out / "runs.csv") as fh:
         table = list(csv.DictReader(fh))
     assert [r["name"] for r in table] == ["d1_w16", "d2_w16", "d1_w8"]
@@ -162,7 +165,7 @@ def test_sweep_trains_records_failures_and_skips_finished_runs(tmp_path):
         summary = json.loads((out / name / "summary.json").read_text())
         assert float(row["final_loss"]) == pytest.approx(summary["final_loss"])
         assert int(row["params"]) == summary["params"] and int(row["tokens"]) == 5120
-    assert table[2]["status"] == "failed" and "vocab_size=100" in table[2]["error"]
+    assert table[2]["status"] == "failed" and "matches no files" in table[2]["error"]
     # Too few finished runs for the laws: the report says so instead of crashing.
     assert "No fit" in (out / "report" / "report.md").read_text()
 
@@ -173,6 +176,13 @@ def test_sweep_trains_records_failures_and_skips_finished_runs(tmp_path):
     assert calls == [str(out / "d1_w8")]
     assert (out / "d1_w16" / "summary.json").stat().st_mtime_ns == mtime
     assert [r["status"] for r in rows] == ["finished", "finished", "failed"]
+
+    # The grid changed in a field that changes the numbers: refused before anything is trained.
+    calls.clear()
+    changed = load_grid(write(tmp_path, TINY), ["train.lr=0.01"])
+    with pytest.raises(ConfigChanged, match=r"d1_w16 holds a finished run .*train\.lr: 0\.0003 -> 0\.01.*new --out"):
+        run_sweep(changed, out, train_fn=spy, report=False, log=lambda _: None)
+    assert calls == []
 
 
 def test_unfinished_run_dir_is_handed_back_to_train_for_resuming(tmp_path):

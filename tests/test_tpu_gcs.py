@@ -15,10 +15,11 @@ import pytest
 import yaml
 from etils import epath
 
+from depthdelusion import rundir
 from depthdelusion.sweep import load_grid, run_sweep
-from depthdelusion.train import loop, records
+from depthdelusion.train import loop
 from depthdelusion.train.checkpoints import Checkpointer
-from depthdelusion.train.records import MetricsWriter, read_metrics
+from depthdelusion.rundir import MetricsWriter, read_metrics
 from fake_gcs import serve_gs_from
 
 GRID = {
@@ -69,14 +70,14 @@ def test_sweep_resume_and_report_on_gs(gcs, tmp_path, monkeypatch):
     out = "gs://bkt/sweep"
     rows = run_sweep(grid, out, bootstrap=0, log=lambda _: None)
     assert [r["status"] for r in rows] == ["failed"] and "503" in rows[0]["error"]
-    assert [r["step"] for r in read_metrics(f"{out}/d1_w16/metrics.jsonl")] == [1, 2, 3]
+    assert [r["step"] for r in read_metrics(f"{out}/d1_w16")] == [1, 2, 3]
 
     logs = []
     rows = run_sweep(grid, out, bootstrap=0, log=logs.append)
     assert "[1/1] d1_w16: resuming" in logs and [r["status"] for r in rows] == ["finished"]
     bucket = tmp_path / "bucket" / "bkt" / "sweep"
     for name in ("d1_w16",):
-        assert [r["step"] for r in read_metrics(bucket / name / "metrics.jsonl")] == [1, 2, 3, 4, 5, 6]
+        assert [r["step"] for r in read_metrics(bucket / name)] == [1, 2, 3, 4, 5, 6]
         summary = json.loads((bucket / name / "summary.json").read_text())
         assert summary["status"] == "finished" and summary["steps"] == 6
         assert summary["data"]["dataset"].startswith("gs://bkt/data")
@@ -91,20 +92,20 @@ def test_sweep_resume_and_report_on_gs(gcs, tmp_path, monkeypatch):
 def test_metrics_on_gs_are_appended_locally_and_copied_at_checkpoints(gcs, monkeypatch):
     """Uploads happen at flush() (the loop's checkpoints) and close(), never per logged line,
     however much time passes between checkpoints."""
-    path = epath.Path("gs://bkt/run/metrics.jsonl")
+    run, path = epath.Path("gs://bkt/run"), epath.Path("gs://bkt/run/metrics.jsonl")
     path.write_text(json.dumps({"step": 1, "loss": 3.0}) + "\n")  # a run being resumed
     gcs.writes.clear()
     clock = [0.0]
     monkeypatch.setattr("time.monotonic", lambda: clock[0])
-    writer = MetricsWriter(path)
+    writer = MetricsWriter(run)
     for step in range(2, 200):
         clock[0] += 30.0
         writer.write({"step": step, "loss": 2.0})
-    assert gcs.writes == [] and [r["step"] for r in read_metrics(path)] == [1]
+    assert gcs.writes == [] and [r["step"] for r in read_metrics(run)] == [1]
     writer.flush()
     writer.flush()  # nothing new: no upload
     assert gcs.writes == ["bkt/run/metrics.jsonl"]
     writer.write({"step": 200, "loss": 1.0})
     writer.close()
-    assert len(gcs.writes) == 2 and [r["step"] for r in read_metrics(path)] == list(range(1, 201))
-    assert records.is_local(epath.Path("/tmp/x")) and not records.is_local(path)
+    assert len(gcs.writes) == 2 and [r["step"] for r in read_metrics(run)] == list(range(1, 201))
+    assert rundir.is_local(epath.Path("/tmp/x")) and not rundir.is_local(path)

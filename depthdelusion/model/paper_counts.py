@@ -10,10 +10,8 @@ import io
 from importlib import resources
 
 from depthdelusion.analysis.tables import markdown_table
-from depthdelusion.config import ModelConfig
+from depthdelusion.config import Config, DataConfig, ModelConfig, resolve_vocab
 from depthdelusion.model.size import count_params
-
-GPT2_VOCAB = 50257
 
 
 def paper_rows() -> list[dict]:
@@ -22,8 +20,10 @@ def paper_rows() -> list[dict]:
 
 
 def paper_config(depth: int, width: int) -> ModelConfig:
-    """The paper's recipe as our default GPT-2-style model: GELU, LayerNorm, RoPE, biases."""
-    return ModelConfig(depth=depth, width=width, vocab_size=GPT2_VOCAB, seq_len=1024)
+    """The paper's recipe as our default GPT-2-style model: GELU, LayerNorm, RoPE, biases, and
+    the GPT-2 tokenizer's vocabulary."""
+    cfg = Config(model=ModelConfig(depth=depth, width=width, seq_len=1024), data=DataConfig(tokenizer="gpt2"))
+    return resolve_vocab(cfg).model
 
 
 def table_rows() -> list[dict]:

@@ -182,17 +182,13 @@ def expand_params(params: Any, model: ModelConfig, after: Sequence[int], seed: i
 
 
 def read_run_config(run_dir) -> Config:
-    import yaml
-    from etils import epath
+    from depthdelusion import rundir
 
-    from depthdelusion.config import from_dict
-
-    path = epath.Path(run_dir) / "config.yaml"
-    if not path.exists():
-        raise FileNotFoundError(f"{run_dir}: no config.yaml (not a run directory)")
-    cfg = from_dict(yaml.safe_load(path.read_text()), str(path))
+    cfg = rundir.read_config(run_dir)
+    if cfg is None:
+        raise FileNotFoundError(f"{run_dir}: no {rundir.CONFIG} (not a run directory)")
     if cfg.model.vocab_size is None:
-        raise ValueError(f"{path}: model.vocab_size is null (the run never started)")
+        raise ValueError(f"{run_dir}/{rundir.CONFIG}: model.vocab_size is null (the run never started)")
     return cfg.validate()
 
 
@@ -242,7 +238,8 @@ def expand_run(run_dir, after: Sequence[int], out, seed: int = 0, overrides: Seq
     import orbax.checkpoint as ocp
     from etils import epath
 
-    from depthdelusion.config import _set_field, dump_config, parse_override
+    from depthdelusion import rundir
+    from depthdelusion.config import _set_field, parse_override
     from depthdelusion.train.checkpoints import _FrozenIteratorState, abstract_flat_state
 
     run_dir, out = epath.Path(run_dir), epath.Path(out)
@@ -279,7 +276,7 @@ def expand_run(run_dir, after: Sequence[int], out, seed: int = 0, overrides: Seq
                              fresh_blocks(cfg.model, len(after), seed), c)
 
     out.mkdir(parents=True, exist_ok=True)
-    dump_config(child, out / "config.yaml")
+    rundir.write_config(out, child)
     with ocp.CheckpointManager(out.absolute() / "checkpoints",
                                options=ocp.CheckpointManagerOptions(create=True)) as manager:
         manager.save(step, args=ocp.args.Composite(

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from depthdelusion import rundir
 from depthdelusion.analysis.tables import markdown_table
 
 GROWTH_PARENT = re.compile(r"^d(\d+)_w(\d+)_steps(\d+)_seed(\d+)$")
@@ -61,9 +62,7 @@ def grow(runs: Path, log: Callable[[str], None], train_runs: bool = True) -> lis
         total_steps = parsed[scratch[0]][2]
         grown = growth_dir / f"grown_{name}_to_d{2 * depth}"
         if not train_runs:
-            finished = all(
-                p.exists() and json.loads(p.read_text()).get("status") == "finished"
-                for p in (grown / "summary.json", growth_dir / scratch[0] / "summary.json"))
+            finished = all(rundir.status(d) == "finished" for d in (grown, growth_dir / scratch[0]))
             if finished:
                 rows.append({"seed": seed, "parent": name, "grown": grown.name, "scratch": scratch[0]})
             continue
@@ -78,9 +77,7 @@ def grow(runs: Path, log: Callable[[str], None], train_runs: bool = True) -> lis
 
 
 def _curve(run_dir: Path, key: str) -> dict[int, float]:
-    from depthdelusion.train.records import read_metrics
-
-    return {r["step"]: r[key] for r in read_metrics(run_dir / "metrics.jsonl") if key in r}
+    return {r["step"]: r[key] for r in rundir.read_metrics(run_dir) if key in r}
 
 
 def growth_tables(runs: Path, pairs: list[dict]) -> tuple[list[dict], list[dict], dict]:
@@ -102,13 +99,12 @@ def growth_tables(runs: Path, pairs: list[dict]) -> tuple[list[dict], list[dict]
         s_eval = _curve(scratch, "eval_loss")
         g_loss = {**_curve(parent, "loss"), **_curve(grown, "loss")}
         s_loss = _curve(scratch, "loss")
-        gsum = json.loads((grown / "summary.json").read_text())
-        ssum = json.loads((scratch / "summary.json").read_text())
+        gsum, ssum = rundir.read_summary(grown), rundir.read_summary(scratch)
         per_seed.append({
             "seed": pair["seed"], "grown_eval": g_eval[total], "scratch_eval": s_eval[total],
             "grown_final_train": gsum["final_loss"], "scratch_final_train": ssum["final_loss"],
             "grown_flops": flops_grown, "scratch_flops": flops_scratch,
-            "grown_wall_s": json.loads((parent / "summary.json").read_text())["wall_time_s"] + gsum["wall_time_s"],
+            "grown_wall_s": rundir.read_summary(parent)["wall_time_s"] + gsum["wall_time_s"],
             "scratch_wall_s": ssum["wall_time_s"], "switch_step": p_steps, "steps": total,
             "tokens": total * tokens_per_step,
         })
@@ -139,9 +135,7 @@ def signal_beside_grad_norms(run_dir, probe: dict) -> list[dict]:
     """Per layer l: the weight-gradient norm g_l of the run's last layer-stats record (the
     persistence study's quantity) beside the first-order signal of a block inserted after l.
     The persistence figure can draw these two columns side by side where both exist."""
-    from depthdelusion.train.records import read_metrics
-
-    records = [r for r in read_metrics(Path(run_dir) / "metrics.jsonl") if "per_layer_grad_norm" in r]
+    records = [r for r in rundir.read_metrics(run_dir) if "per_layer_grad_norm" in r]
     g_D = records[-1]["per_layer_grad_norm"] if records else [None] * probe["depth"]
     return [{"layer": r["after"], "grad_norm": g_D[r["after"]], "signal_train": r["signal_train"],
              "signal_test": r["signal_test"], "step": records[-1]["step"] if records else None}
@@ -175,7 +169,7 @@ def write_report(runs: Path, out: Path, probes: dict[str, dict], growth: tuple |
         for r in p["covariance"]:
             cov_rows.append({"run": name, "depth": p["depth"], "width": p["width"], **r})
         best = max(p["signal"], key=lambda r: r["signal_train"])
-        summary = json.loads((runs / "depth_expansion" / name / "summary.json").read_text())
+        summary = rundir.read_summary(runs / "depth_expansion" / name)
         run_rows.append({
             "run": name, "depth": p["depth"], "width": p["width"], "eval_loss": summary["eval_loss"],
             "train_wall_s": summary["wall_time_s"], "probe_wall_s": p["wall_time_s"],
@@ -361,8 +355,7 @@ def run_study(depth_grid: str, growth_grid: str, runs: str, out: str, *, probe_b
         if cache.exists():
             probes[run_dir.name] = json.loads(cache.read_text())
             continue
-        summary = run_dir / "summary.json"
-        if not run_dir.is_dir() or not summary.exists() or json.loads(summary.read_text()).get("status") != "finished":
+        if not run_dir.is_dir() or rundir.status(run_dir) != "finished":
             continue
         log(f"probing {run_dir.name}")
         result = probe_run(run_dir, n_batches=probe_batches)

@@ -10,13 +10,13 @@ JAX-free: reads run directories only.
 from __future__ import annotations
 
 import csv
-import json
 import math
 import time
 from pathlib import Path
 
 import numpy as np
 
+from depthdelusion import rundir
 from depthdelusion.analysis.persistence import (DEFAULT_STEP, DEFAULT_WINDOW, persistence_length,
                                                 persistence_scaling, window_bounds, windowed_fit)
 from depthdelusion.analysis.reference import PAPER_KAPPA
@@ -29,18 +29,15 @@ TIMELINE = (1, 25, 50, 100, 200, 400, 600, 800, 1000)  # steps at which the rate
 def load_study_runs(root: Path) -> tuple[list[dict], list[str]]:
     """Finished runs under ``root`` with their shape, parametrization, seed, loss and profile;
     and the names of the run directories that are not finished."""
-    import yaml
-
     runs, unfinished = [], []
-    for summary_path in sorted(Path(root).glob("*/summary.json")):
-        run = summary_path.parent
-        summary = json.loads(summary_path.read_text())
-        if summary.get("status") != "finished":
-            unfinished.append(run.name)
+    for run in sorted(Path(root).iterdir()) if Path(root).is_dir() else ():
+        summary = rundir.read_summary(run) if run.is_dir() and run.name != "report" else None
+        if summary is None or summary.get("status") != "finished":
+            unfinished += [run.name] if run.is_dir() and run.name != "report" else []
             continue
-        cfg = yaml.safe_load((run / "config.yaml").read_text())
+        cfg = rundir.read_config_dict(run)
         model = summary["model"]
-        profile = read_gradient_profile(run / "metrics.jsonl", int(model["depth"]))
+        profile = read_gradient_profile(run, int(model["depth"]))
         runs.append({"name": run.name, "parametrization": model.get("parametrization", "sp"),
                      "depth": int(model["depth"]), "width": int(model["width"]),
                      "seed": int(cfg["train"]["seed"]), "data_seed": int(cfg["data"]["seed"]),
@@ -48,9 +45,6 @@ def load_study_runs(root: Path) -> tuple[list[dict], list[str]]:
                      "eval_loss": summary.get("eval_loss"), "params": int(summary["params"]),
                      "steps": int(summary["steps"]), "wall_time_s": float(summary["wall_time_s"]),
                      "profile": profile})
-    for d in sorted(Path(root).iterdir()) if Path(root).is_dir() else ():
-        if d.is_dir() and d.name != "report" and not (d / "summary.json").exists():
-            unfinished.append(d.name)
     return runs, unfinished
 
 

@@ -85,21 +85,20 @@ def load_run(run) -> tuple:
     tail is not bf16 rounding noise."""
     import jax
     import orbax.checkpoint as ocp
-    import yaml
     from etils import epath
     from flax import nnx
 
-    from depthdelusion.config import from_dict
+    from depthdelusion import rundir
     from depthdelusion.model.transformer import Transformer
 
     run = epath.Path(run)
-    config_path = run / "config.yaml"
-    if not config_path.exists():
-        raise FileNotFoundError(f"{config_path}: not found; RUN must be a run directory written by "
+    cfg = rundir.read_config(run)
+    if cfg is None:
+        raise FileNotFoundError(f"{run / rundir.CONFIG}: not found; RUN must be a run directory written by "
                                 "`depthdelusion train`")
-    cfg = from_dict(yaml.safe_load(config_path.read_text()), str(config_path)).validate()
+    cfg.validate()
     if cfg.model.vocab_size is None:
-        raise ValueError(f"{config_path}: model.vocab_size is null; a trained run records it")
+        raise ValueError(f"{run / rundir.CONFIG}: model.vocab_size is null; a trained run records it")
     mc = dataclasses.replace(cfg.model, compute_dtype="float32",
                              attention="auto" if cfg.model.attention == "cudnn" else cfg.model.attention)
     cfg = dataclasses.replace(cfg, model=mc)

@@ -14,7 +14,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from depthdelusion.config import Config
+from depthdelusion.config import Config, resolve_vocab
 from depthdelusion.model import size
 from depthdelusion.parallel.mesh import make_mesh
 from depthdelusion.train.hardware import peak_flops_per_device
@@ -116,11 +116,8 @@ def bench(cfg: Config, steps: int = 20, warmup: int = 3, layer_stats: str = "nev
     layer-stats steps alternate, so both see the same machine load; gives their ratio)."""
     if layer_stats not in ("never", "every", "compare") and not (layer_stats.isdigit() and int(layer_stats) > 0):
         raise ValueError(f"--layer-stats={layer_stats!r}: valid values are never, every, compare or a positive integer")
-    if cfg.model.vocab_size is None:
-        from depthdelusion.data.tokenizers import get_tokenizer
-
-        cfg = dataclasses.replace(cfg, model=dataclasses.replace(
-            cfg.model, vocab_size=get_tokenizer(cfg.data.tokenizer).vocab_size))
+    if cfg.model.vocab_size is None:  # random token ids, no data: any vocabulary set is kept
+        cfg = resolve_vocab(cfg)
     cfg = cfg.validate()
     mc, tc = cfg.model, cfg.train
     mesh = make_mesh(cfg.mesh)

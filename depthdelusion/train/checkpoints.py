@@ -15,12 +15,14 @@ tried, with a warning naming the bad step.
 from __future__ import annotations
 
 import copy
+import signal
 import time
 import warnings
 from typing import Any
 
 import grain
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 from jax.sharding import NamedSharding
@@ -165,3 +167,49 @@ class Checkpointer:
                 path.rename(self.directory / f"{step}.unreadable")
         self.manager.close()
         self.manager = self._open()
+
+
+def _any_process(*flags: bool) -> tuple[bool, ...]:
+    """Each flag is true if it is on any process (a host collective)."""
+    from jax.experimental import multihost_utils
+
+    gathered_PxF = multihost_utils.process_allgather(np.asarray(flags, np.int32))
+    return tuple(bool(v) for v in np.asarray(gathered_PxF).reshape(-1, len(flags)).any(axis=0))
+
+
+class SavePolicy:
+    """When the loop saves: every checkpoint_every steps, every checkpoint_minutes, at the last
+    step, and on SIGTERM (how a spot TPU VM is preempted), after which the run stops.
+
+    SIGTERM and the checkpoint clock reach hosts at different steps; acting on them alone would
+    leave one host saving or exiting while the others wait in the step's collectives. So with
+    several processes they count only at log steps, where the hosts agree on them (an
+    all-gather that queues behind the step just dispatched: multi-host runs should log every
+    few steps, the paper grids every 10, not every step)."""
+
+    def __init__(self, checkpointer: Checkpointer, last_step: int):
+        self.checkpointer, self.last_step = checkpointer, last_step
+        self.sigterm = False
+        self._previous_handler = None
+
+    def __enter__(self) -> "SavePolicy":
+        try:
+            self._previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
+        except ValueError:  # not the main thread: leave signals alone
+            self._previous_handler = None
+        return self
+
+    def _on_sigterm(self, signum, frame) -> None:
+        self.sigterm = True
+
+    def __exit__(self, *exc) -> None:
+        if self._previous_handler is not None:
+            signal.signal(signal.SIGTERM, self._previous_handler)
+
+    def due(self, step: int, log_step: bool) -> tuple[bool, bool]:
+        """(save at `step`, stop after saving) -- the same answer on every process."""
+        by_time, preempted = self.checkpointer.due_by_time(), self.sigterm
+        if jax.process_count() > 1:
+            by_time, preempted = _any_process(by_time, preempted) if log_step else (False, False)
+        save = self.checkpointer.due_by_steps(step) or by_time or preempted or step == self.last_step
+        return save, preempted

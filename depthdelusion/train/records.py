@@ -1,61 +1,23 @@
-"""What a run leaves behind: config.yaml, metrics.jsonl (one JSON object per logged step),
-summary.json (final loss with its standard error, size, tokens, FLOPs, wall time)."""
+"""What a training run records as it goes: the `Recorder` turns each logged step's metrics into
+a line of metrics.jsonl, TensorBoard scalars and the progress line (with tokens/s and MFU),
+applies the non-finite policy, and writes summary.json at the end (files: depthdelusion/rundir.py)."""
 from __future__ import annotations
 
-import json
+import dataclasses
 import math
-import shutil
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 from etils import epath
 
-
-def is_local(path: epath.Path) -> bool:
-    return "://" not in str(path)
-
-
-class MetricsWriter:
-    """One JSON line per logged step. The file is append-only: a resumed run adds the steps
-    after the last one already there. Locally each line is flushed at once, so a crash loses
-    nothing logged. Object stores (gs://) cannot append, so there the lines are appended to a
-    local copy (fetched once at open) and the file is copied up at `flush()` — the loop's
-    checkpoint steps — and at close: uploads scale with the number of checkpoints, not with
-    how often the loop logs."""
-
-    def __init__(self, path: epath.PathLike):
-        self.path = epath.Path(path)
-        self.staging = None
-        if not is_local(self.path):
-            self.staging = Path(tempfile.mkdtemp(prefix="depthdelusion-metrics-")) / self.path.name
-            if self.path.exists():
-                self.staging.write_bytes(self.path.read_bytes())
-        local = self.staging or Path(self.path)
-        ends_mid_line = local.exists() and local.stat().st_size and not local.read_bytes().endswith(b"\n")
-        self.file = open(local, "a", encoding="utf-8")
-        if ends_mid_line:  # a crash cut the last line: end it, read_metrics skips it
-            self.file.write("\n")
-        self.dirty = False
-
-    def write(self, record: dict[str, Any]) -> None:
-        self.file.write(json.dumps(record, allow_nan=True) + "\n")
-        self.file.flush()
-        self.dirty = True
-
-    def flush(self) -> None:
-        """Before a checkpoint: a resumed run appends after the last step on file, so every
-        step up to the checkpoint must be there (locally it always is)."""
-        if self.staging is not None and self.dirty:
-            self.path.write_bytes(self.staging.read_bytes())
-            self.dirty = False
-
-    def close(self) -> None:
-        self.file.close()
-        self.flush()
-        if self.staging is not None:
-            shutil.rmtree(self.staging.parent, ignore_errors=True)
+from depthdelusion import rundir
+from depthdelusion.config import Config
+from depthdelusion.model import size
 
 
 def final_loss(steps: list[int], losses: list[float], total_steps: int) -> tuple[float, float | None, int]:
@@ -73,24 +35,6 @@ def final_loss(steps: list[int], losses: list[float], total_steps: int) -> tuple
     return float(values.mean()), se, len(values)
 
 
-def write_json(path: epath.PathLike, record: dict[str, Any]) -> None:
-    epath.Path(path).write_text(json.dumps(record, indent=2) + "\n")
-
-
-def read_metrics(path: epath.PathLike) -> list[dict[str, Any]]:
-    """The records of metrics.jsonl; a line cut short by a crash is skipped."""
-    path = epath.Path(path)
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
-
-
 class TensorBoardWriter:
     """The same scalars as metrics.jsonl as TensorBoard events (no TensorFlow needed);
     per-layer norms as `per_layer_grad_norm/layer_00`, ... (00 = the bottom block). For gs://
@@ -99,7 +43,7 @@ class TensorBoardWriter:
 
     def __init__(self, logdir: epath.PathLike):
         self.logdir = epath.Path(logdir)
-        self.staging = None if is_local(self.logdir) else tempfile.mkdtemp(prefix="depthdelusion-tb-")
+        self.staging = None if rundir.is_local(self.logdir) else tempfile.mkdtemp(prefix="depthdelusion-tb-")
         self.files, self.uploaded = 0, set()
         self.writer = self._open()
 
@@ -143,3 +87,141 @@ class TensorBoardWriter:
         self.writer.close()
         if self.staging is not None:
             self._upload()
+
+
+class Progress:
+    """A one-line progress bar on a terminal; plain log lines (at layer-stats steps) otherwise."""
+
+    def __init__(self, total: int, stream=sys.stderr, enabled: bool = True):
+        self.total, self.stream, self.enabled = total, stream, enabled
+        self.tty = stream.isatty()
+
+    def update(self, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        step = record["step"]
+        text = f"step {step}/{self.total} loss {record['loss']:.4f} lr {record['lr']:.2e}"
+        if "eval_loss" in record:
+            text += f" eval {record['eval_loss']:.4f}"
+        if "tokens_per_s" in record:
+            text += f" {record['tokens_per_s']:,.0f} tok/s"
+            if record.get("mfu") is not None:
+                text += f" MFU {100 * record['mfu']:.1f}%"
+        if self.tty:
+            filled = int(30 * step / self.total)
+            self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {text}\033[K")
+            if step == self.total:
+                self.stream.write("\n")
+        elif "per_layer_grad_norm" in record or "eval_loss" in record:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def note(self, text: str) -> None:
+        if self.enabled:
+            self.stream.write(("\n" if self.tty else "") + text + "\n")
+            self.stream.flush()
+
+
+class NonFiniteError(RuntimeError):
+    """A non-finite loss or gradient with train.nonfinite=stop (the update was not applied)."""
+
+
+class Recorder:
+    """The records of one run from where it resumes. Process 0 writes metrics.jsonl (after the
+    steps already on file: the file is append-only), TensorBoard and the progress line, and
+    summary.json; every process runs the non-finite check, which gives the same answer on each.
+    Tokens/s and MFU are measured between layer-stats steps (the steps that fetch the most)."""
+
+    def __init__(self, cfg: Config, out: epath.Path, batches, mesh, peak_flops_per_device: float | None,
+                 primary: bool):
+        self.cfg, self.out, self.batches, self.mesh, self.primary = cfg, out, batches, mesh, primary
+        previous = rundir.read_metrics(out)
+        self.already_logged = max((r["step"] for r in previous), default=0)
+        self.losses = {r["step"]: r["loss"] for r in previous if "loss" in r}
+        self.eval_loss = next((r["eval_loss"] for r in reversed(previous) if "eval_loss" in r), None)
+        self.tokens_per_step = cfg.train.batch_size * cfg.model.seq_len
+        self.flops_per_token = size.flops_per_token(cfg.model)
+        self.peak_total = peak_flops_per_device * mesh.size if peak_flops_per_device else None
+        self.metrics = rundir.MetricsWriter(out) if primary else None
+        self.board = TensorBoardWriter(out / "tensorboard") if primary else None
+        self.progress = Progress(cfg.train.steps, enabled=primary)
+        self.start = time.perf_counter()
+        self.last_stats: tuple[int, float] | None = None  # (step, time) of the previous layer-stats fetch
+
+    def record(self, step: int, metrics: dict[str, Any]) -> None:
+        """Fetch step `step`'s metrics (step+1 is already queued), write them, and raise
+        NonFiniteError if the step was not finite and train.nonfinite is "stop"."""
+        values = jax.device_get(metrics)
+        now = time.perf_counter()
+        nonfinite = values.pop("nonfinite")  # (count, first bad step, first bad block)
+        rec: dict[str, Any] = {"step": step, "tokens": step * self.tokens_per_step}
+        rec.update({name: np.asarray(value).tolist() for name, value in values.items()})
+        rec["elapsed_s"] = round(now - self.start, 3)
+        if nonfinite[0]:
+            rec["nonfinite_steps"] = int(nonfinite[0])
+        if "eval_loss" in rec:
+            self.eval_loss = rec["eval_loss"]
+        if "per_layer_grad_norm" in rec:
+            rec["data_skipped"] = self.batches.skipped()
+            rec.update(self._throughput(step, now))
+        if step > self.already_logged:
+            self.losses[step] = float(rec["loss"])
+            if self.primary:
+                self.metrics.write(rec)
+                self.board.write(rec)
+        self.progress.update(rec)
+        if nonfinite[0] and self.cfg.train.nonfinite == "stop":
+            layer = int(nonfinite[2])
+            where = f"first non-finite gradient norm in block {layer}" if layer >= 0 else (
+                "the blocks' gradients were finite: the loss, embedding or head gradient was not")
+            raise NonFiniteError(
+                f"non-finite loss or gradient at step {int(nonfinite[1])} ({where}); the update was "
+                "not applied and the last checkpoint is good. Lower train.lr or raise train.warmup_steps, "
+                "or set train.nonfinite=skip to drop such steps and go on")
+
+    def _throughput(self, step: int, now: float) -> dict[str, Any]:
+        previous, self.last_stats = self.last_stats, (step, now)
+        if previous is None or step <= previous[0]:
+            return {}
+        tokens_per_s = (step - previous[0]) * self.tokens_per_step / (now - previous[1])
+        flops_per_s = tokens_per_s * self.flops_per_token
+        return {"tokens_per_s": tokens_per_s, "flops_per_s": flops_per_s,
+                "mfu": flops_per_s / self.peak_total if self.peak_total else None}
+
+    def flush(self) -> None:
+        """Before a checkpoint: the records up to it reach a remote run directory first."""
+        if self.primary:
+            self.metrics.flush()
+            self.board.flush()
+
+    def note(self, text: str) -> None:
+        self.progress.note(text)
+
+    def summary(self, status: str, step: int, error: str | None = None) -> dict[str, Any]:
+        """summary.json (written by process 0) for a run that ended at `step` with `status`."""
+        cfg, mesh = self.cfg, self.mesh
+        steps = sorted(self.losses)
+        loss, loss_se, n_tail = (final_loss(steps, [self.losses[s] for s in steps], cfg.train.steps)
+                                 if steps else (None, None, 0))
+        tokens = step * self.tokens_per_step
+        result = {
+            "name": self.out.name, "status": status, "model": dataclasses.asdict(cfg.model),
+            "params": size.count_params(cfg.model), "params_non_embedding": size.non_embedding_params(cfg.model),
+            "tokens": tokens, "flops": self.flops_per_token * tokens,
+            "final_loss": loss, "final_loss_se": loss_se, "final_loss_steps": n_tail, "eval_loss": self.eval_loss,
+            "data": {"dataset": self.batches.name, "tokenizer": self.batches.tokenizer.name,
+                     "skipped": self.batches.skipped()},
+            "steps": step, "wall_time_s": round(time.perf_counter() - self.start, 3),
+            "devices": mesh.size, "processes": jax.process_count(),
+            "device_kind": jax.devices()[0].device_kind, "mesh": dict(mesh.shape),
+        }
+        if error:
+            result["error"] = error
+        if self.primary:
+            rundir.write_summary(self.out, result)
+        return result
+
+    def close(self) -> None:
+        if self.primary:
+            self.metrics.close()
+            self.board.close()
