@@ -359,3 +359,21 @@ def dump_config(cfg: Config, path) -> None:
     from etils import epath
 
     epath.Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+
+
+#: Config files shipped in the package (depthdelusion/presets/NAME.yaml), usable by name.
+PRESETS = ("quickstart",)
+DEFAULT_PRESET = "quickstart"
+
+
+def resolve_config_path(config: str | None):
+    """A YAML path (local or gs://, as an epath.Path), or the file of a preset named in
+    :data:`PRESETS` (default: :data:`DEFAULT_PRESET`)."""
+    from importlib import resources
+
+    from etils import epath
+
+    name = config or DEFAULT_PRESET
+    if name in PRESETS:
+        return epath.Path(str(resources.files("depthdelusion") / "presets" / f"{name}.yaml"))
+    return epath.Path(name)

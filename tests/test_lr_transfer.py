@@ -2,7 +2,7 @@
 import pytest
 import yaml
 
-from depthdelusion.train import lr_transfer
+from depthdelusion.studies import lr_transfer
 
 
 def test_committed_experiment_loads_and_builds_valid_run_configs():
