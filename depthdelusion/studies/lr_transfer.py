@@ -83,7 +83,7 @@ def depth_grid(exp: dict, rows: list[dict]) -> list[tuple[str, Config]]:
 
 
 def train_runs(runs: list[tuple[str, Config]], known: list[tuple[str, Config]], source: str,
-               out: Path, log=print) -> list[dict]:
+               out: Path, log=print, train_fn=None) -> list[dict]:
     """Train `runs` under OUT/runs/NAME with the sweep's rules (finished runs are skipped,
     unfinished ones resumed, a failed run is recorded and tried again next time) and return the
     sweep's rows for them, in order. `known` are every run trained so far, so that
@@ -93,7 +93,7 @@ def train_runs(runs: list[tuple[str, Config]], known: list[tuple[str, Config]], 
     names = [name for name, _ in runs]
     grid = Grid("lr_transfer", "", None, list(dict((n, c) for n, c in known + runs).items()), source)
     rows = {r["name"]: r for r in run_sweep(grid, out / "runs", only=",".join(names), report=False,
-                                            log=log)}
+                                            train_fn=train_fn, log=log)}
     return [rows[name] for name in names if name in rows]
 
 
@@ -108,6 +108,9 @@ def best_lr(rows: list[dict], parametrization: str, width: int, depth: int,
     """(lr, loss) of the lowest finite `metric` (validation loss by default) on the grid for one shape."""
     candidates = [(r[metric], r["lr"]) for r in rows if (r["parametrization"], r["width"],
                   r["depth"]) == (parametrization, width, depth) and math.isfinite(r[metric])]
+    if not candidates:
+        raise ValueError(f"{parametrization} W={width} D={depth}: no run of this shape has a finite "
+                         f"{metric} (failed or diverged: see runs/runs.csv and runs/<run>/error.txt)")
     loss, lr = min(candidates)
     return lr, loss
 
@@ -121,19 +124,21 @@ class Outcome(NamedTuple):
     preempted: bool
 
 
-def run_experiment(path: str | Path, out: str | Path, log=print) -> Outcome:
+def run_experiment(path: str | Path, out: str | Path, log=print, train_fn=None) -> Outcome:
+    """Train what is not finished and write the tables, figures and report. `train_fn(cfg,
+    run_dir)` trains one run (default: the training loop, as the sweep does)."""
     exp = load_experiment(path)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     grid = lr_grid(exp)
-    sweep_rows = train_runs(grid, [], str(path), out, log)
+    sweep_rows = train_runs(grid, [], str(path), out, log, train_fn)
     if len(sweep_rows) < len(grid) or any(r["status"] == "preempted" for r in sweep_rows):
         return Outcome(None, [], True)
     rows = [_table_row(r, cfg) for r, (_, cfg) in zip(sweep_rows, grid)]
     _write_csv(out / "lr_sweep.csv", rows)
 
     depth_runs = depth_grid(exp, rows)
-    depth_sweep_rows = train_runs(depth_runs, grid, str(path), out, log)
+    depth_sweep_rows = train_runs(depth_runs, grid, str(path), out, log, train_fn)
     if len(depth_sweep_rows) < len(depth_runs) or any(r["status"] == "preempted" for r in depth_sweep_rows):
         return Outcome(None, [], True)
     depth_rows = [_table_row(r, cfg) for r, (_, cfg) in zip(depth_sweep_rows, depth_runs)]
