@@ -3,9 +3,10 @@
 A command is a row of :data:`COMMANDS`: its name, its one-line help, and the plain function that
 runs it ("module:function", keyword arguments named like the parser's destinations, returning an
 exit code of :mod:`depthdelusion.exit_codes`), plus a function below that defines its arguments.
-The module is imported only when its command runs, so ``depthdelusion --help``, every
-``depthdelusion COMMAND --help`` and the analysis commands never import JAX. An option whose
-default belongs to the library (``SUPPRESS`` here) takes the function's default. To add a
+The module is imported only when its command runs, so ``depthdelusion --help``, the help of
+``train``, ``sweep`` and the analysis commands, and the analysis commands themselves never import
+JAX. An option whose default belongs to the library (``LIBRARY_DEFAULT``) takes the function's
+default; only the help of such a command imports its module, to show that default. To add a
 command: write the function in the module that owns the job, add a row to :data:`COMMANDS` and
 an ``@_arguments("name")`` function.
 """

@@ -5,6 +5,8 @@ import argparse
 import ast
 import importlib
 import inspect
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -127,3 +129,13 @@ def test_no_import_cycles():
     assert [m for m in graph if reaches(m, m)] == []
     # The bundled paper data is read by analysis.runs; reference itself depends on nothing.
     assert graph["depthdelusion.analysis.reference"] == set()
+
+
+def test_help_of_the_training_commands_imports_no_jax():
+    code = ("import sys; from depthdelusion.cli import main\n"
+            "for argv in (['--help'], ['train', '--help'], ['sweep', '--help'], ['bench', '--help']):\n"
+            "    try:\n        main(argv)\n    except SystemExit as exit:\n        assert exit.code == 0\n"
+            "print(sorted(m for m in ('jax', 'flax', 'optax', 'orbax') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert out.stdout.strip().splitlines()[-1] == "[]"
