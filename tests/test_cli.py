@@ -139,3 +139,12 @@ def test_help_of_the_training_commands_imports_no_jax():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_redundancy_study_command_rewrites_the_committed_report(tmp_path, capsys):
+    committed = ROOT / "analysis" / "redundancy"
+    for path in [*committed.glob("*.csv"), committed / "run.json"]:
+        (tmp_path / path.name).write_text(path.read_text())
+    assert cli.main(["redundancy-study", "--out", str(tmp_path), "--report-only"]) == exit_codes.OK
+    assert (tmp_path / "report.md").read_text() == (committed / "report.md").read_text()
+    assert "`depthdelusion redundancy-study --out analysis/redundancy`" in (tmp_path / "report.md").read_text()

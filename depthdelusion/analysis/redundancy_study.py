@@ -1,4 +1,4 @@
-"""The synthetic check of the redundancy law (issue 18 item 2), written to a directory:
+"""The synthetic check of the redundancy law, written to a directory:
 
     depthdelusion redundancy-study --out analysis/redundancy
 
