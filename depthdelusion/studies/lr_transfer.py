@@ -91,7 +91,8 @@ def train_runs(runs: list[tuple[str, Config]], known: list[tuple[str, Config]], 
     from depthdelusion.sweep import Grid, run_sweep
 
     names = [name for name, _ in runs]
-    grid = Grid("lr_transfer", "", None, list(dict((n, c) for n, c in known + runs).items()), source)
+    grid = Grid(name="lr_transfer", description="", topology=None, source=source,
+                runs=list(dict(known + runs).items()))
     rows = {r["name"]: r for r in run_sweep(grid, out / "runs", only=",".join(names), report=False,
                                             train_fn=train_fn, log=log)}
     return [rows[name] for name in names if name in rows]
