@@ -18,7 +18,7 @@ import numpy as np
 
 from depthdelusion.config import load_config
 from depthdelusion.train import loop
-from depthdelusion.train.commands import resolve_config_path
+from depthdelusion.config import resolve_config_path
 
 
 class TimedBatches(loop.Batches):

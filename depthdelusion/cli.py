@@ -1,101 +1,460 @@
-"""The one command-line entry point. Thin: parses arguments and calls library functions.
+"""The one command-line entry point: every command's arguments are parsed here, nowhere else.
 
-Each subcommand is defined beside the code it drives, by a ``register(subparsers)`` function in
-its module; :data:`COMMANDS` names that module and the command's one-line help. A module is
-imported only when one of its commands runs, so ``depthdelusion --help`` and the analysis
-commands (``fit``, ``report``, ...) never import JAX. To add a command: write ``register`` in
-your module and add one row to :data:`COMMANDS`.
+A command is a row of :data:`COMMANDS`: its name, its one-line help, and the plain function that
+runs it ("module:function", keyword arguments named like the parser's destinations, returning an
+exit code of :mod:`depthdelusion.exit_codes`), plus a function below that defines its arguments.
+The module is imported only when its command runs, so ``depthdelusion --help``, the help of
+``train``, ``sweep`` and the analysis commands, and the analysis commands themselves never import
+JAX. An option whose default belongs to the library (``LIBRARY_DEFAULT``) takes the function's
+default; only the help of such a command imports its module, to show that default. To add a
+command: write the function in the module that owns the job, add a row to :data:`COMMANDS` and
+an ``@_arguments("name")`` function.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
+import inspect
 import sys
+from typing import Callable
 
-#: (command, module whose ``register(subparsers)`` defines it, one-line help), in listing order.
+from depthdelusion import exit_codes
+
+#: (command, "module:function" that runs it, one-line help), in listing order.
 COMMANDS = (
-    ("train", "depthdelusion.train.commands",
+    ("train", "depthdelusion.train.commands:run_train",
      "train one model; writes config.yaml, metrics.jsonl, summary.json"),
-    ("prepare-data", "depthdelusion.data.commands",
+    ("prepare-data", "depthdelusion.data.commands:run_prepare",
      "tokenize and pack a corpus into ArrayRecord shards for fast, exactly resumable training"),
-    ("sweep", "depthdelusion.sweep_commands",
+    ("sweep", "depthdelusion.sweep_commands:run_sweep_command",
      "run an experiment grid (idempotent), then write runs.csv and the report"),
-    ("plan", "depthdelusion.sweep_commands",
+    ("plan", "depthdelusion.sweep_commands:run_plan_command",
      "compile the train step for a TPU slice on this host; per-chip HBM, fits or not"),
-    ("bench", "depthdelusion.train.commands",
+    ("bench", "depthdelusion.train.commands:run_bench",
      "compile time, step time, tokens/s, MFU and peak memory of the train step"),
-    ("coord-check", "depthdelusion.train.commands",
+    ("coord-check", "depthdelusion.studies.coord_check:run_command",
      "RMS of every block's output and the logits over the first steps, per shape"),
-    ("lr-transfer", "depthdelusion.train.commands",
+    ("lr-transfer", "depthdelusion.studies.lr_transfer:run_command",
      "lr sweep per width x depth and parameterization, then a depth sweep; CSV, PNG, report"),
-    ("report", "depthdelusion.analysis.commands",
+    ("report", "depthdelusion.analysis.commands:run_report",
      "fit the laws and write the analysis report (md, tex, csv, png); no JAX needed"),
-    ("fit", "depthdelusion.analysis.commands", "fit one law to a table of runs and print its summary; no JAX needed"),
-    ("laws", "depthdelusion.analysis.commands", "list the registered laws: formulas and the columns each needs"),
-    ("persistence", "depthdelusion.analysis.commands", "gradient persistence length per run and ℓ(W)"),
-    ("audit", "depthdelusion.analysis.commands", "check parameter counts against depth and width"),
-    ("expand", "depthdelusion.studies.expansion_commands",
+    ("fit", "depthdelusion.analysis.commands:run_fit",
+     "fit one law to a table of runs and print its summary; no JAX needed"),
+    ("laws", "depthdelusion.analysis.commands:run_laws",
+     "list the registered laws: formulas and the columns each needs"),
+    ("persistence", "depthdelusion.analysis.commands:run_persistence",
+     "gradient persistence length per run and ℓ(W)"),
+    ("audit", "depthdelusion.analysis.commands:run_audit",
+     "check parameter counts against depth and width"),
+    ("expand", "depthdelusion.studies.expansion_commands:run_expand",
      "insert zero-output blocks into a trained run (new run directory), or --probe the "
      "first-order signal per insertion layer"),
-    ("expansion-study", "depthdelusion.studies.expansion_commands",
+    ("expansion-study", "depthdelusion.studies.expansion_commands:run_expansion_study",
      "the depth-expansion study: train (resumable), grow, probe, tables and figures"),
-    ("persistence-probe", "depthdelusion.studies.persistence_probe",
+    ("persistence-probe", "depthdelusion.studies.persistence_probe:run_command",
      "per-layer gradient profiles at init and over the first steps for a width x depth grid; ℓ per shape"),
-    ("persistence-study", "depthdelusion.studies.persistence_study",
+    ("persistence-study", "depthdelusion.studies.persistence_study:run_command",
      "tables and figures of the persistence study from its trained runs"),
-    ("spectrum", "depthdelusion.studies.spectrum",
+    ("spectrum", "depthdelusion.studies.spectrum:run_spectrum",
      "eigenvalue spectra of a trained run's residual stream per layer, with tail indices"),
+    ("redundancy-study", "depthdelusion.analysis.redundancy_study:run_command",
+     "synthetic check of the redundancy law (ridge regression on power-law spectra); numpy only"),
 )
 
+EPILOG = f"""exit codes:
+  {exit_codes.OK:<3} done
+  {exit_codes.FAILED:<3} the command ran and the answer is no: a sweep or lr-transfer with failed runs,
+      a plan that does not fit
+  {exit_codes.USAGE:<3} bad command line, configuration or input: one line on stderr names the flag,
+      field or file, and what would be valid
+  {exit_codes.PREEMPTED:<3} preempted (SIGTERM): the state is saved; run the same command again to resume
+"""
 
-class _Only:
-    """Subparsers seen by a module's ``register``: only ``command`` becomes a real subparser
-    (with the help from COMMANDS); the module's other commands go to throwaway parsers."""
+RUNS_HELP = ("a directory of run directories (searched for summary.json), a CSV with the columns "
+             "the law needs (params,loss; params,tokens,loss; depth,width,params[,tokens],loss; "
+             "aliases: `depthdelusion laws --columns`), or 'paper' for the bundled data of the "
+             "Depth Delusion paper")
+COLUMNS_HELP = ("read these table columns as the canonical ones, e.g. loss=val_loss,params=N "
+                "(`depthdelusion laws --columns` lists names and aliases)")
+LIBRARY_DEFAULT = argparse.SUPPRESS  # absent: the command function's own default applies
 
-    def __init__(self, subparsers, command: str, help: str):
-        self._subparsers, self._command, self._help = subparsers, command, help
-
-    def add_parser(self, name: str, **kwargs):
-        if name != self._command:
-            return argparse.ArgumentParser(prog=name, add_help=False)
-        kwargs["help"] = self._help
-        kwargs.setdefault("description", self._help[:1].upper() + self._help[1:] + ".")
-        return self._subparsers.add_parser(name, **kwargs)
+_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {}
+_DESCRIPTIONS: dict[str, str] = {}
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The CLI parser with every command listed; only ``command``'s module is imported (and its
-    arguments defined). ``command=None`` imports none: enough for ``--help``."""
-    parser = argparse.ArgumentParser(
-        prog="depthdelusion",
-        description="Depth x width scaling-law training and analysis.",
-    )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, module, help_text in COMMANDS:
-        if name == command:
-            importlib.import_module(module).register(_Only(subparsers, name, help_text))
-        else:
-            subparsers.add_parser(name, help=help_text, add_help=False)
+def _arguments(command: str, description: str | None = None):
+    """Register the function that defines `command`'s arguments (and its long description)."""
+    def register(define):
+        _ARGUMENTS[command] = define
+        if description:
+            _DESCRIPTIONS[command] = description
+        return define
+    return register
+
+
+def add_set(parser: argparse.ArgumentParser, help: str = "override a config field by its dotted "
+            "path, e.g. --set model.depth=24 (repeatable)") -> None:
+    """The one ``--set KEY=VALUE`` option (repeatable; the function gets ``overrides``)."""
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help=help)
+
+
+def add_out(parser: argparse.ArgumentParser, help: str = "output directory", required: bool = True) -> None:
+    """The one ``--out DIR`` option (the function gets ``out``; None when optional and absent)."""
+    parser.add_argument("--out", required=required, metavar="DIR", help=help)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every command; imports none of the modules that run them."""
+    parser = argparse.ArgumentParser(prog="depthdelusion", epilog=EPILOG,
+                                     description="Depth x width scaling-law training and analysis.",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_commands(parser.add_subparsers(dest="command", metavar="COMMAND", required=True))
     return parser
+
+
+def add_commands(subparsers) -> dict[str, argparse.ArgumentParser]:
+    """Add every command of :data:`COMMANDS` to `subparsers`; returns their parsers by name."""
+    parsers = {}
+    for name, target, help_text in COMMANDS:
+        description = _DESCRIPTIONS.get(name, help_text[:1].upper() + help_text[1:] + ".")
+        sub = subparsers.add_parser(name, help=help_text, description=description, epilog=EPILOG,
+                                    formatter_class=functools.partial(_Formatter, target=target))
+        _ARGUMENTS[name](sub)
+        sub.set_defaults(target=target)
+        parsers[name] = sub
+    return parsers
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Wraps the description, keeps the exit-code table's lines, and shows a library default
+    (``LIBRARY_DEFAULT``) as the command function's: its module is imported for help only."""
+
+    def __init__(self, prog, target: str = "", **kwargs):
+        super().__init__(prog, **kwargs)
+        self._target = target
+
+    def _fill_text(self, text, width, indent):
+        if text is EPILOG:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.default is not LIBRARY_DEFAULT or not self._target:
+            return text
+        try:
+            module, function = self._target.split(":")
+            parameter = inspect.signature(getattr(importlib.import_module(module), function)).parameters
+            default = parameter[action.dest].default
+        except (ImportError, KeyError):  # e.g. help in an install without the training stack
+            return text
+        return f"{text}; default {default}"
+
+
+def _missing_package(err: ModuleNotFoundError) -> bool:
+    return bool(err.name) and err.name.split(".")[0] != "depthdelusion"
+
+
+def command(argv: list[str]) -> tuple[str, Callable[[], int]]:
+    """Parse `argv`: (the command's name, its function bound to the parsed arguments). Imports
+    the command's module; a usage error exits (status 2) like any argparse parser."""
+    args = vars(build_parser().parse_args(list(argv)))
+    name, target = args.pop("command"), args.pop("target")
+    module, function = target.split(":")
+    return name, functools.partial(getattr(importlib.import_module(module), function), **args)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    command = argv[0] if argv and not argv[0].startswith("-") else None
+    name = argv[0] if argv and not argv[0].startswith("-") else "COMMAND"
     try:
-        parser = build_parser(command)
-    except ModuleNotFoundError as err:  # e.g. `train` in an analysis-only install
-        print(f"depthdelusion {command}: error: needs the Python package {err.name!r}, which is not "
+        name, run = command(argv)
+        return int(run())
+    except ModuleNotFoundError as err:
+        if not _missing_package(err):
+            raise
+        print(f"depthdelusion {name}: error: needs the Python package {err.name!r}, which is not "
               "installed; install depthdelusion with its dependencies (pip install depthdelusion) "
               "for this command", file=sys.stderr)
-        return 2
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
+        return exit_codes.USAGE
     except (ValueError, FileNotFoundError) as err:
         # Configuration and input errors: one clear line, no traceback.
-        print(f"depthdelusion {args.command}: error: {err}", file=sys.stderr)
-        return 2
+        print(f"depthdelusion {name}: error: {err}", file=sys.stderr)
+        return exit_codes.USAGE
+
+
+# ---- the arguments of each command, in COMMANDS order -------------------------------------------
+
+def _config_argument(parser: argparse.ArgumentParser) -> None:
+    from depthdelusion.config import PRESETS  # a table of names: no JAX
+
+    parser.add_argument("config", nargs="?", metavar="CONFIG",
+                        help=f"YAML file (local or gs://) or preset name ({', '.join(PRESETS)}); "
+                        "default quickstart")
+
+
+@_arguments("train", "Train one model. CONFIG is a YAML file with sections model, data, train, mesh "
+            "(or a preset; default quickstart).")
+def _train(p):
+    _config_argument(p)
+    add_set(p)
+    add_out(p, "run directory; an existing one is resumed from its latest checkpoint")
+    multi = p.add_argument_group("multi-process (not needed on TPU VMs, found automatically)")
+    multi.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address")
+    multi.add_argument("--num-processes", type=int, metavar="N")
+    multi.add_argument("--process-id", type=int, metavar="I")
+
+
+@_arguments("prepare-data", "Tokenize SOURCE (a SlimPajama root, .jsonl/.jsonl.zst/.txt files, a TFDS "
+            "text dataset tfds:NAME[:CONFIG], or 'builtin') once and write packed windows of seq_len + 1 "
+            "tokens as the TFDS dataset depthdelusion_windows/TOKENIZER_seqSEQ_LEN (ArrayRecord) under "
+            "OUT. Train on the result with --set data.path=OUT. A directory prepared before "
+            "prepare-data wrote TFDS is converted as it is (its own tokenizer and seq_len; no "
+            "re-tokenizing).")
+def _prepare_data(p):
+    p.add_argument("source", metavar="SOURCE",
+                   help="dataset path (local or gs://), tfds:NAME[:CONFIG], or 'builtin'")
+    add_out(p, "the prepared dataset's directory (local or gs://)")
+    p.add_argument("--tokenizer", default="gpt2", choices=["gpt2", "bytes"])
+    p.add_argument("--seq-len", type=int, default=1024)
+    p.add_argument("--format", dest="data_format", default="auto",
+                   choices=["auto", "slimpajama", "jsonl", "text"])
+    p.add_argument("--max-train-tokens", type=int, default=None,
+                   help="stop after about this many training tokens (default: all)")
+    p.add_argument("--seed", type=int, default=42, help="built-in corpus documents (builtin only)")
+    p.add_argument("--tfds-dir", default=None, metavar="DIR",
+                   help="TFDS data directory for a tfds: SOURCE (default: $TFDS_DATA_DIR or ~/tensorflow_datasets)")
+    p.add_argument("--tfds-text-feature", default="text", metavar="NAME",
+                   help="the text feature of a tfds: SOURCE ('a/b' if nested)")
+
+
+@_arguments("sweep", "Expand EXPERIMENT.yaml (format: experiments/README.md), train every run that "
+            "has not finished under OUT/<run name>/ (finished runs are skipped, unfinished ones "
+            "resumed), record failures without stopping, write OUT/runs.csv and OUT/report/. Exit "
+            "code 1 if a run failed.")
+def _sweep(p):
+    p.add_argument("experiment", metavar="EXPERIMENT.yaml")
+    add_out(p, "sweep directory (local or gs://)")
+    p.add_argument("--only", metavar="PATTERN", help="run only names matching this glob (e.g. 'd16_*'; "
+                   "comma-separated alternatives)")
+    p.add_argument("--dry-run", action="store_true", help="list the runs and their state; run nothing")
+    add_set(p, "override a field of every run, e.g. --set data.path=gs://b/sp (repeatable)")
+    p.add_argument("--bootstrap", type=int, default=200, help="bootstrap refits in the report (default 200)")
+    p.add_argument("--no-report", action="store_true", help="write runs.csv only, no fit")
+
+
+@_arguments("plan", "Ahead-of-time compile the real train step for a TPU topology (needs the tpu "
+            "extra: libtpu) and report per-chip HBM (arguments, outputs, temporaries) against the "
+            "chip's capacity, XLA's FLOP count next to ours, and the mesh / remat that fits. CONFIG is "
+            "a config YAML, a preset, or an experiment grid (every run is planned). Exit code 1 if "
+            "any run does not fit.")
+def _plan(p):
+    p.add_argument("config", metavar="CONFIG")
+    p.add_argument("--topology", help="v4-32, v5e-16, v6e-64, v5p-128, ... (default: the grid's topology)")
+    add_set(p)
+    p.add_argument("--only", metavar="PATTERN", help="grids: plan only runs matching this glob")
+    p.add_argument("--mesh", metavar="D,F,T", help="check this (data, fsdp, tensor) mesh "
+                   "(default: fsdp over every chip)")
+    p.add_argument("--remat", default="auto", help="auto (none -> save_dots -> full, first that fits) "
+                   "or check one of none, save_dots, full")
+    p.add_argument("--margin", type=float, default=0.9, help="usable fraction of HBM (default 0.9)")
+    p.add_argument("--table", metavar="FILE.md", help="also write the table and details here")
+
+
+@_arguments("bench", "Benchmark the train step of CONFIG (YAML or preset; default quickstart) on "
+            "random tokens: AOT compile time, then per-step wall time (median, p10, p90), tokens/s, "
+            "model FLOP/s, MFU against the device's peak dense bf16 FLOP/s (none on CPU), peak memory.")
+def _bench(p):
+    _config_argument(p)
+    add_set(p)
+    p.add_argument("--steps", type=int, default=20, help="timed steps (0: compile only)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    p.add_argument("--layer-stats", default="never", metavar="never|every|N|compare",
+                   help="which steps also compute per-layer norms; compare alternates plain and "
+                   "layer-stats steps and reports the logging cost as their ratio")
+    p.add_argument("--json", dest="json_output", action="store_true",
+                   help="one JSON object instead of a summary")
+
+
+@_arguments("coord-check", "Coordinate check: train each width x depth for a few steps at the same "
+            "base lr and record the RMS of every block's output and of the logits (table + PNG).")
+def _coord_check(p):
+    p.add_argument("--widths", default=LIBRARY_DEFAULT, help="comma-separated")
+    p.add_argument("--depths", default=LIBRARY_DEFAULT, help="comma-separated")
+    p.add_argument("--steps", type=int, default=LIBRARY_DEFAULT, help="updates per shape")
+    p.add_argument("--parametrization", default=LIBRARY_DEFAULT,
+                   help="comma-separated: sp, mup, depth_mup, completep (one panel each)")
+    p.add_argument("--lr", type=float, default=LIBRARY_DEFAULT, help="base learning rate (constant)")
+    p.add_argument("--batch-size", type=int, default=LIBRARY_DEFAULT, help="sequences per step")
+    p.add_argument("--seq-len", type=int, default=LIBRARY_DEFAULT, help="tokens per sequence")
+    p.add_argument("--head-dim", type=int, default=LIBRARY_DEFAULT, help="per-head dimension")
+    p.add_argument("--base-width", type=int, default=LIBRARY_DEFAULT, help="the shape where the "
+                   "multipliers are 1")
+    p.add_argument("--base-depth", type=int, default=LIBRARY_DEFAULT, help="the shape where the "
+                   "multipliers are 1")
+    add_out(p)
+
+
+@_arguments("lr-transfer", "Learning-rate transfer experiment (e.g. experiments/lr_transfer.yaml), "
+            "run as two grids by the sweep runner under DIR/runs: finished runs are reused, "
+            "unfinished ones resumed, failed ones trained again. Exit code 1 if a run failed.")
+def _lr_transfer(p):
+    p.add_argument("experiment", metavar="EXPERIMENT", help="YAML file: base, parametrizations, "
+                   "widths, depths, lrs, depth_sweep")
+    add_out(p)
+
+
+@_arguments("report", "Fit the laws and write report.md, report.tex, CSVs and plots.")
+def _report(p):
+    p.add_argument("runs", metavar="RUNS", help=RUNS_HELP)
+    add_out(p)
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap refits per law (default 1000)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--method", choices=("lm", "huber"), default="lm")
+    p.add_argument("--step", type=int, default=1000, help="step for persistence lengths")
+    p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
+    p.add_argument("--no-figures", action="store_true", help="skip the PNGs (matplotlib not needed)")
+    p.add_argument("--groups", choices=("auto", "offsets", "pooled"), default="auto",
+                   help="offsets: one offset E_g per group (token budgets that differ); pooled: one "
+                        "law for all (flagged when budgets differ); auto (default): offsets when "
+                        "the groups' token budgets differ or are unknown for some")
+    p.add_argument("--params", choices=("total", "non_embedding", "recomputed"), default="total",
+                   help="parameter-count convention N (default total; rows inconsistent with their "
+                        "shape are refitted with N recomputed from (D, W))")
+
+
+@_arguments("fit", "Fit a registered law to runs and print the fit summary. Without --law, the law "
+            "is picked from the table's columns, preferring the law with the most structure the "
+            "table supports (depth_delusion needs depth and width, chinchilla tokens that vary); the "
+            "choice and the reason are printed on stderr.")
+def _fit(p):
+    p.add_argument("runs", metavar="RUNS", help=RUNS_HELP)
+    p.add_argument("--law", help="registered law name (`depthdelusion laws`); default: picked "
+                   "from the columns present")
+    p.add_argument("--method", choices=("lm", "huber"), default="lm")
+    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap refits (0 to skip)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--starts", type=int, default=64, metavar="N",
+                   help="at most N starting points from the grid (seeded subsample; default 64)")
+    p.add_argument("--grid-points", type=int, default=3, metavar="K",
+                   help="grid values per parameter over its init range (default 3)")
+    p.add_argument("--group", help="only the runs of this group")
+    p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
+    p.add_argument("--json", dest="json_output", action="store_true", help="print the fit as JSON")
+
+
+@_arguments("laws", "List the registered laws: formula, parameters and the columns a table needs "
+            "for each.")
+def _laws(p):
+    p.add_argument("--columns", action="store_true",
+                   help="also list the column names and aliases a table may use")
+
+
+@_arguments("persistence")
+def _persistence(p):
+    p.add_argument("runs", metavar="RUNS", help="a directory of run directories")
+    p.add_argument("--step", type=int, default=1000, help="training step (nearest logged is used)")
+    p.add_argument("--kind", choices=("weight", "activation"), default="weight")
+
+
+@_arguments("audit")
+def _audit(p):
+    p.add_argument("runs", metavar="RUNS", help=RUNS_HELP)
+    p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
+
+
+@_arguments("expand", "Depth expansion. With --after: write a new run directory whose checkpoint has "
+            "a block inserted after each given block (0 = bottom), initialised like a fresh block with "
+            "zero attention-output and MLP-down projections, so the function is unchanged; it resumes "
+            "with the parent's data position. With --probe: the loss gradient w.r.t. those projections "
+            "at every insertion point on train and held-out batches, the jumpboard step, and the "
+            "activation-gradient covariance.")
+def _expand(p):
+    p.add_argument("run", metavar="RUN", help="a trained run directory (with checkpoints/)")
+    p.add_argument("--after", metavar="K[,K...]", help="insert a block after each of these blocks")
+    add_out(p, "the new run directory (--probe: where probe.json/md go; default RUN/expansion_probe, "
+            "which the report's persistence figure reads)", required=False)
+    p.add_argument("--seed", type=int, default=0, help="draw of the inserted blocks (default 0)")
+    add_set(p, "train.* fields of the new run, e.g. --set train.steps=600 (repeatable)")
+    p.add_argument("--probe", action="store_true", help="measure instead of expanding")
+    p.add_argument("--batches", type=int, default=16, help="--probe: train and held-out batches each")
+    p.add_argument("--etas", metavar="E[,E...]", help="--probe: jumpboard step sizes")
+
+
+@_arguments("expansion-study", "Trains the depth grid and the growth grid (skipping finished runs), "
+            "expands each growth parent and trains it on, probes every depth-grid run, and writes "
+            "tables and figures to --out (probes are cached under OUT/probes).")
+def _expansion_study(p):
+    p.add_argument("--depth-grid", default="experiments/depth_expansion.yaml")
+    p.add_argument("--growth-grid", default="experiments/depth_expansion_growth.yaml")
+    p.add_argument("--runs", default="runs", help="parent folder of the two sweeps' run directories")
+    add_out(p)
+    p.add_argument("--probe-batches", type=int, default=16)
+    p.add_argument("--train", choices=("all", "growth", "none"), default="all",
+                   help="what to train before probing: both grids and the grown runs (all), "
+                   "the growth grid and grown runs only (growth), nothing (none)")
+
+
+@_arguments("persistence-probe", "Per-layer weight- and activation-gradient norms at initialisation "
+            "and over the first K AdamW steps for a grid of widths x depths (built-in corpus), the "
+            "persistence rate 1/ℓ of each with its sign, ℓ(W) power law vs log form, and one figure "
+            "panel per width.")
+def _persistence_probe(p):
+    from depthdelusion.config import PARAMETRIZATIONS
+
+    p.add_argument("--widths", default=LIBRARY_DEFAULT, help="comma-separated")
+    p.add_argument("--depths", default=LIBRARY_DEFAULT, help="comma-separated")
+    p.add_argument("--steps", type=int, default=LIBRARY_DEFAULT, help="K, AdamW updates after init")
+    p.add_argument("--batch-size", type=int, default=LIBRARY_DEFAULT, help="sequences per step")
+    p.add_argument("--seq-len", type=int, default=LIBRARY_DEFAULT, help="tokens per sequence")
+    p.add_argument("--head-dim", type=int, default=LIBRARY_DEFAULT, help="per-head dimension")
+    p.add_argument("--lr", type=float, default=LIBRARY_DEFAULT, help="AdamW learning rate")
+    p.add_argument("--parametrization", default=LIBRARY_DEFAULT, choices=PARAMETRIZATIONS,
+                   help="one of sp, mup, depth_mup, completep")
+    p.add_argument("--compute-dtype", default=LIBRARY_DEFAULT, choices=("auto", "float32", "bfloat16"),
+                   help="auto: bfloat16 on accelerators, float32 on CPU")
+    p.add_argument("--seed", type=int, default=LIBRARY_DEFAULT, help="initialisation and data seed")
+    p.add_argument("--max-params", type=float, default=LIBRARY_DEFAULT,
+                   help="skip shapes with more parameters (at the default: about 2 GB with Adam)")
+    add_out(p)
+
+
+@_arguments("persistence-study", "Windowed persistence rate per run, its evolution over training, "
+            "ℓ(W) power law vs log form over all runs, loss vs depth and the loss-optimal depth per "
+            "width, seed spreads. RUNS: the sweep's output directory "
+            "(experiments/persistence_study.yaml).")
+def _persistence_study(p):
+    p.add_argument("runs", metavar="RUNS")
+    add_out(p)
+    p.add_argument("--step", type=int, default=LIBRARY_DEFAULT, help="requested step")
+    p.add_argument("--window", type=float, default=LIBRARY_DEFAULT,
+                   help="relative half-width of the step window (0.2 at step 1000: steps 800-1200)")
+    p.add_argument("--grid", help="the grid file, to list the runs that have not finished")
+
+
+@_arguments("spectrum", "Covariance spectra of the token embeddings and of the residual stream after "
+            "every block, over held-out tokens, with a tail-index fit per layer.")
+def _spectrum(p):
+    p.add_argument("run", metavar="RUN", help="a run directory written by `depthdelusion train`")
+    p.add_argument("--tokens", type=int, default=LIBRARY_DEFAULT,
+                   help="held-out tokens to use")
+    p.add_argument("--rows", type=int, default=LIBRARY_DEFAULT,
+                   help="sequences per forward pass")
+    add_out(p, "output directory (default RUN/spectrum)", required=False)
+
+
+@_arguments("redundancy-study", "The synthetic check of the redundancy law: fitted data-scaling "
+            "exponents of ridge regression against 2βs/(2βs+1), their invariance under a change of "
+            "features, and a mixture of two spectra (rates.csv, invariance.csv, mixture.csv, "
+            "report.md, learning_curves.png).")
+def _redundancy_study(p):
+    add_out(p)
+    p.add_argument("--seeds", type=int, default=LIBRARY_DEFAULT, help="seeds per case")
+    p.add_argument("--no-figures", action="store_true")
+    p.add_argument("--report-only", action="store_true",
+                   help="rewrite report.md from the tables already in --out")
 
 
 if __name__ == "__main__":

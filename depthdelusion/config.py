@@ -349,13 +349,6 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tu
     return cfg.validate()
 
 
-def dump_config(cfg: Config, path) -> None:
-    """Write the resolved config as YAML; `path` may be local or remote (etils.epath)."""
-    from etils import epath
-
-    epath.Path(path).write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-
-
 def resolve_vocab(cfg: Config) -> Config:
     """The config with model.vocab_size set: null becomes the tokenizer's vocabulary
     (data/tokenizers.py); a set value must hold every id of the tokenizer. Entry points (the
@@ -370,3 +363,21 @@ def resolve_vocab(cfg: Config) -> Config:
             f"model.vocab_size={cfg.model.vocab_size} is smaller than the {cfg.data.tokenizer} "
             f"tokenizer's vocabulary ({tokenizer_vocab}): use >= {tokenizer_vocab} or null")
     return cfg
+
+
+#: Config files shipped in the package (depthdelusion/presets/NAME.yaml), usable by name.
+PRESETS = ("quickstart",)
+DEFAULT_PRESET = "quickstart"
+
+
+def resolve_config_path(config: str | None):
+    """A YAML path (local or gs://, as an epath.Path), or the file of a preset named in
+    :data:`PRESETS` (default: :data:`DEFAULT_PRESET`)."""
+    from importlib import resources
+
+    from etils import epath
+
+    name = config or DEFAULT_PRESET
+    if name in PRESETS:
+        return epath.Path(str(resources.files("depthdelusion") / "presets" / f"{name}.yaml"))
+    return epath.Path(name)

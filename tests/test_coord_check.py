@@ -11,7 +11,7 @@ import json
 import pytest
 
 from depthdelusion.cli import main
-from depthdelusion.train import coord_check
+from depthdelusion.studies import coord_check
 
 SETUP = coord_check.CoordCheckSetup(steps=10, lr=1e-2, batch_size=4, seq_len=32, head_dim=16,
                                     base_width=32, base_depth=2)

@@ -1,8 +1,10 @@
 """lr-transfer experiment file: validated before any run; the U-shape verdict rule."""
+import csv
+
 import pytest
 import yaml
 
-from depthdelusion.train import lr_transfer
+from depthdelusion.studies import lr_transfer
 
 
 def test_committed_experiment_loads_and_builds_valid_run_configs():
@@ -62,3 +64,45 @@ def test_skip_must_name_grid_runs_and_bounds_the_optimum(tmp_path):
             for lr, e in [(3e-3, 2.0), (1e-2, 2.1)]]  # 1e-3 skipped: 3e-3 is only an upper bound
     grid = lr_transfer.shape_lrs(rows, "sp", 32, 2)
     assert lr_transfer.optimum_label(lr_transfer.best_lr(rows, "sp", 32, 2)[0], grid) == "≤ 0.003"
+
+
+def test_runs_follow_the_sweep_rules_failed_runs_retried_interrupted_runs_kept(tmp_path):
+    """Two tiny real runs through the sweep runner: a run that failed (its summary.json says
+    "failed") is not done and is trained again by the next invocation; an interrupted run's
+    directory is resumed in place, never deleted; finished runs are not trained again."""
+    from depthdelusion.train.loop import train
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({
+        "base": {"model": {"head_dim": 16, "seq_len": 16, "base_width": 16, "base_depth": 1},
+                 "train": {"steps": 3, "batch_size": 8, "warmup_steps": 1, "log_every": 1,
+                           "layer_stats_every": 1000, "eval_every": 3, "eval_batches": 1}},
+        "parametrizations": ["sp"], "widths": [16], "depths": [1], "lrs": [1e-3, 1e-2],
+        "depth_sweep": {"width": 16, "depths": [1]}}))
+    out = tmp_path / "out"
+    interrupted = out / "runs" / "sp_w16_d1_lr0.001"
+    interrupted.mkdir(parents=True)
+    (interrupted / "notes.txt").write_text("left by an earlier, interrupted invocation")
+    trained = []
+
+    def crash_once(cfg, run_dir):
+        trained.append(run_dir.name)
+        if run_dir.name == "sp_w16_d1_lr0.01" and trained.count(run_dir.name) == 1:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "summary.json").write_text('{"status": "failed", "final_loss": 0.0}')
+            raise RuntimeError("the machine fell over")
+        return train(cfg, run_dir)
+
+    first = lr_transfer.run_experiment(path, out, log=lambda _: None, train_fn=crash_once)
+    assert first.failed == ["sp_w16_d1_lr0.01"] and not first.preempted
+    assert (interrupted / "notes.txt").exists()  # resumed in place
+    assert "RuntimeError: the machine fell over" in (out / "runs" / "sp_w16_d1_lr0.01" / "error.txt").read_text()
+    assert "**Failed (1;" in first.report.read_text()
+    lr_rows = {r["lr"]: r for r in csv.DictReader((out / "lr_sweep.csv").open())}
+    assert lr_rows["0.01"]["eval_loss"] == "nan" and float(lr_rows["0.001"]["eval_loss"]) > 0
+
+    second = lr_transfer.run_experiment(path, out, log=lambda _: None, train_fn=crash_once)
+    assert second.failed == [] and "Failed" not in second.report.read_text()
+    assert trained == ["sp_w16_d1_lr0.001", "sp_w16_d1_lr0.01", "sp_w16_d1_lr0.01"]
+    lr_rows = {r["lr"]: r for r in csv.DictReader((out / "lr_sweep.csv").open())}
+    assert all(float(r["eval_loss"]) > 0 for r in lr_rows.values())

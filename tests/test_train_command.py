@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from depthdelusion.cli import main
-from depthdelusion.train.commands import resolve_config_path
+from depthdelusion.config import resolve_config_path
 from depthdelusion.train.records import Progress
 
 TINY = ["--set", "model.depth=2", "--set", "model.width=64", "--set", "model.head_dim=16",

@@ -10,8 +10,7 @@ names and aliases in :mod:`.columns`).
 """
 from .columns import law_columns, law_missing_columns, laws_for
 from .laws import Law, LawInputs, Param, get_law, list_laws, register_law
-from .reference import load_reference  # also registers "paper" as a source for load_runs
-from .runs import GradientProfile, Runs, load_runs
+from .runs import GradientProfile, Runs, load_reference, load_runs
 
 __all__ = ["FitResult", "GradientProfile", "Law", "LawInputs", "Param", "Runs", "fit", "get_law",
            "law_columns", "law_missing_columns", "laws_for", "list_laws", "load_reference",

@@ -1,6 +1,6 @@
-"""The synthetic check of the redundancy law (issue 18 item 2), written to a directory:
+"""The synthetic check of the redundancy law, written to a directory:
 
-    python -m depthdelusion.analysis.redundancy_study --out analysis/redundancy
+    depthdelusion redundancy-study --out analysis/redundancy
 
 1. rates: fitted data-scaling exponent of ridge regression against 2βs/(2βs+1) over a (β, s) grid;
 2. invariance: the same (β, s) after a boundedly invertible change of features (a random rotation
@@ -11,7 +11,6 @@ Files: rates.csv, invariance.csv, mixture.csv, report.md, learning_curves.png (w
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import time
@@ -157,7 +156,7 @@ def _markdown(rates, invariance, mixture, timing, ns, p, seeds, n_min) -> str:
         "probability; the target is set on the mixture's covariance. The claim: the heavier tail "
         "(β = 1.5) sets the exponent.\n\n"
         + _table(mixture, cols + ["predicted_if_lighter_tail"]) +
-        f"\n## Reproduce\n\n`python -m depthdelusion.analysis.redundancy_study --out "
+        f"\n## Reproduce\n\n`depthdelusion redundancy-study --out "
         f"analysis/redundancy` (seeds 0..{seeds - 1} per case, transforms from seed 2026). "
         f"Wall time on the 2-core CPU, shared with other jobs: rates {timing['rates_s']} s, "
         f"invariance {timing['invariance_s']} s, mixture {timing['mixture_s']} s.\n")
@@ -188,22 +187,13 @@ def _figure(curves, path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m depthdelusion.analysis.redundancy_study",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--seeds", type=int, default=SEEDS)
-    parser.add_argument("--no-figures", action="store_true")
-    parser.add_argument("--report-only", action="store_true",
-                        help="rewrite report.md from the tables already in --out")
-    args = parser.parse_args(argv)
-    if args.report_only:
-        write_markdown(args.out)
+def run_command(*, out: str, seeds: int = SEEDS, no_figures: bool = False,
+                report_only: bool = False) -> int:
+    """`depthdelusion redundancy-study` (the parser is `depthdelusion.cli`)."""
+    where = Path(out)
+    if report_only:
+        write_markdown(where)
     else:
-        run(args.out, seeds=args.seeds, figures=not args.no_figures)
-    print((args.out / "report.md").read_text().split("## Exponent")[0])
+        run(where, seeds=seeds, figures=not no_figures)
+    print((where / "report.md").read_text().split("## Exponent")[0])
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,19 +1,15 @@
-"""Reference datasets bundled with the package (provenance in ``reference/PROVENANCE.md``).
-
-Importing this module registers the paper's runs as the named source ``"paper"`` (also
-``"depth_delusion"``) of :func:`.runs.load_runs`; the package ``__init__`` imports it, so the
-name works wherever the analysis package is imported.
+"""Reference data bundled with the package (provenance in ``reference/PROVENANCE.md``): the
+paper's constants and reported fit, and its data files. The paper's runs are read as a
+:class:`.runs.Runs` table by :func:`.runs.load_reference` (also the named source ``"paper"`` of
+:func:`.runs.load_runs`); this module imports nothing else of the package.
 """
 from __future__ import annotations
 
 import csv
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from .runs import NAMED_SOURCES, Runs, load_csv
 
 REFERENCE_DIR = Path(__file__).with_name("reference")
 DATASETS = {"depth_delusion": "depth_delusion_runs.csv", "llm_shapes": "llm_shapes.csv"}
@@ -54,34 +50,9 @@ class ModelShapes:
         return len(self.model)
 
 
-def load_reference(name: str):
-    """A bundled dataset: ``"depth_delusion"`` (the paper's 30 runs, as :class:`Runs`) or
-    ``"llm_shapes"`` (published LLM shapes, as :class:`ModelShapes`)."""
-    if name not in DATASETS:
-        raise ValueError(f"unknown reference dataset {name!r}; known: {', '.join(sorted(DATASETS))}")
-    path = REFERENCE_DIR / DATASETS[name]
-    if name == "llm_shapes":
-        return _load_shapes(path)
-    runs = load_csv(path)
-    n = len(runs)
-    return Runs(
-        runs.depth, runs.width, runs.params, runs.loss,
-        tokens=np.where(runs.group == "baseline", PAPER_BASELINE_TOKENS, np.nan),
-        loss_se=np.array([PAPER_LOSS_SE.get((int(d), int(w)), math.nan)
-                          for d, w in zip(runs.depth, runs.width)]),
-        group=runs.group, name=runs.name, source="paper (bundled: depth_delusion_runs.csv)",
-        tokenizer=[PAPER_TOKENIZER] * n, vocab_size=np.full(n, PAPER_VOCAB))
-
-
-def _paper_runs():
-    return load_reference("depth_delusion")
-
-
-NAMED_SOURCES.update({"paper": _paper_runs, "depth_delusion": _paper_runs})
-
-
-def _load_shapes(path: Path) -> ModelShapes:
-    with open(path, newline="") as fh:
+def load_llm_shapes() -> ModelShapes:
+    """Published LLM shapes (``reference/llm_shapes.csv``)."""
+    with open(REFERENCE_DIR / DATASETS["llm_shapes"], newline="") as fh:
         rows = list(csv.DictReader(fh))
     return ModelShapes(model=[r["model"] for r in rows],
                        depth=np.array([int(r["depth"]) for r in rows]),

@@ -3,8 +3,8 @@ persistence.
 
 ``write_report(runs, out)`` writes report.md, report.tex (pdflatex, booktabs), one CSV per table
 and PNG figures. Text outputs are deterministic for a given input, bootstrap count and seed, and
-rounded to the precision the data supports. Also runnable as
-``python -m depthdelusion.analysis.report RUNS --out DIR``.
+rounded to the precision the data supports. On the command line: ``depthdelusion report RUNS
+--out DIR``.
 
 Design assumptions the report makes explicit (docs/analysis.md):
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -347,7 +346,7 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     md += ["# Scaling-law analysis report", "", *[line + "\n" for line in first],
            f"Data: {runs.source} — {len(runs)} runs, groups: "
            + ", ".join(f"{g} ({int((runs.group == g).sum())})" for g in runs.groups) + ".",
-           f"Regenerate with `{cmd}` (also `python -m depthdelusion.analysis.report ...`). "
+           f"Regenerate with `{cmd}`. "
            f"Fits: {method_words} from a grid of starts; intervals from the Jacobian, from "
            f"{bootstrap} seeded (seed {seed}) case-bootstrap refits (cold-started) and from the "
            "profile likelihood; runs weighted equally; loss in nats.", "",
@@ -790,8 +789,3 @@ def write_report(runs, out, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: i
         report.files.append(path)
     return report
 
-
-if __name__ == "__main__":  # the same as `depthdelusion report ...`
-    from depthdelusion.cli import main
-
-    sys.exit(main(["report", *sys.argv[1:]]))

@@ -2,7 +2,7 @@
 
 Runs come from the trainer's run directories (``summary.json`` + ``metrics.jsonl``), from a
 CSV, a pandas DataFrame or a list of dicts with only the columns a law needs (names and aliases:
-:mod:`.columns`), or from the bundled reference data (:mod:`.reference`, registered under
+:mod:`.columns`), or from the bundled reference data (:mod:`.reference`, by the names in
 :data:`NAMED_SOURCES`). Columns are plain numpy arrays; pandas is optional.
 """
 from __future__ import annotations
@@ -209,8 +209,32 @@ def _some(names, limit: int = 6) -> str:
     return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-#: Named sources for :func:`load_runs` (name -> loader), filled by :mod:`.reference`.
-NAMED_SOURCES: dict = {}
+def load_reference(name: str):
+    """A bundled dataset (:mod:`.reference`): ``"depth_delusion"`` (the paper's 30 runs, as
+    :class:`Runs`) or ``"llm_shapes"`` (published LLM shapes, as ``reference.ModelShapes``)."""
+    from . import reference as ref
+
+    if name not in ref.DATASETS:
+        raise ValueError(f"unknown reference dataset {name!r}; known: {', '.join(sorted(ref.DATASETS))}")
+    if name == "llm_shapes":
+        return ref.load_llm_shapes()
+    runs = load_csv(ref.REFERENCE_DIR / ref.DATASETS[name])
+    n = len(runs)
+    return Runs(
+        runs.depth, runs.width, runs.params, runs.loss,
+        tokens=np.where(runs.group == "baseline", ref.PAPER_BASELINE_TOKENS, np.nan),
+        loss_se=np.array([ref.PAPER_LOSS_SE.get((int(d), int(w)), math.nan)
+                          for d, w in zip(runs.depth, runs.width)]),
+        group=runs.group, name=runs.name, source="paper (bundled: depth_delusion_runs.csv)",
+        tokenizer=[ref.PAPER_TOKENIZER] * n, vocab_size=np.full(n, ref.PAPER_VOCAB))
+
+
+def _paper_runs() -> Runs:
+    return load_reference("depth_delusion")
+
+
+#: Named sources for :func:`load_runs` (name -> loader).
+NAMED_SOURCES = {"paper": _paper_runs, "depth_delusion": _paper_runs}
 
 
 def load_runs(source, *, group: str | None = None, columns: dict | None = None) -> Runs:

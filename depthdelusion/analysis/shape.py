@@ -28,7 +28,7 @@ import numpy as np
 from .consistency import blocks_plus_embeddings
 from .fitting import FitResult
 from .laws import LawInputs, get_law
-from .reference import PAPER_KAPPA, ModelShapes, load_reference
+from .reference import PAPER_KAPPA, ModelShapes, load_llm_shapes
 
 PLATEAU_TOL = 1e-5  # nats: shapes within this of the minimum count as equally optimal
 _PROBE_TOKENS = 1e10  # any finite T: at fixed N and T the token term is the same for every shape
@@ -381,7 +381,7 @@ class ShapeAudit:
 
 def audit_shapes(fit_or_params, shapes: ModelShapes | None = None) -> ShapeAudit:
     """For every model in ``shapes`` (default: the bundled LLM shapes): D, W, D_crit(W), D/D_crit."""
-    shapes = shapes or load_reference("llm_shapes")
+    shapes = shapes or load_llm_shapes()
     d_crit = critical_depth(fit_or_params, shapes.width)
     paper = PAPER_KAPPA * np.log(shapes.width.astype(float))
     with np.errstate(divide="ignore"):  # D_crit = 0 (κ at its bound): every depth is beyond it

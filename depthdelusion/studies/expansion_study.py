@@ -367,22 +367,3 @@ def run_study(depth_grid: str, growth_grid: str, runs: str, out: str, *, probe_b
     (out_path / "study_wall_time.json").write_text(json.dumps(
         {"this_invocation_s": round(time.perf_counter() - start, 1)}, indent=2) + "\n")
     return out_path
-
-
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "expansion-study",
-        help="the depth-expansion study: train (resumable), grow, probe, tables and figures",
-        description="Trains the depth grid and the growth grid (skipping finished runs), expands "
-        "each growth parent and trains it on, probes every depth-grid run, and writes tables and "
-        "figures to --out (probes are cached under OUT/probes).")
-    parser.add_argument("--depth-grid", default="experiments/depth_expansion.yaml")
-    parser.add_argument("--growth-grid", default="experiments/depth_expansion_growth.yaml")
-    parser.add_argument("--runs", default="runs", help="parent folder of the two sweeps' run directories")
-    parser.add_argument("--out", required=True, metavar="DIR")
-    parser.add_argument("--probe-batches", type=int, default=16)
-    parser.add_argument("--train", choices=("all", "growth", "none"), default="all",
-                        help="what to train before probing: both grids and the grown runs (all), "
-                        "the growth grid and grown runs only (growth), nothing (none)")
-    parser.set_defaults(func=lambda a: run_study(a.depth_grid, a.growth_grid, a.runs, a.out,
-                                                 probe_batches=a.probe_batches, train=a.train) and 0)

@@ -196,44 +196,27 @@ def parse_ints(text: str, flag: str) -> list[int]:
     return values
 
 
-def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "persistence-probe",
-        help="per-layer gradient profiles at init and over the first K steps, per width x depth",
-        description="Per-layer weight- and activation-gradient norms at initialisation and over the "
-        "first K AdamW steps for a grid of widths x depths (built-in corpus), the persistence "
-        "rate 1/ℓ of each with its sign, ℓ(W) power law vs log form, and one figure panel per width.")
-    p.add_argument("--widths", default="64,256,1024")
-    p.add_argument("--depths", default="8,16,32,64")
-    p.add_argument("--steps", type=int, default=ProbeSetup.steps, help="K, AdamW updates after init")
-    p.add_argument("--batch-size", type=int, default=ProbeSetup.batch_size)
-    p.add_argument("--seq-len", type=int, default=ProbeSetup.seq_len)
-    p.add_argument("--head-dim", type=int, default=ProbeSetup.head_dim)
-    p.add_argument("--lr", type=float, default=ProbeSetup.lr)
-    p.add_argument("--parametrization", default="sp", choices=("sp", "mup", "depth_mup", "completep"))
-    p.add_argument("--compute-dtype", default="auto", choices=("auto", "float32", "bfloat16"))
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-params", type=float, default=ProbeSetup.max_params,
-                   help="skip shapes with more parameters (default 1.2e8: about 2 GB with Adam)")
-    p.add_argument("--out", required=True, help="output directory")
-    p.set_defaults(func=run_command)
-
-
-def run_command(args) -> int:
+def run_command(*, out: str, widths: str = "64,256,1024", depths: str = "8,16,32,64",
+                steps: int = ProbeSetup.steps, batch_size: int = ProbeSetup.batch_size,
+                seq_len: int = ProbeSetup.seq_len, head_dim: int = ProbeSetup.head_dim,
+                lr: float = ProbeSetup.lr, parametrization: str = ProbeSetup.parametrization,
+                compute_dtype: str = ProbeSetup.compute_dtype, seed: int = ProbeSetup.seed,
+                max_params: float = ProbeSetup.max_params) -> int:
+    """`depthdelusion persistence-probe` (the parser is `depthdelusion.cli`)."""
     import shlex
     import sys
 
-    widths, depths = parse_ints(args.widths, "--widths"), parse_ints(args.depths, "--depths")
-    for w in widths:
-        if w % args.head_dim:
-            raise ValueError(f"--widths: {w} is not a multiple of --head-dim {args.head_dim}")
-    if args.steps < 0:
-        raise ValueError(f"--steps={args.steps}: must be >= 0")
-    setup = ProbeSetup(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len,
-                       head_dim=args.head_dim, lr=args.lr, parametrization=args.parametrization,
-                       compute_dtype=args.compute_dtype, seed=args.seed, max_params=args.max_params)
+    shape_widths, shape_depths = parse_ints(widths, "--widths"), parse_ints(depths, "--depths")
+    for w in shape_widths:
+        if w % head_dim:
+            raise ValueError(f"--widths: {w} is not a multiple of --head-dim {head_dim}")
+    if steps < 0:
+        raise ValueError(f"--steps={steps}: must be >= 0")
+    setup = ProbeSetup(steps=steps, batch_size=batch_size, seq_len=seq_len, head_dim=head_dim, lr=lr,
+                       parametrization=parametrization, compute_dtype=compute_dtype, seed=seed,
+                       max_params=max_params)
     start = time.perf_counter()
-    result = run(widths, depths, setup)
-    files = write(result, setup, Path(args.out), "depthdelusion " + shlex.join(sys.argv[1:]))
-    print(f"wrote {len(files)} files to {args.out} in {time.perf_counter() - start:.0f} s")
+    result = run(shape_widths, shape_depths, setup)
+    files = write(result, setup, Path(out), "depthdelusion " + shlex.join(sys.argv[1:]))
+    print(f"wrote {len(files)} files to {out} in {time.perf_counter() - start:.0f} s")
     return 0

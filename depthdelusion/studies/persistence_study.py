@@ -285,32 +285,18 @@ def _main_seed(runs) -> int:
     return max(set(seeds), key=seeds.count)
 
 
-def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "persistence-study",
-        help="tables and figures of the gradient-persistence study from its run directories",
-        description="Windowed persistence rate per run, its evolution over training, ℓ(W) power "
-        "law vs log form over all runs, loss vs depth and the loss-optimal depth per width, seed "
-        "spreads. RUNS: the sweep's output directory (experiments/persistence_study.yaml).")
-    p.add_argument("runs", metavar="RUNS")
-    p.add_argument("--out", required=True)
-    p.add_argument("--step", type=int, default=DEFAULT_STEP, help="requested step (default 1000)")
-    p.add_argument("--window", type=float, default=DEFAULT_WINDOW,
-                   help="relative half-width of the step window (default 0.2: steps 800-1200)")
-    p.add_argument("--grid", help="the grid file, to list the runs that have not finished")
-    p.set_defaults(func=run_command)
-
-
-def run_command(args) -> int:
+def run_command(*, runs: str, out: str, step: int = DEFAULT_STEP, window: float = DEFAULT_WINDOW,
+                grid: str | None = None) -> int:
+    """`depthdelusion persistence-study` (the parser is `depthdelusion.cli`)."""
     import shlex
     import sys
 
     expected = None
-    if args.grid:
+    if grid:
         from depthdelusion.sweep import load_grid
 
-        expected = [name for name, _ in load_grid(args.grid).runs]
-    files = build(Path(args.runs), Path(args.out), step=args.step, window=args.window,
-                  expected=expected, command="depthdelusion " + shlex.join(sys.argv[1:]))
-    print(f"wrote {len(files)} files to {args.out}")
+        expected = [name for name, _ in load_grid(grid).runs]
+    files = build(Path(runs), Path(out), step=step, window=window, expected=expected,
+                  command="depthdelusion " + shlex.join(sys.argv[1:]))
+    print(f"wrote {len(files)} files to {out}")
     return 0

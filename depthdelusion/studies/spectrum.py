@@ -250,31 +250,17 @@ def plot_spectra(full: np.ndarray, fits: list, path: Path) -> Path:
     return plots._save(fig, path)
 
 
-def run_spectrum(args) -> int:
-    for name in ("tokens", "rows"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name}={getattr(args, name)}: must be a positive integer")
-    full, fits, info = measure(args.run, args.tokens, args.rows)
-    out = args.out or str(Path(args.run) / "spectrum")
-    command = (f"depthdelusion spectrum {shlex.quote(str(args.run))} --tokens {args.tokens} "
-               f"--rows {args.rows}" + (f" --out {shlex.quote(args.out)}" if args.out else ""))
+def run_spectrum(*, run: str, tokens: int = DEFAULT_TOKENS, rows: int = DEFAULT_ROWS,
+                 out: str | None = None) -> int:
+    """`depthdelusion spectrum` (the parser is `depthdelusion.cli`)."""
+    for name, value in (("tokens", tokens), ("rows", rows)):
+        if value < 1:
+            raise ValueError(f"--{name}={value}: must be a positive integer")
+    full, fits, info = measure(run, tokens, rows)
+    command = (f"depthdelusion spectrum {shlex.quote(str(run))} --tokens {tokens} "
+               f"--rows {rows}" + (f" --out {shlex.quote(out)}" if out else ""))
+    out = out or str(Path(run) / "spectrum")
     paths = write_outputs(full, fits, info, out, command)
     print((Path(out) / "tail.md").read_text())
     print(f"written: {', '.join(str(p) for p in paths)}")
     return 0
-
-
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "spectrum",
-        help="eigenvalue spectra of the residual stream of a trained run, with tail indices",
-        description="Covariance spectra of the token embeddings and of the residual stream after "
-        "every block, over held-out tokens, with a tail-index fit per layer.",
-    )
-    parser.add_argument("run", metavar="RUN", help="a run directory written by `depthdelusion train`")
-    parser.add_argument("--tokens", type=int, default=DEFAULT_TOKENS,
-                        help=f"held-out tokens to use (default {DEFAULT_TOKENS})")
-    parser.add_argument("--rows", type=int, default=DEFAULT_ROWS,
-                        help=f"sequences per forward pass (default {DEFAULT_ROWS})")
-    parser.add_argument("--out", metavar="DIR", help="output directory (default RUN/spectrum)")
-    parser.set_defaults(func=run_spectrum)

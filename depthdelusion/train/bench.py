@@ -7,7 +7,6 @@ random token batches (the data pipeline is measured separately: benchmarks/bench
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from typing import Any
 
@@ -177,33 +176,3 @@ def bench(cfg: Config, steps: int = 20, warmup: int = 3, layer_stats: str = "nev
         layer_stats=layer_stats, lower_s=lower_s, compile_s=compile_s, step=step,
         schedule_median_s=median, tokens_per_s=tokens_per_s, flops_per_s=flops_per_s, mfu=mfu,
         peak_memory_bytes=memory, peak_memory_source=memory_source, logging_cost=cost)
-
-
-def run_bench(args) -> int:
-    from depthdelusion.config import load_config
-    from depthdelusion.train.commands import resolve_config_path
-
-    cfg = load_config(resolve_config_path(args.config), args.overrides)
-    result = bench(cfg, steps=args.steps, warmup=args.warmup, layer_stats=args.layer_stats)
-    print(json.dumps(result.to_dict()) if args.json else result.summary())
-    return 0
-
-
-def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "bench",
-        help="compile time, step time, tokens/s, MFU and peak memory of the train step",
-        description="Benchmark the train step of CONFIG (YAML or preset; default quickstart) on "
-        "random tokens: AOT compile time, then per-step wall time (median, p10, p90), tokens/s, "
-        "model FLOP/s, MFU against the device's peak dense bf16 FLOP/s (none on CPU), peak memory.",
-    )
-    parser.add_argument("config", nargs="?", metavar="CONFIG", help="YAML file or preset name")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config field, e.g. --set model.depth=24 (repeatable)")
-    parser.add_argument("--steps", type=int, default=20, help="timed steps (0: compile only)")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
-    parser.add_argument("--layer-stats", default="never", metavar="never|every|N|compare",
-                        help="which steps also compute per-layer norms; compare alternates plain and "
-                        "layer-stats steps and reports the logging cost as their ratio")
-    parser.add_argument("--json", action="store_true", help="one JSON object instead of a summary")
-    parser.set_defaults(func=run_bench)

@@ -65,7 +65,7 @@ def test_help_lists_every_command_without_importing_any_command_module_or_scipy(
     listed = re.findall(r"^    (\S+)", out.stdout, re.M)
     assert listed == [c[0] for c in COMMANDS]
     assert out.stdout.strip().endswith("IMPORTED:")
-    # A command's own help imports its module, but not scipy (fitting is imported when used).
+    # A command's own help imports nothing either (its parser is in depthdelusion.cli).
     out = run_blocked(["fit", "--help"], blocked=TRAINING_STACK + ("scipy", "matplotlib"))
     assert out.returncode == 0, out.stderr
     assert "--grid-points K" in out.stdout and out.stdout.strip().endswith("IMPORTED:")
@@ -85,9 +85,7 @@ def test_fit_and_report_run_without_the_training_stack_and_report_skips_matplotl
     assert (tmp_path / "rep" / "report.md").exists() and not list((tmp_path / "rep").glob("*.png"))
     assert out.stdout.strip().endswith("IMPORTED:")
 
-    # The module entry point is the same command (its parser, built without the training stack).
-    out = run_blocked(["--help"], blocked=TRAINING_STACK + ("matplotlib",),
-                      module="depthdelusion.analysis.report")
+    out = run_blocked(["report", "--help"], blocked=TRAINING_STACK + ("matplotlib",))
     assert out.returncode == 0, out.stderr
     assert "--no-figures" in out.stdout and out.stdout.strip().endswith("IMPORTED:")
 

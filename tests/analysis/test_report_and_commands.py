@@ -1,4 +1,3 @@
-import argparse
 import csv
 import json
 import re
@@ -6,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from depthdelusion.analysis import commands
 from depthdelusion.analysis.report import write_report
+from depthdelusion.cli import command
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "analysis" / "paper_refit"
@@ -120,32 +119,31 @@ def test_committed_paper_report_is_up_to_date(tmp_path):
                            + "\n".join(diffs[:10]))
 
 
-def _parser():
-    parser = argparse.ArgumentParser(prog="depthdelusion")
-    commands.register(parser.add_subparsers(dest="command", required=True))
-    return parser
+def _command(argv):
+    """The command's function bound to its parsed arguments (errors raise, not exit 2)."""
+    return command(argv)[1]
 
 
 def test_fit_command_prints_json(capsys):
-    args = _parser().parse_args(["fit", "paper", "--law", "kaplan", "--bootstrap", "20", "--json"])
-    assert args.func(args) == 0
+    run = _command(["fit", "paper", "--law", "kaplan", "--bootstrap", "20", "--json"])
+    assert run() == 0
     data = json.loads(capsys.readouterr().out)
     assert data["law"] == "kaplan" and data["n"] == 30 and data["n_bootstrap"] == 20
 
 
 def test_fit_command_summary_and_errors(capsys, tmp_path):
-    args = _parser().parse_args(["fit", "paper", "--law", "depth_delusion", "--bootstrap", "10",
+    run = _command(["fit", "paper", "--law", "depth_delusion", "--bootstrap", "10",
                                  "--method", "huber", "--group", "baseline"])
-    assert args.func(args) == 0
+    assert run() == 0
     assert "Huber" in capsys.readouterr().out
-    args = _parser().parse_args(["fit", "paper", "--law", "nope"])
+    run = _command(["fit", "paper", "--law", "nope"])
     with pytest.raises(ValueError, match="known laws"):
-        args.func(args)
+        run()
     bad = tmp_path / "bad.csv"
     bad.write_text("depth,width\n1,2\n")
-    args = _parser().parse_args(["fit", str(bad)])
+    run = _command(["fit", str(bad)])
     with pytest.raises(ValueError, match=r"bad\.csv: no loss column"):
-        args.func(args)
+        run()
 
 
 def test_report_on_run_directories_includes_persistence(run_factory, tmp_path, capsys):
@@ -157,22 +155,22 @@ def test_report_on_run_directories_includes_persistence(run_factory, tmp_path, c
         loss = 1.8 + 30 * n ** -0.15 + 0.05 * max(0.0, d - 2.5 * np.log(w)) + 0.01 * rng.standard_normal()
         run_factory(f"d{d}w{w}", d, w, float(loss), ell=0.6 * w ** 0.44, seed=i)
     out = tmp_path / "rep"
-    args = _parser().parse_args(["report", str(tmp_path / "runs"), "--out", str(out), "--bootstrap", "20"])
-    assert args.func(args) == 0
+    run = _command(["report", str(tmp_path / "runs"), "--out", str(out), "--bootstrap", "20"])
+    assert run() == 0
     md = (out / "report.md").read_text()
     assert "## Gradient persistence length" in md and "power law" in md
     for name in ("gradient_profiles.png", "persistence_scaling.png", "loss_vs_depth.png", "report.tex",
                  "persistence.csv", "law_comparison.csv"):
         assert (out / name).stat().st_size > 0, name
     assert r"\toprule" in (out / "report.tex").read_text()
-    args = _parser().parse_args(["persistence", str(tmp_path / "runs"), "--step", "1000"])
-    assert args.func(args) == 0
+    run = _command(["persistence", str(tmp_path / "runs"), "--step", "1000"])
+    assert run() == 0
     assert "ℓ(W)" in capsys.readouterr().out
 
 
 def test_audit_command(capsys):
-    args = _parser().parse_args(["audit", "paper"])
-    assert args.func(args) == 0
+    run = _command(["audit", "paper"])
+    assert run() == 0
     assert "56Lx2176" in capsys.readouterr().out
 
 

@@ -123,18 +123,14 @@ def test_committed_paper_report_states_each_verdict_under_each_assumption():
 
 
 def test_cli_selects_group_mode_and_n_convention(tmp_path):
-    import argparse
-
-    from depthdelusion.analysis import commands
+    from depthdelusion.cli import command
 
     csv_path = tmp_path / "runs.csv"
     two_budget_runs(widths=(128, 256, 512), depths=(2, 8, 32)).to_dataframe().to_csv(csv_path, index=False)
-    parser = argparse.ArgumentParser(prog="depthdelusion")
-    commands.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["report", str(csv_path), "--out", str(tmp_path / "rep"), "--bootstrap", "0",
+    _, run = command(["report", str(csv_path), "--out", str(tmp_path / "rep"), "--bootstrap", "0",
                               "--no-figures", "--groups", "pooled", "--params", "non_embedding"])
-    assert (args.groups, args.params) == ("pooled", "non_embedding")
-    assert args.func(args) == 0
+    assert (run.keywords["groups"], run.keywords["params"]) == ("pooled", "non_embedding")
+    assert run() == 0
     md = (tmp_path / "rep" / "report.md").read_text()
     assert _first_paragraph(md).startswith("WARNING: this fit pools groups")
     assert "--groups pooled --params non_embedding" in md

@@ -207,3 +207,28 @@ def check_shapes(widths: list[int], head_dim: int) -> None:
     bad = [w for w in widths if w % head_dim]
     if bad:
         raise ValueError(f"--widths: {bad} not divisible by --head-dim={head_dim}")
+
+
+def run_command(*, out: str, widths: str = "64,128,256,512", depths: str = "2,4,8,16",
+                steps: int = CoordCheckSetup.steps, parametrization: str = "sp,mup,depth_mup,completep",
+                lr: float = CoordCheckSetup.lr, batch_size: int = CoordCheckSetup.batch_size,
+                seq_len: int = CoordCheckSetup.seq_len, head_dim: int = CoordCheckSetup.head_dim,
+                base_width: int = CoordCheckSetup.base_width,
+                base_depth: int = CoordCheckSetup.base_depth) -> int:
+    """`depthdelusion coord-check` (the parser is `depthdelusion.cli`)."""
+    from depthdelusion.config import PARAMETRIZATIONS
+
+    names = [n.strip() for n in parametrization.split(",") if n.strip()]
+    bad = [n for n in names if n not in PARAMETRIZATIONS]
+    if bad or not names:
+        raise ValueError(f"--parametrization={parametrization!r}: valid values are "
+                         f"{', '.join(PARAMETRIZATIONS)} (comma-separated)")
+    shape_widths, shape_depths = parse_ints(widths, "--widths"), parse_ints(depths, "--depths")
+    check_shapes(shape_widths, head_dim)
+    setup = CoordCheckSetup(steps=steps, lr=lr, batch_size=batch_size, seq_len=seq_len,
+                            head_dim=head_dim, base_width=base_width, base_depth=base_depth)
+    rows = run(names, shape_widths, shape_depths, setup)
+    paths = write_outputs(rows, setup, out)
+    print(paths["md"].read_text())
+    print(f"written: {', '.join(str(p) for p in paths.values())}")
+    return 0

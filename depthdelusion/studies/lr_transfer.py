@@ -4,8 +4,10 @@ parameterization, then a depth sweep at fixed width with the lr tuned at the bas
 The experiment file (e.g. experiments/lr_transfer.yaml) has `base` (a run config: sections
 model, data, train), `parametrizations`, `widths`, `depths`, `lrs`, and `depth_sweep` (`width`,
 `depths`), and optionally `skip` (run names not trained, e.g. for CPU time; the report lists
-them and judges each shape's optimum on the lrs it has). Every run is `depthdelusion.train.loop.train` into DIR/runs/NAME; finished runs are
-skipped, so an interrupted sweep resumes. Writes DIR/lr_sweep.csv, lr_transfer.png,
+them and judges each shape's optimum on the lrs it has). The runs are two grids trained by
+`depthdelusion.sweep.run_sweep` into DIR/runs/NAME, with its rules: a finished run is skipped, an
+unfinished one resumed from its checkpoint, a failed one recorded (runs/runs.csv, error.txt) and
+trained again by the next invocation. Writes DIR/lr_sweep.csv, lr_transfer.png,
 depth_sweep.csv, depth_sweep.png and report.md.
 """
 from __future__ import annotations
@@ -13,9 +15,9 @@ from __future__ import annotations
 import csv
 import json
 import math
-import shutil
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -55,27 +57,51 @@ def run_name(parametrization: str, width: int, depth: int, lr: float) -> str:
     return f"{parametrization}_w{width}_d{depth}_lr{lr:g}"
 
 
-def run_losses(exp: dict, out: Path, parametrization: str, width: int, depth: int, lr: float,
-               log=print) -> dict[str, float]:
-    """Train (or read back) one run: {"eval_loss", "final_loss"}, nan where it diverged or (a run
-    from before validation existed) has no eval_loss."""
-    from depthdelusion.train.loop import train
-
-    run_dir = out / "runs" / run_name(parametrization, width, depth, lr)
-    summary_path = run_dir / "summary.json"
-    if summary_path.exists():
-        summary = json.loads(summary_path.read_text())
-    else:
-        if run_dir.exists():  # interrupted earlier: start it again
-            shutil.rmtree(run_dir)
-        summary = train(run_config(exp, parametrization, width, depth, lr), run_dir)
-        log(f"{run_dir.name}: eval loss {summary.get('eval_loss')}, final loss {summary['final_loss']:.4f} "
-            f"({summary['wall_time_s']:.0f} s)")
-    return {key: _finite(summary.get(key)) for key in ("eval_loss", "final_loss")}
-
-
 def _finite(x: Any) -> float:
-    return float(x) if x is not None and math.isfinite(x) else float("nan")
+    return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else float("nan")
+
+
+def lr_grid(exp: dict) -> list[tuple[str, Config]]:
+    """The lr sweep's runs, shape-major (an interrupted sweep has every parametrization of the
+    shapes it reached), without the `skip` names."""
+    skip = set(exp.get("skip") or [])
+    return [(run_name(p, w, d, lr), run_config(exp, p, w, d, lr))
+            for d in exp["depths"] for w in exp["widths"] for p in exp["parametrizations"]
+            for lr in exp["lrs"] if run_name(p, w, d, lr) not in skip]
+
+
+def depth_grid(exp: dict, rows: list[dict]) -> list[tuple[str, Config]]:
+    """The depth sweep's runs: every depth at the sweep's width, each parametrization at the lr
+    that was best at the base shape (widths[0] x depths[0]) of the lr sweep."""
+    sweep = exp["depth_sweep"]
+    runs = []
+    for p in exp["parametrizations"]:
+        lr, _ = best_lr(rows, p, exp["widths"][0], exp["depths"][0])
+        runs += [(run_name(p, sweep["width"], d, lr), run_config(exp, p, sweep["width"], d, lr))
+                 for d in sweep["depths"]]
+    return runs
+
+
+def train_runs(runs: list[tuple[str, Config]], known: list[tuple[str, Config]], source: str,
+               out: Path, log=print, train_fn=None) -> list[dict]:
+    """Train `runs` under OUT/runs/NAME with the sweep's rules (finished runs are skipped,
+    unfinished ones resumed, a failed run is recorded and tried again next time) and return the
+    sweep's rows for them, in order. `known` are every run trained so far, so that
+    OUT/runs/runs.csv lists them all."""
+    from depthdelusion.sweep import Grid, run_sweep
+
+    names = [name for name, _ in runs]
+    grid = Grid(name="lr_transfer", description="", topology=None, source=source,
+                runs=list(dict(known + runs).items()))
+    rows = {r["name"]: r for r in run_sweep(grid, out / "runs", only=",".join(names), report=False,
+                                            train_fn=train_fn, log=log)}
+    return [rows[name] for name in names if name in rows]
+
+
+def _table_row(row: dict, cfg: Config) -> dict[str, Any]:
+    return {"parametrization": cfg.model.parametrization, "width": cfg.model.width,
+            "depth": cfg.model.depth, "lr": cfg.train.lr,
+            **{key: _finite(row.get(key)) for key in ("eval_loss", "final_loss")}}
 
 
 def best_lr(rows: list[dict], parametrization: str, width: int, depth: int,
@@ -83,39 +109,64 @@ def best_lr(rows: list[dict], parametrization: str, width: int, depth: int,
     """(lr, loss) of the lowest finite `metric` (validation loss by default) on the grid for one shape."""
     candidates = [(r[metric], r["lr"]) for r in rows if (r["parametrization"], r["width"],
                   r["depth"]) == (parametrization, width, depth) and math.isfinite(r[metric])]
+    if not candidates:
+        raise ValueError(f"{parametrization} W={width} D={depth}: no run of this shape has a finite "
+                         f"{metric} (failed or diverged: see runs/runs.csv and runs/<run>/error.txt)")
     loss, lr = min(candidates)
     return lr, loss
 
 
-def run_experiment(path: str | Path, out: str | Path, log=print) -> Path:
+class Outcome(NamedTuple):
+    """What `run_experiment` did: the report (None when it stopped early), the runs that failed
+    (their losses are nan in the tables) and whether a run was preempted (nothing written)."""
+
+    report: Path | None
+    failed: list[str]
+    preempted: bool
+
+
+def run_experiment(path: str | Path, out: str | Path, log=print, train_fn=None) -> Outcome:
+    """Train what is not finished and write the tables, figures and report. `train_fn(cfg,
+    run_dir)` trains one run (default: the training loop, as the sweep does)."""
     exp = load_experiment(path)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for depth in exp["depths"]:  # shape-major: an interrupted sweep has every parametrization
-        for width in exp["widths"]:
-            for name in exp["parametrizations"]:
-                for lr in exp["lrs"]:
-                    if run_name(name, width, depth, lr) in (exp.get("skip") or []):
-                        continue
-                    rows.append({"parametrization": name, "width": width, "depth": depth, "lr": lr,
-                                 **run_losses(exp, out, name, width, depth, lr, log)})
+    grid = lr_grid(exp)
+    sweep_rows = train_runs(grid, [], str(path), out, log, train_fn)
+    if len(sweep_rows) < len(grid) or any(r["status"] == "preempted" for r in sweep_rows):
+        return Outcome(None, [], True)
+    rows = [_table_row(r, cfg) for r, (_, cfg) in zip(sweep_rows, grid)]
     _write_csv(out / "lr_sweep.csv", rows)
 
-    base_width, base_depth = exp["widths"][0], exp["depths"][0]
-    sweep = exp["depth_sweep"]
-    depth_rows = []
-    for name in exp["parametrizations"]:
-        lr, _ = best_lr(rows, name, base_width, base_depth)  # tuned at the base shape only
-        for depth in sweep["depths"]:
-            depth_rows.append({"parametrization": name, "width": sweep["width"], "depth": depth, "lr": lr,
-                               **run_losses(exp, out, name, sweep["width"], depth, lr, log)})
+    depth_runs = depth_grid(exp, rows)
+    depth_sweep_rows = train_runs(depth_runs, grid, str(path), out, log, train_fn)
+    if len(depth_sweep_rows) < len(depth_runs) or any(r["status"] == "preempted" for r in depth_sweep_rows):
+        return Outcome(None, [], True)
+    depth_rows = [_table_row(r, cfg) for r, (_, cfg) in zip(depth_sweep_rows, depth_runs)]
     _write_csv(out / "depth_sweep.csv", depth_rows)
+    failed = list(dict.fromkeys(r["name"] for r in sweep_rows + depth_sweep_rows if r["status"] == "failed"))
     plot_lr_curves(rows, exp, out / "lr_transfer.png")
     plot_depth_sweep(depth_rows, rows, out / "depth_sweep.png")
     report = out / "report.md"
-    report.write_text(markdown(rows, depth_rows, exp, Path(path)))
-    return report
+    report.write_text(markdown(rows, depth_rows, exp, Path(path), failed=failed))
+    return Outcome(report, failed, False)
+
+
+def run_command(*, experiment: str, out: str) -> int:
+    """`depthdelusion lr-transfer` (the parser is `depthdelusion.cli`)."""
+    from depthdelusion import exit_codes
+
+    outcome = run_experiment(experiment, out, log=lambda text: print(text, flush=True))
+    if outcome.preempted:
+        print("preempted: run the same command again to resume", file=sys.stderr)
+        return exit_codes.PREEMPTED
+    print(outcome.report.read_text())
+    print(f"report written to {outcome.report}")
+    if outcome.failed:
+        print(f"failed: {', '.join(outcome.failed)} (errors in {Path(out) / 'runs'}/<run>/error.txt; "
+              "run the same command again to retry them)", file=sys.stderr)
+        return exit_codes.FAILED
+    return exit_codes.OK
 
 
 def _write_csv(path: Path, rows: list[dict]) -> None:
@@ -146,7 +197,8 @@ def shape_lrs(rows: list[dict], parametrization: str, width: int, depth: int) ->
                   == (parametrization, width, depth))
 
 
-def markdown(rows: list[dict], depth_rows: list[dict], exp: dict, path: Path) -> str:
+def markdown(rows: list[dict], depth_rows: list[dict], exp: dict, path: Path,
+             failed: list[str] = ()) -> str:
     names, lrs, widths, depths = exp["parametrizations"], exp["lrs"], exp["widths"], exp["depths"]
     base = exp["base"]
     tc = run_config(exp, names[0], widths[0], depths[0], lrs[0]).train
@@ -192,6 +244,10 @@ def markdown(rows: list[dict], depth_rows: list[dict], exp: dict, path: Path) ->
                   "neighbour that is already worse than the shape's optimum cannot hold the argmin of a "
                   "unimodal lr curve; where a skipped lr is next to the optimum, the optimum above is "
                   "reported as a bound.", ""]
+    if failed:
+        lines += [f"**Failed ({len(failed)}; not finished, their losses are blank (nan) above and they are "
+                  "trained again by the next invocation):** " + ", ".join(f"`{n}`" for n in failed)
+                  + " (errors in `runs/<run>/error.txt`).", ""]
     lines += ["## Transfer summary", ""]
     base_w, base_d = widths[0], depths[0]
     for name in names:

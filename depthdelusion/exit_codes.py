@@ -1,0 +1,9 @@
+"""Exit codes of the `depthdelusion` command (listed in `depthdelusion --help`)."""
+
+OK = 0
+#: The command ran, and its answer is no: a sweep with failed runs, a plan that does not fit.
+FAILED = 1
+#: Bad command line, configuration or input; one line on stderr says which field, file or flag.
+USAGE = 2
+#: EX_TEMPFAIL: saved on SIGTERM (preemption); run the same command again to resume.
+PREEMPTED = 75

@@ -1,0 +1,150 @@
+"""The command line: every parser lives in depthdelusion/cli.py, each command's function takes
+exactly its parser's arguments, the exit codes are in the help, and the package has no import
+cycle."""
+import argparse
+import ast
+import importlib
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from depthdelusion import cli, exit_codes
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "depthdelusion"
+
+
+def _parsers() -> dict[str, argparse.ArgumentParser]:
+    return cli.add_commands(argparse.ArgumentParser().add_subparsers())
+
+
+def _function(target: str):
+    module, name = target.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("name,target", [(n, t) for n, t, _ in cli.COMMANDS])
+def test_every_command_function_takes_exactly_its_parsers_arguments(name, target):
+    # argparse has no public way to list a parser's options: its actions are read directly.
+    dests = {a.dest for a in _parsers()[name]._actions} - {"help"}
+    parameters = inspect.signature(_function(target)).parameters
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters.values()), target
+    assert dests == set(parameters), f"{name}: parser {sorted(dests)} vs {target} {sorted(parameters)}"
+    required = {n for n, p in parameters.items() if p.default is inspect.Parameter.empty}
+    parser_defaults = {a.dest for a in _parsers()[name]._actions
+                       if a.default is not argparse.SUPPRESS or a.required}
+    assert required <= parser_defaults, f"{name}: {sorted(required - parser_defaults)} has no value"
+
+
+def _package_files():
+    return sorted((ROOT / PACKAGE).rglob("*.py"))
+
+
+def test_argument_parsing_only_in_cli():
+    offenders = []
+    for path in _package_files():
+        if path == ROOT / PACKAGE / "cli.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import) and any(a.name == "argparse" for a in node.names) or (
+                    isinstance(node, ast.ImportFrom) and node.module == "argparse") or (
+                    isinstance(node, ast.Attribute) and node.attr in ("add_argument", "add_parser")):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, offenders
+
+
+def test_set_and_out_are_defined_once_and_shared():
+    source = (ROOT / PACKAGE / "cli.py").read_text()
+    assert source.count('"--set"') == 1 and source.count('"--out"') == 1
+    parsers = _parsers()
+    for name, target, _ in cli.COMMANDS:
+        parameters = inspect.signature(_function(target)).parameters
+        options = {s: a for a in parsers[name]._actions for s in a.option_strings}
+        if "overrides" in parameters:
+            assert isinstance(options["--set"], argparse._AppendAction), name
+        if "out" in parameters:
+            assert options["--out"].metavar == "DIR", name
+
+
+def test_help_lists_the_exit_codes(capsys):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["--help"])
+    assert exit.value.code == 0
+    text = capsys.readouterr().out
+    for code, words in ((exit_codes.OK, "done"), (exit_codes.FAILED, "the command ran and the answer is no"),
+                        (exit_codes.USAGE, "bad command line"), (exit_codes.PREEMPTED, "preempted")):
+        assert f"  {code:<3} {words}" in text
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["train", "--no-such-flag"])
+    assert exit.value.code == exit_codes.USAGE
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports, from every import statement in the source
+    (inside functions too: a deferred import is still a dependency)."""
+    files = {}
+    for path in _package_files():
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in files.items():
+        base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module
+                if node.level:
+                    module = ".".join(base[:len(base) - node.level + 1] + ([module] if module else []))
+                targets = [f"{module}.{a.name}" if f"{module}.{a.name}" in files else module
+                           for a in node.names]
+            else:
+                continue
+            for target in targets:
+                while target not in files and "." in target:
+                    target = target.rsplit(".", 1)[0]
+                if target in files and target != name:
+                    edges.add(target)
+        graph[name] = edges
+    return graph
+
+
+def test_no_import_cycles():
+    graph = module_graph()
+
+    def reaches(start, goal):
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph[todo.pop()] - seen:
+                if nxt == goal:
+                    return True
+                seen.add(nxt)
+                todo.append(nxt)
+        return False
+
+    assert [m for m in graph if reaches(m, m)] == []
+    # The bundled paper data is read by analysis.runs; reference itself depends on nothing.
+    assert graph["depthdelusion.analysis.reference"] == set()
+
+
+def test_help_of_the_training_commands_imports_no_jax():
+    code = ("import sys; from depthdelusion.cli import main\n"
+            "for argv in (['--help'], ['train', '--help'], ['sweep', '--help'], ['bench', '--help']):\n"
+            "    try:\n        main(argv)\n    except SystemExit as exit:\n        assert exit.code == 0\n"
+            "print(sorted(m for m in ('jax', 'flax', 'optax', 'orbax') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_redundancy_study_command_rewrites_the_committed_report(tmp_path, capsys):
+    committed = ROOT / "analysis" / "redundancy"
+    for path in [*committed.glob("*.csv"), committed / "run.json"]:
+        (tmp_path / path.name).write_text(path.read_text())
+    assert cli.main(["redundancy-study", "--out", str(tmp_path), "--report-only"]) == exit_codes.OK
+    assert (tmp_path / "report.md").read_text() == (committed / "report.md").read_text()
+    assert "`depthdelusion redundancy-study --out analysis/redundancy`" in (tmp_path / "report.md").read_text()
