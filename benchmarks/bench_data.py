@@ -23,7 +23,7 @@ from depthdelusion.data.builtin_corpus import write_slimpajama
 from depthdelusion.data.pipeline import Batches
 from depthdelusion.data.prepare import prepare
 from depthdelusion.data.sources import DocumentsIterDataset, find_dataset
-from depthdelusion.model.size import flops_per_token
+from depthdelusion.model_size import flops_per_token
 from depthdelusion.train.hardware import chip_of
 
 H100_PEAK = chip_of("NVIDIA H100 80GB HBM3").peak_flops

@@ -24,7 +24,7 @@ import time
 from typing import Any, NamedTuple
 
 from depthdelusion.config import Config, MeshConfig, resolve_vocab
-from depthdelusion.model import size
+from depthdelusion import model_size as size
 from depthdelusion.train.hardware import TPU_GENERATIONS, Chip, GiB
 
 REMAT_ORDER = ("none", "save_dots", "full")

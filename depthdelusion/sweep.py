@@ -60,7 +60,7 @@ def _dotted(mapping: Any, where: str) -> dict[str, Any]:
 def steps_for_budget(cfg: Config, tokens: float | None, tokens_per_param: float | None) -> int:
     """train.steps = ceil(tokens / (batch_size x seq_len)); tokens may be tokens_per_param x N
     with N the exact parameter count (embeddings included)."""
-    from depthdelusion.model.size import count_params
+    from depthdelusion.model_size import count_params
 
     if tokens_per_param is not None:
         tokens = tokens_per_param * count_params(resolve_vocab(cfg).model)
@@ -182,7 +182,7 @@ def _summary(run_dir: epath.Path) -> dict[str, Any] | None:
 
 
 def _row(name: str, cfg: Config, status: str, summary: dict | None, error: str = "") -> dict[str, Any]:
-    from depthdelusion.model.size import count_params
+    from depthdelusion.model_size import count_params
 
     summary = summary or {}
     model = resolve_vocab(cfg).model

@@ -9,7 +9,7 @@ import pytest
 
 from depthdelusion.config import Config, ModelConfig, TrainConfig
 from depthdelusion.rundir import write_config
-from depthdelusion.model import size
+from depthdelusion import model_size as size
 from depthdelusion.studies import expansion_study
 
 

@@ -13,7 +13,7 @@ from flax import nnx
 
 from depthdelusion.config import ModelConfig, TrainConfig, load_config
 from depthdelusion.model import parametrization as pz
-from depthdelusion.model.size import count_params, flops_per_token
+from depthdelusion.model_size import count_params, flops_per_token
 from depthdelusion.model.transformer import Transformer, block
 from depthdelusion.train.optimizer import make_optimizer, param_groups
 from tests import sp_fingerprint

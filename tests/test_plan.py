@@ -4,7 +4,7 @@ import math
 import pytest
 
 from depthdelusion.config import from_dict
-from depthdelusion.model.size import count_params
+from depthdelusion.model_size import count_params
 
 pytest.importorskip("libtpu", reason="TPU plans need the tpu extra (pip install -e '.[test,tpu]'; CI has it)")
 

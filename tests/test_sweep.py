@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from depthdelusion.model.size import count_params
+from depthdelusion.model_size import count_params
 from depthdelusion.rundir import ConfigChanged
 from depthdelusion.sweep import load_grid, run_sweep, select, steps_for_budget
 from depthdelusion.train.loop import train

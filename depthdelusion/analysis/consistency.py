@@ -34,7 +34,7 @@ def blocks_plus_embeddings(D, W, V=VOCAB):
 
 def _trainer_default(D, W, V=VOCAB):
     # depthdelusion's own model with its defaults (gelu 4W, biases, LayerNorm, rope, untied head
-    # with bias): depthdelusion.model.size.count_params
+    # with bias): depthdelusion.model_size.count_params
     return D * (12 * W ** 2 + 13 * W) + 2 * V * W + V + 2 * W
 
 

@@ -59,13 +59,13 @@ def _quadratic_in_width(fn, depth_values=(1, 2), widths=(192.0, 384.0, 576.0)):
 
 def trainer_counts(vocab: int, *, non_embedding: bool = False, compute: str = "6N",
                    **model) -> Counts:
-    """The trainer's exact parameter count (``depthdelusion.model.size``) for a model with
+    """The trainer's exact parameter count (``depthdelusion.model_size``) for a model with
     vocabulary ``vocab`` and the given ModelConfig fields (defaults: the trainer's), as a
     function of (D, W). ``non_embedding`` counts blocks and the final norm only (the N a fit
     on non-embedding counts used). ``compute``: ``"6N"`` (6 × total N FLOPs per token) or
     ``"trainer"`` (``size.flops_per_token``: matmuls incl. attention scores and the LM head)."""
     from depthdelusion.config import ModelConfig  # JAX-free: plain dataclasses and yaml
-    from depthdelusion.model import size
+    from depthdelusion import model_size as size
 
     if compute not in ("6N", "trainer"):
         raise ValueError(f"compute convention must be '6N' or 'trainer', got {compute!r}")
@@ -76,7 +76,7 @@ def trainer_counts(vocab: int, *, non_embedding: bool = False, compute: str = "6
     total = _quadratic_in_width(lambda d, w: size.count_params(cfg(d, w)))
     n_fn = _quadratic_in_width(lambda d, w: size.non_embedding_params(cfg(d, w))) if non_embedding else total
     desc = "non-embedding N (blocks + final norm)" if non_embedding else "total N"
-    params_formula = (f"{desc} = the trainer's exact count (depthdelusion.model.size) for V = {vocab}"
+    params_formula = (f"{desc} = the trainer's exact count (depthdelusion.model_size) for V = {vocab}"
                       + (f", {model}" if model else ", default model (GELU, LayerNorm, biases, RoPE)"))
     if compute == "6N":
         flops = lambda D, W: 6.0 * total(D, W)  # noqa: E731

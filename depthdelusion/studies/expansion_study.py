@@ -82,7 +82,7 @@ def _curve(run_dir: Path, key: str) -> dict[int, float]:
 
 def growth_tables(runs: Path, pairs: list[dict]) -> tuple[list[dict], list[dict], dict]:
     """Per-seed final losses of both arms, curves, and the paired comparison."""
-    from depthdelusion.model import size
+    from depthdelusion import model_size as size
     from depthdelusion.studies import expansion
 
     growth_dir = runs / "depth_expansion_growth"

@@ -80,7 +80,7 @@ def layer_gradient_profiles(cfg, steps: int) -> dict:
 
 def run(widths, depths, setup: ProbeSetup, log=print) -> dict:
     """Profiles of every shape under ``setup.max_params``; ``skipped`` lists the others."""
-    from depthdelusion.model.size import count_params
+    from depthdelusion.model_size import count_params
 
     shapes, skipped = [], []
     for w in widths:

@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from depthdelusion.config import Config, resolve_vocab
-from depthdelusion.model import size
+from depthdelusion import model_size as size
 from depthdelusion.parallel.mesh import make_mesh
 from depthdelusion.train.hardware import peak_flops_per_device
 from depthdelusion.train.step import build_trainer

@@ -17,7 +17,7 @@ from etils import epath
 
 from depthdelusion import rundir
 from depthdelusion.config import Config
-from depthdelusion.model import size
+from depthdelusion import model_size as size
 
 
 def final_loss(steps: list[int], losses: list[float], total_steps: int) -> tuple[float, float | None, int]:

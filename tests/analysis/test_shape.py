@@ -79,7 +79,7 @@ def test_optimum_is_a_true_minimum_of_the_law():
 
 def test_trainer_counts_are_the_trainers_exact_count_with_the_runs_vocabulary():
     from depthdelusion.config import ModelConfig
-    from depthdelusion.model import size
+    from depthdelusion import model_size as size
 
     for vocab in (256, 50257):  # byte-level and GPT-2 BPE
         for model in ({}, {"ffn": "swiglu", "norm": "rmsnorm", "use_bias": False}):
