@@ -27,12 +27,14 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import yaml
-from etils import epath
 
 from depthdelusion.config import Config, from_dict, resolve_vocab
+
+if TYPE_CHECKING:
+    from etils import epath
 
 CONFIG, METRICS, SUMMARY = "config.yaml", "metrics.jsonl", "summary.json"
 
@@ -55,6 +57,16 @@ def is_local(path: epath.PathLike) -> bool:
     return "://" not in str(path)
 
 
+def as_path(path: epath.PathLike) -> Path | epath.Path:
+    """A local path as a pathlib.Path, a remote one (gs://) as an etils.epath.Path: etils is
+    imported only for remote paths, so the analysis reads local runs without the training stack."""
+    if is_local(path):
+        return Path(str(path))
+    from etils import epath
+
+    return epath.Path(path)
+
+
 def _write_whole(path: epath.Path, text: str) -> None:
     if not is_local(path):
         path.write_text(text)  # an object is replaced at once
@@ -74,7 +86,7 @@ def _write_whole(path: epath.Path, text: str) -> None:
 
 def read_config(run_dir: epath.PathLike) -> Config | None:
     """The run's configuration; None when the directory has no config.yaml."""
-    path = epath.Path(run_dir) / CONFIG
+    path = as_path(run_dir) / CONFIG
     if not path.exists():
         return None
     try:
@@ -87,7 +99,7 @@ def read_config(run_dir: epath.PathLike) -> Config | None:
 def read_config_dict(run_dir: epath.PathLike) -> dict[str, Any] | None:
     """config.yaml as plain sections (for readers of runs written by other versions, whose
     fields this Config may not know); None when absent or not a mapping."""
-    path = epath.Path(run_dir) / CONFIG
+    path = as_path(run_dir) / CONFIG
     if not path.exists():
         return None
     try:
@@ -98,7 +110,7 @@ def read_config_dict(run_dir: epath.PathLike) -> dict[str, Any] | None:
 
 
 def write_config(run_dir: epath.PathLike, cfg: Config) -> None:
-    _write_whole(epath.Path(run_dir) / CONFIG, yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    _write_whole(as_path(run_dir) / CONFIG, yaml.safe_dump(cfg.to_dict(), sort_keys=False))
 
 
 def differs_in_numbers(saved: Config, cfg: Config) -> list[str]:
@@ -129,7 +141,7 @@ def check_same_numbers(run_dir: epath.PathLike, cfg: Config) -> None:
 
 def read_summary(run_dir: epath.PathLike) -> dict[str, Any] | None:
     """summary.json; None when absent. A file that is not a JSON object is an error naming it."""
-    path = epath.Path(run_dir) / SUMMARY
+    path = as_path(run_dir) / SUMMARY
     if not path.exists():
         return None
     try:
@@ -142,12 +154,12 @@ def read_summary(run_dir: epath.PathLike) -> dict[str, Any] | None:
 
 
 def write_summary(run_dir: epath.PathLike, summary: dict[str, Any]) -> None:
-    _write_whole(epath.Path(run_dir) / SUMMARY, json.dumps(summary, indent=2) + "\n")
+    _write_whole(as_path(run_dir) / SUMMARY, json.dumps(summary, indent=2) + "\n")
 
 
 def status(run_dir: epath.PathLike) -> str:
     """'finished' (summary.json says so), 'unfinished' (something is there) or 'new'."""
-    run_dir = epath.Path(run_dir)
+    run_dir = as_path(run_dir)
     try:
         summary = read_summary(run_dir)
     except ValueError:  # an unreadable summary is rewritten when the run is trained again
@@ -162,7 +174,7 @@ def status(run_dir: epath.PathLike) -> str:
 def find_runs(root: epath.PathLike) -> list[epath.Path]:
     """Every run directory (one holding summary.json) at or below ROOT, sorted. A run directory
     is not searched further (its checkpoints would cost one listing each on an object store)."""
-    found, todo = [], [epath.Path(root)]
+    found, todo = [], [as_path(root)]
     while todo:
         directory = todo.pop()
         if (directory / SUMMARY).exists():
@@ -191,7 +203,7 @@ def _records(text: str, where: str) -> Iterator[dict[str, Any]]:
 
 def read_metrics(run_dir: epath.PathLike) -> list[dict[str, Any]]:
     """The records of metrics.jsonl ([] when absent); a cut last line is skipped."""
-    path = epath.Path(run_dir) / METRICS
+    path = as_path(run_dir) / METRICS
     if not path.exists():
         return []
     return list(_records(path.read_text(encoding="utf-8"), str(path)))
@@ -206,7 +218,7 @@ class MetricsWriter:
     loop logs."""
 
     def __init__(self, run_dir: epath.PathLike):
-        self.path = epath.Path(run_dir) / METRICS
+        self.path = as_path(run_dir) / METRICS
         self.staging = None
         if not is_local(self.path):
             self.staging = Path(tempfile.mkdtemp(prefix="depthdelusion-metrics-")) / METRICS

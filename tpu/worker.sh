@@ -116,13 +116,11 @@ cmd_supervise() {
   copier=$!
   "$DD_HOME/.venv/bin/python" -m depthdelusion "$@" >>"$log" 2>&1 </dev/null &
   child=$!
-  local signalled=0
-  trap 'signalled=1; kill -TERM "$child" 2>/dev/null || true' TERM INT
-  while true; do # a trapped signal interrupts wait (status > 128): wait again for the child's own
-    signalled=0
-    if wait "$child"; then rc=0; else rc=$?; fi
-    [[ "$signalled" -eq 1 && "$rc" -gt 128 ]] || break
-  done
+  trap 'kill -TERM "$child" 2>/dev/null || true' TERM INT
+  # Poll, then wait once the child is gone: a `wait` interrupted by the trap and called again
+  # loses the child's status in bash 5.2 now and then ($? = -1; 1 in 150 in a loop test).
+  while kill -0 "$child" 2>/dev/null; do sleep 1 || true; done
+  if wait "$child"; then rc=0; else rc=$?; fi
   kill "$copier" 2>/dev/null || true
   echo "=== worker $id, $(date -u +%Y-%m-%dT%H:%M:%SZ): exit status $rc" >>"$log"
   # The bucket first, then the local status: whoever sees it (babysit.sh) finds the log copied.

@@ -15,7 +15,6 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-from etils import epath
 
 from depthdelusion import rundir
 from depthdelusion.data.tokenizers import ByteTokenizer
@@ -248,7 +247,7 @@ def load_runs(source, *, group: str | None = None, columns: dict | None = None) 
     units (tokenizers) are refused.
     """
     if columns and (isinstance(source, Runs) or (isinstance(source, (str, os.PathLike)) and (
-            str(source) in NAMED_SOURCES or epath.Path(source).is_dir()))):
+            str(source) in NAMED_SOURCES or rundir.as_path(source).is_dir()))):
         raise ValueError("a column mapping applies to tables (CSV, DataFrame, list of dicts), "
                          f"not to {source if isinstance(source, (str, os.PathLike)) else 'a Runs table'}")
     if isinstance(source, Runs):
@@ -262,7 +261,7 @@ def load_runs(source, *, group: str | None = None, columns: dict | None = None) 
         if text in NAMED_SOURCES:
             runs = NAMED_SOURCES[text]()
         else:
-            path = epath.Path(text)  # local or remote (gs://)
+            path = rundir.as_path(text)  # local or remote (gs://)
             if not path.exists():
                 raise FileNotFoundError(f"{path}: no such file or directory (expected a CSV, a "
                                         f"directory of run directories, or {' / '.join(map(repr, NAMED_SOURCES))})")
@@ -336,7 +335,7 @@ def _number(rec: dict, key: str, line: str, *, integer=False, optional=False, al
 
 def load_csv(path, *, columns: dict | None = None) -> Runs:
     """Runs from a CSV with a header row; columns as in :func:`runs_from_records`."""
-    path = epath.Path(path)
+    path = rundir.as_path(path)
     records = list(csv.DictReader(io.StringIO(path.read_text(), newline="")))
     runs = runs_from_records(records, where=str(path), columns=columns)
     runs.source = str(path)
@@ -352,7 +351,7 @@ def load_run_dirs(root) -> Runs:
     """Runs from every run directory (one holding ``summary.json``) at or below ``root``, local
     or remote (gs://), with the tokenizer (``data.tokenizer``) and vocabulary
     (``model.vocab_size``) each run records. The files are read by :mod:`depthdelusion.rundir`."""
-    root = epath.Path(root)
+    root = rundir.as_path(root)
     run_dirs = rundir.find_runs(root)
     if not run_dirs:
         raise FileNotFoundError(f"{root}: no {rundir.SUMMARY} found in it or below it")
@@ -402,7 +401,7 @@ def load_run_dirs(root) -> Runs:
     return runs
 
 
-def _units_from_config(run_dir: epath.Path, vocab):
+def _units_from_config(run_dir, vocab):
     """(data.tokenizer, model.vocab_size) from a run's config.yaml; (None, vocab) if it is
     absent or unreadable."""
     try:
@@ -418,7 +417,7 @@ def _units_from_config(run_dir: epath.Path, vocab):
     return tokenizer, vocab
 
 
-def _read_json(path: epath.Path) -> dict:
+def _read_json(path) -> dict:
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
@@ -440,7 +439,7 @@ INSERTION_PROBE = "expansion_probe"  # where `depthdelusion expand RUN --probe` 
 def read_insertion_signal(path, depth: int) -> np.ndarray | None:
     """The training-batch first-order signal after each block (length depth, NaN where not
     probed) from an expansion probe's ``probe.json``; None when the file is absent."""
-    path = epath.Path(path)
+    path = rundir.as_path(path)
     if not path.exists():
         return None
     probe = _read_json(path)
@@ -455,7 +454,7 @@ def read_insertion_signal(path, depth: int) -> np.ndarray | None:
 
 def read_gradient_profile(run_dir, depth: int) -> GradientProfile | None:
     """Per-layer gradient norms from a run directory's ``metrics.jsonl`` (None if it has none)."""
-    run_dir = epath.Path(run_dir)
+    run_dir = rundir.as_path(run_dir)
     profile = GradientProfile()
     for entry in rundir.read_metrics(run_dir):
         for key, table in (("per_layer_grad_norm", profile.weight),
