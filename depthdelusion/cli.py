@@ -45,6 +45,8 @@ COMMANDS = (
      "tables and figures of the persistence study from its trained runs"),
     ("spectrum", "depthdelusion.studies.spectrum",
      "eigenvalue spectra of a trained run's residual stream per layer, with tail indices"),
+    ("data-exponent", "depthdelusion.studies.data_exponent",
+     "token sweeps' measured data exponent vs the one predicted from spectra and the LM head"),
 )
 
 

@@ -1,0 +1,381 @@
+"""`depthdelusion data-exponent ROOT`: the data exponent predicted from spectra against the one
+measured by a token sweep (issue 18 items 3 and 4).
+
+ROOT holds one directory per token sweep (`depthdelusion sweep experiments/data_exponent.yaml
+--out ROOT/NAME ...`): every run of a sweep has the same shape and corpus and its own budget. Per
+sweep:
+
+- measured: L(T) = E + B·T^(−b) (the registered law `data_power`) fitted by the project's engine
+  (analysis.fitting.fit, least squares) to the runs' held-out loss (summary.json `eval_loss`),
+  with b's profile-likelihood interval;
+- predicted, from every run's checkpoint: `depthdelusion spectrum`'s per-layer residual-stream
+  spectra (written to RUN/spectrum/, as that command writes them), and the LM head's input
+  features h (the final norm's output) over the same held-out tokens: their spectrum's tail β and
+  the readout's source smoothness s (analysis/readout.py states the estimator), giving
+  b = 2βs/(2βs+1) with a jackknife interval (RUN/spectrum/readout.csv). The prediction quoted
+  per sweep is its largest budget's (the best-trained representation and head); the others show
+  how it moves with training.
+
+Outputs in OUT: README.md (the verdict, wall times, seeds, commands), exponents.csv (one row per
+sweep), runs.csv (one row per run), learning_curves.png and exponents.png.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import shlex
+import time
+from pathlib import Path
+
+import numpy as np
+
+from depthdelusion.analysis import readout, spectra
+
+SPECTRUM_TOKENS = 1 << 17  # held-out tokens per run (the validation split holds ~330k bytes)
+SPECTRUM_ROWS = 16
+EXPONENT_COLUMNS = ("sweep", "depth", "width", "zipf", "runs", "tokens_min", "tokens_max", "E", "B",
+                    "b_measured", "b_lo", "b_hi", "fit_rmse", "beta_head", "beta_head_lo",
+                    "beta_head_hi", "beta_last_block", "beta_last_block_lo", "beta_last_block_hi",
+                    "s", "s_lo", "s_hi", "b_predicted", "b_pred_lo", "b_pred_hi", "rank_lo",
+                    "rank_hi", "verdict", "train_wall_s")
+
+
+@dataclasses.dataclass
+class Run:
+    name: str
+    path: Path
+    steps: int
+    tokens: int
+    eval_loss: float
+    wall_s: float
+    depth: int
+    width: int
+    zipf: float
+    seed: int
+    data_seed: int
+
+
+def discover(root: Path) -> dict[str, list[Run]]:
+    """{sweep name: its finished runs by budget} for every directory of ROOT holding run
+    directories; a sweep mixing shapes or corpora is an error naming it."""
+    import yaml
+
+    from depthdelusion.config import from_dict
+
+    sweeps: dict[str, list[Run]] = {}
+    for summary in sorted(Path(root).glob("*/*/summary.json")):
+        run_dir = summary.parent
+        s = json.loads(summary.read_text())
+        if s.get("status") != "finished":
+            continue
+        if s.get("eval_loss") is None:
+            raise ValueError(f"{summary}: no eval_loss (train with train.eval_batches > 0)")
+        cfg = from_dict(yaml.safe_load((run_dir / "config.yaml").read_text()), str(run_dir / "config.yaml"))
+        sweeps.setdefault(run_dir.parent.name, []).append(Run(
+            run_dir.name, run_dir, int(s["steps"]), int(s["tokens"]), float(s["eval_loss"]),
+            float(s["wall_time_s"]), cfg.model.depth, cfg.model.width, cfg.data.builtin_zipf_exponent,
+            cfg.train.seed, cfg.data.seed))
+    if not sweeps:
+        raise FileNotFoundError(f"{root}: no finished runs in ROOT/SWEEP/RUN/summary.json")
+    for name, runs in sweeps.items():
+        runs.sort(key=lambda r: r.tokens)
+        kinds = {(r.depth, r.width, r.zipf) for r in runs}
+        if len(kinds) > 1:
+            raise ValueError(f"{Path(root) / name}: one sweep must hold one shape and corpus; found "
+                             f"(depth, width, zipf) = {sorted(kinds)}")
+    return sweeps
+
+
+def fit_sweep(runs: list[Run]):
+    """The data_power fit (profile intervals, no bootstrap: 5-6 points) of one sweep."""
+    from depthdelusion.analysis.fitting import fit
+    from depthdelusion.analysis.runs import runs_from_records
+
+    # one shape per sweep: the law does not use N, so the parameter count is a placeholder
+    records = [{"name": r.name, "depth": r.depth, "width": r.width, "params": 1, "tokens": r.tokens,
+                "loss": r.eval_loss} for r in runs]
+    return fit(runs_from_records(records, where=str(runs[0].path.parent)), "data_power",
+               bootstrap=0, leave_one_out=False)
+
+
+def head_input_moments(graphdef, params, cfg, batches, groups: int):
+    """Per token group: (Moments of the LM head's input h, next-token counts (V,))."""
+    import jax
+    from flax import nnx
+
+    from depthdelusion.model.transformer import _norm
+    from depthdelusion.studies.spectrum import Moments, batch_moments, empty_moments
+
+    norm = cfg.model.norm
+
+    @jax.jit
+    def forward(params, tokens_BxS1):
+        model = nnx.merge(graphdef, params)
+        final = {"final_norm_scale": model.final_norm_scale[...]}
+        if norm == "layernorm":
+            final["final_norm_bias"] = model.final_norm_bias[...]
+        # the final norm of every stream; only the last (the head's input) is kept
+        moments = model(tokens_BxS1[:, :-1], hidden_fn=lambda x: batch_moments(
+            _norm(x, final, "final_norm", norm)))[1]
+        return jax.tree.map(lambda a: a[-1:], moments)
+
+    vocab = cfg.model.vocab_size
+    out = [(empty_moments(), np.zeros(vocab)) for _ in range(groups)]
+    for b, tokens in enumerate(batches):
+        mean, m2 = jax.device_get(forward(params, tokens))
+        g = b * groups // len(batches)
+        n = tokens.shape[0] * (tokens.shape[1] - 1)
+        counts = np.bincount(np.asarray(tokens)[:, 1:].ravel(), minlength=vocab)[:vocab]
+        out[g] = (out[g][0] + Moments(n, mean.astype(np.float64), m2.astype(np.float64)),
+                  out[g][1] + counts)
+    return out
+
+
+def _eig_and_p(parts) -> tuple:
+    from depthdelusion.studies.spectrum import _total
+
+    moments = _total([m for m, _ in parts])
+    counts = np.sum([c for _, c in parts], axis=0)
+    evals, evecs = np.linalg.eigh(moments.covariance()[0])
+    return evals[::-1], evecs[:, ::-1], counts / counts.sum()
+
+
+def measure_run(run: Run, tokens: int, rows: int, groups: int = 8) -> tuple[readout.SourceFit, dict]:
+    """Writes RUN/spectrum/ (the spectrum command's files and readout.csv); returns the head-input
+    source fit and the residual-stream tail fits' last layer."""
+    from depthdelusion.studies import spectrum
+
+    start = time.perf_counter()
+    full, fits, info = spectrum.measure(run.path, tokens, rows, groups)
+    command = f"depthdelusion spectrum {shlex.quote(str(run.path))} --tokens {tokens} --rows {rows}"
+    spectrum.write_outputs(full, fits, info, run.path / "spectrum", command)
+    cfg, _, graphdef, params = spectrum.load_run(run.path)
+    batches = spectrum.validation_tokens(cfg, tokens, rows)
+    groups = min(groups, len(batches)) // 2 * 2
+    parts = head_input_moments(graphdef, params, cfg, batches, groups)
+    all_eig = _eig_and_p(parts)
+    half_a, half_b = _eig_and_p(parts[:groups // 2]), _eig_and_p(parts[groups // 2:])
+    jack = [_eig_and_p(parts[:g] + parts[g + 1:]) for g in range(groups)]
+    n_tokens = sum(m.n for m, _ in parts)
+    tail = spectra.tail_fit(cfg.model.depth + 1, all_eig[0], (half_a[0], half_b[0]),
+                            [j[0] for j in jack], n_tokens)
+    head_WxV = np.asarray(params["head_kernel"], np.float64)
+    fit = readout.source_fit(all_eig, jack, head_WxV, tail.rank_range, tail.beta, tail.ci, n_tokens)
+    readout.write_readout_csv(fit, run.path / "spectrum" / "readout.csv")
+    return fit, {"last_block": fits[-1], "seconds": time.perf_counter() - start, "tokens": n_tokens}
+
+
+def verdict(measured: tuple, predicted: tuple) -> str:
+    """'consistent' when the two 95% intervals overlap, else which is larger."""
+    (m_lo, m_hi), (p_lo, p_hi) = measured, predicted
+    if not all(math.isfinite(v) for v in (p_lo, p_hi)):
+        return "no prediction"
+    if p_hi < m_lo:
+        return "measured > predicted"
+    if p_lo > m_hi:
+        return "measured < predicted"
+    return "consistent"
+
+
+def _f(x, d=3) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{x:.{d}f}"
+
+
+def _ci(lo, hi, d=3) -> str:
+    return f"[{_f(lo, d)}, {_f(hi, d)}]"
+
+
+def run_study(root: Path, out: Path, *, tokens: int = SPECTRUM_TOKENS, rows: int = SPECTRUM_ROWS,
+              command: str = "", sweep_commands: list[str] | None = None, log=print) -> dict:
+    t0 = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    sweeps = discover(root)
+    exponent_rows, run_rows, curves, timing = [], [], {}, {}
+    for name, runs in sorted(sweeps.items()):
+        t_fit = time.perf_counter()
+        result = fit_sweep(runs) if len(runs) >= 5 else None
+        t_fit = time.perf_counter() - t_fit
+        t_spec = time.perf_counter()
+        per_run = []
+        for r in runs:
+            src, extra = measure_run(r, tokens, rows)
+            per_run.append((r, src, extra))
+            last = extra["last_block"]
+            run_rows.append({"sweep": name, "run": r.name, "steps": r.steps, "tokens": r.tokens,
+                             "eval_loss": round(r.eval_loss, 4), "train_wall_s": round(r.wall_s, 1),
+                             "beta_head": _r(src.beta), "beta_last_block": _r(last.beta),
+                             "s": _r(src.s), "b_predicted": _r(src.b_pred),
+                             "b_pred_lo": _r(src.b_pred_ci[0]), "b_pred_hi": _r(src.b_pred_ci[1])})
+            log(f"{name}/{r.name}: eval {r.eval_loss:.4f}, β(head) {_f(src.beta)}, s {_f(src.s)}, "
+                f"b pred {_f(src.b_pred)}")
+        t_spec = time.perf_counter() - t_spec
+        r_top, src, extra = per_run[-1]
+        last = extra["last_block"]
+        if result is not None:
+            b, (b_lo, b_hi) = result.params["beta"], result.ci_profile["beta"]
+            E, B, rmse = result.params["E"], result.params["B"], result.rmse
+        else:
+            b = b_lo = b_hi = E = B = rmse = math.nan
+        curves[name] = (runs, result)
+        timing[name] = {"train_s": round(sum(r.wall_s for r in runs), 1), "fit_s": round(t_fit, 2),
+                        "spectra_s": round(t_spec, 1)}
+        exponent_rows.append({
+            "sweep": name, "depth": r_top.depth, "width": r_top.width, "zipf": r_top.zipf,
+            "runs": len(runs), "tokens_min": runs[0].tokens, "tokens_max": runs[-1].tokens,
+            "E": _r(E), "B": _r(B, 4), "b_measured": _r(b), "b_lo": _r(b_lo), "b_hi": _r(b_hi),
+            "fit_rmse": _r(rmse, 4), "beta_head": _r(src.beta), "beta_head_lo": _r(src.beta_ci[0]),
+            "beta_head_hi": _r(src.beta_ci[1]), "beta_last_block": _r(last.beta),
+            "beta_last_block_lo": _r(last.ci[0]), "beta_last_block_hi": _r(last.ci[1]),
+            "s": _r(src.s), "s_lo": _r(src.s_ci[0]), "s_hi": _r(src.s_ci[1]),
+            "b_predicted": _r(src.b_pred), "b_pred_lo": _r(src.b_pred_ci[0]),
+            "b_pred_hi": _r(src.b_pred_ci[1]),
+            "rank_lo": src.rank_range[0] if src.rank_range else "",
+            "rank_hi": src.rank_range[1] if src.rank_range else "",
+            "verdict": verdict((b_lo, b_hi), src.b_pred_ci) if result is not None else "too few runs",
+            "train_wall_s": timing[name]["train_s"]})
+    _write_csv(out / "exponents.csv", EXPONENT_COLUMNS, exponent_rows)
+    _write_csv(out / "runs.csv", list(run_rows[0]), run_rows)
+    plot_learning_curves(curves, out / "learning_curves.png")
+    plot_exponents(exponent_rows, out / "exponents.png")
+    info = {"command": command, "sweep_commands": sweep_commands or [], "root": str(root),
+            "spectrum_tokens": tokens, "rows": rows, "timing": timing,
+            "seeds": sorted({(r.seed, r.data_seed) for runs in sweeps.values() for r in runs}),
+            "study_s": round(time.perf_counter() - t0, 1)}
+    (out / "run.json").write_text(json.dumps(info, indent=1) + "\n")
+    (out / "README.md").write_text(readme(exponent_rows, run_rows, info))
+    return info
+
+
+def _r(x, digits: int = 3):
+    return "" if x is None or not math.isfinite(x) else round(float(x), digits)
+
+
+def _write_csv(path: Path, columns, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(columns), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _num(v) -> float:
+    return math.nan if v in ("", None) else float(v)
+
+
+def plot_learning_curves(curves: dict, path: Path) -> Path:
+    from depthdelusion.analysis import plots
+
+    plt = plots.plt
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for (name, (runs, result)), color in zip(sorted(curves.items()), plots._colors(len(curves))):
+        T = np.array([r.tokens for r in runs], float)
+        ax.loglog(T, [r.eval_loss for r in runs], "o", color=color)
+        if result is not None:
+            grid = np.geomspace(T.min(), T.max(), 50)
+            p = result.params
+            ax.loglog(grid, p["E"] + p["B"] * grid ** -p["beta"], "-", color=color,
+                      label=f"{name}: b = {p['beta']:.2f}")
+    ax.set_xlabel("tokens T (one run per budget, each with its own schedule)")
+    ax.set_ylabel("held-out loss (nats/byte)")
+    ax.set_title("Token sweeps: L = E + B·T^−b")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+    return plots._save(fig, path)
+
+
+def plot_exponents(rows: list[dict], path: Path) -> Path:
+    """Left: measured b against predicted b per sweep. Right: against the corpus' Zipf exponent
+    (the width-64 sweeps), the measured b, the predicted b and β of the head input."""
+    from depthdelusion.analysis import plots
+
+    plt = plots.plt
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for row, color in zip(rows, plots._colors(len(rows))):
+        x, y = _num(row["b_predicted"]), _num(row["b_measured"])
+        xerr = [[x - _num(row["b_pred_lo"])], [_num(row["b_pred_hi"]) - x]]
+        yerr = [[y - _num(row["b_lo"])], [_num(row["b_hi"]) - y]]
+        if math.isfinite(x) and math.isfinite(y):
+            ax1.errorbar([x], [y], xerr=np.abs(xerr), yerr=np.abs(np.nan_to_num(yerr, posinf=1)),
+                         fmt="o", color=color, capsize=3, label=row["sweep"])
+    lim = [0, 1]
+    ax1.plot(lim, lim, "k--", lw=0.8, label="measured = predicted")
+    ax1.set_xlabel("predicted b = 2βs/(2βs+1) (jackknife 95%)")
+    ax1.set_ylabel("measured b (profile likelihood 95%)")
+    ax1.legend(fontsize=7)
+    ax1.grid(alpha=0.3)
+    knob = sorted((r for r in rows if str(r["width"]) == str(max(int(q["width"]) for q in rows))),
+                  key=lambda r: float(r["zipf"]))
+    z = [float(r["zipf"]) for r in knob]
+    for key, lo, hi, label, fmt in (("b_measured", "b_lo", "b_hi", "b measured", "o-"),
+                                    ("b_predicted", "b_pred_lo", "b_pred_hi", "b predicted", "s--"),
+                                    ("beta_head", "beta_head_lo", "beta_head_hi", "β (head input)", "^:")):
+        y = np.array([_num(r[key]) for r in knob])
+        err = np.abs(np.array([[_num(r[lo]) for r in knob], [_num(r[hi]) for r in knob]]) - y)
+        ax2.errorbar(z, y, yerr=np.nan_to_num(err, nan=0, posinf=1), fmt=fmt, capsize=3, label=label)
+    ax2.set_xlabel("corpus lexicon Zipf exponent (data.builtin_zipf_exponent)")
+    ax2.set_ylabel("exponent")
+    ax2.set_title(f"Redundancy knob at width {knob[0]['width'] if knob else '?'}")
+    ax2.legend(fontsize=7)
+    ax2.grid(alpha=0.3)
+    return plots._save(fig, path)
+
+
+def readme(rows: list[dict], run_rows: list[dict], info: dict) -> str:
+    lines = ["# Data exponent: predicted from spectra vs measured by token sweeps", "",
+             "Generated by `" + info["command"] + "` (tables, figures and this file; the verdict "
+             "paragraph below the tables is the study's reading of them).", "",
+             "| sweep | D × W | Zipf z | runs (tokens) | b measured [profile 95%] | β head input "
+             "[jackknife] | β after last block [jackknife] | s [jackknife] | b predicted "
+             "[jackknife] | ranks | verdict |", "|" + "---|" * 11]
+    for r in rows:
+        lines.append(
+            f"| {r['sweep']} | {r['depth']} × {r['width']} | {float(r['zipf']):g} | {r['runs']} "
+            f"({int(r['tokens_min']):,}–{int(r['tokens_max']):,}) | {_f(_num(r['b_measured']))} "
+            f"{_ci(_num(r['b_lo']), _num(r['b_hi']))} | {_f(_num(r['beta_head']))} "
+            f"{_ci(_num(r['beta_head_lo']), _num(r['beta_head_hi']))} | "
+            f"{_f(_num(r['beta_last_block']))} {_ci(_num(r['beta_last_block_lo']), _num(r['beta_last_block_hi']))} | "
+            f"{_f(_num(r['s']))} {_ci(_num(r['s_lo']), _num(r['s_hi']))} | "
+            f"{_f(_num(r['b_predicted']))} {_ci(_num(r['b_pred_lo']), _num(r['b_pred_hi']))} | "
+            f"{r['rank_lo']}–{r['rank_hi']} | {r['verdict']} |")
+    lines += ["", "Per run (the prediction from each budget's checkpoint; the table above quotes "
+              "the largest budget's):", "",
+              "| sweep | run | steps | tokens | held-out loss | train wall s | β head | β last block | s | b predicted [jackknife] |",
+              "|" + "---|" * 10]
+    for r in run_rows:
+        lines.append(f"| {r['sweep']} | {r['run']} | {r['steps']} | {r['tokens']:,} | {r['eval_loss']} | "
+                     f"{r['train_wall_s']} | {r['beta_head']} | {r['beta_last_block']} | {r['s']} | "
+                     f"{r['b_predicted']} [{r['b_pred_lo']}, {r['b_pred_hi']}] |")
+    lines += ["", "## Wall time", "", "| sweep | training (sum of runs' wall_time_s) | fit | "
+              "spectra + readout (all runs) |", "|---|---|---|---|"]
+    for name, t in info["timing"].items():
+        lines.append(f"| {name} | {t['train_s']} s | {t['fit_s']} s | {t['spectra_s']} s |")
+    lines += ["", f"This command: {info['study_s']} s in all. Seeds (train.seed, data.seed): "
+              f"{info['seeds']}.", ""]
+    if info["sweep_commands"]:
+        lines += ["Sweeps:", "", "```", *info["sweep_commands"], "```", ""]
+    return "\n".join(lines)
+
+
+def run_data_exponent(args) -> int:
+    root, out = Path(args.root), Path(args.out)
+    command = (f"depthdelusion data-exponent {shlex.quote(str(args.root))} --out {shlex.quote(str(args.out))}"
+               + (f" --tokens {args.tokens}" if args.tokens != SPECTRUM_TOKENS else ""))
+    if args.tokens < 1:
+        raise ValueError(f"--tokens={args.tokens}: must be a positive integer")
+    sweep_commands = Path(args.sweep_commands).read_text().splitlines() if args.sweep_commands else []
+    info = run_study(root, out, tokens=args.tokens, command=command, sweep_commands=sweep_commands)
+    print((out / "README.md").read_text())
+    print(f"written: {out} ({info['study_s']} s)")
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("data-exponent")
+    parser.add_argument("root", metavar="ROOT", help="a directory of token sweeps: ROOT/SWEEP/RUN/")
+    parser.add_argument("--out", required=True, metavar="DIR", help="the study directory to write")
+    parser.add_argument("--tokens", type=int, default=SPECTRUM_TOKENS,
+                        help=f"held-out tokens per run for the spectra (default {SPECTRUM_TOKENS})")
+    parser.add_argument("--sweep-commands", metavar="FILE",
+                        help="a text file of the sweep commands that trained ROOT, quoted in README.md")
+    parser.set_defaults(func=run_data_exponent)
