@@ -16,8 +16,9 @@ sweep:
   per sweep is its largest budget's (the best-trained representation and head); the others show
   how it moves with training.
 
-Outputs in OUT: README.md (the verdict, wall times, seeds, commands), exponents.csv (one row per
-sweep), runs.csv (one row per run), learning_curves.png and exponents.png.
+Outputs in OUT: tables.md (every table, wall times, seeds, commands; the study's README.md with
+the verdict is written by hand from it), run.json, exponents.csv (one row per sweep), runs.csv (one row per run), spectra.csv (one row per measured run), learning_curves.png
+and exponents.png.
 """
 from __future__ import annotations
 
@@ -39,7 +40,9 @@ EXPONENT_COLUMNS = ("sweep", "depth", "width", "zipf", "runs", "tokens_min", "to
                     "b_measured", "b_lo", "b_hi", "fit_rmse", "beta_head", "beta_head_lo",
                     "beta_head_hi", "beta_last_block", "beta_last_block_lo", "beta_last_block_hi",
                     "s", "s_lo", "s_hi", "b_predicted", "b_pred_lo", "b_pred_hi", "rank_lo",
-                    "rank_hi", "verdict", "train_wall_s")
+                    "rank_hi", "verdict", "train_wall_s", "common_tokens_max", "b_common",
+                    "b_common_lo", "b_common_hi", "beta_head_common", "s_common", "b_pred_common",
+                    "b_pred_common_lo", "b_pred_common_hi")
 
 
 @dataclasses.dataclass
@@ -188,29 +191,44 @@ def _ci(lo, hi, d=3) -> str:
 
 
 def run_study(root: Path, out: Path, *, tokens: int = SPECTRUM_TOKENS, rows: int = SPECTRUM_ROWS,
-              command: str = "", sweep_commands: list[str] | None = None, log=print) -> dict:
+              largest_only: bool = False, command: str = "", sweep_commands: list[str] | None = None,
+              log=print) -> dict:
+    """Fits, spectra and readout estimates of every sweep under ``root``, written to ``out``;
+    ``largest_only`` measures spectra of each sweep's largest budget only."""
     t0 = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     sweeps = discover(root)
-    exponent_rows, run_rows, curves, timing = [], [], {}, {}
+    # budgets every sweep has: the knob's comparison fits each sweep over these alone
+    common_max = min(runs[-1].tokens for runs in sweeps.values())
+    exponent_rows, run_rows, spectrum_rows, curves, timing = [], [], [], {}, {}
     for name, runs in sorted(sweeps.items()):
+        run_rows += [{"sweep": name, "run": r.name, "steps": r.steps, "tokens": r.tokens,
+                      "eval_loss": round(r.eval_loss, 4), "train_wall_s": round(r.wall_s, 1)}
+                     for r in runs]
         t_fit = time.perf_counter()
         result = fit_sweep(runs) if len(runs) >= 5 else None
         t_fit = time.perf_counter() - t_fit
         t_spec = time.perf_counter()
         per_run = []
-        for r in runs:
+        for r in runs[-1:] if largest_only else runs:
             src, extra = measure_run(r, tokens, rows)
             per_run.append((r, src, extra))
             last = extra["last_block"]
-            run_rows.append({"sweep": name, "run": r.name, "steps": r.steps, "tokens": r.tokens,
-                             "eval_loss": round(r.eval_loss, 4), "train_wall_s": round(r.wall_s, 1),
-                             "beta_head": _r(src.beta), "beta_last_block": _r(last.beta),
-                             "s": _r(src.s), "b_predicted": _r(src.b_pred),
-                             "b_pred_lo": _r(src.b_pred_ci[0]), "b_pred_hi": _r(src.b_pred_ci[1])})
+            spectrum_rows.append({
+                "sweep": name, "run": r.name, "tokens": r.tokens, "beta_head": _r(src.beta),
+                "beta_head_lo": _r(src.beta_ci[0]), "beta_head_hi": _r(src.beta_ci[1]),
+                "beta_last_block": _r(last.beta), "decay": _r(src.decay), "s": _r(src.s),
+                "s_lo": _r(src.s_ci[0]), "s_hi": _r(src.s_ci[1]), "b_predicted": _r(src.b_pred),
+                "b_pred_lo": _r(src.b_pred_ci[0]), "b_pred_hi": _r(src.b_pred_ci[1]),
+                "rank_lo": src.rank_range[0] if src.rank_range else "",
+                "rank_hi": src.rank_range[1] if src.rank_range else "", "spectrum_tokens": extra["tokens"]})
             log(f"{name}/{r.name}: eval {r.eval_loss:.4f}, β(head) {_f(src.beta)}, s {_f(src.s)}, "
                 f"b pred {_f(src.b_pred)}")
         t_spec = time.perf_counter() - t_spec
+        common = [r for r in runs if r.tokens <= common_max]
+        result_common = (result if len(common) == len(runs) else
+                         fit_sweep(common) if len(common) >= 5 else None)
+        src_common = next((src for r, src, _ in per_run if r.tokens == common_max), None)
         r_top, src, extra = per_run[-1]
         last = extra["last_block"]
         if result is not None:
@@ -234,9 +252,11 @@ def run_study(root: Path, out: Path, *, tokens: int = SPECTRUM_TOKENS, rows: int
             "rank_lo": src.rank_range[0] if src.rank_range else "",
             "rank_hi": src.rank_range[1] if src.rank_range else "",
             "verdict": verdict((b_lo, b_hi), src.b_pred_ci) if result is not None else "too few runs",
-            "train_wall_s": timing[name]["train_s"]})
+            "train_wall_s": timing[name]["train_s"], "common_tokens_max": common_max,
+            **_common_cells(result_common, src_common)})
     _write_csv(out / "exponents.csv", EXPONENT_COLUMNS, exponent_rows)
     _write_csv(out / "runs.csv", list(run_rows[0]), run_rows)
+    _write_csv(out / "spectra.csv", list(spectrum_rows[0]), spectrum_rows)
     plot_learning_curves(curves, out / "learning_curves.png")
     plot_exponents(exponent_rows, out / "exponents.png")
     info = {"command": command, "sweep_commands": sweep_commands or [], "root": str(root),
@@ -244,8 +264,21 @@ def run_study(root: Path, out: Path, *, tokens: int = SPECTRUM_TOKENS, rows: int
             "seeds": sorted({(r.seed, r.data_seed) for runs in sweeps.values() for r in runs}),
             "study_s": round(time.perf_counter() - t0, 1)}
     (out / "run.json").write_text(json.dumps(info, indent=1) + "\n")
-    (out / "README.md").write_text(readme(exponent_rows, run_rows, info))
+    (out / "tables.md").write_text(readme(exponent_rows, run_rows, spectrum_rows, info))
     return info
+
+
+def _common_cells(result, src) -> dict:
+    """The knob comparison's cells: b fitted over the common budgets, the prediction at the
+    largest common budget (blank where not fitted / not measured)."""
+    b, ci = (result.params["beta"], result.ci_profile["beta"]) if result is not None else (math.nan, (math.nan,) * 2)
+    cells = {"b_common": _r(b), "b_common_lo": _r(ci[0]), "b_common_hi": _r(ci[1])}
+    if src is None:
+        return {**cells, **{k: "" for k in ("beta_head_common", "s_common", "b_pred_common",
+                                            "b_pred_common_lo", "b_pred_common_hi")}}
+    return {**cells, "beta_head_common": _r(src.beta), "s_common": _r(src.s),
+            "b_pred_common": _r(src.b_pred), "b_pred_common_lo": _r(src.b_pred_ci[0]),
+            "b_pred_common_hi": _r(src.b_pred_ci[1])}
 
 
 def _r(x, digits: int = 3):
@@ -285,8 +318,9 @@ def plot_learning_curves(curves: dict, path: Path) -> Path:
 
 
 def plot_exponents(rows: list[dict], path: Path) -> Path:
-    """Left: measured b against predicted b per sweep. Right: against the corpus' Zipf exponent
-    (the width-64 sweeps), the measured b, the predicted b and β of the head input."""
+    """Left: measured b against predicted b per sweep (each over all its budgets). Right: against
+    the corpus' Zipf exponent (the sweeps at the largest width), b measured over the common budgets,
+    b predicted and β of the head input at the largest common budget."""
     from depthdelusion.analysis import plots
 
     plt = plots.plt
@@ -307,24 +341,30 @@ def plot_exponents(rows: list[dict], path: Path) -> Path:
     knob = sorted((r for r in rows if str(r["width"]) == str(max(int(q["width"]) for q in rows))),
                   key=lambda r: float(r["zipf"]))
     z = [float(r["zipf"]) for r in knob]
-    for key, lo, hi, label, fmt in (("b_measured", "b_lo", "b_hi", "b measured", "o-"),
-                                    ("b_predicted", "b_pred_lo", "b_pred_hi", "b predicted", "s--"),
-                                    ("beta_head", "beta_head_lo", "beta_head_hi", "β (head input)", "^:")):
+    for key, lo, hi, label, fmt in (("b_common", "b_common_lo", "b_common_hi", "b measured", "o-"),
+                                    ("b_pred_common", "b_pred_common_lo", "b_pred_common_hi",
+                                     "b predicted", "s--"),
+                                    ("beta_head_common", "beta_head_common", "beta_head_common",
+                                     "β (head input)", "^:")):
         y = np.array([_num(r[key]) for r in knob])
         err = np.abs(np.array([[_num(r[lo]) for r in knob], [_num(r[hi]) for r in knob]]) - y)
         ax2.errorbar(z, y, yerr=np.nan_to_num(err, nan=0, posinf=1), fmt=fmt, capsize=3, label=label)
     ax2.set_xlabel("corpus lexicon Zipf exponent (data.builtin_zipf_exponent)")
     ax2.set_ylabel("exponent")
-    ax2.set_title(f"Redundancy knob at width {knob[0]['width'] if knob else '?'}")
+    ax2.set_title(f"Redundancy knob at width {knob[0]['width'] if knob else '?'} (common budgets "
+                  f"≤ {int(knob[0]['common_tokens_max']):,} tokens)" if knob else "Redundancy knob")
     ax2.legend(fontsize=7)
     ax2.grid(alpha=0.3)
     return plots._save(fig, path)
 
 
-def readme(rows: list[dict], run_rows: list[dict], info: dict) -> str:
-    lines = ["# Data exponent: predicted from spectra vs measured by token sweeps", "",
-             "Generated by `" + info["command"] + "` (tables, figures and this file; the verdict "
-             "paragraph below the tables is the study's reading of them).", "",
+def readme(rows: list[dict], run_rows: list[dict], spectrum_rows: list[dict], info: dict) -> str:
+    lines = ["# Data exponent: predicted from spectra vs measured by token sweeps (tables)", "",
+             "Generated by `" + info["command"] + "`. b measured: L = E + B·T^−b fitted to held-out "
+             "loss (least squares; profile-likelihood 95% interval). Prediction from the largest "
+             "budget's checkpoint: β of the LM head's input features, s from its readout "
+             "(analysis/readout.py), b = 2βs/(2βs+1); jackknife 95% over 8 token groups. Verdict: "
+             "'consistent' when the two intervals overlap.", "",
              "| sweep | D × W | Zipf z | runs (tokens) | b measured [profile 95%] | β head input "
              "[jackknife] | β after last block [jackknife] | s [jackknife] | b predicted "
              "[jackknife] | ranks | verdict |", "|" + "---|" * 11]
@@ -338,14 +378,28 @@ def readme(rows: list[dict], run_rows: list[dict], info: dict) -> str:
             f"{_f(_num(r['s']))} {_ci(_num(r['s_lo']), _num(r['s_hi']))} | "
             f"{_f(_num(r['b_predicted']))} {_ci(_num(r['b_pred_lo']), _num(r['b_pred_hi']))} | "
             f"{r['rank_lo']}–{r['rank_hi']} | {r['verdict']} |")
-    lines += ["", "Per run (the prediction from each budget's checkpoint; the table above quotes "
-              "the largest budget's):", "",
-              "| sweep | run | steps | tokens | held-out loss | train wall s | β head | β last block | s | b predicted [jackknife] |",
-              "|" + "---|" * 10]
+    common = int(rows[0]["common_tokens_max"])
+    lines += ["", f"Common budgets (every sweep refitted over its runs with ≤ {common:,} tokens; the "
+              f"prediction from the checkpoint at {common:,} tokens): the redundancy knob's comparison.",
+              "", "| sweep | Zipf z | b measured [profile 95%] | β head | s | b predicted [jackknife] |",
+              "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['sweep']} | {float(r['zipf']):g} | {_f(_num(r['b_common']))} "
+                     f"{_ci(_num(r['b_common_lo']), _num(r['b_common_hi']))} | "
+                     f"{_f(_num(r['beta_head_common']))} | {_f(_num(r['s_common']))} | "
+                     f"{_f(_num(r['b_pred_common']))} {_ci(_num(r['b_pred_common_lo']), _num(r['b_pred_common_hi']))} |")
+    measured = {(r["sweep"], r["run"]): r for r in spectrum_rows}
+    lines += ["", "Per run (held-out loss; the prediction from each budget's own checkpoint where "
+              "measured — the table above quotes the largest budget's):", "",
+              "| sweep | run | steps | tokens | held-out loss | train wall s | β head [jackknife] | "
+              "β last block | s [jackknife] | b predicted [jackknife] |", "|" + "---|" * 10]
     for r in run_rows:
+        m = measured.get((r["sweep"], r["run"]))
+        spec = ([f"{m['beta_head']} [{m['beta_head_lo']}, {m['beta_head_hi']}]", str(m["beta_last_block"]),
+                 f"{m['s']} [{m['s_lo']}, {m['s_hi']}]",
+                 f"{m['b_predicted']} [{m['b_pred_lo']}, {m['b_pred_hi']}]"] if m else ["—"] * 4)
         lines.append(f"| {r['sweep']} | {r['run']} | {r['steps']} | {r['tokens']:,} | {r['eval_loss']} | "
-                     f"{r['train_wall_s']} | {r['beta_head']} | {r['beta_last_block']} | {r['s']} | "
-                     f"{r['b_predicted']} [{r['b_pred_lo']}, {r['b_pred_hi']}] |")
+                     f"{r['train_wall_s']} | " + " | ".join(spec) + " |")
     lines += ["", "## Wall time", "", "| sweep | training (sum of runs' wall_time_s) | fit | "
               "spectra + readout (all runs) |", "|---|---|---|---|"]
     for name, t in info["timing"].items():
@@ -360,12 +414,14 @@ def readme(rows: list[dict], run_rows: list[dict], info: dict) -> str:
 def run_data_exponent(args) -> int:
     root, out = Path(args.root), Path(args.out)
     command = (f"depthdelusion data-exponent {shlex.quote(str(args.root))} --out {shlex.quote(str(args.out))}"
-               + (f" --tokens {args.tokens}" if args.tokens != SPECTRUM_TOKENS else ""))
+               + (f" --tokens {args.tokens}" if args.tokens != SPECTRUM_TOKENS else "")
+               + (" --largest-only" if args.largest_only else ""))
     if args.tokens < 1:
         raise ValueError(f"--tokens={args.tokens}: must be a positive integer")
     sweep_commands = Path(args.sweep_commands).read_text().splitlines() if args.sweep_commands else []
-    info = run_study(root, out, tokens=args.tokens, command=command, sweep_commands=sweep_commands)
-    print((out / "README.md").read_text())
+    info = run_study(root, out, tokens=args.tokens, largest_only=args.largest_only, command=command,
+                     sweep_commands=sweep_commands)
+    print((out / "tables.md").read_text())
     print(f"written: {out} ({info['study_s']} s)")
     return 0
 
@@ -376,6 +432,8 @@ def register(subparsers) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="the study directory to write")
     parser.add_argument("--tokens", type=int, default=SPECTRUM_TOKENS,
                         help=f"held-out tokens per run for the spectra (default {SPECTRUM_TOKENS})")
+    parser.add_argument("--largest-only", action="store_true",
+                        help="spectra and readout of each sweep's largest budget only (default: every run)")
     parser.add_argument("--sweep-commands", metavar="FILE",
                         help="a text file of the sweep commands that trained ROOT, quoted in README.md")
     parser.set_defaults(func=run_data_exponent)
