@@ -42,7 +42,7 @@ EXPONENT_COLUMNS = ("sweep", "depth", "width", "zipf", "runs", "tokens_min", "to
                     "s", "s_lo", "s_hi", "b_predicted", "b_pred_lo", "b_pred_hi", "rank_lo",
                     "rank_hi", "verdict", "train_wall_s", "common_tokens_max", "b_common",
                     "b_common_lo", "b_common_hi", "beta_head_common", "s_common", "b_pred_common",
-                    "b_pred_common_lo", "b_pred_common_hi")
+                    "b_pred_common_lo", "b_pred_common_hi", "at_bound")
 
 
 @dataclasses.dataclass
@@ -252,6 +252,7 @@ def run_study(root: Path, out: Path, *, tokens: int = SPECTRUM_TOKENS, rows: int
             "rank_lo": src.rank_range[0] if src.rank_range else "",
             "rank_hi": src.rank_range[1] if src.rank_range else "",
             "verdict": verdict((b_lo, b_hi), src.b_pred_ci) if result is not None else "too few runs",
+            "at_bound": " ".join(result.at_bound) if result is not None else "",
             "train_wall_s": timing[name]["train_s"], "common_tokens_max": common_max,
             **_common_cells(result_common, src_common)})
     _write_csv(out / "exponents.csv", EXPONENT_COLUMNS, exponent_rows)
@@ -275,7 +276,7 @@ def _common_cells(result, src) -> dict:
     cells = {"b_common": _r(b), "b_common_lo": _r(ci[0]), "b_common_hi": _r(ci[1])}
     if src is None:
         return {**cells, **{k: "" for k in ("beta_head_common", "s_common", "b_pred_common",
-                                            "b_pred_common_lo", "b_pred_common_hi")}}
+                                            "b_pred_common_lo", "b_pred_common_hi", "at_bound")}}
     return {**cells, "beta_head_common": _r(src.beta), "s_common": _r(src.s),
             "b_pred_common": _r(src.b_pred), "b_pred_common_lo": _r(src.b_pred_ci[0]),
             "b_pred_common_hi": _r(src.b_pred_ci[1])}
@@ -364,7 +365,8 @@ def readme(rows: list[dict], run_rows: list[dict], spectrum_rows: list[dict], in
              "loss (least squares; profile-likelihood 95% interval). Prediction from the largest "
              "budget's checkpoint: β of the LM head's input features, s from its readout "
              "(analysis/readout.py), b = 2βs/(2βs+1); jackknife 95% over 8 token groups. Verdict: "
-             "'consistent' when the two intervals overlap.", "",
+             "'consistent' when the two intervals overlap. A parameter at its bound (E = 0: no "
+             "floor visible over the budgets) is named under the table.", "",
              "| sweep | D × W | Zipf z | runs (tokens) | b measured [profile 95%] | β head input "
              "[jackknife] | β after last block [jackknife] | s [jackknife] | b predicted "
              "[jackknife] | ranks | verdict |", "|" + "---|" * 11]
@@ -378,6 +380,10 @@ def readme(rows: list[dict], run_rows: list[dict], spectrum_rows: list[dict], in
             f"{_f(_num(r['s']))} {_ci(_num(r['s_lo']), _num(r['s_hi']))} | "
             f"{_f(_num(r['b_predicted']))} {_ci(_num(r['b_pred_lo']), _num(r['b_pred_hi']))} | "
             f"{r['rank_lo']}–{r['rank_hi']} | {r['verdict']} |")
+    bound = [f"{r['sweep']}: {r['at_bound']} at its bound" for r in rows if r["at_bound"]]
+    if bound:
+        lines += ["", "At a bound: " + "; ".join(bound) + " (the profile interval of b is then "
+                  "conditional on it)."]
     common = int(rows[0]["common_tokens_max"])
     lines += ["", f"Common budgets (every sweep refitted over its runs with ≤ {common:,} tokens; the "
               f"prediction from the checkpoint at {common:,} tokens): the redundancy knob's comparison.",
