@@ -233,16 +233,3 @@ register_law(
     formula="E + A·N^−α + B·T^−β",
     doc="Shape-agnostic baseline with a data term; needs per-run token counts that vary.")
 
-
-def _data_power(x, E, B, beta):
-    return E + B * x.T ** -beta
-
-
-register_law(
-    _data_power, name="data_power",
-    params={"E": _E, "B": Param("B", (1.0, 1e5), log=True, bounds=(0, INF), doc="data scale"),
-            "beta": Param("beta", (0.05, 1.0), bounds=(0, INF), doc="data exponent")},
-    source="the token-sweep law at one fixed shape (SPEC.md, Redundancy laws)", needs_tokens=True,
-    formula="E + B·T^−β",
-    doc="Loss against tokens at one fixed shape (every run the same model): the data term alone; "
-        "β is the measured data exponent that the redundancy law predicts from spectra.")

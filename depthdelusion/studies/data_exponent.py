@@ -5,7 +5,7 @@ ROOT holds one directory per token sweep (`depthdelusion sweep experiments/data_
 --out ROOT/NAME ...`): every run of a sweep has the same shape and corpus and its own budget. Per
 sweep:
 
-- measured: L(T) = E + B·T^(−b) (the registered law `data_power`) fitted by the project's engine
+- measured: L(T) = E + B·T^(−b) (the law `data_power`, defined here) fitted by the project's engine
   (analysis.fitting.fit, least squares) to the runs' held-out loss (summary.json `eval_loss`),
   with b's profile-likelihood interval;
 - predicted, from every run's checkpoint: `depthdelusion spectrum`'s per-layer residual-stream
@@ -91,6 +91,24 @@ def discover(root: Path) -> dict[str, list[Run]]:
     return sweeps
 
 
+def _data_power(x, E, B, beta):
+    return E + B * x.T ** -beta
+
+
+def data_power_law():
+    """L = E + B·T^−β at one fixed shape: not in the law registry, since on a table of several
+    shapes (where the registry offers laws) it would ignore the shape."""
+    from depthdelusion.analysis.laws import INF, Law, Param
+
+    return Law("data_power", _data_power, (
+        Param("E", (0.5, 2.5), bounds=(0, INF), doc="irreducible loss (nats)"),
+        Param("B", (1.0, 1e5), log=True, bounds=(0, INF), doc="data scale"),
+        Param("beta", (0.05, 1.0), bounds=(0, INF), doc="data exponent")),
+        formula="E + B·T^−β", source="one shape's token sweep (SPEC.md, Redundancy laws)",
+        doc="Held-out loss against tokens at one fixed shape; β is the data exponent b.",
+        needs_tokens=True)
+
+
 def fit_sweep(runs: list[Run]):
     """The data_power fit (profile intervals, no bootstrap: 5-6 points) of one sweep."""
     from depthdelusion.analysis.fitting import fit
@@ -99,7 +117,7 @@ def fit_sweep(runs: list[Run]):
     # one shape per sweep: the law does not use N, so the parameter count is a placeholder
     records = [{"name": r.name, "depth": r.depth, "width": r.width, "params": 1, "tokens": r.tokens,
                 "loss": r.eval_loss} for r in runs]
-    return fit(runs_from_records(records, where=str(runs[0].path.parent)), "data_power",
+    return fit(runs_from_records(records, where=str(runs[0].path.parent)), data_power_law(),
                bootstrap=0, leave_one_out=False)
 
 

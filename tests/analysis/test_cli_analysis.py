@@ -115,7 +115,7 @@ def test_fit_without_law_picks_from_the_columns_never_a_depth_law_on_shapeless_d
     out, err = capsys.readouterr()
     assert json.loads(out)["law"] == "chinchilla"
     assert "law: chinchilla (picked from the columns params, tokens, loss; other laws this table " \
-           "can fit: data_power, kaplan; choose with --law)" in err
+           "can fit: kaplan; choose with --law)" in err
 
     loss = 1.7 + 400 * N ** -0.34 + 0.002 * rng.standard_normal(12)
     path.write_text("N,loss\n" + "".join(f"{a},{c}\n" for a, c in zip(N, loss)))
