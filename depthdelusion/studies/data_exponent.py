@@ -370,8 +370,8 @@ def plot_exponents(rows: list[dict], path: Path) -> Path:
         ax2.errorbar(z, y, yerr=np.nan_to_num(err, nan=0, posinf=1), fmt=fmt, capsize=3, label=label)
     ax2.set_xlabel("corpus lexicon Zipf exponent (data.builtin_zipf_exponent)")
     ax2.set_ylabel("exponent")
-    ax2.set_title(f"Redundancy knob at width {knob[0]['width'] if knob else '?'} (common budgets "
-                  f"≤ {int(knob[0]['common_tokens_max']):,} tokens)" if knob else "Redundancy knob")
+    ax2.set_title(f"Redundancy knob, W = {knob[0]['width']}, T ≤ {int(knob[0]['common_tokens_max']):,}"
+                  if knob else "Redundancy knob", fontsize=10)
     ax2.legend(fontsize=7)
     ax2.grid(alpha=0.3)
     return plots._save(fig, path)
@@ -398,6 +398,13 @@ def readme(rows: list[dict], run_rows: list[dict], spectrum_rows: list[dict], in
             f"{_f(_num(r['s']))} {_ci(_num(r['s_lo']), _num(r['s_hi']))} | "
             f"{_f(_num(r['b_predicted']))} {_ci(_num(r['b_pred_lo']), _num(r['b_pred_hi']))} | "
             f"{r['rank_lo']}–{r['rank_hi']} | {r['verdict']} |")
+    lines += ["", "Local slopes −Δln L / Δln T between consecutive budgets (no floor subtracted): "
+              "a pure power law has them constant; a floor E > 0 makes them fall with T.", "",
+              "| sweep | local slopes, smallest budgets first |", "|---|---|"]
+    for name in dict.fromkeys(r["sweep"] for r in run_rows):
+        pts = [(r["tokens"], r["eval_loss"]) for r in run_rows if r["sweep"] == name]
+        slopes = [-math.log(l1 / l0) / math.log(t1 / t0) for (t0, l0), (t1, l1) in zip(pts, pts[1:])]
+        lines.append(f"| {name} | " + ", ".join(f"{v:.3f}" for v in slopes) + " |")
     bound = [f"{r['sweep']}: {r['at_bound']} at its bound" for r in rows if r["at_bound"]]
     if bound:
         lines += ["", "At a bound: " + "; ".join(bound) + " (the profile interval of b is then "
