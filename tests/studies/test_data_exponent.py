@@ -95,3 +95,10 @@ def test_sweep_mixing_corpora_is_refused(study, tmp_path):
     (mixed / "t4" / "config.yaml").write_text(cfg)
     with pytest.raises(ValueError, match=r"mixed: one sweep must hold one shape and corpus"):
         data_exponent.discover(tmp_path / "runs")
+
+
+def test_a_root_without_finished_runs_is_one_clear_line(tmp_path, capsys):
+    assert main(["data-exponent", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    assert "no finished runs in ROOT/SWEEP/RUN/summary.json" in capsys.readouterr().err
+    assert main(["data-exponent", str(tmp_path), "--out", str(tmp_path / "out"), "--tokens", "0"]) == 2
+    assert "--tokens=0: must be a positive integer" in capsys.readouterr().err
