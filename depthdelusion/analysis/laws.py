@@ -232,4 +232,3 @@ register_law(
     source="Hoffmann et al. 2022 (Chinchilla), Approach 3", needs_tokens=True,
     formula="E + A·N^−α + B·T^−β",
     doc="Shape-agnostic baseline with a data term; needs per-run token counts that vary.")
-
