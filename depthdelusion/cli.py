@@ -60,6 +60,8 @@ COMMANDS = (
      "eigenvalue spectra of a trained run's residual stream per layer, with tail indices"),
     ("redundancy-study", "depthdelusion.analysis.redundancy_study:run_command",
      "synthetic check of the redundancy law (ridge regression on power-law spectra); numpy only"),
+    ("data-exponent", "depthdelusion.studies.data_exponent:run_data_exponent",
+     "token sweeps' measured data exponent vs the one predicted from spectra and the LM head"),
 )
 
 EPILOG = f"""exit codes:
@@ -443,6 +445,20 @@ def _spectrum(p):
     p.add_argument("--rows", type=int, default=LIBRARY_DEFAULT,
                    help="sequences per forward pass")
     add_out(p, "output directory (default RUN/spectrum)", required=False)
+
+
+@_arguments("data-exponent", "Token sweeps (ROOT/SWEEP/RUN/, one run per budget): the data "
+            "exponent b of L = E + B·T^-b with its profile-likelihood interval, against 2βs/(2βs+1) "
+            "from the spectrum of the LM head's input and the readout's source smoothness s.")
+def _data_exponent(p):
+    p.add_argument("root", metavar="ROOT", help="a directory of token sweeps: ROOT/SWEEP/RUN/")
+    add_out(p, "the study directory to write")
+    p.add_argument("--tokens", type=int, default=LIBRARY_DEFAULT,
+                   help="held-out tokens per run for the spectra")
+    p.add_argument("--largest-only", action="store_true",
+                   help="spectra and readout of each sweep's largest budget only (default: every run)")
+    p.add_argument("--sweep-commands", metavar="FILE",
+                   help="a text file of the sweep commands that trained ROOT, quoted in README.md")
 
 
 @_arguments("redundancy-study", "The synthetic check of the redundancy law: fitted data-scaling "

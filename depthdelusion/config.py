@@ -108,8 +108,14 @@ class DataConfig:
     # gs://; None: $TFDS_DATA_DIR or ~/tensorflow_datasets); nothing is downloaded at run time.
     tfds_dir: str | None = None
     tfds_text_feature: str = "text"  # the TFDS text feature holding the documents ('a/b' if nested)
+    # The built-in corpus' redundancy knob: word frequency ∝ 1/rank^z in its lexicon, z in [0, 4].
+    # Steeper (larger z) repeats the top words more; 1.1 is the corpus every result was trained on.
+    builtin_zipf_exponent: float = 1.1
 
     def validate(self) -> None:
+        from depthdelusion.data.builtin_corpus import check_zipf
+
+        check_zipf(self.builtin_zipf_exponent, "data.builtin_zipf_exponent")
         for name in ("epochs", "builtin_documents"):
             if getattr(self, name) < 1:
                 raise ValueError(f"data.{name}={getattr(self, name)}: must be a positive integer")

@@ -66,3 +66,47 @@ def test_byte_tokenizer_round_trips_unicode():
         get_tokenizer("gpt3")
 
 
+
+
+# sha256 of documents 0..299 (seed 42), each followed by a NUL byte, as generated before the
+# Zipf knob existed (main at 59ad280): the default must keep every committed result's corpus.
+_DEFAULT_CORPUS_SHA256 = "a9f4ac360ce47fcca95872f69deb9f4e3c07624a30e7a9316ad4e5869efe084e"
+
+
+def test_default_zipf_exponent_keeps_the_corpus_bit_identical(tmp_path, monkeypatch):
+    import hashlib
+
+    from depthdelusion.config import DataConfig
+    from depthdelusion.data.pipeline import builtin_root
+
+    digest = hashlib.sha256()
+    for i in range(300):
+        digest.update(builtin_corpus.document(i).encode() + b"\0")
+    assert digest.hexdigest() == _DEFAULT_CORPUS_SHA256
+    assert DataConfig().builtin_zipf_exponent == builtin_corpus.ZIPF_EXPONENT
+    # the cache keeps its old name for the default, so corpora written before stay in use
+    monkeypatch.setenv("DEPTHDELUSION_CACHE", str(tmp_path))
+    assert builtin_root(DataConfig(builtin_documents=3)).name == "builtin-v2-seed42-docs3"
+    steep = builtin_root(DataConfig(builtin_documents=3, builtin_zipf_exponent=2.0))
+    assert steep.name == "builtin-v2-seed42-docs3-zipf2"
+
+
+def test_zipf_exponent_sets_how_often_the_top_words_recur():
+    import collections
+
+    def top_share(zipf: float) -> float:
+        counts = collections.Counter(w for i in range(100)
+                                     for w in re.findall(r"[a-z]+", builtin_corpus.document(i, zipf=zipf)))
+        return sum(c for _, c in counts.most_common(20)) / sum(counts.values())
+
+    flat, default, steep = top_share(0.6), top_share(1.1), top_share(2.0)
+    assert flat < default < steep
+    assert builtin_corpus.document(3, zipf=2.0) != builtin_corpus.document(3)
+
+
+@pytest.mark.parametrize("value", [-0.5, 4.5, float("nan"), "steep"])
+def test_bad_zipf_exponent_names_the_field(value):
+    from depthdelusion.config import load_config
+
+    with pytest.raises(ValueError, match=r"data\.builtin_zipf_exponent=.*(\[0, 4\]|must be a number)"):
+        load_config(overrides=[f"data.builtin_zipf_exponent={value}"])

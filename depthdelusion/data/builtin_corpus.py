@@ -4,7 +4,10 @@ Needs no download, is identical on every machine (document i depends only on (se
 has structure at several ranges, so loss has a meaningful floor and both depth and width matter:
 
 - a Zipfian lexicon of made-up words (frequency ∝ 1/rank^1.1), spelled from syllables, so a
-  byte-level model must learn spelling, word frequencies and parts of speech;
+  byte-level model must learn spelling, word frequencies and parts of speech. The exponent is
+  the corpus' redundancy knob (`zipf`, config `data.builtin_zipf_exponent`): a steeper law
+  repeats the top words more (a more redundant text), a flatter one spreads use over the lexicon;
+  the default 1.1 gives the documents every committed result was trained on;
 - a recursive sentence grammar: relative clauses, nested complement clauses and bracketed
   asides, with subject–verb agreement that must be carried across the embedded clauses and
   brackets that must be closed in order;
@@ -14,7 +17,8 @@ has structure at several ranges, so loss has a meaningful floor and both depth a
 
 The language (lexicon) is fixed; `seed` only chooses which documents are drawn from it. Every
 random choice comes from a generator seeded by (seed, document index), so a document can be
-produced on its own (random access, sharding by index, exact resumption).
+produced on its own (random access, sharding by index, exact resumption). The Zipf exponent only
+changes which word each draw picks: the same uniform draws, read through another CDF.
 """
 from __future__ import annotations
 
@@ -46,6 +50,7 @@ class Lexicon:
 
 
 LANGUAGE_SEED = 2026  # fixes the lexicon: every run sees the same language
+ZIPF_EXPONENT = 1.1  # default frequency ∝ 1/rank^ZIPF_EXPONENT of every part of speech
 
 
 @lru_cache(maxsize=1)
@@ -72,7 +77,7 @@ def lexicon() -> Lexicon:
 
 
 @lru_cache(maxsize=64)
-def _zipf_cdf(n: int, exponent: float = 1.1) -> np.ndarray:
+def _zipf_cdf(n: int, exponent: float = ZIPF_EXPONENT) -> np.ndarray:
     weights = 1.0 / np.arange(1, n + 1) ** exponent
     return np.cumsum(weights / weights.sum())
 
@@ -80,11 +85,11 @@ def _zipf_cdf(n: int, exponent: float = 1.1) -> np.ndarray:
 class _Writer:
     """Generates one document; `rng` is the document's own generator."""
 
-    def __init__(self, lex: Lexicon, rng: np.random.Generator):
-        self.lex, self.rng = lex, rng
+    def __init__(self, lex: Lexicon, rng: np.random.Generator, zipf: float = ZIPF_EXPONENT):
+        self.lex, self.rng, self.zipf = lex, rng, zipf
 
     def pick(self, words: tuple[str, ...]) -> str:
-        index = int(np.searchsorted(_zipf_cdf(len(words)), self.rng.random()))
+        index = int(np.searchsorted(_zipf_cdf(len(words), self.zipf), self.rng.random()))
         return words[min(index, len(words) - 1)]
 
     def chance(self, p: float) -> bool:
@@ -161,19 +166,31 @@ class _Writer:
         return " ".join(lines)
 
 
-def document(index: int, seed: int = 42) -> str:
-    """Document number `index` of the corpus with this seed (deterministic, random access)."""
+MAX_ZIPF = 4.0  # beyond it the top word takes > 92% of every part of speech: no lexicon left
+
+
+def check_zipf(zipf, where: str = "zipf") -> float:
+    """The Zipf exponent as a float, or a ValueError naming ``where`` and the valid range."""
+    if isinstance(zipf, bool) or not isinstance(zipf, (int, float)) or not 0 <= zipf <= MAX_ZIPF:
+        raise ValueError(f"{where}={zipf!r}: the built-in corpus' Zipf exponent must be a number in "
+                         f"[0, {MAX_ZIPF:g}] (0: every word equally likely; default {ZIPF_EXPONENT})")
+    return float(zipf)
+
+
+def document(index: int, seed: int = 42, zipf: float = ZIPF_EXPONENT) -> str:
+    """Document number `index` of the corpus with this seed and lexicon Zipf exponent
+    (deterministic, random access)."""
     if index < 0:
         raise ValueError(f"document index must be >= 0, got {index}")
-    return _Writer(lexicon(), np.random.default_rng([seed, 1, index])).document()
+    return _Writer(lexicon(), np.random.default_rng([seed, 1, index]), check_zipf(zipf)).document()
 
 
-def unigram_entropy(n_documents: int = 2000, seed: int = 42) -> float:
+def unigram_entropy(n_documents: int = 2000, seed: int = 42, zipf: float = ZIPF_EXPONENT) -> float:
     """Entropy of the corpus' byte distribution, nats per byte (documents plus one EOS each):
     the loss of the best model that ignores context."""
     counts = np.zeros(257, np.int64)
     for i in range(n_documents):
-        counts[:256] += np.bincount(np.frombuffer(document(i, seed).encode(), np.uint8), minlength=256)
+        counts[:256] += np.bincount(np.frombuffer(document(i, seed, zipf).encode(), np.uint8), minlength=256)
         counts[256] += 1
     p = counts[counts > 0] / counts.sum()
     return float(-(p * np.log(p)).sum())
@@ -186,7 +203,7 @@ if __name__ == "__main__":
 
 
 def write_slimpajama(root, n_documents: int, seed: int = 42, n_validation: int = 500,
-                     shards: int = 256) -> None:
+                     shards: int = 256, zipf: float = ZIPF_EXPONENT) -> None:
     """Write the corpus in SlimPajama's layout, so it is read by the same loader:
     root/train/chunk1/example_train_{k}.jsonl.zst and root/validation/chunk1/example_holdout_0.jsonl.zst.
     Validation documents are drawn with a different seed (never seen in training). Streaming
@@ -198,7 +215,7 @@ def write_slimpajama(root, n_documents: int, seed: int = 42, n_validation: int =
 
     def write(path: Path, indices, doc_seed: int) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        lines = (json.dumps({"text": document(i, doc_seed), "meta": {"redpajama_set_name": "Builtin"}})
+        lines = (json.dumps({"text": document(i, doc_seed, zipf), "meta": {"redpajama_set_name": "Builtin"}})
                  for i in indices)
         path.write_bytes(zstandard.ZstdCompressor(level=3).compress(("\n".join(lines) + "\n").encode()))
 

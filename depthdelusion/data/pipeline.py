@@ -43,11 +43,14 @@ def builtin_root(cfg: DataConfig) -> Path:
     """The built-in corpus, written once in SlimPajama's layout under the cache directory
     ($DEPTHDELUSION_CACHE or ~/.cache/depthdelusion)."""
     cache = Path(os.environ.get("DEPTHDELUSION_CACHE", Path.home() / ".cache" / "depthdelusion"))
-    root = cache / f"builtin-v2-seed{cfg.seed}-docs{cfg.builtin_documents}"
+    zipf = cfg.builtin_zipf_exponent
+    # the default exponent keeps the name corpora were cached under before the knob existed
+    suffix = "" if zipf == builtin_corpus.ZIPF_EXPONENT else f"-zipf{zipf:g}"
+    root = cache / f"builtin-v2-seed{cfg.seed}-docs{cfg.builtin_documents}{suffix}"
     if not (root / "train").is_dir():
         cache.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=cache, prefix=".writing-"))
-        builtin_corpus.write_slimpajama(tmp, cfg.builtin_documents, cfg.seed)
+        builtin_corpus.write_slimpajama(tmp, cfg.builtin_documents, cfg.seed, zipf=zipf)
         try:
             tmp.rename(root)  # atomic: concurrent processes either win or find it written
         except OSError:

@@ -1,0 +1,462 @@
+"""`depthdelusion data-exponent ROOT`: the data exponent predicted from spectra against the one
+measured by a token sweep (issue 18 items 3 and 4).
+
+ROOT holds one directory per token sweep (`depthdelusion sweep experiments/data_exponent.yaml
+--out ROOT/NAME ...`): every run of a sweep has the same shape and corpus and its own budget. Per
+sweep:
+
+- measured: L(T) = E + B·T^(−b) (the law `data_power`, defined here) fitted by the project's engine
+  (analysis.fitting.fit, least squares) to the runs' held-out loss (summary.json `eval_loss`),
+  with b's profile-likelihood interval;
+- predicted, from every run's checkpoint: `depthdelusion spectrum`'s per-layer residual-stream
+  spectra (written to RUN/spectrum/, as that command writes them), and the LM head's input
+  features h (the final norm's output) over the same held-out tokens: their spectrum's tail β and
+  the readout's source smoothness s (analysis/readout.py states the estimator), giving
+  b = 2βs/(2βs+1) with a jackknife interval (RUN/spectrum/readout.csv). The prediction quoted
+  per sweep is its largest budget's (the best-trained representation and head); the others show
+  how it moves with training.
+
+Outputs in OUT: tables.md (every table, wall times, seeds, commands; the study's README.md with
+the verdict is written by hand from it), run.json, exponents.csv (one row per sweep), runs.csv (one row per run), spectra.csv (one row per measured run), learning_curves.png
+and exponents.png.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import shlex
+import time
+from pathlib import Path
+
+import numpy as np
+
+from depthdelusion import exit_codes, rundir
+from depthdelusion.analysis import readout, spectra
+from depthdelusion.analysis.tables import markdown_table
+
+SPECTRUM_TOKENS = 1 << 17  # held-out tokens per run (the validation split holds ~330k bytes)
+SPECTRUM_ROWS = 16
+EXPONENT_COLUMNS = ("sweep", "depth", "width", "zipf", "runs", "tokens_min", "tokens_max", "E", "B",
+                    "b_measured", "b_lo", "b_hi", "fit_rmse", "beta_head", "beta_head_lo",
+                    "beta_head_hi", "beta_last_block", "beta_last_block_lo", "beta_last_block_hi",
+                    "s", "s_lo", "s_hi", "b_predicted", "b_pred_lo", "b_pred_hi", "rank_lo",
+                    "rank_hi", "verdict", "train_wall_s", "common_tokens_max", "b_common",
+                    "b_common_lo", "b_common_hi", "beta_head_common", "s_common", "b_pred_common",
+                    "b_pred_common_lo", "b_pred_common_hi", "at_bound")
+
+
+@dataclasses.dataclass
+class Run:
+    name: str
+    path: Path
+    steps: int
+    tokens: int
+    eval_loss: float
+    wall_s: float
+    depth: int
+    width: int
+    zipf: float
+    seed: int
+    data_seed: int
+
+
+def discover(root: Path) -> dict[str, list[Run]]:
+    """{sweep name: its finished runs by budget} for every directory of ROOT holding run
+    directories; a sweep mixing shapes or corpora is an error naming it."""
+    sweeps: dict[str, list[Run]] = {}
+    for run_dir in rundir.find_runs(root):
+        if Path(run_dir).parent.parent != Path(root):  # ROOT/SWEEP/RUN only
+            continue
+        run_dir = Path(run_dir)
+        s = rundir.read_summary(run_dir)
+        if s.get("status") != "finished":
+            continue
+        if s.get("eval_loss") is None:
+            raise ValueError(f"{run_dir / rundir.SUMMARY}: no eval_loss (train with train.eval_batches > 0)")
+        cfg = rundir.read_config(run_dir)
+        sweeps.setdefault(run_dir.parent.name, []).append(Run(
+            run_dir.name, run_dir, int(s["steps"]), int(s["tokens"]), float(s["eval_loss"]),
+            float(s["wall_time_s"]), cfg.model.depth, cfg.model.width, cfg.data.builtin_zipf_exponent,
+            cfg.train.seed, cfg.data.seed))
+    if not sweeps:
+        raise FileNotFoundError(f"{root}: no finished runs in ROOT/SWEEP/RUN/summary.json")
+    for name, runs in sweeps.items():
+        runs.sort(key=lambda r: r.tokens)
+        kinds = {(r.depth, r.width, r.zipf) for r in runs}
+        if len(kinds) > 1:
+            raise ValueError(f"{Path(root) / name}: one sweep must hold one shape and corpus; found "
+                             f"(depth, width, zipf) = {sorted(kinds)}")
+    return sweeps
+
+
+def _data_power(x, E, B, beta):
+    return E + B * x.T ** -beta
+
+
+def data_power_law():
+    """L = E + B·T^−β at one fixed shape: not in the law registry, since on a table of several
+    shapes (where the registry offers laws) it would ignore the shape."""
+    from depthdelusion.analysis.laws import INF, Law, Param
+
+    return Law("data_power", _data_power, (
+        Param("E", (0.5, 2.5), bounds=(0, INF), doc="irreducible loss (nats)"),
+        Param("B", (1.0, 1e5), log=True, bounds=(0, INF), doc="data scale"),
+        Param("beta", (0.05, 1.0), bounds=(0, INF), doc="data exponent")),
+        formula="E + B·T^−β", source="one shape's token sweep (SPEC.md, Redundancy laws)",
+        doc="Held-out loss against tokens at one fixed shape; β is the data exponent b.",
+        needs_tokens=True)
+
+
+def fit_sweep(runs: list[Run]):
+    """The data_power fit (profile intervals, no bootstrap: 5-6 points) of one sweep."""
+    from depthdelusion.analysis.fitting import fit
+    from depthdelusion.analysis.runs import runs_from_records
+
+    # one shape per sweep: the law does not use N, so the parameter count is a placeholder
+    records = [{"name": r.name, "depth": r.depth, "width": r.width, "params": 1, "tokens": r.tokens,
+                "loss": r.eval_loss} for r in runs]
+    return fit(runs_from_records(records, where=str(runs[0].path.parent)), data_power_law(),
+               bootstrap=0, leave_one_out=False)
+
+
+def head_input_moments(graphdef, params, cfg, batches, groups: int):
+    """Per token group: (Moments of the LM head's input h, next-token counts (V,))."""
+    import jax
+    from flax import nnx
+
+    from depthdelusion.model.transformer import _norm
+    from depthdelusion.studies.spectrum import Moments, batch_moments, empty_moments
+
+    norm = cfg.model.norm
+
+    @jax.jit
+    def forward(params, tokens_BxS1):
+        model = nnx.merge(graphdef, params)
+        final = {"final_norm_scale": model.final_norm_scale[...]}
+        if norm == "layernorm":
+            final["final_norm_bias"] = model.final_norm_bias[...]
+        # the final norm of every stream; only the last (the head's input) is kept
+        moments = model(tokens_BxS1[:, :-1], hidden_fn=lambda x: batch_moments(
+            _norm(x, final, "final_norm", norm)))[1]
+        return jax.tree.map(lambda a: a[-1:], moments)
+
+    vocab = cfg.model.vocab_size
+    out = [(empty_moments(), np.zeros(vocab)) for _ in range(groups)]
+    for b, tokens in enumerate(batches):
+        mean, m2 = jax.device_get(forward(params, tokens))
+        g = b * groups // len(batches)
+        n = tokens.shape[0] * (tokens.shape[1] - 1)
+        counts = np.bincount(np.asarray(tokens)[:, 1:].ravel(), minlength=vocab)[:vocab]
+        out[g] = (out[g][0] + Moments(n, mean.astype(np.float64), m2.astype(np.float64)),
+                  out[g][1] + counts)
+    return out
+
+
+def _eig_and_p(parts) -> tuple:
+    from depthdelusion.studies.spectrum import _total
+
+    moments = _total([m for m, _ in parts])
+    counts = np.sum([c for _, c in parts], axis=0)
+    evals, evecs = np.linalg.eigh(moments.covariance()[0])
+    return evals[::-1], evecs[:, ::-1], counts / counts.sum()
+
+
+def measure_run(run: Run, tokens: int, rows: int, groups: int = 8) -> tuple[readout.SourceFit, dict]:
+    """Writes RUN/spectrum/ (the spectrum command's files and readout.csv); returns the head-input
+    source fit and the residual-stream tail fits' last layer."""
+    from depthdelusion.studies import spectrum
+
+    start = time.perf_counter()
+    full, fits, info = spectrum.measure(run.path, tokens, rows, groups)
+    command = f"depthdelusion spectrum {shlex.quote(str(run.path))} --tokens {tokens} --rows {rows}"
+    spectrum.write_outputs(full, fits, info, run.path / "spectrum", command)
+    cfg, _, graphdef, params = spectrum.load_run(run.path)
+    batches = spectrum.validation_tokens(cfg, tokens, rows)
+    groups = min(groups, len(batches)) // 2 * 2
+    parts = head_input_moments(graphdef, params, cfg, batches, groups)
+    all_eig = _eig_and_p(parts)
+    half_a, half_b = _eig_and_p(parts[:groups // 2]), _eig_and_p(parts[groups // 2:])
+    jack = [_eig_and_p(parts[:g] + parts[g + 1:]) for g in range(groups)]
+    n_tokens = sum(m.n for m, _ in parts)
+    tail = spectra.tail_fit(cfg.model.depth + 1, all_eig[0], (half_a[0], half_b[0]),
+                            [j[0] for j in jack], n_tokens)
+    head_WxV = np.asarray(params["head_kernel"], np.float64)
+    fit = readout.source_fit(all_eig, jack, head_WxV, tail.rank_range, tail.beta, tail.ci, n_tokens)
+    readout.write_readout_csv(fit, run.path / "spectrum" / "readout.csv")
+    return fit, {"last_block": fits[-1], "seconds": time.perf_counter() - start, "tokens": n_tokens}
+
+
+def verdict(measured: tuple, predicted: tuple) -> str:
+    """'consistent' when the two 95% intervals overlap, else which is larger."""
+    (m_lo, m_hi), (p_lo, p_hi) = measured, predicted
+    if not all(math.isfinite(v) for v in (p_lo, p_hi)):
+        return "no prediction"
+    if p_hi < m_lo:
+        return "measured > predicted"
+    if p_lo > m_hi:
+        return "measured < predicted"
+    return "consistent"
+
+
+def _f(x, d=3) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{x:.{d}f}"
+
+
+def _ci(lo, hi, d=3) -> str:
+    return f"[{_f(lo, d)}, {_f(hi, d)}]"
+
+
+def run_study(root: Path, out: Path, *, tokens: int = SPECTRUM_TOKENS, rows: int = SPECTRUM_ROWS,
+              largest_only: bool = False, command: str = "", sweep_commands: list[str] | None = None,
+              log=print) -> dict:
+    """Fits, spectra and readout estimates of every sweep under ``root``, written to ``out``;
+    ``largest_only`` measures spectra of each sweep's largest budget only."""
+    t0 = time.perf_counter()
+    out.mkdir(parents=True, exist_ok=True)
+    sweeps = discover(root)
+    # budgets every sweep has: the knob's comparison fits each sweep over these alone
+    common_max = min(runs[-1].tokens for runs in sweeps.values())
+    exponent_rows, run_rows, spectrum_rows, curves, timing = [], [], [], {}, {}
+    for name, runs in sorted(sweeps.items()):
+        run_rows += [{"sweep": name, "run": r.name, "steps": r.steps, "tokens": r.tokens,
+                      "eval_loss": round(r.eval_loss, 4), "train_wall_s": round(r.wall_s, 1)}
+                     for r in runs]
+        t_fit = time.perf_counter()
+        result = fit_sweep(runs) if len(runs) >= 5 else None
+        t_fit = time.perf_counter() - t_fit
+        t_spec = time.perf_counter()
+        per_run = []
+        for r in runs[-1:] if largest_only else runs:
+            src, extra = measure_run(r, tokens, rows)
+            per_run.append((r, src, extra))
+            last = extra["last_block"]
+            spectrum_rows.append({
+                "sweep": name, "run": r.name, "tokens": r.tokens, "beta_head": _r(src.beta),
+                "beta_head_lo": _r(src.beta_ci[0]), "beta_head_hi": _r(src.beta_ci[1]),
+                "beta_last_block": _r(last.beta), "decay": _r(src.decay), "s": _r(src.s),
+                "s_lo": _r(src.s_ci[0]), "s_hi": _r(src.s_ci[1]), "b_predicted": _r(src.b_pred),
+                "b_pred_lo": _r(src.b_pred_ci[0]), "b_pred_hi": _r(src.b_pred_ci[1]),
+                "rank_lo": src.rank_range[0] if src.rank_range else "",
+                "rank_hi": src.rank_range[1] if src.rank_range else "", "spectrum_tokens": extra["tokens"]})
+            log(f"{name}/{r.name}: eval {r.eval_loss:.4f}, β(head) {_f(src.beta)}, s {_f(src.s)}, "
+                f"b pred {_f(src.b_pred)}")
+        t_spec = time.perf_counter() - t_spec
+        common = [r for r in runs if r.tokens <= common_max]
+        result_common = (result if len(common) == len(runs) else
+                         fit_sweep(common) if len(common) >= 5 else None)
+        src_common = next((src for r, src, _ in per_run if r.tokens == common_max), None)
+        r_top, src, extra = per_run[-1]
+        last = extra["last_block"]
+        if result is not None:
+            b, (b_lo, b_hi) = result.params["beta"], result.ci_profile["beta"]
+            E, B, rmse = result.params["E"], result.params["B"], result.rmse
+        else:
+            b = b_lo = b_hi = E = B = rmse = math.nan
+        curves[name] = (runs, result)
+        timing[name] = {"train_s": round(sum(r.wall_s for r in runs), 1), "fit_s": round(t_fit, 2),
+                        "spectra_s": round(t_spec, 1)}
+        exponent_rows.append({
+            "sweep": name, "depth": r_top.depth, "width": r_top.width, "zipf": r_top.zipf,
+            "runs": len(runs), "tokens_min": runs[0].tokens, "tokens_max": runs[-1].tokens,
+            "E": _r(E), "B": _r(B, 4), "b_measured": _r(b), "b_lo": _r(b_lo), "b_hi": _r(b_hi),
+            "fit_rmse": _r(rmse, 4), "beta_head": _r(src.beta), "beta_head_lo": _r(src.beta_ci[0]),
+            "beta_head_hi": _r(src.beta_ci[1]), "beta_last_block": _r(last.beta),
+            "beta_last_block_lo": _r(last.ci[0]), "beta_last_block_hi": _r(last.ci[1]),
+            "s": _r(src.s), "s_lo": _r(src.s_ci[0]), "s_hi": _r(src.s_ci[1]),
+            "b_predicted": _r(src.b_pred), "b_pred_lo": _r(src.b_pred_ci[0]),
+            "b_pred_hi": _r(src.b_pred_ci[1]),
+            "rank_lo": src.rank_range[0] if src.rank_range else "",
+            "rank_hi": src.rank_range[1] if src.rank_range else "",
+            "verdict": verdict((b_lo, b_hi), src.b_pred_ci) if result is not None else "too few runs",
+            "at_bound": " ".join(result.at_bound) if result is not None else "",
+            "train_wall_s": timing[name]["train_s"], "common_tokens_max": common_max,
+            **_common_cells(result_common, src_common)})
+    _write_csv(out / "exponents.csv", EXPONENT_COLUMNS, exponent_rows)
+    _write_csv(out / "runs.csv", list(run_rows[0]), run_rows)
+    _write_csv(out / "spectra.csv", list(spectrum_rows[0]), spectrum_rows)
+    plot_learning_curves(curves, out / "learning_curves.png")
+    plot_exponents(exponent_rows, out / "exponents.png")
+    info = {"command": command, "sweep_commands": sweep_commands or [], "root": str(root),
+            "spectrum_tokens": tokens, "rows": rows, "timing": timing,
+            "seeds": sorted({(r.seed, r.data_seed) for runs in sweeps.values() for r in runs}),
+            "study_s": round(time.perf_counter() - t0, 1)}
+    (out / "run.json").write_text(json.dumps(info, indent=1) + "\n")
+    (out / "tables.md").write_text(readme(exponent_rows, run_rows, spectrum_rows, info))
+    return info
+
+
+def _common_cells(result, src) -> dict:
+    """The knob comparison's cells: b fitted over the common budgets, the prediction at the
+    largest common budget (blank where not fitted / not measured)."""
+    b, ci = (result.params["beta"], result.ci_profile["beta"]) if result is not None else (math.nan, (math.nan,) * 2)
+    cells = {"b_common": _r(b), "b_common_lo": _r(ci[0]), "b_common_hi": _r(ci[1])}
+    if src is None:
+        return {**cells, **{k: "" for k in ("beta_head_common", "s_common", "b_pred_common",
+                                            "b_pred_common_lo", "b_pred_common_hi", "at_bound")}}
+    return {**cells, "beta_head_common": _r(src.beta), "s_common": _r(src.s),
+            "b_pred_common": _r(src.b_pred), "b_pred_common_lo": _r(src.b_pred_ci[0]),
+            "b_pred_common_hi": _r(src.b_pred_ci[1])}
+
+
+def _r(x, digits: int = 3):
+    return "" if x is None or not math.isfinite(x) else round(float(x), digits)
+
+
+def _write_csv(path: Path, columns, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(columns), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _num(v) -> float:
+    return math.nan if v in ("", None) else float(v)
+
+
+def plot_learning_curves(curves: dict, path: Path) -> Path:
+    from depthdelusion.analysis import plots
+
+    plt = plots.plt
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for (name, (runs, result)), color in zip(sorted(curves.items()), plots._colors(len(curves))):
+        T = np.array([r.tokens for r in runs], float)
+        ax.loglog(T, [r.eval_loss for r in runs], "o", color=color)
+        if result is not None:
+            grid = np.geomspace(T.min(), T.max(), 50)
+            p = result.params
+            ax.loglog(grid, p["E"] + p["B"] * grid ** -p["beta"], "-", color=color,
+                      label=f"{name}: b = {p['beta']:.2f}")
+    ax.set_xlabel("tokens T (one run per budget, each with its own schedule)")
+    ax.set_ylabel("held-out loss (nats/byte)")
+    ax.set_title("Token sweeps: L = E + B·T^−b")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+    return plots._save(fig, path)
+
+
+def plot_exponents(rows: list[dict], path: Path) -> Path:
+    """Left: measured b against predicted b per sweep (each over all its budgets). Right: against
+    the corpus' Zipf exponent (the sweeps at the largest width), b measured over the common budgets,
+    b predicted and β of the head input at the largest common budget."""
+    from depthdelusion.analysis import plots
+
+    plt = plots.plt
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for row, color in zip(rows, plots._colors(len(rows))):
+        x, y = _num(row["b_predicted"]), _num(row["b_measured"])
+        xerr = [[x - _num(row["b_pred_lo"])], [_num(row["b_pred_hi"]) - x]]
+        yerr = [[y - _num(row["b_lo"])], [_num(row["b_hi"]) - y]]
+        if math.isfinite(x) and math.isfinite(y):
+            ax1.errorbar([x], [y], xerr=np.abs(xerr), yerr=np.abs(np.nan_to_num(yerr, posinf=1)),
+                         fmt="o", color=color, capsize=3, label=row["sweep"])
+    lim = [0, 1]
+    ax1.plot(lim, lim, "k--", lw=0.8, label="measured = predicted")
+    ax1.set_xlabel("predicted b = 2βs/(2βs+1) (jackknife 95%)")
+    ax1.set_ylabel("measured b (profile likelihood 95%)")
+    ax1.legend(fontsize=7)
+    ax1.grid(alpha=0.3)
+    knob = sorted((r for r in rows if str(r["width"]) == str(max(int(q["width"]) for q in rows))),
+                  key=lambda r: float(r["zipf"]))
+    z = [float(r["zipf"]) for r in knob]
+    for key, lo, hi, label, fmt in (("b_common", "b_common_lo", "b_common_hi", "b measured", "o-"),
+                                    ("b_pred_common", "b_pred_common_lo", "b_pred_common_hi",
+                                     "b predicted", "s--"),
+                                    ("beta_head_common", "beta_head_common", "beta_head_common",
+                                     "β (head input)", "^:")):
+        y = np.array([_num(r[key]) for r in knob])
+        err = np.abs(np.array([[_num(r[lo]) for r in knob], [_num(r[hi]) for r in knob]]) - y)
+        ax2.errorbar(z, y, yerr=np.nan_to_num(err, nan=0, posinf=1), fmt=fmt, capsize=3, label=label)
+    ax2.set_xlabel("corpus lexicon Zipf exponent (data.builtin_zipf_exponent)")
+    ax2.set_ylabel("exponent")
+    ax2.set_title(f"Redundancy knob, W = {knob[0]['width']}, T ≤ {int(knob[0]['common_tokens_max']):,}"
+                  if knob else "Redundancy knob", fontsize=10)
+    ax2.legend(fontsize=7)
+    ax2.grid(alpha=0.3)
+    return plots._save(fig, path)
+
+
+def readme(rows: list[dict], run_rows: list[dict], spectrum_rows: list[dict], info: dict) -> str:
+    def with_ci(r, key, lo, hi):
+        return f"{_f(_num(r[key]))} {_ci(_num(r[lo]), _num(r[hi]))}"
+
+    lines = ["# Data exponent: predicted from spectra vs measured by token sweeps (tables)", "",
+             "Generated by `" + info["command"] + "`. b measured: L = E + B·T^−b fitted to held-out "
+             "loss (least squares; profile-likelihood 95% interval). Prediction from the largest "
+             "budget's checkpoint: β of the LM head's input features, s from its readout "
+             "(analysis/readout.py), b = 2βs/(2βs+1); jackknife 95% over 8 token groups. Verdict: "
+             "'consistent' when the two intervals overlap. A parameter at its bound (E = 0: no "
+             "floor visible over the budgets) is named under the table.", ""]
+    lines.append(markdown_table(
+        ["sweep", "D × W", "Zipf z", "runs (tokens)", "b measured [profile 95%]",
+         "β head input [jackknife]", "β after last block [jackknife]", "s [jackknife]",
+         "b predicted [jackknife]", "ranks", "verdict"],
+        [[r["sweep"], f"{r['depth']} × {r['width']}", f"{float(r['zipf']):g}",
+          f"{r['runs']} ({int(r['tokens_min']):,}–{int(r['tokens_max']):,})",
+          with_ci(r, "b_measured", "b_lo", "b_hi"), with_ci(r, "beta_head", "beta_head_lo", "beta_head_hi"),
+          with_ci(r, "beta_last_block", "beta_last_block_lo", "beta_last_block_hi"),
+          with_ci(r, "s", "s_lo", "s_hi"), with_ci(r, "b_predicted", "b_pred_lo", "b_pred_hi"),
+          f"{r['rank_lo']}–{r['rank_hi']}", r["verdict"]] for r in rows]))
+    lines += ["", "Local slopes −Δln L / Δln T between consecutive budgets (no floor subtracted): "
+              "a pure power law has them constant; a floor E > 0 makes them fall with T.", ""]
+    slope_rows = []
+    for name in dict.fromkeys(r["sweep"] for r in run_rows):
+        pts = [(r["tokens"], r["eval_loss"]) for r in run_rows if r["sweep"] == name]
+        slopes = [-math.log(l1 / l0) / math.log(t1 / t0) for (t0, l0), (t1, l1) in zip(pts, pts[1:])]
+        slope_rows.append([name, ", ".join(f"{v:.3f}" for v in slopes)])
+    lines.append(markdown_table(["sweep", "local slopes, smallest budgets first"], slope_rows))
+    bound = [f"{r['sweep']}: {r['at_bound']} at its bound" for r in rows if r["at_bound"]]
+    if bound:
+        lines += ["", "At a bound: " + "; ".join(bound) + " (the profile interval of b is then "
+                  "conditional on it)."]
+    common = int(rows[0]["common_tokens_max"])
+    lines += ["", f"Common budgets (every sweep refitted over its runs with ≤ {common:,} tokens; the "
+              f"prediction from the checkpoint at {common:,} tokens): the redundancy knob's comparison.",
+              ""]
+    lines.append(markdown_table(
+        ["sweep", "Zipf z", "b measured [profile 95%]", "β head", "s", "b predicted [jackknife]"],
+        [[r["sweep"], f"{float(r['zipf']):g}", with_ci(r, "b_common", "b_common_lo", "b_common_hi"),
+          _f(_num(r["beta_head_common"])), _f(_num(r["s_common"])),
+          with_ci(r, "b_pred_common", "b_pred_common_lo", "b_pred_common_hi")] for r in rows]))
+    measured = {(r["sweep"], r["run"]): r for r in spectrum_rows}
+    lines += ["", "Per run (held-out loss; the prediction from each budget's own checkpoint where "
+              "measured — the table above quotes the largest budget's):", ""]
+    per_run = []
+    for r in run_rows:
+        m = measured.get((r["sweep"], r["run"]))
+        spec = ([f"{m['beta_head']} [{m['beta_head_lo']}, {m['beta_head_hi']}]", str(m["beta_last_block"]),
+                 f"{m['s']} [{m['s_lo']}, {m['s_hi']}]",
+                 f"{m['b_predicted']} [{m['b_pred_lo']}, {m['b_pred_hi']}]"] if m else ["—"] * 4)
+        per_run.append([r["sweep"], r["run"], r["steps"], f"{r['tokens']:,}", r["eval_loss"],
+                        r["train_wall_s"], *spec])
+    lines.append(markdown_table(
+        ["sweep", "run", "steps", "tokens", "held-out loss", "train wall s", "β head [jackknife]",
+         "β last block", "s [jackknife]", "b predicted [jackknife]"], per_run))
+    lines += ["", "## Wall time", ""]
+    lines.append(markdown_table(
+        ["sweep", "training (sum of runs' wall_time_s)", "fit", "spectra + readout (all runs)"],
+        [[name, f"{t['train_s']} s", f"{t['fit_s']} s", f"{t['spectra_s']} s"]
+         for name, t in info["timing"].items()]))
+    lines += ["", f"This command: {info['study_s']} s in all. Seeds (train.seed, data.seed): "
+              f"{info['seeds']}.", ""]
+    if info["sweep_commands"]:
+        lines += ["Sweeps:", "", "```", *info["sweep_commands"], "```", ""]
+    return "\n".join(lines)
+
+
+def run_data_exponent(*, root: str, out: str, tokens: int = SPECTRUM_TOKENS, largest_only: bool = False,
+                      sweep_commands: str | None = None) -> int:
+    """`depthdelusion data-exponent ROOT --out DIR`: the study's tables, CSVs and figures in DIR."""
+    command = (f"depthdelusion data-exponent {shlex.quote(str(root))} --out {shlex.quote(str(out))}"
+               + (f" --tokens {tokens}" if tokens != SPECTRUM_TOKENS else "")
+               + (" --largest-only" if largest_only else ""))
+    if tokens < 1:
+        raise ValueError(f"--tokens={tokens}: must be a positive integer")
+    commands = Path(sweep_commands).read_text().splitlines() if sweep_commands else []
+    root_dir, out_dir = Path(root), Path(out)
+    info = run_study(root_dir, out_dir, tokens=tokens, largest_only=largest_only, command=command,
+                     sweep_commands=commands)
+    print((out_dir / "tables.md").read_text())
+    print(f"written: {out_dir} ({info['study_s']} s)")
+    return exit_codes.OK
