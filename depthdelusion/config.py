@@ -89,6 +89,19 @@ class ModelConfig:
             raise ValueError(f"model.init_std={self.init_std}: must be > 0")
 
 
+BUILTIN_ZIPF_MAX = 4.0  # beyond it the top word takes > 92% of every part of speech: no lexicon left
+
+
+def check_builtin_zipf(zipf, where: str = "zipf") -> float:
+    """The built-in corpus' Zipf exponent as a float, or a ValueError naming ``where`` and the
+    valid range."""
+    if isinstance(zipf, bool) or not isinstance(zipf, (int, float)) or not 0 <= zipf <= BUILTIN_ZIPF_MAX:
+        default = DataConfig.builtin_zipf_exponent
+        raise ValueError(f"{where}={zipf!r}: the built-in corpus' Zipf exponent must be a number in "
+                         f"[0, {BUILTIN_ZIPF_MAX:g}] (0: every word equally likely; default {default})")
+    return float(zipf)
+
+
 @dataclasses.dataclass
 class DataConfig:
     """Where tokens come from (see depthdelusion/data/pipeline.py)."""
@@ -113,9 +126,7 @@ class DataConfig:
     builtin_zipf_exponent: float = 1.1
 
     def validate(self) -> None:
-        from depthdelusion.data.builtin_corpus import check_zipf
-
-        check_zipf(self.builtin_zipf_exponent, "data.builtin_zipf_exponent")
+        check_builtin_zipf(self.builtin_zipf_exponent, "data.builtin_zipf_exponent")
         for name in ("epochs", "builtin_documents"):
             if getattr(self, name) < 1:
                 raise ValueError(f"data.{name}={getattr(self, name)}: must be a positive integer")

@@ -40,6 +40,9 @@ from pathlib import Path
 
 import numpy as np
 
+from .spectra import MIN_RANKS, fit_tail_index
+from .tables import markdown_table
+
 READOUT_COLUMNS = ("beta", "beta_lo", "beta_hi", "decay", "decay_lo", "decay_hi", "s", "s_lo",
                    "s_hi", "b_pred", "b_pred_lo", "b_pred_hi", "rank_lo", "rank_hi", "tokens")
 
@@ -115,7 +118,6 @@ def source_fit(full: tuple, leave_one_out: list[tuple], head_WxV: np.ndarray, ra
         nan2 = (math.nan, math.nan)
         return SourceFit(beta, beta_ci, math.nan, nan2, math.nan, nan2, math.nan, nan2, None,
                          tokens, power)
-    from .spectra import fit_tail_index
 
     lo, hi = rank_range
     decay = decay_rate(power, lo, hi)
@@ -154,3 +156,37 @@ def read_readout_csv(path: Path) -> dict:
                 if k in READOUT_COLUMNS}
     except ValueError:
         raise ValueError(f"{path} line 2: a value is not a number") from None
+
+
+def readout_section(root) -> list[str]:
+    """Markdown lines of the report's table of the predicted exponent with s measured, for the
+    runs below ``root`` whose spectrum/ holds a readout.csv (written by `depthdelusion
+    data-exponent`); no lines when there is none."""
+    if not root or not Path(root).is_dir():
+        return []
+    root = Path(root)
+    found = sorted(root.rglob("spectrum/readout.csv"))
+    if not found:
+        return []
+
+    def cell(r, key):
+        v, lo, hi = r[key], r[key + "_lo"], r[key + "_hi"]
+        if v is None:
+            return "—"
+        return f"{v:.3f} [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else f"{v:.3f}"
+
+    lines = ["Predicted data exponent with the source smoothness s measured from the LM head "
+             "(`depthdelusion data-exponent`; analysis/readout.py): features = the head's input "
+             "(final norm output), β its tail index, s from the decay a = 1 + 2βs of the readout "
+             "power λ_i·Σ_v p_v (u_iᵀw̃_v)² over the same ranks, b = 2βs/(2βs+1) = (a − 1)/a; "
+             "intervals: jackknife over token groups (not over training runs).", ""]
+    rows = []
+    for path in found:
+        run_dir = path.parent.parent
+        run = run_dir.relative_to(root).as_posix() if run_dir != root else root.name
+        r = read_readout_csv(path)
+        ranks = (f"{r['rank_lo']:.0f}–{r['rank_hi']:.0f}" if r["rank_lo"] is not None
+                 else f"no fit (fewer than {MIN_RANKS} stable ranks)")
+        rows.append([run, cell(r, 'beta'), cell(r, 's'), cell(r, 'b_pred'), ranks])
+    table = markdown_table(["run", "β (head input)", "s", "b predicted", "ranks"], rows)
+    return lines + table.splitlines() + [""]

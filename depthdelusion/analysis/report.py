@@ -38,6 +38,7 @@ from .reference import (PAPER_FIT, PAPER_KAPPA, PAPER_PERSISTENCE_EXPONENT, PAPE
                         PAPER_SHAPE_EXPONENTS)
 from .runs import Runs, load_runs
 from .shape import audit_shapes, optimal_shape, trainer_counts
+from .readout import readout_section
 from .spectra import spectrum_section
 from .tables import Table, latex_document
 from .verdict import LR_THRESHOLD, overall, penalty_verdict, penalty_verdicts, shape_variation
@@ -544,6 +545,7 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
         tables.append(pt)
         md += [pt.markdown(), ""]
     md += spectrum_section(runs.source)  # runs whose directories carry spectrum/tail.csv
+    md += readout_section(runs.source)  # ... and spectrum/readout.csv (data-exponent study)
     if not str(runs.source).startswith("paper") and runs.has("depth") and runs.has("width"):
         # (the paper's first lines are its conclusions; a table without shapes has no depth trend)
         # what the runs show opens the report, after any warning that invalidates a fit

@@ -176,37 +176,5 @@ def spectrum_section(root) -> list[str]:
                 lo, hi = (predicted_exponent(max(b, 0.0), s) for b in (row["beta_lo"], row["beta_hi"]))
                 cells.append(f"{predicted_exponent(max(beta, 0.0), s):.3f} [{lo:.3f}, {hi:.3f}]")
             rows.append(cells)
-    return (lines + markdown_table(head, rows).splitlines() + [""]
-            + _readout_lines(root, [t.parent / "readout.csv" for t in tables]))
+    return lines + markdown_table(head, rows).splitlines() + [""]
 
-
-def _readout_lines(root: Path, paths: list[Path]) -> list[str]:
-    """The predicted exponent with s measured, for runs whose spectrum/ holds a readout.csv
-    (written by `depthdelusion data-exponent`, analysis/readout.py)."""
-    from .readout import read_readout_csv
-
-    found = [p for p in paths if p.is_file()]
-    if not found:
-        return []
-
-    def cell(r, key):
-        v, lo, hi = r[key], r[key + "_lo"], r[key + "_hi"]
-        if v is None:
-            return "—"
-        return f"{v:.3f} [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else f"{v:.3f}"
-
-    lines = ["Predicted data exponent with the source smoothness s measured from the LM head "
-             "(`depthdelusion data-exponent`; analysis/readout.py): features = the head's input "
-             "(final norm output), β its tail index, s from the decay a = 1 + 2βs of the readout "
-             "power λ_i·Σ_v p_v (u_iᵀw̃_v)² over the same ranks, b = 2βs/(2βs+1) = (a − 1)/a; "
-             "intervals: jackknife over token groups (not over training runs).", ""]
-    rows = []
-    for path in found:
-        run_dir = path.parent.parent
-        run = run_dir.relative_to(root).as_posix() if run_dir != root else root.name
-        r = read_readout_csv(path)
-        ranks = (f"{r['rank_lo']:.0f}–{r['rank_hi']:.0f}" if r["rank_lo"] is not None
-                 else f"no fit (fewer than {MIN_RANKS} stable ranks)")
-        rows.append([run, cell(r, 'beta'), cell(r, 's'), cell(r, 'b_pred'), ranks])
-    table = markdown_table(["run", "β (head input)", "s", "b predicted", "ranks"], rows)
-    return lines + table.splitlines() + [""]

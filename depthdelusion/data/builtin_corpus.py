@@ -28,6 +28,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from depthdelusion.config import DataConfig, check_builtin_zipf
+
 _ONSETS = ["b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "st", "tr", "gl", "sh", "th"]
 _VOWELS = ["a", "e", "i", "o", "u", "ai", "ou", "ea"]
 _CODAS = ["", "", "", "n", "r", "l", "s", "m", "nd", "rk"]
@@ -50,7 +52,7 @@ class Lexicon:
 
 
 LANGUAGE_SEED = 2026  # fixes the lexicon: every run sees the same language
-ZIPF_EXPONENT = 1.1  # default frequency ∝ 1/rank^ZIPF_EXPONENT of every part of speech
+ZIPF_EXPONENT = DataConfig.builtin_zipf_exponent  # frequency ∝ 1/rank^z of every part of speech
 
 
 @lru_cache(maxsize=1)
@@ -166,23 +168,12 @@ class _Writer:
         return " ".join(lines)
 
 
-MAX_ZIPF = 4.0  # beyond it the top word takes > 92% of every part of speech: no lexicon left
-
-
-def check_zipf(zipf, where: str = "zipf") -> float:
-    """The Zipf exponent as a float, or a ValueError naming ``where`` and the valid range."""
-    if isinstance(zipf, bool) or not isinstance(zipf, (int, float)) or not 0 <= zipf <= MAX_ZIPF:
-        raise ValueError(f"{where}={zipf!r}: the built-in corpus' Zipf exponent must be a number in "
-                         f"[0, {MAX_ZIPF:g}] (0: every word equally likely; default {ZIPF_EXPONENT})")
-    return float(zipf)
-
-
 def document(index: int, seed: int = 42, zipf: float = ZIPF_EXPONENT) -> str:
     """Document number `index` of the corpus with this seed and lexicon Zipf exponent
     (deterministic, random access)."""
     if index < 0:
         raise ValueError(f"document index must be >= 0, got {index}")
-    return _Writer(lexicon(), np.random.default_rng([seed, 1, index]), check_zipf(zipf)).document()
+    return _Writer(lexicon(), np.random.default_rng([seed, 1, index]), check_builtin_zipf(zipf)).document()
 
 
 def unigram_entropy(n_documents: int = 2000, seed: int = 42, zipf: float = ZIPF_EXPONENT) -> float:

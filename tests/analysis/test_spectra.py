@@ -93,9 +93,9 @@ def test_report_section_shows_the_exponent_predicted_with_measured_smoothness(tm
     fit = readout.SourceFit(2.0, (1.9, 2.1), 3.0, (2.8, 3.2), 0.5, (0.45, 0.55), 2 / 3, (0.64, 0.69),
                             (2, 32), 1000, np.ones(64))
     readout.write_readout_csv(fit, run / "readout.csv")
-    text = "\n".join(spectra.spectrum_section(tmp_path / "runs"))
+    text = "\n".join(readout.readout_section(tmp_path / "runs"))
     assert "source smoothness s measured" in text
     assert "| w64/t1280 | 2.000 [1.900, 2.100] | 0.500 [0.450, 0.550] | 0.667 [0.640, 0.690] | 2–32 |" in text
     (run / "readout.csv").write_text("beta,s\n1,2\n")
     with pytest.raises(ValueError, match="readout.csv.*missing columns"):
-        spectra.spectrum_section(tmp_path / "runs")
+        readout.readout_section(tmp_path / "runs")
