@@ -127,6 +127,11 @@ class DataConfig:
 
     def validate(self) -> None:
         check_builtin_zipf(self.builtin_zipf_exponent, "data.builtin_zipf_exponent")
+        if self.path is not None and self.builtin_zipf_exponent != DataConfig.builtin_zipf_exponent:
+            # the knob would be ignored, and the run's config.yaml would name a corpus it never read
+            raise ValueError(f"data.builtin_zipf_exponent={self.builtin_zipf_exponent:g} shapes the built-in "
+                             f"corpus only, but data.path={self.path!r} is set: unset data.path or drop "
+                             "the setting")
         for name in ("epochs", "builtin_documents"):
             if getattr(self, name) < 1:
                 raise ValueError(f"data.{name}={getattr(self, name)}: must be a positive integer")

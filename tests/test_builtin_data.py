@@ -110,3 +110,11 @@ def test_bad_zipf_exponent_names_the_field(value):
 
     with pytest.raises(ValueError, match=r"data\.builtin_zipf_exponent=.*(\[0, 4\]|must be a number)"):
         load_config(overrides=[f"data.builtin_zipf_exponent={value}"])
+
+
+def test_zipf_exponent_with_another_dataset_is_refused_not_ignored(tmp_path):
+    from depthdelusion.config import load_config
+
+    with pytest.raises(ValueError, match=r"data\.builtin_zipf_exponent=1\.6 shapes the built-in corpus only"):
+        load_config(overrides=["data.builtin_zipf_exponent=1.6", f"data.path={tmp_path}"])
+    load_config(overrides=["data.builtin_zipf_exponent=1.1", f"data.path={tmp_path}"])  # the default: fine
