@@ -3,7 +3,7 @@
 A run is configured by a YAML file with the sections `model`, `data`, `train`, `mesh`, then
 dotted overrides (`--set model.depth=24`). Every value is checked against its field's type and
 valid range; a bad value raises a ValueError naming the field and what would be valid.
-The defaults are the paper's recipe (SPEC.md §2) except where noted.
+The defaults are the Depth Delusion paper's training recipe except where noted.
 """
 from __future__ import annotations
 

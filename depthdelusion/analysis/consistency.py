@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize
 
+from .reference import PAPER_VOCAB as VOCAB
 from .runs import load_runs
-
-VOCAB = 50257
 
 
 def _baseline(D, W, V=VOCAB):

@@ -1,7 +1,7 @@
-"""Source smoothness s of a language model's target, estimated from its LM head (issue 18 item 3),
+"""Source smoothness s of a language model's target, estimated from its LM head,
 and the data exponent the redundancy law predicts from it. Numpy only; owns readout.csv.
 
-Convention (SPEC.md, Redundancy laws; depthdelusion/analysis/redundancy.py): features x with
+Convention ("Scaling laws are redundancy laws"; depthdelusion/analysis/redundancy.py): features x with
 covariance eigenpairs (λ_i, u_i), λ_i ∝ i^(−β); a linear target f(x) = θᵀx with θ_i = u_iᵀθ has
 source smoothness s when its power per eigendirection decays as
 

@@ -35,7 +35,7 @@ from .fitting import FitResult, fit
 from .persistence import (DEFAULT_STEP, DEFAULT_WINDOW, persistence_lengths, persistence_scaling,
                           window_bounds)
 from .reference import (PAPER_FIT, PAPER_KAPPA, PAPER_PERSISTENCE_EXPONENT, PAPER_PERSISTENCE_R2,
-                        PAPER_SHAPE_EXPONENTS)
+                        PAPER_SHAPE_EXPONENTS, PAPER_VOCAB)
 from .runs import Runs, load_runs
 from .shape import audit_shapes, optimal_shape, trainer_counts
 from .readout import readout_section
@@ -45,8 +45,6 @@ from .verdict import LR_THRESHOLD, overall, penalty_verdict, penalty_verdicts, s
 
 DEFAULT_LAWS = ("depth_delusion", "depth_delusion_relative", "depth_delusion_power", "kaplan")
 GROUP_MODES = ("auto", "offsets", "pooled")
-#: The paper's runs use the GPT-2 BPE tokenizer; the bundled table has no vocab column.
-PAPER_VOCAB = 50257
 SIZE_CLASS_GAP = 1.5  # runs whose N differ by more than this factor start a new size class
 MIN_RUNS_ALONE = 10   # a group is fitted alone only with at least this many runs
 

@@ -19,6 +19,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from depthdelusion.analysis.tables import markdown_table
 from depthdelusion.config import DataConfig, ModelConfig, TrainConfig
 from depthdelusion.data.pipeline import Batches
 from depthdelusion.model.transformer import Transformer
@@ -141,22 +142,21 @@ def write_outputs(rows: list[dict], setup: CoordCheckSetup, out: str | Path) -> 
 def markdown(rows: list[dict], setup: CoordCheckSetup) -> str:
     step = setup.steps
     lines = [f"# Coordinate check: RMS of the last block's output after {step} updates", "",
-             f"Setup: {dataclasses.asdict(setup)}; built-in corpus; constant lr.", "",
-             "| parametrization | spread (max/min, all shapes) | width growth (widest/narrowest) | depth growth |",
-             "|---|---|---|---|"]
-    for s in spreads(rows, step):
-        lines.append(f"| {s.parametrization} | {s.spread:.2f} | {s.width_growth:.2f} | {s.depth_growth:.2f} |")
-    lines += ["", "| parametrization | depth | " + " | ".join(
-        f"W={w}" for w in sorted({r['width'] for r in rows})) + " |"]
+             f"Setup: {dataclasses.asdict(setup)}; built-in corpus; constant lr.", ""]
+    lines.append(markdown_table(
+        ["parametrization", "spread (max/min, all shapes)", "width growth (widest/narrowest)", "depth growth"],
+        [[s.parametrization, f"{s.spread:.2f}", f"{s.width_growth:.2f}", f"{s.depth_growth:.2f}"]
+         for s in spreads(rows, step)]))
     widths = sorted({r["width"] for r in rows})
-    lines.append("|---|---|" + "---|" * len(widths))
     final = {(r["parametrization"], r["depth"], r["width"]): r for r in rows if r["step"] == step}
+    table = []
     for name in dict.fromkeys(r["parametrization"] for r in rows):
         for depth in sorted({r["depth"] for r in rows}):
             cells = [f"{final[name, depth, w]['last_block_rms']:.3g}" if (name, depth, w) in final
                      else "–" for w in widths]
             if any(c != "–" for c in cells):
-                lines.append(f"| {name} | {depth} | " + " | ".join(cells) + " |")
+                table.append([name, depth, *cells])
+    lines += ["", markdown_table(["parametrization", "depth", *(f"W={w}" for w in widths)], table)]
     return "\n".join(lines) + "\n"
 
 

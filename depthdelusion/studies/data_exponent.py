@@ -1,5 +1,5 @@
 """`depthdelusion data-exponent ROOT`: the data exponent predicted from spectra against the one
-measured by a token sweep (issue 18 items 3 and 4).
+measured by a token sweep.
 
 ROOT holds one directory per token sweep (`depthdelusion sweep experiments/data_exponent.yaml
 --out ROOT/NAME ...`): every run of a sweep has the same shape and corpus and its own budget. Per
@@ -104,7 +104,7 @@ def data_power_law():
         Param("E", (0.5, 2.5), bounds=(0, INF), doc="irreducible loss (nats)"),
         Param("B", (1.0, 1e5), log=True, bounds=(0, INF), doc="data scale"),
         Param("beta", (0.05, 1.0), bounds=(0, INF), doc="data exponent")),
-        formula="E + B·T^−β", source="one shape's token sweep (SPEC.md, Redundancy laws)",
+        formula="E + B·T^−β", source="one shape's token sweep (the redundancy law, analysis/redundancy.py)",
         doc="Held-out loss against tokens at one fixed shape; β is the data exponent b.",
         needs_tokens=True)
 

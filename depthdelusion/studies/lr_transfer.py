@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from depthdelusion.analysis.tables import markdown_table
 from depthdelusion.config import PARAMETRIZATIONS, Config, from_dict
 
 SWEEP_KEYS = ("base", "parametrizations", "widths", "depths", "lrs", "depth_sweep")
@@ -217,10 +218,8 @@ def markdown(rows: list[dict], depth_rows: list[dict], exp: dict, path: Path,
         "noise was not measured, so the margin to the runner-up lr is given for each optimum; a margin of "
         "a few hundredths of a nat should be read as a tie.", "",
         f"## Optimal learning rate per shape (grid {', '.join(f'{lr:g}' for lr in lrs)})", "",
-        "| parametrization | depth | " + " | ".join(f"W={w}" for w in widths) + " |",
-        "|---|---|" + "---|" * len(widths),
     ]
-    optima = {}
+    optima, table = {}, []
     for name in names:
         for depth in depths:
             cells = []
@@ -233,7 +232,8 @@ def markdown(rows: list[dict], depth_rows: list[dict], exp: dict, path: Path,
                 optima[name, width, depth] = optimum_label(lr, grid)
                 edge = "" if optimum_label(lr, grid) == f"{lr:g}" else " (edge)"
                 cells.append(f"{optimum_label(lr, grid)}{edge} ({loss:.3f}{margin})")
-            lines.append(f"| {name} | {depth} | " + " | ".join(cells) + " |")
+            table.append([name, depth, *cells])
+    lines.append(markdown_table(["parametrization", "depth", *(f"W={w}" for w in widths)], table))
     lines += ["", "Cell: optimal lr (its validation loss, + margin of the runner-up lr). An optimum on the "
               "edge of the lrs trained for that shape is a bound (≤ lowest / ≥ highest lr), not an optimum. "
               "Full grid with final_loss: `lr_sweep.csv`; curves: `lr_transfer.png`.", ""]
@@ -273,14 +273,15 @@ def markdown(rows: list[dict], depth_rows: list[dict], exp: dict, path: Path,
                f" (over the {len(penalty)} shapes where lr {base_lr:g} was trained)") + ".")
     sweep = exp["depth_sweep"]
     lines += ["", f"## Depth sweep at width {sweep['width']}, lr tuned at the base shape "
-              f"({base_w}×{base_d}), validation loss", "",
-              "| parametrization | lr | " + " | ".join(f"D={d}" for d in sweep["depths"]) + " | U-shaped? |",
-              "|---|---|" + "---|" * len(sweep["depths"]) + "---|"]
+              f"({base_w}×{base_d}), validation loss", ""]
+    table = []
     for name in names:
         sel = [r for r in depth_rows if r["parametrization"] == name]
         losses = [r["eval_loss"] for r in sel]
-        lines.append(f"| {name} | {sel[0]['lr']:g} | " + " | ".join(f"{x:.3f}" for x in losses)
-                     + f" | {'yes' if is_u_shaped(losses, 0.01) else 'no'} |")
+        table.append([name, f"{sel[0]['lr']:g}", *(f"{x:.3f}" for x in losses),
+                      "yes" if is_u_shaped(losses, 0.01) else "no"])
+    lines.append(markdown_table(["parametrization", "lr", *(f"D={d}" for d in sweep["depths"]), "U-shaped?"],
+                                table))
     lines += ["", "U-shaped: the minimum over depth is interior and beats both ends by > 0.01 nats "
               "(validation loss; final_loss in `depth_sweep.csv`). The lr is fixed per parameterization, "
               "tuned at the base shape only, and every depth trains the same number of steps.", ""]
