@@ -84,28 +84,27 @@ def _write_whole(path: epath.Path, text: str) -> None:
 
 # --- config.yaml ------------------------------------------------------------------------------
 
-def read_config(run_dir: epath.PathLike) -> Config | None:
-    """The run's configuration; None when the directory has no config.yaml."""
-    path = as_path(run_dir) / CONFIG
+def _read_yaml(path):
+    """The parsed YAML at ``path``, or None when the file is absent."""
     if not path.exists():
         return None
     try:
-        raw = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
         raise ValueError(f"{path}: not valid YAML: {err}") from None
-    return from_dict(raw, str(path))
+
+
+def read_config(run_dir: epath.PathLike) -> Config | None:
+    """The run's configuration; None when the directory has no config.yaml."""
+    path = as_path(run_dir) / CONFIG
+    raw = _read_yaml(path)
+    return None if raw is None and not path.exists() else from_dict(raw, str(path))
 
 
 def read_config_dict(run_dir: epath.PathLike) -> dict[str, Any] | None:
     """config.yaml as plain sections (for readers of runs written by other versions, whose
     fields this Config may not know); None when absent or not a mapping."""
-    path = as_path(run_dir) / CONFIG
-    if not path.exists():
-        return None
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ValueError(f"{path}: not valid YAML: {err}") from None
+    raw = _read_yaml(as_path(run_dir) / CONFIG)
     return raw if isinstance(raw, dict) else None
 
 
@@ -139,9 +138,9 @@ def check_same_numbers(run_dir: epath.PathLike, cfg: Config) -> None:
 
 # --- summary.json -----------------------------------------------------------------------------
 
-def read_summary(run_dir: epath.PathLike) -> dict[str, Any] | None:
-    """summary.json; None when absent. A file that is not a JSON object is an error naming it."""
-    path = as_path(run_dir) / SUMMARY
+def read_json_object(path: epath.PathLike) -> dict[str, Any] | None:
+    """A JSON file holding one object; None when absent. Anything else is an error naming it."""
+    path = as_path(path)
     if not path.exists():
         return None
     try:
@@ -151,6 +150,11 @@ def read_summary(run_dir: epath.PathLike) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object")
     return data
+
+
+def read_summary(run_dir: epath.PathLike) -> dict[str, Any] | None:
+    """summary.json; None when absent. A file that is not a JSON object is an error naming it."""
+    return read_json_object(as_path(run_dir) / SUMMARY)
 
 
 def write_summary(run_dir: epath.PathLike, summary: dict[str, Any]) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -417,16 +416,6 @@ def _units_from_config(run_dir, vocab):
     return tokenizer, vocab
 
 
-def _read_json(path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object")
-    return data
-
-
 def _field(obj: dict, key: str, where: str):
     if key not in obj:
         raise ValueError(f"{where}: field {key!r} is missing")
@@ -442,7 +431,7 @@ def read_insertion_signal(path, depth: int) -> np.ndarray | None:
     path = rundir.as_path(path)
     if not path.exists():
         return None
-    probe = _read_json(path)
+    probe = rundir.read_json_object(path)
     signal = np.full(depth, np.nan)
     for row in probe.get("signal", []):
         after = int(_field(row, "after", f"{path}: 'signal' row"))
