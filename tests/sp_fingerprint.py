@@ -7,7 +7,6 @@ import hashlib
 import json
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx

@@ -1,7 +1,6 @@
 """Preemption safety: exact resume after SIGKILL / SIGTERM, bad checkpoints, resharding,
 the non-finite guard, append-only records."""
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -204,7 +203,7 @@ def test_checkpoint_restores_onto_another_mesh(tmp_path, target, parametrization
         def start_prefetch(self):
             pass
 
-    step, restored = Checkpointer(tmp_path / "ckpt").restore_latest(dest.abstract_state, dest.state_sharding, it := Recorder())
+    step, restored = Checkpointer(tmp_path / "ckpt").restore_latest(dest.abstract_state, dest.state_sharding, Recorder())
     assert step == 1
     for a, b in zip(jax.tree.leaves(jax.device_get(state)), jax.tree.leaves(jax.device_get(restored))):
         np.testing.assert_array_equal(a, b)

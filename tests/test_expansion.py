@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from depthdelusion.config import Config, DataConfig, ModelConfig, TrainConfig, from_dict
+from depthdelusion.config import Config, DataConfig, ModelConfig, TrainConfig
 from depthdelusion.data.pipeline import Batches
 from depthdelusion.model.transformer import Transformer
 from depthdelusion.rundir import read_metrics

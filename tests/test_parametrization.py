@@ -2,7 +2,6 @@
 and each group gets the multipliers of the rules table."""
 import dataclasses
 import json
-import math
 from pathlib import Path
 
 import jax

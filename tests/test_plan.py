@@ -1,5 +1,4 @@
 """Ahead-of-time TPU plans: the real train step compiled by libtpu for a TPU slice on this CPU host."""
-import math
 
 import pytest
 

@@ -9,7 +9,6 @@ to a local directory (`LocalCheckpointer` below). On a slice they go to gs:// th
 and orbax, as in any orbax user.
 """
 import json
-from pathlib import Path
 
 import pytest
 import yaml

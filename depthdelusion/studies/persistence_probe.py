@@ -142,7 +142,7 @@ def write(result: dict, setup: ProbeSetup, out: Path, command: str) -> list[Path
     files.append(out / "persistence.csv")
 
     last = setup.steps
-    lines = [f"# Persistence probe", "", f"Command: `{command}`", "",
+    lines = ["# Persistence probe", "", f"Command: `{command}`", "",
              f"Setup: {json.dumps(dataclasses.asdict(setup))}.", "",
              "rate = 1/ℓ per layer from ln g_l = b − rate·(D − l) (one logged step: the 95% CI is the "
              "regression t-interval). rate > 0: the paper's decay towards the input; rate < 0: "

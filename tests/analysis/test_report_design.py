@@ -5,7 +5,6 @@ import csv
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from depthdelusion.analysis import fit, load_reference
 from depthdelusion.analysis.consistency import with_param_convention
