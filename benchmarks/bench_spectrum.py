@@ -78,20 +78,19 @@ def moments_only() -> None:
 
 
 def end_to_end() -> None:
-    from depthdelusion.config import Config, MeshConfig, dump_config
-    from depthdelusion.data.tokenizers import get_tokenizer
+    from depthdelusion import rundir
+    from depthdelusion.config import Config, MeshConfig, resolve_vocab
     from depthdelusion.parallel.mesh import make_mesh
     from depthdelusion.train.checkpoints import Checkpointer
     from depthdelusion.train.step import build_trainer
 
     cfg = Config()
-    mc = dataclasses.replace(cfg.model, depth=D, width=W, seq_len=args.seq_len,
-                             vocab_size=get_tokenizer(cfg.data.tokenizer).vocab_size)
-    cfg = dataclasses.replace(cfg, model=mc, mesh=MeshConfig(data=1)).validate()
+    mc = dataclasses.replace(cfg.model, depth=D, width=W, seq_len=args.seq_len)
+    cfg = resolve_vocab(dataclasses.replace(cfg, model=mc, mesh=MeshConfig(data=1))).validate()
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run"
         run.mkdir()
-        dump_config(cfg, run / "config.yaml")
+        rundir.write_config(run, cfg)
         trainer = build_trainer(cfg, make_mesh(cfg.mesh, jax.devices()[:1]))
         ckpt = Checkpointer(run / "checkpoints")
         ckpt.save(0, trainer.init(), {})

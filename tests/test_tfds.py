@@ -339,6 +339,9 @@ def test_the_prepared_dataset_names_its_reader_and_the_loader_dispatches_on_it(t
     meta_file.write_text(json.dumps({k: v for k, v in written.items() if k not in ("depthdelusion_reader", "window")}))
     with pytest.raises(ValueError, match=rf"{meta_file}: .* names no reader .*packed_windows.*prepare-data"):
         Batches(cfg, 15, 4)
+    meta_file.write_text(json.dumps({k: v for k, v in written.items() if k != "dtype"}))
+    with pytest.raises(ValueError, match=rf"{meta_file}: missing dtype .*prepare-data"):
+        Batches(cfg, 15, 4)
     meta_file.write_text(json.dumps({k: v for k, v in written.items() if k != "depthdelusion_reader"}))
     for a, b in zip(expected, take(Batches(cfg, 15, 4), 3)):
         np.testing.assert_array_equal(a, b)

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize
 
-from .reference import PAPER_VOCAB as VOCAB
-from .runs import load_runs
+from .runs import PAPER_VOCAB as VOCAB, load_runs
 
 
 def _baseline(D, W, V=VOCAB):

@@ -18,7 +18,6 @@ DATASETS = {"depth_delusion": "depth_delusion_runs.csv", "llm_shapes": "llm_shap
 PAPER_BASELINE_TOKENS = 6.4e9
 #: The paper's tokenizer and vocabulary (GPT-2 BPE): its losses are in nats per token.
 PAPER_TOKENIZER = "gpt2"
-PAPER_VOCAB = 50257
 #: Standard errors (nats) the paper gives for six large-scale runs (§4.6), by (depth, width).
 PAPER_LOSS_SE = {(24, 1792): 0.008, (80, 1024): 0.011, (40, 2432): 0.006,
                  (72, 1792): 0.009, (32, 4096): 0.006, (64, 2816): 0.008}

@@ -35,8 +35,8 @@ from .fitting import FitResult, fit
 from .persistence import (DEFAULT_STEP, DEFAULT_WINDOW, persistence_lengths, persistence_scaling,
                           window_bounds)
 from .reference import (PAPER_FIT, PAPER_KAPPA, PAPER_PERSISTENCE_EXPONENT, PAPER_PERSISTENCE_R2,
-                        PAPER_SHAPE_EXPONENTS, PAPER_VOCAB)
-from .runs import Runs, load_runs
+                        PAPER_SHAPE_EXPONENTS)
+from .runs import PAPER_VOCAB, Runs, load_runs
 from .shape import audit_shapes, optimal_shape, trainer_counts
 from .readout import readout_section
 from .spectra import spectrum_section

@@ -16,9 +16,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from depthdelusion import rundir
-from depthdelusion.data.tokenizers import ByteTokenizer
+from depthdelusion.data.tokenizers import ByteTokenizer, vocab_size
 
 from .columns import FIELDS, resolve, scale_of
+from .reference import PAPER_TOKENIZER
+
+#: The vocabulary of the paper's runs (its tokenizer's; the bundled table has no vocab column).
+PAPER_VOCAB = vocab_size(PAPER_TOKENIZER)
 
 
 @dataclass
@@ -224,7 +228,7 @@ def load_reference(name: str):
         loss_se=np.array([ref.PAPER_LOSS_SE.get((int(d), int(w)), math.nan)
                           for d, w in zip(runs.depth, runs.width)]),
         group=runs.group, name=runs.name, source="paper (bundled: depth_delusion_runs.csv)",
-        tokenizer=[ref.PAPER_TOKENIZER] * n, vocab_size=np.full(n, ref.PAPER_VOCAB))
+        tokenizer=[ref.PAPER_TOKENIZER] * n, vocab_size=np.full(n, PAPER_VOCAB))
 
 
 def _paper_runs() -> Runs:

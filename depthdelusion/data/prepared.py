@@ -9,17 +9,15 @@ takes its rows of each. No tokenizing at training time, and random access makes 
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Iterator
 
 import grain
 import numpy as np
-from etils import epath
 
 from depthdelusion.config import DataConfig
 from depthdelusion.data.grain_workers import prefetch_in_workers
 from depthdelusion.data.sources import DatasetFiles, legacy_windows_error
-from depthdelusion.data.tfds_format import decode_window
+from depthdelusion.data.tfds_format import decode_window, windows_metadata
 
 
 @dataclasses.dataclass
@@ -50,7 +48,7 @@ def checked_metadata(found: DatasetFiles, cfg: DataConfig, window: int) -> dict:
     """The dataset's metadata.json, after checking it was prepared for this tokenizer and window."""
     if found.format == "legacy_windows":
         raise legacy_windows_error(found.root)
-    meta = json.loads((epath.Path(found.root) / "metadata.json").read_text())  # the TFDS metadata
+    meta = windows_metadata(found.root)
     if meta["window"] != window or meta["tokenizer"] != cfg.tokenizer:
         raise ValueError(
             f"data.path={found.root} was prepared with tokenizer={meta['tokenizer']} and windows of "

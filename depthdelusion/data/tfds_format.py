@@ -157,6 +157,21 @@ def prepared_reader(dataset: TfdsDataset) -> str | None:
     return kind
 
 
+WINDOWS_METADATA = ("window", "tokenizer", "dtype")
+
+
+def windows_metadata(root) -> dict:
+    """A packed-windows dataset's metadata (TFDS's own reader), with the fields the window reader
+    needs; a missing one is an error naming the file."""
+    meta = load_dataset_info(epath.Path(root)).metadata
+    missing = [k for k in WINDOWS_METADATA if k not in meta]
+    if missing:
+        raise ValueError(f"{root}/metadata.json: missing {', '.join(missing)} (a packed-windows dataset "
+                         "names its window, tokenizer and dtype): prepare it again with "
+                         "`depthdelusion prepare-data`")
+    return meta
+
+
 def load_dataset_info(root: epath.Path) -> TfdsDataset:
     """Read a builder directory's description through TFDS's own reader (no TensorFlow)."""
     info = _tfds().builder_from_directory(root).info

@@ -75,7 +75,13 @@ def discover(root: Path) -> dict[str, list[Run]]:
             continue
         if s.get("eval_loss") is None:
             raise ValueError(f"{run_dir / rundir.SUMMARY}: no eval_loss (train with train.eval_batches > 0)")
+        missing = [k for k in ("steps", "tokens", "wall_time_s") if k not in s]
+        if missing:
+            raise ValueError(f"{run_dir / rundir.SUMMARY}: missing {', '.join(missing)}; not a summary "
+                             "written by `depthdelusion train`")
         cfg = rundir.read_config(run_dir)
+        if cfg is None:
+            raise FileNotFoundError(f"{run_dir}: no {rundir.CONFIG} beside its {rundir.SUMMARY}")
         sweeps.setdefault(run_dir.parent.name, []).append(Run(
             run_dir.name, run_dir, int(s["steps"]), int(s["tokens"]), float(s["eval_loss"]),
             float(s["wall_time_s"]), cfg.model.depth, cfg.model.width, cfg.data.builtin_zipf_exponent,

@@ -102,3 +102,17 @@ def test_a_root_without_finished_runs_is_one_clear_line(tmp_path, capsys):
     assert "no finished runs in ROOT/SWEEP/RUN/summary.json" in capsys.readouterr().err
     assert main(["data-exponent", str(tmp_path), "--out", str(tmp_path / "out"), "--tokens", "0"]) == 2
     assert "--tokens=0: must be a positive integer" in capsys.readouterr().err
+
+
+def test_a_run_without_its_config_or_summary_fields_is_named(tmp_path):
+    from depthdelusion import rundir
+
+    run = tmp_path / "runs" / "w64" / "t40"
+    run.mkdir(parents=True)
+    summary = {"status": "finished", "eval_loss": 2.5, "steps": 40, "tokens": 20480, "wall_time_s": 1.0}
+    rundir.write_summary(run, summary)
+    with pytest.raises(FileNotFoundError, match=r"t40: no config.yaml beside its summary.json"):
+        data_exponent.discover(tmp_path / "runs")
+    rundir.write_summary(run, {k: v for k, v in summary.items() if k != "tokens"})
+    with pytest.raises(ValueError, match=r"t40/summary.json: missing tokens"):
+        data_exponent.discover(tmp_path / "runs")
