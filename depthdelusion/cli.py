@@ -47,10 +47,10 @@ COMMANDS = (
      "gradient persistence length per run and ℓ(W)"),
     ("audit", "depthdelusion.analysis.commands:run_audit",
      "check parameter counts against depth and width"),
-    ("expand", "depthdelusion.studies.expansion_commands:run_expand",
+    ("expand", "depthdelusion.studies.expansion.commands:run_expand",
      "insert zero-output blocks into a trained run (new run directory), or --probe the "
      "first-order signal per insertion layer"),
-    ("expansion-study", "depthdelusion.studies.expansion_commands:run_expansion_study",
+    ("expansion-study", "depthdelusion.studies.expansion.commands:run_expansion_study",
      "the depth-expansion study: train (resumable), grow, probe, tables and figures"),
     ("persistence-probe", "depthdelusion.studies.persistence_probe:run_command",
      "per-layer gradient profiles at init and over the first steps for a width x depth grid; ℓ per shape"),

@@ -14,7 +14,7 @@ from depthdelusion.config import Config, DataConfig, ModelConfig, TrainConfig
 from depthdelusion.data.pipeline import Batches
 from depthdelusion.model.transformer import Transformer
 from depthdelusion.rundir import read_metrics
-from depthdelusion.studies import expansion
+from depthdelusion.studies.expansion import surgery
 from depthdelusion.train.loop import train
 
 
@@ -44,16 +44,16 @@ def test_expanded_logits_equal_parents(parametrization, after):
     model = tiny_model(parametrization=parametrization, ffn="swiglu" if after == (2,) else "gelu")
     params = trained_like_params(model)
     tokens = jax.random.randint(jax.random.key(7), (2, 16), 0, model.vocab_size)
-    child_model, child = expansion.expand_params(params, model, after, seed=3)
+    child_model, child = surgery.expand_params(params, model, after, seed=3)
     assert child_model.depth == model.depth + len(after)
     np.testing.assert_allclose(logits(child_model, child, tokens), logits(model, params, tokens),
                                rtol=2e-5, atol=2e-5)
     # The inserted blocks are not all-zero: only the two residual-writing projections are.
-    _, new_pos = expansion.layout(model.depth, after)
+    _, new_pos = surgery.layout(model.depth, after)
     blocks = child["blocks"]["params"]
     for name in ("qkv_kernel", "up_kernel"):
         assert float(jnp.abs(np.asarray(blocks[name][...])[new_pos]).min()) >= 0 and float(jnp.abs(np.asarray(blocks[name][...])[new_pos]).max()) > 0
-    for name in expansion.ZERO_PROJECTIONS:
+    for name in surgery.ZERO_PROJECTIONS:
         assert float(jnp.abs(np.asarray(blocks[name][...])[new_pos]).max()) == 0.0
 
 
@@ -61,16 +61,16 @@ def test_compensation_is_needed_under_completep():
     """Without rescaling the old projections the CompleteP function changes (the branch
     multiplier m_L^-1 moved): the compensation is doing the work in the test above."""
     model = tiny_model(parametrization="completep")
-    assert expansion.branch_compensation(model, 5) == pytest.approx(5 / 3)
-    assert expansion.branch_compensation(dataclasses.replace(model, parametrization="sp"), 5) == 1.0
+    assert surgery.branch_compensation(model, 5) == pytest.approx(5 / 3)
+    assert surgery.branch_compensation(dataclasses.replace(model, parametrization="sp"), 5) == 1.0
     params = trained_like_params(model)
     tokens = jax.random.randint(jax.random.key(7), (2, 16), 0, model.vocab_size)
-    child_model = expansion.expanded_model_config(model, 2)
+    child_model = surgery.expanded_model_config(model, 2)
     flat = {jax.tree_util.keystr(p): v for p, v in jax.tree_util.tree_flatten_with_path(params)[0]}
     abstract = nnx.state(nnx.eval_shape(lambda: Transformer(child_model, rngs=nnx.Rngs(0))), nnx.Param)
     leaves, treedef = jax.tree_util.tree_flatten_with_path(abstract)
     shapes = {jax.tree_util.keystr(p): leaf.shape for p, leaf in leaves}
-    uncompensated = expansion.insert_blocks(flat, shapes, 3, (0, 1), expansion.fresh_blocks(model, 2, 0),
+    uncompensated = surgery.insert_blocks(flat, shapes, 3, (0, 1), surgery.fresh_blocks(model, 2, 0),
                                             1.0, kind=lambda k: "param")
     child = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(uncompensated[k]) for k in shapes])
     diff = jnp.abs(logits(child_model, child, tokens) - logits(model, params, tokens)).max()
@@ -79,10 +79,10 @@ def test_compensation_is_needed_under_completep():
 
 def test_bad_after_is_a_clear_error():
     with pytest.raises(ValueError, match="0..3"):
-        expansion.parse_after("1,4", 4)
+        surgery.parse_after("1,4", 4)
     with pytest.raises(ValueError, match="comma-separated"):
-        expansion.parse_after("a", 4)
-    assert expansion.parse_after("3,0", 4) == (0, 3)
+        surgery.parse_after("a", 4)
+    assert surgery.parse_after("3,0", 4) == (0, 3)
 
 
 RUN = Config(
@@ -104,21 +104,21 @@ def test_expanded_run_continues_parent(tmp_path):
 
     parent = tmp_path / "parent"
     train(RUN, parent)
-    record = expansion.expand_run(parent, [0], tmp_path / "child", seed=1, overrides=["train.steps=6"])
+    record = surgery.expand_run(parent, [0], tmp_path / "child", seed=1, overrides=["train.steps=6"])
     assert record["new_positions"] == [1] and record["parent_step"] == 4
     c = record["branch_compensation"]
     assert c == pytest.approx(1.5)
 
-    parent_cfg = expansion.read_run_config(parent)
-    child_cfg = expansion.read_run_config(tmp_path / "child")
+    parent_cfg = surgery.read_run_config(parent)
+    child_cfg = surgery.read_run_config(tmp_path / "child")
     assert child_cfg.model.depth == 3 and child_cfg.train.steps == 6
-    _, pflat, pstate, _ = expansion.restore_state(parent, parent_cfg)
-    _, cflat, _, _ = expansion.restore_state(tmp_path / "child", child_cfg)
+    _, pflat, pstate, _ = surgery.restore_state(parent, parent_cfg)
+    _, cflat, _, _ = surgery.restore_state(tmp_path / "child", child_cfg)
     for key, value in cflat.items():
-        if "['blocks']" not in key or expansion.state_kind(key) not in ("mu", "nu"):
+        if "['blocks']" not in key or surgery.state_kind(key) not in ("mu", "nu"):
             continue
-        name, kind = expansion.leaf_name(key), expansion.state_kind(key)
-        factor = {"mu": 1 / c, "nu": 1 / c ** 2}[kind] if name in expansion.RESIDUAL_WRITERS else 1.0
+        name, kind = surgery.leaf_name(key), surgery.state_kind(key)
+        factor = {"mu": 1 / c, "nu": 1 / c ** 2}[kind] if name in surgery.RESIDUAL_WRITERS else 1.0
         np.testing.assert_allclose(np.asarray(value)[[0, 2]], np.asarray(pflat[key]) * factor, rtol=1e-6)
         assert not np.any(np.asarray(value)[1]), f"{key}: new block's optimizer state is not zero"
     assert int(cflat[".step"]) == 4
@@ -145,7 +145,7 @@ def test_expand_refuses_shape_overrides(tmp_path):
 
     write_config(tmp_path / "run", cfg)
     with pytest.raises(ValueError, match="train.batch_size"):
-        expansion.expand_run(tmp_path / "run", [0], tmp_path / "out", overrides=["model.width=64"])
+        surgery.expand_run(tmp_path / "run", [0], tmp_path / "out", overrides=["model.width=64"])
 
 
 def test_cli_expand_errors_name_the_flag(tmp_path, capsys):

@@ -10,8 +10,8 @@ from flax import nnx
 
 from depthdelusion.model import parametrization as pz
 from depthdelusion.model.transformer import Transformer, _norm, rope
-from depthdelusion.studies import expansion
-from depthdelusion.studies import expansion_probe as probe
+from depthdelusion.studies.expansion import surgery
+from depthdelusion.studies.expansion import probe
 from depthdelusion.train.step import cross_entropy
 from tests.test_expansion import tiny_model, trained_like_params
 
@@ -57,8 +57,8 @@ def test_explicit_signal_is_the_single_insertion_gradient():
     params = trained_like_params(model)
     tokens = jax.random.randint(jax.random.key(4), (2, 17), 0, model.vocab_size)
     k = 1
-    block = expansion.fresh_blocks(model, 1, seed=2)
-    child_model, child = expansion.expand_params(params, model, [k], fresh=block)
+    block = surgery.fresh_blocks(model, 1, seed=2)
+    child_model, child = surgery.expand_params(params, model, [k], fresh=block)
     graphdef = nnx.graphdef(nnx.eval_shape(lambda: Transformer(child_model, rngs=nnx.Rngs(0))))
     g = jax.grad(lambda p: cross_entropy(nnx.merge(graphdef, p)(tokens[:, :-1]), tokens[:, 1:]))(child)
     blocks = g["blocks"]["params"]

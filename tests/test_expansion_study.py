@@ -10,7 +10,7 @@ import pytest
 from depthdelusion.config import Config, ModelConfig, TrainConfig
 from depthdelusion.rundir import write_config
 from depthdelusion import model_size as size
-from depthdelusion.studies import expansion_study
+from depthdelusion.studies.expansion import study as expansion_study
 
 
 def write_run(path, depth, steps, evals, losses, wall=1.0):

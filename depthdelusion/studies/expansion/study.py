@@ -48,7 +48,7 @@ def grow(runs: Path, log: Callable[[str], None], train_runs: bool = True) -> lis
     """Expand every growth parent (depth D, N steps) by one block after every layer and train it
     to the scratch runs' step count (`train_runs` False: only collect the finished ones);
     returns one row per seed: the parent, grown and scratch run names."""
-    from depthdelusion.studies import expansion
+    from depthdelusion.studies.expansion import surgery
     from depthdelusion.train.loop import train
 
     growth_dir = runs / "depth_expansion_growth"
@@ -68,9 +68,9 @@ def grow(runs: Path, log: Callable[[str], None], train_runs: bool = True) -> lis
             continue
         if not (grown / "expansion.json").exists():
             log(f"expanding {name} -> {grown.name}")
-            expansion.expand_run(growth_dir / name, range(depth), grown, seed=seed,
+            surgery.expand_run(growth_dir / name, range(depth), grown, seed=seed,
                                  overrides=[f"train.steps={total_steps}"])
-        summary = train(expansion.read_run_config(grown), grown)
+        summary = train(surgery.read_run_config(grown), grown)
         log(f"{grown.name}: {summary['status']} eval {summary.get('eval_loss')}")
         rows.append({"seed": seed, "parent": name, "grown": grown.name, "scratch": scratch[0]})
     return rows
@@ -83,13 +83,13 @@ def _curve(run_dir: Path, key: str) -> dict[int, float]:
 def growth_tables(runs: Path, pairs: list[dict]) -> tuple[list[dict], list[dict], dict]:
     """Per-seed final losses of both arms, curves, and the paired comparison."""
     from depthdelusion import model_size as size
-    from depthdelusion.studies import expansion
+    from depthdelusion.studies.expansion import surgery
 
     growth_dir = runs / "depth_expansion_growth"
     per_seed, curves = [], []
     for pair in pairs:
         parent, grown, scratch = (growth_dir / pair[k] for k in ("parent", "grown", "scratch"))
-        pcfg, gcfg = expansion.read_run_config(parent), expansion.read_run_config(grown)
+        pcfg, gcfg = surgery.read_run_config(parent), surgery.read_run_config(grown)
         tokens_per_step = gcfg.train.batch_size * gcfg.model.seq_len
         p_steps, total = pcfg.train.steps, gcfg.train.steps
         flops_grown = (size.flops_per_token(pcfg.model) * p_steps
@@ -339,7 +339,7 @@ def run_study(depth_grid: str, growth_grid: str, runs: str, out: str, *, probe_b
               train: str = "all", log: Callable[[str], None] = print) -> Path:
     """`train`: "all" (both grids and the grown runs), "growth" (the growth grid and grown runs
     only) or "none" (report what is finished)."""
-    from depthdelusion.studies.expansion_probe import probe_run
+    from depthdelusion.studies.expansion.probe import probe_run
 
     runs_path, out_path = Path(runs), Path(out)
     start = time.perf_counter()

@@ -15,7 +15,7 @@ def run_expand(*, run: str, after: str | None = None, out: str | None = None, se
 
     if probe:
         from depthdelusion.analysis.runs import INSERTION_PROBE
-        from depthdelusion.studies.expansion_probe import ETAS, markdown, probe_run
+        from depthdelusion.studies.expansion.probe import ETAS, markdown, probe_run
 
         steps = [float(x) for x in etas.split(",")] if etas else ETAS
         result = probe_run(run, n_batches=batches, etas=steps, seed=seed)
@@ -30,11 +30,11 @@ def run_expand(*, run: str, after: str | None = None, out: str | None = None, se
         return exit_codes.OK
     if not after or not out:
         raise ValueError("expand: give --after K[,K...] and --out DIR (or --probe)")
-    from depthdelusion.studies import expansion
+    from depthdelusion.studies.expansion import surgery
 
-    cfg = expansion.read_run_config(run)
-    blocks = expansion.parse_after(after, cfg.model.depth)
-    record = expansion.expand_run(run, blocks, out, seed=seed, overrides=list(overrides))
+    cfg = surgery.read_run_config(run)
+    blocks = surgery.parse_after(after, cfg.model.depth)
+    record = surgery.expand_run(run, blocks, out, seed=seed, overrides=list(overrides))
     print(json.dumps(record))
     print(f"expanded run written to {out}; train it on with: depthdelusion train --out {out}")
     return exit_codes.OK
@@ -42,7 +42,7 @@ def run_expand(*, run: str, after: str | None = None, out: str | None = None, se
 
 def run_expansion_study(*, out: str, depth_grid: str, growth_grid: str, runs: str,
                         probe_batches: int = 16, train: str = "all") -> int:
-    from depthdelusion.studies.expansion_study import run_study
+    from depthdelusion.studies.expansion.study import run_study
 
     run_study(depth_grid, growth_grid, runs, out, probe_batches=probe_batches, train=train)
     return exit_codes.OK

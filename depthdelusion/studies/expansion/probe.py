@@ -1,7 +1,7 @@
 """The first-order descent signal of an inserted block, the jumpboard step, and the
 activation-gradient covariance (docs/depth_expansion.md).
 
-Signal. Insert a block after block k with zero output projections (studies/expansion.py). At that
+Signal. Insert a block after block k with zero output projections (surgery.py). At that
 point its gradient w.r.t. the zero projections is g_k = r·Σ_tokens φ_k(h) ⊗ ∂L/∂h_k: the
 correlation of the block's residual features φ (attention values before `out_kernel`, FFN
 activations before `down_kernel`) with the activation gradient at the insertion point, r the
@@ -29,9 +29,9 @@ import numpy as np
 from depthdelusion.analysis.tables import markdown_table
 from depthdelusion.config import ModelConfig
 from depthdelusion.model import parametrization as pz
-from depthdelusion.studies import expansion
+from depthdelusion.studies.expansion import surgery
 
-PROBED = expansion.ZERO_PROJECTIONS
+PROBED = surgery.ZERO_PROJECTIONS
 
 
 def _graphdef(model_cfg: ModelConfig):
@@ -65,8 +65,8 @@ def projection_shapes(params: Any) -> dict[str, tuple]:
     shapes = {}
     for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]:
         key = jax.tree_util.keystr(path)
-        if "['blocks']" in key and expansion.leaf_name(key) in PROBED:
-            shapes[expansion.leaf_name(key)] = tuple(leaf.shape[1:])
+        if "['blocks']" in key and surgery.leaf_name(key) in PROBED:
+            shapes[surgery.leaf_name(key)] = tuple(leaf.shape[1:])
     return {n: shapes[n] for n in PROBED}
 
 
@@ -77,8 +77,8 @@ def with_projections(params: Any, positions, projections: dict) -> Any:
 
     def one(path, leaf):
         key = jax.tree_util.keystr(path)
-        if "['blocks']" in key and expansion.leaf_name(key) in projections:
-            return leaf.at[positions].set(projections[expansion.leaf_name(key)].astype(leaf.dtype))
+        if "['blocks']" in key and surgery.leaf_name(key) in projections:
+            return leaf.at[positions].set(projections[surgery.leaf_name(key)].astype(leaf.dtype))
         return leaf
 
     return jax.tree_util.tree_map_with_path(one, params)
@@ -93,9 +93,9 @@ class SignalProbe:
 
         self.model = model
         D = model.depth
-        self.fresh = expansion.fresh_blocks(model, D, seed)  # block k: the one inserted after k
-        self.child_model, self.child_params = expansion.expand_params(params, model, range(D), fresh=self.fresh)
-        _, self.new_pos = expansion.layout(D, range(D))
+        self.fresh = surgery.fresh_blocks(model, D, seed)  # block k: the one inserted after k
+        self.child_model, self.child_params = surgery.expand_params(params, model, range(D), fresh=self.fresh)
+        _, self.new_pos = surgery.layout(D, range(D))
         graphdef = _graphdef(self.child_model)
         scale = single_insertion_scale(model)
         new_pos = jnp.asarray(self.new_pos)
@@ -208,9 +208,9 @@ def jumpboard(model: ModelConfig, params: Any, k: int, block: dict[str, np.ndarr
     import jax
     import jax.numpy as jnp
 
-    child_model, child_params = expansion.expand_params(params, model, [k], fresh=block)
+    child_model, child_params = surgery.expand_params(params, model, [k], fresh=block)
     graphdef = _graphdef(child_model)
-    pos = expansion.layout(model.depth, [k])[1][0]
+    pos = surgery.layout(model.depth, [k])[1][0]
     shapes = list(projection_shapes(child_params).values())
     sizes = [int(np.prod(s)) for s in shapes]
 
@@ -312,8 +312,8 @@ def probe_run(run_dir, n_batches: int = 16, etas: Sequence[float] = ETAS, seed: 
     from depthdelusion.data.pipeline import Batches, validation_batches
 
     start = time.perf_counter()
-    cfg = expansion.read_run_config(run_dir)
-    step, _, state, _ = expansion.restore_state(run_dir, cfg)
+    cfg = surgery.read_run_config(run_dir)
+    step, _, state, _ = surgery.restore_state(run_dir, cfg)
     params = state.params
     seq, batch = cfg.model.seq_len, cfg.train.batch_size
     batches = Batches(cfg.data, seq, batch)
