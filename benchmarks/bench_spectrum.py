@@ -60,9 +60,9 @@ def moments_only() -> None:
                                                  m2_LxWxW.astype(np.float64))
     t_moments, c_moments = time.perf_counter() - start, time.process_time() - cpu
     start, cpu = time.perf_counter(), time.process_time()
-    full = spectrum.eigenvalues(spectrum._total(groups))
-    half = [spectrum.eigenvalues(spectrum._total(groups[:4])), spectrum.eigenvalues(spectrum._total(groups[4:]))]
-    jack = [spectrum.eigenvalues(spectrum._total(groups[:g] + groups[g + 1:])) for g in range(len(groups))]
+    full = spectrum.eigenvalues(spectrum.total_moments(groups))
+    half = [spectrum.eigenvalues(spectrum.total_moments(groups[:4])), spectrum.eigenvalues(spectrum.total_moments(groups[4:]))]
+    jack = [spectrum.eigenvalues(spectrum.total_moments(groups[:g] + groups[g + 1:])) for g in range(len(groups))]
     fits = [spectra.tail_fit(layer, full[layer], (half[0][layer], half[1][layer]),
                              [j[layer] for j in jack], n_batches * args.rows * args.seq_len)
             for layer in range(D + 1)]

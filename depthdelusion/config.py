@@ -308,7 +308,8 @@ def _coerce(where: str, annotation: Any, value: Any) -> Any:
     raise TypeError(f"unsupported annotation {annotation!r} for {where}")
 
 
-def _set_field(cfg: Config, dotted: str, value: Any) -> None:
+def set_field(cfg: Config, dotted: str, value: Any) -> None:
+    """cfg.SECTION.FIELD = value, parsed to the field's type (a clear error naming the key)."""
     parts = dotted.split(".")
     if len(parts) != 2:
         raise ValueError(f"config key {dotted!r}: expected SECTION.FIELD, e.g. model.depth")
@@ -336,7 +337,7 @@ def from_dict(raw: dict[str, Any], source: str = "config") -> Config:
         if not isinstance(fields, dict):
             raise ValueError(f"{source}: section {section!r} must be a mapping of field: value")
         for name, value in fields.items():
-            _set_field(cfg, f"{section}.{name}", value)
+            set_field(cfg, f"{section}.{name}", value)
     return cfg
 
 
@@ -367,7 +368,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tu
     cfg = from_dict(raw, source)
     for text in overrides:
         key, value = parse_override(text)
-        _set_field(cfg, key, value)
+        set_field(cfg, key, value)
     return cfg.validate()
 
 

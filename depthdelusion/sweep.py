@@ -27,7 +27,7 @@ import yaml
 from etils import epath
 
 from depthdelusion import rundir
-from depthdelusion.config import Config, _set_field, from_dict, parse_override, resolve_vocab
+from depthdelusion.config import Config, set_field, from_dict, parse_override, resolve_vocab
 
 GRID_KEYS = ("name", "description", "topology", "fixed", "grid", "runs", "overrides",
              "tokens", "tokens_per_param", "name_format")
@@ -132,10 +132,10 @@ def load_grid(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
             raise ValueError(err if str(path) in str(err) else f"{path}: fixed: {err}") from None
         for text in overrides:
             key, value = parse_override(text)
-            _set_field(cfg, key, value)  # --set errors name the flag, not the file
+            set_field(cfg, key, value)  # --set errors name the flag, not the file
         try:
             for key, value in point.items():
-                _set_field(cfg, key, value)
+                set_field(cfg, key, value)
         except ValueError as err:
             raise ValueError(f"{path}: grid / runs: {err}") from None
         name = run_name(cfg, name_format)
@@ -144,7 +144,7 @@ def load_grid(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
         seen.add(name)
         try:
             for key, value in _dotted(per_run.get(name) or {}, f"{path}: overrides.{name}").items():
-                _set_field(cfg, key, value)
+                set_field(cfg, key, value)
         except ValueError as err:
             raise ValueError(err if str(path) in str(err) else f"{path}: overrides.{name}: {err}") from None
         try:

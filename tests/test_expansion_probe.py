@@ -122,3 +122,32 @@ def test_jumpboard_first_order_agrees_for_small_steps():
     norm = np.linalg.norm(grads_DxP[k])
     assert rows[0]["delta_train"] == pytest.approx(-1e-3 * norm, rel=0.05)
     assert rows[1]["delta_train"] < 0
+
+
+def test_intervals_respect_the_bounds_of_their_quantities():
+    """Nearly parallel train and held-out gradients, few batches: the cosine's interval stays in
+    [-1, 1] and the norms' above 0 (reflected on the raw scale the cosine's upper end passes 1)."""
+    rng = np.random.default_rng(1)
+    n_tr, n_te, P = 4, 4, 50
+    mu = rng.normal(size=P)
+    G = mu + 0.25 * rng.normal(size=(n_tr + n_te, P))
+    stats = probe.GramStats(np.einsum("ip,jp->ij", G, G)[None], n_tr, G[:n_tr].mean(0)[None], G[n_tr:].mean(0)[None])
+    row = probe.signal_table(stats, n_boot=400)[0]
+    assert row["cosine"] > 0.9
+    assert -1.0 <= row["cosine_lo"] <= row["cosine"] <= row["cosine_hi"] <= 1.0
+    for name in ("signal_train", "signal_test"):
+        assert 0.0 < row[f"{name}_lo"] <= row[name] <= row[f"{name}_hi"]
+
+
+def test_too_few_batches_is_a_clear_error(capsys):
+    """Two batches per set leave the jackknife one batch: a one-line error, never a NaN."""
+    from depthdelusion.cli import main
+
+    rng = np.random.default_rng(2)
+    G = rng.normal(size=(4, 10))
+    stats = probe.GramStats(np.einsum("ip,jp->ij", G, G)[None], 2, G[:2].mean(0)[None], G[2:].mean(0)[None])
+    with pytest.raises(ValueError, match="at least 3 training batches"):
+        probe.signal_table(stats, n_boot=10)
+    assert main(["expand", "no_such_run", "--probe", "--batches", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--batches: the probe needs at least 3" in err and len(err.strip().splitlines()) == 1

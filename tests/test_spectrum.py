@@ -64,7 +64,7 @@ def test_streaming_covariance_equals_numpy_over_collected_hidden_states(run_dir,
                                    for b in batches], axis=1).astype(np.float64)
     assert hidden_LxNxW.shape == (D + 1, TOKENS, W)
     cov_LxWxW = np.stack([np.cov(h, rowvar=False) for h in hidden_LxNxW])
-    moments = spectrum._total(spectrum.group_moments(graphdef, params, batches, 8))
+    moments = spectrum.total_moments(spectrum.group_moments(graphdef, params, batches, 8))
     assert moments.n == TOKENS
     # float32 within a batch of 256 tokens, float64 across batches: 1e-5 of the largest entry
     np.testing.assert_allclose(moments.covariance(), cov_LxWxW, rtol=0,

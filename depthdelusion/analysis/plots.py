@@ -13,12 +13,13 @@ import numpy as np  # noqa: E402
 _DPI = 110
 
 
-def _colors(n: int):
-    # One distinguishable colour per line (the default cycle repeats after 10).
+def colors(n: int):
+    """n distinguishable line colours (the default cycle repeats after 10)."""
     return plt.cm.turbo(np.linspace(0.05, 0.95, max(n, 1)))
 
 
-def _save(fig, path: Path) -> Path:
+def save_figure(fig, path: Path) -> Path:
+    """Write and close `fig` (no software tag, so the file is the same on every machine)."""
     fig.tight_layout()
     fig.savefig(path, dpi=_DPI, metadata={"Software": None})
     plt.close(fig)
@@ -30,7 +31,7 @@ def loss_vs_depth(runs, fit, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     pred = fit.predict(runs)
     widths = sorted(set(runs.width.tolist()))
-    for w, color in zip(widths, _colors(len(widths))):
+    for w, color in zip(widths, colors(len(widths))):
         sel = np.flatnonzero(runs.width == w)
         sel = sel[np.argsort(runs.depth[sel])]
         line, = ax.plot(runs.depth[sel], runs.loss[sel], "o-", color=color, label=f"W = {w}")
@@ -41,7 +42,7 @@ def loss_vs_depth(runs, fit, path: Path) -> Path:
     ax.set_title(f"Loss vs depth per width  (lines: observed, ×: {fit.law.name} fit)")
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def loss_vs_width(runs, fit, path: Path) -> Path:
@@ -49,7 +50,7 @@ def loss_vs_width(runs, fit, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     pred = fit.predict(runs)
     depths = sorted(set(runs.depth.tolist()))
-    for d, color in zip(depths, _colors(len(depths))):
+    for d, color in zip(depths, colors(len(depths))):
         sel = np.flatnonzero(runs.depth == d)
         sel = sel[np.argsort(runs.width[sel])]
         line, = ax.plot(runs.width[sel], runs.loss[sel], "o-", color=color, label=f"D = {d}")
@@ -60,7 +61,7 @@ def loss_vs_width(runs, fit, path: Path) -> Path:
     ax.set_title(f"Loss vs width per depth  (lines: observed, ×: {fit.law.name} fit)")
     ax.legend(fontsize=7, ncol=3)
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def predicted_vs_observed(fits: dict, path: Path) -> Path:
@@ -77,7 +78,7 @@ def predicted_vs_observed(fits: dict, path: Path) -> Path:
     ax.set_title("Predicted vs observed")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def residuals(runs, fits: dict, path: Path) -> Path:
@@ -101,7 +102,7 @@ def residuals(runs, fits: dict, path: Path) -> Path:
     axes[0].set_ylabel("residual, observed − predicted (nats)")
     axes[0].legend(fontsize=8)
     fig.suptitle("Residuals")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def gradient_profiles(runs, fits_by_run: dict, path: Path, kind: str = "weight", step: int = 1000) -> Path:
@@ -146,7 +147,7 @@ def gradient_profile_panels(by_width: dict, path: Path, *, kind: str = "weight",
     fig, axes = plt.subplots(1, len(widths), figsize=(4 * len(widths), 3.8), squeeze=False, sharey=True)
     for ax, w in zip(axes[0], widths):
         entries = sorted(by_width[w], key=lambda e: e[0])
-        for (depth, g, *rest), color in zip(entries, _colors(len(entries))):
+        for (depth, g, *rest), color in zip(entries, colors(len(entries))):
             g = np.asarray(g, float)
             dist = len(g) - 1 - np.arange(len(g))
             ax.plot(dist, np.log(g / g[-1]), "o-", ms=2.5, color=color,
@@ -164,7 +165,7 @@ def gradient_profile_panels(by_width: dict, path: Path, *, kind: str = "weight",
     axes[0][0].set_ylabel(f"ln(g_l / g_D)  ({kind} gradient)\n< 0: decay towards the input")
     if title:
         fig.suptitle(title, fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def persistence_scaling(scaling, path: Path) -> Path:
@@ -207,7 +208,7 @@ def persistence_scaling(scaling, path: Path) -> Path:
     bx.set_title("1/ℓ of every run (the fitted quantity)")
     bx.legend(fontsize=7)
     bx.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def loss_vs_depth_errorbars(rows: list, path: Path, title: str = "") -> Path:
@@ -217,7 +218,7 @@ def loss_vs_depth_errorbars(rows: list, path: Path, title: str = "") -> Path:
     for r in rows:
         groups.setdefault((r.get("label", ""), r["width"]), []).append(r)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for (label, w), color in zip(sorted(groups), _colors(len(groups))):
+    for (label, w), color in zip(sorted(groups), colors(len(groups))):
         rs = sorted(groups[(label, w)], key=lambda r: r["depth"])
         ax.errorbar([r["depth"] for r in rs], [r["loss"] for r in rs], yerr=[r["se"] for r in rs],
                     fmt="o-" if label in ("", "sp") else "s--", color=color, capsize=3, ms=4,
@@ -228,4 +229,4 @@ def loss_vs_depth_errorbars(rows: list, path: Path, title: str = "") -> Path:
     ax.set_title(title or "Loss vs depth per width")
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -5,6 +5,12 @@ D depth. Every block parameter carries a leading `layers` axis of size D and the
 is one `lax.scan` over it, so compile time does not grow with depth and per-layer statistics
 are reductions over the non-layer axes.
 
+Instrumentation: `Transformer.forward(tokens, Taps(...))` is the one public way to observe or change
+the pass through the blocks (the residual stream at the embeddings and after every block, the
+head's input, per-block gradient probes, a perturbation added to the stream, a block inserted
+after every block); `__call__` is the same pass with the trainer's taps. Studies use these, never
+this module's private helpers.
+
 Parameters carry metadata set where they are created: `logical_axes`, which
 `depthdelusion.parallel.rules` maps to mesh axes (no mesh axis name appears here); `group`, the
 parameterization group whose rules (model/parametrization.py) scale its init, lr and eps; and
@@ -14,9 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import math
-from typing import Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -193,12 +200,13 @@ def mlp_branch(x_BxSxW: jax.Array, p: dict, cfg: ModelConfig) -> jax.Array:
     return _dense("bsf,fw->bsw", act_BxSxF, p, "down", dtype)
 
 
-def block(x_BxSxW: jax.Array, p: dict, cfg: ModelConfig) -> jax.Array:
+def block(x_BxSxW: jax.Array, p: dict, cfg: ModelConfig, r: float | None = None) -> jax.Array:
     """One Pre-LN block: x + r·Attn(LN x), then x + r·FFN(LN x), r = m_L^-α (1 under SP, µP).
     Matrices and biases enter the branches in the compute dtype, norm parameters as stored (the
     norms compute in float32); each branch's output is added to the residual stream in its own
-    dtype (``residual_dtype``)."""
-    r = pz.residual_multiplier(cfg)
+    dtype (``residual_dtype``). `r`: the branch multiplier, default the model's (an inserted
+    block passes the expanded model's)."""
+    r = pz.residual_multiplier(cfg) if r is None else r
     for branch in (attention_branch, mlp_branch):
         out_BxSxW = branch(x_BxSxW, p, cfg)
         if r != 1.0:  # skipped, not multiplied by 1, so SP is the unchanged graph
@@ -281,51 +289,116 @@ class Transformer(nnx.Module):
 
     def __call__(self, tokens_BxS: jax.Array, probes_D: jax.Array | None = None,
                  with_block_rms: bool = False, hidden_fn=None):
-        """Logits in float32. `probes_D` (zeros, float32) makes ∂L/∂probes_D[l] = ‖∂L/∂h_l‖²,
-        where h_l is the residual stream entering block l (l = 0 is the bottom block).
-        `with_block_rms`: return (logits, rms_D), rms_D[l] = RMS of block l's output (the
-        coordinate check).
-        `hidden_fn`: also return hidden_fn of the residual stream [B, S, W] at the embeddings and
-        after every block, stacked on a leading axis of D + 1 (output last). The scan emits it,
-        so a reduction (e.g. per-layer covariance sums) never holds all D streams at once."""
+        """Logits in float32: `forward` with the trainer's taps. `probes_D` (zeros, float32) makes
+        ∂L/∂probes_D[l] = ‖∂L/∂h_l‖², where h_l is the residual stream entering block l (l = 0 is
+        the bottom block). `with_block_rms`: return (logits, rms_D), rms_D[l] = RMS of block l's
+        output (the coordinate check). `hidden_fn`: also return `Taps.stream_fn`'s stack."""
+        out = self.forward(tokens_BxS, Taps(grad_probes_D=probes_D, block_rms=with_block_rms,
+                                            stream_fn=hidden_fn))
+        extra = ((out.block_rms_D,) if with_block_rms else ()) + ((out.streams,) if hidden_fn else ())
+        return (out.logits, *extra) if extra else out.logits
+
+    def embed_tokens(self, tokens_BxS: jax.Array) -> jax.Array:
+        """The residual stream entering block 0, [B, S, W], in the residual dtype."""
         cfg = self.cfg
-        dtype = compute_dtype(cfg)
-        S = tokens_BxS.shape[1]
         carry = residual_dtype(cfg)
         x_BxSxW = self.embed[...][tokens_BxS].astype(carry)
         if cfg.positions == "learned":
-            x_BxSxW = x_BxSxW + self.pos_embed[...][:S].astype(carry)
-        x_BxSxW = constrain(x_BxSxW, ("batch", None, "embed"))
+            x_BxSxW = x_BxSxW + self.pos_embed[...][:tokens_BxS.shape[1]].astype(carry)
+        return constrain(x_BxSxW, ("batch", None, "embed"))
 
-        def scan_body(x, layer):
-            p, probe = layer
-            if probe is not None:
-                x = grad_probe(x, probe)
-            x = block(x, p, cfg)
-            return x, (_rms(x) if with_block_rms else None, hidden_fn(x) if hidden_fn else None)
-
-        if cfg.remat != "none":
-            scan_body = jax.checkpoint(scan_body, policy=_REMAT_POLICIES[cfg.remat], prevent_cse=False)
-        stacked = {name: v[...] for name, v in self.blocks.params.items()}
-        embedded = hidden_fn(x_BxSxW) if hidden_fn else None
-        x_BxSxW, (rms_D, hidden) = jax.lax.scan(scan_body, x_BxSxW, (stacked, probes_D))
-        if hidden_fn:
-            hidden = jax.tree.map(lambda e, h: jnp.concatenate([e[None], h]), embedded, hidden)
-
+    def head_input(self, x_BxSxW: jax.Array) -> jax.Array:
+        """The final norm of a residual stream: what the LM head reads (in the stream's dtype)."""
         final = {"final_norm_scale": self.final_norm_scale[...]}
-        if cfg.norm == "layernorm":
+        if self.cfg.norm == "layernorm":
             final["final_norm_bias"] = self.final_norm_bias[...]
-        h_BxSxW = _norm(x_BxSxW, final, "final_norm", cfg.norm)
+        return _norm(x_BxSxW, final, "final_norm", self.cfg.norm)
+
+    def head(self, h_BxSxW: jax.Array) -> jax.Array:
+        """Logits [B, S, V] in float32 from the head's input (`head_input`)."""
+        cfg = self.cfg
+        dtype = compute_dtype(cfg)
         # With a float32 residual the logits accumulate in float32 (bf16 inputs, f32 output).
         logits_BxSxV = jnp.einsum("bsw,wv->bsv", h_BxSxW.astype(dtype), self.head_kernel[...].astype(dtype),
-                                  preferred_element_type=carry)
+                                  preferred_element_type=residual_dtype(cfg))
         if (logit_mult := pz.logit_multiplier(cfg)) != 1.0:  # µP family: 1/m_N
             logits_BxSxV = logits_BxSxV * logit_mult
         if cfg.use_bias:
             logits_BxSxV = logits_BxSxV + self.head_b[...].astype(dtype)
-        logits_BxSxV = constrain(logits_BxSxV.astype(jnp.float32), ("batch", None, "vocab"))
-        extra = ((rms_D,) if with_block_rms else ()) + ((hidden,) if hidden_fn else ())
-        return (logits_BxSxV, *extra) if extra else logits_BxSxV
+        return constrain(logits_BxSxV.astype(jnp.float32), ("batch", None, "vocab"))
+
+    def forward(self, tokens_BxS: jax.Array, taps: "Taps | None" = None) -> "Tapped":
+        """The model's forward pass with `taps` (see `Taps`): every config field applies as in
+        training (residual and compute dtypes, remat, attention kernel, parametrization), and with
+        no tap set it is the training graph op for op. Returns a `Tapped`."""
+        cfg = self.cfg
+        taps = Taps() if taps is None else taps
+        stream_fn, ins = taps.stream_fn, taps.inserted
+        r_ins = (pz.residual_multiplier(dataclasses.replace(cfg, depth=cfg.depth + 1))
+                 if taps.inserted_multiplier is None else taps.inserted_multiplier)
+        x_BxSxW = self.embed_tokens(tokens_BxS)
+
+        def scan_body(x, layer):
+            p, probe, inserted, perturb = layer
+            if probe is not None:
+                x = grad_probe(x, probe)
+            x = block(x, p, cfg)
+            if inserted is not None:
+                x = block(x, inserted, cfg, r_ins)
+            if perturb is not None:
+                x = x + perturb.astype(x.dtype)
+            return x, (_rms(x) if taps.block_rms else None, stream_fn(x) if stream_fn else None)
+
+        if cfg.remat != "none":
+            scan_body = jax.checkpoint(scan_body, policy=_REMAT_POLICIES[cfg.remat], prevent_cse=False)
+        stacked = {name: v[...] for name, v in self.blocks.params.items()}
+        embedded = stream_fn(x_BxSxW) if stream_fn else None
+        x_BxSxW, (rms_D, streams) = jax.lax.scan(
+            scan_body, x_BxSxW, (stacked, taps.grad_probes_D, ins, taps.perturb_DxBxSxW))
+        if stream_fn:
+            streams = jax.tree.map(lambda e, h: jnp.concatenate([e[None], h]), embedded, streams)
+        h_BxSxW = self.head_input(x_BxSxW)
+        head_out = taps.head_input_fn(h_BxSxW) if taps.head_input_fn else None
+        return Tapped(self.head(h_BxSxW), rms_D, streams, head_out)
+
+
+@dataclasses.dataclass(frozen=True)
+class Taps:
+    """What `Transformer.forward` observes or changes; every field optional. Layer l = 0 is the
+    bottom block; "the stream after block l" includes what the taps below add at l.
+
+    grad_probes_D: float32 zeros [D]; ∂L/∂grad_probes_D[l] = ‖∂L/∂h_l‖², h_l the stream entering
+        block l (one reduction in the backward pass; nothing in the forward).
+    inserted: {parameter name: [D, ...]}, one block's values per layer: block l' runs right after
+        block l, with branch multiplier `inserted_multiplier` (default: the multiplier of a model
+        one block deeper, i.e. what `depthdelusion expand` gives an inserted block). With zero
+        output projections every inserted block is the identity in the forward pass and its
+        Jacobian is I, so the gradient w.r.t. one block's projections is the single-insertion one.
+    perturb_DxBxSxW: added to the stream after block l (cast to the residual dtype); its gradient
+        is ∂L/∂ of the stream after block l, per token.
+    stream_fn: applied to the stream at the embeddings and after every block; `Tapped.streams`
+        stacks the results on a leading axis of D + 1 (the scan emits them, so a reduction never
+        holds all D streams at once). Block l's input is entry l, its output entry l + 1.
+    head_input_fn: applied to the head's input (the final norm of the last stream).
+    block_rms: `Tapped.block_rms_D[l]` = RMS of the stream after block l.
+    """
+
+    grad_probes_D: jax.Array | None = None
+    inserted: dict | None = None
+    inserted_multiplier: float | None = None
+    perturb_DxBxSxW: jax.Array | None = None
+    stream_fn: Callable[[jax.Array], Any] | None = None
+    head_input_fn: Callable[[jax.Array], Any] | None = None
+    block_rms: bool = False
+
+
+class Tapped(NamedTuple):
+    """What `forward` returns; the fields a tap did not ask for are None."""
+
+    logits: jax.Array  # [B, S, V], float32
+    block_rms_D: jax.Array | None = None
+    streams: Any = None
+    head_input: Any = None
 
 
 def _rms(x: jax.Array) -> jax.Array:

@@ -132,21 +132,14 @@ def head_input_moments(graphdef, params, cfg, batches, groups: int):
     import jax
     from flax import nnx
 
-    from depthdelusion.model.transformer import _norm
+    from depthdelusion.model.transformer import Taps
     from depthdelusion.studies.spectrum import Moments, batch_moments, empty_moments
-
-    norm = cfg.model.norm
 
     @jax.jit
     def forward(params, tokens_BxS1):
-        model = nnx.merge(graphdef, params)
-        final = {"final_norm_scale": model.final_norm_scale[...]}
-        if norm == "layernorm":
-            final["final_norm_bias"] = model.final_norm_bias[...]
-        # the final norm of every stream; only the last (the head's input) is kept
-        moments = model(tokens_BxS1[:, :-1], hidden_fn=lambda x: batch_moments(
-            _norm(x, final, "final_norm", norm)))[1]
-        return jax.tree.map(lambda a: a[-1:], moments)
+        taps = Taps(head_input_fn=batch_moments)  # the moments of the head's input only
+        mean, m2 = nnx.merge(graphdef, params).forward(tokens_BxS1[:, :-1], taps).head_input
+        return mean[None], m2[None]
 
     vocab = cfg.model.vocab_size
     out = [(empty_moments(), np.zeros(vocab)) for _ in range(groups)]
@@ -161,9 +154,9 @@ def head_input_moments(graphdef, params, cfg, batches, groups: int):
 
 
 def _eig_and_p(parts) -> tuple:
-    from depthdelusion.studies.spectrum import _total
+    from depthdelusion.studies.spectrum import total_moments
 
-    moments = _total([m for m, _ in parts])
+    moments = total_moments([m for m, _ in parts])
     counts = np.sum([c for _, c in parts], axis=0)
     evals, evecs = np.linalg.eigh(moments.covariance()[0])
     return evals[::-1], evecs[:, ::-1], counts / counts.sum()
@@ -326,7 +319,7 @@ def plot_learning_curves(curves: dict, path: Path) -> Path:
 
     plt = plots.plt
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for (name, (runs, result)), color in zip(sorted(curves.items()), plots._colors(len(curves))):
+    for (name, (runs, result)), color in zip(sorted(curves.items()), plots.colors(len(curves))):
         T = np.array([r.tokens for r in runs], float)
         ax.loglog(T, [r.eval_loss for r in runs], "o", color=color)
         if result is not None:
@@ -339,7 +332,7 @@ def plot_learning_curves(curves: dict, path: Path) -> Path:
     ax.set_title("Token sweeps: L = E + B·T^−b")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, which="both")
-    return plots._save(fig, path)
+    return plots.save_figure(fig, path)
 
 
 def plot_exponents(rows: list[dict], path: Path) -> Path:
@@ -350,7 +343,7 @@ def plot_exponents(rows: list[dict], path: Path) -> Path:
 
     plt = plots.plt
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
-    for row, color in zip(rows, plots._colors(len(rows))):
+    for row, color in zip(rows, plots.colors(len(rows))):
         x, y = _num(row["b_predicted"]), _num(row["b_measured"])
         xerr = [[x - _num(row["b_pred_lo"])], [_num(row["b_pred_hi"]) - x]]
         yerr = [[y - _num(row["b_lo"])], [_num(row["b_hi"]) - y]]
@@ -380,7 +373,7 @@ def plot_exponents(rows: list[dict], path: Path) -> Path:
                   if knob else "Redundancy knob", fontsize=10)
     ax2.legend(fontsize=7)
     ax2.grid(alpha=0.3)
-    return plots._save(fig, path)
+    return plots.save_figure(fig, path)
 
 
 def readme(rows: list[dict], run_rows: list[dict], spectrum_rows: list[dict], info: dict) -> str:

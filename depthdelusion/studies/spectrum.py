@@ -1,7 +1,7 @@
 """`depthdelusion spectrum RUN`: covariance spectra of a trained model's residual stream.
 
 The newest checkpoint's parameters are restored onto one device, and the model's own forward pass
-(its `hidden_fn`, emitted by the scan over blocks) reduces the residual stream at the token
+(`Transformer.forward` with `Taps(stream_fn=...)`, emitted by the scan over blocks) reduces the residual stream at the token
 embeddings and after every block to per-batch moments: the batch mean and the centred outer
 product Σ (x − x̄)(x − x̄)ᵀ, in float32 at full matmul precision. Batches are combined on the host
 in float64 (Chan's pairwise update), so the mean never cancels against the second moment in
@@ -139,14 +139,16 @@ def validation_tokens(cfg, tokens: int, rows: int) -> list[np.ndarray]:
     return batches
 
 
-def forward_fn(graphdef, hidden_fn):
-    """jit(params, tokens [B, S+1]) -> hidden_fn of every stream, stacked (D + 1 first)."""
+def forward_fn(graphdef, stream_fn):
+    """jit(params, tokens [B, S+1]) -> stream_fn of every stream, stacked (D + 1 first)."""
     import jax
     from flax import nnx
 
+    from depthdelusion.model.transformer import Taps
+
     @jax.jit
     def run(params, tokens_BxS1):
-        return nnx.merge(graphdef, params)(tokens_BxS1[:, :-1], hidden_fn=hidden_fn)[1]
+        return nnx.merge(graphdef, params).forward(tokens_BxS1[:, :-1], Taps(stream_fn=stream_fn)).streams
 
     return run
 
@@ -165,7 +167,8 @@ def group_moments(graphdef, params, batches: list[np.ndarray], groups: int) -> l
     return out
 
 
-def _total(moments: list[Moments]) -> Moments:
+def total_moments(moments: list[Moments]) -> Moments:
+    """The moments of the union of the parts."""
     total = empty_moments()
     for m in moments:
         total = total + m
@@ -183,9 +186,9 @@ def measure(run, tokens: int = DEFAULT_TOKENS, rows: int = DEFAULT_ROWS, groups:
                          f"{cfg.model.seq_len} tokens; the half-split needs at least 2 (raise --tokens)")
     per_group = group_moments(graphdef, params, batches, groups)
     t_forward = time.perf_counter() - start
-    full = eigenvalues(_total(per_group))
-    half_a, half_b = eigenvalues(_total(per_group[:groups // 2])), eigenvalues(_total(per_group[groups // 2:]))
-    jack = [eigenvalues(_total(per_group[:g] + per_group[g + 1:])) for g in range(groups)]
+    full = eigenvalues(total_moments(per_group))
+    half_a, half_b = eigenvalues(total_moments(per_group[:groups // 2])), eigenvalues(total_moments(per_group[groups // 2:]))
+    jack = [eigenvalues(total_moments(per_group[:g] + per_group[g + 1:])) for g in range(groups)]
     n_tokens = sum(m.n for m in per_group)
     fits = [spectra.tail_fit(layer, full[layer], (half_a[layer], half_b[layer]),
                              [j[layer] for j in jack], n_tokens) for layer in range(len(full))]
@@ -237,7 +240,7 @@ def plot_spectra(full: np.ndarray, fits: list, path: Path) -> Path:
 
     plt = plots.plt
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for layer, (eig, color) in enumerate(zip(full, plots._colors(len(full)))):
+    for layer, (eig, color) in enumerate(zip(full, plots.colors(len(full)))):
         ranks = np.arange(1, len(eig) + 1)
         keep = eig > 0
         label = "embeddings" if layer == 0 else f"after block {layer}"
@@ -247,7 +250,7 @@ def plot_spectra(full: np.ndarray, fits: list, path: Path) -> Path:
     ax.set_xlabel("rank i")
     ax.set_ylabel("eigenvalue λ_i of the covariance")
     ax.legend(fontsize=7, ncol=2 if len(full) > 8 else 1)
-    return plots._save(fig, path)
+    return plots.save_figure(fig, path)
 
 
 def run_spectrum(*, run: str, tokens: int = DEFAULT_TOKENS, rows: int = DEFAULT_ROWS,

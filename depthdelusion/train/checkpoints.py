@@ -28,7 +28,7 @@ from etils import epath
 from jax.sharding import NamedSharding
 
 
-class _FrozenIteratorState(grain.DatasetIterator):
+class FrozenIteratorState(grain.DatasetIterator):
     """The data iterator's state at save time: orbax may write it after the loop moved on."""
 
     def __init__(self, state: dict):
@@ -99,7 +99,7 @@ class Checkpointer:
             return
         self.manager.save(step, args=ocp.args.Composite(
             state=ocp.args.StandardSave(flatten_state(state)),
-            data=grain.checkpoint.CheckpointSave(_FrozenIteratorState(data_state)),
+            data=grain.checkpoint.CheckpointSave(FrozenIteratorState(data_state)),
         ), force=True)
         self._last_save_time = time.monotonic()
 

@@ -71,7 +71,7 @@ def test_head_input_covariance_maps_to_the_logits_covariance(study):
     cfg, _, graphdef, params = spectrum.load_run(run)
     batches = spectrum.validation_tokens(cfg, TOKENS, 16)
     parts = data_exponent.head_input_moments(graphdef, params, cfg, batches, 2)
-    moments = spectrum._total([m for m, _ in parts])
+    moments = spectrum.total_moments([m for m, _ in parts])
     from flax import nnx
 
     model = nnx.merge(graphdef, params)

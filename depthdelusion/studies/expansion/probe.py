@@ -5,18 +5,24 @@ Signal. Insert a block after block k with zero output projections (surgery.py). 
 point its gradient w.r.t. the zero projections is g_k = r·Σ_tokens φ_k(h) ⊗ ∂L/∂h_k: the
 correlation of the block's residual features φ (attention values before `out_kernel`, FFN
 activations before `down_kernel`) with the activation gradient at the insertion point, r the
-branch multiplier. ‖g_k‖ is the first-order rate of loss decrease available through the block.
+branch multiplier of the model one block deeper. ‖g_k‖ is the first-order rate of loss decrease
+available through the block.
 
-All D insertion points are measured with one backward pass: a model with a block after every
-layer computes the parent's function, and every inserted block is the identity in both passes
-(its Jacobian w.r.t. its input is I when its output projections are zero), so the gradient at
-each equals the single-insertion gradient — times r(D+1)/r(2D) under depth-scaled
-parameterizations, which this module applies.
+All D insertion points are measured with one backward pass of the model's own forward
+(`Transformer.forward` with `Taps(inserted=...)`): the parent's blocks as they are, and after
+each one the block `expand --after k --seed s` would insert (`surgery.inserted_blocks`, the
+same code path), with the expanded model's branch multiplier. Every inserted block is the
+identity in both passes (its Jacobian w.r.t. its input is I while its output projections are
+zero), so the gradient at each equals the single-insertion gradient.
 
 Statistics over batches use the Gram matrix G[i, j] = <g_i, g_j> of the per-batch gradients
 (train batches first, then held-out): ‖mean‖ (what a full-batch gradient would show), the
-unbiased ‖μ‖² (mean over pairs i ≠ j, so batch noise does not look like signal), the
-train/held-out cosine of the mean directions, and basic (reverse-percentile) bootstrap intervals over batches.
+unbiased ‖μ‖² (mean over pairs i ≠ j, so batch noise does not look like signal) with its
+leave-one-batch-out jackknife standard error, the train/held-out cosine of the mean directions,
+and basic (reverse-percentile) bootstrap intervals over batches, computed on a scale that respects
+each quantity's bounds and mapped back: Fisher z = atanh for the cosine (so its interval stays in
+[-1, 1]), log for the norms (so theirs stays positive). Each set needs at least MIN_BATCHES
+batches (the jackknife of a pairwise mean leaves one out of at least three).
 """
 from __future__ import annotations
 
@@ -28,10 +34,10 @@ import numpy as np
 
 from depthdelusion.analysis.tables import markdown_table
 from depthdelusion.config import ModelConfig
-from depthdelusion.model import parametrization as pz
 from depthdelusion.studies.expansion import surgery
 
 PROBED = surgery.ZERO_PROJECTIONS
+MIN_BATCHES = 3
 
 
 def _graphdef(model_cfg: ModelConfig):
@@ -49,13 +55,6 @@ def _loss(graphdef, params, tokens_BxS1):
 
     logits_BxSxV = nnx.merge(graphdef, params)(tokens_BxS1[:, :-1])
     return cross_entropy(logits_BxSxV, tokens_BxS1[:, 1:])
-
-
-def single_insertion_scale(model: ModelConfig) -> float:
-    """r(D+1)/r(2D): converts the all-insertions gradient to the single-insertion one."""
-    D = model.depth
-    return (pz.residual_multiplier(dataclasses.replace(model, depth=D + 1))
-            / pz.residual_multiplier(dataclasses.replace(model, depth=2 * D)))
 
 
 def projection_shapes(params: Any) -> dict[str, tuple]:
@@ -90,34 +89,38 @@ class SignalProbe:
     def __init__(self, model: ModelConfig, params: Any, seed: int = 0):
         import jax
         import jax.numpy as jnp
+        from flax import nnx
 
-        self.model = model
+        from depthdelusion.model.transformer import Taps
+        from depthdelusion.train.step import cross_entropy
+
+        self.model, self.params = model, params
         D = model.depth
-        self.fresh = surgery.fresh_blocks(model, D, seed)  # block k: the one inserted after k
-        self.child_model, self.child_params = surgery.expand_params(params, model, range(D), fresh=self.fresh)
-        _, self.new_pos = surgery.layout(D, range(D))
-        graphdef = _graphdef(self.child_model)
-        scale = single_insertion_scale(model)
-        new_pos = jnp.asarray(self.new_pos)
+        # block k: the one `expand --after k --seed seed` inserts
+        self.inserted = surgery.inserted_blocks(model, range(D), seed)
+        graphdef = _graphdef(model)
+        fixed = {n: jnp.asarray(v) for n, v in self.inserted.items() if n not in PROBED}
 
-        def grads(child_params, tokens_BxS1):
+        def grads(params, tokens_BxS1):
             def loss_of(projections):
-                return _loss(graphdef, with_projections(child_params, new_pos, projections), tokens_BxS1)
+                taps = Taps(inserted={**fixed, **projections})
+                logits = nnx.merge(graphdef, params).forward(tokens_BxS1[:, :-1], taps).logits
+                return cross_entropy(logits, tokens_BxS1[:, 1:])
 
-            zeros = {n: jnp.zeros((D, *shape)) for n, shape in projection_shapes(child_params).items()}
+            zeros = {n: jnp.zeros(self.inserted[n].shape, jnp.float32) for n in PROBED}
             g = jax.grad(loss_of)(zeros)
-            return jnp.concatenate([g[n].reshape(D, -1) * scale for n in PROBED], axis=1)  # [D, P]
+            return jnp.concatenate([g[n].reshape(D, -1) for n in PROBED], axis=1)  # [D, P]
 
         self._grads = jax.jit(grads)
 
     def block(self, k: int) -> dict[str, np.ndarray]:
         """The values of the block inserted after k ({name: [1, ...]}), for `jumpboard`."""
-        return {n: v[k:k + 1] for n, v in self.fresh.items()}
+        return {n: v[k:k + 1] for n, v in self.inserted.items()}
 
     def gradients(self, tokens_BxS1) -> np.ndarray:
         """[D, P]: for each insertion point k, ∂L/∂(out_kernel, down_kernel) of the new block,
         flattened, on one batch."""
-        return np.asarray(self._grads(self.child_params, tokens_BxS1), np.float64)
+        return np.asarray(self._grads(self.params, tokens_BxS1), np.float64)
 
 
 @dataclasses.dataclass
@@ -130,7 +133,16 @@ class GramStats:
     mean_test_DxP: np.ndarray
 
 
+def check_batches(n_train: int, n_test: int) -> None:
+    """A clear error where the estimators would divide by zero."""
+    for what, n in (("training", n_train), ("held-out", n_test)):
+        if n < MIN_BATCHES:
+            raise ValueError(f"--batches: the probe needs at least {MIN_BATCHES} {what} batches (the "
+                             f"jackknife of the unbiased squared norm leaves one of >= 3 out), got {n}")
+
+
 def gram_stats(probe: SignalProbe, train_batches: Sequence, test_batches: Sequence) -> GramStats:
+    check_batches(len(train_batches), len(test_batches))
     grads = [probe.gradients(b) for b in list(train_batches) + list(test_batches)]
     G_NxDxP = np.stack(grads)
     gram = np.einsum("idp,jdp->dij", G_NxDxP, G_NxDxP)
@@ -161,12 +173,26 @@ def jackknife_se(gram_NxN: np.ndarray) -> float:
     return float(np.sqrt((n - 1) / n * np.sum((values - values.mean()) ** 2)))
 
 
+def _to_scale(values: np.ndarray) -> np.ndarray:
+    """(norm, norm, cosine) -> (log, log, Fisher z): unbounded scales for the bootstrap."""
+    with np.errstate(divide="ignore"):
+        norms = np.log(values[..., :2])
+    cosine = np.arctanh(np.clip(values[..., 2:], -1.0, 1.0))
+    return np.concatenate([norms, cosine], axis=-1)
+
+
+def _from_scale(values: np.ndarray) -> np.ndarray:
+    return np.concatenate([np.exp(values[..., :2]), np.tanh(values[..., 2:])], axis=-1)
+
+
 def signal_table(stats: GramStats, n_boot: int = 1000, seed: int = 0) -> list[dict]:
     """One row per insertion point k: norms, unbiased squared norms, cosine, 95% basic bootstrap
-    intervals (batches resampled with replacement within each set)."""
+    intervals (batches resampled with replacement within each set) on the log scale for the
+    norms and the Fisher-z scale for the cosine, mapped back (so they respect 0 and ±1)."""
     rng = np.random.default_rng(seed)
     n_tr = stats.n_train
     n_te = stats.gram_DxNxN.shape[1] - n_tr
+    check_batches(n_tr, n_te)
     rows = []
     for k, gram in enumerate(stats.gram_DxNxN):
         est = _summaries(gram, n_tr, np.full(n_tr, 1 / n_tr), np.full(n_te, 1 / n_te))
@@ -176,10 +202,11 @@ def signal_table(stats: GramStats, n_boot: int = 1000, seed: int = 0) -> list[di
             for _ in range(n_boot)])
         # basic (reverse-percentile) bootstrap: a norm of a mean is inflated and a cosine shrunk
         # by resampling noise; reflecting the percentiles about the estimate corrects that bias
-        # to first order (a plain percentile interval can miss its own estimate)
-        q_lo, q_hi = np.nanpercentile(boot, 2.5, axis=0), np.nanpercentile(boot, 97.5, axis=0)
-        est_arr = np.asarray(est)
-        lo, hi = 2 * est_arr - q_hi, 2 * est_arr - q_lo
+        # to first order (a plain percentile interval can miss its own estimate). Reflected on
+        # the raw scale it can cross the bounds (a cosine above 1); on log / Fisher-z it cannot.
+        boot_z, est_z = _to_scale(boot), _to_scale(np.asarray(est))
+        q_lo, q_hi = np.nanpercentile(boot_z, 2.5, axis=0), np.nanpercentile(boot_z, 97.5, axis=0)
+        lo, hi = _from_scale(2 * est_z - q_hi), _from_scale(2 * est_z - q_lo)
         rows.append({
             "after": k,
             "signal_train": est[0], "signal_train_lo": lo[0], "signal_train_hi": hi[0],
@@ -240,45 +267,25 @@ def jumpboard(model: ModelConfig, params: Any, k: int, block: dict[str, np.ndarr
 
 def residual_grads(model_cfg: ModelConfig, params: Any, tokens_BxS1):
     """(h_DxBxSxW, g_DxBxSxW): the residual stream after each block and ∂L/∂ of it per token
-    (L the mean next-token loss). The forward is the Transformer's (same blocks, same head),
-    with a zero added after each block to differentiate against."""
+    (L the mean next-token loss), both in the residual dtype: the model's forward with a zero
+    perturbation after each block (`Taps.perturb_DxBxSxW`) to differentiate against."""
     import jax
     import jax.numpy as jnp
     from flax import nnx
 
-    from depthdelusion.model.transformer import Transformer, _norm, block, compute_dtype
+    from depthdelusion.model.transformer import Taps, residual_dtype
     from depthdelusion.train.step import cross_entropy
 
     model = nnx.merge(_graphdef(model_cfg), params)
-    cfg = model_cfg
-    dtype = compute_dtype(cfg)
     tokens_BxS, targets_BxS = tokens_BxS1[:, :-1], tokens_BxS1[:, 1:]
     B, S = tokens_BxS.shape
-    assert isinstance(model, Transformer)
 
-    def forward(taps_DxBxSxW):
-        x = model.embed[...][tokens_BxS].astype(dtype)
-        if cfg.positions == "learned":
-            x = x + model.pos_embed[...][:S].astype(dtype)
+    def loss(perturb_DxBxSxW):
+        out = model.forward(tokens_BxS, Taps(perturb_DxBxSxW=perturb_DxBxSxW, stream_fn=lambda x: x))
+        return cross_entropy(out.logits, targets_BxS), out.streams[1:]
 
-        def body(x, layer):
-            p, tap = layer
-            x = block(x, p, cfg) + tap
-            return x, x
-
-        stacked = {name: v[...] for name, v in model.blocks.params.items()}
-        x, h_DxBxSxW = jax.lax.scan(body, x, (stacked, taps_DxBxSxW))
-        final = {"final_norm_scale": model.final_norm_scale[...]}
-        if cfg.norm == "layernorm":
-            final["final_norm_bias"] = model.final_norm_bias[...]
-        logits = jnp.einsum("bsw,wv->bsv", _norm(x, final, "final_norm", cfg.norm),
-                            model.head_kernel[...].astype(dtype)) * pz.logit_multiplier(cfg)
-        if cfg.use_bias:
-            logits = logits + model.head_b[...].astype(dtype)
-        return cross_entropy(logits.astype(jnp.float32), targets_BxS), h_DxBxSxW
-
-    taps = jnp.zeros((cfg.depth, B, S, cfg.width), dtype)
-    (_, h), g = jax.value_and_grad(forward, has_aux=True)(taps)
+    zeros = jnp.zeros((model_cfg.depth, B, S, model_cfg.width), residual_dtype(model_cfg))
+    (_, h), g = jax.value_and_grad(loss, has_aux=True)(zeros)
     return h, g
 
 
@@ -311,6 +318,7 @@ def probe_run(run_dir, n_batches: int = 16, etas: Sequence[float] = ETAS, seed: 
 
     from depthdelusion.data.pipeline import Batches, validation_batches
 
+    check_batches(n_batches, n_batches)  # before restoring anything
     start = time.perf_counter()
     cfg = surgery.read_run_config(run_dir)
     step, _, state, _ = surgery.restore_state(run_dir, cfg)
@@ -322,8 +330,11 @@ def probe_run(run_dir, n_batches: int = 16, etas: Sequence[float] = ETAS, seed: 
     finally:
         batches.close()
     test_batches = validation_batches(cfg.data, seq, batch, n_batches)
-    if test_batches is None or len(test_batches) < 2:
+    if test_batches is None:
         raise ValueError(f"{run_dir}: the dataset has no validation split (need held-out batches)")
+    if len(test_batches) < MIN_BATCHES:
+        raise ValueError(f"{run_dir}: the validation split holds {len(test_batches)} batches of "
+                         f"{batch} x {seq}; the probe needs at least {MIN_BATCHES}")
 
     signal = SignalProbe(cfg.model, params, seed=seed)
     stats = gram_stats(signal, train_batches, test_batches)
@@ -352,7 +363,7 @@ def probe_run(run_dir, n_batches: int = 16, etas: Sequence[float] = ETAS, seed: 
                            "tokens": int(sum(len(p) for p in parts))})
     lowering = [r["eta"] for r in jump if r["delta_test"] < 0]
     return {
-        "run": str(run_dir), "interval": "basic bootstrap", "step": step, "depth": cfg.model.depth, "width": cfg.model.width,
+        "run": str(run_dir), "interval": "basic bootstrap (log scale for norms, Fisher z for the cosine)", "step": step, "depth": cfg.model.depth, "width": cfg.model.width,
         "parametrization": cfg.model.parametrization, "seed": seed, "batches": n_batches,
         "batch_size": batch, "seq_len": seq, "signal": rows, "jumpboard_after": best, "jumpboard": jump,
         "largest_eta_lowering_test": max(lowering) if lowering else None,
@@ -365,8 +376,9 @@ def markdown(result: dict) -> str:
     lines = [f"# First-order probe of {result['run']} (step {result['step']}, depth {result['depth']}, "
              f"width {result['width']}, {result['parametrization']})", "",
              f"{result['batches']} train and {result['batches']} held-out batches of {result['batch_size']} x "
-             f"{result['seq_len']} tokens; fresh-block seed {result['seed']}; intervals: 95% basic "
-             "bootstrap over batches.", "",
+             f"{result['seq_len']} tokens; fresh-block seed {result['seed']} (the block after k is the one "
+             f"`expand --after k --seed {result['seed']}` inserts); intervals: 95% basic bootstrap over "
+             "batches, on the log scale for the norms and the Fisher-z scale for the cosine.", "",
              markdown_table(
                  ["after", "‖g‖ train [95%]", "‖g‖ held-out [95%]", "cos(train, held-out) [95%]",
                   "unbiased ‖μ‖² train ± jackknife se", "noise part of ‖g‖² train"],
@@ -377,7 +389,8 @@ def markdown(result: dict) -> str:
                   for r in result["signal"]],
                  align="rlllrr")]
     lines += ["", f"Jumpboard at the strongest insertion point (after block {result['jumpboard_after']}), "
-              "along −ḡ_train/‖ḡ_train‖:", "",
+              "along −ḡ_train/‖ḡ_train‖. A check of the code, not a finding: for small η the train "
+              "column must equal its first-order column by Taylor's theorem.", "",
               markdown_table(["η", "ΔL train", "first order −η‖g‖", "ΔL held-out",
                               "first order η<d, g_test>"],
                              [[f"{r['eta']:g}", f"{r['delta_train']:.2e}", f"{r['first_order_train']:.2e}",

@@ -2,7 +2,9 @@
 (docs/depth_expansion.md).
 
 A block inserted after block k (0-based, k = 0 is the bottom block) is drawn like a fresh block
-(seeded) except its attention output and MLP down projections (`out_kernel`, `down_kernel`; their
+from (seed, k, j), j its rank among blocks inserted after the same k (`inserted_blocks`: the one
+code path of `expand --after` and of the probe, so the probe's insertion point k is the block
+`expand --after k --seed s` inserts, whatever else is inserted), except its attention output and MLP down projections (`out_kernel`, `down_kernel`; their
 biases start at zero anyway), which are zero: the block adds nothing to the residual stream, so
 the expanded model computes the parent's function, while its other matrices are random and the
 gradient through the zero projections is not (zeroing every matrix would kill it).
@@ -102,6 +104,18 @@ def fresh_blocks(model: ModelConfig, n: int, seed: int) -> dict[str, np.ndarray]
     return values
 
 
+def inserted_blocks(model: ModelConfig, after: Sequence[int], seed: int) -> dict[str, np.ndarray]:
+    """{name: [len(after), ...]}: the blocks inserted after each k of sorted(`after`), each drawn
+    by `fresh_blocks` from its own seed, a function of (seed, k, j) only (j counts earlier
+    insertions after the same k)."""
+    after = sorted(after)
+    parts = []
+    for i, k in enumerate(after):
+        own_seed = np.random.SeedSequence([seed, k, after[:i].count(k)]).generate_state(1)[0]
+        parts.append(fresh_blocks(model, 1, int(own_seed)))
+    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+
+
 def leaf_name(key: str) -> str:
     """The parameter name at the end of a flat key, e.g. `out_kernel`."""
     match = _NAME.search(key)
@@ -160,7 +174,7 @@ def insert_blocks(flat: dict[str, Any], target_shapes: dict[str, tuple], depth: 
 def expand_params(params: Any, model: ModelConfig, after: Sequence[int], seed: int = 0,
                   fresh: dict[str, np.ndarray] | None = None):
     """In memory: (child ModelConfig, child params nnx.State) for a model's nnx.State of Params.
-    `fresh`: the inserted blocks' values ({name: [len(after), ...]}); default drawn from `seed`."""
+    `fresh`: the inserted blocks' values ({name: [len(after), ...]}); default `inserted_blocks`."""
     import jax
     from flax import nnx
 
@@ -172,7 +186,7 @@ def expand_params(params: Any, model: ModelConfig, after: Sequence[int], seed: i
     flat_parent = {jax.tree_util.keystr(p): v for p, v in jax.tree_util.tree_flatten_with_path(params)[0]}
     leaves, treedef = jax.tree_util.tree_flatten_with_path(abstract)
     shapes = {jax.tree_util.keystr(p): leaf.shape for p, leaf in leaves}
-    fresh = fresh_blocks(model, len(after), seed) if fresh is None else fresh
+    fresh = inserted_blocks(model, after, seed) if fresh is None else fresh
     flat = insert_blocks(flat_parent, shapes, model.depth, after, fresh,
                          branch_compensation(model, child_model.depth), kind=lambda key: "param")
     return child_model, jax.tree_util.tree_unflatten(treedef, [jax.numpy.asarray(flat[k]) for k in shapes])
@@ -239,8 +253,8 @@ def expand_run(run_dir, after: Sequence[int], out, seed: int = 0, overrides: Seq
     from etils import epath
 
     from depthdelusion import rundir
-    from depthdelusion.config import _set_field, parse_override
-    from depthdelusion.train.checkpoints import _FrozenIteratorState, abstract_flat_state
+    from depthdelusion.config import set_field, parse_override
+    from depthdelusion.train.checkpoints import FrozenIteratorState, abstract_flat_state
 
     run_dir, out = epath.Path(run_dir), epath.Path(out)
     if out.exists() and any(out.iterdir()):
@@ -255,7 +269,7 @@ def expand_run(run_dir, after: Sequence[int], out, seed: int = 0, overrides: Seq
             raise ValueError(f"--set {text}: only train.* fields other than train.batch_size may change "
                              "at expansion (the model shape comes from --after, the data position "
                              "from the parent)")
-        _set_field(child, key, value)
+        set_field(child, key, value)
     child.validate()
 
     step, flat, _, _ = restore_state(run_dir, cfg)
@@ -273,7 +287,7 @@ def expand_run(run_dir, after: Sequence[int], out, seed: int = 0, overrides: Seq
     c = branch_compensation(cfg.model, child.model.depth)
     new_flat = insert_blocks({k: np.asarray(v) for k, v in flat.items()},
                              {k: v.shape for k, v in target.items()}, cfg.model.depth, after,
-                             fresh_blocks(cfg.model, len(after), seed), c)
+                             inserted_blocks(cfg.model, after, seed), c)
 
     out.mkdir(parents=True, exist_ok=True)
     rundir.write_config(out, child)
@@ -281,7 +295,7 @@ def expand_run(run_dir, after: Sequence[int], out, seed: int = 0, overrides: Seq
                                options=ocp.CheckpointManagerOptions(create=True)) as manager:
         manager.save(step, args=ocp.args.Composite(
             state=ocp.args.StandardSave(new_flat),
-            data=grain.checkpoint.CheckpointSave(_FrozenIteratorState(data_state))))
+            data=grain.checkpoint.CheckpointSave(FrozenIteratorState(data_state))))
         manager.wait_until_finished()
     old_pos, new_pos = layout(cfg.model.depth, after)
     record = {"parent": str(run_dir), "parent_step": step, "parent_depth": cfg.model.depth,
