@@ -52,6 +52,10 @@ COMMANDS = (
      "first-order signal per insertion layer"),
     ("expansion-study", "depthdelusion.studies.expansion.commands:run_expansion_study",
      "the depth-expansion study: train (resumable), grow, probe, tables and figures"),
+    ("expansion-prediction", "depthdelusion.studies.expansion.commands:run_expansion_prediction",
+     "does the probe's signal rank insertion points as training each child does? (Spearman, seeds)"),
+    ("expansion-growth", "depthdelusion.studies.expansion.commands:run_expansion_growth",
+     "growth against a compute-matched from-scratch baseline, lrs tuned per arm, seeds"),
     ("persistence-probe", "depthdelusion.studies.persistence_probe:run_command",
      "per-layer gradient profiles at init and over the first steps for a width x depth grid; ℓ per shape"),
     ("persistence-study", "depthdelusion.studies.persistence_study:run_command",
@@ -383,6 +387,29 @@ def _expand(p):
     p.add_argument("--probe", action="store_true", help="measure instead of expanding")
     p.add_argument("--batches", type=int, default=16, help="--probe: train and held-out batches each")
     p.add_argument("--etas", metavar="E[,E...]", help="--probe: jumpboard step sizes")
+    p.add_argument("--step", type=int, help="--after: the parent's checkpoint to expand (default the newest)")
+
+
+@_arguments("expansion-prediction", "For every parent run under --runs (a finished sweep of "
+            "experiments/depth_expansion_prediction.yaml): probe every insertion point, expand after "
+            "each k and train each child --steps more steps; the Spearman correlation of the signal "
+            "with the realised drop in validation loss per parent (seed), and its mean over seeds with "
+            "a t interval on the Fisher-z scale.")
+def _expansion_prediction(p):
+    p.add_argument("--runs", required=True, help="the parents' sweep directory")
+    add_out(p)
+    p.add_argument("--steps", type=int, default=100, help="training steps of each child after expansion")
+    p.add_argument("--probe-batches", type=int, default=12)
+
+
+@_arguments("expansion-growth", "For a finished sweep of experiments/depth_expansion_growth_matched.yaml: "
+            "expands every depth-2 run from its --switch-step checkpoint to depth 4, trains it to its "
+            "schedule's end, then compares each arm at its best learning rate (validation loss, mean over "
+            "seeds) with the compute-matched depth-4 scratch runs: the paired difference and its t interval.")
+def _expansion_growth(p):
+    p.add_argument("--runs", required=True, help="the growth sweep directory")
+    add_out(p)
+    p.add_argument("--switch-step", type=int, default=150, help="the parents' checkpoint to grow from")
 
 
 @_arguments("expansion-study", "Trains the depth grid and the growth grid (skipping finished runs), "

@@ -10,7 +10,7 @@ from depthdelusion import exit_codes
 
 def run_expand(*, run: str, after: str | None = None, out: str | None = None, seed: int = 0,
                overrides: list[str] = (), probe: bool = False, batches: int = 16,
-               etas: str | None = None) -> int:
+               etas: str | None = None, step: int | None = None) -> int:
     from etils import epath
 
     if probe:
@@ -34,7 +34,7 @@ def run_expand(*, run: str, after: str | None = None, out: str | None = None, se
 
     cfg = surgery.read_run_config(run)
     blocks = surgery.parse_after(after, cfg.model.depth)
-    record = surgery.expand_run(run, blocks, out, seed=seed, overrides=list(overrides))
+    record = surgery.expand_run(run, blocks, out, seed=seed, overrides=list(overrides), step=step)
     print(json.dumps(record))
     print(f"expanded run written to {out}; train it on with: depthdelusion train --out {out}")
     return exit_codes.OK
@@ -45,4 +45,18 @@ def run_expansion_study(*, out: str, depth_grid: str, growth_grid: str, runs: st
     from depthdelusion.studies.expansion.study import run_study
 
     run_study(depth_grid, growth_grid, runs, out, probe_batches=probe_batches, train=train)
+    return exit_codes.OK
+
+
+def run_expansion_prediction(*, runs: str, out: str, steps: int = 100, probe_batches: int = 12) -> int:
+    from depthdelusion.studies.expansion.trials import prediction_study
+
+    prediction_study(runs, out, steps=steps, probe_batches=probe_batches)
+    return exit_codes.OK
+
+
+def run_expansion_growth(*, runs: str, out: str, switch_step: int = 150) -> int:
+    from depthdelusion.studies.expansion.trials import growth_study
+
+    growth_study(runs, out, switch_step=switch_step)
     return exit_codes.OK

@@ -38,6 +38,7 @@ from depthdelusion.studies.expansion import surgery
 
 PROBED = surgery.ZERO_PROJECTIONS
 MIN_BATCHES = 3
+BOUNDED_INTERVAL = "basic bootstrap (log scale for norms, Fisher z for the cosine)"
 
 
 def _graphdef(model_cfg: ModelConfig):
@@ -363,7 +364,7 @@ def probe_run(run_dir, n_batches: int = 16, etas: Sequence[float] = ETAS, seed: 
                            "tokens": int(sum(len(p) for p in parts))})
     lowering = [r["eta"] for r in jump if r["delta_test"] < 0]
     return {
-        "run": str(run_dir), "interval": "basic bootstrap (log scale for norms, Fisher z for the cosine)", "step": step, "depth": cfg.model.depth, "width": cfg.model.width,
+        "run": str(run_dir), "interval": BOUNDED_INTERVAL, "step": step, "depth": cfg.model.depth, "width": cfg.model.width,
         "parametrization": cfg.model.parametrization, "seed": seed, "batches": n_batches,
         "batch_size": batch, "seq_len": seq, "signal": rows, "jumpboard_after": best, "jumpboard": jump,
         "largest_eta_lowering_test": max(lowering) if lowering else None,

@@ -38,6 +38,68 @@ def _write_csv(rows: list[dict], path: Path) -> None:
             writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
 
 
+def _read_csv(path: Path) -> list[dict]:
+    """A table this module wrote, numbers as numbers (empty cells stay "")."""
+    def value(v: str):
+        if v == "" or not re.fullmatch(r"[-+0-9.eE]+|nan|inf|-inf", v):
+            return v
+        return int(v) if re.fullmatch(r"[-+]?\d+", v) else float(v)
+
+    with open(path, newline="") as f:
+        return [{k: value(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def converted_probe(result: dict) -> dict:
+    """A cached probe whose intervals were reflected on the raw scale ("basic bootstrap"), with
+    its intervals on the bounded scales the probe uses now (log for the norms, Fisher z for the
+    cosine). The basic interval [2e − q_hi, 2e − q_lo] gives back the bootstrap percentiles
+    q_lo, q_hi of the same draws; reflected on the new scale they give the new interval, exactly
+    up to the linear interpolation between the two order statistics next to each percentile."""
+    from depthdelusion.studies.expansion.probe import BOUNDED_INTERVAL
+
+    if result.get("interval") != "basic bootstrap":
+        return result
+    rows = []
+    for r in result["signal"]:
+        r = dict(r)
+        for name, to, back in (("signal_train", np.log, np.exp), ("signal_test", np.log, np.exp),
+                               ("cosine", np.arctanh, np.tanh)):
+            est, lo, hi = r[name], r[f"{name}_lo"], r[f"{name}_hi"]
+            q_lo, q_hi = 2 * est - hi, 2 * est - lo
+            r[f"{name}_lo"] = float(back(2 * to(est) - to(q_hi)))
+            r[f"{name}_hi"] = float(back(2 * to(est) - to(q_lo)))
+        rows.append(r)
+    return {**result, "signal": rows, "interval": BOUNDED_INTERVAL}
+
+
+def rerender_probe_tables(out: Path) -> None:
+    """signal.csv, the interval columns of runs.csv and results.md again from the cached probes
+    (converted by `converted_probe`) and the other committed tables, for when the run
+    directories are not at hand; the figures and the other tables are left as they are."""
+    out = Path(out)
+    probes = {}
+    for cache in sorted((out / "probes").glob("*.json")):
+        result = converted_probe(json.loads(cache.read_text()))
+        cache.write_text(json.dumps(result, indent=2) + "\n")
+        probes[cache.stem] = result
+    ordered = sorted(probes.items(), key=lambda kv: (kv[1]["width"], kv[1]["depth"]))
+    _write_csv([{"run": name, "depth": p["depth"], "width": p["width"], **r}
+                for name, p in ordered for r in p["signal"]], out / "signal.csv")
+    run_rows = _read_csv(out / "runs.csv")
+    for row in run_rows:
+        p = probes[row["run"]]
+        best = max(p["signal"], key=lambda r: r["signal_train"])
+        row.update(max_signal_lo=best["signal_train_lo"], max_signal_hi=best["signal_train_hi"],
+                   min_cosine_lo=min(r["cosine_lo"] for r in p["signal"]),
+                   largest_eta_lowering_test=p["largest_eta_lowering_test"])
+    _write_csv(run_rows, out / "runs.csv")
+    growth = None
+    if (out / "growth.csv").exists():
+        growth = (_read_csv(out / "growth.csv"), _read_csv(out / "growth_curves.csv"),
+                  json.loads((out / "growth_summary.json").read_text()))
+    (out / "results.md").write_text(results_markdown(run_rows, _read_csv(out / "jumpboard.csv"), probes, growth))
+
+
 def train_grid(grid_path: str, out: Path, log: Callable[[str], None]) -> None:
     from depthdelusion.sweep import load_grid, run_sweep
 
@@ -282,7 +344,8 @@ def results_markdown(run_rows: list[dict], jump_rows: list[dict], probes: dict, 
     """The generated tables (the hand-written verdicts are in README.md)."""
     md = ["# Depth expansion: generated tables (`depthdelusion expansion-study`)", "",
           "Signal = ‖mean gradient‖ w.r.t. the inserted block's zero projections over the probe's "
-          "training batches; [95% basic bootstrap over batches]; unbiased = sqrt of the "
+          "training batches; [95% basic bootstrap over batches, on the log scale for norms and the "
+          "Fisher-z scale for cosines]; unbiased = sqrt of the "
           "pairwise (i ≠ j) estimate of ‖μ‖², batch noise removed. cos = train/held-out cosine, "
           "mean over insertion points (lowest lower bound of its 95% intervals). Off-diag = "
           "off-diagonal energy fraction of the activation-gradient covariance, mean over layers "
@@ -353,7 +416,7 @@ def run_study(depth_grid: str, growth_grid: str, runs: str, out: str, *, probe_b
     for run_dir in sorted((runs_path / "depth_expansion").iterdir()):
         cache = out_path / "probes" / f"{run_dir.name}.json"
         if cache.exists():
-            probes[run_dir.name] = json.loads(cache.read_text())
+            probes[run_dir.name] = converted_probe(json.loads(cache.read_text()))
             continue
         if not run_dir.is_dir() or rundir.status(run_dir) != "finished":
             continue

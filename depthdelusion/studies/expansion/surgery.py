@@ -246,8 +246,10 @@ def restore_state(run_dir, cfg: Config, step: int | None = None):
     return step, flat, state, trainer
 
 
-def expand_run(run_dir, after: Sequence[int], out, seed: int = 0, overrides: Sequence[str] = ()) -> dict:
-    """Write the expanded run directory `out`; returns what expansion.json records."""
+def expand_run(run_dir, after: Sequence[int], out, seed: int = 0, overrides: Sequence[str] = (),
+               step: int | None = None) -> dict:
+    """Write the expanded run directory `out` from the parent's checkpoint at `step` (default the
+    newest); returns what expansion.json records."""
     import grain
     import orbax.checkpoint as ocp
     from etils import epath
@@ -272,7 +274,7 @@ def expand_run(run_dir, after: Sequence[int], out, seed: int = 0, overrides: Seq
         set_field(child, key, value)
     child.validate()
 
-    step, flat, _, _ = restore_state(run_dir, cfg)
+    step, flat, _, _ = restore_state(run_dir, cfg, step)
     if child.train.steps < step:
         raise ValueError(f"train.steps={child.train.steps} is before the parent's step {step}: "
                          "pass --set train.steps=N with N >= the parent's step to train on")

@@ -1,0 +1,196 @@
+"""The two trained tests of depth expansion (docs/depth_expansion.md), on finished sweeps:
+
+- `prediction_study`: does the probe's first-order signal rank insertion points the way training
+  each child does? Per parent (one init seed): the signal at every k, then one child per k
+  (`expand --after k`, the block the probe measured) trained N more steps; the Spearman
+  correlation of the signal with the realised drop in validation loss; over seeds, the mean
+  correlation with a percentile bootstrap over seeds (bounded like ρ) and a within-seed
+  permutation p-value.
+- `growth_study`: growth against a compute-matched from-scratch baseline, each arm at its best
+  learning rate (mean validation loss over seeds, as the lr-transfer study picks), the paired
+  difference over seeds with its t interval.
+
+Each writes a CSV of its rows and a summary JSON into `out`; the verdict is only as strong as
+the interval.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from depthdelusion import rundir
+from depthdelusion.analysis.tables import markdown_table
+
+MIN_SEEDS = 3
+_LR_SEED = re.compile(r"^d(\d+)_w(\d+)_steps(\d+)_lr([0-9.e-]+)_seed(\d+)$")
+
+
+def spearman(x, y) -> float:
+    """Spearman's ρ (average ranks for ties); nan where either side is constant."""
+    from scipy import stats
+
+    return float(stats.spearmanr(x, y).statistic)
+
+
+def rank_agreement(per_seed: list[tuple[list[float], list[float]]], n_boot: int = 2000,
+                   seed: int = 0) -> dict:
+    """Mean over seeds of Spearman's ρ(predicted, realised), a 95% percentile bootstrap over seeds
+    (ρ̄ of resampled seeds stays in [-1, 1]) and a one-sided permutation p-value: the share of
+    within-seed relabellings whose ρ̄ is at least the observed one (exact where feasible)."""
+    if len(per_seed) < MIN_SEEDS:
+        raise ValueError(f"the rank test needs at least {MIN_SEEDS} seeds, got {len(per_seed)}")
+    rhos = np.array([spearman(p, r) for p, r in per_seed])
+    rng = np.random.default_rng(seed)
+    boot = rhos[rng.integers(0, len(rhos), (n_boot, len(rhos)))].mean(axis=1)
+    observed = float(rhos.mean())
+    orders = [list(itertools.permutations(range(len(p)))) for p, _ in per_seed]
+    total = math.prod(len(o) for o in orders)
+    if total <= 20000:
+        draws = itertools.product(*orders)
+    else:
+        draws = ([tuple(rng.permutation(len(p))) for p, _ in per_seed] for _ in range(20000))
+    null = [np.mean([spearman(np.asarray(p)[list(perm)], r) for (p, r), perm in zip(per_seed, combo)])
+            for combo in draws]
+    return {"seeds": len(rhos), "rho_per_seed": [round(float(r), 4) for r in rhos],
+            "rho_mean": observed, "rho_ci95": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
+            "interval": "percentile bootstrap over seeds", "p_permutation": float(np.mean(np.array(null) >= observed - 1e-12))}
+
+
+def paired_difference(a: list[float], b: list[float]) -> dict:
+    """mean(a − b) over paired seeds with its 95% t interval."""
+    from scipy import stats
+
+    if len(a) != len(b) or len(a) < MIN_SEEDS:
+        raise ValueError(f"paired difference: needs at least {MIN_SEEDS} paired seeds, got {len(a)} and {len(b)}")
+    d = np.asarray(a, float) - np.asarray(b, float)
+    se = float(d.std(ddof=1) / math.sqrt(len(d)))
+    t = float(stats.t.ppf(0.975, len(d) - 1))
+    return {"seeds": len(d), "diff_mean": float(d.mean()), "diff_ci95": [float(d.mean() - t * se), float(d.mean() + t * se)],
+            "interval": "t, paired over seeds"}
+
+
+def _eval_loss(run_dir: Path) -> float:
+    summary = rundir.read_summary(run_dir) or {}
+    if summary.get("eval_loss") is None:
+        raise ValueError(f"{run_dir}: summary.json has no eval_loss (set train.eval_batches > 0 and finish the run)")
+    return float(summary["eval_loss"])
+
+
+def prediction_study(runs, out, *, steps: int = 100, probe_batches: int = 12,
+                     log: Callable[[str], None] = print) -> dict:
+    from depthdelusion.studies.expansion import surgery
+    from depthdelusion.studies.expansion.probe import probe_run
+    from depthdelusion.train.loop import train
+
+    runs, out = Path(runs), Path(out)
+    (out / "probes").mkdir(parents=True, exist_ok=True)
+    children_dir = runs.parent / f"{runs.name}_children"
+    rows, per_seed = [], []
+    parents = sorted(d for d in runs.iterdir() if d.is_dir() and rundir.status(d) == "finished")
+    for parent in parents:
+        cfg = surgery.read_run_config(parent)
+        cache = out / "probes" / f"{parent.name}.json"
+        if cache.exists():
+            probe = json.loads(cache.read_text())
+        else:
+            log(f"probing {parent.name}")
+            probe = probe_run(parent, n_batches=probe_batches, seed=cfg.train.seed, etas=(0.01,))
+            cache.write_text(json.dumps(probe, indent=2) + "\n")
+        parent_eval = _eval_loss(parent)
+        step = surgery.latest_step(parent)
+        signal, drop = [], []
+        for row in probe["signal"]:
+            k = row["after"]
+            child = children_dir / f"{parent.name}_after{k}"
+            if not (child / "expansion.json").exists():
+                log(f"expanding {parent.name} after {k}")
+                surgery.expand_run(parent, [k], child, seed=cfg.train.seed, overrides=[f"train.steps={step + steps}"])
+            if rundir.status(child) != "finished":
+                train(surgery.read_run_config(child), child)
+            realised = parent_eval - _eval_loss(child)
+            rows.append({"parent": parent.name, "seed": cfg.train.seed, "after": k,
+                         "signal_train": row["signal_train"], "unbiased_sq_train": row["unbiased_sq_train"],
+                         "parent_eval": parent_eval, "child_eval": parent_eval - realised, "realised_drop": realised})
+            signal.append(row["signal_train"])
+            drop.append(realised)
+        per_seed.append((signal, drop))
+    summary = {"steps_after_expansion": steps, "probe_batches": probe_batches}
+    try:
+        summary.update(rank_agreement(per_seed))
+    except ValueError as err:
+        summary["not_tested"] = str(err)
+    _write(out, "prediction", rows, summary)
+    return summary
+
+
+def growth_study(runs, out, *, switch_step: int = 150, log: Callable[[str], None] = print) -> dict:
+    from depthdelusion import model_size
+    from depthdelusion.studies.expansion import surgery
+    from depthdelusion.train.loop import train
+
+    runs, out = Path(runs), Path(out)
+    parsed = {d.name: _LR_SEED.match(d.name) for d in sorted(runs.iterdir())}
+    parsed = {n: m.groups() for n, m in parsed.items() if m}
+    depths = sorted({int(g[0]) for g in parsed.values()})
+    if len(depths) != 2:
+        raise ValueError(f"{runs}: expected the runs of two depths (parents and scratch), found {depths}")
+    small, large = depths
+    rows = []
+    for name, (depth, _, _, lr, seed) in parsed.items():
+        if int(depth) != small:
+            continue
+        parent = runs / name
+        grown = runs.parent / f"{runs.name}_grown" / f"grown_{name}"
+        if not (grown / "expansion.json").exists():
+            log(f"growing {name} from step {switch_step}")
+            surgery.expand_run(parent, range(small), grown, seed=int(seed), step=switch_step)
+        if rundir.status(grown) != "finished":
+            train(surgery.read_run_config(grown), grown)
+        cfg, gcfg = surgery.read_run_config(parent), surgery.read_run_config(grown)
+        tokens = cfg.train.batch_size * cfg.model.seq_len
+        flops = (model_size.flops_per_token(cfg.model) * switch_step
+                 + model_size.flops_per_token(gcfg.model) * (gcfg.train.steps - switch_step)) * tokens
+        rows.append({"arm": "grown", "lr": float(lr), "seed": int(seed), "eval_loss": _eval_loss(grown), "flops": flops})
+    for name, (depth, _, steps, lr, seed) in parsed.items():
+        if int(depth) == large:
+            cfg = surgery.read_run_config(runs / name)
+            flops = model_size.flops_per_token(cfg.model) * int(steps) * cfg.train.batch_size * cfg.model.seq_len
+            rows.append({"arm": "scratch", "lr": float(lr), "seed": int(seed), "eval_loss": _eval_loss(runs / name),
+                         "flops": flops})
+    best = {}
+    for arm in ("grown", "scratch"):
+        by_lr = {}
+        for r in rows:
+            if r["arm"] == arm:
+                by_lr.setdefault(r["lr"], []).append(r)
+        best[arm] = min(by_lr.items(), key=lambda kv: np.mean([r["eval_loss"] for r in kv[1]]))
+    pick = {arm: {r["seed"]: r for r in best[arm][1]} for arm in best}
+    seeds = sorted(set(pick["grown"]) & set(pick["scratch"]))
+    summary = {"best_lr": {arm: best[arm][0] for arm in best},
+               "flops_ratio_grown_over_scratch": float(np.mean([pick["grown"][s]["flops"] / pick["scratch"][s]["flops"] for s in seeds])) if seeds else None}
+    try:
+        summary.update(paired_difference([pick["grown"][s]["eval_loss"] for s in seeds],
+                                         [pick["scratch"][s]["eval_loss"] for s in seeds]))
+    except ValueError as err:
+        summary["not_tested"] = str(err)
+    _write(out, "growth_matched", rows, summary)
+    return summary
+
+
+def _write(out: Path, stem: str, rows: list[dict], summary: dict) -> None:
+    import csv
+
+    out.mkdir(parents=True, exist_ok=True)
+    if rows:
+        with open(out / f"{stem}.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows)
+    (out / f"{stem}_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / f"{stem}.md").write_text(markdown_table(["key", "value"], [[k, json.dumps(v)] for k, v in summary.items()]) + "\n")
