@@ -40,7 +40,7 @@ def test_tapped_forward_is_the_models_and_keeps_the_residual_dtype(residual):
         np.testing.assert_allclose(np.asarray(out.streams[layer + 1], np.float32), np.asarray(x, np.float32),
                                    rtol=2e-2, atol=2e-2)
     rms = np.sqrt(np.mean(np.square(np.asarray(out.streams[1:], np.float32)), axis=(1, 2, 3)))
-    np.testing.assert_allclose(np.asarray(out.block_rms_D), rms, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(out.block_rms_D), rms, rtol=1e-3)  # reduction order
     np.testing.assert_array_equal(np.asarray(m.head(out.head_input)), np.asarray(out.logits))
 
 
