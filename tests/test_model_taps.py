@@ -30,18 +30,20 @@ def test_tapped_forward_is_the_models_and_keeps_the_residual_dtype(residual):
     tokens = jax.random.randint(jax.random.key(1), (2, 16), 0, model.vocab_size)
     out = jax.jit(lambda t: m.forward(t, Taps(stream_fn=lambda x: x, block_rms=True,
                                               head_input_fn=lambda h: h)))(tokens)
-    np.testing.assert_array_equal(np.asarray(out.logits), np.asarray(jax.jit(m)(tokens)))
+    # separately compiled graphs: equal up to bf16 rounding where the stream itself is bf16
+    tol = 1e-5 if residual == "float32" else 3e-2
+    np.testing.assert_allclose(np.asarray(out.logits), np.asarray(jax.jit(m)(tokens)), rtol=tol, atol=tol)
     assert out.streams.dtype == residual_dtype(model) == (jnp.float32 if residual == "float32" else jnp.bfloat16)
     assert out.streams.shape == (model.depth + 1, 2, 16, model.width)
     x = m.embed_tokens(tokens)
-    np.testing.assert_array_equal(np.asarray(out.streams[0]), np.asarray(x))
+    np.testing.assert_allclose(np.asarray(out.streams[0], np.float32), np.asarray(x, np.float32), rtol=tol, atol=tol)
     for layer in range(model.depth):
         x = block(x, {k: v[...][layer] for k, v in m.blocks.params.items()}, model)
         np.testing.assert_allclose(np.asarray(out.streams[layer + 1], np.float32), np.asarray(x, np.float32),
                                    rtol=2e-2, atol=2e-2)
     rms = np.sqrt(np.mean(np.square(np.asarray(out.streams[1:], np.float32)), axis=(1, 2, 3)))
     np.testing.assert_allclose(np.asarray(out.block_rms_D), rms, rtol=1e-3)  # reduction order
-    np.testing.assert_array_equal(np.asarray(m.head(out.head_input)), np.asarray(out.logits))
+    np.testing.assert_allclose(np.asarray(m.head(out.head_input)), np.asarray(out.logits), rtol=tol, atol=tol)
 
 
 def test_residual_grads_are_in_the_residual_dtype():
