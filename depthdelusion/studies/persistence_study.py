@@ -171,13 +171,18 @@ def _mean_se(values):
     return float(v.mean()), (float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else math.nan)
 
 
-def _trend(rates_by_depth: list[tuple[int, float]]) -> str:
-    """'rises' / 'falls' when the rate is strictly monotone in depth over ≥ 3 depths, else 'none'."""
-    if len(rates_by_depth) < 3:
+def _trend(cells_by_depth: list[tuple[int, object]]) -> str:
+    """'rises' / 'falls' when the cells' mean rate is strictly monotone in depth over ≥ 3 depths
+    AND the deepest cell's 95% interval lies clear of the shallowest's; else 'none'."""
+    if len(cells_by_depth) < 3:
         return "too few depths"
-    r = [v for _, v in sorted(rates_by_depth)]
-    d = np.diff(r)
-    return "rises" if np.all(d > 0) else "falls" if np.all(d < 0) else "none"
+    ivs = [v for _, v in sorted(cells_by_depth, key=lambda dv: dv[0])]
+    d = np.diff([v.mean for v in ivs])
+    if np.all(d > 0) and ivs[-1].lo > ivs[0].hi:
+        return "rises"
+    if np.all(d < 0) and ivs[-1].hi < ivs[0].lo:
+        return "falls"
+    return "none"
 
 
 def _cell_se(iv, fits_of_cell) -> float:
@@ -351,9 +356,10 @@ def build(roots, out: Path, *, step: int = DEFAULT_STEP, window: float = DEFAULT
         md += ["- Control, residual-stream dtype: no cells here differ only in compute/residual dtype "
                "(the bfloat16 against float32 measurement is in `docs/persistence.md`, numerics)."]
     # trend statements with and without the bottom block
-    md += ["", "Trends of the rate with depth at fixed width (strictly monotone over ≥ 3 depths; cells' "
-           "mean rates), with the bottom block left out and left in; a trend that does not survive "
-           "leaving the bottom block out is withdrawn:", ""]
+    md += ["", "Trends of the rate with depth at fixed width (the cells' mean rates strictly monotone "
+           "over ≥ 3 depths and the deepest cell's 95% interval clear of the shallowest's), with the "
+           "bottom block left out and left in; a trend that does not survive leaving the bottom block "
+           "out is withdrawn:", ""]
     table = []
     for study in studies:
         for pz in pzs:
@@ -362,8 +368,8 @@ def build(roots, out: Path, *, step: int = DEFAULT_STEP, window: float = DEFAULT
                 lrs = {k[4] for k, _ in sel}
                 if len(lrs) > 1:
                     continue  # several lrs at one width: depth is confounded with lr here
-                t1 = _trend([(k[2], v.mean) for k, v in sel])
-                t0 = _trend([(k[2], iv_all["weight"][k].mean) for k, _ in sel if k in iv_all["weight"]])
+                t1 = _trend([(k[2], v) for k, v in sel])
+                t0 = _trend([(k[2], iv_all["weight"][k]) for k, _ in sel if k in iv_all["weight"]])
                 kept = ("withdrawn (set by the bottom block)" if t0 in ("rises", "falls") and t1 != t0 else
                         "survives" if t0 == t1 and t0 in ("rises", "falls") else
                         "new without the bottom block" if t1 in ("rises", "falls") else "no trend")
