@@ -81,3 +81,24 @@ def test_cells_with_three_seeds_carry_the_verdict_and_a_bottom_block_trend_is_wi
     assert "W = 64: paper ℓ = 4.39, 2.19, 1.46 layers" in md and "**not consistent** (3 cell(s) with ≥ 3 seeds)" in md
     assert "W = 16: paper ℓ = 2.93" in md and "rests on single runs" in md
     assert (tmp_path / "out" / "bottom_block.png").stat().st_size > 0
+
+
+def test_the_width_grid_has_three_seeds_per_cell_over_a_decade_and_the_studys_recipe():
+    from pathlib import Path
+
+    from depthdelusion.sweep import load_grid
+
+    experiments = Path(__file__).resolve().parents[2] / "experiments"
+    width = yaml.safe_load((experiments / "persistence_width.yaml").read_text())
+    study = yaml.safe_load((experiments / "persistence_study.yaml").read_text())
+    assert width["fixed"] == study["fixed"] and width["name_format"] == study["name_format"]
+    runs = load_grid(experiments / "persistence_width.yaml").runs
+    cells: dict = {}
+    for name, cfg in runs:
+        m = cfg.model
+        assert cfg.train.seed == cfg.data.seed
+        cells.setdefault((m.parametrization, m.width, m.depth), set()).add(cfg.train.seed)
+    assert set(cells) == {(pz, w, d) for pz in ("sp", "completep") for w in (16, 32, 64, 128, 256) for d in (8, 16)}
+    assert all(seeds == {42, 1, 2} for seeds in cells.values())
+    shared = {n for n, _ in runs} & {n for n, _ in load_grid(experiments / "persistence_study.yaml").runs}
+    assert len(shared) == 20  # sweeping into the study's directory skips these
