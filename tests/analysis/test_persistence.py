@@ -224,3 +224,23 @@ def test_primary_fit_leaves_out_the_bottom_block_and_block_ratios_show_it(run_fa
     profile = load_runs(tmp_path / "runs").profiles[0]
     r = block_ratios(np.stack([profile.weight[s] for s in profile.steps("weight")]))
     assert abs(r["bottom"] - 4) < 1e-6 and abs(r["top"] - np.exp(1 / 20)) < 0.01
+
+
+def test_the_sweep_report_uses_the_study_rules_seeds_per_shape_and_the_papers_implied_length(tmp_path):
+    from depthdelusion.analysis.report import write_report
+
+    from .conftest import write_run
+
+    i = 0
+    for w in (64, 128, 256):
+        for d in (4, 8):
+            for rep in range(3 if (d, w) == (8, 64) else 1):
+                write_run(tmp_path / "runs", f"d{d}_w{w}_r{rep}", d, w, 3.0 - 0.05 * i, ell=40.0,
+                          noise=0.005, seed=i, steps=tuple(range(800, 1001, 25)))
+                i += 1
+    write_report(tmp_path / "runs", tmp_path / "rep", laws=("kaplan",), bootstrap=0, figures=False)
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "over blocks 1 … D−1" in md and "moving-block bootstrap" in md
+    assert "- weight gradients per shape (1 shape(s) with ≥ 3 seeds): 1 decay, 0 flat, 0 growth." in md
+    assert "- weight gradients, W = 64: the paper's κ implies ℓ = 4.39, 2.19, 1.46 layers" in md
+    assert "8L (3 seeds): ℓ in [" in md and "— not consistent." in md
