@@ -76,6 +76,8 @@ class PersistenceFit:
 
     def describe(self) -> str:
         where = f"{self.name} ({self.depth}L×{self.width}, {self.kind} gradients"
+        if self.skip_bottom:
+            where += f", blocks {self.skip_bottom}–{self.depth - 1}"
         if self.steps:
             where += (f", step {self.steps[0]}" if len(self.steps) == 1 else
                       f", mean of {len(self.steps)} logged steps {self.steps[0]}–{self.steps[-1]}")

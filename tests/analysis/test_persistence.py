@@ -220,6 +220,7 @@ def test_primary_fit_leaves_out_the_bottom_block_and_block_ratios_show_it(run_fa
     (f,) = persistence_lengths(tmp_path / "runs")
     (a,) = persistence_lengths(tmp_path / "runs", skip_bottom=0)
     assert f.status == "decay" and abs(f.length - 20) < 2 and f.skip_bottom == 1 and f.depth == 8
+    assert "(8L×64, weight gradients, blocks 1–7, " in f.describe()
     assert a.status == "growth"
     profile = load_runs(tmp_path / "runs").profiles[0]
     r = block_ratios(np.stack([profile.weight[s] for s in profile.steps("weight")]))
