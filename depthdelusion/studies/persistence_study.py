@@ -113,7 +113,8 @@ def cells(runs: list[dict], fits: dict, kind: str = "weight") -> dict:
 
 
 def _sort_key(key):
-    return tuple("" if v is None else v for v in key)
+    # an lr missing from a run's config sorts first instead of failing to compare with a float
+    return tuple((v is not None, v if v is not None else 0) for v in key)
 
 
 def verdict_of(intervals: dict) -> tuple[str, bool]:
