@@ -452,15 +452,18 @@ def _persistence_probe(p):
 
 @_arguments("persistence-study", "Windowed persistence rate per run, its evolution over training, "
             "ℓ(W) power law vs log form over all runs, loss vs depth and the loss-optimal depth per "
-            "width, seed spreads. RUNS: the sweep's output directory "
-            "(experiments/persistence_study.yaml).")
+            "width, seed-level intervals per cell, the paper's implied ℓ(W) against the measured one. "
+            "RUNS: one or more sweep output directories (experiments/persistence_study.yaml, "
+            "persistence_width.yaml, or another sweep logging per-layer gradient norms); each is a "
+            "study of its own.")
 def _persistence_study(p):
-    p.add_argument("runs", metavar="RUNS")
+    p.add_argument("runs", metavar="RUNS", nargs="+")
     add_out(p)
     p.add_argument("--step", type=int, default=LIBRARY_DEFAULT, help="requested step")
     p.add_argument("--window", type=float, default=LIBRARY_DEFAULT,
                    help="relative half-width of the step window (0.2 at step 1000: steps 800-1200)")
-    p.add_argument("--grid", help="the grid file, to list the runs that have not finished")
+    p.add_argument("--grid", action="append",
+                   help="a grid file, to list the runs that have not finished (repeatable)")
 
 
 @_arguments("spectrum", "Covariance spectra of the token embeddings and of the residual stream after "

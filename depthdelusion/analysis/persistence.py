@@ -3,16 +3,27 @@
 Per run (the windowed protocol): ln g_l is averaged over every logged step inside a window
 around the requested step (default the paper's step 1000, window ±20%), and a straight line
 ln ḡ_l = b − rate·(D − l) is fitted (l counted from the input, a free intercept b so a noisy top
-layer does not set the scale). rate = 1/ℓ is kept with its sign: rate > 0 is the paper's decay
-towards the input, rate < 0 is growth towards the input. Its interval is a percentile bootstrap
-over the logged steps of the window (the step-to-step scatter of the profile); with fewer than 3
-steps in the window, the t-interval of the regression slope.
+layer does not set the scale). The primary fit uses blocks 1 … D−1: the bottom block reads the
+embedding stream, whose norm under pre-LN is far smaller than the summed stream above it, so its
+gradient stands apart from the rest of the stack and alone can turn a decay into growth (its
+ratio to block 1 is reported separately, :func:`block_ratios`). rate = 1/ℓ is kept with its
+sign: rate > 0 is the paper's decay towards the input, rate < 0 is growth towards the input.
+Its interval for one run is a moving-block bootstrap over the logged steps of the window (the
+steps are autocorrelated, so they are resampled in blocks of ⌈S^(1/3)⌉ consecutive steps); with
+fewer than 3 steps in the window, the t-interval of the regression slope. Where a shape was
+trained with several seeds, :func:`seed_interval` gives the interval from the spread across
+seeds (Student t with n − 1 degrees of freedom), which is the one a verdict should use.
 
 Across runs: rate(W) is fitted over ALL runs (decaying, flat and growing alike — no selection on
 the outcome) in two forms, the paper's power law ℓ = c·W^p (rate = W^−p / c) and its log form
 ℓ = a·ln W + b (rate = 1/(a ln W + b)), by least squares on the rates weighted by their
 bootstrap variances, compared by weighted R² on the rates. The interval of p is a profile
 likelihood (Gaussian errors of unknown scale: n·ln(RSS(p)/RSS_min) ≤ χ²₁,0.95 = 3.84).
+
+The quantitative test of the paper's numbers: D_crit = κ·ln W and D_crit = ℓ·ln(1/ε) give
+ℓ(W) = κ·ln W / ln(1/ε) (:func:`paper_implied_length`, κ from :mod:`.reference`), compared with
+the measured rate's interval (:func:`compare_with_paper`); ℓ ∝ W^0.44 across widths is tested by
+:func:`power_law_test`.
 """
 from __future__ import annotations
 
@@ -22,11 +33,15 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, stats
 
+from .reference import PAPER_KAPPA, PAPER_PERSISTENCE_EXPONENT
 from .runs import load_runs
 
 DEFAULT_STEP = 1000  # the paper measures "after 1000 training steps"
 DEFAULT_WINDOW = 0.2  # relative half-width: logged steps in [step·(1 − w), step·(1 + w)]
 BOOTSTRAP = 400  # resamples of the window's steps per run
+PRIMARY_SKIP_BOTTOM = 1  # the primary fit leaves out the bottom block (blocks 1 … D−1)
+PAPER_EPSILONS = (0.1, 0.01, 0.001)  # thresholds ε of D_crit = ℓ·ln(1/ε) the test spans
+MIN_SEEDS = 3  # a cell a verdict rests on has at least this many seeds
 CHI2_95 = 3.841458820694124  # χ²₁ 95% point, for profile-likelihood intervals
 
 
@@ -57,9 +72,12 @@ class PersistenceFit:
     ci_method: str = "t-interval of the slope"
     rate_se: float = math.nan
     warning: str | None = None
+    skip_bottom: int = 0  # blocks nearest the input left out of the fit
 
     def describe(self) -> str:
         where = f"{self.name} ({self.depth}L×{self.width}, {self.kind} gradients"
+        if self.skip_bottom:
+            where += f", blocks {self.skip_bottom}–{self.depth - 1}"
         if self.steps:
             where += (f", step {self.steps[0]}" if len(self.steps) == 1 else
                       f", mean of {len(self.steps)} logged steps {self.steps[0]}–{self.steps[-1]}")
@@ -113,13 +131,27 @@ def _rates(log_g_SxD: np.ndarray) -> np.ndarray:
     return -(log_g_SxD - log_g_SxD.mean(1, keepdims=True)) @ dc / (dc @ dc)
 
 
+def block_length(n_steps: int) -> int:
+    """Moving-block length for ``n_steps`` logged steps: ⌈n^(1/3)⌉ (the usual rate for the
+    variance of a mean), at least 1 and at most n."""
+    return int(min(n_steps, max(1, math.ceil(n_steps ** (1 / 3) - 1e-9))))
+
+
+def moving_block_indices(rng, n: int, length: int, draws: int) -> np.ndarray:
+    """[draws, n] step indices: ⌈n/length⌉ blocks of ``length`` consecutive steps, starts drawn
+    uniformly from the n − length + 1 possible ones (Künsch's moving-block bootstrap), cut to n."""
+    per = math.ceil(n / length)
+    starts = rng.integers(0, n - length + 1, size=(draws, per))
+    return (starts[:, :, None] + np.arange(length)).reshape(draws, -1)[:, :n]
+
+
 def persistence_length(norms, *, name: str = "", width: int = 0, kind: str = "weight",
                        step: int | None = None, requested_step: int | None = None,
                        seed: int = 0) -> PersistenceFit:
     """Fit the rate 1/ℓ to per-layer gradient norms (index 0 = bottom block, nearest the input).
 
     ``norms``: one profile [D], or several logged steps' profiles [S, D] (the window), whose
-    ln g are averaged; with S ≥ 3 the interval is a bootstrap over the S steps."""
+    ln g are averaged; with S ≥ 3 the interval is a moving-block bootstrap over the S steps."""
     g = np.asarray(norms, dtype=float)
     g_SxD = g[None, :] if g.ndim == 1 else g
     depth = g_SxD.shape[1]
@@ -136,12 +168,12 @@ def persistence_length(norms, *, name: str = "", width: int = 0, kind: str = "we
     rate, stderr, r2 = _line(log_g_SxD.mean(0))
     n_steps = len(log_g_SxD)
     if n_steps >= 3:
-        rng = np.random.default_rng(seed)
-        pick_BxS = rng.integers(0, n_steps, size=(BOOTSTRAP, n_steps))
+        length = block_length(n_steps)
+        pick_BxS = moving_block_indices(np.random.default_rng(seed), n_steps, length, BOOTSTRAP)
         boot = _rates(log_g_SxD[pick_BxS].mean(1))
         rate_ci = (float(np.quantile(boot, 0.025)), float(np.quantile(boot, 0.975)))
         se = float(boot.std(ddof=1))
-        method = f"bootstrap over {n_steps} steps"
+        method = f"moving-block bootstrap over {n_steps} steps, blocks of {length}"
     else:
         tq = stats.t.ppf(0.975, depth - 2)
         rate_ci = (rate - tq * stderr, rate + tq * stderr)
@@ -180,25 +212,162 @@ def windowed_norms(profile, step: int, window: float = DEFAULT_WINDOW, kind: str
 def windowed_fit(profile, *, step: int, window: float, kind: str, name: str, width: int,
                  seed: int, skip_bottom: int = 0) -> PersistenceFit:
     """The rate 1/ℓ of one run from its logged steps around ``step`` (:func:`windowed_norms`),
-    recording the steps used; ``skip_bottom`` leaves out that many blocks nearest the input."""
+    recording the steps used; ``skip_bottom`` leaves out that many blocks nearest the input
+    (``depth`` stays the run's)."""
     used, norms_SxD, warning = windowed_norms(profile, step, window, kind)
     f = persistence_length(norms_SxD[:, skip_bottom:], name=name, width=width, kind=kind,
                            requested_step=step, seed=seed)
     f.steps, f.step, f.window, f.warning = used, int(round(np.mean(used))), window_bounds(step, window), warning
+    f.depth, f.skip_bottom = norms_SxD.shape[1], skip_bottom
     return f
 
 
+def block_ratios(norms) -> dict:
+    """The two end blocks' steps, from the (geometric) mean profile over the rows of ``norms``
+    [S, D] or one profile [D]: ``bottom`` = g_0/g_1 (the bottom block against its neighbour),
+    ``top`` = g_{D−1}/g_{D−2} (the top block against its neighbour), ``inner`` = g_1/g_{D−1} (the
+    ends of the primary fit's blocks) and ``ends`` = g_0/g_{D−1}."""
+    g = np.exp(np.log(np.atleast_2d(np.asarray(norms, float))).mean(0))
+    if len(g) < 2:
+        return {"bottom": math.nan, "top": math.nan, "inner": math.nan, "ends": math.nan}
+    return {"bottom": float(g[0] / g[1]), "top": float(g[-1] / g[-2]),
+            "inner": float(g[1] / g[-1]), "ends": float(g[0] / g[-1])}
+
+
 def persistence_lengths(runs, *, step: int = DEFAULT_STEP, kind: str = "weight",
-                        window: float = DEFAULT_WINDOW) -> list[PersistenceFit]:
-    """The windowed rate for every run that logged per-layer gradient norms."""
+                        window: float = DEFAULT_WINDOW,
+                        skip_bottom: int = PRIMARY_SKIP_BOTTOM) -> list[PersistenceFit]:
+    """The windowed rate for every run that logged per-layer gradient norms (by default over
+    blocks 1 … D−1, the primary fit)."""
     runs = load_runs(runs)
     fits = []
     for i, profile in enumerate(runs.profiles):
         if profile is None or not profile.steps(kind):
             continue
         fits.append(windowed_fit(profile, step=step, window=window, kind=kind,
-                                 name=str(runs.name[i]), width=int(runs.width[i]), seed=i))
+                                 name=str(runs.name[i]), width=int(runs.width[i]), seed=i,
+                                 skip_bottom=skip_bottom))
     return fits
+
+
+@dataclass
+class SeedInterval:
+    """A rate over the seeds of one shape: mean, SD across seeds, and the 95% interval
+    mean ± t_{n−1}·SD/√n (``half_width``); with one seed, the run's own interval and SD NaN."""
+
+    n: int
+    mean: float
+    sd: float
+    half_width: float
+    lo: float
+    hi: float
+    method: str
+
+    @property
+    def status(self) -> str:
+        return _status((self.lo, self.hi)) if np.isfinite(self.lo) else "too few layers"
+
+    @property
+    def enough_seeds(self) -> bool:
+        return self.n >= MIN_SEEDS
+
+
+def seed_interval(fits: list[PersistenceFit]) -> SeedInterval:
+    """The interval on the rate of one shape from the spread of its seeds' rates (t-based,
+    n − 1 degrees of freedom); a single run keeps its moving-block bootstrap interval."""
+    used = [f for f in fits if np.isfinite(f.rate)]
+    if not used:
+        return SeedInterval(0, math.nan, math.nan, math.nan, math.nan, math.nan, "no rate")
+    if len(used) == 1:
+        f = used[0]
+        return SeedInterval(1, f.rate, math.nan, (f.rate_ci[1] - f.rate_ci[0]) / 2, f.rate_ci[0],
+                            f.rate_ci[1], f"one run: {f.ci_method}")
+    r = np.array([f.rate for f in used])
+    n, mean, sd = len(r), float(r.mean()), float(r.std(ddof=1))
+    half = float(stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n))
+    return SeedInterval(n, mean, sd, half, mean - half, mean + half, f"t over {n} seeds ({n - 1} df)")
+
+
+def paper_implied_length(width, eps: float) -> float:
+    """ℓ(W) = κ·ln W / ln(1/ε): the persistence length the paper's D_crit = κ·ln W implies when
+    D_crit is the depth at which g_0/g_D has fallen to ε (D_crit = ℓ·ln(1/ε))."""
+    if not 0 < eps < 1:
+        raise ValueError(f"eps={eps!r}: the threshold must lie in (0, 1), e.g. 0.01")
+    return PAPER_KAPPA * math.log(width) / math.log(1 / eps)
+
+
+def length_statement(lo: float, hi: float) -> str:
+    """What a 95% interval [lo, hi] on the rate says about ℓ = 1/rate."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "no rate"
+    if lo > 0:
+        return f"ℓ in [{1 / hi:.3g}, {_fmt_inf(1 / lo)}] layers (decay)"
+    if hi < 0:
+        return f"growth towards the input (no decay; growth length {-1 / lo:.3g}–{-1 / hi:.3g} layers)"
+    bound = 1 / max(abs(lo), abs(hi))
+    return f"no decay or growth seen: |ℓ| > {bound:.3g} layers at 95%"
+
+
+def compare_with_paper(width: int, lo: float, hi: float, epsilons=PAPER_EPSILONS) -> dict:
+    """{ε: (implied ℓ, whether its rate 1/ℓ lies inside [lo, hi])} for one width."""
+    out = {}
+    for eps in epsilons:
+        ell = paper_implied_length(width, eps)
+        out[eps] = (ell, bool(lo <= 1 / ell <= hi))
+    return out
+
+
+@dataclass
+class PowerLawTest:
+    """rate = k·W^−p at the paper's fixed p across widths (weighted least squares, weights
+    1/SE²): k with its normal 95% interval (the SEs taken as known), and the χ² of the residuals
+    with its p-value (n − 1 df)."""
+
+    p: float
+    widths: tuple
+    rates: tuple
+    se: tuple
+    k: float
+    k_ci: tuple
+    chi2: float
+    dof: int
+    pvalue: float
+
+    @property
+    def consistent(self) -> bool:
+        """The paper's law holds if the common factor is a decay (k's interval above 0) and the
+        rates follow W^−p within their errors (χ² p-value ≥ 0.05)."""
+        return self.k_ci[0] > 0 and self.pvalue >= 0.05
+
+    def summary(self) -> str:
+        pts = ", ".join(f"W={w}: {r:+.4f} ± {s:.4f}" for w, r, s in zip(self.widths, self.rates, self.se))
+        why = ("consistent" if self.consistent else
+               "not consistent: " + ("k is not a decay (its interval reaches 0 or below)"
+                                     if self.k_ci[0] <= 0 else "") +
+               ("; " if self.k_ci[0] <= 0 and self.pvalue < 0.05 else "") +
+               (f"the rates do not scale as W^−{self.p:g} (χ² {self.chi2:.3g} on {self.dof} df, "
+                f"p = {self.pvalue:.2g})" if self.pvalue < 0.05 else ""))
+        return (f"rate = k·W^−{self.p:g}: k = {self.k:+.3g} [{self.k_ci[0]:+.3g}, {self.k_ci[1]:+.3g}], "
+                f"χ² {self.chi2:.3g} on {self.dof} df (p = {self.pvalue:.2g}); rates {pts} — {why}")
+
+
+def power_law_test(widths, rates, se, p: float = PAPER_PERSISTENCE_EXPONENT) -> PowerLawTest:
+    """Test rate ∝ W^−p (ℓ ∝ W^p, the paper's p by default) on per-width rates with standard
+    errors; needs at least 2 distinct widths and positive, finite SEs."""
+    W, r, s = (np.asarray(v, float) for v in (widths, rates, se))
+    if len(set(W.tolist())) < 2:
+        raise ValueError(f"the W^-p test needs rates at 2 or more widths; got {sorted(set(W.tolist()))}")
+    if not (np.all(np.isfinite(s)) and np.all(s > 0)):
+        raise ValueError(f"the W^-p test needs positive finite standard errors; got {s.tolist()}")
+    x, w = W ** -p, 1 / s ** 2
+    k = float(np.sum(w * r * x) / np.sum(w * x * x))
+    k_se = float(1 / math.sqrt(np.sum(w * x * x)))
+    chi2 = float(np.sum(w * (r - k * x) ** 2))
+    dof = len(r) - 1
+    z = stats.norm.ppf(0.975)
+    return PowerLawTest(p=p, widths=tuple(int(v) for v in W), rates=tuple(float(v) for v in r),
+                        se=tuple(float(v) for v in s), k=k, k_ci=(k - z * k_se, k + z * k_se),
+                        chi2=chi2, dof=dof, pvalue=float(stats.chi2.sf(chi2, dof)))
 
 
 @dataclass

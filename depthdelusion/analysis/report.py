@@ -32,8 +32,9 @@ import numpy as np
 from .columns import law_missing_columns
 from .consistency import CONVENTIONS, audit_param_counts, with_param_convention
 from .fitting import FitResult, fit
-from .persistence import (DEFAULT_STEP, DEFAULT_WINDOW, persistence_lengths, persistence_scaling,
-                          window_bounds)
+from .persistence import (DEFAULT_STEP, DEFAULT_WINDOW, MIN_SEEDS, PAPER_EPSILONS, compare_with_paper,
+                          length_statement, paper_implied_length, persistence_lengths,
+                          persistence_scaling, seed_interval, window_bounds)
 from .reference import (PAPER_FIT, PAPER_KAPPA, PAPER_PERSISTENCE_EXPONENT, PAPER_PERSISTENCE_R2,
                         PAPER_SHAPE_EXPONENTS)
 from .runs import PAPER_VOCAB, Runs, load_runs
@@ -518,9 +519,11 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
         md += ["## Gradient persistence length", "",
                f"Windowed protocol (`docs/persistence.md`): for each run, ln g_l averaged over the "
                f"logged steps in [{lo}, {hi}] (requested step {p_step}, window ±{DEFAULT_WINDOW:.0%}), "
-               "then ln ḡ_l = b − rate·(D − l); rate = 1/ℓ > 0 is the paper's decay towards the "
-               "input, rate < 0 is growth towards the input (reported, not dropped). 95% CI: "
-               "bootstrap over the window's steps (the t-interval of the slope with fewer than 3). "
+               "then ln ḡ_l = b − rate·(D − l) over blocks 1 … D−1 (the bottom block, which reads "
+               "the embedding stream, is left out of the fit); rate = 1/ℓ > 0 is the paper's decay "
+               "towards the input, rate < 0 is growth towards the input (reported, not dropped). "
+               "95% CI per run: moving-block bootstrap over the window's steps (the t-interval of "
+               "the slope with fewer than 3); per shape with several seeds: t over the seeds' rates. "
                "ℓ(W) is fitted to the rates of all runs.", ""] + ([p_note, ""] if p_note else [])
         for kind, pfits in list(persist.items()):
             for p in pfits:
@@ -533,6 +536,7 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
             if any(counts.values()):
                 md += [f"- {kind} gradients: {counts['decay']} run(s) decay towards the input, "
                        f"{counts['flat']} flat, {counts['growth']} grow towards the input."]
+            md += _persistence_cells(kind, pfits)
             try:
                 sc = persistence_scaling(pfits)
                 md += ["", "```", f"{kind} gradients: " + sc.summary(), "```", ""]
@@ -583,6 +587,35 @@ def _persistence_section(runs, step: int):
                     "need not be the one at the paper's step.")
     persist = {kind: persistence_lengths(runs, step=p_step, kind=kind) for kind in ("weight", "activation")}
     return persist, p_step, note
+
+
+def _persistence_cells(kind: str, pfits: list) -> list:
+    """The study's rules on the report's runs: the rate per shape (t over seeds where a shape
+    repeats), which cells a verdict may rest on, and the paper's implied ℓ(W) per width."""
+    by_shape: dict = {}
+    for p in pfits:
+        if np.isfinite(p.rate):
+            by_shape.setdefault((p.depth, p.width), []).append(p)
+    if not by_shape:
+        return []
+    cells = {k: seed_interval(v) for k, v in sorted(by_shape.items())}
+    strong = {k: v for k, v in cells.items() if v.enough_seeds}
+    use = strong or cells
+    n = {s: sum(v.status == s for v in use.values()) for s in ("decay", "flat", "growth")}
+    basis = (f"{len(strong)} shape(s) with ≥ {MIN_SEEDS} seeds" if strong else
+             f"rests on single runs: no shape has ≥ {MIN_SEEDS} seeds")
+    out = [f"- {kind} gradients per shape ({basis}): {n['decay']} decay, {n['flat']} flat, "
+           f"{n['growth']} growth."]
+    for w in sorted({k[1] for k in use}):
+        entries = [(k, v) for k, v in use.items() if k[1] == w]
+        implied = ", ".join(f"{paper_implied_length(w, e):.2f}" for e in PAPER_EPSILONS)
+        ok = [any(c for _, c in compare_with_paper(w, v.lo, v.hi).values()) for _, v in entries]
+        verdict = "consistent" if all(ok) else "not consistent" if not any(ok) else "mixed"
+        out.append(f"- {kind} gradients, W = {w}: the paper's κ implies ℓ = {implied} layers (ε = "
+                   + ", ".join(f"{e:g}" for e in PAPER_EPSILONS) + "); measured: "
+                   + "; ".join(f"{d}L ({v.n} seed{'s' if v.n > 1 else ''}): {length_statement(v.lo, v.hi)}"
+                               for (d, _), v in entries) + f" — {verdict}.")
+    return out
 
 
 def _consistency_section(raw, tables: list) -> list:

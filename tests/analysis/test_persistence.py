@@ -23,7 +23,7 @@ def test_window_averages_every_logged_step_and_bootstraps_over_them(run_factory,
     run_factory("d16", 16, 256, 3.0, ell=5.0, noise=0.2, steps=steps)
     (f,) = persistence_lengths(tmp_path / "runs", step=1000, window=0.2)
     assert f.steps == tuple(range(800, 1201, 50)) and f.window == (800, 1200)
-    assert f.ci_method == "bootstrap over 9 steps" and f.warning is None
+    assert f.ci_method == "moving-block bootstrap over 9 steps, blocks of 3" and f.warning is None
     assert f.rate_ci[0] < 1 / 5.0 < f.rate_ci[1]
     # the average over 9 steps is tighter than one step's fit
     (one,) = persistence_lengths(tmp_path / "runs", step=1000, window=0.0)
@@ -122,3 +122,126 @@ def test_one_windowed_fit_for_the_report_and_the_study_leaving_out_bottom_blocks
     assert cut.steps == f.steps and cut.rate == ref.rate and cut.rate_ci == ref.rate_ci
     far = windowed_fit(profile, step=3000, window=0.1, kind="weight", name="r", width=64, seed=0)
     assert far.steps == (1500,) and "used step 1500 instead" in far.warning
+
+
+def test_moving_block_bootstrap_resamples_runs_of_consecutive_steps_and_widens_for_autocorrelated_steps():
+    from depthdelusion.analysis.persistence import block_length, moving_block_indices
+
+    assert [block_length(n) for n in (3, 8, 9, 27, 28)] == [2, 2, 3, 3, 4]
+    idx = moving_block_indices(np.random.default_rng(0), 9, 3, 50)
+    assert idx.shape == (50, 9) and idx.min() >= 0 and idx.max() <= 8
+    assert np.all(np.diff(idx.reshape(50, 3, 3), axis=2) == 1)  # each block is 3 consecutive steps
+    # Steps whose profile drifts slowly (AR(1), φ = 0.9): the iid bootstrap treats 9 steps as 9
+    # independent draws and is too narrow; the block bootstrap is wider — by only ≈ 10% with 9
+    # steps, which is why a verdict uses the interval over seeds.
+    rng = np.random.default_rng(3)
+    dist = 15 - np.arange(16)
+    widths_block, widths_iid = [], []
+    for rep in range(60):
+        e = np.zeros(9)
+        for s in range(1, 9):
+            e[s] = 0.9 * e[s - 1] + 0.01 * rng.standard_normal()
+        log_g = -(0.02 + e)[:, None] * dist[None, :] + 0.001 * rng.standard_normal((9, 16))
+        f = persistence_length(np.exp(log_g), seed=rep)
+        widths_block.append(f.rate_ci[1] - f.rate_ci[0])
+        rates = -(log_g - log_g.mean(1, keepdims=True)) @ (dist - dist.mean()) / ((dist - dist.mean()) ** 2).sum()
+        boot = rates[np.random.default_rng(rep).integers(0, 9, (400, 9))].mean(1)
+        widths_iid.append(np.quantile(boot, 0.975) - np.quantile(boot, 0.025))
+    assert np.mean(widths_block) > 1.07 * np.mean(widths_iid)
+
+
+def test_seed_interval_is_t_based_over_seeds_and_one_run_keeps_its_own_interval():
+    from scipy import stats
+
+    from depthdelusion.analysis.persistence import seed_interval
+
+    rng = np.random.default_rng(0)
+    dist = 7 - np.arange(8)
+    fits = [persistence_length(np.exp(-r * dist[None, :] + 0.001 * rng.standard_normal((9, 8))), seed=i)
+            for i, r in enumerate((0.01, 0.02, 0.015))]
+    iv = seed_interval(fits)
+    rates = np.array([f.rate for f in fits])
+    half = stats.t.ppf(0.975, 2) * rates.std(ddof=1) / np.sqrt(3)
+    assert iv.n == 3 and iv.enough_seeds and abs(iv.sd - rates.std(ddof=1)) < 1e-12
+    assert abs(iv.half_width - half) < 1e-12 and abs(iv.lo - (rates.mean() - half)) < 1e-12
+    assert "t over 3 seeds (2 df)" == iv.method
+    two = seed_interval(fits[:2])
+    assert two.n == 2 and not two.enough_seeds
+    one = seed_interval(fits[:1])
+    assert one.n == 1 and np.isnan(one.sd) and (one.lo, one.hi) == fits[0].rate_ci and "one run" in one.method
+
+
+def test_paper_implied_length_and_what_an_interval_says_about_it():
+    from depthdelusion.analysis.persistence import (compare_with_paper, length_statement,
+                                                    paper_implied_length)
+    from depthdelusion.analysis.reference import PAPER_KAPPA
+
+    assert abs(paper_implied_length(64, 0.01) - PAPER_KAPPA * np.log(64) / np.log(100)) < 1e-12
+    assert abs(paper_implied_length(64, 0.01) - 2.19) < 0.01  # the issue's ≈ 2.2 layers
+    with pytest.raises(ValueError, match="eps=1"):
+        paper_implied_length(64, 1)
+    assert length_statement(-0.004, 0.005) == "no decay or growth seen: |ℓ| > 200 layers at 95%"
+    assert length_statement(0.01, 0.02).startswith("ℓ in [50, 100] layers")
+    assert length_statement(-0.02, -0.01).startswith("growth towards the input")
+    cmp = compare_with_paper(64, 0.01, 0.02)
+    assert set(cmp) == {0.1, 0.01, 0.001} and not any(ok for _, ok in cmp.values())
+    assert compare_with_paper(64, 0.2, 0.3)[0.1][1]  # 1/4.39 = 0.228 inside
+
+
+def test_power_law_test_accepts_the_papers_scaling_and_rejects_growth_or_a_wrong_exponent():
+    from depthdelusion.analysis.persistence import power_law_test
+
+    W = np.array([16, 32, 64, 128, 256])
+    ok = power_law_test(W, 0.5 * W ** -0.44, np.full(5, 0.002))
+    assert ok.consistent and abs(ok.k - 0.5) < 1e-9 and ok.chi2 < 1e-12 and "— consistent" in ok.summary()
+    steep = power_law_test(W, 0.5 * W ** -1.0, np.full(5, 0.001))
+    assert not steep.consistent and steep.pvalue < 0.05 and "do not scale" in steep.summary()
+    growth = power_law_test(W, -0.5 * W ** -0.44, np.full(5, 0.002))
+    assert not growth.consistent and "not a decay" in growth.summary()
+    with pytest.raises(ValueError, match="2 or more widths"):
+        power_law_test([64, 64], [0.1, 0.1], [0.01, 0.01])
+
+
+def test_primary_fit_leaves_out_the_bottom_block_and_block_ratios_show_it(run_factory, tmp_path):
+    """A profile that decays inside the stack but whose bottom block is 4× its neighbour: the
+    all-block fit calls it growth, the primary fit (blocks 1 … D−1) decay."""
+    import json
+
+    from depthdelusion.analysis.persistence import block_ratios
+
+    run_factory("d8", 8, 64, 3.0, ell=20.0, noise=0.001, steps=tuple(range(800, 1001, 25)))
+    metrics = tmp_path / "runs" / "d8" / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    for row in rows:
+        for key in ("per_layer_grad_norm", "per_layer_act_grad_norm"):
+            if key in row:
+                row[key][0] = 4 * row[key][1]
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (f,) = persistence_lengths(tmp_path / "runs")
+    (a,) = persistence_lengths(tmp_path / "runs", skip_bottom=0)
+    assert f.status == "decay" and abs(f.length - 20) < 2 and f.skip_bottom == 1 and f.depth == 8
+    assert "(8L×64, weight gradients, blocks 1–7, " in f.describe()
+    assert a.status == "growth"
+    profile = load_runs(tmp_path / "runs").profiles[0]
+    r = block_ratios(np.stack([profile.weight[s] for s in profile.steps("weight")]))
+    assert abs(r["bottom"] - 4) < 1e-6 and abs(r["top"] - np.exp(1 / 20)) < 0.01
+
+
+def test_the_sweep_report_uses_the_study_rules_seeds_per_shape_and_the_papers_implied_length(tmp_path):
+    from depthdelusion.analysis.report import write_report
+
+    from .conftest import write_run
+
+    i = 0
+    for w in (64, 128, 256):
+        for d in (4, 8):
+            for rep in range(3 if (d, w) == (8, 64) else 1):
+                write_run(tmp_path / "runs", f"d{d}_w{w}_r{rep}", d, w, 3.0 - 0.05 * i, ell=40.0,
+                          noise=0.005, seed=i, steps=tuple(range(800, 1001, 25)))
+                i += 1
+    write_report(tmp_path / "runs", tmp_path / "rep", laws=("kaplan",), bootstrap=0, figures=False)
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "over blocks 1 … D−1" in md and "moving-block bootstrap" in md
+    assert "- weight gradients per shape (1 shape(s) with ≥ 3 seeds): 1 decay, 0 flat, 0 growth." in md
+    assert "- weight gradients, W = 64: the paper's κ implies ℓ = 4.39, 2.19, 1.46 layers" in md
+    assert "8L (3 seeds): ℓ in [" in md and "— not consistent." in md

@@ -7,19 +7,20 @@ import yaml
 from depthdelusion.studies.persistence_study import build
 
 
-def _run(root, name, pz, depth, width, seed, *, ell, loss, steps=range(0, 1001, 25)):
+def _run(root, name, pz, depth, width, seed, *, ell, loss, steps=range(0, 1001, 25), bottom=1.0, lr=3e-3):
     run = root / name
     run.mkdir(parents=True)
     (run / "summary.json").write_text(json.dumps({
         "status": "finished", "final_loss": loss, "final_loss_se": 0.01, "params": 1000 * depth * width,
         "steps": 1000, "wall_time_s": 12.0, "eval_loss": loss,
         "model": {"depth": depth, "width": width, "parametrization": pz}}))
-    (run / "config.yaml").write_text(yaml.safe_dump({"train": {"seed": seed}, "data": {"seed": seed}}))
+    (run / "config.yaml").write_text(yaml.safe_dump({"train": {"seed": seed, "lr": lr}, "data": {"seed": seed}}))
     rng = np.random.default_rng(seed + depth + width)
     dist = depth - 1 - np.arange(depth)
     with open(run / "metrics.jsonl", "w") as fh:
         for s in steps:
             g = np.exp(-dist / ell) * np.exp(0.02 * rng.standard_normal(depth))
+            g[0] *= bottom  # the bottom block's step (the embedding stream under pre-LN)
             fh.write(json.dumps({"step": s, "loss": loss, "per_layer_grad_norm": g.tolist(),
                                  "per_layer_act_grad_norm": g.tolist()}) + "\n")
 
@@ -37,8 +38,67 @@ def test_study_reports_growth_all_runs_in_the_fit_seeds_and_partial(tmp_path):
     assert "PARTIAL" in md and "missing: sp_d32_w64_s42" in md
     assert "growth" in md and "decay" in md
     assert "of all 11 runs" in md and "none excluded" in md  # no selection on decay
-    assert "(3 seeds)" in md and "## Seed-to-seed spread" in md
+    assert "(3 seeds)" in md and "## Per cell: the rate over seeds" in md
     assert "best D" in md and "| sp | 16 |" in md
     for name in ("gradient_profiles_sp.png", "persistence_scaling_sp.png", "loss_vs_depth.png",
                  "persistence.csv"):
         assert (tmp_path / "out" / name).stat().st_size > 0
+
+
+def test_cells_with_three_seeds_carry_the_verdict_and_a_bottom_block_trend_is_withdrawn(tmp_path):
+    """Inside the stack every run decays (ℓ = 40); the bottom block carries 6× its neighbour's
+    gradient, which the all-block fit spreads over D − 1 layers: a growth that fades with depth.
+    The primary fit (blocks 1 … D−1) has no depth trend; the all-block trend is withdrawn."""
+    import csv
+
+    from scipy import stats
+
+    root, other = tmp_path / "persistence_study", tmp_path / "depth_confound"
+    for d in (4, 8, 16):
+        for seed in (1, 2, 3):
+            _run(root, f"sp_d{d}_w64_s{seed}", "sp", d, 64, seed, ell=40.0, loss=1.5, bottom=6.0)
+    _run(root, "sp_d8_w16_s1", "sp", 8, 16, 1, ell=-30.0, loss=1.9)
+    _run(other, "sp_d8_w16_s1", "sp", 8, 16, 1, ell=-30.0, loss=1.9, lr=1e-2)  # same name, other root
+    build([root, other], tmp_path / "out")
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "Run roots (studies): depth_confound, persistence_study; 11 finished runs." in md
+    assert "| depth_confound | depth_confound/sp_d8_w16_s1 |" in md  # a name met again is prefixed
+    with open(tmp_path / "out" / "cells.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 5 and {r["study"] for r in rows} == {"persistence_study", "depth_confound"}
+    cell = next(r for r in rows if r["depth"] == "16" and r["width"] == "64")
+    assert cell["seeds"] == "3" and cell["status"] == "decay" and cell["all_blocks_status"] == "growth"
+    with open(tmp_path / "out" / "persistence.csv") as fh:
+        runs = [r for r in csv.DictReader(fh) if r["kind"] == "weight" and r["name"].startswith("sp_d16_w64")]
+    rates = np.array([float(r["rate"]) for r in runs])
+    half = stats.t.ppf(0.975, 2) * rates.std(ddof=1) / np.sqrt(3)
+    assert abs(float(cell["half_width"]) - half) < 2e-5 and abs(float(cell["rate_sd"]) - rates.std(ddof=1)) < 2e-5
+    assert ("decay towards the input in every cell (3 decay, 0 flat, 0 growth of 3 cell(s) with ≥ 3 seeds)"
+            in md)
+    assert "Control, all blocks (the bottom block left in): no decay" in md and "**changes the verdict**" in md
+    assert "| persistence_study | sp | 64 | none | rises | withdrawn (set by the bottom block) | 3 |" in md
+    assert "< 3 seeds" in md  # the single-seed W = 16 cells are labelled
+    assert "W = 64: paper ℓ = 4.39, 2.19, 1.46 layers" in md and "**not consistent** (3 cell(s) with ≥ 3 seeds)" in md
+    assert "W = 16: paper ℓ = 2.93" in md and "rests on single runs" in md
+    assert (tmp_path / "out" / "bottom_block.png").stat().st_size > 0
+
+
+def test_the_width_grid_has_three_seeds_per_cell_over_a_decade_and_the_studys_recipe():
+    from pathlib import Path
+
+    from depthdelusion.sweep import load_grid
+
+    experiments = Path(__file__).resolve().parents[2] / "experiments"
+    width = yaml.safe_load((experiments / "persistence_width.yaml").read_text())
+    study = yaml.safe_load((experiments / "persistence_study.yaml").read_text())
+    assert width["fixed"] == study["fixed"] and width["name_format"] == study["name_format"]
+    runs = load_grid(experiments / "persistence_width.yaml").runs
+    cells: dict = {}
+    for name, cfg in runs:
+        m = cfg.model
+        assert cfg.train.seed == cfg.data.seed
+        cells.setdefault((m.parametrization, m.width, m.depth), set()).add(cfg.train.seed)
+    assert set(cells) == {(pz, w, d) for pz in ("sp", "completep") for w in (16, 32, 64, 128, 256) for d in (8, 16)}
+    assert all(seeds == {42, 1, 2} for seeds in cells.values())
+    shared = {n for n, _ in runs} & {n for n, _ in load_grid(experiments / "persistence_study.yaml").runs}
+    assert len(shared) == 20  # sweeping into the study's directory skips these
