@@ -57,6 +57,15 @@ class Problem:
     def k(self) -> int:
         return len(self.free)
 
+    def subset(self, idx) -> "Problem":
+        """The same problem on the rows ``idx`` (offset groups kept, even if a group has no row)."""
+        idx = np.asarray(idx)
+        sub = Problem(self.law, self.fixed, self.x.take(idx), self.y[idx], self.method,
+                      self.offset_groups, None if self.gidx is None else self.gidx[idx])
+        sub.broadcasts = self.broadcasts
+        sub.run_names = None if self.run_names is None else [self.run_names[i] for i in idx]
+        return sub
+
     def _theta_bounds(self):
         lo, hi = [], []
         for p in self.free:
@@ -145,13 +154,12 @@ class Problem:
         batching does not change the results)."""
         theta0_MxK = np.atleast_2d(theta0_MxK)
         M, n = len(theta0_MxK), len(self.y)
-        if weights_MxN is None:
-            weights_MxN = np.ones((M, n))
         size = max(1, _BATCH_ELEMENTS // ((self.k + 1) * n))
         parts = []
         for a in range(0, M, size):
             b = slice(a, a + size)
-            parts.append(minimize(self.residuals, theta0_MxK[b], weights_MxN[b], self.lo, self.hi,
+            w = np.ones((len(theta0_MxK[b]), n)) if weights_MxN is None else weights_MxN[b]
+            parts.append(minimize(self.residuals, theta0_MxK[b], w, self.lo, self.hi,
                                   frozen_MxK=None if frozen_MxK is None else frozen_MxK[b],
                                   huber_threshold=self.huber, max_iter=max_iter))
         if len(parts) == 1:
