@@ -256,6 +256,16 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
         profile_statistic=(f"{statistic.describe} < χ²₁(0.95) = 3.84" if profile else ""),
         bootstrap_scheme=boot_scheme if bootstrap else "")
     result.at_bound = _at_bound(problem, theta)
+    result.theta, result.se_theta = np.array(theta, float), np.array(jac.se_theta, float)
+    if not profile:
+        cold = search.cold_starts[:PROFILE_STARTS]
+        se_theta = jac.se_theta
+
+        def later_profiles():
+            found = profile_intervals(problem, theta, statistic, cold, se_theta)
+            return found, f"{statistic.describe} < χ²₁(0.95) = 3.84"
+
+        result.profile_fn = later_profiles
     result.flags = (jac.flags + _identifiability_flags(result, problem)
                     + _pooling_flags(runs, labels, law, token_term, offset_groups))
     if problem.broadcasts is False:

@@ -31,6 +31,7 @@ import numpy as np
 
 from .columns import law_missing_columns
 from .consistency import CONVENTIONS, audit_param_counts, with_param_convention
+from .fit_result import OK, parameter_status
 from .fitting import FitResult, fit
 from .persistence import (DEFAULT_STEP, DEFAULT_WINDOW, persistence_lengths, persistence_scaling,
                           window_bounds)
@@ -101,18 +102,18 @@ def _rounded_note(note: str) -> str:
 
 
 def _identified(f, name: str) -> bool:
-    """False when the data do not pin the parameter: it differs between tied starts (a ridge)
-    or its profile interval is open-ended."""
-    if name in getattr(f.starts, "ridge_params", []):
-        return False
-    prof = _profile(f, name)
-    return not (prof is not None and not (np.isfinite(prof[0]) and np.isfinite(prof[1])))
+    """False when the parameter's status (fit_result.parameter_status) is not ok: at a bound,
+    or not pinned by the data (ridge, open profile, infinite s.e., |r| ≈ 1, drifted)."""
+    return name not in f.params or parameter_status(f, name) == OK
 
 
 def _value(f, name: str, spec=".3g") -> str:
-    """The point estimate, or "n.i." (not identified) where any point would be arbitrary."""
+    """The point estimate; "at bound v" on a bound; "n.i." (not identified) where any point
+    would be arbitrary."""
     v = f.all_params.get(name)
-    return _f(v, spec) if _identified(f, name) else "n.i."
+    if name in f.params and parameter_status(f, name) != OK:
+        return f"at bound {_f(v, spec)}" if parameter_status(f, name) == "at_bound" else "n.i."
+    return _f(v, spec)
 
 
 # --- design: token budgets, groups, forms ------------------------------------------------------
@@ -470,17 +471,19 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     has_profile = any(getattr(f, "ci_profile", None) for f in fits.values())
     params_t = Table("parameters", "Fitted parameters: 95% intervals from the Jacobian, the bootstrap"
                      + (" and the profile likelihood" if has_profile else ""),
-                     ["law", "parameter", "value", "CI (Jacobian)", "CI (bootstrap)"]
+                     ["law", "parameter", "value", "status", "CI (Jacobian)", "CI (bootstrap)"]
                      + (["CI (profile)"] if has_profile else []))
     for name, f in fits.items():
         prof = getattr(f, "ci_profile", None) or {}
         for p, v in f.params.items():
-            row = [name, p, _value(f, p, ".4g"), _param_ci(f, p, f.ci_jacobian[p]),
+            row = [name, p, _value(f, p, ".4g"), parameter_status(f, p), _param_ci(f, p, f.ci_jacobian[p]),
                    _param_ci(f, p, f.ci_bootstrap[p] if f.ci_bootstrap else None, ".2g")]
             params_t.add(*row, *([_param_ci(f, p, prof.get(p))] if has_profile else []))
     tables.append(params_t)
-    md += ["## Fits", "", "n.i.: not identified (a ridge of equally good fits, or an open-ended "
-           "profile interval): no point estimate is given. "
+    md += ["## Fits", "", "status: ok, at_bound (the optimum is on the physical bound) or "
+           "not_identified (n.i.: a ridge of equally good fits, an open-ended profile interval, an "
+           "infinite standard error, |r| ≥ 0.9995 with another parameter, or a drifted estimate): "
+           "no point estimate is given unless ok. "
            + (f"Bootstrap intervals are percentiles of {bootstrap} refits, printed to 2 digits "
               "(their Monte Carlo error). " if bootstrap else "") +
            f"`depthdelusion fit {label} --law NAME` prints a law's full summary.", "",
