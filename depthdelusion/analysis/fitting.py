@@ -32,6 +32,7 @@ from .fit_result import FitResult, StartsSummary, format_interval
 from .laws import LawInputs, get_law
 from .problem import OFFSET, Problem
 from .profile import Statistic, profile_intervals
+from .replicates import replicate_cells
 from .runs import Runs, load_runs
 from .solver import CAPPED, FAILED
 
@@ -128,6 +129,10 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
     check_law_columns(law, runs)
     fixed = dict(fixed or {})
     notes = list(runs.notes)
+    if not any(n.startswith("replicates reduced") for n in notes):
+        replicates = replicate_cells(runs)
+        if replicates.cells:
+            notes.append(replicates.describe(runs))
     for name in fixed:
         law.param(name)  # raises for unknown names
     if law.needs_tokens and not runs.tokens_vary:

@@ -35,6 +35,7 @@ from .fit_result import OK, parameter_status
 from .fitting import FitResult, fit
 from .persistence import (DEFAULT_STEP, DEFAULT_WINDOW, persistence_lengths, persistence_scaling,
                           window_bounds)
+from .replicates import replicate_cells
 from .reference import (PAPER_FIT, PAPER_KAPPA, PAPER_PERSISTENCE_EXPONENT, PAPER_PERSISTENCE_R2,
                         PAPER_SHAPE_EXPONENTS)
 from .runs import PAPER_VOCAB, Runs, load_runs
@@ -370,6 +371,9 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     verdict_lines = [v.sentence() for v in verdicts]
     verdict = (f"Overall ({main_label}): {main_answer}. " + " ".join(verdict_lines)) if verdicts else \
         "(no architecture law and same-data-term baseline among the fitted laws)"
+    replicates = replicate_cells(runs)
+    if verdicts and replicates.cells:  # the verdict counts replicates as independent runs
+        verdict += f" This verdict is reached on pooled replicates: {replicates.describe(runs)}."
     md += ["## Does the architecture penalty earn its parameters?", "",
            "Each architecture law is compared with the shape-agnostic law that has the same data "
            f"term (kaplan without a token term, chinchilla with one). λ = 0 is tested by the "
@@ -607,9 +611,9 @@ def _opening(runs, fits: dict, persist: dict) -> str:
     best = int(np.argmin(runs.loss))
     widths = sorted(set(int(w) for w in runs.width))
     trends = []
-    for w in widths:
+    for w in widths:  # only widths with two depths or more can show a depth trend
         sel = np.flatnonzero(runs.width == w)
-        if len(sel) >= 2:
+        if len(set(runs.depth[sel].tolist())) >= 2:
             order = sel[np.argsort(runs.depth[sel])]
             d_best = int(runs.depth[order[np.argmin(runs.loss[order])]])
             trends.append((w, d_best, int(runs.depth[order[-1]])))
@@ -618,9 +622,12 @@ def _opening(runs, fits: dict, persist: dict) -> str:
             f"{int(runs.depth[best])}L×{int(runs.width[best])}.")
     if trends:
         deepest = sum(d == top for _, d, top in trends)
-        text += (f" At {deepest} of {len(trends)} widths the deepest run is the best, so no critical "
+        with_depths = (f"{len(trends)} widths with two depths or more (of {len(widths)})"
+                       if len(trends) < len(widths) else f"{len(trends)} widths")
+        text += (f" At {deepest} of {with_depths} the deepest run is the best, so no critical "
                  "depth is reached within this grid" if deepest == len(trends) else
-                 " The loss-optimal depth per width is " + ", ".join(f"D = {d} at W = {w}" for w, d, _ in trends))
+                 " The loss-optimal depth per width" + (f" (over the {with_depths})" if len(trends) < len(widths)
+                                                        else "") + " is " + ", ".join(f"D = {d} at W = {w}" for w, d, _ in trends))
         text += "."
     weight = [p for p in persist.get("weight", []) if np.isfinite(p.rate)]
     if weight:
