@@ -326,6 +326,7 @@ def _report(p):
                    help="parameter-count convention N (default total; rows inconsistent with their "
                         "shape are refitted with N recomputed from (D, W))")
     add_table_options(p)
+    add_vocab(p)
 
 
 @_arguments("fit", "Fit a registered law to runs and print the fit summary. Without --law, the law "
@@ -377,6 +378,12 @@ def _persistence(p):
 def _audit(p):
     p.add_argument("runs", metavar="RUNS", help=RUNS_HELP)
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
+    add_vocab(p)
+
+
+def add_vocab(p):
+    p.add_argument("--vocab", type=int, metavar="V", help="vocabulary size for the parameter-count "
+                   "audit when the table has no vocab_size column (never assumed)")
 
 
 @_arguments("expand", "Depth expansion. With --after: write a new run directory whose checkpoint has "

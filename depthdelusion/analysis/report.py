@@ -266,7 +266,7 @@ def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
             continue
         answers["not fitted" if isinstance(v, str) else v.answer].append((form, conv))
         if not isinstance(v, str) and v.significant and lf is not None and "kappa" in lf.params:
-            kappas.append(f"{lf.params['kappa']:.2f} {_ci(_profile(lf, 'kappa'), '.2f')} "
+            kappas.append(f"{_value(lf, 'kappa', '.2f')} {_ci(_profile(lf, 'kappa'), '.2f')} "
                           f"({form}, {conv.replace('_', '-')} N)")
     words = {"yes": "Yes", "no": "no", "not clearly": "significant but not clearly preferred by the "
              "information criteria", "cannot tell": "cannot tell", "not fitted": "not fitted"}
@@ -594,7 +594,11 @@ def _persistence_section(runs, step: int):
 
 def _consistency_section(raw, tables: list) -> list:
     """The parameter-count audit against the runs' own vocabulary (the paper's for its data)."""
-    audit = audit_param_counts(raw, vocab=_vocab(raw) or PAPER_VOCAB)
+    vocab = _vocab(raw)
+    if vocab is None:  # never an assumed vocabulary: the audit would blame the wrong rows
+        return ["## Parameter-count audit", "", "Not audited: the table gives no vocabulary size "
+                "(a vocab_size column, or --vocab V), which the embedding count needs.", ""]
+    audit = audit_param_counts(raw, vocab=vocab)
     cons = Table("consistency", "Parameter counts recomputed from (D, W): best convention per group "
                  "and rows more than 1% off it", ["group", "convention", "formula", "median error",
                                                   "rows within 1%"])
@@ -694,6 +698,15 @@ def _shape_sections(dd: FitResult, v, runs, raw, params: str, bootstrap: int, sh
         return md
     if v.answer == "cannot tell":
         md += [f"Not shown: {v.reason}.", ""]
+        return md
+    # not identified, or a critical-depth scale at 0 (γ = 0 on its bound is a value: W^0)
+    unfit = {p: parameter_status(dd, p) for p in ("lam", "kappa", "c", "p") if p in dd.params
+             and (parameter_status(dd, p) == "not_identified"
+                  or (p in ("kappa", "c") and parameter_status(dd, p) != OK))}
+    if unfit:  # D_crit and the shapes would carry an arbitrary value of these
+        md += ["Not shown: D_crit and the optimal shape depend on "
+               + ", ".join(f"{p} ({st.replace('_', ' ')})" for p, st in unfit.items())
+               + ", so any number for them would be arbitrary.", ""]
         return md
     llm = audit_shapes(dd)
     llm_t = Table("llm_audit", f"Published models: D / D_crit(W), D_crit from the {dd.law.name} fit "
