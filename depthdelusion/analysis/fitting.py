@@ -489,7 +489,9 @@ def _jacobian_uncertainty(problem: Problem, theta) -> _Jacobian:
     for j, p in enumerate(problem.free):
         v, s = values[p.name], se_theta[j]
         if p.log:
-            stderr[p.name] = float(v * s) if np.isfinite(s) else math.inf
+            # v·s in log space: a drifted scale (e^700) times its s.e. overflows a float
+            log_se = theta[j] + math.log(s) if np.isfinite(s) and s > 0 else (-math.inf if s == 0 else math.inf)
+            stderr[p.name] = math.exp(log_se) if log_se < 709 else math.inf
             ci[p.name] = ((float(math.exp(theta[j] - tq * s)), float(math.exp(min(theta[j] + tq * s, 700))))
                           if np.isfinite(s) else (0.0, math.inf))
         else:  # intersected with the parameter's bounds: values outside are not models

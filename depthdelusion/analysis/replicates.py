@@ -59,18 +59,36 @@ def _cell_keys(runs: Runs, columns) -> list:
             for i in range(len(runs))]
 
 
+def _cell_index(runs: Runs, columns) -> np.ndarray:
+    """Per row, the index of its cell (rows equal in ``columns`` to 12 significant digits)."""
+    if not columns:
+        return np.zeros(len(runs), int)
+    arrays = []
+    for c in columns:
+        a = np.asarray(getattr(runs, c), float)
+        arrays.append(np.where(np.isfinite(a), _round12(a), -np.inf))
+    return np.unique(np.stack(arrays, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+
+
+def _round12(a: np.ndarray) -> np.ndarray:
+    """a rounded to 12 significant digits (so that 1e9 read two ways is one value)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        digits = 11 - np.floor(np.log10(np.abs(np.where(np.isfinite(a) & (a != 0), a, 1.0))))
+        scale = 10.0 ** digits
+        return np.round(a * scale) / scale
+
+
 def replicate_cells(runs: Runs) -> ReplicateCells:
     """The replicate cells of ``runs`` and the columns that vary within them."""
     cols = _key_columns(runs)
-    by_key: dict = {}
-    for i, key in enumerate(_cell_keys(runs, cols)):
-        by_key.setdefault(key, []).append(i)
-    cells = [np.array(v) for v in by_key.values() if len(v) > 1]
+    inverse = _cell_index(runs, cols)
+    counts = np.bincount(inverse)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.cumsum(counts)[:-1]
+    cells = [c for c in np.split(order, bounds) if len(c) > 1]
     varying = []
-    others = {**runs.extra, "group": runs.group, "name": None}
+    others = {**runs.extra, "group": runs.group}
     for name, values in others.items():
-        if values is None:
-            continue
         if any(len({str(values[i]) for i in c}) > 1 for c in cells):
             varying.append(name)
     return ReplicateCells(cells, varying, cols)
