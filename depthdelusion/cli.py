@@ -329,6 +329,8 @@ def _report(p):
     p.add_argument("--params", choices=("total", "non_embedding", "recomputed"), default="total",
                    help="parameter-count convention N (default total; rows inconsistent with their "
                         "shape are refitted with N recomputed from (D, W))")
+    add_table_options(p)
+    add_vocab(p)
 
 
 @_arguments("fit", "Fit a registered law to runs and print the fit summary. Without --law, the law "
@@ -343,12 +345,23 @@ def _fit(p):
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap refits (0 to skip)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--starts", type=int, default=64, metavar="N",
-                   help="at most N starting points from the grid (seeded subsample; default 64)")
+                   help="at most N starting points: the full grid if it has at most N points, else "
+                        "the centre and a seeded scrambled Sobol design (default 64)")
     p.add_argument("--grid-points", type=int, default=3, metavar="K",
                    help="grid values per parameter over its init range (default 3)")
     p.add_argument("--group", help="only the runs of this group")
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
     p.add_argument("--json", dest="json_output", action="store_true", help="print the fit as JSON")
+    add_table_options(p)
+
+
+def add_table_options(p):
+    p.add_argument("--column", action="append", metavar="NAME=COLUMN",
+                   help="read the table's COLUMN as NAME, e.g. --column loss=final_loss (repeatable)")
+    p.add_argument("--reduce", metavar="best-of=COL|mean=COL",
+                   help="one row per replicate cell (rows with equal params, tokens, depth, width): "
+                        "the lowest loss over COL (e.g. best-of=lr; biases the loss down) or the "
+                        "mean over it (e.g. mean=seed)")
 
 
 @_arguments("laws", "List the registered laws: formula, parameters and the columns a table needs "
@@ -369,6 +382,12 @@ def _persistence(p):
 def _audit(p):
     p.add_argument("runs", metavar="RUNS", help=RUNS_HELP)
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
+    add_vocab(p)
+
+
+def add_vocab(p):
+    p.add_argument("--vocab", type=int, metavar="V", help="vocabulary size for the parameter-count "
+                   "audit when the table has no vocab_size column (never assumed)")
 
 
 @_arguments("expand", "Depth expansion. With --after: write a new run directory whose checkpoint has "

@@ -29,6 +29,8 @@ FIELDS = {f.name: f for f in (
     Field("width", ("d_model", "hidden_size", "n_embd", "model_dim", "W"), "model width (residual dimension)"),
     Field("params", ("N", "n_params", "num_params", "parameters", "params_millions", "params_billions"),
           "parameter count N, as the source counts it"),
+    Field("params_non_embedding", ("non_embedding_params", "n_params_non_embedding"),
+          "the source's own non-embedding parameter count (used as given by --params non_embedding)"),
     Field("tokens", ("T", "n_tokens", "num_tokens", "tokens_billions"), "training tokens"),
     Field("loss", ("final_loss",), "final loss in nats (per token or per byte; see loss_unit)"),
     Field("loss_se", ("final_loss_se", "loss_stderr"), "standard error of the loss (nats)"),

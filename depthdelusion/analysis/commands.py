@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
+
 from depthdelusion import exit_codes
 
 #: Laws `fit` picks when --law is not given: the first whose columns the table has.
@@ -30,15 +32,41 @@ def parse_columns(text: str | None) -> dict | None:
     return mapping
 
 
-def _load(runs: str, group: str | None = None, columns: str | None = None):
+def column_mapping(columns: str | None = None, column=None) -> dict | None:
+    """``--columns a=b,c=d`` and repeated ``--column a=b`` merged into one mapping."""
+    mapping = parse_columns(columns) or {}
+    for item in column or ():
+        for key, col in (parse_columns(item) or {}).items():
+            if key in mapping:
+                raise ValueError(f"--column {item!r}: {key!r} is already mapped to {mapping[key]!r}")
+            mapping[key] = col
+    return mapping or None
+
+
+def _load(runs: str, group: str | None = None, columns: str | None = None, column=None,
+          reduce: str | None = None, vocab: int | None = None):
+    from .replicates import reduce_replicates
     from .runs import load_runs
 
-    return load_runs(runs, group=group, columns=parse_columns(columns))
+    table = load_runs(runs, group=group, columns=column_mapping(columns, column))
+    if vocab is not None:
+        if vocab < 1:
+            raise ValueError(f"--vocab {vocab}: must be a positive vocabulary size")
+        own = table.vocab_size[np.isfinite(table.vocab_size)]
+        if len(own) and np.any(own != vocab):
+            raise ValueError(f"--vocab {vocab}: the table's vocab_size column says "
+                             f"{', '.join(str(int(v)) for v in np.unique(own))}")
+        table.vocab_size = np.full(len(table), float(vocab))
+    for note in table.notes:  # a duplicated row changes every standard error: say so now
+        if "repeat an earlier row" in note:
+            print(f"warning: {note}", file=sys.stderr)
+    return reduce_replicates(table, reduce) if reduce else table
 
 
 def run_report(*, runs: str, out: str, bootstrap: int = 1000, seed: int = 0, method: str = "lm",
                step: int = 1000, columns: str | None = None, no_figures: bool = False,
-               groups: str = "auto", params: str = "total") -> int:
+               groups: str = "auto", params: str = "total", column=None,
+               reduce: str | None = None, vocab: int | None = None) -> int:
     from .report import write_report
 
     if not no_figures:  # before the fits, not after them
@@ -47,7 +75,7 @@ def run_report(*, runs: str, out: str, bootstrap: int = 1000, seed: int = 0, met
         except ImportError:
             raise ValueError("the report's figures need matplotlib, which is not installed: "
                              "pip install matplotlib, or pass --no-figures") from None
-    report = write_report(_load(runs, columns=columns), out, bootstrap=bootstrap, seed=seed,
+    report = write_report(_load(runs, columns=columns, column=column, reduce=reduce, vocab=vocab), out, bootstrap=bootstrap, seed=seed,
                           method=method, step=step, figures=not no_figures, runs_label=str(runs),
                           groups=groups, params=params)
     print(f"wrote {len(report.files)} files to {report.out}")
@@ -73,10 +101,11 @@ def pick_law(runs) -> tuple[str, str]:
 
 def run_fit(*, runs: str, law: str | None = None, method: str = "lm", bootstrap: int = 1000,
             seed: int = 0, starts: int = 64, grid_points: int = 3, group: str | None = None,
-            columns: str | None = None, json_output: bool = False) -> int:
+            columns: str | None = None, json_output: bool = False, column=None,
+            reduce: str | None = None) -> int:
     from .fitting import fit
 
-    table = _load(runs, group=group, columns=columns)
+    table = _load(runs, group=group, columns=columns, column=column, reduce=reduce)
     if law is None:
         law, why = pick_law(table)
         print(why, file=sys.stderr)
@@ -123,8 +152,13 @@ def run_persistence(*, runs: str, step: int = 1000, kind: str = "weight") -> int
     return exit_codes.OK
 
 
-def run_audit(*, runs: str, columns: str | None = None) -> int:
-    from .consistency import audit_param_counts
+def run_audit(*, runs: str, columns: str | None = None, vocab: int | None = None) -> int:
+    from .consistency import audit_param_counts, table_vocab
 
-    print(audit_param_counts(_load(runs, columns=columns)).summary())
+    table = _load(runs, columns=columns, vocab=vocab)
+    v = table_vocab(table)
+    if v is None:
+        raise ValueError(f"{table.source}: the audit needs the vocabulary size (embedding "
+                         "parameters): the table has no vocab_size column; give --vocab V")
+    print(audit_param_counts(table, vocab=v).summary())
     return exit_codes.OK

@@ -200,6 +200,15 @@ def non_embedding_params(depth, width):
     return D * (12.0 * W ** 2 + 13.0 * W)
 
 
+def table_vocab(runs) -> int | None:
+    """The one vocabulary size the runs state (None when unknown for some run or mixed)."""
+    own = getattr(runs, "vocab_size", None)
+    own = np.asarray([] if own is None else own, float).ravel()
+    if len(own) and np.all(np.isfinite(own)) and np.all(own == own[0]):
+        return int(own[0])
+    return None
+
+
 def with_param_convention(runs, convention: str = "total", *, tolerance: float = 0.01,
                           vocab: int | None = None):
     """The runs with ``params`` replaced according to ``convention`` (see
@@ -215,11 +224,8 @@ def with_param_convention(runs, convention: str = "total", *, tolerance: float =
             raise ValueError(f"the {convention} parameter count needs depth and width for every "
                              "run; this table has no shape: use the total N it gives")
         return runs, ["N convention: total (as given; the table has no depth and width to check it)"]
-    if vocab is None:  # the runs' own vocabulary when they state one, else the paper's (GPT-2 BPE)
-        own = np.asarray(getattr(runs, "vocab_size", None) if getattr(runs, "vocab_size", None)
-                         is not None else [], float).ravel()
-        own = own[np.isfinite(own)]
-        vocab = int(own[0]) if len(own) and np.all(own == own[0]) else VOCAB
+    if vocab is None:  # the runs' own vocabulary when they state one; never an assumed constant
+        vocab = table_vocab(runs)
     D, W = runs.depth.astype(float), runs.width.astype(float)
     if convention == "non_embedding":
         own = np.asarray(getattr(runs, "params_non_embedding", np.full(len(runs), np.nan)), float)
@@ -227,6 +233,12 @@ def with_param_convention(runs, convention: str = "total", *, tolerance: float =
         how = ("the runs' own non-embedding counts" if np.all(np.isfinite(own) & (own > 0))
                else f"non-embedding N = {NON_EMBEDDING_FORMULA}")
         return dataclasses.replace(runs, params=params), [f"N convention: {how}"]
+    if vocab is None:
+        if convention == "recomputed":
+            raise ValueError("--params recomputed needs the vocabulary size: the table has no "
+                             "vocab_size column (one value for every run); give --vocab V")
+        return runs, ["N convention: total (as given; not checked against the shapes: the table "
+                      "gives no vocab_size and no --vocab was given)"]
     audit = audit_param_counts(runs, tolerance=tolerance, vocab=vocab)
     params = runs.params.copy()
     notes = []

@@ -2,27 +2,37 @@
 
 ``fit(runs, law)`` minimises the squared loss residuals (nats) — or, with ``method="huber"``,
 a Huber loss (threshold 1e-3) of log-loss residuals, the Chinchilla / Epoch AI practice — by a
-bounded Levenberg–Marquardt (:mod:`.solver`) from a grid of starting points, scale parameters
+bounded Levenberg–Marquardt (:mod:`.solver`) from a set of starting points, scale parameters
 in log space, every parameter inside its physical bounds (exponents ≥ 0, κ ≥ 0, E ≥ 0,
 scales > 0). Every parameter gets three 95% intervals, each named by its method: Jacobian
 (log space for scales), profile likelihood (:mod:`.profile`) and a seeded case bootstrap
-whose refits start cold from the best points of the multi-start grid. Leave-one-out refits
+whose refits start cold from the best points of the multi-start. Leave-one-out refits
 start from the same cold points. Runs are weighted equally. ``group_offsets=True`` fits one
 offset E per group with the law's other parameters shared.
+
+Cost is linear in the number of rows n: no n × n matrix is formed. On large tables the stages
+whose cost is (number of refits) × n switch to stated approximations (thresholds below): the
+multi-start runs on a seeded subsample and its best optima are polished on every row; the
+bootstrap takes one Gauss–Newton step per resample from the optimum; leave-one-out errors come
+from the hat-matrix diagonal of the Jacobian's thin QR; profile intervals are computed on
+request (``FitResult.conf_int(method="profile")``) rather than by default.
 """
 from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 from scipy import stats
+from scipy.stats import qmc
 
 from .columns import check_law_columns
 from .fit_result import FitResult, StartsSummary, format_interval
 from .laws import LawInputs, get_law
 from .problem import OFFSET, Problem
 from .profile import Statistic, profile_intervals
+from .replicates import replicate_cells
 from .runs import Runs, load_runs
 from .solver import CAPPED, FAILED
 
@@ -38,34 +48,59 @@ REFIT_STARTS = 16
 LOO_STARTS = 8
 PROFILE_STARTS = 4  # cold starts per profile point, besides the optimum and the neighbours
 _PROFILE_RESTARTS = 2  # refits from a lower objective a profile found, at most
+# Above these row counts the stages scale as stated in the module docstring. Measured on
+# 2 cores (benchmarks/RESULTS.md): a cold-started refit costs ≈ 0.8 ms of CPU per 1000 rows and
+# start, so 1000 bootstraps × 16 starts are seconds at 200 rows but hours at 100,000.
+SEARCH_ROWS = 4096  # the multi-start runs on a seeded subsample of this many rows
+POLISH_STARTS = 4  # the best distinct subsample optima refitted on every row
+LOO_REFIT_ROWS = 200  # exact leave-one-out refits up to this many rows, hat-matrix beyond
+BOOT_REFIT_ROWS = 2000  # cold bootstrap refits up to this many rows, one-step beyond
+PROFILE_ROWS = 2000  # profile intervals by default up to this many rows
+_CHUNK_ELEMENTS = 2_000_000  # numbers per block of resampling weights (≈ 16 MB)
 _CORR_FLAG = 0.95
 _COND_FLAG = 1e8
 _BOUND_TOL = 1e-6  # relative to the init range: closer than this to a bound is "at" it
 
 
 def start_grid(problem: Problem, grid_points: int, max_starts: int, seed: int) -> np.ndarray:
-    """Starting θ vectors: a grid over each parameter's init range (log-spaced for scales),
-    subsampled (seeded, centre always kept) when it has more than ``max_starts`` points."""
+    """Starting θ vectors over each parameter's init range (log space for scales): the full
+    grid of ``grid_points`` per parameter when it has at most ``max_starts`` points, else the
+    centre of the ranges and ``max_starts − 1`` points of a scrambled Sobol design (seeded),
+    so that the number of starts never grows with the number of parameters (e.g. one offset
+    per group)."""
     if grid_points < 1 or max_starts < 1:
         raise ValueError(f"grid_points and max_starts must be at least 1, got {grid_points} and {max_starts}")
-    axes = []
+    lo, hi = _init_box(problem)
+    k = len(lo)
+    if k * math.log(grid_points) <= math.log(max_starts) + 1e-9:
+        axes = []
+        for p in problem.free:  # as the grid always was, to the last bit
+            a, b = p.init
+            axes.append(np.log(np.geomspace(a, b, grid_points)) if p.log else np.linspace(a, b, grid_points))
+        return np.array(list(itertools.product(*axes)), float).reshape(-1, k)
+    centre = (lo + hi) / 2
+    if max_starts == 1:
+        return centre[None]
+    sobol = qmc.Sobol(d=k, scramble=True, seed=seed)
+    m = max(int(math.ceil(math.log2(max_starts - 1))), 0)
+    unit = sobol.random_base2(m)[:max_starts - 1]  # a balanced 2^m design, its first points
+    return np.vstack([centre, lo + unit * (hi - lo)])
+
+
+def _init_box(problem: Problem):
+    lo, hi = [], []
     for p in problem.free:
-        lo, hi = p.init
-        axis = np.geomspace(lo, hi, grid_points) if p.log else np.linspace(lo, hi, grid_points)
-        axes.append(np.log(axis) if p.log else axis)
-    grid = np.array(list(itertools.product(*axes)))
-    if len(grid) <= max_starts:
-        return grid
-    centre = len(grid) // 2  # the middle of an odd grid is the all-centre point
-    rest = np.delete(np.arange(len(grid)), centre)
-    pick = np.random.default_rng(seed).choice(rest, max_starts - 1, replace=False)
-    return grid[np.concatenate([[centre], np.sort(pick)])]
+        a, b = p.init
+        lo.append(math.log(a) if p.log else a)
+        hi.append(math.log(b) if p.log else b)
+    return np.array(lo, float), np.array(hi, float)
 
 
 def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
         fixed: dict | None = None, grid_points: int = 3, max_starts: int = 64,
-        leave_one_out: bool = True, profile: bool = True, group_offsets: bool = False,
-        groups=None, refit_starts: int = REFIT_STARTS) -> FitResult:
+        leave_one_out: bool | str | None = None, profile: bool | None = None,
+        group_offsets: bool = False, groups=None, refit_starts: int = REFIT_STARTS,
+        bootstrap_refit: bool | None = None) -> FitResult:
     """Fit ``law`` (a registered name or Law) to ``runs`` (anything :func:`load_runs` takes).
 
     ``method``: ``"lm"`` (least squares on loss residuals) or ``"huber"`` (Huber on log-loss
@@ -78,6 +113,14 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
     values. ``group_offsets=True`` fits one offset E per group (``groups``: labels per run,
     default ``runs.group``); the bootstrap then resamples within groups. Token parameters of a
     law are dropped (the term is absorbed into E) unless every run has a token count and they vary.
+
+    Sizes (``None`` = by the number of rows n): ``leave_one_out`` ``"refit"`` (True) refits
+    every held-out fit, ``"hat"`` uses the hat-matrix deletion formula, False skips it; by
+    default refits when n ≤ ``LOO_REFIT_ROWS`` and ``bootstrap`` > 0, the hat matrix otherwise
+    (``bootstrap=0`` thus makes no refit beyond the multi-start). ``profile`` defaults to
+    n ≤ ``PROFILE_ROWS`` (``FitResult.conf_int(method="profile")`` computes it later).
+    ``bootstrap_refit`` defaults to n ≤ ``BOOT_REFIT_ROWS``; beyond, one Gauss–Newton step per
+    resample from the optimum.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
@@ -86,6 +129,10 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
     check_law_columns(law, runs)
     fixed = dict(fixed or {})
     notes = list(runs.notes)
+    if not any(n.startswith("replicates reduced") for n in notes):
+        replicates = replicate_cells(runs)
+        if replicates.cells:
+            notes.append(replicates.describe(runs))
     for name in fixed:
         law.param(name)  # raises for unknown names
     if law.needs_tokens and not runs.tokens_vary:
@@ -120,7 +167,25 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
         raise ValueError(f"law {law.name!r} has {k} free parameters; fitting it needs more than "
                          f"{k + 1} runs, got {n}")
 
+    if leave_one_out is None:
+        leave_one_out = "refit" if n <= LOO_REFIT_ROWS and bootstrap else "hat"
+    elif leave_one_out is True:
+        leave_one_out = "refit"
+    if leave_one_out not in (False, "refit", "hat"):
+        raise ValueError(f"leave_one_out must be True, False, 'refit', 'hat' or None, got {leave_one_out!r}")
+    if profile is None:
+        profile = n <= PROFILE_ROWS
+        if not profile:
+            notes.append(f"profile intervals not computed by default above {PROFILE_ROWS} rows "
+                         "(each profile point refits every row); conf_int(method='profile') "
+                         "computes them")
+    if bootstrap_refit is None:
+        bootstrap_refit = n <= BOOT_REFIT_ROWS
     search = _multistart(problem, grid_points, max_starts, seed, refit_starts)
+    if n > SEARCH_ROWS:
+        notes.append(f"multi-start on a seeded subsample of {SEARCH_ROWS} of the {n} rows (the "
+                     f"start counts and local optima describe it); the best start of each of the "
+                     f"{POLISH_STARTS} best distinct optima refitted on every row")
     theta, objective = search.theta, search.objective
     jac = _jacobian_uncertainty(problem, theta)
     statistic, profiles = Statistic(problem, objective), {}
@@ -147,8 +212,13 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
     aicc = aic + 2 * big_k * (big_k + 1) / (n - big_k - 1) if n - big_k - 1 > 0 else math.inf
 
     strata = gidx if offset_groups is not None else None
-    boot, n_failed, n_capped = (_bootstrap(problem, search.cold_starts, bootstrap, seed, strata)
-                                if bootstrap else (None, 0, 0))
+    n_failed = n_capped = 0
+    if not bootstrap:
+        boot = None
+    elif bootstrap_refit:
+        boot, n_failed, n_capped = _bootstrap(problem, search.cold_starts, bootstrap, seed, strata)
+    else:
+        boot = _bootstrap_one_step(problem, theta, jac.J, jac.r, bootstrap, seed, strata)
     if n_capped:
         notes.append(f"{n_capped} of {bootstrap} bootstrap refits stopped at the iteration cap "
                      "(stalled in a flat direction); kept in the intervals")
@@ -156,8 +226,24 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
     if boot is not None and len(boot):
         ci_boot = {nm: (float(np.percentile(boot[:, i], 2.5)), float(np.percentile(boot[:, i], 97.5)))
                    for i, nm in enumerate(problem.names)}
-    loo = (_leave_one_out(problem, search.cold_starts[:LOO_STARTS]) if leave_one_out
-           else np.full(n, np.nan))
+    if leave_one_out == "refit":
+        loo = _leave_one_out(problem, search.cold_starts[:LOO_STARTS])
+    elif leave_one_out == "hat":
+        loo = _leave_one_out_hat(problem, jac.J, jac.r, pred)
+        notes.append("leave-one-out errors from the hat-matrix diagonal of the Jacobian "
+                     "((observed − predicted)/(1 − hᵢᵢ), no refits)")
+    else:
+        loo = np.full(n, np.nan)
+    if strata is not None:
+        boot_how = " within groups"
+    else:
+        boot_how = ""
+    if bootstrap_refit:
+        boot_scheme = (f"{bootstrap} case resamples{boot_how}, each refitted from the "
+                       f"{len(search.cold_starts)} best starts")
+    else:
+        boot_scheme = (f"{bootstrap} case resamples{boot_how}, each one Gauss–Newton step from "
+                       f"the optimum with the Jacobian held fixed (linearised; n = {n} > {BOOT_REFIT_ROWS})")
 
     result = FitResult(
         law=law, method=method, params={nm: values[nm] for nm in problem.names},
@@ -165,7 +251,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
         bootstrap_params=boot, n_bootstrap_failed=n_failed, correlation=jac.corr,
         condition_number=jac.cond, n=n, k=k, rss=rss, r2=1 - rss / tss if tss > 0 else math.nan,
         rmse=math.sqrt(rss / n), aic=aic, aicc=aicc, bic=loglik_term + big_k * math.log(n),
-        loo_rmse=float(np.sqrt(np.nanmean(loo ** 2))) if leave_one_out else math.nan,
+        loo_rmse=_rms(loo) if leave_one_out else math.nan,
         loo_residuals=loo, observed=y.copy(), predicted=pred, residuals=resid, starts=search.summary,
         run_names=list(runs.name), notes=notes, source=runs.source, seed=seed,
         ci_profile={nm: p.interval for nm, p in profiles.items()} if profile else None,
@@ -173,10 +259,18 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
         bounds={p.name: tuple(p.bounds) for p in problem.free},
         ridge_solutions=search.ridge_solutions, tie_tolerance=TIE, offset_groups=offset_groups,
         profile_statistic=(f"{statistic.describe} < χ²₁(0.95) = 3.84" if profile else ""),
-        bootstrap_scheme=(f"{bootstrap} case resamples" + (" within groups" if strata is not None else "")
-                          + f", each refitted from the {len(search.cold_starts)} best grid starts"
-                          if bootstrap else ""))
+        bootstrap_scheme=boot_scheme if bootstrap else "")
     result.at_bound = _at_bound(problem, theta)
+    result.theta, result.se_theta = np.array(theta, float), np.array(jac.se_theta, float)
+    if not profile:
+        cold = search.cold_starts[:PROFILE_STARTS]
+        se_theta = jac.se_theta
+
+        def later_profiles():
+            found = profile_intervals(problem, theta, statistic, cold, se_theta)
+            return found, f"{statistic.describe} < χ²₁(0.95) = 3.84"
+
+        result.profile_fn = later_profiles
     result.flags = (jac.flags + _identifiability_flags(result, problem)
                     + _pooling_flags(runs, labels, law, token_term, offset_groups))
     if problem.broadcasts is False:
@@ -187,6 +281,11 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
         result.notes.append("Jacobian intervals of a Huber fit treat it as least squares on "
                             "log-loss residuals: approximate; prefer the profile or bootstrap ones")
     return result
+
+
+def _rms(errors) -> float:
+    errors = errors[np.isfinite(errors)]
+    return float(np.sqrt(np.mean(errors ** 2))) if len(errors) else math.nan
 
 
 def _describe_tokens(runs: Runs) -> str:
@@ -213,19 +312,20 @@ class _Search:
 
 def _multistart(problem: Problem, grid_points, max_starts, seed, refit_starts) -> _Search:
     """Solve from every start; keep the best objective. Starts whose objectives tie with the
-    best (relative ``TIE``) are equally good: the first of them in grid order is kept, not the
+    best (relative ``TIE``) are equally good: the first of them in start order is kept, not the
     one with the smallest last bits, which depend on the machine's floating point; all of
-    them are kept as the ridge solutions when their parameters differ."""
+    them are kept as the ridge solutions when their parameters differ.
+
+    Above ``SEARCH_ROWS`` rows the starts are solved on a seeded subsample of the rows, and the
+    best start of each of the ``POLISH_STARTS`` best distinct optima is refitted on every row."""
     grid = start_grid(problem, grid_points, max_starts, seed)
-    res = problem.solve(grid)
+    sub = _search_subset(problem, seed)
+    res = (sub or problem).solve(grid)
     obj = res.objective
     ok = (res.status != FAILED) & np.isfinite(obj)
     if not ok.any():
-        raise ValueError(_no_start_message(problem, grid))
+        raise ValueError(_no_start_message(sub or problem, grid))
     best_cost = float(np.min(obj[ok]))
-    tied = np.flatnonzero(ok & (obj <= best_cost * (1 + TIE) + 1e-300))
-    chosen = tied[0]
-    theta = res.theta[chosen]
     order = np.argsort(np.where(ok, obj, np.inf), kind="stable")
     order = order[ok[order]]
     optima, basin = [], np.full(len(grid), -1)
@@ -234,7 +334,23 @@ def _multistart(problem: Problem, grid_points, max_starts, seed, refit_starts) -
             optima.append(float(obj[i]))
         basin[i] = len(optima) - 1
     at_best = int(np.sum(ok & (obj - best_cost <= max(1e-4 * best_cost, 1e-12))))
-    optima[0] = float(obj[chosen])
+    n_success = int(ok.sum())
+    # cold starts: the start of each distinct local optimum (best first), then the rest
+    first_of_basin = [order[np.flatnonzero(basin[order] == b)[0]] for b in range(len(optima))]
+    picks = list(dict.fromkeys(first_of_basin + list(order)))[:max(refit_starts, 1)]
+    if sub is not None:  # polish the best distinct optima on every row
+        polish = first_of_basin[:POLISH_STARTS]
+        res = problem.solve(res.theta[polish])
+        obj = res.objective
+        ok = (res.status != FAILED) & np.isfinite(obj)
+        if not ok.any():
+            raise ValueError(_no_start_message(problem, grid[polish]))
+        best_cost = float(np.min(obj[ok]))
+    tied = np.flatnonzero(ok & (obj <= best_cost * (1 + TIE) + 1e-300))
+    chosen = tied[0]
+    theta = res.theta[chosen]
+    if sub is None:
+        optima[0] = float(obj[chosen])
     ridge = _ridge_params(problem, res.theta[tied])
     solutions = []
     if ridge:
@@ -244,11 +360,22 @@ def _multistart(problem: Problem, grid_points, max_starts, seed, refit_starts) -
             if not any(np.allclose(t, s, rtol=1e-6, atol=1e-9) for s in seen):
                 seen.append(t)
                 solutions.append(problem.values(t))
-    # cold starts: the grid point of each distinct local optimum (best first), then the rest
-    first_of_basin = [order[np.flatnonzero(basin[order] == b)[0]] for b in range(len(optima))]
-    picks = list(dict.fromkeys(first_of_basin + list(order)))[:max(refit_starts, 1)]
-    summary = StartsSummary(len(grid), int(ok.sum()), at_best, optima, ridge)
+    summary = StartsSummary(len(grid), n_success, at_best, optima, ridge)
     return _Search(theta, float(obj[chosen]), summary, solutions, grid[picks])
+
+
+def _search_subset(problem: Problem, seed: int) -> Problem | None:
+    """The problem on a seeded subsample of ``SEARCH_ROWS`` rows (every group kept), or None
+    when the table is no larger."""
+    n = len(problem.y)
+    if n <= SEARCH_ROWS:
+        return None
+    rng = np.random.default_rng([seed, n])
+    idx = set(rng.choice(n, SEARCH_ROWS, replace=False).tolist())
+    if problem.gidx is not None:  # one row of each group at least, or its offset is unfitted
+        firsts = np.unique(problem.gidx, return_index=True)[1]
+        idx.update(firsts.tolist())
+    return problem.subset(np.array(sorted(idx)))
 
 
 def _better_optimum(problem: Problem, profiles: dict, objective: float, search: _Search):
@@ -362,7 +489,9 @@ def _jacobian_uncertainty(problem: Problem, theta) -> _Jacobian:
     for j, p in enumerate(problem.free):
         v, s = values[p.name], se_theta[j]
         if p.log:
-            stderr[p.name] = float(v * s) if np.isfinite(s) else math.inf
+            # v·s in log space: a drifted scale (e^700) times its s.e. overflows a float
+            log_se = theta[j] + math.log(s) if np.isfinite(s) and s > 0 else (-math.inf if s == 0 else math.inf)
+            stderr[p.name] = math.exp(log_se) if log_se < 709 else math.inf
             ci[p.name] = ((float(math.exp(theta[j] - tq * s)), float(math.exp(min(theta[j] + tq * s, 700))))
                           if np.isfinite(s) else (0.0, math.inf))
         else:  # intersected with the parameter's bounds: values outside are not models
@@ -370,21 +499,30 @@ def _jacobian_uncertainty(problem: Problem, theta) -> _Jacobian:
             b0, b1 = p.bounds
             ci[p.name] = ((max(v - tq * s, b0), min(v + tq * s, b1)) if np.isfinite(s)
                           else (b0, b1))
-    return _Jacobian(stderr=stderr, ci=ci, corr=corr, cond=cond, flags=flags, se_theta=se_theta)
+    return _Jacobian(stderr=stderr, ci=ci, corr=corr, cond=cond, flags=flags, se_theta=se_theta,
+                     J=J, r=r)
 
 
 def _bootstrap_weights(n: int, n_boot: int, seed: int, strata=None) -> np.ndarray:
     """(n_boot, n) resampling counts: a case bootstrap, within strata when given."""
+    blocks = list(_bootstrap_weight_blocks(n, n_boot, seed, strata, n_boot))
+    return np.concatenate(blocks) if blocks else np.zeros((0, n))
+
+
+def _bootstrap_weight_blocks(n: int, n_boot: int, seed: int, strata=None, block: int = 1):
+    """The rows of :func:`_bootstrap_weights` (the same draws), ``block`` at a time, so that
+    memory stays at block × n whatever the number of resamples."""
     rng = np.random.default_rng(seed)
-    W = np.zeros((n_boot, n))
-    for b in range(n_boot):
-        if strata is None:
-            W[b] = np.bincount(rng.integers(0, n, n), minlength=n)
-        else:
-            for g in np.unique(strata):
-                members = np.flatnonzero(strata == g)
-                W[b] += np.bincount(rng.choice(members, len(members)), minlength=n)
-    return W
+    groups = None if strata is None else [np.flatnonzero(strata == g) for g in np.unique(strata)]
+    for a in range(0, n_boot, block):
+        W = np.zeros((min(block, n_boot - a), n))
+        for b in range(len(W)):
+            if groups is None:
+                W[b] = np.bincount(rng.integers(0, n, n), minlength=n)
+            else:
+                for members in groups:
+                    W[b] += np.bincount(rng.choice(members, len(members)), minlength=n)
+        yield W
 
 
 def _best_of_starts(res, n_problems: int, n_starts: int):
@@ -399,31 +537,96 @@ def _best_of_starts(res, n_problems: int, n_starts: int):
     return np.arange(n_problems) * n_starts + pick, failed
 
 
+def _rows_per_block(n: int, copies: int) -> int:
+    return max(1, _CHUNK_ELEMENTS // max(n * copies, 1))
+
+
 def _bootstrap(problem: Problem, cold_starts, n_boot: int, seed: int, strata=None):
     """Case-bootstrap refits, each from every cold start (best kept). A refit that reaches the
     iteration cap has stalled in a flat valley (e.g. λ → 0 with the penalty off): it is kept
     and counted, since its objective has converged even if a parameter keeps drifting."""
     n, s = len(problem.y), len(cold_starts)
-    W = _bootstrap_weights(n, n_boot, seed, strata)
-    res = problem.solve(np.tile(cold_starts, (n_boot, 1)), np.repeat(W, s, axis=0))
-    rows, failed = _best_of_starts(res, n_boot, s)
-    good = rows[~failed]
-    capped = int(np.sum(res.status[good] == CAPPED))
-    samples = problem.natural(res.theta[good])
-    return samples.reshape(-1, problem.k), int(failed.sum()), capped
+    samples, n_failed, capped = [], 0, 0
+    for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, _rows_per_block(n, s)):
+        res = problem.solve(np.tile(cold_starts, (len(W), 1)), np.repeat(W, s, axis=0))
+        rows, failed = _best_of_starts(res, len(W), s)
+        good = rows[~failed]
+        capped += int(np.sum(res.status[good] == CAPPED))
+        n_failed += int(failed.sum())
+        samples.append(problem.natural(res.theta[good]))
+    return np.concatenate(samples).reshape(-1, problem.k), n_failed, capped
+
+
+def _bootstrap_one_step(problem: Problem, theta, J, r, n_boot: int, seed: int, strata=None):
+    """The case bootstrap linearised at the optimum: each resample's θ is one Gauss–Newton
+    (IRLS for Huber) step from θ̂ with the Jacobian J held fixed, clipped to the bounds. Cost
+    O(n_boot·n·k²), no law evaluation; it approximates the refitted bootstrap where the fit is
+    close to linear over the bootstrap spread, i.e. on large tables."""
+    n, k = J.shape
+    col = np.linalg.norm(J, axis=0)
+    col = np.where(col > 0, col, 1.0)
+    Js = J / col
+    omega = _irls_weights(r, problem.huber)
+    JJ = (Js[:, :, None] * Js[:, None, :]).reshape(n, k * k) * omega[:, None]
+    Jr = Js * (omega * r)[:, None]
+    samples = []
+    for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, _rows_per_block(n, 1)):
+        H = (W @ JJ).reshape(-1, k, k)
+        g = W @ Jr
+        step = -np.einsum("bkl,bl->bk", np.linalg.pinv(H, hermitian=True), g) / col
+        samples.append(problem.natural(np.clip(theta + step, problem.lo, problem.hi)))
+    return np.concatenate(samples).reshape(-1, k)
+
+
+def _irls_weights(r, huber):
+    if huber is None:
+        return np.ones_like(r)
+    a = np.abs(r)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(a <= huber, 1.0, huber / a)
 
 
 def _leave_one_out(problem: Problem, cold_starts) -> np.ndarray:
-    """Errors (observed − predicted) of each run by the fit to the others, refitted cold."""
+    """Errors (observed − predicted) of each run by the fit to the others, refitted cold
+    (held-out runs a block at a time: memory block × n)."""
     n, s = len(problem.y), len(cold_starts)
-    W = 1.0 - np.eye(n)
-    res = problem.solve(np.tile(cold_starts, (n, 1)), np.repeat(W, s, axis=0))
-    rows, failed = _best_of_starts(res, n, s)
-    pred = problem.predict_many(res.theta[rows])  # (n, n): row i is the fit without run i
-    errors = problem.y - pred[np.arange(n), np.arange(n)]
-    errors[failed] = np.nan
+    errors = np.full(n, np.nan)
+    block = _rows_per_block(n, s)
+    for a in range(0, n, block):
+        held = np.arange(a, min(a + block, n))
+        W = np.ones((len(held), n))
+        W[np.arange(len(held)), held] = 0.0
+        res = problem.solve(np.tile(cold_starts, (len(held), 1)), np.repeat(W, s, axis=0))
+        rows, failed = _best_of_starts(res, len(held), s)
+        pred = problem.predict_many(res.theta[rows])  # row j: the fit without run held[j]
+        e = problem.y[held] - pred[np.arange(len(held)), held]
+        e[failed] = np.nan
+        errors[held] = e
+    return _unfitted_offsets_nan(problem, errors)
+
+
+def _leave_one_out_hat(problem: Problem, J, r, pred) -> np.ndarray:
+    """Leave-one-out errors from the hat-matrix diagonal h of the (IRLS-weighted) Jacobian:
+    (observed − predicted)/(1 − hᵢᵢ), the one-step deletion formula (exact for a linear model).
+    h comes from a pivoted thin QR, the rank cut where the data do not constrain a direction."""
+    from scipy.linalg import qr
+
+    omega = _irls_weights(r, problem.huber)
+    Jw = J * np.sqrt(omega)[:, None]
+    col = np.linalg.norm(Jw, axis=0)
+    Jw = Jw / np.where(col > 0, col, 1.0)
+    Q, R, _ = qr(Jw, mode="economic", pivoting=True)
+    d = np.abs(np.diag(R))
+    rank = int(np.sum(d > 1e-10 * max(d[0] if len(d) else 0.0, 1e-300)))
+    h = np.sum(Q[:, :rank] ** 2, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        errors = np.where(1 - h > 1e-8, (problem.y - pred) / (1 - h), np.nan)
+    return _unfitted_offsets_nan(problem, errors)
+
+
+def _unfitted_offsets_nan(problem: Problem, errors):
     if problem.offset_groups is not None:  # a group's only run: its offset was not fitted
-        sizes = np.bincount(problem.gidx)
+        sizes = np.bincount(problem.gidx, minlength=len(problem.offset_groups))
         errors[sizes[problem.gidx] == 1] = np.nan
     return errors
 

@@ -52,10 +52,20 @@ class Problem:
         self.huber = HUBER_THRESHOLD if method == "huber" else None
         with np.errstate(divide="ignore", invalid="ignore"):
             self.target = np.log(self.y) if method == "huber" else self.y
+        self._additive = None  # whether the group offsets are additive (checked once)
 
     @property
     def k(self) -> int:
         return len(self.free)
+
+    def subset(self, idx) -> "Problem":
+        """The same problem on the rows ``idx`` (offset groups kept, even if a group has no row)."""
+        idx = np.asarray(idx)
+        sub = Problem(self.law, self.fixed, self.x.take(idx), self.y[idx], self.method,
+                      self.offset_groups, None if self.gidx is None else self.gidx[idx])
+        sub.broadcasts, sub._additive = self.broadcasts, self._additive
+        sub.run_names = None if self.run_names is None else [self.run_names[i] for i in idx]
+        return sub
 
     def _theta_bounds(self):
         lo, hi = [], []
@@ -139,21 +149,44 @@ class Problem:
         with np.errstate(all="ignore"):
             return (np.log(pred) if self.huber else pred) - self.target
 
+    def _offset_columns(self, theta_MxK):
+        """(indices, fn) of the group offsets' exact Jacobian columns — ∂r/∂E[g] is the
+        indicator of group g (times 1/prediction for log-loss residuals) — when the offsets are
+        additive in the law (checked once on these starts); None otherwise. With 11 offsets this
+        saves 11 of 15 law evaluations per Jacobian."""
+        if self.offset_groups is None:
+            return None
+        idx = np.array([j for j, p in enumerate(self.free) if p.name.startswith(OFFSET + "[")])
+        if self._additive is None:
+            t0 = np.atleast_2d(theta_MxK)[:1]
+            t1 = t0.copy()
+            t1[:, idx] = np.log(np.exp(t1[:, idx]) + 0.5) if self.is_log[idx].any() else t1[:, idx] + 0.5
+            with np.errstate(all="ignore"):
+                d = self.predict_many(t1)[0] - self.predict_many(t0)[0]
+            self._additive = (not self.is_log[idx].any()) and bool(np.allclose(d[np.isfinite(d)], 0.5, rtol=0, atol=1e-9))
+        if not self._additive:
+            return None
+        onehot = (self.gidx[:, None] == np.arange(len(self.offset_groups))[None, :]).astype(float)
+        if self.huber is None:
+            return idx, lambda r: np.broadcast_to(onehot, (len(r),) + onehot.shape)
+        # r = ln prediction − ln y, so 1/prediction = exp(−r − ln y)
+        return idx, lambda r: np.exp(-(r + self.target))[:, :, None] * onehot[None]
+
     def solve(self, theta0_MxK, weights_MxN=None, frozen_MxK=None, max_iter=300) -> BatchResult:
         """Solve M problems (rows) in batches small enough that one batched Jacobian
         evaluation stays near ``_BATCH_ELEMENTS`` numbers (the problems are independent, so
         batching does not change the results)."""
         theta0_MxK = np.atleast_2d(theta0_MxK)
         M, n = len(theta0_MxK), len(self.y)
-        if weights_MxN is None:
-            weights_MxN = np.ones((M, n))
         size = max(1, _BATCH_ELEMENTS // ((self.k + 1) * n))
         parts = []
         for a in range(0, M, size):
             b = slice(a, a + size)
-            parts.append(minimize(self.residuals, theta0_MxK[b], weights_MxN[b], self.lo, self.hi,
+            w = np.ones((len(theta0_MxK[b]), n)) if weights_MxN is None else weights_MxN[b]
+            parts.append(minimize(self.residuals, theta0_MxK[b], w, self.lo, self.hi,
                                   frozen_MxK=None if frozen_MxK is None else frozen_MxK[b],
-                                  huber_threshold=self.huber, max_iter=max_iter))
+                                  huber_threshold=self.huber, max_iter=max_iter,
+                                  known_columns=self._offset_columns(theta0_MxK)))
         if len(parts) == 1:
             return parts[0]
         return BatchResult(*(np.concatenate([getattr(p, f) for p in parts])

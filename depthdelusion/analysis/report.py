@@ -31,10 +31,12 @@ import numpy as np
 
 from .columns import law_missing_columns
 from .consistency import CONVENTIONS, audit_param_counts, with_param_convention
+from .fit_result import OK, parameter_status
 from .fitting import FitResult, fit
 from .persistence import (DEFAULT_STEP, DEFAULT_WINDOW, MIN_SEEDS, PAPER_EPSILONS, compare_with_paper,
                           length_statement, paper_implied_length, persistence_lengths,
                           persistence_scaling, seed_interval, window_bounds)
+from .replicates import replicate_cells
 from .reference import (PAPER_FIT, PAPER_KAPPA, PAPER_PERSISTENCE_EXPONENT, PAPER_PERSISTENCE_R2,
                         PAPER_SHAPE_EXPONENTS)
 from .runs import PAPER_VOCAB, Runs, load_runs
@@ -102,18 +104,18 @@ def _rounded_note(note: str) -> str:
 
 
 def _identified(f, name: str) -> bool:
-    """False when the data do not pin the parameter: it differs between tied starts (a ridge)
-    or its profile interval is open-ended."""
-    if name in getattr(f.starts, "ridge_params", []):
-        return False
-    prof = _profile(f, name)
-    return not (prof is not None and not (np.isfinite(prof[0]) and np.isfinite(prof[1])))
+    """False when the parameter's status (fit_result.parameter_status) is not ok: at a bound,
+    or not pinned by the data (ridge, open profile, infinite s.e., |r| ≈ 1, drifted)."""
+    return name not in f.params or parameter_status(f, name) == OK
 
 
 def _value(f, name: str, spec=".3g") -> str:
-    """The point estimate, or "n.i." (not identified) where any point would be arbitrary."""
+    """The point estimate; "at bound v" on a bound; "n.i." (not identified) where any point
+    would be arbitrary."""
     v = f.all_params.get(name)
-    return _f(v, spec) if _identified(f, name) else "n.i."
+    if name in f.params and parameter_status(f, name) != OK:
+        return f"at bound {_f(v, spec)}" if parameter_status(f, name) == "at_bound" else "n.i."
+    return _f(v, spec)
 
 
 # --- design: token budgets, groups, forms ------------------------------------------------------
@@ -265,7 +267,7 @@ def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
             continue
         answers["not fitted" if isinstance(v, str) else v.answer].append((form, conv))
         if not isinstance(v, str) and v.significant and lf is not None and "kappa" in lf.params:
-            kappas.append(f"{lf.params['kappa']:.2f} {_ci(_profile(lf, 'kappa'), '.2f')} "
+            kappas.append(f"{_value(lf, 'kappa', '.2f')} {_ci(_profile(lf, 'kappa'), '.2f')} "
                           f"({form}, {conv.replace('_', '-')} N)")
     words = {"yes": "Yes", "no": "no", "not clearly": "significant but not clearly preferred by the "
              "information criteria", "cannot tell": "cannot tell", "not fitted": "not fitted"}
@@ -370,6 +372,9 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     verdict_lines = [v.sentence() for v in verdicts]
     verdict = (f"Overall ({main_label}): {main_answer}. " + " ".join(verdict_lines)) if verdicts else \
         "(no architecture law and same-data-term baseline among the fitted laws)"
+    replicates = replicate_cells(runs)
+    if verdicts and replicates.cells:  # the verdict counts replicates as independent runs
+        verdict += f" This verdict is reached on pooled replicates: {replicates.describe(runs)}."
     md += ["## Does the architecture penalty earn its parameters?", "",
            "Each architecture law is compared with the shape-agnostic law that has the same data "
            f"term (kaplan without a token term, chinchilla with one). λ = 0 is tested by the "
@@ -471,17 +476,19 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     has_profile = any(getattr(f, "ci_profile", None) for f in fits.values())
     params_t = Table("parameters", "Fitted parameters: 95% intervals from the Jacobian, the bootstrap"
                      + (" and the profile likelihood" if has_profile else ""),
-                     ["law", "parameter", "value", "CI (Jacobian)", "CI (bootstrap)"]
+                     ["law", "parameter", "value", "status", "CI (Jacobian)", "CI (bootstrap)"]
                      + (["CI (profile)"] if has_profile else []))
     for name, f in fits.items():
         prof = getattr(f, "ci_profile", None) or {}
         for p, v in f.params.items():
-            row = [name, p, _value(f, p, ".4g"), _param_ci(f, p, f.ci_jacobian[p]),
+            row = [name, p, _value(f, p, ".4g"), parameter_status(f, p), _param_ci(f, p, f.ci_jacobian[p]),
                    _param_ci(f, p, f.ci_bootstrap[p] if f.ci_bootstrap else None, ".2g")]
             params_t.add(*row, *([_param_ci(f, p, prof.get(p))] if has_profile else []))
     tables.append(params_t)
-    md += ["## Fits", "", "n.i.: not identified (a ridge of equally good fits, or an open-ended "
-           "profile interval): no point estimate is given. "
+    md += ["## Fits", "", "status: ok, at_bound (the optimum is on the physical bound) or "
+           "not_identified (n.i.: a ridge of equally good fits, an open-ended profile interval, an "
+           "infinite standard error, |r| ≥ 0.9995 with another parameter, or a drifted estimate): "
+           "no point estimate is given unless ok. "
            + (f"Bootstrap intervals are percentiles of {bootstrap} refits, printed to 2 digits "
               "(their Monte Carlo error). " if bootstrap else "") +
            f"`depthdelusion fit {label} --law NAME` prints a law's full summary.", "",
@@ -620,7 +627,11 @@ def _persistence_cells(kind: str, pfits: list) -> list:
 
 def _consistency_section(raw, tables: list) -> list:
     """The parameter-count audit against the runs' own vocabulary (the paper's for its data)."""
-    audit = audit_param_counts(raw, vocab=_vocab(raw) or PAPER_VOCAB)
+    vocab = _vocab(raw)
+    if vocab is None:  # never an assumed vocabulary: the audit would blame the wrong rows
+        return ["## Parameter-count audit", "", "Not audited: the table gives no vocabulary size "
+                "(a vocab_size column, or --vocab V), which the embedding count needs.", ""]
+    audit = audit_param_counts(raw, vocab=vocab)
     cons = Table("consistency", "Parameter counts recomputed from (D, W): best convention per group "
                  "and rows more than 1% off it", ["group", "convention", "formula", "median error",
                                                   "rows within 1%"])
@@ -637,9 +648,9 @@ def _opening(runs, fits: dict, persist: dict) -> str:
     best = int(np.argmin(runs.loss))
     widths = sorted(set(int(w) for w in runs.width))
     trends = []
-    for w in widths:
+    for w in widths:  # only widths with two depths or more can show a depth trend
         sel = np.flatnonzero(runs.width == w)
-        if len(sel) >= 2:
+        if len(set(runs.depth[sel].tolist())) >= 2:
             order = sel[np.argsort(runs.depth[sel])]
             d_best = int(runs.depth[order[np.argmin(runs.loss[order])]])
             trends.append((w, d_best, int(runs.depth[order[-1]])))
@@ -648,9 +659,12 @@ def _opening(runs, fits: dict, persist: dict) -> str:
             f"{int(runs.depth[best])}L×{int(runs.width[best])}.")
     if trends:
         deepest = sum(d == top for _, d, top in trends)
-        text += (f" At {deepest} of {len(trends)} widths the deepest run is the best, so no critical "
+        with_depths = (f"{len(trends)} widths with two depths or more (of {len(widths)})"
+                       if len(trends) < len(widths) else f"{len(trends)} widths")
+        text += (f" At {deepest} of {with_depths} the deepest run is the best, so no critical "
                  "depth is reached within this grid" if deepest == len(trends) else
-                 " The loss-optimal depth per width is " + ", ".join(f"D = {d} at W = {w}" for w, d, _ in trends))
+                 " The loss-optimal depth per width" + (f" (over the {with_depths})" if len(trends) < len(widths)
+                                                        else "") + " is " + ", ".join(f"D = {d} at W = {w}" for w, d, _ in trends))
         text += "."
     weight = [p for p in persist.get("weight", []) if np.isfinite(p.rate)]
     if weight:
@@ -717,6 +731,15 @@ def _shape_sections(dd: FitResult, v, runs, raw, params: str, bootstrap: int, sh
         return md
     if v.answer == "cannot tell":
         md += [f"Not shown: {v.reason}.", ""]
+        return md
+    # not identified, or a critical-depth scale at 0 (γ = 0 on its bound is a value: W^0)
+    unfit = {p: parameter_status(dd, p) for p in ("lam", "kappa", "c", "p") if p in dd.params
+             and (parameter_status(dd, p) == "not_identified"
+                  or (p in ("kappa", "c") and parameter_status(dd, p) != OK))}
+    if unfit:  # D_crit and the shapes would carry an arbitrary value of these
+        md += ["Not shown: D_crit and the optimal shape depend on "
+               + ", ".join(f"{p} ({st.replace('_', ' ')})" for p, st in unfit.items())
+               + ", so any number for them would be arbitrary.", ""]
         return md
     llm = audit_shapes(dd)
     llm_t = Table("llm_audit", f"Published models: D / D_crit(W), D_crit from the {dd.law.name} fit "

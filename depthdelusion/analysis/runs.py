@@ -87,6 +87,10 @@ class Runs:
     loss_unit: np.ndarray | None = None
     #: Columns of the source table that were not read (e.g. an ambiguous ``D``).
     unread_columns: tuple = ()
+    #: The table's own non-embedding parameter count, when it gives one (used as given).
+    params_non_embedding: np.ndarray | None = None
+    #: The unread columns' values as text (learning rate, seed, ...), for replicate cells.
+    extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.loss is None:
@@ -99,8 +103,12 @@ class Runs:
             if known.all() and np.all(value == np.round(value)):
                 value = value.astype(np.int64)
             setattr(self, col, value)
-        for col in ("params", "tokens", "loss_se", "vocab_size"):
+        for col in ("params", "tokens", "loss_se", "vocab_size", "params_non_embedding"):
             setattr(self, col, self._column(col, n, float))
+        self.extra = {k: np.asarray(v, dtype=object).reshape(-1) for k, v in dict(self.extra).items()}
+        for k, v in self.extra.items():
+            if len(v) != n:
+                raise ValueError(f"column {k!r} has {len(v)} entries, expected {n} (one per loss)")
         self.group = self._column("group", n, object, "all")
         shaped = self.has("depth") and self.has("width")
         default = [f"{d}Lx{w}" if shaped else f"run{i + 1}"
@@ -149,7 +157,8 @@ class Runs:
                     self.tokens[idx], self.loss_se[idx], self.group[idx], self.name[idx],
                     [self.profiles[i] for i in idx], self.source, list(self.notes),
                     self.tokenizer[idx], self.vocab_size[idx], self.loss_unit[idx],
-                    self.unread_columns)
+                    self.unread_columns, self.params_non_embedding[idx],
+                    {k: v[idx] for k, v in self.extra.items()})
 
     def where_group(self, group: str) -> "Runs":
         if group not in set(self.group):
@@ -240,7 +249,8 @@ NAMED_SOURCES = {"paper": _paper_runs, "depth_delusion": _paper_runs}
 
 
 def load_runs(source, *, group: str | None = None, columns: dict | None = None) -> Runs:
-    """Load runs from a Runs, a CSV path, a pandas DataFrame, a list of dicts, a run
+    """Load runs from a Runs, a table file (CSV/TSV/parquet: :func:`read_table`), a pandas
+    DataFrame, a list of dicts, a run
     directory tree, or a bundled dataset name (``"paper"``).
 
     A table needs only the columns of the law to be fitted (see :mod:`.columns` for names and
@@ -268,7 +278,7 @@ def load_runs(source, *, group: str | None = None, columns: dict | None = None) 
             if not path.exists():
                 raise FileNotFoundError(f"{path}: no such file or directory (expected a CSV, a "
                                         f"directory of run directories, or {' / '.join(map(repr, NAMED_SOURCES))})")
-            runs = load_run_dirs(path) if path.is_dir() else load_csv(path, columns=columns)
+            runs = load_run_dirs(path) if path.is_dir() else read_table(path, columns=columns)
     else:
         raise ValueError(f"cannot load runs from {type(source).__name__}; give a path, a pandas "
                          "DataFrame, a list of dicts, a Runs table or 'paper'")
@@ -282,7 +292,7 @@ def _is_dataframe(obj) -> bool:
 
 _TEXT = ("group", "name", "tokenizer", "loss_unit")
 _INTEGER = ("depth", "width", "vocab_size")
-_OPTIONAL = ("tokens", "loss_se", "vocab_size")  # may be empty in some rows
+_OPTIONAL = ("tokens", "loss_se", "vocab_size", "params_non_embedding")  # may be empty in some rows
 
 
 def runs_from_records(records: list[dict], *, where: str, columns: dict | None = None) -> Runs:
@@ -311,9 +321,26 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
         cols["params"] = [float(round(v)) for v in cols["params"]]  # counts are whole
     if "group" in cols:
         cols["group"] = [g or "all" for g in cols["group"]]
-    runs = Runs(**cols, source=where,
-                unread_columns=tuple(str(h) for h in header if h not in found.values()))
+    unread = tuple(str(h) for h in header if h not in found.values())
+    extra = {h: ["" if rec.get(h) is None else str(rec.get(h)).strip() for rec in records] for h in unread}
+    runs = Runs(**cols, source=where, unread_columns=unread, extra=extra)
+    dup = duplicated_rows(records, header)
+    if dup:
+        runs.notes.append(f"{where}: {len(dup)} row(s) repeat an earlier row in every column (rows "
+                          f"{_some([i + 1 for i in dup])}): each counts as another run, which "
+                          "shrinks standard errors; remove them if they are copies")
     return runs
+
+
+def duplicated_rows(records: list[dict], header) -> list[int]:
+    """Indices of rows identical in every column to an earlier row."""
+    seen, dup = set(), []
+    for i, rec in enumerate(records):
+        key = tuple(str(rec.get(h)) for h in header)
+        if key in seen:
+            dup.append(i)
+        seen.add(key)
+    return dup
 
 
 def _number(rec: dict, key: str, line: str, *, integer=False, optional=False, allow_zero=False):
@@ -336,11 +363,63 @@ def _number(rec: dict, key: str, line: str, *, integer=False, optional=False, al
     return value
 
 
-def load_csv(path, *, columns: dict | None = None) -> Runs:
-    """Runs from a CSV with a header row; columns as in :func:`runs_from_records`."""
+PARQUET_SUFFIXES = (".parquet", ".pq")
+DELIMITERS = ",\t;"
+
+
+def read_table(path, *, columns: dict | None = None) -> Runs:
+    """Runs from a table file: CSV / TSV / semicolon-separated text (delimiter sniffed, UTF-8
+    with or without a byte-order mark) or parquet (through pandas and pyarrow); ``columns``
+    maps canonical names to the file's own (:func:`runs_from_records`)."""
     path = rundir.as_path(path)
-    records = list(csv.DictReader(io.StringIO(path.read_text(), newline="")))
+    if str(path).lower().endswith(PARQUET_SUFFIXES):
+        return load_parquet(path, columns=columns)
+    return load_csv(path, columns=columns)
+
+
+def load_csv(path, *, columns: dict | None = None) -> Runs:
+    """Runs from a delimited text table with a header row (comma, tab or semicolon, sniffed
+    from the header; a UTF-8 byte-order mark is skipped); columns as in :func:`runs_from_records`."""
+    path = rundir.as_path(path)
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text (byte {err.start}); save the table as UTF-8 "
+                         "CSV, or give a parquet file") from None
+    records = list(csv.DictReader(io.StringIO(text, newline=""), delimiter=_delimiter(text, path)))
     runs = runs_from_records(records, where=str(path), columns=columns)
+    runs.source = str(path)
+    return runs
+
+
+def _delimiter(text: str, path) -> str:
+    """The header line's delimiter: whichever of comma, tab, semicolon splits it into the most
+    fields (a header has no quoted delimiters in practice); comma for a one-column header."""
+    header = text.split("\n", 1)[0]
+    counts = {d: header.count(d) for d in DELIMITERS}
+    best = max(DELIMITERS, key=lambda d: counts[d])
+    if counts[best] == 0:
+        return ","
+    return best
+
+
+def load_parquet(path, *, columns: dict | None = None) -> Runs:
+    """Runs from a parquet file through pandas (pyarrow or fastparquet as its engine)."""
+    path = rundir.as_path(path)
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ValueError(f"{path}: reading parquet needs pandas and pyarrow, which are not "
+                         "installed: pip install pandas pyarrow (or save the table as CSV)") from None
+    try:
+        frame = pd.read_parquet(str(path))
+    except ImportError as err:
+        raise ValueError(f"{path}: reading parquet needs a parquet engine for pandas ({err}): "
+                         "pip install pyarrow (or save the table as CSV)") from None
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: not a readable parquet file ({type(err).__name__}: "
+                         f"{str(err).splitlines()[0] if str(err) else 'no detail'})") from None
+    runs = runs_from_records(frame.to_dict(orient="records"), where=str(path), columns=columns)
     runs.source = str(path)
     return runs
 

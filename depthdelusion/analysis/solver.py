@@ -63,11 +63,13 @@ def objective(residuals_MxN, weights_MxN, huber_threshold=None) -> np.ndarray:
 
 def minimize(residuals, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
              huber_threshold=None, max_iter: int = 300, ftol: float = 1e-12,
-             xtol: float = 1e-10) -> BatchResult:
+             xtol: float = 1e-10, known_columns=None) -> BatchResult:
     """Minimise Σ wᵢ ρ(rᵢ(θ)) for M problems at once.
 
     ``residuals(theta_MxK) -> (M, N)`` evaluates every row's residuals (non-finite allowed).
     ``frozen_MxK`` (bool) holds parameters at their start values (profile likelihood).
+    ``known_columns``: (indices, fn) where ``fn(r_MxN) -> (M, N, len(indices))`` gives those
+    Jacobian columns exactly (additive offsets), so only the others are differenced.
     """
     theta = np.clip(np.array(theta0_MxK, dtype=float), lo_K, hi_K)
     M, K = theta.shape
@@ -83,7 +85,7 @@ def minimize(residuals, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
     active = np.flatnonzero(status != FAILED)
     J = np.zeros((M, r.shape[1], K))
     if len(active):
-        J[active] = _jacobian(residuals, theta[active], r[active])
+        J[active] = _jacobian(residuals, theta[active], r[active], known_columns)
     for _ in range(max_iter):
         if not len(active):
             break
@@ -136,7 +138,7 @@ def minimize(residuals, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
         keep = ~done
         refresh = active[ok & keep]
         if len(refresh):
-            J[refresh] = _jacobian(residuals, theta[refresh], r[refresh])
+            J[refresh] = _jacobian(residuals, theta[refresh], r[refresh], known_columns)
         active = active[keep]
     F = np.where(status == FAILED, np.nan, F)
     return BatchResult(theta, F, status)
@@ -156,13 +158,25 @@ def _solve_scaled(A_MxKxK, rhs_MxK) -> np.ndarray:
     return x / d
 
 
-def _jacobian(residuals, theta_MxK, r_MxN) -> np.ndarray:
-    """Forward differences, all M·K perturbed points in one evaluation: (M, N, K)."""
+def _jacobian(residuals, theta_MxK, r_MxN, known_columns=None) -> np.ndarray:
+    """Forward differences, all perturbed points in one evaluation: (M, N, K). Columns in
+    ``known_columns`` come from its function instead (no law evaluation)."""
     M, K = theta_MxK.shape
-    h = 1.5e-8 * np.maximum(1.0, np.abs(theta_MxK))
-    pts = theta_MxK[:, None, :] + h[:, :, None] * np.eye(K)[None]
-    with np.errstate(all="ignore"):
-        rp = residuals(pts.reshape(M * K, K)).reshape(M, K, -1)
-        J = (rp - r_MxN[:, None, :]) / h[:, :, None]
-    J = np.where(np.isfinite(J), J, 0.0)
-    return np.transpose(J, (0, 2, 1))
+    diff = np.arange(K)
+    if known_columns is not None:
+        diff = np.setdiff1d(diff, known_columns[0])
+    J = np.zeros((M, r_MxN.shape[1], K))
+    if len(diff):
+        h = 1.5e-8 * np.maximum(1.0, np.abs(theta_MxK[:, diff]))
+        pts = np.repeat(theta_MxK[:, None, :], len(diff), axis=1)
+        pts[:, np.arange(len(diff)), diff] += h
+        with np.errstate(all="ignore"):
+            rp = residuals(pts.reshape(M * len(diff), K)).reshape(M, len(diff), -1)
+            Jd = (rp - r_MxN[:, None, :]) / h[:, :, None]
+        J[:, :, diff] = np.transpose(np.where(np.isfinite(Jd), Jd, 0.0), (0, 2, 1))
+    if known_columns is not None:
+        idx, fn = known_columns
+        with np.errstate(all="ignore"):
+            Jk = fn(r_MxN)
+        J[:, :, idx] = np.where(np.isfinite(Jk), Jk, 0.0)
+    return J

@@ -84,7 +84,7 @@ def test_bootstrap_refits_start_cold_and_reach_each_resamples_own_optimum():
     # (issue 12.3). Cold starts from the best grid points reach it in (almost) all.
     runs, law, n_boot = load_reference("depth_delusion"), "depth_delusion_power", 40
     r = fit(runs, law, bootstrap=n_boot, seed=0, leave_one_out=False, profile=False)
-    assert "from the 16 best grid starts" in r.bootstrap_scheme
+    assert "from the 16 best starts" in r.bootstrap_scheme
     counts = _bootstrap_weights(len(runs), n_boot, 0)
     x, hits = LawInputs.from_runs(runs), 0
     for b in range(n_boot):

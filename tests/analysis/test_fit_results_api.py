@@ -1,0 +1,68 @@
+"""The results API people expect (statsmodels / lmfit names), and parameters at a bound or not
+identified flagged as such instead of printed as estimates."""
+import warnings
+
+import numpy as np
+import pytest
+
+from depthdelusion.analysis import fit
+from depthdelusion.analysis.fit_result import parameter_status
+
+from .test_fit_engine import kaplan_runs
+from .test_laws_and_fitting import synthetic_runs
+
+
+@pytest.fixture(scope="module")
+def kaplan_fit():
+    return fit(synthetic_runs(), "kaplan", bootstrap=100, seed=0)
+
+
+def test_params_bse_cov_and_intervals_by_method(kaplan_fit):
+    r = kaplan_fit
+    assert list(r.bse) == list(r.params)
+    assert np.allclose(np.diag(r.cov), [r.bse[p] ** 2 for p in r.params])
+    assert r.conf_int(method="wald") == pytest.approx(r.ci_jacobian)
+    assert r.conf_int(method="profile") == r.ci_profile
+    boot = r.conf_int(method="bootstrap")
+    assert boot == pytest.approx(r.ci_bootstrap)
+    for name in r.params:  # a 99% interval contains the 95% one, for every method
+        for method in ("wald", "profile", "bootstrap"):
+            lo95, hi95 = r.conf_int(0.05, method)[name]
+            lo99, hi99 = r.conf_int(0.01, method)[name]
+            assert lo99 <= lo95 + 1e-12 and hi99 >= hi95 - 1e-12, (name, method)
+    with pytest.raises(ValueError, match="method must be"):
+        r.conf_int(method="jackknife")
+    frame = r.to_frame()
+    assert list(frame.index) == list(r.params) and set(frame["status"]) == {"ok"}
+    assert np.allclose(r.predict(synthetic_runs()), r.predicted)
+
+
+def test_profile_intervals_skipped_by_a_fit_are_computed_on_request():
+    runs = synthetic_runs()
+    full = fit(runs, "kaplan", bootstrap=0, profile=True)
+    lazy = fit(runs, "kaplan", bootstrap=0, profile=False)
+    assert lazy.ci_profile is None
+    assert lazy.conf_int(method="profile") == pytest.approx(full.ci_profile)
+
+
+def test_a_parameter_at_its_bound_is_flagged_in_the_summary_and_never_printed_as_an_estimate():
+    runs = kaplan_runs(np.geomspace(1e7, 1e10, 20), E=-0.4, A=60.0, alpha=0.12)
+    r = fit(runs, "kaplan", bootstrap=0)
+    assert r.status["E"] == "at_bound" and parameter_status(r, "A") in ("ok", "not_identified")
+    row = next(line for line in r.summary().splitlines() if line.startswith("E "))
+    assert "at bound 0" in row
+    assert r.to_dict()["status"]["E"] == "at_bound"
+
+
+def test_a_parameter_the_data_do_not_constrain_is_not_identified_and_no_warning_comes_out():
+    # every run shallower than kappa*ln W: the depth penalty is inactive, lambda unconstrained
+    runs = synthetic_runs()
+    keep = runs.depth <= 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = fit(runs.subset(keep), "depth_delusion", bootstrap=0, profile=False)
+    assert "not_identified" in r.status.values()
+    for name, status in r.status.items():
+        row = next(line for line in r.summary().splitlines() if line.split()[:1] == [name])
+        if status == "not_identified":
+            assert row.split()[1] == "n.i."

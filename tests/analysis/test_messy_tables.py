@@ -1,0 +1,98 @@
+"""Tables as they come: a byte-order mark, tabs or semicolons, parquet, other column names,
+duplicated rows, replicate cells (learning rates, seeds), a table's own non-embedding count."""
+import numpy as np
+import pytest
+
+from depthdelusion.analysis import fit
+from depthdelusion.analysis.replicates import reduce_replicates, replicate_cells
+from depthdelusion.analysis.runs import load_runs, read_table
+from depthdelusion.cli import main
+
+ROWS = [(1e7 * 3 ** i, 1e9 * 2 ** (i % 4), 1.8 + 480 * (1e7 * 3 ** i) ** -0.35
+         + 2000 * (1e9 * 2 ** (i % 4)) ** -0.37) for i in range(8)]
+
+
+def write(path, sep=",", bom=False, header=("params", "tokens", "loss")):
+    text = sep.join(header) + "\n" + "".join(sep.join(f"{v:.6g}" for v in row) + "\n" for row in ROWS)
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode())
+    return path
+
+
+@pytest.mark.parametrize("sep", [",", "\t", ";"])
+def test_delimiters_and_a_byte_order_mark_are_read(tmp_path, sep):
+    runs = read_table(write(tmp_path / "t.csv", sep=sep, bom=True))
+    assert len(runs) == 8 and runs.has("params") and runs.has("tokens")
+    assert np.allclose(runs.loss, [r[2] for r in ROWS], rtol=1e-5)
+
+
+def test_parquet_is_read_and_a_bad_one_is_named(tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    path = tmp_path / "t.parquet"
+    pd.DataFrame(ROWS, columns=["params", "tokens", "final_loss"]).to_parquet(path)
+    runs = load_runs(str(path))
+    assert len(runs) == 8 and np.allclose(runs.loss, [r[2] for r in ROWS])
+    bad = tmp_path / "bad.parquet"
+    bad.write_text("not parquet")
+    with pytest.raises(ValueError, match="bad.parquet: not a readable parquet file"):
+        load_runs(str(bad))
+
+
+def test_column_flag_maps_a_column(tmp_path, capsys):
+    path = write(tmp_path / "t.csv", header=("N_total", "tokens", "val")).as_posix()
+    assert main(["fit", path, "--law", "kaplan", "--bootstrap", "0",
+                 "--column", "loss=val", "--column", "params=N_total"]) == 0
+    assert "Law 'kaplan'" in capsys.readouterr().out
+
+
+def test_duplicated_rows_are_counted_and_warned(tmp_path, capsys):
+    path = tmp_path / "t.csv"
+    write(path)
+    path.write_text(path.read_text() + path.read_text().splitlines()[1] + "\n")
+    runs = load_runs(str(path))
+    assert any("1 row(s) repeat an earlier row" in n and "rows 9" in n for n in runs.notes)
+    assert main(["fit", str(path), "--law", "kaplan", "--bootstrap", "0"]) == 0
+    assert "warning: " in capsys.readouterr().err
+
+
+def replicate_table(tmp_path):
+    rng = np.random.default_rng(0)
+    lines = ["params,tokens,lr,seed,loss"]
+    for n in np.geomspace(1e7, 1e10, 8):
+        for lr in (1e-3, 3e-3, 1e-2):
+            for seed in (0, 1):
+                loss = 1.8 + 480 * n ** -0.35 + 0.02 * abs(np.log10(lr) + 2.5) + 0.01 * rng.standard_normal()
+                lines.append(f"{n:.0f},1e10,{lr},{seed},{loss:.5f}")
+    path = tmp_path / "sweep.csv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_replicate_cells_are_named_and_reduced(tmp_path):
+    runs = load_runs(str(replicate_table(tmp_path)))
+    cells = replicate_cells(runs)
+    assert len(cells.cells) == 8 and cells.varying == ["lr", "seed"]
+    r = fit(runs, "kaplan", bootstrap=0, profile=False)
+    assert any("48 of 48 rows fall in 8 replicate cells" in n and "lr, seed" in n for n in r.notes)
+    best = reduce_replicates(runs, "best-of=lr")
+    assert len(best) == 16  # 8 cells x 2 seeds
+    assert any("biases the loss down" in n and "s.d." in n for n in best.notes)
+    both = reduce_replicates(best, "mean=seed")
+    assert len(both) == 8 and np.all(both.loss_se > 0)
+    assert not replicate_cells(both).cells
+    with pytest.raises(ValueError, match="no column 'batch'"):
+        reduce_replicates(runs, "best-of=batch")
+    with pytest.raises(ValueError, match="expected best-of=COLUMN"):
+        reduce_replicates(runs, "min=lr")
+    fitted = fit(both, "kaplan", bootstrap=0, profile=False)
+    assert not any("replicate cells" in n for n in fitted.notes)
+
+
+def test_a_tables_own_non_embedding_count_is_used_as_given(tmp_path):
+    from depthdelusion.analysis.consistency import with_param_convention
+
+    path = tmp_path / "t.csv"
+    path.write_text("depth,width,params,params_non_embedding,loss\n"
+                    "2,64,1000000,12345,3.0\n4,128,2000000,67890,2.9\n")
+    runs, notes = with_param_convention(load_runs(str(path)), "non_embedding")
+    assert list(runs.params) == [12345, 67890] and "own non-embedding" in notes[0]
