@@ -172,7 +172,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
         profiles=profiles, jacobian_log=[p.name for p in problem.free if p.log],
         bounds={p.name: tuple(p.bounds) for p in problem.free},
         ridge_solutions=search.ridge_solutions, tie_tolerance=TIE, offset_groups=offset_groups,
-        profile_statistic=(f"{statistic.describe} < χ²₁(0.95) = 3.84" if profile else ""),
+        profile_statistic=(f"{statistic.describe}, {statistic.cut}" if profile else ""),
         bootstrap_scheme=(f"{bootstrap} case resamples" + (" within groups" if strata is not None else "")
                           + f", each refitted from the {len(search.cold_starts)} best grid starts"
                           if bootstrap else ""))
