@@ -70,8 +70,7 @@ class LRTest:
         if not np.isfinite(self.p):
             return "p = — (not computed)"
         if self.method == "parametric bootstrap":
-            floor = 1 / (self.replicates + 1)
-            value = (f"p < {2 * floor:.2g}" if self.p <= floor else f"p = {self.p:.2g}")
+            value = f"p = {self.p:.2g}"  # (1 + count)/(1 + B): never 0
             how = (f"parametric bootstrap from the {self.null} fit, {self.replicates} replicates, "
                    f"seed {self.seed}; ± is its Monte-Carlo error"
                    + (f"; {self.failed} replicate refits failed and are left out" if self.failed else ""))

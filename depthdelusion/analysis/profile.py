@@ -207,19 +207,19 @@ def _shape_at_limit(problem, j, t_hat, t, s, side, end, critical):
         if not np.isfinite(end):
             stretch = _flat_stretch(t_hat, t, s, len(t))
             if stretch is not None:
-                return end, (f"{name} {rel} {nat(stretch[0]):.3g}: the profile is flat beyond "
-                             f"(Λ ≈ {max(stretch[1], 0):.2f} < {critical:.2f}); the data do not bound it")
+                return end, (f"{name} {rel} {nat(stretch[0]):.2g}: the profile is flat beyond "
+                             f"(Λ ≈ {max(stretch[1], 0):.1f} < {critical:.2f}); the data do not bound it")
         return end, ""
     a, s_a = _bracket(t_hat, t, s, c)
     if s[c] - s_a <= JUMP:
         return end, ""
     stretch = _flat_stretch(t_hat, t, s, c)
     if stretch is not None:
-        return side * np.inf, (f"{name} {rel} {nat(stretch[0]):.3g}: the profile is flat beyond "
-                               f"(Λ ≈ {max(s_a, 0):.2f} up to {nat(a):.4g}, then jumps to {s[c]:.2f}); "
+        return side * np.inf, (f"{name} {rel} {nat(stretch[0]):.2g}: the profile is flat beyond "
+                               f"(Λ ≈ {max(s_a, 0):.1f} up to {nat(a):.3g}, then jumps to {s[c]:.1f}); "
                                "the data do not bound it")
-    return end, (f"{name}: the profile jumps across the cut at {nat(t[c]):.4g} (Λ {s_a:.2f} → "
-                 f"{s[c]:.2f}): that limit marks a change of regime of the fit, not a smooth "
+    return end, (f"{name}: the profile jumps across the cut at {nat(t[c]):.3g} (Λ {s_a:.1f} → "
+                 f"{s[c]:.1f}): that limit marks a change of regime of the fit, not a smooth "
                  "likelihood limit")
 
 

@@ -174,7 +174,7 @@ def penalty_verdict(law_fit, base_fit, variation: ShapeVariation | None = None,
     elif not v.significant or (d_aicc > 0 and d_bic > 0):
         v.answer = "no"
         v.reason = (f"the penalty of {name} does not earn its extra parameters over {base}"
-                    + ("" if v.significant else " — λ's profile interval includes 0"))
+                    + ("" if v.significant else " — λ = 0 is not rejected at 5%"))
     elif d_aicc < -2 and d_bic < -2:
         v.answer, v.reason = "yes", f"the penalty of {name} earns its extra parameters over {base}"
     else:
