@@ -310,10 +310,10 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     ``fit_options``: extra keyword arguments for the main fits (e.g. ``leave_one_out=False``).
     ``lr_replicates``: parametric-bootstrap replicates of the main fits' likelihood-ratio tests
     (0: Davies' bound for λ = 0, and no kink-vs-smooth test); default ``DEFAULT_REPLICATES``,
-    or 0 when ``bootstrap`` is 0 (a quick look without resampling).
+    or ``bootstrap`` when that is smaller (0: a quick look without resampling).
     """
     if lr_replicates is None:
-        lr_replicates = DEFAULT_REPLICATES if bootstrap else 0
+        lr_replicates = min(DEFAULT_REPLICATES, bootstrap)
     if groups not in GROUP_MODES:
         raise ValueError(f"groups must be one of {', '.join(GROUP_MODES)}, got {groups!r}")
     label = runs_label or (runs if isinstance(runs, str) else "RUNS")
