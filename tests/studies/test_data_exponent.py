@@ -117,13 +117,3 @@ def test_a_run_without_its_config_or_summary_fields_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"t40/summary.json: missing tokens"):
         data_exponent.discover(tmp_path / "runs")
 
-
-def test_refit_tables_refits_b_from_a_written_study(study):
-    assert main(["data-exponent", str(study / "out"), "--out", str(study / "refit"), "--refit-tables"]) == 0
-    (old,) = _rows(study / "out" / "exponents.csv")
-    (new,) = _rows(study / "refit" / "exponents.csv")
-    # the same fit from the losses to 4 decimals: b within rounding, the spectra's columns kept
-    assert abs(float(new["b_measured"]) - float(old["b_measured"])) < 0.01
-    assert new["b_predicted"] == old["b_predicted"] and new["beta_head"] == old["beta_head"]
-    tables = (study / "refit" / "tables.md").read_text()
-    assert "--refit-tables" in tables and "F(1, n − 3)-calibrated" in tables
