@@ -508,6 +508,9 @@ def _data_exponent(p):
                    help="spectra and readout of each sweep's largest budget only (default: every run)")
     p.add_argument("--sweep-commands", metavar="FILE",
                    help="a text file of the sweep commands that trained ROOT, quoted in README.md")
+    p.add_argument("--refit-tables", action="store_true",
+                   help="ROOT is a written study directory: refit its measured b from runs.csv "
+                        "(no run directories needed) and rewrite the tables in --out")
 
 
 @_arguments("redundancy-study", "The synthetic check of the redundancy law: fitted data-scaling "

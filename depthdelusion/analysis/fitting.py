@@ -258,7 +258,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
         profiles=profiles, jacobian_log=[p.name for p in problem.free if p.log],
         bounds={p.name: tuple(p.bounds) for p in problem.free},
         ridge_solutions=search.ridge_solutions, tie_tolerance=TIE, offset_groups=offset_groups,
-        profile_statistic=(f"{statistic.describe} < χ²₁(0.95) = 3.84" if profile else ""),
+        profile_statistic=(f"{statistic.describe}, {statistic.cut}" if profile else ""),
         bootstrap_scheme=boot_scheme if bootstrap else "")
     result.at_bound = _at_bound(problem, theta)
     result.theta, result.se_theta = np.array(theta, float), np.array(jac.se_theta, float)
@@ -268,7 +268,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
 
         def later_profiles():
             found = profile_intervals(problem, theta, statistic, cold, se_theta)
-            return found, f"{statistic.describe} < χ²₁(0.95) = 3.84"
+            return found, f"{statistic.describe}, {statistic.cut}"
 
         result.profile_fn = later_profiles
     result.flags = (jac.flags + _identifiability_flags(result, problem)

@@ -88,6 +88,9 @@ class Law:
     source: str = "user"
     token_params: dict = field(default_factory=dict)
     needs_tokens: bool = False
+    #: "kink" (a depth penalty with a critical depth), "smooth" (a shape penalty without one:
+    #: the alternatives a critical depth must beat) or "" (no shape term)
+    shape: str = ""
 
     @property
     def param_names(self) -> list[str]:
@@ -120,7 +123,7 @@ def _as_param(name: str, spec) -> Param:
 def register_law(func: Callable | None = None, *, params: dict, name: str | None = None,
                  formula: str = "", doc: str | None = None, source: str = "user",
                  token_params: dict | None = None, needs_tokens: bool = False,
-                 replace: bool = False):
+                 replace: bool = False, shape: str = ""):
     """Register ``func(x, **params)`` as a law; usable as a decorator. Returns the function."""
 
     def wrap(f: Callable) -> Callable:
@@ -132,8 +135,10 @@ def register_law(func: Callable | None = None, *, params: dict, name: str | None
         missing = [p.name for p in plist if p.name not in accepted]
         if missing:
             raise ValueError(f"law {law_name!r}: function {f.__name__} does not accept parameter(s) {missing}")
+        if shape not in ("", "kink", "smooth"):
+            raise ValueError(f"law {law_name!r}: shape must be '', 'kink' or 'smooth', got {shape!r}")
         _REGISTRY[law_name] = Law(law_name, f, plist, formula, doc or (inspect.getdoc(f) or ""),
-                                  source, dict(token_params or {}), needs_tokens)
+                                  source, dict(token_params or {}), needs_tokens, shape)
         return f
 
     return wrap(func) if func is not None else wrap
@@ -150,6 +155,13 @@ def get_law(law) -> Law:
 
 def list_laws() -> list[Law]:
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+def shape_kind(law) -> str:
+    """"kink", "smooth" or "" for a law (its name or Law); a law registered without ``shape``
+    that has a depth penalty λ counts as a kink law."""
+    law = get_law(law)
+    return law.shape or ("kink" if "lam" in law.param_names else "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -188,6 +200,19 @@ def _depth_delusion_power(x, A, alpha, lam, c, p, gamma, E, B=0.0, beta=0.0):
     return A * x.N ** -alpha + _token_term(x, B, beta) + lam * excess * x.W ** -gamma + E
 
 
+def _shape_quadratic(x, A, alpha, q, m, E, B=0.0, beta=0.0):
+    return A * x.N ** -alpha + _token_term(x, B, beta) + q * (np.log(x.D / x.W) - m) ** 2 + E
+
+
+SOFTPLUS_MIN_WIDTH = 2.0  # layers: a bend sharper than this is the kink's, not a smooth law's
+
+
+def _depth_softplus(x, A, alpha, lam, kappa, s, gamma, E, B=0.0, beta=0.0):
+    # s·ln(1 + e^(z/s)): → max(0, z) as s → 0, ≈ s·ln 2 + z/2 near z = 0 for large s
+    excess = s * np.logaddexp(0.0, (x.D - kappa * np.log(x.W)) / s)
+    return A * x.N ** -alpha + _token_term(x, B, beta) + lam * excess * x.W ** -gamma + E
+
+
 def _kaplan(x, E, A, alpha):
     return E + A * x.N ** -alpha
 
@@ -199,7 +224,7 @@ def _chinchilla(x, E, A, alpha, B, beta):
 _DD_PARAMS = {"A": _A, "alpha": _ALPHA, "lam": _LAM, "kappa": _KAPPA, "gamma": _GAMMA, "E": _E,
               "B": _B, "beta": _BETA}
 register_law(
-    _depth_delusion, name="depth_delusion", params=_DD_PARAMS, source=_PAPER,
+    _depth_delusion, name="depth_delusion", params=_DD_PARAMS, source=_PAPER, shape="kink",
     formula="A·N^−α [+ B·T^−β] + λ·max(0, D − κ·ln W)·W^−γ + E",
     token_params=_TOKENS_OFF,
     doc="The paper's critical-depth ansatz: a capacity term, an optional data term (only when "
@@ -207,12 +232,13 @@ register_law(
         "D_crit(W) = κ·ln W, shrinking with width as W^−γ.")
 register_law(
     _depth_delusion_relative, name="depth_delusion_relative", params=_DD_PARAMS, source=_PAPER + " (variant)",
+    shape="kink",
     formula="A·N^−α [+ B·T^−β] + λ·max(0, D − D_crit)/D_crit·W^−γ + E,  D_crit = κ·ln W",
     token_params=_TOKENS_OFF,
     doc="As depth_delusion, with the excess depth measured relative to D_crit (the paper "
         "does not say which form it fitted).")
 register_law(
-    _depth_delusion_power, name="depth_delusion_power",
+    _depth_delusion_power, name="depth_delusion_power", shape="kink",
     params={"A": _A, "alpha": _ALPHA, "lam": _LAM,
             "c": Param("c", (0.3, 5.0), log=True, bounds=(0, INF), doc="critical-depth scale"),
             "p": Param("p", (0.2, 0.6), bounds=(0, INF), doc="critical-depth exponent: D_crit = c·W^p "
@@ -223,6 +249,36 @@ register_law(
     token_params=_TOKENS_OFF,
     doc="As depth_delusion, with the power-law critical depth D_crit = c·W^p that the "
         "persistence-length argument predicts (p is the persistence exponent).")
+register_law(
+    _shape_quadratic, name="shape_quadratic", shape="smooth",
+    params={"A": _A, "alpha": _ALPHA,
+            "q": Param("q", (1e-3, 0.1), log=True, bounds=(0, INF),
+                       doc="curvature of the shape penalty (nats per (ln D/W)²)"),
+            "m": Param("m", (-6.0, -3.0), doc="ln(D/W) of the loss-optimal aspect ratio"),
+            "E": _E, "B": _B, "beta": _BETA},
+    source="Kaplan et al. 2020 (arXiv 2001.08361), §3.1 and Fig. 5: at fixed N the loss is a "
+           "shallow bowl in the aspect ratio, a few percent over a 40× range; its lowest-order "
+           "smooth form",
+    formula="A·N^−α [+ B·T^−β] + q·(ln(D/W) − m)² + E",
+    token_params=_TOKENS_OFF,
+    doc="Smooth shape alternative (5 parameters without the data term): a quadratic penalty in "
+        "the log aspect ratio around an optimum m, no critical depth. A critical depth must fit "
+        "better than this bowl to be evidence of a kink.")
+register_law(
+    _depth_softplus, name="depth_softplus", shape="smooth",
+    params={"A": _A, "alpha": _ALPHA, "lam": _LAM, "kappa": _KAPPA,
+            "s": Param("s", (2.0, 8.0), log=True, bounds=(SOFTPLUS_MIN_WIDTH, INF),
+                       doc="width of the bend (layers); at its lower bound the bend is as sharp "
+                           "as a smooth law may be"),
+            "gamma": _GAMMA, "E": _E, "B": _B, "beta": _BETA},
+    source=_PAPER + " with the kink smoothed: a softplus (Dugas et al. 2001) of fitted width",
+    formula="A·N^−α [+ B·T^−β] + λ·s·ln(1 + e^((D − κ·ln W)/s))·W^−γ + E",
+    token_params=_TOKENS_OFF,
+    doc="Smooth alternative (7 parameters without the data term): the depth penalty bends over "
+        f"s ≥ {SOFTPLUS_MIN_WIDTH:g} layers instead of at a point. s → 0 is the kink "
+        "(depth_delusion), large s a penalty linear in depth; a bend sharper than "
+        f"{SOFTPLUS_MIN_WIDTH:g} layers is the kink law's domain, so the two are told apart by "
+        "whether the data need one.")
 register_law(
     _kaplan, name="kaplan", params={"E": _E, "A": _A, "alpha": _ALPHA},
     source="Kaplan et al. 2020 (with an irreducible term); shape-agnostic baseline",

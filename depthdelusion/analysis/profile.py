@@ -6,7 +6,10 @@ likelihood-ratio statistic of parameter ψ is Λ(ψ) = n·ln(RSS(ψ) / RSS_min),
 the best residual sum of squares with ψ held fixed; the 95% interval is {ψ : Λ(ψ) < χ²₁(0.95)
 = 3.84} (Venzon & Moolgavkar 1988; Bates & Watts 1988, ch. 6). It follows the curvature of the
 objective instead of assuming the quadratic one the Jacobian interval assumes, so it is the
-standard for nonlinear parameters such as a kink location. For a Huber fit (objective
+standard for nonlinear parameters such as a kink location. With n ≤ 30 runs the cut is
+F-calibrated instead, Λ < n·ln(1 + F₀.₉₅(1, n − k)/(n − k)) for k free parameters (the exact
+cut of a linear model; χ²₁ is its large-n limit and at n = 6, k = 3 gives intervals about half
+as wide as they should be). For a Huber fit (objective
 H = Σ ρ(rᵢ)) we use the same statistic with H in place of the RSS, n·ln(H(ψ)/H_min) — an
 approximation, Huber being no likelihood. We tried the Schrader & Hettmansperger (1980)
 drop-in-dispersion test 2ξ·(H(ψ) − H_min), ξ = Σψ'/Σψ²: with the 1e-3 threshold on log-loss
@@ -24,8 +27,9 @@ with and without the penalty by AICc/BIC as well.
 Each profile point is refitted from several starts — the optimum with ψ replaced, the cold
 multi-start points with ψ replaced, then the neighbouring points' solutions — so that a
 point does not stay in one basin of a multimodal objective. An interval end is reported as
-±inf when the profile never crosses the threshold before the parameter's (infinite) bound:
-the data do not bound it on that side.
+±inf when the profile never crosses the threshold before the parameter's (infinite) bound, or
+crosses it only by a jump after a flat stretch (the fit changing regime, e.g. a kink leaving
+the data): the data do not bound it on that side, and ``Profile.notes`` says from where.
 """
 from __future__ import annotations
 
@@ -39,15 +43,37 @@ from .solver import FAILED
 
 LEVEL = 0.95
 CRITICAL = float(stats.chi2.ppf(LEVEL, 1))  # 3.841
+SMALL_N = 30  # at or below this many runs the cut is F-calibrated
 _OFFSETS = 2.0 ** np.arange(-2, 12)  # multiples of the step h outward from the optimum
-_REFINE = 6  # interior points evaluated in the bracketing interval of a crossing
+_REFINE = 6  # interior points evaluated per round in the bracketing interval of a crossing
+_ROUNDS = 4  # refinement rounds at most: a bracket still rising by JUMP after them is a jump
+JUMP = 1.0   # a rise of Λ (about a quarter of the cut) inside a bracket refined 7⁴-fold
+FLAT = 0.1   # Λ within this of the level before a jump: the flat stretch
+FLAT_SHARE = 0.2  # ... reported when it spans at least this share of the way from the optimum
+
+
+def critical_value(n: int, k: int, level: float = LEVEL) -> tuple[float, str]:
+    """The cut on Λ and its description. With n ≤ ``SMALL_N`` runs and k free parameters, the
+    exact small-sample calibration of a linear model: (RSS_ψ − RSS_min)/(RSS_min/(n − k)) ~
+    F(1, n − k), i.e. Λ < n·ln(1 + F_level(1, n − k)/(n − k)) (Bates & Watts 1988, §6.1.2);
+    χ²₁ is its n → ∞ limit and too narrow at a few runs per parameter."""
+    df = n - k
+    if n <= SMALL_N and df >= 1:
+        f = float(stats.f.ppf(level, 1, df))
+        cut = n * float(np.log1p(f / df))
+        return cut, f"F(1, {df}) calibration: Λ < n·ln(1 + F₀.₉₅(1, {df})/{df}) = {cut:.2f}"
+    cut = float(stats.chi2.ppf(level, 1))
+    return cut, f"χ²₁(0.95) = {cut:.2f}"
+
+
 class Statistic:
-    """Λ(objective) for profile points, with its description."""
+    """Λ(objective) for profile points, with its description and its cut."""
 
     def __init__(self, problem: Problem, objective_hat: float):
         n = len(problem.y)
         self.describe = ("Λ = n·ln(RSS_ψ / RSS_min)" if problem.huber is None else
                          "Λ = n·ln(H_ψ / H_min), H the Huber objective (approximate)")
+        self.critical, self.cut = critical_value(n, problem.k)
         self._f = lambda obj: n * np.log(obj / objective_hat)
 
     def __call__(self, obj):
@@ -60,9 +86,10 @@ class Statistic:
 class Profile:
     """One parameter's profile: natural values, statistic Λ at each, and the interval.
 
-    ``interval`` ends are ±inf when open (not crossed before an infinite bound) and equal
-    to the bound when the profile reaches a finite bound without crossing
-    (``reaches_bound`` names the side)."""
+    ``interval`` ends are ±inf when open (not crossed before an infinite bound, or crossed only
+    by a jump after a flat stretch) and equal to the bound when the profile reaches a finite
+    bound without crossing (``reaches_bound`` names the side). ``notes`` say where the profile
+    is flat or jumps at a limit."""
 
     name: str
     values: np.ndarray
@@ -71,14 +98,34 @@ class Profile:
     reaches_bound: list = field(default_factory=list)
     better_fit: float | None = None  # Λ < 0 found: a lower objective than the optimum
     better_theta: np.ndarray | None = None  # the θ (all free parameters) where it was found
+    notes: list = field(default_factory=list)
+    critical: float = CRITICAL
+
+
+def _first_crossing(s, critical) -> int | None:
+    cross = np.flatnonzero(np.nan_to_num(s, nan=-np.inf) >= critical)
+    return int(cross[0]) if len(cross) else None
+
+
+def _bracket(t_hat, t, s, c):
+    """(a, s_a) the last finite point before index c (the optimum when none)."""
+    prev = [i for i in range(c) if np.isfinite(s[i])]
+    return (t[prev[-1]], s[prev[-1]]) if prev else (t_hat, 0.0)
 
 
 def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statistic,
                       cold_starts: np.ndarray, se_theta: np.ndarray, names=None) -> dict:
-    """Profiles of ``names`` (default: every free parameter) around the optimum ``theta_hat``."""
+    """Profiles of ``names`` (default: every free parameter) around the optimum ``theta_hat``.
+
+    The grid is adaptive: each side walks outward in doubling steps until Λ crosses the cut, then
+    the bracketing interval is refined (``_REFINE`` points per round) while Λ still rises by more
+    than ``JUMP`` across it, for at most ``_ROUNDS`` rounds. A crossing that remains a jump after
+    them is a discontinuity of the profile (e.g. the kink leaving the data): when a flat stretch
+    precedes it, the limit is the grid's or the model's, not the data's, and the side is open."""
+    critical = getattr(statistic, "critical", CRITICAL)
     names = list(problem.names if names is None else names)
-    out = {}
-    plans = []  # (name, j, side, theta_j points)
+    sides = {}  # (name, side) -> dict(j, t, s, sol, bounded)
+    plans = []
     for name in names:
         j = problem.names.index(name)
         h = _step(problem, j, theta_hat, se_theta[j])
@@ -89,41 +136,49 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statis
                 inside = pts[(pts - bound) * side < 0]
                 pts = np.append(inside, bound)
             plans.append((name, j, side, pts, bool(np.isfinite(bound))))
-    evaluated = _evaluate(problem, theta_hat, cold_starts, plans)
-    # refine each crossing between its bracketing points
-    refine_plans, brackets = [], {}
-    for (name, j, side, pts, _), (obj, sols) in zip(plans, evaluated):
-        stat = statistic(obj)
-        cross = np.flatnonzero(np.nan_to_num(stat, nan=-np.inf) >= CRITICAL)
-        if len(cross):
-            c = cross[0]
-            a = theta_hat[j] if c == 0 else pts[c - 1]
-            inner = np.linspace(a, pts[c], _REFINE + 2)[1:-1]
-            refine_plans.append((name, j, side, inner, False))
-            brackets[(name, side)] = len(refine_plans) - 1
-    refined = _evaluate(problem, theta_hat, cold_starts, refine_plans) if refine_plans else []
+    for (name, j, side, pts, bounded), (obj, sols) in zip(plans, _evaluate(problem, theta_hat,
+                                                                          cold_starts, plans)):
+        sides[(name, side)] = dict(j=j, t=np.asarray(pts, float), s=statistic(obj), sol=list(sols),
+                                   bounded=bounded)
+    for rnd in range(_ROUNDS):
+        refine = []
+        for (name, side), d in sides.items():
+            c = _first_crossing(d["s"], critical)
+            if c is None:
+                continue
+            a, s_a = _bracket(theta_hat[d["j"]], d["t"], d["s"], c)
+            if rnd > 0 and d["s"][c] - s_a <= JUMP:
+                continue  # smooth enough for linear interpolation
+            inner = np.linspace(a, d["t"][c], _REFINE + 2)[1:-1]
+            refine.append(((name, side), (name, d["j"], side, inner, False)))
+        if not refine:
+            break
+        for (key, plan), (obj, sols) in zip(refine, _evaluate(problem, theta_hat, cold_starts,
+                                                               [p for _, p in refine])):
+            d = sides[key]
+            t = np.concatenate([d["t"], plan[3]])
+            s = np.concatenate([d["s"], statistic(obj)])
+            sol = d["sol"] + list(sols)
+            order = np.argsort(t * key[1])
+            d["t"], d["s"], d["sol"] = t[order], s[order], [sol[i] for i in order]
+    out = {}
     for name in names:
         j = problem.names.index(name)
-        all_t, all_s, ends, at_bound, better = [theta_hat[j]], [0.0], {}, [], None
+        all_t, all_s, ends, at_bound, better, notes = [theta_hat[j]], [0.0], {}, [], None, []
         all_sol = [theta_hat]
-        for (pname, pj, side, pts, bounded), (obj, sols) in zip(plans, evaluated):
-            if pname != name:
-                continue
-            stat = statistic(obj)
-            t, s, sol = list(pts), list(stat), list(sols)
-            if (name, side) in brackets:
-                r_obj, r_sols = refined[brackets[(name, side)]]
-                t += list(refine_plans[brackets[(name, side)]][3])
-                s += list(statistic(r_obj))
-                sol += list(r_sols)
-            order = np.argsort(np.asarray(t) * side)
-            t, s = np.asarray(t)[order], np.asarray(s)[order]
-            all_sol += [sol[i] for i in order]
+        for side in (-1, 1):
+            d = sides[(name, side)]
+            t, s = d["t"], d["s"]
+            all_sol += d["sol"]
             all_t += list(t)
             all_s += list(s)
-            ends[side], hit = _end(theta_hat[j], t, s, side, bounded)
+            ends[side], hit = _end(theta_hat[j], t, s, side, d["bounded"], critical)
             if hit:
                 at_bound.append("lower" if side < 0 else "upper")
+            ends[side], note = _shape_at_limit(problem, j, theta_hat[j], t, s, side, ends[side],
+                                               critical)
+            if note:
+                notes.append(note)
         finite = np.isfinite(all_s)
         lowest = np.nanmin(np.where(finite, all_s, np.nan)) if finite.any() else 0.0
         better_theta = None
@@ -138,8 +193,52 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statis
         if problem.is_log[j] and ends[-1] == -np.inf:
             lo = 0.0 if problem.free[j].bounds[0] == 0 else lo
         out[name] = Profile(name, vals, np.asarray(all_s)[order], (lo, hi), at_bound, better,
-                            better_theta)
+                            better_theta, notes, critical)
     return out
+
+
+def _shape_at_limit(problem, j, t_hat, t, s, side, end, critical):
+    """(end, note): a limit reached by a jump after a flat stretch is no limit (the side becomes
+    open); a jump alone is named; an open side names where the profile went flat."""
+    name, nat = problem.names[j], (lambda v: _natural(problem, j, v))
+    rel = "≥" if side > 0 else "≤"
+    c = _first_crossing(s, critical)
+    if c is None:
+        if not np.isfinite(end):
+            stretch = _flat_stretch(t_hat, t, s, len(t))
+            if stretch is not None:
+                return end, (f"{name} {rel} {nat(stretch[0]):.2g}: the profile is flat beyond "
+                             f"(Λ ≈ {max(stretch[1], 0):.1f} < {critical:.2f}); the data do not bound it")
+        return end, ""
+    a, s_a = _bracket(t_hat, t, s, c)
+    if s[c] - s_a <= JUMP:
+        return end, ""
+    stretch = _flat_stretch(t_hat, t, s, c)
+    if stretch is not None:
+        return side * np.inf, (f"{name} {rel} {nat(stretch[0]):.2g}: the profile is flat beyond "
+                               f"(Λ ≈ {max(s_a, 0):.1f} up to {nat(a):.3g}, then jumps to {s[c]:.1f}); "
+                               "the data do not bound it")
+    return end, (f"{name}: the profile jumps across the cut at {nat(t[c]):.3g} (Λ {s_a:.1f} → "
+                 f"{s[c]:.1f}): that limit marks a change of regime of the fit, not a smooth "
+                 "likelihood limit")
+
+
+def _flat_stretch(t_hat, t, s, c):
+    """(start, level) of the stretch of points before index c whose Λ stays within ``FLAT`` of
+    the last one's, when it has ≥ 3 points and spans at least ``FLAT_SHARE`` of the way from the
+    optimum (a smooth profile is steep just before its crossing); else None."""
+    idx = [i for i in range(c) if np.isfinite(s[i])]
+    ts = [t_hat] + [t[i] for i in idx]  # the optimum (Λ = 0) opens the walk
+    ss = [0.0] + [s[i] for i in idx]
+    if len(ts) < 3:
+        return None
+    level, k = ss[-1], len(ts) - 1
+    while k > 0 and abs(ss[k - 1] - level) <= FLAT:
+        k -= 1
+    start, span = ts[k], abs(ts[-1] - ts[k])
+    if len(ts) - k < 3 or span < FLAT_SHARE * abs(ts[-1] - t_hat):
+        return None
+    return start, float(level)
 
 
 def _natural(problem, j, t):
@@ -159,16 +258,16 @@ def _step(problem: Problem, j: int, theta_hat, se) -> float:
     return float(np.clip(se if np.isfinite(se) and se > 0 else hi, lo, hi))
 
 
-def _end(t_hat, t, s, side, bounded):
-    """The first crossing of CRITICAL walking outward (linear interpolation between the
+def _end(t_hat, t, s, side, bounded, critical=CRITICAL):
+    """The first crossing of ``critical`` walking outward (linear interpolation between the
     bracketing points). Without one: the bound when the walk ended at a finite bound (closed
     there), else ±inf (open). Returns (end, reached_bound)."""
     prev_t, prev_s = t_hat, 0.0
     for ti, si in zip(t, s):
         if not np.isfinite(si):
             continue
-        if si >= CRITICAL:
-            frac = (CRITICAL - prev_s) / (si - prev_s) if si > prev_s else 0.0
+        if si >= critical:
+            frac = (critical - prev_s) / (si - prev_s) if si > prev_s else 0.0
             return prev_t + np.clip(frac, 0.0, 1.0) * (ti - prev_t), False
         prev_t, prev_s = ti, si
     if bounded:

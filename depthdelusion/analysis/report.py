@@ -39,14 +39,18 @@ from .persistence import (DEFAULT_STEP, DEFAULT_WINDOW, MIN_SEEDS, PAPER_EPSILON
 from .replicates import replicate_cells
 from .reference import (PAPER_FIT, PAPER_KAPPA, PAPER_PERSISTENCE_EXPONENT, PAPER_PERSISTENCE_R2,
                         PAPER_SHAPE_EXPONENTS)
+from .laws import shape_kind
 from .runs import PAPER_VOCAB, Runs, load_runs
 from .shape import audit_shapes, optimal_shape, trainer_counts
 from .readout import readout_section
 from .spectra import spectrum_section
 from .tables import Table, latex_document
-from .verdict import LR_THRESHOLD, overall, penalty_verdict, penalty_verdicts, shape_variation
+from .lr_test import DEFAULT_REPLICATES
+from .verdict import (HEADS, critical_depth_verdict, overall, penalty_verdict, penalty_verdicts,
+                      shape_variation)
 
-DEFAULT_LAWS = ("depth_delusion", "depth_delusion_relative", "depth_delusion_power", "kaplan")
+DEFAULT_LAWS = ("depth_delusion", "depth_delusion_relative", "depth_delusion_power",
+                "shape_quadratic", "depth_softplus", "kaplan")
 GROUP_MODES = ("auto", "offsets", "pooled")
 SIZE_CLASS_GAP = 1.5  # runs whose N differ by more than this factor start a new size class
 MIN_RUNS_ALONE = 10   # a group is fitted alone only with at least this many runs
@@ -220,9 +224,12 @@ def _verdict_cell(v) -> str:
         return "—"
     if isinstance(v, str):
         return v
-    head = {"yes": "Yes", "no": "No", "not clearly": "Not clearly", "cannot tell": "Cannot tell"}.get(
-        v.answer, v.answer)
-    return f"{head} (ΔAICc {v.d_aicc:+.1f}, LR {v.lr:.1f})"
+    head = HEADS.get(v.answer, v.answer)
+    if v.answer == "uninformative":
+        return f"{head}: too few runs for {v.reason.split('too few runs for ')[1].split(' ')[0]} parameters"
+    p = (f"p ≤ {v.test.p:.2g} Davies" if v.test is not None and v.test.method == "Davies bound"
+         else v.p_text().split(" (")[0])
+    return f"{head} (ΔAICc {v.d_aicc:+.1f}, LR {v.lr:.1f}, {p})"
 
 
 def design_matrix(runs: Runs, law: str, method: str, seed: int, conventions=("total", "non_embedding")):
@@ -259,7 +266,8 @@ def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
     """The report's first paragraph: which of the paper's conclusions hold where, in plain words."""
     if not matrix:
         return []
-    answers = {"yes": [], "no": [], "not clearly": [], "cannot tell": [], "not fitted": []}
+    answers = {"yes": [], "no": [], "not clearly": [], "cannot tell": [], "uninformative": [],
+               "not fitted": []}
     invalid, kappas = {}, []
     for (form, conv), (v, lf, caveat) in matrix.items():
         if caveat:
@@ -270,7 +278,9 @@ def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
             kappas.append(f"{_value(lf, 'kappa', '.2f')} {_ci(_profile(lf, 'kappa'), '.2f')} "
                           f"({form}, {conv.replace('_', '-')} N)")
     words = {"yes": "Yes", "no": "no", "not clearly": "significant but not clearly preferred by the "
-             "information criteria", "cannot tell": "cannot tell", "not fitted": "not fitted"}
+             "information criteria", "cannot tell": "cannot tell",
+             "uninformative": "uninformative (too few runs for the law's parameters)",
+             "not fitted": "not fitted"}
     said = [f"{words[a]} for {_cells_text(c)}" for a, c in answers.items() if c]
     text = ("Which of the paper's conclusions hold depends on two choices it leaves implicit: how "
             "runs trained on different token budgets are combined, and which parameter count N is "
@@ -279,7 +289,8 @@ def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
     text += (("Where λ is significant, the critical-depth slope is κ = " + ", ".join(kappas)
               + f" (95% profile-likelihood intervals); the paper reports κ = {PAPER_FIT['kappa'][0]}. ")
              if kappas else
-             "In no valid form is λ significant, so no critical depth is established. ")
+             "In no valid form is λ significant by a calibrated test (Davies' bound), so no "
+             "critical depth is established. ")
     for form, caveat in invalid.items():
         text += (f"Fitting {form} without offsets or a token term — the paper's fit — is invalid "
                  f"here: it {caveat}. ")
@@ -291,7 +302,8 @@ def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
 def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 0,
                  method: str = "lm", step: int = DEFAULT_STEP, runs_label: str | None = None,
                  shape_draws: int = 200, groups: str = "auto", params: str = "total",
-                 design: bool = True, fit_options: dict | None = None) -> tuple[Report, str, str]:
+                 design: bool = True, fit_options: dict | None = None,
+                 lr_replicates: int | None = None) -> tuple[Report, str, str]:
     """Fit and tabulate; returns (report, markdown, latex) without writing anything.
 
     ``groups``: ``"auto"`` (per-group offsets E_g when the groups' token budgets differ or are
@@ -299,7 +311,12 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     ``params``: the N convention (``"total"``, ``"non_embedding"``, ``"recomputed"``).
     ``design``: also tabulate the verdict in every form the design allows (several groups only).
     ``fit_options``: extra keyword arguments for the main fits (e.g. ``leave_one_out=False``).
+    ``lr_replicates``: parametric-bootstrap replicates of the main fits' likelihood-ratio tests
+    (0: Davies' bound for λ = 0, and no kink-vs-smooth test); default ``DEFAULT_REPLICATES``,
+    or ``bootstrap`` when that is smaller (0: a quick look without resampling).
     """
+    if lr_replicates is None:
+        lr_replicates = min(DEFAULT_REPLICATES, bootstrap)
     if groups not in GROUP_MODES:
         raise ValueError(f"groups must be one of {', '.join(GROUP_MODES)}, got {groups!r}")
     label = runs_label or (runs if isinstance(runs, str) else "RUNS")
@@ -318,9 +335,13 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
                          + "; ".join(f"{n} needs {', '.join(m)}" for n, m in skipped.items()))
     fits = {name: _fit(runs, name, method, offsets, bootstrap=bootstrap, seed=seed, **(fit_options or {}))
             for name in laws}
-    verdicts = penalty_verdicts(fits, runs)
+    verdicts = penalty_verdicts(fits, runs, replicates=lr_replicates, seed=seed)
     main_answer = overall(verdicts)
     primary = _primary_law(laws)
+    critical = (critical_depth_verdict(fits, runs, primary,
+                                       next((v for v in verdicts if v.law == primary), None),
+                                       replicates=lr_replicates, seed=seed)
+                if primary in fits else None)
     main_label = ("all runs with group offsets" if offsets else "all runs pooled") + \
         f", {params.replace('_', '-')} N"
 
@@ -336,7 +357,9 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
                      + ": the data term of each budget is absorbed into its group's offset, and "
                      "shape and N effects are estimated within groups.")
     matrix = design_matrix(raw, primary, method, seed) if (design and primary and len(raw.groups) >= 2) else {}
-    first = warnings + _conclusions(matrix, primary, main_label, main_answer) + first
+    first = warnings + _conclusions(matrix, primary, main_label, main_answer) + first + \
+        ([f"Is there a critical depth ({main_label})? " + critical.sentence()]
+         if critical is not None and critical.answer != "not compared" else [])
 
     tables, md = [], []
     least_squares = method == "lm"
@@ -360,12 +383,13 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
 
     # --- verdicts -----------------------------------------------------------------------------
     comp = Table("law_comparison", f"Law comparison, {main_label} (loss in nats; lower "
-                 "AICc/BIC/LOO is better)",
-                 ["law", "k", "R²", "RMSE", "LOO RMSE", "AICc", "BIC", "ΔAICc", "ΔBIC", "flags"])
+                 "AICc/BIC/LOO is better; shape: kink = a critical depth, smooth = a shape "
+                 "penalty without one)",
+                 ["law", "shape", "k", "R²", "RMSE", "LOO RMSE", "AICc", "BIC", "ΔAICc", "ΔBIC", "flags"])
     best_aicc = min(f.aicc for f in fits.values())
     best_bic = min(f.bic for f in fits.values())
     for name, f in fits.items():
-        comp.add(name, f.k, _f(f.r2, ".3f"), _f(f.rmse, ".3f"), _f(f.loo_rmse, ".3f"),
+        comp.add(name, shape_kind(f.law) or "—", f.k, _f(f.r2, ".3f"), _f(f.rmse, ".3f"), _f(f.loo_rmse, ".3f"),
                  _f(f.aicc, ".1f"), _f(f.bic, ".1f"), _f(f.aicc - best_aicc, ".1f"),
                  _f(f.bic - best_bic, ".1f"), len(f.flags))
     tables.append(comp)
@@ -377,16 +401,29 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
         verdict += f" This verdict is reached on pooled replicates: {replicates.describe(runs)}."
     md += ["## Does the architecture penalty earn its parameters?", "",
            "Each architecture law is compared with the shape-agnostic law that has the same data "
-           f"term (kaplan without a token term, chinchilla with one). λ = 0 is tested by the "
-           f"profile likelihood: LR = n·ln(RSS_baseline / RSS_law) against χ²₁(0.95) = "
-           f"{LR_THRESHOLD:.2f}; the verdict is Yes only when λ = 0 is rejected and ΔAICc and "
-           "ΔBIC are both below −2, and 'cannot tell' when the runs do not vary shape enough "
+           f"term (kaplan without a token term, chinchilla with one). λ = 0 is tested by "
+           f"LR = n·ln(RSS_baseline / RSS_law); at λ = 0 the penalty sits on its bound and its "
+           f"kink location is not identified, so χ²₁ is not its reference: p comes from "
+           + (f"{lr_replicates} parametric-bootstrap replicates from the baseline fit (seed "
+              f"{seed}; ± its Monte-Carlo error)" if lr_replicates else "Davies' upper bound")
+           + ". The verdict is Yes only when λ = 0 is rejected at 5% and ΔAICc and ΔBIC are both "
+           "below −2; 'uninformative' when n − K − 1 ≤ 5 (too few runs for K parameters); "
+           "'cannot tell' when the runs do not vary shape enough "
            f"({shape_variation(runs).reason}).", "",
            *[f"- {line}" for line in verdict_lines], "", comp.markdown(), ""]
+    if critical is not None:
+        md += ["## Is there a critical depth?", "",
+               f"A penalty that beats the shape-agnostic law shows that shape matters, not that "
+               f"there is a critical depth. {primary}'s kink is tested against the best smooth "
+               "shape law (shape = smooth above; lowest AICc) by LR = n·ln(RSS_smooth / "
+               "RSS_kink), referred to its distribution under the smooth law (parametric "
+               "bootstrap: the laws are not nested). D/D_crit and optimal-shape tables appear "
+               "only when the kink wins.", "", f"- {critical.sentence()}", ""]
     if matrix:
         convs = sorted({c for _, c in matrix}, key=["total", "non_embedding"].index)
         mt = Table("design_verdicts", f"Verdict on the {primary} penalty in every form the design "
-                   "allows, under total and non-embedding N (vs the same-data-term baseline)",
+                   "allows, under total and non-embedding N (vs the same-data-term baseline; p: "
+                   "Davies' upper bound for λ = 0 with the kink location unidentified)",
                    ["form", "runs"] + [f"{c.replace('_', '-')} N" for c in convs] + ["caveat"])
         for label_ in dict.fromkeys(lbl for lbl, _ in matrix):
             cells = [matrix[(label_, c)] for c in convs]
@@ -495,7 +532,9 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
            params_t.markdown(), ""]
     for name, f in fits.items():
         md += [f"### {name}: flags and notes", ""] + [f"- ! {x}" for x in f.flags] + \
-              [f"- {_rounded_note(x)}" for x in f.notes] + [""]
+              [f"- {_rounded_note(x)}" for x in f.notes] + \
+              [f"- profile: {note}" for pr in (getattr(f, "profiles", None) or {}).values()
+               for note in getattr(pr, "notes", [])] + [""]
 
     # --- consistency audit ----------------------------------------------------------------
     if raw.has("depth") and raw.has("width"):
@@ -508,7 +547,8 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     dd_name = next((n for n in laws if "kappa" in fits[n].all_params), None)
     if dd_name is not None:
         md += _shape_sections(fits[dd_name], next((v for v in verdicts if v.law == dd_name), None),
-                              runs, raw, params, bootstrap, shape_draws, tables)
+                              runs, raw, params, bootstrap, shape_draws, tables,
+                              critical if critical is not None and critical.kink == dd_name else None)
 
     # --- persistence length -----------------------------------------------------------------
     persist, p_step, p_note = _persistence_section(runs, step)
@@ -711,23 +751,50 @@ def _vocab(runs) -> int | None:
     return PAPER_VOCAB if str(runs.source).startswith("paper") else None
 
 
+def derived_quantities_blocked(fit, names=("lam", "kappa", "c", "p")) -> str | None:
+    """Hook for per-parameter status: why quantities derived from ``names`` (D_crit, optimal
+    shapes) must not be printed as numbers — a parameter at its bound or not identified — or
+    None. Uses the fit's own status where the results API provides one (``fit.status``: name →
+    "ok" / "at_bound" / "not_identified"), else its at-bound list and identifiability."""
+    status = getattr(fit, "status", None)
+    present = [n for n in names if n in fit.params]
+    if isinstance(status, dict):
+        bad = [f"{n} {status[n].replace('_', ' ')}" for n in present if status.get(n, "ok") != "ok"]
+    else:
+        bad = ([f"{n} at its bound" for n in present if n in (getattr(fit, "at_bound", None) or [])]
+               + [f"{n} not identified" for n in present if not _identified(fit, n)])
+    return "; ".join(bad) or None
+
+
 def _shape_sections(dd: FitResult, v, runs, raw, params: str, bootstrap: int, shape_draws: int,
-                    tables: list) -> list:
+                    tables: list, critical=None) -> list:
     """D_crit, the LLM audit and the optimal shape — shown only when the penalty is significant
-    (λ's profile interval excludes 0), in the runs' own parameter and compute units."""
+    by a calibrated test, the kink beats the best smooth shape law (``critical``), and the
+    kink's parameters are determined; in the runs' own parameter and compute units."""
     md = ["## Critical depth, published models and optimal shape", ""]
     lam_profile = (getattr(dd, "ci_profile", None) or {}).get("lam")
-    if v is None or not v.significant or (lam_profile is not None and not lam_profile[0] > 0):
+    blocked = derived_quantities_blocked(dd)
+    if (v is None or not v.significant or (lam_profile is not None and not lam_profile[0] > 0)
+            or (critical is not None and not critical.kink_wins) or blocked):
         if v is None or v.answer == "not compared":
             why = "its same-data-term baseline was not fitted"
+        elif v.answer == "uninformative":
+            why = v.reason
         elif not v.significant:
-            why = f"λ's profile-likelihood interval includes 0 (LR = {v.lr:.2f} < {LR_THRESHOLD:.2f})"
+            why = f"λ = 0 is not rejected by the calibrated test (LR = {v.lr:.2f}, {v.p_text()})"
+        elif critical is not None and critical.answer in ("not compared", "uninformative", "cannot tell"):
+            why = f"the kink was not tested against a smooth shape law ({critical.reason})"
+        elif critical is not None and not critical.kink_wins:
+            why = (f"the kink does not beat the best smooth shape law {critical.smooth} "
+                   + (f"({critical.test.p_text()})" if critical.test is not None else f"({critical.reason})"))
+        elif blocked:
+            why = f"the kink's parameters are not determined ({blocked})"
         else:
             why = f"λ's profile-likelihood interval {_ci(lam_profile)} reaches 0"
-        md += [f"Not shown: the {dd.law.name} fit does not establish a depth penalty — {why}. "
-               "Without a penalty, D_crit = κ·ln W is not determined (κ only matters where λ > 0), "
-               "so the critical depths of published models and the optimal shape it would imply "
-               "are not supported by this data.", ""]
+        md += [f"Not shown: the {dd.law.name} fit does not establish a critical depth — {why}. "
+               "Without a kink that the data require, D_crit = κ·ln W is not determined, so the "
+               "critical depths of published models (D/D_crit) and the optimal shape it would "
+               "imply are not supported by this data.", ""]
         return md
     if v.answer == "cannot tell":
         md += [f"Not shown: {v.reason}.", ""]
@@ -795,14 +862,14 @@ def _shape_sections(dd: FitResult, v, runs, raw, params: str, bootstrap: int, sh
 def write_report(runs, out, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 0,
                  method: str = "lm", step: int = DEFAULT_STEP, figures: bool = True,
                  runs_label: str | None = None, groups: str = "auto", params: str = "total",
-                 design: bool = True) -> Report:
+                 design: bool = True, lr_replicates: int | None = None) -> Report:
     """Write report.md, report.tex, <table>.csv and (if ``figures``) PNGs into ``out``
     (``groups``, ``params``, ``design``: see :func:`build_report`)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     report, md, tex = build_report(runs, laws=laws, bootstrap=bootstrap, seed=seed, method=method,
                                    step=step, runs_label=runs_label, groups=groups, params=params,
-                                   design=design)
+                                   design=design, lr_replicates=lr_replicates)
     report.out = out
     if figures:  # matplotlib only when figures are drawn
         from . import plots

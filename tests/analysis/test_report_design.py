@@ -67,14 +67,21 @@ def test_design_forms_of_a_two_budget_table():
     assert size_classes([1e8, 1.1e8, 3e8, 3.2e8, 9e8]).tolist() == [0, 0, 1, 1, 2]
 
 
-def test_shape_sections_need_a_significant_penalty():
-    _, md, _ = build_report(two_budget_runs(penalty=0.0), laws=("depth_delusion", "kaplan"),
-                            bootstrap=0, design=False, fit_options=QUICK)
-    assert "Not shown: the depth_delusion fit does not establish a depth penalty" in md
+def test_shape_sections_need_a_significant_penalty_and_a_kink_that_beats_smooth_laws():
+    laws = ("depth_delusion", "shape_quadratic", "kaplan")
+    _, md, _ = build_report(two_budget_runs(penalty=0.0), laws=laws, bootstrap=0, design=False,
+                            fit_options=QUICK, lr_replicates=19)
+    assert "Not shown: the depth_delusion fit does not establish a critical depth" in md
     assert "| GPT-3 175B |" not in md and "Optimal shape" not in md
-    report, md, _ = build_report(two_budget_runs(penalty=0.05), laws=("depth_delusion", "kaplan"),
-                                 bootstrap=0, design=False, fit_options=QUICK)
+    # without a smooth law to beat, the kink has won nothing: no D/D_crit table
+    _, md, _ = build_report(two_budget_runs(penalty=0.05), laws=("depth_delusion", "kaplan"),
+                            bootstrap=0, design=False, fit_options=QUICK, lr_replicates=19)
+    assert "| GPT-3 175B |" not in md and "the kink does not beat" not in md
+    # 19 replicates: the smallest p, 1/20, rejects at 5%
+    report, md, _ = build_report(two_budget_runs(penalty=0.05), laws=laws, bootstrap=0,
+                                 design=False, fit_options=QUICK, lr_replicates=19)
     assert report.verdicts[0].significant
+    assert "Is there a critical depth" in md and "Yes: the kink of depth_delusion" in md
     assert "| GPT-3 175B |" in md
     # No vocabulary stated by these runs: the shape search says so instead of assuming one.
     assert "do not state one vocabulary size" in md
@@ -114,7 +121,7 @@ def test_committed_paper_report_states_each_verdict_under_each_assumption():
     assert pooled["caveat"].startswith("mixes token budgets")
     for r in rows:
         for col in ("total N", "non-embedding N"):
-            assert r[col].split()[0] in ("Yes", "No", "Not", "Cannot"), r
+            assert r[col].split()[0] in ("Yes", "No", "Not", "Cannot", "Uninformative:"), r
     md = (COMMITTED / "report.md").read_text()
     first = md.split("\n\n")[1]
     assert first.startswith("Which of the paper's conclusions hold depends")

@@ -4,25 +4,53 @@ import numpy as np
 
 from depthdelusion.analysis import fit
 from depthdelusion.analysis.runs import Runs
-from depthdelusion.analysis.verdict import (baseline_for, overall, penalty_verdicts,
-                                            shape_variation)
+from depthdelusion.analysis.verdict import (baseline_for, critical_depth_verdict, overall,
+                                            penalty_verdicts, shape_variation)
 
 from .test_laws_and_fitting import synthetic_runs
 
 CHINCHILLA = {"E": 1.7, "A": 400.0, "alpha": 0.34, "B": 410.0, "beta": 0.28}
 
 
-def _verdicts(runs, laws):
-    fits = {name: fit(runs, name, bootstrap=0, leave_one_out=False, profile=False) for name in laws}
-    return fits, penalty_verdicts(fits, runs)
+def _verdicts(runs, laws, replicates=0, profile=False):
+    fits = {name: fit(runs, name, bootstrap=0, leave_one_out=False, profile=profile) for name in laws}
+    return fits, penalty_verdicts(fits, runs, replicates=replicates)
 
 
 def test_planted_penalty_gives_yes():
     runs = synthetic_runs()  # TRUE has λ = 0.1, κ = 2.5: shapes deeper than κ ln W pay
-    fits, verdicts = _verdicts(runs, ["depth_delusion", "kaplan"])
+    # 19 bootstrap replicates: the smallest p is 1/20 = 0.05, which rejects at 5%
+    fits, verdicts = _verdicts(runs, ["depth_delusion", "kaplan"], replicates=19)
     (v,) = verdicts
     assert v.baseline == "kaplan" and v.answer == "yes" and v.significant, v.sentence()
+    assert v.test.method == "parametric bootstrap" and v.p_value == 0.05
+    assert "parametric bootstrap from the kaplan fit, 19 replicates, seed 0" in v.sentence()
     assert overall(verdicts) == "yes"
+
+
+def test_few_runs_per_parameter_is_uninformative_not_a_verdict():
+    runs = synthetic_runs(depths=(2, 8, 32), widths=(256, 1024, 2048, 4096))  # n = 12, K = 7
+    fits, verdicts = _verdicts(runs, ["depth_delusion", "kaplan"])
+    (v,) = verdicts
+    assert v.answer == "uninformative" and not v.significant, v.sentence()
+    assert "too few runs for 7 parameters" in v.sentence() and "n − K − 1 = 4" in v.sentence()
+    assert overall(verdicts) == "uninformative"
+
+
+def test_smooth_shape_truth_gives_no_critical_depth_and_a_kink_truth_gives_one():
+    # truth a smooth bowl in ln(D/W): the kink law gains over kaplan but not over the bowl
+    bowl = {"A": 400.0, "alpha": 0.34, "q": 0.02, "m": -4.0, "E": 1.7}
+    runs = synthetic_runs(bowl, law="shape_quadratic")
+    laws = ["depth_delusion", "shape_quadratic", "kaplan"]
+    fits, (pen,) = _verdicts(runs, laws)
+    v = critical_depth_verdict(fits, runs, "depth_delusion", pen, replicates=19)
+    assert v.smooth == "shape_quadratic" and v.answer == "no" and not v.kink_wins, v.sentence()
+    assert "parametric bootstrap from the shape_quadratic fit, 19 replicates" in v.sentence()
+    # truth the paper's kink (λ = 0.1, κ = 2.5): the kink beats the best smooth law
+    runs = synthetic_runs()
+    fits, (pen,) = _verdicts(runs, laws)
+    v = critical_depth_verdict(fits, runs, "depth_delusion", pen, replicates=19)
+    assert v.answer == "yes" and v.kink_wins and v.test.p == 0.05, v.sentence()
 
 
 def test_no_penalty_with_varying_tokens_gives_no_against_chinchilla():

@@ -116,3 +116,4 @@ def test_a_run_without_its_config_or_summary_fields_is_named(tmp_path):
     rundir.write_summary(run, {k: v for k, v in summary.items() if k != "tokens"})
     with pytest.raises(ValueError, match=r"t40/summary.json: missing tokens"):
         data_exponent.discover(tmp_path / "runs")
+

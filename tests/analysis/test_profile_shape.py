@@ -1,0 +1,59 @@
+"""Honest profiles: a kink the data locate gets a closed interval around it; a kink location the
+data leave flat up to where the kink leaves the data (then the profile jumps) is reported open,
+with where it went flat; few runs get the F-calibrated cut."""
+import math
+
+import numpy as np
+from scipy import stats
+
+from depthdelusion.analysis.fitting import fit
+from depthdelusion.analysis.laws import INF, Law, Param
+from depthdelusion.analysis.profile import critical_value
+from depthdelusion.analysis.runs import runs_from_records
+
+DEPTHS = np.arange(1, 17)
+
+
+def _kink(x, E, lam, kappa):
+    return E + lam * np.maximum(0.0, x.D - kappa)
+
+
+LAW = Law("kink_line", _kink, (Param("E", (0.5, 2.5), bounds=(0, INF)),
+                               Param("lam", (0.01, 1.0), log=True, bounds=(0, INF)),
+                               Param("kappa", (2.0, 14.0), bounds=(0, INF))),
+          formula="E + λ·max(0, D − κ)")
+
+
+def _fit(kappa):
+    y = _kink(type("X", (), {"D": DEPTHS.astype(float)}), 1.0, 0.05, kappa)
+    y = y + 0.002 * np.random.default_rng(0).standard_normal(len(DEPTHS))
+    runs = runs_from_records([{"name": f"d{d}", "depth": int(d), "width": 64, "params": 1e6,
+                               "loss": float(v)} for d, v in zip(DEPTHS, y)], where="synthetic")
+    return fit(runs, LAW, bootstrap=0, leave_one_out=False)
+
+
+def test_a_located_kink_has_a_closed_interval_and_no_note():
+    prof = _fit(8.0).profiles["kappa"]
+    lo, hi = prof.interval
+    assert 7.0 < lo < 8.0 < hi < 9.0, prof.interval
+    assert prof.notes == []
+
+
+def test_a_flat_direction_ending_in_a_jump_is_open_and_said():
+    # only the deepest run (D = 16) is past the kink: any κ in [15, 16) fits it equally (λ makes
+    # up the distance), and at κ = 16 the kink leaves the data and the profile jumps
+    f = _fit(15.3)
+    prof = f.profiles["kappa"]
+    lo, hi = prof.interval
+    assert 14.0 < lo < 15.3 and hi == math.inf, prof.interval
+    (note,) = prof.notes
+    assert note.startswith("kappa ≥ 15") and "flat beyond" in note and "do not bound it" in note
+    assert "jumps" in note and "16" in note
+
+
+def test_small_samples_use_the_f_calibrated_cut():
+    cut, text = critical_value(6, 3)
+    f = stats.f.ppf(0.95, 1, 3)
+    assert math.isclose(cut, 6 * math.log1p(f / 3)) and cut > 8.8 and "F(1, 3)" in text
+    assert critical_value(31, 3)[0] == stats.chi2.ppf(0.95, 1)
+    assert "F(1, 13)" in _fit(8.0).profile_statistic
