@@ -41,6 +41,8 @@ COMMANDS = (
      "fit the laws and write the analysis report (md, tex, csv, png); no JAX needed"),
     ("fit", "depthdelusion.analysis.commands:run_fit",
      "fit one law to a table of runs and print its summary; no JAX needed"),
+    ("runs", "depthdelusion.analysis.run_table:run_command",
+     "runs export: one run table (docs/run_table.md) from run directories, MLflow or W&B"),
     ("laws", "depthdelusion.analysis.commands:run_laws",
      "list the registered laws: formulas and the columns each needs"),
     ("persistence", "depthdelusion.analysis.commands:run_persistence",
@@ -345,6 +347,19 @@ def _fit(p):
     p.add_argument("--group", help="only the runs of this group")
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
     p.add_argument("--json", dest="json_output", action="store_true", help="print the fit as JSON")
+
+
+@_arguments("runs", "`runs export SOURCE...`: the run table (docs/run_table.md, one row per run, "
+            "every status) of run directories or sweeps, an MLflow experiment and W&B run files.")
+def _runs(p):
+    p.add_argument("action", choices=("export",))
+    p.add_argument("sources", metavar="SOURCE", nargs="*",
+                   help="run directories or sweep directories (searched for summary.json)")
+    p.add_argument("--out", help="CSV to write (default: stdout)")
+    p.add_argument("--mlflow-experiment", metavar="NAME", help="also the runs of this MLflow experiment")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else "
+                   "MLflow's default)")
+    p.add_argument("--wandb-dir", metavar="DIR", help="also the W&B run files (run-*.wandb) under DIR")
 
 
 @_arguments("laws", "List the registered laws: formula, parameters and the columns a table needs "

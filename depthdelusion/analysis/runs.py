@@ -294,6 +294,11 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
     if not all(isinstance(r, dict) for r in records):
         raise ValueError(f"{where}: expected one dict per run")
     header = list(dict.fromkeys(k for rec in records for k in rec))
+    # A run table (docs/run_table.md) lists every run with its status; only finished ones are fitted.
+    unfinished = [r for r in records if str(r.get("status") or "finished").strip() != "finished"]
+    records = [r for r in records if str(r.get("status") or "finished").strip() == "finished"]
+    if not records:
+        raise ValueError(f"{where}: no finished runs (status: {_some(sorted({str(r['status']) for r in unfinished}))})")
     found = resolve(header, columns, where)
     cols = {k: [] for k in found}
     for i, rec in enumerate(records):
@@ -313,6 +318,9 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
         cols["group"] = [g or "all" for g in cols["group"]]
     runs = Runs(**cols, source=where,
                 unread_columns=tuple(str(h) for h in header if h not in found.values()))
+    if unfinished:
+        runs.notes.append(f"skipped {len(unfinished)} run(s) not finished: "
+                          f"{_some(str(r.get('name', '?')) + ' (' + str(r['status']) + ')' for r in unfinished)}")
     return runs
 
 
