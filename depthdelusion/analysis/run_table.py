@@ -318,6 +318,17 @@ def write(rows: list[dict], out: str | os.PathLike) -> None:
     path.write_text(to_csv(rows))
 
 
+def read_csv_rows(path) -> list[dict[str, str]]:
+    """A run table's rows as text (for tools; fits read it with :func:`.runs.load_runs`)."""
+    path = rundir.as_path(path)
+    rows = list(csv.DictReader(io.StringIO(path.read_text(), newline="")))
+    versions = {r.get("schema_version") for r in rows}
+    if versions - {str(SCHEMA_VERSION)}:
+        raise ValueError(f"{path}: schema_version {sorted(map(str, versions))}; this version reads "
+                         f"{SCHEMA_VERSION} (docs/run_table.md)")
+    return rows
+
+
 def describe_columns() -> str:
     """The schema as a Markdown table (docs/run_table.md holds it; a test checks it is current)."""
     lines = ["| column | holds |", "|---|---|"]

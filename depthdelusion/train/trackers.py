@@ -259,7 +259,7 @@ class Trackers:
     """The run's trackers behind one interface. A tracker that raises is reported once on
     stderr and left out from then on; the run goes on."""
 
-    def __init__(self, trackers: list[Tracker], stream=sys.stderr):
+    def __init__(self, trackers: list[Tracker], stream=None):
         self.trackers, self.stream = list(trackers), stream
         self.errors: dict[str, str] = {}
 
@@ -277,9 +277,10 @@ class Trackers:
 
     def fail(self, name: str, why: str) -> None:
         self.errors[name] = why
-        self.stream.write(f"tracker {name} failed ({why}); it is off for the rest of this run, "
-                          "which goes on (metrics.jsonl has every step)\n")
-        self.stream.flush()
+        stream = self.stream or sys.stderr
+        stream.write(f"tracker {name} failed ({why}); it is off for the rest of this run, "
+                     "which goes on (metrics.jsonl has every step)\n")
+        stream.flush()
 
     def log_hyperparameters(self, metadata: dict[str, Any]) -> None:
         self._each("log_hyperparameters", metadata)
@@ -302,7 +303,7 @@ _OPENERS = {"tensorboard": lambda out: TensorBoardTracker(out / "tensorboard"),
             "wandb": WandbTracker, "mlflow": MlflowTracker}
 
 
-def open_trackers(names, out: epath.Path, metadata: dict[str, Any], stream=sys.stderr) -> Trackers:
+def open_trackers(names, out: epath.Path, metadata: dict[str, Any], stream=None) -> Trackers:
     """The trackers ``names`` (``jsonl`` is metrics.jsonl, written by the Recorder itself) for
     the run directory ``out``, each given ``metadata``; one that cannot start is reported and
     left out."""
