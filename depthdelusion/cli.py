@@ -334,7 +334,12 @@ def _report(p):
             "table supports (depth_delusion needs depth and width, chinchilla tokens that vary); the "
             "choice and the reason are printed on stderr.")
 def _fit(p):
-    p.add_argument("runs", metavar="RUNS", help=RUNS_HELP)
+    p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
+    p.add_argument("--table", dest="table_name", metavar="NAME[=PATH]",
+                   help="a published table by name instead of RUNS (analysis/published.py: "
+                   "depth_delusion; epoch_chinchilla=PATH, not shipped)")
+    p.add_argument("--pool", metavar="NAME[=PATH]", help="fit RUNS pooled with this published "
+                   "table, one offset E per source, the other parameters shared")
     p.add_argument("--law", help="registered law name (`depthdelusion laws`); default: picked "
                    "from the columns present")
     p.add_argument("--method", choices=("lm", "huber"), default="lm")
