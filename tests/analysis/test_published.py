@@ -93,3 +93,13 @@ def test_fit_command_takes_a_table_by_name(capsys):
     assert "Law 'kaplan'" in out and "30 runs" in out
     assert main(["fit", "--law", "kaplan"]) != 0
     assert "give RUNS or --table NAME" in capsys.readouterr().err
+
+
+def test_the_run_table_doc_lists_the_schema():
+    from pathlib import Path
+
+    from depthdelusion.analysis import run_table
+
+    doc = (Path(__file__).parents[2] / "docs" / "run_table.md").read_text()
+    assert f"schema_version {run_table.SCHEMA_VERSION}" in doc
+    assert run_table.describe_columns() in doc
