@@ -360,7 +360,7 @@ def _runs(p):
     p.add_argument("action", choices=("export",))
     p.add_argument("sources", metavar="SOURCE", nargs="*",
                    help="run directories or sweep directories (searched for summary.json)")
-    p.add_argument("--out", help="CSV to write (default: stdout)")
+    p.add_argument("--csv", dest="csv_path", metavar="FILE", help="the CSV to write (default: stdout)")
     p.add_argument("--mlflow-experiment", metavar="NAME", help="also the runs of this MLflow experiment")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else "
                    "MLflow's default)")

@@ -167,7 +167,7 @@ def test_runs_export_gives_one_table_from_run_dirs_mlflow_and_wandb(run, tmp_pat
     table = tmp_path / "runs.csv"
     mlflow_args = ["--mlflow-experiment", "depthdelusion", "--tracking-uri", uri] if HAVE_MLFLOW else []
     assert main(["runs", "export", str(out.parent), *mlflow_args, "--wandb-dir", str(out / "wandb"),
-                 "--out", str(table)]) == 0
+                 "--csv", str(table)]) == 0
     rows = run_table.read_csv_rows(table)
     n = 2 + HAVE_MLFLOW
     assert [r["schema_version"] for r in rows] == ["1"] * n

@@ -336,19 +336,19 @@ def describe_columns() -> str:
     return "\n".join(lines)
 
 
-def run_command(*, action: str, sources: list[str], out: str | None = None,
+def run_command(*, action: str, sources: list[str], csv_path: str | None = None,
                 mlflow_experiment: str | None = None, tracking_uri: str | None = None,
                 wandb_dir: str | None = None) -> int:
-    """``depthdelusion runs export``: the run table of the sources, to --out or stdout."""
+    """``depthdelusion runs export``: the run table of the sources, to --csv FILE or stdout."""
     from depthdelusion import exit_codes
 
     if action != "export":
         raise ValueError(f"runs {action!r}: the only action is 'export'")
     rows = export(sources, mlflow_experiment=mlflow_experiment, tracking_uri=tracking_uri,
                   wandb_dir=wandb_dir)
-    if out is None:
+    if csv_path is None:
         print(to_csv(rows), end="")
     else:
-        write(rows, out)
-        print(f"wrote {len(rows)} runs (schema_version {SCHEMA_VERSION}) to {out}")
+        write(rows, csv_path)
+        print(f"wrote {len(rows)} runs (schema_version {SCHEMA_VERSION}) to {csv_path}")
     return exit_codes.OK
