@@ -232,3 +232,16 @@ def test_tracker_config_errors_name_the_field_and_the_extra(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
     with pytest.raises(ValueError, match=r"wandb is not installed: pip install 'depthdelusion\[trackers\]'"):
         load_config(overrides=["train.trackers=[jsonl, wandb]"])
+
+
+def test_an_unreachable_wandb_service_is_reported_and_left_out(tmp_path, capsys, monkeypatch):
+    """Online mode (a key is set) against a W&B server that does not answer: bounded by the
+    tracker's init timeout (30 s), then off; nothing raises."""
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.setenv("WANDB_API_KEY", "0" * 40)
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens
+    group = trackers.open_trackers(["jsonl", "wandb"], tmp_path / "run", {"config": {}})
+    assert group.names == []
+    group.log({"step": 1, "loss": 2.0})
+    group.finish("finished")
+    assert capsys.readouterr().err.count("tracker wandb failed (start:") == 1

@@ -295,13 +295,13 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
         raise ValueError(f"{where}: expected one dict per run")
     header = list(dict.fromkeys(k for rec in records for k in rec))
     # A run table (docs/run_table.md) lists every run with its status; only finished ones are fitted.
+    finished = [(i, r) for i, r in enumerate(records) if str(r.get("status") or "finished").strip() == "finished"]
     unfinished = [r for r in records if str(r.get("status") or "finished").strip() != "finished"]
-    records = [r for r in records if str(r.get("status") or "finished").strip() == "finished"]
-    if not records:
+    if not finished:
         raise ValueError(f"{where}: no finished runs (status: {_some(sorted({str(r['status']) for r in unfinished}))})")
     found = resolve(header, columns, where)
     cols = {k: [] for k in found}
-    for i, rec in enumerate(records):
+    for i, rec in finished:
         line = f"{where} row {i + 1}"
         for key, src in found.items():
             if key in _TEXT:
