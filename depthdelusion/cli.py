@@ -41,6 +41,8 @@ COMMANDS = (
      "fit the laws and write the analysis report (md, tex, csv, png); no JAX needed"),
     ("fit", "depthdelusion.analysis.commands:run_fit",
      "fit one law to a table of runs and print its summary; no JAX needed"),
+    ("runs", "depthdelusion.analysis.run_table:run_command",
+     "runs export: one run table (docs/run_table.md) from run directories, MLflow or W&B"),
     ("laws", "depthdelusion.analysis.commands:run_laws",
      "list the registered laws: formulas and the columns each needs"),
     ("persistence", "depthdelusion.analysis.commands:run_persistence",
@@ -338,7 +340,12 @@ def _report(p):
             "table supports (depth_delusion needs depth and width, chinchilla tokens that vary); the "
             "choice and the reason are printed on stderr.")
 def _fit(p):
-    p.add_argument("runs", metavar="RUNS", help=RUNS_HELP)
+    p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
+    p.add_argument("--table", dest="table_name", metavar="NAME[=PATH]",
+                   help="a published table by name instead of RUNS (analysis/published.py: "
+                   "depth_delusion; epoch_chinchilla=PATH, not shipped)")
+    p.add_argument("--pool", metavar="NAME[=PATH]", help="fit RUNS pooled with this published "
+                   "table, one offset E per source, the other parameters shared")
     p.add_argument("--law", help="registered law name (`depthdelusion laws`); default: picked "
                    "from the columns present")
     p.add_argument("--method", choices=("lm", "huber"), default="lm")
@@ -362,6 +369,19 @@ def add_table_options(p):
                    help="one row per replicate cell (rows with equal params, tokens, depth, width): "
                         "the lowest loss over COL (e.g. best-of=lr; biases the loss down) or the "
                         "mean over it (e.g. mean=seed)")
+
+
+@_arguments("runs", "`runs export SOURCE...`: the run table (docs/run_table.md, one row per run, "
+            "every status) of run directories or sweeps, an MLflow experiment and W&B run files.")
+def _runs(p):
+    p.add_argument("action", choices=("export",))
+    p.add_argument("sources", metavar="SOURCE", nargs="*",
+                   help="run directories or sweep directories (searched for summary.json)")
+    p.add_argument("--csv", dest="csv_path", metavar="FILE", help="the CSV to write (default: stdout)")
+    p.add_argument("--mlflow-experiment", metavar="NAME", help="also the runs of this MLflow experiment")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else "
+                   "MLflow's default)")
+    p.add_argument("--wandb-dir", metavar="DIR", help="also the W&B run files (run-*.wandb) under DIR")
 
 
 @_arguments("laws", "List the registered laws: formula, parameters and the columns a table needs "

@@ -173,6 +173,9 @@ class TrainConfig:
     grad_accum_steps: int = 1
     # "START-STOP": a jax.profiler trace of steps START through STOP into <out>/profile/.
     profile_steps: str | None = None
+    # Where the scalars go besides metrics.jsonl (always written): any of jsonl, tensorboard,
+    # wandb, mlflow (train/trackers.py; wandb and mlflow need the `trackers` extra).
+    trackers: list[str] = dataclasses.field(default_factory=lambda: ["jsonl", "tensorboard"])
 
     def profile_range(self) -> tuple[int, int] | None:
         """(START, STOP) of `profile_steps`, both included; None when not profiling."""
@@ -208,6 +211,7 @@ class TrainConfig:
         if self.batch_size % self.grad_accum_steps:
             raise ValueError(f"train.batch_size={self.batch_size} is not divisible by "
                              f"train.grad_accum_steps={self.grad_accum_steps}")
+        check_trackers(self.trackers)
         if (profile := self.profile_range()) and profile[1] > self.steps:
             raise ValueError(f"train.profile_steps={self.profile_steps!r}: STOP must be <= "
                              f"train.steps={self.steps}")
@@ -249,6 +253,23 @@ class Config:
 
 
 
+#: Tracker name -> the module it needs (None: built in); the trackers live in train/trackers.py.
+TRACKER_MODULES = {"jsonl": None, "tensorboard": "tensorboardX", "wandb": "wandb", "mlflow": "mlflow"}
+
+
+def check_trackers(names: list[str]) -> None:
+    """An unknown tracker, or one whose library is not installed, is a config error."""
+    import importlib.util
+
+    for name in names:
+        if name not in TRACKER_MODULES:
+            raise ValueError(f"train.trackers: unknown tracker {name!r}; valid: {', '.join(TRACKER_MODULES)}")
+        module = TRACKER_MODULES[name]
+        if module is not None and importlib.util.find_spec(module) is None:
+            raise ValueError(f"train.trackers names {name!r}, but {module} is not installed: "
+                             f"pip install 'depthdelusion[trackers]' (or drop {name!r})")
+
+
 def _check_positive(section_obj: Any, section: str, names: tuple[str, ...]) -> None:
     for name in names:
         value = getattr(section_obj, name)
@@ -284,6 +305,13 @@ def _coerce(where: str, annotation: Any, value: Any) -> Any:
             except ValueError as err:
                 errors.append(str(err))
         raise ValueError(errors[0] if errors else f"{where}={value!r}: invalid")
+    if origin is list:  # a YAML list, or one comma-separated string (handy with --set)
+        (item,) = get_args(annotation)
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list):
+            raise ValueError(f"{where}={value!r}: must be a list, e.g. [a, b] or \"a,b\"")
+        return [_coerce(f"{where}[{i}]", item, v) for i, v in enumerate(value)]
     if annotation is bool:
         if not isinstance(value, bool):
             raise ValueError(f"{where}={value!r}: must be true or false")

@@ -43,7 +43,7 @@ CONFIG, METRICS, SUMMARY = "config.yaml", "metrics.jsonl", "summary.json"
 # micro-batches whose gradients are summed: the same update up to float round-off).
 SAME_NUMBERS = {
     "train": {"log_every", "layer_stats_every", "eval_every", "checkpoint_every", "checkpoint_minutes",
-              "keep_checkpoints", "profile_steps", "grad_accum_steps", "watchdog_minutes"},
+              "keep_checkpoints", "profile_steps", "grad_accum_steps", "watchdog_minutes", "trackers"},
     "data": {"workers", "prefetch"},
     "mesh": {"data", "fsdp", "tensor"},
 }

@@ -3,7 +3,7 @@ directory's own files: tests/test_rundir.py)."""
 import pytest
 
 from depthdelusion import rundir
-from depthdelusion.train import records
+from depthdelusion.train.trackers import TensorBoardTracker
 from depthdelusion.train.records import final_loss
 
 
@@ -18,7 +18,7 @@ def test_final_loss_is_the_mean_over_the_last_ten_percent_of_steps():
 def test_tensorboard_events_reach_remote_run_directories(tmp_path, monkeypatch):
     monkeypatch.setattr(rundir, "is_local", lambda path: False)
     logdir = tmp_path / "tensorboard"
-    board = records.TensorBoardWriter(logdir)
+    board = TensorBoardTracker(logdir)
     board.write({"step": 1, "loss": 3.0, "per_layer_grad_norm": [1.0, 2.0]})
     board.flush()
     (events,) = logdir.glob("events.out.tfevents.*")

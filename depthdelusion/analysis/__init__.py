@@ -10,11 +10,12 @@ names and aliases in :mod:`.columns`).
 """
 from .columns import law_columns, law_missing_columns, laws_for
 from .laws import Law, LawInputs, Param, get_law, list_laws, register_law
+from .published import load_table
 from .runs import GradientProfile, Runs, load_reference, load_runs
 
 __all__ = ["FitResult", "GradientProfile", "Law", "LawInputs", "Param", "Runs", "fit", "get_law",
            "law_columns", "law_missing_columns", "laws_for", "list_laws", "load_reference",
-           "load_runs", "register_law"]
+           "load_runs", "load_table", "register_law"]
 
 
 def __getattr__(name):

@@ -99,23 +99,41 @@ def pick_law(runs) -> tuple[str, str]:
                      f"{', '.join(fitting) or 'none'}. Give --law, or map columns with --columns")
 
 
-def run_fit(*, runs: str, law: str | None = None, method: str = "lm", bootstrap: int = 1000,
+def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "lm", bootstrap: int = 1000,
             seed: int = 0, starts: int = 64, grid_points: int = 3, group: str | None = None,
             columns: str | None = None, json_output: bool = False, column=None,
-            reduce: str | None = None) -> int:
+            reduce: str | None = None, table_name: str | None = None, pool: str | None = None) -> int:
     from .fitting import fit
+    from .published import fit_pooled, parse_table_arg, pool as pool_runs
 
-    table = _load(runs, group=group, columns=columns, column=column, reduce=reduce)
+    if (runs is None) == (table_name is None):
+        raise ValueError("fit: give RUNS or --table NAME, not both and not neither")
+    if pool and runs is None:
+        raise ValueError("fit --pool NAME pools RUNS (our runs) with a published table: give RUNS")
+    table = (_load(runs, group=group, columns=columns, column=column, reduce=reduce) if runs is not None
+             else load_runs_of_table(table_name, group))
+    ours, pooled = table, (parse_table_arg(pool) if pool else None)
+    if pooled:
+        table = pool_runs(ours, *pooled)
     if law is None:
         law, why = pick_law(table)
         print(why, file=sys.stderr)
     for flag, value in (("--starts", starts), ("--grid-points", grid_points)):
         if value < 1:
             raise ValueError(f"{flag}={value}: must be a positive integer")
-    result = fit(table, law, method, bootstrap=bootstrap, seed=seed, grid_points=grid_points,
-                 max_starts=starts)
+    options = dict(bootstrap=bootstrap, seed=seed, grid_points=grid_points, max_starts=starts)
+    result = (fit_pooled(ours, pooled[0], law, method, path=pooled[1], **options) if pooled
+              else fit(table, law, method, **options))
     print(result.to_json() if json_output else result.summary())
     return exit_codes.OK
+
+
+def load_runs_of_table(text: str, group: str | None = None):
+    """``--table NAME[=PATH]``: a published table (analysis/published.py), optionally one group."""
+    from .published import load_table, parse_table_arg
+
+    runs = load_table(*parse_table_arg(text))
+    return runs.where_group(group) if group else runs
 
 
 def run_laws(*, columns: bool = False) -> int:

@@ -304,9 +304,14 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
     if not all(isinstance(r, dict) for r in records):
         raise ValueError(f"{where}: expected one dict per run")
     header = list(dict.fromkeys(k for rec in records for k in rec))
+    # A run table (docs/run_table.md) lists every run with its status; only finished ones are fitted.
+    finished = [(i, r) for i, r in enumerate(records) if str(r.get("status") or "finished").strip() == "finished"]
+    unfinished = [r for r in records if str(r.get("status") or "finished").strip() != "finished"]
+    if not finished:
+        raise ValueError(f"{where}: no finished runs (status: {_some(sorted({str(r['status']) for r in unfinished}))})")
     found = resolve(header, columns, where)
     cols = {k: [] for k in found}
-    for i, rec in enumerate(records):
+    for i, rec in finished:
         line = f"{where} row {i + 1}"
         for key, src in found.items():
             if key in _TEXT:
@@ -322,13 +327,16 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
     if "group" in cols:
         cols["group"] = [g or "all" for g in cols["group"]]
     unread = tuple(str(h) for h in header if h not in found.values())
-    extra = {h: ["" if rec.get(h) is None else str(rec.get(h)).strip() for rec in records] for h in unread}
+    extra = {h: ["" if rec.get(h) is None else str(rec.get(h)).strip() for _, rec in finished] for h in unread}
     runs = Runs(**cols, source=where, unread_columns=unread, extra=extra)
     dup = duplicated_rows(records, header)
     if dup:
         runs.notes.append(f"{where}: {len(dup)} row(s) repeat an earlier row in every column (rows "
                           f"{_some([i + 1 for i in dup])}): each counts as another run, which "
                           "shrinks standard errors; remove them if they are copies")
+    if unfinished:
+        runs.notes.append(f"skipped {len(unfinished)} run(s) not finished: "
+                          f"{_some(str(r.get('name', '?')) + ' (' + str(r['status']) + ')' for r in unfinished)}")
     return runs
 
 

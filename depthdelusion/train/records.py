@@ -1,14 +1,13 @@
 """What a training run records as it goes: the `Recorder` turns each logged step's metrics into
-a line of metrics.jsonl, TensorBoard scalars and the progress line (with tokens/s and MFU),
-applies the non-finite policy, and writes summary.json at the end (files: depthdelusion/rundir.py)."""
+a line of metrics.jsonl, the scalars of the configured trackers (TensorBoard, W&B, MLflow:
+train/trackers.py) and the progress line (with tokens/s and MFU), applies the non-finite
+policy, and writes summary.json at the end (files: depthdelusion/rundir.py)."""
 from __future__ import annotations
 
 import dataclasses
 import math
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import jax
@@ -18,6 +17,8 @@ from etils import epath
 from depthdelusion import rundir
 from depthdelusion.config import Config
 from depthdelusion import model_size as size
+from depthdelusion.train.trackers import open_trackers
+from depthdelusion.version import code_version
 
 
 def final_loss(steps: list[int], losses: list[float], total_steps: int) -> tuple[float, float | None, int]:
@@ -33,60 +34,6 @@ def final_loss(steps: list[int], losses: list[float], total_steps: int) -> tuple
     values = np.asarray(tail, np.float64)
     se = float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else None
     return float(values.mean()), se, len(values)
-
-
-class TensorBoardWriter:
-    """The same scalars as metrics.jsonl as TensorBoard events (no TensorFlow needed);
-    per-layer norms as `per_layer_grad_norm/layer_00`, ... (00 = the bottom block). For gs://
-    run directories the events are written to a local folder and copied up whole (object stores
-    cannot append) at every `flush()` — the loop's checkpoint steps — and at close."""
-
-    def __init__(self, logdir: epath.PathLike):
-        self.logdir = epath.Path(logdir)
-        self.staging = None if rundir.is_local(self.logdir) else tempfile.mkdtemp(prefix="depthdelusion-tb-")
-        self.files, self.uploaded = 0, set()
-        self.writer = self._open()
-
-    def _open(self):
-        from tensorboardX import SummaryWriter
-
-        self.files += 1  # a distinct name even within one second (names carry the time in s)
-        return SummaryWriter(self.staging or str(self.logdir), flush_secs=30, filename_suffix=f".{self.files}")
-
-    def write(self, record: dict[str, Any]) -> None:
-        step = record["step"]
-        for name, value in record.items():
-            if name == "step":
-                continue
-            if isinstance(value, list):
-                for layer, v in enumerate(value):
-                    self.writer.add_scalar(f"{name}/layer_{layer:02d}", v, step)
-            elif isinstance(value, (int, float)) and value is not None:
-                self.writer.add_scalar(name, value, step)
-            elif isinstance(value, dict):
-                for key, v in value.items():
-                    self.writer.add_scalar(f"{name}/{key}", v, step)
-
-    def flush(self) -> None:
-        if self.staging is None:
-            self.writer.flush()
-            return
-        self.writer.close()  # only a closed writer is sure to have written every event
-        self._upload()
-        self.writer = self._open()  # the next events go to a new file; TensorBoard reads all
-
-    def _upload(self) -> None:
-        """Copies the files closed since the last upload (a closed event file never changes)."""
-        self.logdir.mkdir(parents=True, exist_ok=True)
-        for event_file in sorted(Path(self.staging).iterdir()):
-            if event_file.name not in self.uploaded:
-                (self.logdir / event_file.name).write_bytes(event_file.read_bytes())
-                self.uploaded.add(event_file.name)
-
-    def close(self) -> None:
-        self.writer.close()
-        if self.staging is not None:
-            self._upload()
 
 
 class Progress:
@@ -128,7 +75,7 @@ class NonFiniteError(RuntimeError):
 
 class Recorder:
     """The records of one run from where it resumes. Process 0 writes metrics.jsonl (after the
-    steps already on file: the file is append-only), TensorBoard and the progress line, and
+    steps already on file: the file is append-only), the trackers and the progress line, and
     summary.json; every process runs the non-finite check, which gives the same answer on each.
     Tokens/s and MFU are measured between layer-stats steps (the steps that fetch the most)."""
 
@@ -143,7 +90,8 @@ class Recorder:
         self.flops_per_token = size.flops_per_token(cfg.model)
         self.peak_total = peak_flops_per_device * mesh.size if peak_flops_per_device else None
         self.metrics = rundir.MetricsWriter(out) if primary else None
-        self.board = TensorBoardWriter(out / "tensorboard") if primary else None
+        self.trackers = open_trackers(cfg.train.trackers, out, self.metadata()) if primary else None
+        self.status = "failed"  # until summary() says otherwise
         self.progress = Progress(cfg.train.steps, enabled=primary)
         self.start = time.perf_counter()
         self.last_stats: tuple[int, float] | None = None  # (step, time) of the previous layer-stats fetch
@@ -168,7 +116,7 @@ class Recorder:
             self.losses[step] = float(rec["loss"])
             if self.primary:
                 self.metrics.write(rec)
-                self.board.write(rec)
+                self.trackers.log(rec)
         self.progress.update(rec)
         if nonfinite[0] and self.cfg.train.nonfinite == "stop":
             layer = int(nonfinite[2])
@@ -192,14 +140,23 @@ class Recorder:
         """Before a checkpoint: the records up to it reach a remote run directory first."""
         if self.primary:
             self.metrics.flush()
-            self.board.flush()
+            self.trackers.flush()
 
     def note(self, text: str) -> None:
         self.progress.note(text)
 
+    def hardware(self) -> dict[str, Any]:
+        mesh = self.mesh
+        return {"device_kind": jax.devices()[0].device_kind, "devices": mesh.size,
+                "processes": jax.process_count(), "mesh": dict(mesh.shape)}
+
+    def metadata(self) -> dict[str, Any]:
+        """What every tracker gets once: the resolved config, the code version, the hardware."""
+        return {"config": self.cfg.to_dict(), "code_version": code_version(), "hardware": self.hardware()}
+
     def summary(self, status: str, step: int, error: str | None = None) -> dict[str, Any]:
         """summary.json (written by process 0) for a run that ended at `step` with `status`."""
-        cfg, mesh = self.cfg, self.mesh
+        cfg = self.cfg
         steps = sorted(self.losses)
         loss, loss_se, n_tail = (final_loss(steps, [self.losses[s] for s in steps], cfg.train.steps)
                                  if steps else (None, None, 0))
@@ -212,16 +169,17 @@ class Recorder:
             "data": {"dataset": self.batches.name, "tokenizer": self.batches.tokenizer.name,
                      "skipped": self.batches.skipped()},
             "steps": step, "wall_time_s": round(time.perf_counter() - self.start, 3),
-            "devices": mesh.size, "processes": jax.process_count(),
-            "device_kind": jax.devices()[0].device_kind, "mesh": dict(mesh.shape),
+            **self.hardware(), "code_version": code_version(),
         }
         if error:
             result["error"] = error
+        self.status = status
         if self.primary:
             rundir.write_summary(self.out, result)
+            self.trackers.log_summary(result)
         return result
 
     def close(self) -> None:
         if self.primary:
             self.metrics.close()
-            self.board.close()
+            self.trackers.finish(self.status)
