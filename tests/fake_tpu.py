@@ -238,6 +238,7 @@ exec REAL_PYTHON "$@"
 FAKE_TRAINER = r'''#!/usr/bin/env bash
 env_json="{\"cache\": \"${JAX_COMPILATION_CACHE_DIR:-}\", \"distributed\": \"${DEPTHDELUSION_DISTRIBUTED:-}\", \"xla\": \"${XLA_FLAGS:-}\", \"wandb\": \"${WANDB_PROJECT:-}\", \"secret\": \"${WANDB_API_KEY:-}\"}"
 echo "{\"argv\": \"$*\", \"cwd\": \"$PWD\", \"env\": $env_json}" >> "$HOME/run.calls"
+echo "{\"argv\": \"$*\", \"cwd\": \"$PWD\", \"env\": $env_json}" >> "$FAKE_ROOT/run.calls-$FAKE_WORKER_ID"  # outlives the slice
 progress="$FAKE_ROOT/gcs/progress-$FAKE_WORKER_ID"
 mkdir -p "$FAKE_ROOT/gcs"
 out=""
@@ -337,7 +338,8 @@ def worker_home(root: Path, worker: int) -> Path:
     return root / "workers" / str(worker)
 
 
-def run_calls(root: Path, worker: int) -> list[dict]:
-    path = worker_home(root, worker) / "run.calls"
+def run_calls(root: Path, worker: int, every_slice: bool = False) -> list[dict]:
+    """The stand-in trainer's records on the worker (or, every_slice, on every slice so far)."""
+    path = root / f"run.calls-{worker}" if every_slice else worker_home(root, worker) / "run.calls"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
