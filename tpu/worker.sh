@@ -35,7 +35,7 @@ worker_id() {
 
 # Offline: everything comes from the wheelhouse tpu/wheelhouse.sh built once and put on the
 # bucket (every wheel of the lock, pinned, and a CPython 3.11 build: the TPU images ship 3.10),
-# so a worker needs no internet (no external IP) and 16 workers do not download 1.7 GB from PyPI
+# so a worker needs no internet (no external IP) and 16 workers do not download 0.5 GB from PyPI
 # 16 times. The copy is checked against SHA256SUMS and fetched again if it does not match.
 cmd_setup() {
   [[ $# -eq 1 && "$1" == gs://* ]] || die "setup WHEELHOUSE (a gs:// directory made by tpu/wheelhouse.sh)"
@@ -62,7 +62,7 @@ cmd_setup() {
   # The checkout itself on the path (what an editable install writes, without building anything).
   .venv/bin/python -c 'import site, sys; open(site.getsitepackages()[0] + "/depthdelusion.pth", "w").write(sys.argv[1] + "\n")' "$DD_HOME"
   .venv/bin/python -c 'import platform, jax, depthdelusion; print(f"python {platform.python_version()}, jax {jax.__version__}")'
-  rm -rf "$wh" # installed: its 1.7 GB of the boot disk are better left to logs and caches
+  rm -rf "$wh" # installed: its 0.5 GB of the boot disk are better left to logs and caches
 }
 
 # Stop this worker's previous run (its whole process group: SIGTERM, so a training saves a
