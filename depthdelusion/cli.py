@@ -31,6 +31,8 @@ COMMANDS = (
      "run an experiment grid (idempotent), then write runs.csv and the report"),
     ("plan", "depthdelusion.sweep_commands:run_plan_command",
      "compile the train step for a TPU slice on this host; per-chip HBM, fits or not"),
+    ("sky-jobs", "depthdelusion.skypilot_jobs:run_sky_jobs",
+     "a grid as SkyPilot managed jobs, one TPU slice per run (spot, reserved or best-effort)"),
     ("bench", "depthdelusion.train.commands:run_bench",
      "compile time, step time, tokens/s, MFU and peak memory of the train step"),
     ("coord-check", "depthdelusion.studies.coord_check:run_command",
@@ -251,6 +253,32 @@ def _sweep(p):
     add_set(p, "override a field of every run, e.g. --set data.path=gs://b/sp (repeatable)")
     p.add_argument("--bootstrap", type=int, default=200, help="bootstrap refits in the report (default 200)")
     p.add_argument("--no-report", action="store_true", help="write runs.csv only, no fit")
+
+
+@_arguments("sky-jobs", "Write one SkyPilot managed-job YAML per run of EXPERIMENT.yaml (each runs "
+            "`sweep EXPERIMENT.yaml --only RUN` on its own TPU slice, into the same gs:// sweep "
+            "directory, recovered on preemption), a SkyPilot config (labels app/sweep on every GCP "
+            "resource, run on each slice; reservation; service account) and DIR/launch.sh. Checked by "
+            "SkyPilot's own parser when it is installed (the skypilot extra); see tpu/README.md.")
+def _sky_jobs(p):
+    p.add_argument("grid", metavar="EXPERIMENT.yaml")
+    add_out(p, "the sweep directory every job writes (gs://)")
+    p.add_argument("--dir", dest="directory", required=True, help="where the job files and launch.sh go")
+    add_set(p)
+    p.add_argument("--only", metavar="PATTERN", help="only runs matching this glob")
+    p.add_argument("--topology", help="the TPU slice per job (default: the grid's topology)")
+    p.add_argument("--capacity", choices=("spot", "reserved", "best-effort"), default="spot",
+                   help="spot (default), reserved (with --reservation) or best-effort (spot, else on-demand)")
+    p.add_argument("--reservation", metavar="NAME", help="the TPU reservation for --capacity reserved")
+    p.add_argument("--service-account", action="store_true", help="the slices run as SkyPilot's service "
+                   "account (skypilot-v1@PROJECT; give it the bucket), not with your uploaded credentials")
+    p.add_argument("--zone", help="e.g. us-east5-b (default: any zone SkyPilot finds capacity in)")
+    p.add_argument("--max-restarts", type=int, default=3, help="retries of a job that failed (not preempted)")
+    p.add_argument("--secret", dest="secrets", action="append", default=[], metavar="NAME",
+                   help="an environment variable for the runs whose value launch.sh reads from its own "
+                   "environment (repeatable): never written to a file")
+    p.add_argument("--wheelhouse", metavar="gs://...", help="the wheelhouse parent (default gs://BUCKET/wheelhouse)")
+    p.add_argument("--no-check", dest="check", action="store_false", help="skip SkyPilot's validation")
 
 
 @_arguments("plan", "Ahead-of-time compile the real train step for a TPU topology (needs the tpu "

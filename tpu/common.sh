@@ -16,8 +16,17 @@ DD_WORKER="${DD_WORKER:-all}"
 DD_WORKER_GIVEN=0
 DD_INTERNAL_IP=0
 DD_IAP=0
+DD_KEEP=0
+DD_WHEELHOUSE="${DD_WHEELHOUSE:-}"
 DD_ENV=()
+DD_ENV_FILES=()
 DD_REST=()
+# Retries of a gcloud call that failed for a transient reason (anything but NOT_FOUND /
+# ALREADY_EXISTS): DD_GCLOUD_TRIES tries in all, waiting DD_BACKOFF_SECONDS, doubling up to
+# DD_BACKOFF_MAX_SECONDS. The tests set them to fractions of a second.
+DD_GCLOUD_TRIES="${DD_GCLOUD_TRIES:-5}"
+DD_BACKOFF_SECONDS="${DD_BACKOFF_SECONDS:-10}"
+DD_BACKOFF_MAX_SECONDS="${DD_BACKOFF_MAX_SECONDS:-1800}"
 # Where setup.sh unpacks the package on every worker (relative to the worker's home directory,
 # where each ssh command starts); each worker's log is $DD_REMOTE_DIR/logs/worker-<id>.log.
 DD_REMOTE_DIR=depthdelusion
@@ -48,6 +57,11 @@ parse_common() {
       --worker=*) DD_WORKER="${1#*=}"; DD_WORKER_GIVEN=1; shift ;;
       -e|--env) add_env "${2:-}"; shift 2 ;;
       --env=*) add_env "${1#*=}"; shift ;;
+      --env-file) add_env_file "${2:-}"; shift 2 ;;
+      --env-file=*) add_env_file "${1#*=}"; shift ;;
+      --keep) DD_KEEP=1; shift ;;
+      --wheelhouse) DD_WHEELHOUSE="${2:-}"; shift 2 ;;
+      --wheelhouse=*) DD_WHEELHOUSE="${1#*=}"; shift ;;
       --internal-ip) DD_INTERNAL_IP=1; shift ;;
       --tunnel-through-iap) DD_IAP=1; shift ;;
       --spot) DD_SPOT=1; shift ;;
@@ -60,11 +74,112 @@ parse_common() {
   done
 }
 
-# -e KEY=VALUE: an environment variable for the run on every worker (LIBTPU_INIT_ARGS, XLA_FLAGS,
-# WANDB_API_KEY, ...).
+# -e KEY=VALUE, or -e KEY to take the value from this environment (a secret: WANDB_API_KEY, HF_TOKEN):
+# an environment variable for the run on every worker. Values travel in a file of mode 600
+# (write_env_file), never on a command line here or on the workers.
 add_env() {
-  [[ "$1" =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die "-e $1: expected KEY=VALUE (KEY: letters, digits, _)"
-  DD_ENV+=("$1")
+  local kv="$1"
+  if [[ "$kv" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
+    [[ -n "${!kv+x}" ]] || die "-e $kv: $kv is not set in this environment (or give -e $kv=VALUE)"
+    kv="$kv=${!kv}"
+  fi
+  [[ "$kv" =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die "-e ${1%%=*}: expected KEY=VALUE or KEY (KEY: letters, digits, _)"
+  [[ "$kv" != *$'\n'* ]] || die "-e ${kv%%=*}: a value may not contain a newline"
+  DD_ENV+=("$kv")
+}
+
+# --env-file FILE: KEY=VALUE lines (blank lines and # comments skipped), as for -e.
+add_env_file() {
+  local file="$1" line n=0
+  [[ -f "$file" && -r "$file" ]] || die "--env-file $file: no such readable file"
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    n=$((n + 1))
+    [[ -z "${line//[[:space:]]/}" || "$line" =~ ^[[:space:]]*# ]] && continue
+    [[ "$line" =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die "--env-file $file line $n: expected KEY=VALUE"
+    DD_ENV+=("$line")
+  done <"$file"
+  DD_ENV_FILES+=("$file")
+}
+
+# DD_ENV into a new file of mode 600 (mktemp's), one KEY=VALUE a line; prints its path.
+write_env_file() {
+  local file kv
+  file="$(mktemp "${TMPDIR:-/tmp}/dd-env.XXXXXX")"
+  chmod 600 "$file"
+  for kv in "${DD_ENV[@]}"; do
+    printf '%s\n' "$kv" >>"$file"
+  done
+  echo "$file"
+}
+
+# The n-th wait of a backoff (n = 1, 2, ...): DD_BACKOFF_SECONDS doubled n-1 times, at most
+# DD_BACKOFF_MAX_SECONDS.
+backoff_seconds() {
+  awk -v base="$DD_BACKOFF_SECONDS" -v cap="$DD_BACKOFF_MAX_SECONDS" -v n="$1" \
+    'BEGIN { t = base * 2 ^ (n - 1); if (t > cap) t = cap; print t }'
+}
+
+# gcloud ARGS with retries. A call that fails with NOT_FOUND returns 4 and one that fails with
+# ALREADY_EXISTS returns 5 at once (answers, not errors); any other failure is taken as transient
+# and retried with backoff, DD_GCLOUD_TRIES tries in all; then it is persistent: its message goes
+# to stderr and the status is 1. stdout is gcloud's.
+gcloud_retry() {
+  local try=1 err rc=0
+  err="$(mktemp)"
+  while true; do
+    if gcloud "$@" 2>"$err"; then
+      rm -f "$err"
+      return 0
+    fi
+    if grep -qE 'NOT_FOUND|matched no objects' "$err"; then rc=4; fi
+    if grep -q ALREADY_EXISTS "$err"; then rc=5; fi
+    if [[ "$rc" -ne 0 ]]; then
+      rm -f "$err"
+      return "$rc"
+    fi
+    if [[ "$try" -ge "$DD_GCLOUD_TRIES" ]]; then
+      echo "gcloud $1 $2 $3 $4 failed $try times in a row (persistent): $(tail -n 3 "$err")" >&2
+      rm -f "$err"
+      return 1
+    fi
+    echo "gcloud $1 $2 $3 $4 failed (try $try of $DD_GCLOUD_TRIES, retrying in $(backoff_seconds "$try")s): $(tail -n 1 "$err")" >&2
+    sleep "$(backoff_seconds "$try")"
+    try=$((try + 1))
+  done
+}
+
+# The queued resource's state and failure message (state.failedData.error.message, empty when
+# none), tab-separated, retried; NOT_FOUND when there is none. Status 1: persistent error.
+qr_describe() {
+  local out rc=0
+  out="$(gcloud_retry compute tpus queued-resources describe "$DD_TPU_NAME" "${DD_LOCATION[@]}" \
+    --format='value(state.state,state.failedData.error.message)')" || rc=$?
+  if [[ "$rc" -eq 4 ]]; then
+    printf 'NOT_FOUND\t\n'
+  elif [[ "$rc" -eq 0 ]]; then
+    printf '%s\n' "$out"
+  else
+    return 1
+  fi
+}
+
+# A FAILED queued resource's message that says there was no capacity: quota or a stockout
+# (worth waiting for), unlike a bad flag or a permission (not worth retrying).
+is_capacity_message() {
+  grep -qiE 'quota|capacity|stockout|resource_exhausted|exhausted|insufficient|no more|unavailable in|not enough' <<<"$1"
+}
+
+# The command that deletes this slice (printed when --keep leaves it).
+delete_command() {
+  local cmd
+  cmd="tpu/delete.sh --name $(printf '%q' "$DD_TPU_NAME") --zone $(printf '%q' "$DD_ZONE")"
+  if [[ -n "$DD_PROJECT" ]]; then
+    cmd+=" --project $(printf '%q' "$DD_PROJECT")"
+  fi
+  if [[ $# -gt 0 ]]; then
+    cmd+="$(printf ' %q' "$@")"
+  fi
+  echo "$cmd"
 }
 
 # run, setup and stop act on every worker: one worker alone would leave jax.distributed waiting

@@ -15,9 +15,15 @@ parse_common "$@"
 require_name_zone
 [[ ${#DD_REST[@]} -eq 0 ]] || die "unexpected argument(s): ${DD_REST[*]}"
 location_flags
+# Retried (a transient error must not leave the slice billing); NOT_FOUND: nothing to delete.
+rc=0
 if [[ "$DD_QUEUED" -eq 1 || "$DD_SPOT" -eq 1 ]]; then
-  gcloud compute tpus queued-resources delete "$DD_TPU_NAME" "${DD_LOCATION[@]}" --force --quiet
+  gcloud_retry compute tpus queued-resources delete "$DD_TPU_NAME" "${DD_LOCATION[@]}" --force --quiet || rc=$?
 else
-  gcloud compute tpus tpu-vm delete "$DD_TPU_NAME" "${DD_LOCATION[@]}" --quiet
+  gcloud_retry compute tpus tpu-vm delete "$DD_TPU_NAME" "${DD_LOCATION[@]}" --quiet || rc=$?
 fi
-echo "deleted $DD_TPU_NAME"
+case "$rc" in
+  0) echo "deleted $DD_TPU_NAME" ;;
+  4) echo "$DD_TPU_NAME does not exist (nothing to delete)" ;;
+  *) die "could not delete $DD_TPU_NAME: it may still be billing; run this again" ;;
+esac

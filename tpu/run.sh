@@ -3,16 +3,18 @@
 # SSH session (it keeps running if the connection drops), output to a gs:// directory.
 # Each worker first stops what still runs there and clears the libtpu lock; jax.distributed is
 # initialised on each (DEPTHDELUSION_DISTRIBUTED=1); the compilation cache is OUT/jax_cache.
-#   tpu/run.sh --name dd-v4 --zone us-central2-b [--follow] [-e KEY=VALUE ...] -- sweep experiments/paper_baseline.yaml --out gs://BUCKET/runs/baseline --set data.path=gs://BUCKET/sp
+#   tpu/run.sh --name dd-v4 --zone us-central2-b [--follow] [-e KEY[=VALUE] ...] [--env-file F] -- sweep experiments/paper_baseline.yaml --out gs://BUCKET/runs/baseline --set data.path=gs://BUCKET/sp
 #   tpu/run.sh --name dd-v4 --zone us-central2-b -- train experiments/paper_16x512.yaml --out gs://BUCKET/runs/16x512
 # Logs: tpu/logs.sh; on the bucket OUT/logs/worker-<id>.log and .status (the exit status; 75 = preempted).
+# The environment (-e, --env-file; -e KEY takes KEY's value from here) goes to the workers in a
+# file of mode 600, never on a command line: it holds secrets (WANDB_API_KEY, HF_TOKEN).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 # shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
 
 usage() {
-  sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 follow=0
@@ -40,7 +42,14 @@ done
 # Every argument quoted for the remote shell.
 remote="$DD_NEED_SETUP$DD_WORKER_SH run $(printf '%q' "$out")"
 if [[ ${#DD_ENV[@]} -gt 0 ]]; then
-  remote+="$(printf ' %q' "${DD_ENV[@]}")"
+  env_file="$(write_env_file)"
+  trap 'rm -f "$env_file"' EXIT
+  location_flags
+  ssh_flags
+  # into secrets/ (mode 700, made by setup.sh); worker.sh makes the file 600
+  gcloud compute tpus tpu-vm scp "$env_file" "$DD_TPU_NAME:$DD_REMOTE_DIR/secrets/run.env" "${DD_LOCATION[@]}" \
+    --worker=all "${DD_SSH[@]}"
+  remote+=" --env-file $DD_REMOTE_DIR/secrets/run.env"
 fi
 remote+=" --$(printf ' %q' "${DD_REST[@]}")"
 on_workers "$remote"

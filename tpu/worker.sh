@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs ON each TPU worker: setup.sh ships it to ~/depthdelusion/tpu/, and setup.sh, run.sh,
 # stop.sh, logs.sh and babysit.sh call it there over `gcloud compute tpus tpu-vm ssh --worker=all`.
-#   worker.sh setup                                  Python 3.11 env (uv) with tpu/constraints.txt
-#   worker.sh run OUT [KEY=VALUE ...] -- ARGS ...    stop what runs, start `depthdelusion ARGS`
+#   worker.sh setup WHEELHOUSE                       Python env from the wheelhouse (gs://), offline
+#   worker.sh run OUT [--env-file F] -- ARGS ...     stop what runs, start `depthdelusion ARGS`
 #   worker.sh stop                                   stop the run (SIGTERM: it saves, exits 75)
 #   worker.sh status                                 "worker <id> <running|exit status|lost|none>"
 # Each worker logs to ~/depthdelusion/logs/worker-<id>.log, writes the exit status beside it
@@ -12,8 +12,8 @@ set -euo pipefail
 DD_HOME="$(cd "$(dirname "$0")/.." && pwd)"
 LOGS="$DD_HOME/logs"
 PIDFILE="$LOGS/run.pid"
-UV_VERSION=0.13.9
-PYTHON_VERSION=3.11.18 # the TPU images ship Python 3.10; jax 0.10, flax 0.12 and grain need 3.11
+WHEELHOUSE_TRIES="${DD_WHEELHOUSE_TRIES:-3}"
+WHEELHOUSE_BACKOFF_SECONDS="${DD_BACKOFF_SECONDS:-10}"
 LIBTPU_LOCKFILE="${DD_LIBTPU_LOCKFILE:-/tmp/libtpu_lockfile}"
 STOP_GRACE_SECONDS="${DD_STOP_GRACE_SECONDS:-180}" # time to save a checkpoint before SIGKILL
 
@@ -33,16 +33,36 @@ worker_id() {
   echo "$id"
 }
 
-# Levanter's setup-tpu-vm.sh installs with uv; here uv also brings a standalone CPython 3.11,
-# and every package is pinned by tpu/constraints.txt, so every worker and every re-created
-# slice runs the same versions (checkpoint and data-iterator formats included).
+# Offline: everything comes from the wheelhouse tpu/wheelhouse.sh built once and put on the
+# bucket (every wheel of the lock, pinned, and a CPython 3.11 build: the TPU images ship 3.10),
+# so a worker needs no internet (no external IP) and 16 workers do not download 0.5 GB from PyPI
+# 16 times. The copy is checked against SHA256SUMS and fetched again if it does not match.
 cmd_setup() {
+  [[ $# -eq 1 && "$1" == gs://* ]] || die "setup WHEELHOUSE (a gs:// directory made by tpu/wheelhouse.sh)"
+  local url="${1%/}" wh="$DD_HOME/wheelhouse" try=1 wait
   cd "$DD_HOME"
-  python3 -m pip install --user --quiet "uv==$UV_VERSION"
-  export PATH="$HOME/.local/bin:$PATH"
-  uv venv --quiet --allow-existing --python "$PYTHON_VERSION" .venv
-  uv pip install --quiet --python .venv/bin/python -c tpu/constraints.txt -e ".[tpu]"
-  .venv/bin/python -c 'import platform, jax, libtpu, depthdelusion; print(f"python {platform.python_version()}, jax {jax.__version__}")'
+  while true; do
+    rm -rf "$wh"
+    mkdir -p "$wh"
+    if gcloud storage cp --quiet "$url/*" "$wh/" && (cd "$wh" && sha256sum --quiet --strict -c SHA256SUMS); then
+      break
+    fi
+    [[ "$try" -lt "$WHEELHOUSE_TRIES" ]] || die "could not fetch an intact wheelhouse from $url ($try tries)"
+    wait="$(awk -v b="$WHEELHOUSE_BACKOFF_SECONDS" -v n="$try" 'BEGIN { print b * n }')"
+    echo "worker.sh: the wheelhouse copy failed or did not match SHA256SUMS (try $try of $WHEELHOUSE_TRIES); again in ${wait}s" >&2
+    sleep "$wait"
+    try=$((try + 1))
+  done
+  rm -rf python .venv
+  tar -xzf "$wh/python.tar.gz"
+  # The build's own pip installs into the environment (pip --python): nothing fetched for pip either.
+  python/bin/python3 -m venv --without-pip .venv
+  python/bin/python3 -m pip --python .venv/bin/python install --quiet --disable-pip-version-check \
+    --no-index --find-links "$wh" --no-deps -r "$wh/requirements.txt"
+  # The checkout itself on the path (what an editable install writes, without building anything).
+  .venv/bin/python -c 'import site, sys; open(site.getsitepackages()[0] + "/depthdelusion.pth", "w").write(sys.argv[1] + "\n")' "$DD_HOME"
+  .venv/bin/python -c 'import platform, jax, depthdelusion; print(f"python {platform.python_version()}, jax {jax.__version__}")'
+  rm -rf "$wh" # installed: its 0.5 GB of the boot disk are better left to logs and caches
 }
 
 # Stop this worker's previous run (its whole process group: SIGTERM, so a training saves a
@@ -79,9 +99,14 @@ cmd_stop() {
 }
 
 cmd_run() {
-  [[ $# -ge 1 ]] || die "run OUT [KEY=VALUE ...] -- ARGS ..."
+  [[ $# -ge 1 ]] || die "run OUT [--env-file F] -- ARGS ..."
   local out="$1" id
   shift
+  if [[ "${1:-}" == --env-file ]]; then
+    [[ -f "${2:-}" ]] || die "--env-file ${2:-}: no such file"
+    chmod 600 "$2" # its values are secrets; its directory is 700 already (setup.sh)
+    set -- --env-file "$(cd "$(dirname "$2")" && pwd)/$(basename "$2")" "${@:3}"
+  fi
   id="$(worker_id)"
   [[ -x "$DD_HOME/.venv/bin/python" ]] || die "worker $id: no environment at $DD_HOME/.venv: run tpu/setup.sh first"
   cmd_stop
@@ -99,10 +124,14 @@ cmd_supervise() {
   export DEPTHDELUSION_DISTRIBUTED=1
   # A persistent compilation cache on the bucket: a re-created slice does not recompile.
   export JAX_COMPILATION_CACHE_DIR="$out/jax_cache"
-  while [[ $# -gt 0 && "$1" != "--" ]]; do
-    export "${1?}"
-    shift
-  done
+  local line
+  if [[ "$1" == --env-file ]]; then # KEY=VALUE lines, exported as they are: never evaluated
+    while IFS= read -r line || [[ -n "$line" ]]; do
+      [[ "$line" =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] && export "${line?}"
+    done <"$2"
+    shift 2
+  fi
+  [[ "${1:-}" == -- ]] || die "run OUT [--env-file F] -- ARGS ..."
   shift
   local log="$LOGS/worker-$id.log" status="$LOGS/worker-$id.status" child copier rc=0
   copy_logs() { # $1: the status file to copy
@@ -143,10 +172,10 @@ cmd_status() {
 }
 
 case "${1:-}" in
-  setup) cmd_setup ;;
+  setup) shift; cmd_setup "$@" ;;
   run) shift; cmd_run "$@" ;;
   _supervise) shift; cmd_supervise "$@" ;;
   stop) cmd_stop ;;
   status) cmd_status ;;
-  *) die "usage: worker.sh setup | run OUT [KEY=VALUE ...] -- ARGS ... | stop | status" ;;
+  *) die "usage: worker.sh setup WHEELHOUSE | run OUT [--env-file F] -- ARGS ... | stop | status" ;;
 esac
