@@ -39,6 +39,8 @@ COMMANDS = (
      "RMS of every block's output and the logits over the first steps, per shape"),
     ("lr-transfer", "depthdelusion.studies.lr_transfer:run_command",
      "lr sweep per width x depth and parameterization, then a depth sweep; CSV, PNG, report"),
+    ("depth-confound", "depthdelusion.studies.depth_confound:run_command",
+     "SP at one lr vs SP tuned per shape vs CompleteP transferred, per depth x width; report"),
     ("report", "depthdelusion.analysis.commands:run_report",
      "fit the laws and write the analysis report (md, tex, csv, png); no JAX needed"),
     ("fit", "depthdelusion.analysis.commands:run_fit",
@@ -340,6 +342,19 @@ def _lr_transfer(p):
     p.add_argument("experiment", metavar="EXPERIMENT", help="YAML file: base, parametrizations, "
                    "widths, depths, lrs, depth_sweep")
     add_out(p)
+
+
+@_arguments("depth-confound", "The depth-confound study (e.g. experiments/depth_confound.yaml): "
+            "plans and trains its runs under DIR/runs with the sweep runner's rules (finished runs "
+            "skipped, unfinished resumed), extends lr grids until their best is interior, then "
+            "writes report.md, points.csv, lr_curves.csv and loss_vs_depth.png (a partial study "
+            "is labelled partial).")
+def _depth_confound(p):
+    p.add_argument("experiment", metavar="EXPERIMENT", help="YAML file: base, widths, depths, lrs, "
+                   "lr_bounds, seeds, arm_a_depth, completep, iso_flop, metric")
+    add_out(p)
+    p.add_argument("--max-runs", type=int, default=None, help="train at most N runs this time")
+    p.add_argument("--report-only", action="store_true", help="train nothing; report what finished")
 
 
 @_arguments("report", "Fit the laws and write report.md, report.tex, CSVs and plots.")

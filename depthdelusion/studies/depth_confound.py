@@ -1,0 +1,594 @@
+"""The depth-confound study: is there a depth penalty once the learning rate is right for each
+shape? Three arms at every (depth, width) cell, all at the same tokens:
+
+- A, SP at one learning rate per width: the lr tuned at the shallowest depth (`arm_a_depth`),
+  used unchanged at every depth (the practice of the paper's grid: one lr per width);
+- B, SP tuned per cell: an lr grid spaced by at most 2x, extended until the best lr is
+  interior; the optimum and the loss at it from a quadratic fit in ln lr;
+- C, CompleteP (depth exponent 1) with the base lr tuned once at its base shape (the same rule
+  as B) and transferred unchanged; on `completep.tuned_cells` also tuned per cell.
+
+Plus an iso-FLOP slice at one width: depth traded against tokens at the compute of a reference
+depth. Every point an arm reports is trained at every seed in `seeds`; lr grids at the first.
+
+Runs are named by what they are (`sp_w32_d8_lr0.004_s1`; iso-FLOP runs add `_n<steps>`), so an
+arm is a view over runs and a run two arms share is trained once. What to train is a pure
+function of the finished runs (`plan`): each invocation plans, trains a few of the planned runs
+through the sweep runner (finished skipped, unfinished resumed, failed retried), plans again,
+and stops when nothing is left or `max_runs` were trained. Run directories hold config.yaml,
+metrics.jsonl (per-layer norms every `train.layer_stats_every` updates) and summary.json.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import yaml
+
+from depthdelusion.config import Config, from_dict
+
+KEYS = ("base", "widths", "depths", "lrs", "lr_bounds", "seeds", "arm_a_depth", "completep",
+        "iso_flop", "metric")
+
+
+class Run(NamedTuple):
+    name: str
+    parametrization: str
+    width: int
+    depth: int
+    lr: float
+    seed: int
+    steps: int | None  # None: the base recipe's steps (same tokens for every cell)
+
+
+def load_experiment(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"experiment file not found: {path}")
+    raw = yaml.safe_load(path.read_text()) or {}
+    missing = [k for k in KEYS if k not in raw]
+    if missing:
+        raise ValueError(f"{path}: missing keys {', '.join(missing)} (needs {', '.join(KEYS)})")
+    unknown = sorted(set(raw) - set(KEYS))
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {', '.join(unknown)}; valid keys are {', '.join(KEYS)}")
+    lrs = sorted(float(x) for x in raw["lrs"])
+    if len(lrs) < 5 or any(b / a > 2.0 + 1e-9 for a, b in zip(lrs, lrs[1:])):
+        raise ValueError(f"{path}: lrs={raw['lrs']}: need at least 5 learning rates spaced by at most 2x")
+    raw["lrs"] = lrs
+    if raw["arm_a_depth"] not in raw["depths"]:
+        raise ValueError(f"{path}: arm_a_depth={raw['arm_a_depth']} is not one of depths {raw['depths']}")
+    if raw["iso_flop"]["width"] not in raw["widths"]:
+        raise ValueError(f"{path}: iso_flop.width={raw['iso_flop']['width']} is not one of widths {raw['widths']}")
+    from_dict(raw["base"], f"{path}: base").validate()  # fail before the first run
+    return raw
+
+
+def run_name(p: str, width: int, depth: int, lr: float, seed: int, steps: int | None = None) -> str:
+    return f"{p}_w{width}_d{depth}_lr{lr:g}_s{seed}" + (f"_n{steps}" if steps else "")
+
+
+def make_run(p: str, width: int, depth: int, lr: float, seed: int, steps: int | None = None) -> Run:
+    return Run(run_name(p, width, depth, lr, seed, steps), p, width, depth, lr, seed, steps)
+
+
+def run_config(exp: dict, run: Run) -> Config:
+    raw = json.loads(json.dumps(exp["base"]))  # deep copy
+    model = raw.setdefault("model", {})
+    model.update(width=run.width, depth=run.depth, parametrization=run.parametrization)
+    if run.parametrization == "completep":
+        model.update(base_width=exp["completep"]["base_width"], base_depth=exp["completep"]["base_depth"])
+    train = raw.setdefault("train", {})
+    train.update(lr=run.lr, seed=run.seed)
+    raw.setdefault("data", {})["seed"] = run.seed
+    if run.steps:
+        base_steps = train["steps"]
+        train.update(steps=run.steps, eval_every=run.steps,
+                     warmup_steps=max(1, round(train.get("warmup_steps", 0) * run.steps / base_steps)))
+    return from_dict(raw, f"depth-confound run {run.name}").validate()
+
+
+# ---------------------------------------------------------------------------------- planning
+def trained_as(exp: dict, p: str, width: int, depth: int) -> str:
+    """The parametrization a shape's runs are trained under: CompleteP at its own base shape is
+    SP exactly (every multiplier is 1), so those runs are SP's and are trained once."""
+    cp = exp["completep"]
+    return "sp" if p == "completep" and (width, depth) == (cp["base_width"], cp["base_depth"]) else p
+
+
+def _grid_lrs(exp: dict, losses: dict[str, float], p: str, w: int, d: int, seed: int) -> tuple[list[float], bool]:
+    """The lrs of one shape's grid: the initial grid, extended by a factor 2 beyond whichever
+    edge holds the best loss, until the best is interior or the lr bounds are reached. Returns
+    (lrs, settled): settled once every lr of the grid has a result and no extension is due."""
+    p = trained_as(exp, p, w, d)
+    lrs = list(exp["lrs"])
+    low, high = exp["lr_bounds"]
+    while True:
+        names = [run_name(p, w, d, lr, seed) for lr in lrs]
+        if any(n not in losses for n in names):
+            return lrs, False
+        best = min(range(len(lrs)), key=lambda i: losses[names[i]])
+        if best == 0 and lrs[0] / 2 >= low * (1 - 1e-9):
+            lrs.insert(0, lrs[0] / 2)
+        elif best == len(lrs) - 1 and lrs[-1] * 2 <= high * (1 + 1e-9):
+            lrs.append(lrs[-1] * 2)
+        else:
+            return lrs, True
+
+
+def tuned_lr(exp: dict, losses: dict[str, float], p: str, w: int, d: int) -> float | None:
+    """The grid lr an arm reports for a tuned shape: the grid point nearest (in ln lr) to the
+    quadratic fit's optimum, or the grid's best where the fit has no minimum; None until the grid
+    is settled."""
+    seed = exp["seeds"][0]
+    lrs, settled = _grid_lrs(exp, losses, p, w, d, seed)
+    if not settled:
+        return None
+    p = trained_as(exp, p, w, d)
+    curve = [(lr, losses[run_name(p, w, d, lr, seed)]) for lr in lrs]
+    fit = fit_lr_curve(curve)
+    target = fit.log_lr if fit.identified else math.log(min(curve, key=lambda c: c[1])[0])
+    return min(lrs, key=lambda lr: abs(math.log(lr) - target))
+
+
+def iso_flop_steps(exp: dict, depth: int) -> int:
+    """Steps at `depth` that spend the reference depth's training compute (6 N T, N the exact
+    parameter count with embeddings) at the iso-FLOP width."""
+    from depthdelusion.config import resolve_vocab
+    from depthdelusion.model_size import count_params
+
+    iso = exp["iso_flop"]
+    def params(d: int) -> int:
+        return count_params(resolve_vocab(run_config(exp, make_run("sp", iso["width"], d, 1e-3, 0))).model)
+    steps = exp["base"]["train"]["steps"]
+    return max(1, round(steps * params(iso["reference_depth"]) / params(depth)))
+
+
+def plan(exp: dict, losses: dict[str, float]) -> list[Run]:
+    """Every run the study needs given the finished ones (`losses`: run name -> metric, +inf for
+    a failed or diverged run), in training order: width-major, so that a partial study reports
+    whole widths, and within a width the order that answers first (A and C against depth at one
+    seed). A run whose lr depends on a grid that is not settled is not planned yet."""
+    seeds = exp["seeds"]
+    s0 = seeds[0]
+    cp = exp["completep"]
+    out: list[Run] = []
+
+    def grid(p: str, w: int, d: int) -> None:
+        lrs, _ = _grid_lrs(exp, losses, p, w, d, s0)
+        out.extend(make_run(trained_as(exp, p, w, d), w, d, lr, s0) for lr in lrs)
+
+    def seeded(p: str, w: int, d: int, lr: float | None, steps: int | None = None) -> None:
+        if lr is not None:
+            out.extend(make_run(trained_as(exp, p, w, d), w, d, lr, s, steps) for s in seeds)
+
+    base_w, base_d = cp["base_width"], cp["base_depth"]
+    lr_c = tuned_lr(exp, losses, "completep", base_w, base_d)
+    for w in exp["widths"]:
+        # the two grids arms A and C need first, then A and C at one seed over depth (the first
+        # answer), then B's grids, then every seed, then the iso-FLOP slice
+        if w == exp["widths"][0]:
+            grid("completep", base_w, base_d)
+        grid("sp", w, exp["arm_a_depth"])
+        lr_a = tuned_lr(exp, losses, "sp", w, exp["arm_a_depth"])
+        for d in exp["depths"]:
+            if lr_a is not None:
+                out.append(make_run("sp", w, d, lr_a, s0))
+            if lr_c is not None:
+                out.append(make_run(trained_as(exp, "completep", w, d), w, d, lr_c, s0))
+        for d in exp["depths"]:
+            grid("sp", w, d)
+        for d in exp["depths"]:
+            seeded("sp", w, d, lr_a)
+            seeded("sp", w, d, tuned_lr(exp, losses, "sp", w, d))
+            seeded("completep", w, d, lr_c)
+        if w == exp["iso_flop"]["width"]:
+            for d in exp["iso_flop"]["depths"]:
+                steps = iso_flop_steps(exp, d)
+                steps = None if steps == exp["base"]["train"]["steps"] else steps
+                seeded("sp", w, d, lr_a, steps)
+                seeded("sp", w, d, tuned_lr(exp, losses, "sp", w, d), steps)
+                seeded("completep", w, d, lr_c, steps)
+    for w, d in cp["tuned_cells"]:
+        grid("completep", w, d)
+        seeded("completep", w, d, tuned_lr(exp, losses, "completep", w, d))
+    return list(dict.fromkeys(out))  # runs two arms share, once
+
+
+# ---------------------------------------------------------------------------- lr-curve fit
+class LrFit(NamedTuple):
+    """Quadratic fit of the loss in x = ln lr over the points around the grid's best."""
+
+    identified: bool  # a minimum exists (positive curvature) and lies within the fitted points
+    log_lr: float  # ln lr at the vertex (the grid's best where not identified)
+    log_lr_ci: tuple[float, float]
+    loss: float  # the fitted loss at the vertex (the grid's best where not identified)
+    loss_ci: tuple[float, float]
+    points: int
+    note: str
+
+
+def fit_lr_curve(curve: list[tuple[float, float]], sigma: float | None = None, dof: int | None = None) -> LrFit:
+    """Fit loss = c + b x + a x^2 (x = ln lr) to the grid's best point and up to two neighbours
+    on each side (finite losses only). 95% intervals on the vertex x* = -b/2a and the loss there by
+    the delta method, with the noise sigma either given (from seed replicates, with its `dof`) or
+    the fit's residual standard deviation (k - 3 degrees of freedom); t quantiles."""
+    from scipy import stats
+    import numpy as np
+
+    pts = sorted((math.log(lr), y) for lr, y in curve if math.isfinite(y))
+    if not pts:
+        return LrFit(False, math.nan, (math.nan, math.nan), math.nan, (math.nan, math.nan), 0, "no finite loss")
+    best = min(range(len(pts)), key=lambda i: pts[i][1])
+    window = pts[max(0, best - 2): best + 3]
+    x_best, y_best = pts[best]
+    if len(window) < 3 or best in (0, len(pts) - 1):
+        note = "fewer than 3 points" if len(window) < 3 else "best lr at the grid's edge: a bound"
+        return LrFit(False, x_best, (math.nan, math.nan), y_best, (math.nan, math.nan), len(window), note)
+    x = np.array([p[0] for p in window])
+    y = np.array([p[1] for p in window])
+    xc = x - x_best  # centred for conditioning
+    X = np.stack([np.ones_like(xc), xc, xc ** 2], axis=1)
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    c, b, a = coef
+    if not a > 0:
+        return LrFit(False, x_best, (math.nan, math.nan), y_best, (math.nan, math.nan), len(window),
+                     "no positive curvature")
+    v = -b / (2 * a)
+    if not (xc.min() <= v <= xc.max()):
+        return LrFit(False, x_best, (math.nan, math.nan), y_best, (math.nan, math.nan), len(window),
+                     "vertex outside the fitted points")
+    resid = y - X @ coef
+    if sigma is None:
+        dof = len(window) - 3
+        sigma = float(np.sqrt(resid @ resid / dof)) if dof > 0 else math.nan
+    cov = sigma ** 2 * np.linalg.inv(X.T @ X)
+    # gradients of v = -b/2a and f = c - b^2/4a w.r.t. (c, b, a)
+    gv = np.array([0.0, -1 / (2 * a), b / (2 * a * a)])
+    gf = np.array([1.0, -b / (2 * a), b * b / (4 * a * a)])
+    t = float(stats.t.ppf(0.975, dof)) if dof and dof > 0 else math.nan
+    sv, sf = math.sqrt(gv @ cov @ gv), math.sqrt(gf @ cov @ gf)
+    f = c - b * b / (4 * a)
+    return LrFit(True, x_best + v, (x_best + v - t * sv, x_best + v + t * sv), f, (f - t * sf, f + t * sf),
+                 len(window), "")
+
+
+# --------------------------------------------------------------------------------- running
+def results(exp: dict, runs_dir: Path) -> tuple[dict[str, float], dict[str, dict]]:
+    """(metric per finished or failed run: +inf for failed or non-finite, its summary)."""
+    from depthdelusion import rundir
+
+    metric = exp["metric"]
+    losses: dict[str, float] = {}
+    summaries: dict[str, dict] = {}
+    if not runs_dir.is_dir():
+        return losses, summaries
+    for run_dir in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
+        try:
+            summary = rundir.read_summary(run_dir)
+        except ValueError:
+            continue
+        if not summary:
+            continue
+        status = summary.get("status")
+        value = summary.get(metric)
+        if status == "finished":
+            losses[run_dir.name] = float(value) if isinstance(value, (int, float)) and math.isfinite(value) else math.inf
+            summaries[run_dir.name] = summary
+        elif status == "failed" and "non-finite" in str(summary.get("error", "")):
+            losses[run_dir.name] = math.inf  # diverged: an lr too high, a result; other failures are retried
+            summaries[run_dir.name] = summary
+    return losses, summaries
+
+
+def train(exp: dict, source: str, out: Path, *, max_runs: int | None = None, batch: int = 2,
+          log=print, train_fn=None) -> tuple[int, bool]:
+    """Plan, train up to `batch` unfinished runs, plan again, until nothing is left or
+    `max_runs` were trained. Returns (runs trained, preempted)."""
+    from depthdelusion.studies.lr_transfer import train_runs
+
+    runs_dir = out / "runs"
+    trained = 0
+    while max_runs is None or trained < max_runs:
+        losses, _ = results(exp, runs_dir)
+        todo = [r for r in plan(exp, losses) if r.name not in losses]
+        if not todo:
+            return trained, False
+        take = todo[:batch if max_runs is None else min(batch, max_runs - trained)]
+        chosen = [(r.name, run_config(exp, r)) for r in take]
+        rows = train_runs(chosen, [], source, out, log, train_fn)
+        trained += len(take)
+        if any(r["status"] == "preempted" for r in rows):
+            return trained, True
+    return trained, False
+
+
+# ---------------------------------------------------------------------------------- report
+ARMS = (("A", "SP, one lr per width (tuned at the shallowest depth)"),
+        ("B", "SP, lr tuned per cell"),
+        ("C", "CompleteP, base lr transferred"))
+
+
+class Point(NamedTuple):
+    """One arm's reported point at one cell: the lr it uses and the metric over seeds."""
+
+    arm: str
+    width: int
+    depth: int
+    steps: int | None
+    lr: float | None
+    losses: tuple[float, ...]  # one per finished seed (inf: diverged)
+
+    @property
+    def mean(self) -> float:
+        finite = [x for x in self.losses if math.isfinite(x)]
+        return sum(finite) / len(finite) if finite and len(finite) == len(self.losses) else math.nan
+
+    @property
+    def sd(self) -> float:
+        xs = self.losses
+        if len(xs) < 2 or not all(math.isfinite(x) for x in xs):
+            return math.nan
+        m = sum(xs) / len(xs)
+        return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def arm_lr(exp: dict, losses: dict[str, float], arm: str, w: int, d: int) -> float | None:
+    cp = exp["completep"]
+    if arm == "A":
+        return tuned_lr(exp, losses, "sp", w, exp["arm_a_depth"])
+    if arm == "B":
+        return tuned_lr(exp, losses, "sp", w, d)
+    return tuned_lr(exp, losses, "completep", cp["base_width"], cp["base_depth"])
+
+
+def points(exp: dict, losses: dict[str, float], iso: bool = False) -> list[Point]:
+    """Every arm's point at every cell (equal tokens), or along the iso-FLOP slice."""
+    out = []
+    widths = [exp["iso_flop"]["width"]] if iso else exp["widths"]
+    depths = exp["iso_flop"]["depths"] if iso else exp["depths"]
+    for arm, _ in ARMS:
+        for w in widths:
+            for d in depths:
+                p = trained_as(exp, "completep" if arm == "C" else "sp", w, d)
+                lr = arm_lr(exp, losses, arm, w, d)
+                steps = None
+                if iso:
+                    steps = iso_flop_steps(exp, d)
+                    steps = None if steps == exp["base"]["train"]["steps"] else steps
+                got = () if lr is None else tuple(
+                    losses[n] for n in (run_name(p, w, d, lr, s, steps) for s in exp["seeds"]) if n in losses)
+                out.append(Point(arm, w, d, steps, lr, got))
+    return out
+
+
+def depth_penalty(pts: list[Point], resamples: int = 2000, seed: int = 0) -> dict[int, tuple[float, float, float]]:
+    """Per depth, loss(D) - min over depths of the seed means, with a 95% percentile interval
+    from resampling the seeds within every depth (the min is recomputed in each resample).
+    Only over depths whose every seed finished; {} when fewer than two such depths."""
+    import numpy as np
+
+    full = [p for p in pts if p.losses and math.isfinite(p.mean) and len(p.losses) >= 2]
+    if len(full) < 2:
+        return {}
+    rng = np.random.default_rng(seed)
+    arrays = [np.array(p.losses) for p in full]
+    boot = np.stack([np.array([a[rng.integers(0, len(a), len(a))].mean() for a in arrays])
+                     for _ in range(resamples)])  # resamples x depths
+    boot -= boot.min(axis=1, keepdims=True)
+    means = np.array([p.mean for p in full])
+    est = means - means.min()
+    lo, hi = np.percentile(boot, [2.5, 97.5], axis=0)
+    return {p.depth: (float(e), float(a), float(b)) for p, e, a, b in zip(full, est, lo, hi)}
+
+
+def _fmt(x: float, digits: int = 3) -> str:
+    return f"{x:.{digits}f}" if math.isfinite(x) else "–"
+
+
+def _lr_fmt(lr: float | None) -> str:
+    return "–" if lr is None else f"{lr:g}"
+
+
+def lr_curves(exp: dict, losses: dict[str, float], sigma: float | None, dof: int | None) -> list[dict]:
+    """One row per tuned shape: its grid, the grid's best, and the fitted optimum with intervals."""
+    cp = exp["completep"]
+    shapes = [("sp", w, d) for w in exp["widths"] for d in exp["depths"]]
+    shapes += [("completep", cp["base_width"], cp["base_depth"])]
+    shapes += [("completep", w, d) for w, d in cp["tuned_cells"]]
+    rows = []
+    s0 = exp["seeds"][0]
+    for p, w, d in shapes:
+        lrs, settled = _grid_lrs(exp, losses, p, w, d, s0)
+        q = trained_as(exp, p, w, d)
+        curve = [(lr, losses[run_name(q, w, d, lr, s0)]) for lr in lrs if run_name(q, w, d, lr, s0) in losses]
+        if not curve:
+            continue
+        fit = fit_lr_curve(curve, sigma, dof)
+        best_lr, best_loss = min(curve, key=lambda c: c[1])
+        rows.append({
+            "parametrization": p, "width": w, "depth": d, "settled": settled,
+            "lrs": " ".join(f"{lr:g}" for lr, _ in curve),
+            "losses": " ".join(_fmt(y) for _, y in curve),
+            "grid_best_lr": best_lr, "grid_best_loss": best_loss,
+            "fit_lr": math.exp(fit.log_lr) if fit.identified else math.nan,
+            "fit_lr_lo": math.exp(fit.log_lr_ci[0]) if fit.identified else math.nan,
+            "fit_lr_hi": math.exp(fit.log_lr_ci[1]) if fit.identified else math.nan,
+            "fit_loss": fit.loss if fit.identified else math.nan,
+            "fit_loss_lo": fit.loss_ci[0] if fit.identified else math.nan,
+            "fit_loss_hi": fit.loss_ci[1] if fit.identified else math.nan,
+            "note": fit.note if settled else "grid not settled yet",
+        })
+    return rows
+
+
+def seed_noise(pts: list[Point]) -> tuple[float | None, int | None]:
+    """Pooled seed standard deviation over every point with >= 2 finished finite seeds, and its
+    degrees of freedom; (None, None) when there is none yet."""
+    ss, dof = 0.0, 0
+    for p in pts:
+        if len(p.losses) >= 2 and all(math.isfinite(x) for x in p.losses):
+            m = sum(p.losses) / len(p.losses)
+            ss += sum((x - m) ** 2 for x in p.losses)
+            dof += len(p.losses) - 1
+    return (math.sqrt(ss / dof), dof) if dof else (None, None)
+
+
+def verdict_lines(exp: dict, pts: list[Point], penalties: dict) -> list[str]:
+    """One sentence per width: each arm's best depth and its penalty at the deepest depth, then
+    how much of arm A's penalty survives in B and C. Only over points whose seeds all finished."""
+    lines = []
+    dmax = max(exp["depths"])
+    for w in exp["widths"]:
+        parts, pen = [], {}
+        for arm, _ in ARMS:
+            arm_pts = [p for p in pts if p.arm == arm and p.width == w and math.isfinite(p.mean)]
+            got = penalties.get((arm, w), {})
+            if len(arm_pts) < 2 or dmax not in got:
+                parts.append(f"arm {arm}: not enough finished points yet")
+                continue
+            best = min(arm_pts, key=lambda p: p.mean)
+            e, lo, hi = got[dmax]
+            pen[arm] = (e, lo, hi)
+            parts.append(f"arm {arm} is best at D = {best.depth} ({len(arm_pts)} depths), "
+                         f"penalty at D = {dmax} {_fmt(e)} [{_fmt(lo)}, {_fmt(hi)}]")
+        line = f"- **W = {w}**: " + "; ".join(parts) + "."
+        if "A" in pen:
+            e_a, lo_a, _ = pen["A"]
+            if lo_a <= 0:
+                line += f" Arm A's own penalty at D = {dmax} is not distinguishable from 0, so there is no penalty to explain here."
+            else:
+                for arm in ("B", "C"):
+                    if arm in pen:
+                        e, lo, hi = pen[arm]
+                        line += (f" {arm} keeps {100 * e / e_a:.0f}% of A's penalty"
+                                 + (" (its interval includes 0)" if lo <= 0 else "") + ".")
+        lines.append(line)
+    return lines
+
+
+def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0) -> Path:
+    """report.md, points.csv, lr_curves.csv and loss_vs_depth.png from the finished runs."""
+    from depthdelusion.analysis.tables import Table, markdown_table
+
+    losses, summaries = results(exp, out / "runs")
+    pts = points(exp, losses)
+    iso_pts = points(exp, losses, iso=True)
+    sigma, dof = seed_noise(pts + iso_pts)
+    curves = lr_curves(exp, losses, sigma, dof)
+    penalties = {(arm, w): depth_penalty([p for p in pts if p.arm == arm and p.width == w], seed=seed)
+                 for arm, _ in ARMS for w in exp["widths"]}
+    iso_pen = {arm: depth_penalty([p for p in iso_pts if p.arm == arm], seed=seed) for arm, _ in ARMS}
+    done = sum(1 for r in plan(exp, losses) if r.name in losses)
+    todo = [r for r in plan(exp, losses) if r.name not in losses]
+    wall = sum(float(s.get("wall_time_s") or 0) for s in summaries.values())
+    partial = bool(todo)
+
+    point_rows = []
+    for kind, group, pen in (("equal tokens", pts, penalties), ("iso-FLOP", iso_pts, None)):
+        for p in group:
+            e, lo, hi = ((pen or {}).get((p.arm, p.width), {}) if pen else iso_pen[p.arm]).get(p.depth, (math.nan,) * 3)
+            point_rows.append({"slice": kind, "arm": p.arm, "width": p.width, "depth": p.depth,
+                               "steps": p.steps or exp["base"]["train"]["steps"], "lr": _lr_fmt(p.lr),
+                               "seeds": len(p.losses), "loss_mean": _fmt(p.mean, 4), "loss_sd": _fmt(p.sd, 4),
+                               "penalty": _fmt(e, 4), "penalty_lo": _fmt(lo, 4), "penalty_hi": _fmt(hi, 4)})
+    (out / "points.csv").write_text(Table("points", "", list(point_rows[0]),
+                                          [list(r.values()) for r in point_rows]).csv())
+    if curves:
+        (out / "lr_curves.csv").write_text(Table("lr_curves", "", list(curves[0]), [
+            [_fmt(v, 5) if isinstance(v, float) else v for v in r.values()] for r in curves]).csv())
+    plot(exp, pts, iso_pts, out / "loss_vs_depth.png")
+
+    t = exp["base"]["train"]
+    lines = ["# The depth confound: a depth penalty once the lr is right for each shape? "
+             "(generated by `depthdelusion depth-confound`)", ""]
+    if partial:
+        lines += [f"**PARTIAL RESULT**: {done} of the {done + len(todo)} runs planned so far have finished "
+                  "(more are planned as lr grids settle). Rerun the command to continue; it resumes.", ""]
+    lines += [
+        f"Experiment: `{source}`. Widths {exp['widths']}, depths {exp['depths']}, {t['steps']} steps of "
+        f"{t['batch_size']} × {exp['base']['model']['seq_len']} tokens at every cell (equal tokens), seeds "
+        f"{exp['seeds']} (init and data order; lr grids at seed {exp['seeds'][0]}). Metric: `{exp['metric']}` "
+        f"(validation loss, nats/byte, {t['eval_batches']} fixed held-out batches). Training wall time so far: "
+        f"{wall / 60:.0f} min ({len(summaries)} runs, on a shared 2-core CPU).", "",
+        "Arms: " + "; ".join(f"**{a}** {text}" for a, text in ARMS) + ".", "",
+        "## Verdict", "",
+        *verdict_lines(exp, pts, penalties), "",
+        "Assumptions: one token budget for every cell (no compute matching except the iso-FLOP slice); "
+        "the penalty is loss(D) − min over D of seed means, its 95% interval a percentile bootstrap over "
+        "seeds within each depth (2000 resamples, the minimum recomputed in each); points with fewer "
+        "than 2 finished seeds are left out.", "",
+        "## Loss against depth (mean ± SD over seeds)", ""]
+    for kind, group in (("equal tokens", pts), ("iso-FLOP", iso_pts)):
+        lines += [f"### {kind}", ""]
+        header = ["arm", "width"] + [f"D={d}" for d in (exp["iso_flop"]["depths"] if kind == "iso-FLOP" else exp["depths"])]
+        rows = []
+        for arm, _ in ARMS:
+            for w in sorted({p.width for p in group}):
+                cells = [p for p in group if p.arm == arm and p.width == w]
+                rows.append([arm, w] + [f"{_fmt(p.mean)} ± {_fmt(p.sd)} (n={len(p.losses)}, lr {_lr_fmt(p.lr)})"
+                                        if p.losses else "–" for p in cells])
+        lines += [markdown_table(header, rows), ""]
+    lines += ["## Learning-rate curves (seed %d)" % exp["seeds"][0], "",
+              "Optimum from a quadratic in ln lr over the grid's best point and up to two neighbours on "
+              "each side; 95% delta-method intervals with t quantiles, the noise σ "
+              + (f"= {sigma:.4f} pooled over seed replicates ({dof} dof)." if sigma else
+                 "from each fit's residuals (no seed replicates yet)."), ""]
+    rows = [[c["parametrization"], c["width"], c["depth"], c["lrs"], c["losses"],
+             f"{c['fit_lr']:.3g} [{c['fit_lr_lo']:.3g}, {c['fit_lr_hi']:.3g}]" if math.isfinite(c["fit_lr"]) else "–",
+             f"{_fmt(c['fit_loss'])} [{_fmt(c['fit_loss_lo'])}, {_fmt(c['fit_loss_hi'])}]" if math.isfinite(c["fit_loss"]) else "–",
+             c["note"]] for c in curves]
+    lines += [markdown_table(["param", "W", "D", "lrs", "losses", "fitted lr* [95%]", "loss at lr* [95%]", "note"], rows), ""]
+    if todo:
+        lines += [f"Planned, not finished ({len(todo)}): " + ", ".join(f"`{r.name}`" for r in todo[:40])
+                  + (" …" if len(todo) > 40 else ""), ""]
+    report = out / "report.md"
+    report.write_text("\n".join(lines))
+    return report
+
+
+def plot(exp: dict, pts: list[Point], iso_pts: list[Point], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(f"W = {w}, equal tokens", [p for p in pts if p.width == w]) for w in exp["widths"]]
+    panels.append((f"W = {exp['iso_flop']['width']}, iso-FLOP", iso_pts))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
+    for ax, (title, group) in zip(axes[0], panels):
+        for (arm, label), color in zip(ARMS, ("tab:red", "tab:blue", "tab:green")):
+            got = [p for p in group if p.arm == arm and math.isfinite(p.mean)]
+            if got:
+                ax.errorbar([p.depth for p in got], [p.mean for p in got],
+                            yerr=[p.sd if math.isfinite(p.sd) else 0 for p in got],
+                            marker="o", capsize=3, color=color, label=f"{arm}: {label}")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("depth D")
+        ax.set_title(title, fontsize=9)
+    axes[0][0].set_ylabel(f"{exp['metric']} (nats/byte), mean ± SD over seeds")
+    axes[0][0].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run_command(*, experiment: str, out: str, max_runs: int | None = None, report_only: bool = False) -> int:
+    """`depthdelusion depth-confound` (the parser is `depthdelusion.cli`)."""
+    import sys
+    from depthdelusion import exit_codes
+
+    exp = load_experiment(experiment)
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not report_only:
+        _, preempted = train(exp, experiment, out_dir, max_runs=max_runs, log=lambda t: print(t, flush=True))
+        if preempted:
+            print("preempted: run the same command again to resume", file=sys.stderr)
+            return exit_codes.PREEMPTED
+    report = write_report(exp, experiment, out_dir, planned=0)
+    print(report.read_text())
+    print(f"report written to {report}")
+    return exit_codes.OK
