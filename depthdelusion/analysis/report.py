@@ -31,7 +31,7 @@ import numpy as np
 
 from .columns import law_missing_columns
 from .consistency import CONVENTIONS, audit_param_counts, with_param_convention
-from .fit_result import OK, parameter_status
+from .fit_result import DRIFT, OK, parameter_status
 from .fitting import FitResult, fit
 from .persistence import (DEFAULT_STEP, DEFAULT_WINDOW, MIN_SEEDS, PAPER_EPSILONS, compare_with_paper,
                           length_statement, paper_implied_length, persistence_lengths,
@@ -91,7 +91,10 @@ def _is_scale(f, name: str) -> bool:
 def _param_ci(f, name: str, ci, spec=".3g") -> str:
     """An interval as the data support it: a scale parameter's interval spanning more than
     ``SPAN_LIMIT``× (its ends are then set by numerical flatness, not by the data) is printed as
-    such instead of as two machine-dependent digits."""
+    such instead of as two machine-dependent digits; an end beyond ``DRIFT`` (set by how far the
+    optimiser drifted along a flat direction) is printed as unbounded."""
+    if ci:
+        ci = tuple(np.inf if c > DRIFT else -np.inf if c < -DRIFT else c for c in ci)
     if ci and _is_scale(f, name) and ci[0] > 0 and np.isfinite(ci[1]) and ci[1] / ci[0] > SPAN_LIMIT:
         return f"[spans > {SPAN_LIMIT:.0e}×]".replace("1e+03", "10³")
     return _ci(ci, spec)
