@@ -9,10 +9,8 @@ etils.epath. This module imports no JAX at import time (expanding a grid needs n
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import fnmatch
-import io
 import itertools
 import math
 import re
@@ -27,6 +25,7 @@ import yaml
 from etils import epath
 
 from depthdelusion import rundir
+from depthdelusion.analysis.tables import write_csv
 from depthdelusion.config import Config, _set_field, from_dict, parse_override, resolve_vocab
 
 GRID_KEYS = ("name", "description", "topology", "fixed", "grid", "runs", "overrides",
@@ -215,12 +214,7 @@ def grid_rows(runs: list[tuple[str, Config]], out: epath.Path, current: list[dic
 
 
 def write_runs_csv(rows: list[dict[str, Any]], path: epath.Path) -> None:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=RUNS_CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in RUNS_CSV_COLUMNS})
-    path.write_text(buf.getvalue())
+    write_csv(path, RUNS_CSV_COLUMNS, [[row.get(k) for k in RUNS_CSV_COLUMNS] for row in rows])
 
 
 def _default_train(cfg: Config, run_dir: epath.Path) -> dict[str, Any]:

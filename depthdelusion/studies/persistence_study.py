@@ -9,7 +9,6 @@ JAX-free: reads run directories only.
 """
 from __future__ import annotations
 
-import csv
 import math
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ from depthdelusion.analysis.persistence import (DEFAULT_STEP, DEFAULT_WINDOW, pe
                                                 persistence_scaling, window_bounds, windowed_fit)
 from depthdelusion.analysis.reference import PAPER_KAPPA
 from depthdelusion.analysis.runs import read_gradient_profile
-from depthdelusion.analysis.tables import markdown_table
+from depthdelusion.analysis.tables import markdown_table, write_csv
 
 TIMELINE = (1, 25, 50, 100, 200, 400, 600, 800, 1000)  # steps at which the rate is tabulated
 
@@ -156,11 +155,7 @@ def build(root: Path, out: Path, *, step: int = DEFAULT_STEP, window: float = DE
     if warnings:
         md += ["Warnings:", *[f"- {w}" for w in warnings], ""]
     if csv_rows:
-        with open(out / "persistence.csv", "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(csv_rows[0]))
-            w.writeheader()
-            w.writerows(csv_rows)
-        files.append(out / "persistence.csv")
+        files.append(write_csv(out / "persistence.csv", csv_rows[0], csv_rows))
 
     params = sorted({r["parametrization"] for r in runs})
     # --- when does the profile take its shape ---------------------------------------------------
