@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import yaml
 
-from depthdelusion.config import Config, from_dict, resolve_vocab
+from depthdelusion.config import Config, from_dict
 
 if TYPE_CHECKING:
     from etils import epath
@@ -122,11 +122,11 @@ def differs_in_numbers(saved: Config, cfg: Config) -> list[str]:
 
 def check_same_numbers(run_dir: epath.PathLike, cfg: Config) -> None:
     """Raise ConfigChanged if RUN_DIR holds a run (finished or not) whose config.yaml differs
-    from `cfg` in a field that changes the numbers."""
+    from `cfg` (validated: its vocabulary set) in a field that changes the numbers."""
     saved = read_config(run_dir)
     if saved is None:
         return
-    changed = differs_in_numbers(saved, resolve_vocab(cfg))
+    changed = differs_in_numbers(saved, cfg)
     if changed:
         finished = status(run_dir) == "finished"
         raise ConfigChanged(

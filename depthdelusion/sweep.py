@@ -26,7 +26,7 @@ from etils import epath
 
 from depthdelusion import rundir
 from depthdelusion.analysis.tables import write_csv
-from depthdelusion.config import Config, _set_field, from_dict, parse_override, resolve_vocab
+from depthdelusion.config import Config, _set_field, from_dict, parse_override
 
 GRID_KEYS = ("name", "description", "topology", "fixed", "grid", "runs", "overrides",
              "tokens", "tokens_per_param", "name_format")
@@ -58,11 +58,11 @@ def _dotted(mapping: Any, where: str) -> dict[str, Any]:
 
 def steps_for_budget(cfg: Config, tokens: float | None, tokens_per_param: float | None) -> int:
     """train.steps = ceil(tokens / (batch_size x seq_len)); tokens may be tokens_per_param x N
-    with N the exact parameter count (embeddings included)."""
+    with N the exact parameter count (embeddings included). `cfg` is validated (its vocabulary set)."""
     from depthdelusion.model_size import count_params
 
     if tokens_per_param is not None:
-        tokens = tokens_per_param * count_params(resolve_vocab(cfg).model)
+        tokens = tokens_per_param * count_params(cfg.model)
     return max(1, math.ceil(tokens / (cfg.train.batch_size * cfg.model.seq_len)))
 
 
@@ -147,10 +147,10 @@ def load_grid(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
         except ValueError as err:
             raise ValueError(err if str(path) in str(err) else f"{path}: overrides.{name}: {err}") from None
         try:
-            cfg = resolve_vocab(cfg)
+            cfg.validate()  # (sets the vocabulary, which the parameter count needs)
             if "tokens" in raw or "tokens_per_param" in raw:
                 cfg.train.steps = steps_for_budget(cfg, raw.get("tokens"), raw.get("tokens_per_param"))
-            cfg.validate()
+                cfg.validate()
         except ValueError as err:
             raise ValueError(f"{path}: run {name}: {err}") from None
         runs.append((name, cfg))
@@ -184,7 +184,7 @@ def _row(name: str, cfg: Config, status: str, summary: dict | None, error: str =
     from depthdelusion.model_size import count_params
 
     summary = summary or {}
-    model = resolve_vocab(cfg).model
+    model = cfg.model
     return {
         "name": name, "status": status, "depth": cfg.model.depth, "width": cfg.model.width,
         "params": summary.get("params", count_params(model)),
