@@ -355,6 +355,22 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), yaml.safe_load(value) if value.strip() else None
 
 
+def read_yaml(path):
+    """The parsed YAML file at ``path`` (local or gs://, an epath.Path or a str), read with
+    yaml.safe_load; invalid YAML is a one-line ValueError naming the file, the line and the
+    column. The one YAML file reader: configs, sweep grids, study experiments, a run's config.yaml."""
+    from etils import epath
+
+    path = epath.Path(path)
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ValueError(f"{path}: not valid YAML{where}: {problem}") from None
+
+
 def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """Read a YAML config (local or gs://, or start from defaults), apply `section.field=value`
     overrides, validate (which sets a null vocab_size from the tokenizer)."""
@@ -367,10 +383,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tu
         if not path.is_file():
             raise FileNotFoundError(f"config file not found: {path}")
         source = str(path)
-        try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ValueError(f"{path}: not valid YAML: {err}") from None
+        raw = read_yaml(path) or {}
     cfg = from_dict(raw, source)
     for text in overrides:
         key, value = parse_override(text)

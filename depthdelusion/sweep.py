@@ -21,12 +21,11 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-import yaml
 from etils import epath
 
 from depthdelusion import rundir
 from depthdelusion.analysis.tables import write_csv
-from depthdelusion.config import Config, _set_field, from_dict, parse_override
+from depthdelusion.config import Config, _set_field, from_dict, parse_override, read_yaml
 
 GRID_KEYS = ("name", "description", "topology", "fixed", "grid", "runs", "overrides",
              "tokens", "tokens_per_param", "name_format")
@@ -81,10 +80,7 @@ def load_grid(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
     path = epath.Path(path)
     if not path.exists():
         raise FileNotFoundError(f"experiment file not found: {path}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ValueError(f"{path}: not valid YAML: {err}") from None
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a mapping with keys {', '.join(GRID_KEYS)}")
     unknown = sorted(set(raw) - set(GRID_KEYS))

@@ -118,3 +118,28 @@ def test_the_vocabulary_is_the_tokenizers_once_the_config_is_loaded():
         load_config(None, ["model.vocab_size=100"])
     cfg = Config()  # built in code: validating it sets the vocabulary the same way
     assert cfg.model.vocab_size is None and cfg.validate().model.vocab_size == 257
+
+
+def test_one_yaml_file_reader(tmp_path):
+    """config.read_yaml reads every YAML file (configs, grids, experiments, a run's config.yaml):
+    yaml.safe_load appears only there and in the --set value parser."""
+    import ast
+    from pathlib import Path
+
+    from depthdelusion.config import read_yaml
+
+    package = Path(__file__).resolve().parents[1] / "depthdelusion"
+    calls = []
+    for path in package.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef):
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.Attribute) and node.attr in ("safe_load", "load") \
+                            and isinstance(node.value, ast.Name) and node.value.id == "yaml":
+                        calls.append(f"{path.relative_to(package)}:{fn.name}")
+    assert sorted(set(calls)) == ["config.py:parse_override", "config.py:read_yaml"], calls
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: [1,\n")
+    with pytest.raises(ValueError, match=r"bad\.yaml: not valid YAML \(line 2, column 1\): expected the node content"):
+        read_yaml(bad)

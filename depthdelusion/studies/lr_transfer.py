@@ -18,10 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import yaml
 
 from depthdelusion.analysis.tables import markdown_table, write_csv
-from depthdelusion.config import PARAMETRIZATIONS, Config, from_dict
+from depthdelusion.config import PARAMETRIZATIONS, Config, from_dict, read_yaml
 
 SWEEP_KEYS = ("base", "parametrizations", "widths", "depths", "lrs", "depth_sweep")
 
@@ -30,7 +29,7 @@ def load_experiment(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"experiment file not found: {path}")
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = read_yaml(path) or {}
     missing = [k for k in SWEEP_KEYS if k not in raw]
     if missing:
         raise ValueError(f"{path}: missing keys {', '.join(missing)} (needs {', '.join(SWEEP_KEYS)})")
