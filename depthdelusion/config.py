@@ -246,16 +246,18 @@ class Config:
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     mesh: MeshConfig = dataclasses.field(default_factory=MeshConfig)
 
-    def validate(self) -> "Config":
+    def validate(self, *, reads_data: bool = True) -> "Config":
         """Check every field and complete the one that depends on another section: a null
         model.vocab_size becomes the tokenizer's vocabulary (a set one must hold every id of the
-        tokenizer). Every config is validated once it is read (`load_config`, a sweep's grid, a
-        study's runs) or before it is used (the trainer, bench); returns self."""
+        tokenizer, unless ``reads_data`` is False: bench and plans feed random token ids). Every
+        config is validated once it is read (`load_config`, a sweep's grid, a study's runs) or
+        before it is used (the trainer, bench, plans); returns self."""
         self.model.validate()
         self.data.validate()
         self.train.validate()
         self.mesh.validate()
-        self.model.vocab_size = _vocab_size(self)
+        if reads_data or self.model.vocab_size is None:
+            self.model.vocab_size = _vocab_size(self)
         return self
 
     def to_dict(self) -> dict[str, Any]:

@@ -189,7 +189,7 @@ def plan_config(cfg: Config, topology: str | Topology, *, name: str = "config",
     """
     topology = resolve_topology(topology) if isinstance(topology, str) else topology
     devices = devices if devices is not None else topology_devices(topology)
-    cfg = cfg.validate()
+    cfg = cfg.validate(reads_data=False)  # compiled, never fed data: any vocabulary set is kept
     model = cfg.model
     if model.compute_dtype == "auto":
         model = dataclasses.replace(model, compute_dtype="bfloat16")
