@@ -79,14 +79,14 @@ def moments_only() -> None:
 
 def end_to_end() -> None:
     from depthdelusion import rundir
-    from depthdelusion.config import Config, MeshConfig, resolve_vocab
+    from depthdelusion.config import Config, MeshConfig
     from depthdelusion.parallel.mesh import make_mesh
     from depthdelusion.train.checkpoints import Checkpointer
     from depthdelusion.train.step import build_trainer
 
     cfg = Config()
     mc = dataclasses.replace(cfg.model, depth=D, width=W, seq_len=args.seq_len)
-    cfg = resolve_vocab(dataclasses.replace(cfg, model=mc, mesh=MeshConfig(data=1))).validate()
+    cfg = dataclasses.replace(cfg, model=mc, mesh=MeshConfig(data=1)).validate()
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run"
         run.mkdir()

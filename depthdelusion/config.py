@@ -20,25 +20,64 @@ Parametrization = Literal["sp", "mup", "depth_mup", "completep"]
 PARAMETRIZATIONS = get_args(Parametrization)  # for commands that take a list of them
 
 
+def _bounded(default, *, ge=None, gt=None, le=None, lt=None, note: str = ""):
+    """A field whose valid range is declared with it (``ge``: >=, ``gt``: >, ``le``: <=,
+    ``lt``: <); ``Config.validate`` checks every such field through :func:`_check_bounds`."""
+    return dataclasses.field(default=default, metadata={"bounds": {"ge": ge, "gt": gt, "le": le, "lt": lt},
+                                                        "note": note})
+
+
+def _bounds_text(bounds: dict, integer: bool) -> str:
+    """What a bounded field must be, in words ("a positive integer", ">= 0", "in [0, 1)")."""
+    lo = (f"[{bounds['ge']:g}" if bounds["ge"] is not None else
+          f"({bounds['gt']:g}" if bounds["gt"] is not None else None)
+    hi = (f"{bounds['le']:g}]" if bounds["le"] is not None else
+          f"{bounds['lt']:g})" if bounds["lt"] is not None else None)
+    if lo and hi:
+        return f"in {lo}, {hi}"
+    if integer and bounds["ge"] == 1 and not hi:
+        return "a positive integer"
+    return (f">= {bounds['ge']:g}" if bounds["ge"] is not None else f"> {bounds['gt']:g}" if lo else
+            f"<= {bounds['le']:g}" if bounds["le"] is not None else f"< {bounds['lt']:g}")
+
+
+def _check_bounds(section_obj: Any, section: str) -> None:
+    """Every field declared with :func:`_bounded`: a ValueError naming the first one out of its
+    range (null passes where the field allows it)."""
+    hints = typing.get_type_hints(type(section_obj))
+    for f in dataclasses.fields(section_obj):
+        bounds = f.metadata.get("bounds")
+        value = getattr(section_obj, f.name)
+        if bounds is None or value is None:
+            continue
+        ok = ((bounds["ge"] is None or value >= bounds["ge"]) and (bounds["gt"] is None or value > bounds["gt"])
+              and (bounds["le"] is None or value <= bounds["le"]) and (bounds["lt"] is None or value < bounds["lt"]))
+        if not ok:
+            nullable = type(None) in get_args(hints[f.name])
+            integer = int in (hints[f.name], *get_args(hints[f.name]))
+            raise ValueError(f"{section}.{f.name}={value}: must be {_bounds_text(bounds, integer)}"
+                             + (" or null" if nullable else "") + f.metadata["note"])
+
+
 @dataclasses.dataclass
 class ModelConfig:
     """Decoder-only Pre-LN transformer. W = width, D = depth, H = width / head_dim heads."""
 
-    depth: int = 16  # D, number of transformer blocks
-    width: int = 512  # W, residual stream width
-    head_dim: int = 64  # per-head dimension; heads = width / head_dim
+    depth: int = _bounded(16, ge=1)  # D, number of transformer blocks
+    width: int = _bounded(512, ge=1)  # W, residual stream width
+    head_dim: int = _bounded(64, ge=1)  # per-head dimension; heads = width / head_dim
     ffn: Literal["gelu", "swiglu"] = "gelu"
     # FFN hidden size F; None means 4W for gelu and 8W/3 rounded up to a multiple of 64 for swiglu
     # (same parameter count to within rounding).
-    ffn_hidden: int | None = None
+    ffn_hidden: int | None = _bounded(None, ge=1)
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     positions: Literal["rope", "learned"] = "rope"
     rope_base: float = 10000.0
-    # None: the data's tokenizer's (`resolve_vocab`, before anything uses the config).
-    vocab_size: int | None = None
-    seq_len: int = 1024
+    # None: the data's tokenizer's, set by Config.validate() (which loading a config runs).
+    vocab_size: int | None = _bounded(None, ge=2, note=" (null: from the tokenizer)")
+    seq_len: int = _bounded(1024, ge=1)
     use_bias: bool = True  # biases of the linear layers and the LM head (LayerNorm keeps its own)
-    init_std: float = 0.02
+    init_std: float = _bounded(0.02, gt=0)
     param_dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     # "auto": bfloat16 on accelerators, float32 on CPU (where bf16 matmuls are emulated, slowly).
     compute_dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
@@ -50,8 +89,8 @@ class ModelConfig:
     # Hyperparameter-transfer parameterization (docs/parametrization.md): init, forward multipliers
     # and per-group AdamW lr / wd / eps scale with m_N = width / base_width, m_L = depth / base_depth.
     parametrization: Parametrization = "sp"
-    base_width: int = 256  # the width at which lr, init_std, wd and eps were tuned
-    base_depth: int = 2  # the depth at which they were tuned
+    base_width: int = _bounded(256, ge=1)  # the width at which lr, init_std, wd and eps were tuned
+    base_depth: int = _bounded(2, ge=1)  # the depth at which they were tuned
     # dtype of the residual stream (the scan carry, the sum of every block's output) and of the
     # logits' accumulation: "float32" keeps them in float32 under bf16/fp16 compute (the matmuls
     # stay in the compute dtype); "compute" keeps them in the compute dtype. Identical on CPU,
@@ -72,21 +111,15 @@ class ModelConfig:
         return -(-8 * self.width // 3 // 64) * 64
 
     def validate(self) -> None:
-        _check_positive(self, "model", ("depth", "width", "head_dim", "seq_len", "base_width", "base_depth"))
+        _check_bounds(self, "model")
         if self.width % self.head_dim:
             raise ValueError(
                 f"model.width={self.width} is not divisible by model.head_dim={self.head_dim}: "
                 f"choose a width that is a multiple of {self.head_dim} (e.g. "
                 f"{max(self.head_dim, self.width // self.head_dim * self.head_dim)})"
             )
-        if self.ffn_hidden is not None and self.ffn_hidden < 1:
-            raise ValueError(f"model.ffn_hidden={self.ffn_hidden}: must be a positive integer or null")
-        if self.vocab_size is not None and self.vocab_size < 2:
-            raise ValueError(f"model.vocab_size={self.vocab_size}: must be >= 2 or null (from the tokenizer)")
         if self.positions == "rope" and self.head_dim % 2:
             raise ValueError(f"model.head_dim={self.head_dim}: rope needs an even head_dim")
-        if self.init_std <= 0:
-            raise ValueError(f"model.init_std={self.init_std}: must be > 0")
 
 
 BUILTIN_ZIPF_MAX = 4.0  # beyond it the top word takes > 92% of every part of speech: no lexicon left
@@ -112,11 +145,11 @@ class DataConfig:
     format: Literal["auto", "slimpajama", "arrayrecord", "jsonl", "text"] = "auto"
     tokenizer: Literal["bytes", "gpt2"] = "bytes"
     seed: int = 42  # data order (and which built-in documents are drawn)
-    epochs: int = 1  # passes over the data; 1 = no sequence is ever repeated
-    workers: int = 0  # grain worker processes (tokenization in parallel); 0 = in-process
-    prefetch: int = 4  # batches prepared ahead by a background thread when workers = 0
-    holdout_files: int = 0  # jsonl/text without a validation split: hold out the last N files
-    builtin_documents: int = 30_000  # size of the built-in corpus (~660 bytes per document)
+    epochs: int = _bounded(1, ge=1)  # passes over the data; 1 = no sequence is ever repeated
+    workers: int = _bounded(0, ge=0)  # grain worker processes (tokenization in parallel); 0 = in-process
+    prefetch: int = _bounded(4, ge=0)  # batches prepared ahead by a background thread when workers = 0
+    holdout_files: int = _bounded(0, ge=0)  # jsonl/text without a validation split: hold out the last N files
+    builtin_documents: int = _bounded(30_000, ge=1)  # size of the built-in corpus (~660 bytes per document)
     # data.path=tfds:NAME[:CONFIG] reads the TFDS dataset prepared under this directory (local or
     # gs://; None: $TFDS_DATA_DIR or ~/tensorflow_datasets); nothing is downloaded at run time.
     tfds_dir: str | None = None
@@ -126,51 +159,46 @@ class DataConfig:
     builtin_zipf_exponent: float = 1.1
 
     def validate(self) -> None:
+        _check_bounds(self, "data")
         check_builtin_zipf(self.builtin_zipf_exponent, "data.builtin_zipf_exponent")
         if self.path is not None and self.builtin_zipf_exponent != DataConfig.builtin_zipf_exponent:
             # the knob would be ignored, and the run's config.yaml would name a corpus it never read
             raise ValueError(f"data.builtin_zipf_exponent={self.builtin_zipf_exponent:g} shapes the built-in "
                              f"corpus only, but data.path={self.path!r} is set: unset data.path or drop "
                              "the setting")
-        for name in ("epochs", "builtin_documents"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"data.{name}={getattr(self, name)}: must be a positive integer")
-        for name in ("workers", "prefetch", "holdout_files"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"data.{name}={getattr(self, name)}: must be >= 0")
 
 
 @dataclasses.dataclass
 class TrainConfig:
     """The optimisation recipe: AdamW with warmup + cosine decay and global-norm clipping."""
 
-    steps: int = 24414  # 6.4B tokens at 256 x 1024 tokens per step
-    batch_size: int = 256  # global batch, sequences
-    lr: float = 3e-4  # peak learning rate
-    warmup_steps: int = 2000
-    lr_min_ratio: float = 0.1  # cosine decays to lr * lr_min_ratio
-    beta1: float = 0.9
-    beta2: float = 0.95
-    eps: float = 1e-8
-    weight_decay: float = 0.1  # decoupled; matrices and embeddings only, never norms or biases
-    grad_clip: float = 1.0  # global-norm clipping; 0 disables
+    steps: int = _bounded(24414, ge=1)  # 6.4B tokens at 256 x 1024 tokens per step
+    batch_size: int = _bounded(256, ge=1)  # global batch, sequences
+    lr: float = _bounded(3e-4, gt=0)  # peak learning rate
+    warmup_steps: int = _bounded(2000, ge=0)
+    lr_min_ratio: float = _bounded(0.1, ge=0, le=1)  # cosine decays to lr * lr_min_ratio
+    beta1: float = _bounded(0.9, ge=0, lt=1)
+    beta2: float = _bounded(0.95, ge=0, lt=1)
+    eps: float = _bounded(1e-8, gt=0)
+    weight_decay: float = _bounded(0.1, ge=0)  # decoupled; matrices and embeddings only, never norms or biases
+    grad_clip: float = _bounded(1.0, ge=0)  # global-norm clipping; 0 disables
     seed: int = 42  # parameter init
-    log_every: int = 1  # loss, lr and global grad norm are logged every this many steps
-    layer_stats_every: int = 100  # per-layer weight / activation-gradient norms, tokens/s, MFU
-    eval_every: int = 1000  # validation loss every this many steps and at the end
-    eval_batches: int = 8  # validation batches per evaluation (the same each time); 0 = none
-    checkpoint_every: int = 1000  # steps between checkpoints; 0 = by time only
-    checkpoint_minutes: float = 30.0  # minutes between checkpoints; 0 = by steps only
-    keep_checkpoints: int = 3  # the newest K are kept
+    log_every: int = _bounded(1, ge=1)  # loss, lr and global grad norm are logged every this many steps
+    layer_stats_every: int = _bounded(100, ge=1)  # per-layer weight / activation-gradient norms, tokens/s, MFU
+    eval_every: int = _bounded(1000, ge=1)  # validation loss every this many steps and at the end
+    eval_batches: int = _bounded(8, ge=0)  # validation batches per evaluation (the same each time); 0 = none
+    checkpoint_every: int = _bounded(1000, ge=0)  # steps between checkpoints; 0 = by time only
+    checkpoint_minutes: float = _bounded(30.0, ge=0)  # minutes between checkpoints; 0 = by steps only
+    keep_checkpoints: int = _bounded(3, ge=1)  # the newest K are kept
     # A step whose loss or gradient is not finite never updates the parameters; then
     # "stop" ends the run with an error (the last checkpoint stays good), "skip" goes on.
     nonfinite: Literal["stop", "skip"] = "stop"
     # The run ends (every host, status 1) when its step has not advanced for this long: a hung
     # collective or data read; tpu/babysit.sh then resumes it. 0 = off. Covers compilation too.
-    watchdog_minutes: float = 30.0
+    watchdog_minutes: float = _bounded(30.0, ge=0, note=" (0 = off)")
     # The global batch is split into this many microbatches whose gradients are averaged before
     # one update (the same numbers as the whole batch at once, in less activation memory).
-    grad_accum_steps: int = 1
+    grad_accum_steps: int = _bounded(1, ge=1)
     # "START-STOP": a jax.profiler trace of steps START through STOP into <out>/profile/.
     profile_steps: str | None = None
     # Where the scalars go besides metrics.jsonl (always written): any of jsonl, tensorboard,
@@ -188,26 +216,7 @@ class TrainConfig:
         return int(match.group(1)), int(match.group(2))
 
     def validate(self) -> None:
-        _check_positive(self, "train", ("steps", "batch_size", "log_every", "layer_stats_every", "eval_every"))
-        if self.watchdog_minutes < 0:
-            raise ValueError(f"train.watchdog_minutes={self.watchdog_minutes}: must be >= 0 (0 = off)")
-        for name in ("eval_batches", "checkpoint_every", "checkpoint_minutes"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"train.{name}={getattr(self, name)}: must be >= 0")
-        if self.keep_checkpoints < 1:
-            raise ValueError(f"train.keep_checkpoints={self.keep_checkpoints}: must be >= 1")
-        if self.warmup_steps < 0:
-            raise ValueError(f"train.warmup_steps={self.warmup_steps}: must be >= 0")
-        if not self.lr > 0:
-            raise ValueError(f"train.lr={self.lr}: must be > 0")
-        if not 0 <= self.lr_min_ratio <= 1:
-            raise ValueError(f"train.lr_min_ratio={self.lr_min_ratio}: must be in [0, 1]")
-        for name in ("beta1", "beta2"):
-            if not 0 <= getattr(self, name) < 1:
-                raise ValueError(f"train.{name}={getattr(self, name)}: must be in [0, 1)")
-        if self.weight_decay < 0 or self.grad_clip < 0 or self.eps <= 0:
-            raise ValueError("train.weight_decay and train.grad_clip must be >= 0, train.eps > 0")
-        _check_positive(self, "train", ("grad_accum_steps",))
+        _check_bounds(self, "train")
         if self.batch_size % self.grad_accum_steps:
             raise ValueError(f"train.batch_size={self.batch_size} is not divisible by "
                              f"train.grad_accum_steps={self.grad_accum_steps}")
@@ -241,11 +250,18 @@ class Config:
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     mesh: MeshConfig = dataclasses.field(default_factory=MeshConfig)
 
-    def validate(self) -> "Config":
+    def validate(self, *, reads_data: bool = True) -> "Config":
+        """Check every field and complete the one that depends on another section: a null
+        model.vocab_size becomes the tokenizer's vocabulary (a set one must hold every id of the
+        tokenizer, unless ``reads_data`` is False: bench and plans feed random token ids). Every
+        config is validated once it is read (`load_config`, a sweep's grid, a study's runs) or
+        before it is used (the trainer, bench, plans); returns self."""
         self.model.validate()
         self.data.validate()
         self.train.validate()
         self.mesh.validate()
+        if reads_data or self.model.vocab_size is None:
+            self.model.vocab_size = _vocab_size(self)
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -268,13 +284,6 @@ def check_trackers(names: list[str]) -> None:
         if module is not None and importlib.util.find_spec(module) is None:
             raise ValueError(f"train.trackers names {name!r}, but {module} is not installed: "
                              f"pip install 'depthdelusion[trackers]' (or drop {name!r})")
-
-
-def _check_positive(section_obj: Any, section: str, names: tuple[str, ...]) -> None:
-    for name in names:
-        value = getattr(section_obj, name)
-        if value < 1:
-            raise ValueError(f"{section}.{name}={value}: must be a positive integer")
 
 
 def _section_class(section: str) -> type:
@@ -377,9 +386,25 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), yaml.safe_load(value) if value.strip() else None
 
 
+def read_yaml(path):
+    """The parsed YAML file at ``path`` (local or gs://, an epath.Path or a str), read with
+    yaml.safe_load; invalid YAML is a one-line ValueError naming the file, the line and the
+    column. The one YAML file reader: configs, sweep grids, study experiments, a run's config.yaml."""
+    from etils import epath
+
+    path = epath.Path(path)
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ValueError(f"{path}: not valid YAML{where}: {problem}") from None
+
+
 def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """Read a YAML config (local or gs://, or start from defaults), apply `section.field=value`
-    overrides, validate."""
+    overrides, validate (which sets a null vocab_size from the tokenizer)."""
     raw: dict[str, Any] = {}
     source = "defaults"
     if path is not None:
@@ -389,10 +414,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tu
         if not path.is_file():
             raise FileNotFoundError(f"config file not found: {path}")
         source = str(path)
-        try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ValueError(f"{path}: not valid YAML: {err}") from None
+        raw = read_yaml(path) or {}
     cfg = from_dict(raw, source)
     for text in overrides:
         key, value = parse_override(text)
@@ -400,20 +422,18 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tu
     return cfg.validate()
 
 
-def resolve_vocab(cfg: Config) -> Config:
-    """The config with model.vocab_size set: null becomes the tokenizer's vocabulary
-    (data/tokenizers.py); a set value must hold every id of the tokenizer. Entry points (the
-    trainer, grid expansion, planning) call this before anything reads the config."""
+def _vocab_size(cfg: Config) -> int:
+    """model.vocab_size, a null one the tokenizer's vocabulary (data/tokenizers.py)."""
     from depthdelusion.data.tokenizers import vocab_size
 
     tokenizer_vocab = vocab_size(cfg.data.tokenizer)
     if cfg.model.vocab_size is None:
-        return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=tokenizer_vocab))
+        return tokenizer_vocab
     if cfg.model.vocab_size < tokenizer_vocab:
         raise ValueError(
             f"model.vocab_size={cfg.model.vocab_size} is smaller than the {cfg.data.tokenizer} "
             f"tokenizer's vocabulary ({tokenizer_vocab}): use >= {tokenizer_vocab} or null")
-    return cfg
+    return cfg.model.vocab_size
 
 
 #: Config files shipped in the package (depthdelusion/presets/NAME.yaml), usable by name.

@@ -23,7 +23,7 @@ import re
 import time
 from typing import Any, NamedTuple
 
-from depthdelusion.config import Config, MeshConfig, resolve_vocab
+from depthdelusion.config import Config, MeshConfig
 from depthdelusion import model_size as size
 from depthdelusion.train.hardware import TPU_GENERATIONS, Chip, GiB
 
@@ -189,8 +189,7 @@ def plan_config(cfg: Config, topology: str | Topology, *, name: str = "config",
     """
     topology = resolve_topology(topology) if isinstance(topology, str) else topology
     devices = devices if devices is not None else topology_devices(topology)
-    if cfg.model.vocab_size is None:
-        cfg = resolve_vocab(cfg)
+    cfg = cfg.validate(reads_data=False)  # compiled, never fed data: any vocabulary set is kept
     model = cfg.model
     if model.compute_dtype == "auto":
         model = dataclasses.replace(model, compute_dtype="bfloat16")

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import yaml
 
-from depthdelusion.config import Config, from_dict, resolve_vocab
+from depthdelusion.config import Config, from_dict, read_yaml
 
 if TYPE_CHECKING:
     from etils import epath
@@ -86,12 +86,7 @@ def _write_whole(path: epath.Path, text: str) -> None:
 
 def _read_yaml(path):
     """The parsed YAML at ``path``, or None when the file is absent."""
-    if not path.exists():
-        return None
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ValueError(f"{path}: not valid YAML: {err}") from None
+    return read_yaml(path) if path.exists() else None
 
 
 def read_config(run_dir: epath.PathLike) -> Config | None:
@@ -122,11 +117,11 @@ def differs_in_numbers(saved: Config, cfg: Config) -> list[str]:
 
 def check_same_numbers(run_dir: epath.PathLike, cfg: Config) -> None:
     """Raise ConfigChanged if RUN_DIR holds a run (finished or not) whose config.yaml differs
-    from `cfg` in a field that changes the numbers."""
+    from `cfg` (validated: its vocabulary set) in a field that changes the numbers."""
     saved = read_config(run_dir)
     if saved is None:
         return
-    changed = differs_in_numbers(saved, resolve_vocab(cfg))
+    changed = differs_in_numbers(saved, cfg)
     if changed:
         finished = status(run_dir) == "finished"
         raise ConfigChanged(

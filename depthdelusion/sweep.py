@@ -9,10 +9,8 @@ etils.epath. This module imports no JAX at import time (expanding a grid needs n
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import fnmatch
-import io
 import itertools
 import math
 import re
@@ -23,11 +21,11 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-import yaml
 from etils import epath
 
 from depthdelusion import rundir
-from depthdelusion.config import Config, set_field, from_dict, parse_override, resolve_vocab
+from depthdelusion.analysis.tables import write_csv
+from depthdelusion.config import Config, set_field, from_dict, parse_override, read_yaml
 
 GRID_KEYS = ("name", "description", "topology", "fixed", "grid", "runs", "overrides",
              "tokens", "tokens_per_param", "name_format")
@@ -59,11 +57,11 @@ def _dotted(mapping: Any, where: str) -> dict[str, Any]:
 
 def steps_for_budget(cfg: Config, tokens: float | None, tokens_per_param: float | None) -> int:
     """train.steps = ceil(tokens / (batch_size x seq_len)); tokens may be tokens_per_param x N
-    with N the exact parameter count (embeddings included)."""
+    with N the exact parameter count (embeddings included). `cfg` is validated (its vocabulary set)."""
     from depthdelusion.model_size import count_params
 
     if tokens_per_param is not None:
-        tokens = tokens_per_param * count_params(resolve_vocab(cfg).model)
+        tokens = tokens_per_param * count_params(cfg.model)
     return max(1, math.ceil(tokens / (cfg.train.batch_size * cfg.model.seq_len)))
 
 
@@ -82,10 +80,7 @@ def load_grid(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
     path = epath.Path(path)
     if not path.exists():
         raise FileNotFoundError(f"experiment file not found: {path}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ValueError(f"{path}: not valid YAML: {err}") from None
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a mapping with keys {', '.join(GRID_KEYS)}")
     unknown = sorted(set(raw) - set(GRID_KEYS))
@@ -148,10 +143,10 @@ def load_grid(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
         except ValueError as err:
             raise ValueError(err if str(path) in str(err) else f"{path}: overrides.{name}: {err}") from None
         try:
-            cfg = resolve_vocab(cfg)
+            cfg.validate()  # (sets the vocabulary, which the parameter count needs)
             if "tokens" in raw or "tokens_per_param" in raw:
                 cfg.train.steps = steps_for_budget(cfg, raw.get("tokens"), raw.get("tokens_per_param"))
-            cfg.validate()
+                cfg.validate()
         except ValueError as err:
             raise ValueError(f"{path}: run {name}: {err}") from None
         runs.append((name, cfg))
@@ -185,7 +180,7 @@ def _row(name: str, cfg: Config, status: str, summary: dict | None, error: str =
     from depthdelusion.model_size import count_params
 
     summary = summary or {}
-    model = resolve_vocab(cfg).model
+    model = cfg.model
     return {
         "name": name, "status": status, "depth": cfg.model.depth, "width": cfg.model.width,
         "params": summary.get("params", count_params(model)),
@@ -215,12 +210,7 @@ def grid_rows(runs: list[tuple[str, Config]], out: epath.Path, current: list[dic
 
 
 def write_runs_csv(rows: list[dict[str, Any]], path: epath.Path) -> None:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=RUNS_CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in RUNS_CSV_COLUMNS})
-    path.write_text(buf.getvalue())
+    write_csv(path, RUNS_CSV_COLUMNS, [[row.get(k) for k in RUNS_CSV_COLUMNS] for row in rows])
 
 
 def _default_train(cfg: Config, run_dir: epath.Path) -> dict[str, Any]:

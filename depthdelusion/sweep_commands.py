@@ -6,10 +6,10 @@ import datetime
 import platform
 import sys
 
-import yaml
 from etils import epath
 
 from depthdelusion import exit_codes
+from depthdelusion.config import read_yaml
 
 
 def _is_grid(path: str) -> bool:
@@ -17,8 +17,8 @@ def _is_grid(path: str) -> bool:
     if not p.exists() or p.suffix not in (".yaml", ".yml"):
         return False
     try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError:
+        raw = read_yaml(p)
+    except ValueError:  # not YAML: not a grid (the config reader reports it)
         return False
     return isinstance(raw, dict) and ("grid" in raw or "runs" in raw)
 

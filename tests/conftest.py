@@ -1,13 +1,57 @@
-"""Test-wide setup: 8 simulated CPU devices, so sharding runs on real meshes (before jax loads)."""
+"""Test-wide setup (before jax loads, and inherited by the subprocesses tests start and by
+pytest-xdist's workers, which import this file too): 8 simulated CPU devices, so sharding runs
+on real meshes; JAX's persistent compilation cache; a private data cache."""
 import os
+import tempfile
+from importlib.metadata import version
 
 os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
 ).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+# Most of the suite's time is XLA compiling the same tiny models again: in another test file,
+# another xdist worker or a `python -m depthdelusion` subprocess. A compiled program's cache key
+# is its HLO, compile options and JAX version, so a stale entry is never used; keying the
+# directory by the version as well keeps old versions' entries out of the way. .ci/run sets a
+# fresh directory per CI run; a developer's runs share this one.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(
+    tempfile.gettempdir(), f"depthdelusion-test-jax-cache-{version('jax')}-{version('jaxlib')}"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")  # the tiny models too
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+
 # The built-in corpus is written once per test session, away from the user's cache.
 if "DEPTHDELUSION_CACHE" not in os.environ:
-    import tempfile
-
     os.environ["DEPTHDELUSION_CACHE"] = tempfile.mkdtemp(prefix="depthdelusion-cache-")
+
+import pytest  # noqa: E402 - after the environment above, which must be set before jax loads
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+# Markers by file (registered in pyproject.toml). slow: most of each test is training or compiling
+# (JAX on CPU, or libtpu ahead of time) or several processes; `pytest -m "not slow"` is the fast
+# part, for a developer between edits. subprocess: tests that start processes.
+SLOW = {
+    "test_checkpoints.py", "test_coord_check.py", "test_expansion.py", "test_expansion_probe.py",
+    "test_expansion_study.py", "test_grad_accum.py", "test_grad_accum_plan.py", "test_lr_transfer.py",
+    "test_multihost.py", "test_parametrization.py", "test_plan.py", "test_profile.py",
+    "test_residual_dtype.py", "test_rundir.py", "test_sharding.py", "test_speed.py", "test_splash.py",
+    "test_spectrum.py", "test_sweep.py", "test_tpu_failfast.py", "test_tpu_gcs.py", "test_tpu_sweep.py",
+    "studies/test_data_exponent.py", "studies/test_persistence_probe.py", "studies/test_persistence_study.py",
+}
+SUBPROCESS = {
+    "test_checkpoints.py", "test_cli.py", "test_multihost.py", "test_tfds.py", "test_tpu_babysit.py",
+    "test_tpu_failfast.py", "test_tpu_scripts.py", "test_train_command.py",
+    "analysis/test_cli_analysis.py", "analysis/test_import.py", "analysis/test_report_latex.py",
+}
+_missing = sorted(name for name in SLOW | SUBPROCESS if not os.path.isfile(os.path.join(TESTS, name)))
+if _missing:
+    raise pytest.UsageError(f"tests/conftest.py marks test files that do not exist: {_missing}")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        name = os.path.relpath(str(item.path), TESTS).replace(os.sep, "/")
+        if name in SLOW:
+            item.add_marker(pytest.mark.slow)
+        if name in SUBPROCESS:
+            item.add_marker(pytest.mark.subprocess)

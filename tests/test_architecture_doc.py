@@ -29,3 +29,50 @@ def test_every_module_has_a_line_and_every_line_a_module():
     described = described_modules()
     assert not actual - described, f"modules without a line in docs/architecture.md: {sorted(actual - described)}"
     assert not described - actual, f"docs/architecture.md describes modules that do not exist: {sorted(described - actual)}"
+
+
+def _layer_table() -> dict[str, set[str]]:
+    """docs/architecture.md's layer table: {unit: the units it may import}; a unit is `pkg/`,
+    `module.py` or `pkg/module.py` as written there."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text[text.index("## Layers"):text.index("## Modules")]
+    allowed = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].isdigit():
+            for unit in re.findall(r"`([\w/.]+)`", cells[1]):
+                allowed.setdefault(unit, set()).update(re.findall(r"`([\w/.]+)`", cells[2]))
+    return allowed
+
+
+def _unit(module: str, units) -> str | None:
+    """The most specific unit of the table a module belongs to (`data/tokenizers.py` before `data/`)."""
+    parts = module.split(".")[1:]
+    for candidate in ("/".join(parts) + ".py", parts[0] + "/", parts[0] + ".py"):
+        if candidate in units:
+            return candidate
+    return None
+
+
+def test_the_layer_table_allows_every_import_in_the_package():
+    """Every import between two units of the package (grimp: imports inside functions too) is
+    one the table's row for the importer names; every module of the package is in a row."""
+    import grimp
+
+    allowed = _layer_table()
+    assert {"cli.py", "train/", "analysis/", "config.py", "data/tokenizers.py"} <= set(allowed)
+    graph = grimp.build_graph("depthdelusion")
+    unplaced = sorted(m for m in graph.modules if m != "depthdelusion" and _unit(m, allowed) is None)
+    assert not unplaced, f"modules in no row of the layer table: {unplaced}"
+    breaches = set()
+    for importer in graph.modules:
+        for imported in graph.find_modules_directly_imported_by(importer):
+            if not imported.startswith("depthdelusion.") or importer == "depthdelusion":
+                continue
+            a, b = _unit(importer, allowed), _unit(imported, allowed)
+            package = b.split("/")[0] + "/" if "/" in b and b.endswith(".py") else None
+            if a == b or package == a:  # inside a unit, or a package using its own module
+                continue
+            if b not in allowed[a] and package not in allowed[a]:  # `data/` allows `data/tokenizers.py`
+                breaches.add(f"{importer} -> {imported} ({a} may import {sorted(allowed[a])})")
+    assert not breaches, "imports the layer table does not allow:\n" + "\n".join(sorted(breaches))

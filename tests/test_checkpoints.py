@@ -19,6 +19,7 @@ from depthdelusion.rundir import read_metrics
 from depthdelusion.train.checkpoints import Checkpointer
 from depthdelusion.train.loop import NonFiniteError, train
 from depthdelusion.train.step import build_trainer
+from depthdelusion.train.watchdog import Watchdog
 
 TINY = {
     "model": {"depth": 2, "width": 64, "head_dim": 16, "seq_len": 64},
@@ -127,11 +128,28 @@ def interrupted_run(config_file, out: Path, at_lines: int = 15) -> None:
     proc.wait()
 
 
-def test_bad_checkpoints_are_detected_and_the_previous_one_is_used(config_file, reference, tmp_path):
+class _Stopped(BaseException):
+    """Ends a run between two steps the way a kill does: no handler of the loop's catches it,
+    so no summary is written (only the loop's `finally` runs)."""
+
+
+def test_bad_checkpoints_are_detected_and_the_previous_one_is_used(config_file, reference, tmp_path,
+                                                                    monkeypatch):
     out = tmp_path / "run"
-    interrupted_run(config_file, out)
+    beat = Watchdog.beat
+
+    def stop_before_step_15(self, step):  # at a step, not after a time: any machine's speed
+        if step == 15:
+            raise _Stopped
+        beat(self, step)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Watchdog, "beat", stop_before_step_15)
+        with pytest.raises(_Stopped):
+            train(load_config(config_file), out)
+    assert not (out / "summary.json").exists()
     steps = sorted(int(p.name) for p in (out / "checkpoints").iterdir() if p.name.isdigit())
-    assert len(steps) >= 2
+    assert steps == [4, 8, 12]
     corrupt(out / "checkpoints" / str(steps[-1]))
     half = out / "checkpoints" / f"{steps[-1] + 4}.orbax-checkpoint-tmp-1234567"  # killed mid-save
     (half / "state").mkdir(parents=True)

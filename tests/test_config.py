@@ -86,3 +86,60 @@ def test_no_tuple_in_config_repeats_a_literal_field_type():
               if isinstance(value, tuple) and frozenset(value) in choices and value is not choices[frozenset(value)]]
     assert not copies, f"config.py constants repeating a Literal field type: {copies}"
     assert config.PARAMETRIZATIONS == ("sp", "mup", "depth_mup", "completep")
+
+
+def test_valid_ranges_are_declared_on_the_fields_and_checked_from_there():
+    import dataclasses
+
+    from depthdelusion.config import DataConfig, TrainConfig
+
+    bounded = {f"{section}.{f.name}": f.metadata["bounds"]
+               for section, cls in (("model", ModelConfig), ("data", DataConfig), ("train", TrainConfig))
+               for f in dataclasses.fields(cls) if "bounds" in f.metadata}
+    assert {"model.depth", "model.vocab_size", "model.init_std", "data.workers", "train.lr",
+            "train.beta2", "train.lr_min_ratio", "train.eps", "train.grad_accum_steps"} <= set(bounded)
+    for key, b in bounded.items():  # just outside each declared end: an error naming the field
+        outside = [b["ge"] - 1 if b["ge"] is not None else None, b["gt"],
+                   b["le"] + 1 if b["le"] is not None else None, b["lt"]]
+        for value in (v for v in outside if v is not None):
+            with pytest.raises(ValueError, match=rf"^{key}={value:g}(\.0)?: must be "):
+                load_config(None, [f"{key}={value}"])
+    with pytest.raises(ValueError, match=r"train.beta1=1.0: must be in \[0, 1\)$"):
+        load_config(None, ["train.beta1=1"])
+    with pytest.raises(ValueError, match=r"train.watchdog_minutes=-1.0: must be >= 0 \(0 = off\)$"):
+        load_config(None, ["train.watchdog_minutes=-1"])
+
+
+def test_the_vocabulary_is_the_tokenizers_once_the_config_is_loaded():
+    assert load_config().model.vocab_size == 257  # bytes
+    assert load_config(None, ["data.tokenizer=gpt2"]).model.vocab_size == 50257
+    assert load_config(None, ["model.vocab_size=300"]).model.vocab_size == 300  # room to spare: kept
+    with pytest.raises(ValueError, match=r"model.vocab_size=100 is smaller than the bytes tokenizer's"):
+        load_config(None, ["model.vocab_size=100"])
+    cfg = Config()  # built in code: validating it sets the vocabulary the same way
+    assert cfg.model.vocab_size is None and cfg.validate().model.vocab_size == 257
+
+
+def test_one_yaml_file_reader(tmp_path):
+    """config.read_yaml reads every YAML file (configs, grids, experiments, a run's config.yaml):
+    yaml.safe_load appears only there and in the --set value parser."""
+    import ast
+    from pathlib import Path
+
+    from depthdelusion.config import read_yaml
+
+    package = Path(__file__).resolve().parents[1] / "depthdelusion"
+    calls = []
+    for path in package.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef):
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.Attribute) and node.attr in ("safe_load", "load") \
+                            and isinstance(node.value, ast.Name) and node.value.id == "yaml":
+                        calls.append(f"{path.relative_to(package)}:{fn.name}")
+    assert sorted(set(calls)) == ["config.py:parse_override", "config.py:read_yaml"], calls
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: [1,\n")
+    with pytest.raises(ValueError, match=r"bad\.yaml: not valid YAML \(line 2, column 1\): expected the node content"):
+        read_yaml(bad)

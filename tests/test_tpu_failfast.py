@@ -5,6 +5,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 
 import portpicker
 import yaml
@@ -74,11 +75,19 @@ def test_watchdog_ends_a_run_whose_step_stops(monkeypatch):
         ended.append(text)
         done.set()
 
+    # The watchdog's clock is the test's: a busy machine that stalls this thread for a second
+    # between two beats must not look like a stalled step.
+    now = [1000.0]
+    monkeypatch.setattr(watchdog_module, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
     monkeypatch.setattr(watchdog_module, "_exit", fake_exit)
-    with watchdog_module.Watchdog(stall_s=1.0, poll_s=0.1) as dog:
-        for step in range(1, 16):  # advancing: no alarm
+    with watchdog_module.Watchdog(stall_s=1.0, poll_s=0.01) as dog:
+        for step in range(1, 16):  # advancing: no alarm, however many polls come in between
             dog.beat(step)
-            time.sleep(0.1)
+            now[0] += 0.5
+            time.sleep(0.02)
+        now[0] += 0.4  # 0.9 s since the last beat: still no alarm
+        time.sleep(0.1)
         assert not ended
-        assert done.wait(10)  # stopped at step 15: the alarm comes after ~1 s
+        now[0] += 0.2  # 1.1 s: the next poll ends the run
+        assert done.wait(60)
     assert "has not advanced past 15" in ended[0] and "train.watchdog_minutes" in ended[0]

@@ -106,8 +106,24 @@ def test_progress_is_a_bar_on_a_terminal_and_log_lines_otherwise():
         progress = Progress(4, stream=stream)
         for r in records:
             progress.update(r)
-    assert bar.getvalue().count("\r[") == 4 and "\r[" + "#" * 30 + "] step 4/4" in bar.getvalue()
-    assert bar.getvalue().endswith("\n")  # the bar's line is closed at the last step
+    drawn = bar.getvalue()  # tqdm redraws its line after "\r" (at most every 0.1 s)
+    assert drawn.startswith("\r") and drawn.endswith("\n")  # the bar's line is closed at the last step
+    last = drawn.rstrip("\n").rsplit("\r", 1)[1]
+    assert last.startswith("100%|") and "| 4/4 [" in last and "loss 1.0000 lr 1.00e-03 eval 1.5000" in last
+    assert "\n" not in drawn.rstrip("\n")  # one line: every redraw overwrites the last
     lines = log.getvalue().splitlines()  # only layer-stats and eval steps, no control characters
     assert [line.split()[1] for line in lines] == ["2/4", "4/4"] and "\r" not in log.getvalue()
     assert "eval 1.5000" in lines[1]
+
+
+def test_progress_bar_of_a_resumed_run_starts_at_its_step_and_notes_go_above_it():
+    bar = _Stream(True)
+    progress = Progress(4, stream=bar)
+    progress.note("resuming")
+    progress.update({"step": 3, "loss": 1.0, "lr": 1e-3})
+    progress.note("SIGTERM: saved")
+    progress.close()  # the loop's end, finished or not: the bar's line is closed
+    drawn = bar.getvalue()
+    assert drawn.startswith("resuming\n\r 50%|") and "| 2/4 [" in drawn  # steps 1-2 were done before
+    assert "\rSIGTERM: saved\n" in drawn and drawn.endswith("\n")
+    assert drawn.rstrip("\n").rsplit("\r", 1)[1].startswith(" 75%|") and "3/4" in drawn.rsplit("\r", 1)[1]

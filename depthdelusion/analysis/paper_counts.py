@@ -10,7 +10,7 @@ import io
 from importlib import resources
 
 from depthdelusion.analysis.tables import markdown_table
-from depthdelusion.config import Config, DataConfig, ModelConfig, resolve_vocab
+from depthdelusion.config import Config, DataConfig, ModelConfig
 from depthdelusion.model_size import count_params
 
 
@@ -23,7 +23,7 @@ def paper_config(depth: int, width: int) -> ModelConfig:
     """The paper's recipe as our default GPT-2-style model: GELU, LayerNorm, RoPE, biases, and
     the GPT-2 tokenizer's vocabulary."""
     cfg = Config(model=ModelConfig(depth=depth, width=width, seq_len=1024), data=DataConfig(tokenizer="gpt2"))
-    return resolve_vocab(cfg).model
+    return cfg.validate().model
 
 
 def table_rows() -> list[dict]:

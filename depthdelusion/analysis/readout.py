@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from .spectra import MIN_RANKS, fit_tail_index
-from .tables import markdown_table
+from .tables import markdown_table, write_csv
 
 READOUT_COLUMNS = ("beta", "beta_lo", "beta_hi", "decay", "decay_lo", "decay_hi", "s", "s_lo",
                    "s_hi", "b_pred", "b_pred_lo", "b_pred_hi", "rank_lo", "rank_hi", "tokens")
@@ -132,11 +132,7 @@ def source_fit(full: tuple, leave_one_out: list[tuple], head_WxV: np.ndarray, ra
 
 
 def write_readout_csv(fit: SourceFit, path: Path) -> Path:
-    with open(path, "w", newline="") as fh:
-        writer = csv.writer(fh, lineterminator="\n")
-        writer.writerow(READOUT_COLUMNS)
-        writer.writerow(fit.row())
-    return path
+    return write_csv(path, READOUT_COLUMNS, [fit.row()])
 
 
 def read_readout_csv(path: Path) -> dict:

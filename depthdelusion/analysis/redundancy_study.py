@@ -20,7 +20,7 @@ import numpy as np
 
 from .redundancy import (Design, bounded_transform, fit_rate, learning_curve, power_law_spectrum,
                          predicted_exponent, random_rotation, source_target)
-from .tables import markdown_table
+from .tables import markdown_table, write_csv
 
 BETAS = (1.5, 2.0, 3.0)
 SOURCES = (0.25, 0.5, 1.0)
@@ -81,10 +81,7 @@ def run(out: Path, *, betas=BETAS, sources=SOURCES, ns=NS, p=P, seeds=SEEDS, n_m
 
     timing = {"rates_s": round(t_rates), "invariance_s": round(t_inv), "mixture_s": round(t_mix)}
     for name, rows in (("rates", rates), ("invariance", invariance), ("mixture", mixture)):
-        with open(out / f"{name}.csv", "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+        write_csv(out / f"{name}.csv", rows[0], rows)
     if figures:
         _figure(curves, out / "learning_curves.png")
     (out / "run.json").write_text(json.dumps({"timing_s": timing, "ns": [int(n) for n in ns], "p": p,

@@ -580,8 +580,8 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
                 pt.add(p.name, kind, p.depth, p.width, f"{p.steps[0]}–{p.steps[-1]} ({len(p.steps)})",
                        p.status, _f(p.rate, "+.3g"), _ci(p.rate_ci, "+.3g"), _f(p.length, "+.3g"),
                        _f(p.r2, ".2f"))
-            warnings = sorted({p.warning for p in pfits if p.warning})
-            md += [f"- {kind} gradients: warning: {w}" for w in warnings]
+            kind_warnings = sorted({p.warning for p in pfits if p.warning})
+            md += [f"- {kind} gradients: warning: {w}" for w in kind_warnings]
             counts = {s: sum(p.status == s for p in pfits) for s in ("decay", "flat", "growth")}
             if any(counts.values()):
                 md += [f"- {kind} gradients: {counts['decay']} run(s) decay towards the input, "

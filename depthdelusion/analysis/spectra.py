@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .redundancy import predicted_exponent
-from .tables import markdown_table
+from .tables import markdown_table, write_csv
 
 HALF_TOLERANCE = 0.10  # relative difference of the two halves' eigenvalues inside the fit range
 MIN_RANKS = 5
@@ -115,11 +115,7 @@ def tail_fit(layer: int, full: np.ndarray, halves: tuple[np.ndarray, np.ndarray]
 
 
 def write_tail_csv(fits: list[TailFit], path: Path) -> Path:
-    with open(path, "w", newline="") as fh:
-        writer = csv.writer(fh, lineterminator="\n")
-        writer.writerow(TAIL_COLUMNS)
-        writer.writerows(f.row() for f in fits)
-    return path
+    return write_csv(path, TAIL_COLUMNS, [f.row() for f in fits])
 
 
 def read_tail_csv(path: Path) -> list[dict]:

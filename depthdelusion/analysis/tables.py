@@ -1,4 +1,5 @@
-"""A small table type that renders the same rows as Markdown, LaTeX (booktabs) and CSV.
+"""A small table type that renders the same rows as Markdown, LaTeX (booktabs) and CSV, and the
+package's one Markdown-table and one CSV writer (every report, study and sweep file uses them).
 
 The LaTeX is plain pdflatex input (packages: booktabs, geometry, graphicx, longtable — all in
 Debian's texlive-latex-base + texlive-latex-recommended): every character LaTeX treats
@@ -12,6 +13,7 @@ import io
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from pathlib import Path
 
 _TEX_ESCAPE = {
     "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
@@ -64,6 +66,35 @@ def markdown_table(columns, rows, align: str = "") -> str:
     return "\n".join(lines)
 
 
+def csv_text(columns, rows) -> str:
+    """CSV text: the header, then one line per row, ``\\n`` line ends (the same bytes on every
+    OS). A row is a sequence of cells in column order or a dict keyed by column name (a missing
+    key is an empty cell; a key that is not a column is an error). Cells are written as the csv
+    module writes them (None empty, a float as repr): the caller fixes the digits."""
+    columns = list(columns)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        if isinstance(row, dict):
+            extra = set(row) - set(columns)
+            if extra:
+                raise ValueError(f"CSV row has cells for no column: {sorted(extra)} (columns: {columns})")
+            row = [row.get(c) for c in columns]
+        elif len(row) != len(columns):
+            raise ValueError(f"CSV row has {len(row)} cells, expected {len(columns)} ({columns})")
+        writer.writerow(row)
+    return buf.getvalue()
+
+
+def write_csv(path, columns, rows):
+    """Write :func:`csv_text` to ``path`` (a local path, or an etils.epath path such as gs://…);
+    returns the path."""
+    path = path if hasattr(path, "write_text") else Path(path)
+    path.write_text(csv_text(columns, rows))
+    return path
+
+
 #: Tables with more rows than this are set as a longtable (may break across pages).
 LONGTABLE_ROWS = 40
 
@@ -104,11 +135,7 @@ class Table:
                           r"\bottomrule", r"\end{tabular}}", r"\end{table}"])
 
     def csv(self) -> str:
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(self.columns)
-        writer.writerows(self.rows)
-        return buf.getvalue()
+        return csv_text(self.columns, self.rows)
 
 
 LATEX_PACKAGES = ("booktabs", "graphicx", "longtable")

@@ -1,5 +1,5 @@
-"""The transformer (Flax NNX) and its exact size and cost.
-
-`size` is importable without JAX (the analysis package and planners use it);
-`transformer` needs JAX and Flax. Import the submodule you need.
+"""The transformer (Flax NNX, `transformer`) and its parametrizations (`parametrization`); both
+need JAX and Flax. The exact parameter count and FLOPs, which the analysis package and the
+planners need without JAX, are the top-level `depthdelusion.model_size`. Import the submodule
+you need.
 """

@@ -271,7 +271,7 @@ class Transformer(nnx.Module):
 
     def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
         if cfg.vocab_size is None:
-            raise ValueError("model.vocab_size is null: resolve it from the tokenizer first")
+            raise ValueError("model.vocab_size is null: validate the Config first (it sets the tokenizer's)")
         cfg.validate()
         self.cfg = cfg
         V, W, S = cfg.vocab_size, cfg.width, cfg.seq_len

@@ -7,7 +7,6 @@ push activations up. Same data, same base hyperparameters for every shape. Singl
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 from pathlib import Path
@@ -19,7 +18,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from depthdelusion.analysis.tables import markdown_table
+from depthdelusion.analysis.tables import markdown_table, write_csv
 from depthdelusion.config import DataConfig, ModelConfig, TrainConfig
 from depthdelusion.data.pipeline import Batches
 from depthdelusion.model.transformer import Transformer
@@ -125,14 +124,10 @@ def write_outputs(rows: list[dict], setup: CoordCheckSetup, out: str | Path) -> 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = {k: out / f"coord_check.{k}" for k in ("csv", "json", "md", "png")}
-    with paths["csv"].open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["parametrization", "width", "depth", "step", "last_block_rms", "logits_rms",
-                         "block_rms"])
-        for r in rows:
-            writer.writerow([r["parametrization"], r["width"], r["depth"], r["step"],
-                             f"{r['last_block_rms']:.6g}", f"{r['logits_rms']:.6g}",
-                             " ".join(f"{v:.6g}" for v in r["block_rms"])])
+    write_csv(paths["csv"], ["parametrization", "width", "depth", "step", "last_block_rms", "logits_rms",
+                             "block_rms"],
+              [[r["parametrization"], r["width"], r["depth"], r["step"], f"{r['last_block_rms']:.6g}",
+                f"{r['logits_rms']:.6g}", " ".join(f"{v:.6g}" for v in r["block_rms"])] for r in rows])
     paths["json"].write_text(json.dumps({"setup": dataclasses.asdict(setup), "rows": rows}))
     paths["md"].write_text(markdown(rows, setup))
     plot(rows, setup, paths["png"])

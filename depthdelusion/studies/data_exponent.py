@@ -22,7 +22,6 @@ and exponents.png.
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import math
@@ -34,7 +33,7 @@ import numpy as np
 
 from depthdelusion import exit_codes, rundir
 from depthdelusion.analysis import readout, spectra
-from depthdelusion.analysis.tables import markdown_table
+from depthdelusion.analysis.tables import markdown_table, write_csv
 
 SPECTRUM_TOKENS = 1 << 17  # held-out tokens per run (the validation split holds ~330k bytes)
 SPECTRUM_ROWS = 16
@@ -273,9 +272,9 @@ def run_study(root: Path, out: Path, *, tokens: int = SPECTRUM_TOKENS, rows: int
             "at_bound": " ".join(result.at_bound) if result is not None else "",
             "train_wall_s": timing[name]["train_s"], "common_tokens_max": common_max,
             **_common_cells(result_common, src_common)})
-    _write_csv(out / "exponents.csv", EXPONENT_COLUMNS, exponent_rows)
-    _write_csv(out / "runs.csv", list(run_rows[0]), run_rows)
-    _write_csv(out / "spectra.csv", list(spectrum_rows[0]), spectrum_rows)
+    write_csv(out / "exponents.csv", EXPONENT_COLUMNS, exponent_rows)
+    write_csv(out / "runs.csv", run_rows[0], run_rows)
+    write_csv(out / "spectra.csv", spectrum_rows[0], spectrum_rows)
     plot_learning_curves(curves, out / "learning_curves.png")
     plot_exponents(exponent_rows, out / "exponents.png")
     info = {"command": command, "sweep_commands": sweep_commands or [], "root": str(root),
@@ -302,13 +301,6 @@ def _common_cells(result, src) -> dict:
 
 def _r(x, digits: int = 3):
     return "" if x is None or not math.isfinite(x) else round(float(x), digits)
-
-
-def _write_csv(path: Path, columns, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(columns), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 def _num(v) -> float:

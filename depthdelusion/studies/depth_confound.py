@@ -26,9 +26,7 @@ import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import yaml
-
-from depthdelusion.config import Config, from_dict
+from depthdelusion.config import Config, from_dict, read_yaml
 
 KEYS = ("base", "widths", "depths", "lrs", "lr_bounds", "seeds", "arm_a_depth", "completep",
         "iso_flop", "metric")
@@ -48,7 +46,7 @@ def load_experiment(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"experiment file not found: {path}")
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = read_yaml(path) or {}
     missing = [k for k in KEYS if k not in raw]
     if missing:
         raise ValueError(f"{path}: missing keys {', '.join(missing)} (needs {', '.join(KEYS)})")
@@ -137,12 +135,11 @@ def tuned_lr(exp: dict, losses: dict[str, float], p: str, w: int, d: int) -> flo
 def iso_flop_steps(exp: dict, depth: int) -> int:
     """Steps at `depth` that spend the reference depth's training compute (6 N T, N the exact
     parameter count with embeddings) at the iso-FLOP width."""
-    from depthdelusion.config import resolve_vocab
     from depthdelusion.model_size import count_params
 
     iso = exp["iso_flop"]
     def params(d: int) -> int:
-        return count_params(resolve_vocab(run_config(exp, make_run("sp", iso["width"], d, 1e-3, 0))).model)
+        return count_params(run_config(exp, make_run("sp", iso["width"], d, 1e-3, 0)).model)
     steps = exp["base"]["train"]["steps"]
     return max(1, round(steps * params(iso["reference_depth"]) / params(depth)))
 

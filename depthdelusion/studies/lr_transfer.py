@@ -12,17 +12,15 @@ depth_sweep.csv, depth_sweep.png and report.md.
 """
 from __future__ import annotations
 
-import csv
 import json
 import math
 import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import yaml
 
-from depthdelusion.analysis.tables import markdown_table
-from depthdelusion.config import PARAMETRIZATIONS, Config, from_dict
+from depthdelusion.analysis.tables import markdown_table, write_csv
+from depthdelusion.config import PARAMETRIZATIONS, Config, from_dict, read_yaml
 
 SWEEP_KEYS = ("base", "parametrizations", "widths", "depths", "lrs", "depth_sweep")
 
@@ -31,7 +29,7 @@ def load_experiment(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"experiment file not found: {path}")
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = read_yaml(path) or {}
     missing = [k for k in SWEEP_KEYS if k not in raw]
     if missing:
         raise ValueError(f"{path}: missing keys {', '.join(missing)} (needs {', '.join(SWEEP_KEYS)})")
@@ -137,14 +135,14 @@ def run_experiment(path: str | Path, out: str | Path, log=print, train_fn=None) 
     if len(sweep_rows) < len(grid) or any(r["status"] == "preempted" for r in sweep_rows):
         return Outcome(None, [], True)
     rows = [_table_row(r, cfg) for r, (_, cfg) in zip(sweep_rows, grid)]
-    _write_csv(out / "lr_sweep.csv", rows)
+    write_csv(out / "lr_sweep.csv", rows[0], rows)
 
     depth_runs = depth_grid(exp, rows)
     depth_sweep_rows = train_runs(depth_runs, grid, str(path), out, log, train_fn)
     if len(depth_sweep_rows) < len(depth_runs) or any(r["status"] == "preempted" for r in depth_sweep_rows):
         return Outcome(None, [], True)
     depth_rows = [_table_row(r, cfg) for r, (_, cfg) in zip(depth_sweep_rows, depth_runs)]
-    _write_csv(out / "depth_sweep.csv", depth_rows)
+    write_csv(out / "depth_sweep.csv", depth_rows[0], depth_rows)
     failed = list(dict.fromkeys(r["name"] for r in sweep_rows + depth_sweep_rows if r["status"] == "failed"))
     plot_lr_curves(rows, exp, out / "lr_transfer.png")
     plot_depth_sweep(depth_rows, rows, out / "depth_sweep.png")
@@ -168,13 +166,6 @@ def run_command(*, experiment: str, out: str) -> int:
               "run the same command again to retry them)", file=sys.stderr)
         return exit_codes.FAILED
     return exit_codes.OK
-
-
-def _write_csv(path: Path, rows: list[dict]) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 def is_u_shaped(losses: list[float], tolerance: float) -> bool:

@@ -7,7 +7,6 @@ run logs. Row t of a profile is the gradient at the parameters after t updates (
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import time
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from depthdelusion.analysis.tables import markdown_table
+from depthdelusion.analysis.tables import markdown_table, write_csv
 
 KINDS = ("weight", "activation")
 
@@ -120,26 +119,20 @@ def write(result: dict, setup: ProbeSetup, out: Path, command: str) -> list[Path
     out.mkdir(parents=True, exist_ok=True)
     fits = fit_rows(result, setup)
     files = []
-    with open(out / "profiles.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["width", "depth", "step", "kind", "layer", "norm"])
-        for s in result["shapes"]:
-            for kind in KINDS:
-                for t, norms in enumerate(s[kind]):
-                    for layer, g in enumerate(norms):
-                        w.writerow([s["width"], s["depth"], t, kind, layer, f"{g:.6g}"])
-    files.append(out / "profiles.csv")
-    with open(out / "persistence.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["width", "depth", "step", "kind", "status", "rate_per_layer", "rate_lo", "rate_hi",
-                    "length", "r2", "g_bottom_over_g_top"])
-        for f in fits:
-            s = next(x for x in result["shapes"] if f"d{x['depth']}_w{x['width']}" == f.name)
-            g = s[f.kind][f.step]
-            w.writerow([f.width, f.depth, f.step, f.kind, f.status, f"{f.rate:.4g}", f"{f.rate_ci[0]:.4g}",
-                        f"{f.rate_ci[1]:.4g}", "" if f.length is None else f"{f.length:.4g}",
-                        f"{f.r2:.3f}", f"{g[0] / g[-1]:.4g}"])
-    files.append(out / "persistence.csv")
+    files.append(write_csv(out / "profiles.csv", ["width", "depth", "step", "kind", "layer", "norm"], [
+        [s["width"], s["depth"], t, kind, layer, f"{g:.6g}"]
+        for s in result["shapes"] for kind in KINDS
+        for t, norms in enumerate(s[kind]) for layer, g in enumerate(norms)]))
+    rows = []
+    for f in fits:
+        s = next(x for x in result["shapes"] if f"d{x['depth']}_w{x['width']}" == f.name)
+        g = s[f.kind][f.step]
+        rows.append([f.width, f.depth, f.step, f.kind, f.status, f"{f.rate:.4g}", f"{f.rate_ci[0]:.4g}",
+                     f"{f.rate_ci[1]:.4g}", "" if f.length is None else f"{f.length:.4g}",
+                     f"{f.r2:.3f}", f"{g[0] / g[-1]:.4g}"])
+    files.append(write_csv(out / "persistence.csv", [
+        "width", "depth", "step", "kind", "status", "rate_per_layer", "rate_lo", "rate_hi", "length", "r2",
+        "g_bottom_over_g_top"], rows))
 
     last = setup.steps
     lines = ["# Persistence probe", "", f"Command: `{command}`", "",

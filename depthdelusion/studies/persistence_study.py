@@ -19,7 +19,6 @@ machine.
 """
 from __future__ import annotations
 
-import csv
 import math
 import zlib
 from pathlib import Path
@@ -35,7 +34,7 @@ from depthdelusion.analysis.persistence import (DEFAULT_STEP, DEFAULT_WINDOW, MI
                                                 windowed_norms)
 from depthdelusion.analysis.reference import PAPER_KAPPA, PAPER_PERSISTENCE_EXPONENT
 from depthdelusion.analysis.runs import read_gradient_profile
-from depthdelusion.analysis.tables import markdown_table
+from depthdelusion.analysis.tables import markdown_table, write_csv
 
 TIMELINE = (1, 25, 50, 100, 200, 400, 600, 800, 1000)  # steps at which the rate is tabulated
 KINDS = ("weight", "activation")
@@ -285,11 +284,7 @@ def build(roots, out: Path, *, step: int = DEFAULT_STEP, window: float = DEFAULT
     if warnings:
         md += ["Warnings:", *[f"- {w}" for w in warnings], ""]
     if csv_rows:
-        with open(out / "persistence.csv", "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(csv_rows[0]))
-            w.writeheader()
-            w.writerows(csv_rows)
-        files.append(out / "persistence.csv")
+        files.append(write_csv(out / "persistence.csv", csv_rows[0], csv_rows))
 
     # --- per-cell table: the interval from the seeds ---------------------------------------------
     iv = {kind: cells(runs, fits, kind) for kind in KINDS}

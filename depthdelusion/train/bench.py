@@ -13,7 +13,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from depthdelusion.config import Config, resolve_vocab
+from depthdelusion.config import Config
 from depthdelusion import model_size as size
 from depthdelusion.parallel.mesh import make_mesh
 from depthdelusion.train.hardware import peak_flops_per_device
@@ -115,9 +115,7 @@ def bench(cfg: Config, steps: int = 20, warmup: int = 3, layer_stats: str = "nev
     layer-stats steps alternate, so both see the same machine load; gives their ratio)."""
     if layer_stats not in ("never", "every", "compare") and not (layer_stats.isdigit() and int(layer_stats) > 0):
         raise ValueError(f"--layer-stats={layer_stats!r}: valid values are never, every, compare or a positive integer")
-    if cfg.model.vocab_size is None:  # random token ids, no data: any vocabulary set is kept
-        cfg = resolve_vocab(cfg)
-    cfg = cfg.validate()
+    cfg = cfg.validate(reads_data=False)  # random token ids, no data: any vocabulary set is kept
     mc, tc = cfg.model, cfg.train
     mesh = make_mesh(cfg.mesh)
     trainer = build_trainer(cfg, mesh)

@@ -15,7 +15,7 @@ import jax
 from etils import epath
 
 from depthdelusion import rundir
-from depthdelusion.config import Config, resolve_vocab
+from depthdelusion.config import Config
 from depthdelusion.data.pipeline import Batches, validation_batches
 from depthdelusion.parallel.mesh import make_mesh
 from depthdelusion.train.checkpoints import Checkpointer, SavePolicy
@@ -79,7 +79,7 @@ def train(cfg: Config, out: epath.PathLike) -> dict[str, Any]:
     others would wait in collectives: train/watchdog.py); a NonFiniteError is raised instead,
     since every host computes the same check at the same step. A step that does not advance
     for train.watchdog_minutes ends the run on any number of hosts."""
-    cfg = resolve_vocab(cfg).validate()
+    cfg = cfg.validate()  # (a config built in code: its vocabulary is set here)
     out = epath.Path(out)
     rundir.check_same_numbers(out, cfg)
     if rundir.status(out) == "finished":

@@ -13,6 +13,7 @@ from typing import Any
 import jax
 import numpy as np
 from etils import epath
+from tqdm import tqdm
 
 from depthdelusion import rundir
 from depthdelusion.config import Config
@@ -37,17 +38,19 @@ def final_loss(steps: list[int], losses: list[float], total_steps: int) -> tuple
 
 
 class Progress:
-    """A one-line progress bar on a terminal; plain log lines (at layer-stats steps) otherwise."""
+    """A tqdm bar on a terminal (the metrics as its postfix); plain log lines (at layer-stats and
+    eval steps) otherwise, since a log file would fill with the bar's redraws."""
 
     def __init__(self, total: int, stream=sys.stderr, enabled: bool = True):
         self.total, self.stream, self.enabled = total, stream, enabled
         self.tty = stream.isatty()
+        self.bar = None  # opened at the first update: a resumed run's bar starts at its step
 
     def update(self, record: dict[str, Any]) -> None:
         if not self.enabled:
             return
         step = record["step"]
-        text = f"step {step}/{self.total} loss {record['loss']:.4f} lr {record['lr']:.2e}"
+        text = f"loss {record['loss']:.4f} lr {record['lr']:.2e}"
         if "eval_loss" in record:
             text += f" eval {record['eval_loss']:.4f}"
         if "tokens_per_s" in record:
@@ -55,18 +58,30 @@ class Progress:
             if record.get("mfu") is not None:
                 text += f" MFU {100 * record['mfu']:.1f}%"
         if self.tty:
-            filled = int(30 * step / self.total)
-            self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {text}\033[K")
+            if self.bar is None:
+                self.bar = tqdm(total=self.total, initial=step - 1, file=self.stream, unit="step",
+                                dynamic_ncols=True)
+            self.bar.set_postfix_str(text, refresh=False)
+            self.bar.update(step - self.bar.n)
             if step == self.total:
-                self.stream.write("\n")
+                self.close()
         elif "per_layer_grad_norm" in record or "eval_loss" in record:
-            self.stream.write(text + "\n")
-        self.stream.flush()
+            self.stream.write(f"step {step}/{self.total} {text}\n")
+            self.stream.flush()
 
     def note(self, text: str) -> None:
-        if self.enabled:
-            self.stream.write(("\n" if self.tty else "") + text + "\n")
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.write(text, file=self.stream)  # above the bar, which is drawn again below
+        else:
+            self.stream.write(text + "\n")
             self.stream.flush()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 class NonFiniteError(RuntimeError):
@@ -180,6 +195,7 @@ class Recorder:
         return result
 
     def close(self) -> None:
+        self.progress.close()
         if self.primary:
             self.metrics.close()
             self.trackers.finish(self.status)

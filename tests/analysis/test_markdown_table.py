@@ -1,7 +1,13 @@
-"""One Markdown table renderer (analysis/tables.markdown_table) behind every table we write."""
+"""One Markdown table renderer (analysis/tables.markdown_table) and one CSV writer
+(analysis/tables.csv_text, write_csv) behind every table we write."""
+import ast
+from pathlib import Path
+
 import pytest
 
-from depthdelusion.analysis.tables import Table, markdown_table
+from depthdelusion.analysis.tables import Table, csv_text, markdown_table, write_csv
+
+PACKAGE = Path(__file__).resolve().parents[2] / "depthdelusion"
 
 
 def test_header_separator_with_alignment_and_rows():
@@ -16,3 +22,32 @@ def test_report_tables_render_through_it():
     t = Table("t", "caption", ["law", "R²"])
     t.add("kaplan", "0.91")
     assert t.markdown() == markdown_table(["law", "R²"], [["kaplan", "0.91"]])
+
+
+def test_csv_rows_as_sequences_or_dicts_with_unix_line_ends(tmp_path):
+    text = csv_text(["run", "D", "note"], [["a", 4, None], {"run": "b", "D": 1.5}, ["c, d", 2, 'say "x"']])
+    assert text == 'run,D,note\na,4,\nb,1.5,\n"c, d",2,"say ""x"""\n'
+    assert write_csv(tmp_path / "t.csv", ["x"], [[1]]).read_bytes() == b"x\n1\n"
+    with pytest.raises(ValueError, match=r"cells for no column: \['y'\]"):
+        csv_text(["x"], [{"x": 1, "y": 2}])
+    with pytest.raises(ValueError, match="row has 2 cells, expected 1"):
+        csv_text(["x"], [[1, 2]])
+    t = Table("t", "caption", ["law", "R²"])
+    t.add("kaplan", "0.91")
+    assert t.csv() == csv_text(["law", "R²"], [["kaplan", "0.91"]])
+
+
+def test_no_module_writes_csv_itself():
+    """Every CSV the package writes goes through write_csv (one format: header, \\n line ends)."""
+    writers = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Attribute) and node.attr in ("writer", "DictWriter")
+                    and isinstance(node.value, ast.Name) and node.value.id == "csv"):
+                writers.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert writers == ["analysis/tables.py:" + str(_csv_writer_line())], writers
+
+
+def _csv_writer_line() -> int:
+    lines = (PACKAGE / "analysis" / "tables.py").read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if "csv.writer(" in line)

@@ -191,3 +191,24 @@ def test_report_on_a_table_without_shapes_skips_the_laws_that_need_them(tmp_path
     assert "depth_delusion not fitted: the law needs the column(s) depth, width" in md
     assert set(report.fits) == {"kaplan", "chinchilla"}
     assert "loss_vs_depth" not in md and (tmp_path / "rep" / "residuals.png").exists()
+
+
+def test_opening_paragraph_follows_the_title_when_persistence_fits_warn(run_factory, tmp_path):
+    """The "In short" paragraph goes right after the fit-invalidating warnings (none here), even
+    when the persistence section has warnings of its own (one logged step in the window)."""
+    import numpy as np
+
+    from depthdelusion.analysis.report import build_report
+
+    rng = np.random.default_rng(0)
+    for i, (d, w) in enumerate([(d, w) for w in (128, 256, 512) for d in (4, 8, 16)]):
+        n = d * 12 * w * w + 2 * 50257 * w
+        loss = 1.8 + 30 * n ** -0.15 + 0.01 * rng.standard_normal()
+        run_factory(f"d{d}w{w}", d, w, float(loss), ell=0.6 * w ** 0.44, act_ell=0.5 * w ** 0.44,
+                    seed=i, steps=(0, 1000))
+    _, md, _ = build_report(str(tmp_path / "runs"), bootstrap=5, step=1000, design=False)
+    lines = md.split("\n")
+    assert "warning: only 1 logged step(s)" in md  # the persistence section warns ...
+    assert not any(line.startswith("WARNING") for line in lines)  # ... no fit is invalidated
+    assert lines[0] == "# Scaling-law analysis report" and lines[1] == ""
+    assert lines[2].startswith("In short: 9 runs"), lines[:6]

@@ -12,7 +12,6 @@ signal_beside_grad.png. Every probe is cached as probes/<run>.json (rerunning sk
 """
 from __future__ import annotations
 
-import csv
 import json
 import math
 import re
@@ -23,19 +22,16 @@ from typing import Any, Callable
 import numpy as np
 
 from depthdelusion import rundir
-from depthdelusion.analysis.tables import markdown_table
+from depthdelusion.analysis.tables import markdown_table, write_csv
 
 GROWTH_PARENT = re.compile(r"^d(\d+)_w(\d+)_steps(\d+)_seed(\d+)$")
 
 
 def _write_csv(rows: list[dict], path: Path) -> None:
-    if not rows:
-        return
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
+    """Floats at 6 significant digits; nothing for no rows."""
+    if rows:
+        write_csv(path, rows[0], [{k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()}
+                                  for row in rows])
 
 
 def _read_csv(path: Path) -> list[dict]:
