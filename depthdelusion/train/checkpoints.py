@@ -67,12 +67,19 @@ def abstract_flat_state(abstract_state: Any, state_sharding: Any) -> tuple[dict[
     return flat, treedef
 
 
+def absolute(directory: epath.PathLike) -> epath.Path:
+    """The directory orbax is given: a local path made absolute (orbax requires it), a remote
+    one (gs://...) as it is -- `.absolute()` on it would prefix the working directory."""
+    path = epath.Path(directory)
+    return path if "://" in str(directory) else path.absolute()
+
+
 class Checkpointer:
     """Saves every `every_steps` steps and/or `every_minutes` minutes, keeps the last `keep`."""
 
     def __init__(self, directory: epath.PathLike, every_steps: int = 0, every_minutes: float = 0.0,
                  keep: int = 3):
-        self.directory = epath.Path(directory).absolute()
+        self.directory = absolute(directory)
         self.every_steps, self.every_minutes, self.keep = every_steps, every_minutes, keep
         self._last_save_time = time.monotonic()
         self.manager = self._open()
