@@ -127,3 +127,36 @@ def test_a_save_the_server_refuses_ends_the_run_and_the_previous_checkpoint_rest
     assert f"resuming {run} from the checkpoint at step 4" in done.stderr
     for r in read_metrics(run):
         assert r["loss"] == pytest.approx(reference[r["step"]], rel=LOSS_RTOL), r["step"]
+
+
+def test_checkpointer_saves_to_the_bucket_and_restores_from_it(bucket):
+    """In-process and small: the Checkpointer's own directory handling on gs:// (a local-only
+    call such as .absolute() would put the checkpoints under ./gs:/...)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from depthdelusion.train.checkpoints import Checkpointer
+
+    state = {"w": jnp.arange(6.0).reshape(2, 3), "step": jnp.asarray(3)}
+    checkpointer = Checkpointer(f"{bucket}/run/checkpoints", every_steps=1)
+    assert str(checkpointer.directory) == f"{bucket}/run/checkpoints"
+    checkpointer.save(3, state, {"position": 7})
+    checkpointer.close()
+    assert (epath.Path(bucket) / "run" / "checkpoints" / "3" / "commit_success.txt").exists()
+
+    class Iterator:  # the data iterator's restore target: only its state is used
+        restored = None
+
+        def get_state(self):
+            return {"position": 0}
+
+        def set_state(self, state):
+            Iterator.restored = state
+
+    sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    again = Checkpointer(f"{bucket}/run/checkpoints")
+    step, restored = again.restore_latest(jax.eval_shape(lambda: state), jax.tree.map(lambda _: sharding, state),
+                                          Iterator())
+    again.close()
+    assert step == 3 and np.array_equal(restored["w"], state["w"]) and Iterator.restored == {"position": 7}
