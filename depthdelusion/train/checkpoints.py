@@ -257,10 +257,12 @@ class SavePolicy:
     on them alone would leave one host saving or exiting while the others wait in the step's
     collectives. So with several processes they count only at log steps, where the hosts agree
     on them (an all-gather that queues behind the step just dispatched: multi-host runs should
-    log every few steps, the paper grids every 10, not every step). JAX's sync point
-    (multihost_utils.reached_preemption_sync_point, asked every step) is already the same step
-    on every host: it answers True at once on all of them after a notice that JAX's coordination
-    service received."""
+    log every few steps, the paper grids every 10, not every step). JAX's preemption sync point
+    (multihost_utils.reached_preemption_sync_point, asked every step) is the same step on every
+    host by construction and acts on notices that JAX's coordination service receives itself.
+    Its notifier listens for SIGTERM through a C signal handler, which the Python handler
+    installed here replaces in the main thread: a SIGTERM is therefore agreed through the
+    all-gather, and the sync point covers notices delivered to JAX by other means."""
 
     def __init__(self, checkpointer: Checkpointer, last_step: int, metadata_interval_s: float = 5.0):
         self.checkpointer, self.last_step = checkpointer, last_step
