@@ -84,35 +84,6 @@ def test_sigkill_during_a_save_on_gs_then_resume_gives_the_uninterrupted_losses(
     assert list((run / "tensorboard").iterdir())
 
 
-def test_transient_503s_during_a_save_are_retried(gcs_server, bucket, config_file):
-    run = epath.Path(f"{bucket}/run")
-    budget = {"n": 6}
-
-    def flaky_step_8(method, url):  # the first requests of the step-8 save get 503
-        if method != "GET" and "/checkpoints/8/" in url and budget["n"] > 0:
-            budget["n"] -= 1
-            return 503
-        return None
-
-    with fault_proxy(gcs_server, flaky_step_8) as proxy:
-        done = subprocess.run(cli(config_file, "--out", run), env=cli_env(gcs_server, proxy.url),
-                              capture_output=True, text=True, timeout=400)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert len(proxy.injected) == 6 and all(code == 503 for *_, code in proxy.injected)
-    assert json.loads((run / "summary.json").read_text())["status"] == "finished"
-    first = {r["step"]: r["loss"] for r in read_metrics(run)}
-    # The step-8 checkpoint is whole: restoring from it gives the same losses for steps 9-12.
-    (run / "summary.json").unlink()
-    for step in ("12",):
-        (run / "checkpoints" / step).rmtree()
-    done = subprocess.run(cli("--out", run), env=cli_env(gcs_server), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and "from the checkpoint at step 8" in done.stderr, done.stderr[-3000:]
-    records = read_metrics(run)
-    assert [r["step"] for r in records] == list(range(1, 13))
-    for r in records:
-        assert r["loss"] == pytest.approx(first[r["step"]], rel=LOSS_RTOL), r["step"]
-
-
 def test_a_save_the_server_refuses_ends_the_run_and_the_previous_checkpoint_restores(
         gcs_server, bucket, config_file):
     run = epath.Path(f"{bucket}/run")
@@ -121,8 +92,10 @@ def test_a_save_the_server_refuses_ends_the_run_and_the_previous_checkpoint_rest
                               capture_output=True, text=True, timeout=400)
     assert done.returncode != 0 and proxy.injected
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["status"] == "failed" and "403" in summary["error"], summary
-    assert "403" in done.stderr.splitlines()[-1], done.stderr[-3000:]
+    # The error names the object the server refused, and what it said.
+    assert summary["status"] == "failed" and "Forbidden" in summary["error"], summary
+    assert "checkpoints%2F8%2F" in summary["error"] and "injected by the test proxy" in summary["error"]
+    assert "Forbidden" in done.stderr, done.stderr[-3000:]
     assert "4" in steps_on_gs(run)
     first = {r["step"]: r["loss"] for r in read_metrics(run)}
 
