@@ -1,6 +1,7 @@
 """Preemption safety: exact resume after SIGKILL / SIGTERM, bad checkpoints, resharding,
 the non-finite guard, append-only records."""
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -307,3 +308,98 @@ def test_tensorboard_has_the_same_scalars(config_file, tmp_path):
     losses = scalars["loss"]
     for r in read_metrics(out):
         assert losses[r["step"]] == pytest.approx(r["loss"], rel=1e-6)
+
+
+class MetadataServer:
+    """A stand-in for the GCE metadata server on 127.0.0.1 (it plays the cloud): answers
+    instance/preempted and instance/maintenance-event, only with the Metadata-Flavor header;
+    `values` may be changed while it runs."""
+
+    def __init__(self, values: dict[str, str]):
+        import http.server
+        import threading
+
+        self.values, self.requests = values, []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                key = self.path.split("?")[0].removeprefix("/computeMetadata/v1/")
+                server.requests.append(key)
+                value = server.values(key) if callable(server.values) else server.values.get(key)
+                status = 403 if self.headers.get("Metadata-Flavor") != "Google" else 200 if value else 404
+                body = (value or "").encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host = f"127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_metadata_watcher_reads_the_preemption_and_maintenance_notices(monkeypatch):
+    from depthdelusion.train.checkpoints import MetadataWatcher
+
+    server = MetadataServer({"instance/preempted": "FALSE", "instance/maintenance-event": "NONE"})
+    try:
+        watcher = MetadataWatcher(host=server.host)
+        assert watcher.check() is None
+        server.values["instance/maintenance-event"] = "MIGRATE_ON_HOST_MAINTENANCE"  # GCE live migration: no stop
+        assert watcher.check() is None
+        server.values["instance/maintenance-event"] = "TERMINATE_ON_HOST_MAINTENANCE"
+        assert watcher.check() == "instance/maintenance-event=TERMINATE_ON_HOST_MAINTENANCE"
+        watcher = MetadataWatcher(host=server.host)
+        server.values.update({"instance/preempted": "TRUE", "instance/maintenance-event": "NONE"})
+        assert watcher.check() == "instance/preempted=TRUE"
+    finally:
+        server.close()
+    assert set(server.requests) == {"instance/preempted", "instance/maintenance-event"}
+
+
+def test_metadata_watcher_is_off_away_from_gce(monkeypatch):
+    from depthdelusion.train import checkpoints
+
+    monkeypatch.delenv("GCE_METADATA_HOST", raising=False)
+    if checkpoints.on_gce():
+        pytest.skip("this machine is a GCE VM")
+    asked = []
+    monkeypatch.setattr(checkpoints.urllib.request, "urlopen", lambda *a, **k: asked.append(a))
+    watcher = checkpoints.MetadataWatcher(interval_s=0.01).start()
+    time.sleep(0.1)
+    watcher.stop()
+    assert watcher._thread is None and asked == []
+
+
+def test_a_metadata_preemption_notice_saves_and_exits_75(config_file, tmp_path):
+    """The stand-in says FALSE to the first polls, then TRUE, mid-run (the run is far from its
+    last step): the run saves where it is and exits 75, as for SIGTERM."""
+    out = tmp_path / "run"
+    polls = []
+
+    def values(key):
+        if key == "instance/maintenance-event":
+            return "NONE"
+        polls.append(key)
+        return "TRUE" if len(polls) > 2 else "FALSE"
+
+    server = MetadataServer(values)
+    try:
+        env = {**os.environ, "GCE_METADATA_HOST": server.host}
+        proc = subprocess.run(cli(config_file, "--out", out, "--set", "train.steps=100000", "--set", "train.log_every=50"),
+                              env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        server.close()
+    assert proc.returncode == 75, proc.stderr[-3000:]
+    assert "preemption notice (instance/preempted=TRUE): saved the checkpoint at step" in proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "preempted" and 0 < summary["steps"] < 100000
+    assert (out / "checkpoints" / str(summary["steps"])).is_dir()

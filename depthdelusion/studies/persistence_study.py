@@ -573,7 +573,7 @@ def bottom_block_figure(rows: list, path: Path) -> Path:
     for pz, d, w, ratio in rows:
         groups.setdefault((pz, w), {}).setdefault(d, []).append(ratio)
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for (pz, w), color in zip(sorted(groups), plots._colors(len(groups))):
+    for (pz, w), color in zip(sorted(groups), plots.colors(len(groups))):
         ds = sorted(groups[(pz, w)])
         ax.plot(ds, [float(np.exp(np.mean(np.log(groups[(pz, w)][d])))) for d in ds],
                 "o-" if pz == "sp" else "s--", color=color, ms=4, label=f"{pz} W = {w}")
@@ -585,7 +585,7 @@ def bottom_block_figure(rows: list, path: Path) -> Path:
     ax.set_title("The bottom block's weight gradient against its neighbour's (steps of the window)")
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
-    return plots._save(fig, path)
+    return plots.save_figure(fig, path)
 
 
 def _main_seed(runs) -> int:

@@ -90,6 +90,7 @@ def load_run(run) -> tuple:
 
     from depthdelusion import rundir
     from depthdelusion.model.transformer import Transformer
+    from depthdelusion.train.checkpoints import absolute
 
     run = epath.Path(run)
     cfg = rundir.read_config(run)
@@ -103,7 +104,7 @@ def load_run(run) -> tuple:
                              attention="auto" if cfg.model.attention == "cudnn" else cfg.model.attention)
     cfg = dataclasses.replace(cfg, model=mc)
     directory = run / "checkpoints"
-    manager = ocp.CheckpointManager(directory.absolute(), options=ocp.CheckpointManagerOptions(
+    manager = ocp.CheckpointManager(absolute(directory), options=ocp.CheckpointManagerOptions(
         create=False, read_only=True, save_interval_steps=0)) if directory.exists() else None
     steps = sorted(manager.all_steps()) if manager else []
     if not steps:
@@ -199,8 +200,27 @@ def measure(run, tokens: int = DEFAULT_TOKENS, rows: int = DEFAULT_ROWS, groups:
     return full, fits, info
 
 
-def write_outputs(full: np.ndarray, fits: list, info: dict, out, command: str) -> list[Path]:
-    out = Path(out)
+def write_outputs(full: np.ndarray, fits: list, info: dict, out, command: str) -> list:
+    """Writes OUT's files; a remote OUT (gs://) gets them copied from a local staging directory,
+    since the CSV writers and matplotlib write local files only."""
+    from depthdelusion import rundir
+
+    if rundir.is_local(out):
+        return _write_local(full, fits, info, Path(out), command)
+    import tempfile
+
+    from etils import epath
+
+    out = epath.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = _write_local(full, fits, info, Path(tmp), command)
+        for path in paths:
+            (out / path.name).write_bytes(path.read_bytes())
+    return [out / path.name for path in paths]
+
+
+def _write_local(full: np.ndarray, fits: list, info: dict, out: Path, command: str) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "spectrum.csv", "w") as fh:
         fh.write("layer,rank,eigenvalue\n")
@@ -262,8 +282,7 @@ def run_spectrum(*, run: str, tokens: int = DEFAULT_TOKENS, rows: int = DEFAULT_
     full, fits, info = measure(run, tokens, rows)
     command = (f"depthdelusion spectrum {shlex.quote(str(run))} --tokens {tokens} "
                f"--rows {rows}" + (f" --out {shlex.quote(out)}" if out else ""))
-    out = out or str(Path(run) / "spectrum")
-    paths = write_outputs(full, fits, info, out, command)
-    print((Path(out) / "tail.md").read_text())
+    paths = write_outputs(full, fits, info, out or f"{run.rstrip('/')}/spectrum", command)
+    print(next(p for p in paths if p.name == "tail.md").read_text())
     print(f"written: {', '.join(str(p) for p in paths)}")
     return 0

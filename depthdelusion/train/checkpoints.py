@@ -15,8 +15,11 @@ tried, with a warning naming the bad step.
 from __future__ import annotations
 
 import copy
+import os
 import signal
+import threading
 import time
+import urllib.request
 import warnings
 from typing import Any
 
@@ -67,12 +70,19 @@ def abstract_flat_state(abstract_state: Any, state_sharding: Any) -> tuple[dict[
     return flat, treedef
 
 
+def absolute(directory: epath.PathLike) -> epath.Path:
+    """The directory orbax is given: a local path made absolute (orbax requires it), a remote
+    one (gs://...) as it is -- `.absolute()` on it would prefix the working directory."""
+    path = epath.Path(directory)
+    return path if "://" in str(directory) else path.absolute()
+
+
 class Checkpointer:
     """Saves every `every_steps` steps and/or `every_minutes` minutes, keeps the last `keep`."""
 
     def __init__(self, directory: epath.PathLike, every_steps: int = 0, every_minutes: float = 0.0,
                  keep: int = 3):
-        self.directory = epath.Path(directory).absolute()
+        self.directory = absolute(directory)
         self.every_steps, self.every_minutes, self.keep = every_steps, every_minutes, keep
         self._last_save_time = time.monotonic()
         self.manager = self._open()
@@ -177,39 +187,126 @@ def _any_process(*flags: bool) -> tuple[bool, ...]:
     return tuple(bool(v) for v in np.asarray(gathered_PxF).reshape(-1, len(flags)).any(axis=0))
 
 
+# Where a GCE/TPU VM's metadata server is; GCE_METADATA_HOST (host[:port]) overrides it, as for
+# Google's client libraries.
+METADATA_HOST = "metadata.google.internal"
+
+
+def on_gce() -> bool:
+    """A GCE or Cloud TPU VM, from the BIOS product name (no network), or a metadata host given."""
+    if os.environ.get("GCE_METADATA_HOST"):
+        return True
+    try:
+        with open("/sys/class/dmi/id/product_name") as fh:
+            return "Google" in fh.read()
+    except OSError:
+        return False
+
+
+class MetadataWatcher:
+    """Polls the metadata server's `instance/preempted` (TRUE once a spot/preemptible VM is being
+    reclaimed) and `instance/maintenance-event` (TERMINATE_ON_HOST_MAINTENANCE before a TPU VM is
+    stopped for maintenance; TPU VMs do not live-migrate) in a daemon thread. `notice` is the
+    first such value seen, else None. Not started off GCE: nothing is asked of the network."""
+
+    KEYS = ("instance/preempted", "instance/maintenance-event")
+
+    def __init__(self, interval_s: float = 5.0, host: str | None = None):
+        self.host = host or os.environ.get("GCE_METADATA_HOST") or METADATA_HOST
+        self.interval_s, self.notice = interval_s, None
+        self._stop = threading.Event()
+        self._thread = None
+
+    def start(self) -> "MetadataWatcher":
+        if on_gce():
+            self._thread = threading.Thread(target=self._run, name="gce-preemption-watch", daemon=True)
+            self._thread.start()
+        return self
+
+    def _get(self, key: str) -> str | None:
+        request = urllib.request.Request(f"http://{self.host}/computeMetadata/v1/{key}",
+                                         headers={"Metadata-Flavor": "Google"})
+        try:
+            with urllib.request.urlopen(request, timeout=2) as response:
+                return response.read().decode().strip()
+        except OSError:  # unreachable for a moment: asked again at the next poll
+            return None
+
+    def check(self) -> str | None:
+        for key in self.KEYS:
+            value = self._get(key)
+            if value is not None and (value.upper() == "TRUE" or value.upper().startswith("TERMINATE")):
+                self.notice = f"{key}={value}"
+        return self.notice
+
+    def _run(self) -> None:
+        while not self._stop.is_set() and self.check() is None:
+            self._stop.wait(self.interval_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
 class SavePolicy:
     """When the loop saves: every checkpoint_every steps, every checkpoint_minutes, at the last
-    step, and on SIGTERM (how a spot TPU VM is preempted), after which the run stops.
+    step, and on a preemption notice, after which the run stops. The notices: SIGTERM (how a
+    spot TPU VM is stopped), the metadata server's preemption or maintenance notice (on a GCE or
+    TPU VM, seen before the SIGTERM), and, with several processes, JAX's preemption sync point.
 
-    SIGTERM and the checkpoint clock reach hosts at different steps; acting on them alone would
-    leave one host saving or exiting while the others wait in the step's collectives. So with
-    several processes they count only at log steps, where the hosts agree on them (an
-    all-gather that queues behind the step just dispatched: multi-host runs should log every
-    few steps, the paper grids every 10, not every step)."""
+    SIGTERM, the metadata notice and the checkpoint clock reach hosts at different steps; acting
+    on them alone would leave one host saving or exiting while the others wait in the step's
+    collectives. So with several processes they count only at log steps, where the hosts agree
+    on them (an all-gather that queues behind the step just dispatched: multi-host runs should
+    log every few steps, the paper grids every 10, not every step). JAX's preemption sync point
+    (multihost_utils.reached_preemption_sync_point, asked every step) is the same step on every
+    host by construction and acts on notices that JAX's coordination service receives itself.
+    Its notifier listens for SIGTERM through a C signal handler, which the Python handler
+    installed here replaces in the main thread: a SIGTERM is therefore agreed through the
+    all-gather, and the sync point covers notices delivered to JAX by other means."""
 
-    def __init__(self, checkpointer: Checkpointer, last_step: int):
+    def __init__(self, checkpointer: Checkpointer, last_step: int, metadata_interval_s: float = 5.0):
         self.checkpointer, self.last_step = checkpointer, last_step
         self.sigterm = False
         self._previous_handler = None
+        self.watcher = MetadataWatcher(metadata_interval_s)
 
     def __enter__(self) -> "SavePolicy":
         try:
             self._previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
         except ValueError:  # not the main thread: leave signals alone
             self._previous_handler = None
+        self.watcher.start()
         return self
 
     def _on_sigterm(self, signum, frame) -> None:
         self.sigterm = True
 
     def __exit__(self, *exc) -> None:
+        self.watcher.stop()
         if self._previous_handler is not None:
             signal.signal(signal.SIGTERM, self._previous_handler)
 
+    @property
+    def reason(self) -> str:
+        """What stopped the run, for its log."""
+        return "SIGTERM" if self.sigterm else f"preemption notice ({self.watcher.notice or 'JAX sync point'})"
+
     def due(self, step: int, log_step: bool) -> tuple[bool, bool]:
         """(save at `step`, stop after saving) -- the same answer on every process."""
-        by_time, preempted = self.checkpointer.due_by_time(), self.sigterm
+        by_time, preempted = self.checkpointer.due_by_time(), self.sigterm or self.watcher.notice is not None
         if jax.process_count() > 1:
             by_time, preempted = _any_process(by_time, preempted) if log_step else (False, False)
+            preempted = preempted or _reached_preemption_sync_point(step)
         save = self.checkpointer.due_by_steps(step) or by_time or preempted or step == self.last_step
         return save, preempted
+
+
+def _reached_preemption_sync_point(step: int) -> bool:
+    """JAX's own agreement on a preemption (False without jax.distributed or its preemption
+    service)."""
+    from jax.experimental import multihost_utils
+
+    try:
+        return multihost_utils.reached_preemption_sync_point(step)
+    except RuntimeError:  # jax_enable_preemption_service is off
+        return False

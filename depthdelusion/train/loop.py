@@ -70,7 +70,8 @@ class _StepProfiler:
 def train(cfg: Config, out: epath.PathLike) -> dict[str, Any]:
     """Train (or resume) one model as configured; writes DIR/config.yaml, metrics.jsonl,
     summary.json, tensorboard/ (process 0) and DIR/checkpoints/ (every process). Returns the
-    summary; its status is "finished", "preempted" (SIGTERM: saved, resume later) or "failed".
+    summary; its status is "finished", "preempted" (SIGTERM or a
+    preemption notice: saved, resume later) or "failed".
     `out` may be local or remote (gs://…, through etils.epath). A finished run is returned as
     it is; a config that changes the numbers of the run in DIR, finished or not, raises
     rundir.ConfigChanged.
@@ -150,7 +151,7 @@ def _train(cfg: Config, out: epath.Path, watchdog: Watchdog) -> dict[str, Any]:
                     checkpointer.save(step, state, batches.get_state())
                 if preempted:
                     checkpointer.wait()
-                    recorder.note(f"SIGTERM: saved the checkpoint at step {step}; resume with the same command")
+                    recorder.note(f"{saves.reason}: saved the checkpoint at step {step}; resume with the same command")
                     return recorder.summary("preempted", step)
             if pending is not None:
                 recorder.record(*pending)

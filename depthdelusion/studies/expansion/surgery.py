@@ -232,14 +232,13 @@ def restore_state(run_dir, cfg: Config, step: int | None = None):
     """(step, flat {key: array}, TrainState, trainer) of a run's checkpoint, on one device."""
     import jax
     import orbax.checkpoint as ocp
-    from etils import epath
 
-    from depthdelusion.train.checkpoints import abstract_flat_state
+    from depthdelusion.train.checkpoints import absolute, abstract_flat_state
 
     step = latest_step(run_dir) if step is None else step
     trainer, _ = single_device_trainer(cfg)
     target, treedef = abstract_flat_state(trainer.abstract_state, trainer.state_sharding)
-    with ocp.CheckpointManager(epath.Path(run_dir).absolute() / "checkpoints") as manager:
+    with ocp.CheckpointManager(absolute(run_dir) / "checkpoints") as manager:
         restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(target)))
     flat = dict(restored["state"])
     state = jax.tree_util.tree_unflatten(treedef, [flat[k] for k in target])
@@ -256,7 +255,7 @@ def expand_run(run_dir, after: Sequence[int], out, seed: int = 0, overrides: Seq
 
     from depthdelusion import rundir
     from depthdelusion.config import set_field, parse_override
-    from depthdelusion.train.checkpoints import FrozenIteratorState, abstract_flat_state
+    from depthdelusion.train.checkpoints import FrozenIteratorState, absolute, abstract_flat_state
 
     run_dir, out = epath.Path(run_dir), epath.Path(out)
     if out.exists() and any(out.iterdir()):
@@ -293,7 +292,7 @@ def expand_run(run_dir, after: Sequence[int], out, seed: int = 0, overrides: Seq
 
     out.mkdir(parents=True, exist_ok=True)
     rundir.write_config(out, child)
-    with ocp.CheckpointManager(out.absolute() / "checkpoints",
+    with ocp.CheckpointManager(absolute(out) / "checkpoints",
                                options=ocp.CheckpointManagerOptions(create=True)) as manager:
         manager.save(step, args=ocp.args.Composite(
             state=ocp.args.StandardSave(new_flat),

@@ -1,0 +1,141 @@
+"""Runs on gs:// against a real GCS server (tests/gcs_emulator.py): checkpoints through orbax and
+tensorstore, records through etils.epath and gcsfs, as on a pod. A kill during a save, then a
+resume; server errors during a save."""
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+import yaml
+from etils import epath
+
+from depthdelusion.rundir import read_metrics
+from gcs_emulator import PYTHON, bucket, cli_env, fault_proxy, gcs_server  # noqa: F401 (fixtures)
+
+TINY = {
+    "model": {"depth": 2, "width": 32, "head_dim": 16, "seq_len": 32},
+    "data": {"builtin_documents": 400},
+    "train": {"steps": 12, "batch_size": 8, "lr": 3.0e-3, "warmup_steps": 2, "checkpoint_every": 4,
+              "checkpoint_minutes": 0, "layer_stats_every": 4, "log_every": 1, "eval_batches": 0},
+}
+LOSS_RTOL = 1e-6  # same config, devices and data: the same float32 arithmetic on CPU
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cfg") / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    return path
+
+
+def cli(*args):
+    return [PYTHON, "-m", "depthdelusion", "train", *map(str, args)]
+
+
+def writes_under(prefix: str):
+    return lambda method, url: method != "GET" and prefix in url
+
+
+def wait_for(condition, proc, what: str, timeout: float = 500) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert proc.poll() is None, f"the run ended before {what}: {proc.communicate()[1][-3000:]}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def steps_on_gs(run: epath.Path) -> list[str]:
+    return sorted(p.name for p in (run / "checkpoints").iterdir())
+
+
+def test_sigkill_during_a_save_on_gs_then_resume_gives_the_uninterrupted_losses(gcs_server, bucket, config_file):
+    run = epath.Path(f"{bucket}/run")
+    held = []
+
+    def hold_step_8(method, url):  # the step-8 save never completes: killed in the middle of it
+        if method != "GET" and "/checkpoints/8/" in url:
+            held.append(url)
+            return "hold"
+        return None
+
+    with fault_proxy(gcs_server, hold_step_8) as proxy:
+        proc = subprocess.Popen(cli(config_file, "--out", run), env=cli_env(gcs_server, proxy.url),
+                                stderr=subprocess.PIPE, text=True)
+        wait_for(lambda: held, proc, "the step-8 save")
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+    assert not (run / "summary.json").exists()
+    assert (run / "checkpoints" / "4" / "commit_success.txt").exists()  # orbax's mark of a whole save on GCS
+    first = {r["step"]: r["loss"] for r in read_metrics(run)}
+    assert sorted(first) == list(range(1, 9))  # flushed at the step-8 save
+
+    done = subprocess.run(cli("--out", run), env=cli_env(gcs_server), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"resuming {run} from the checkpoint at step 4" in done.stderr
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["steps"] == 12
+    records = read_metrics(run)
+    assert [r["step"] for r in records] == list(range(1, 13))
+    for r in records[:8]:  # steps 5-8 again from the step-4 checkpoint: the same losses
+        assert r["loss"] == pytest.approx(first[r["step"]], rel=LOSS_RTOL), r["step"]
+    assert {"4", "8", "12"} <= set(steps_on_gs(run))
+    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["steps"] == 12
+    assert list((run / "tensorboard").iterdir())
+
+
+def test_a_save_the_server_refuses_ends_the_run_and_the_previous_checkpoint_restores(
+        gcs_server, bucket, config_file):
+    run = epath.Path(f"{bucket}/run")
+    with fault_proxy(gcs_server, lambda method, url: 403 if writes_under("/checkpoints/8/")(method, url) else None) as proxy:
+        done = subprocess.run(cli(config_file, "--out", run), env=cli_env(gcs_server, proxy.url),
+                              capture_output=True, text=True, timeout=400)
+    assert done.returncode != 0 and proxy.injected
+    summary = json.loads((run / "summary.json").read_text())
+    # The error names the object the server refused, and what it said.
+    assert summary["status"] == "failed" and "Forbidden" in summary["error"], summary
+    assert "checkpoints%2F8%2F" in summary["error"] and "injected by the test proxy" in summary["error"]
+    assert "Forbidden" in done.stderr, done.stderr[-3000:]
+    assert "4" in steps_on_gs(run)
+    first = {r["step"]: r["loss"] for r in read_metrics(run)}
+
+    done = subprocess.run(cli("--out", run), env=cli_env(gcs_server), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"resuming {run} from the checkpoint at step 4" in done.stderr
+    records = read_metrics(run)
+    assert [r["step"] for r in records] == list(range(1, 13))
+    for r in records:  # the steps the failed run recorded after step 4 come out the same again
+        if r["step"] in first:
+            assert r["loss"] == pytest.approx(first[r["step"]], rel=LOSS_RTOL), r["step"]
+
+
+def test_checkpointer_saves_to_the_bucket_and_restores_from_it(bucket):
+    """In-process and small: the Checkpointer's own directory handling on gs:// (a local-only
+    call such as .absolute() would put the checkpoints under ./gs:/...)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from depthdelusion.train.checkpoints import Checkpointer
+
+    import grain
+
+    def data():
+        return iter(grain.MapDataset.range(100).to_iter_dataset())
+
+    state = {"w": jnp.arange(6.0).reshape(2, 3), "step": jnp.asarray(3)}
+    position = data()
+    seen = [next(position) for _ in range(7)]
+    checkpointer = Checkpointer(f"{bucket}/run/checkpoints", every_steps=1)
+    assert str(checkpointer.directory) == f"{bucket}/run/checkpoints"
+    checkpointer.save(3, state, position.get_state())
+    checkpointer.close()
+    assert (epath.Path(bucket) / "run" / "checkpoints" / "3" / "commit_success.txt").exists()
+
+    sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    again, resumed = Checkpointer(f"{bucket}/run/checkpoints"), data()
+    step, restored = again.restore_latest(jax.eval_shape(lambda: state), jax.tree.map(lambda _: sharding, state),
+                                          resumed)
+    again.close()
+    assert step == 3 and np.array_equal(restored["w"], state["w"])
+    assert seen == list(range(7)) and next(resumed) == 7  # the data position came back too
