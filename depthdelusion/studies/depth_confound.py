@@ -62,6 +62,7 @@ def load_experiment(path: str | Path) -> dict[str, Any]:
     if raw["iso_flop"]["width"] not in raw["widths"]:
         raise ValueError(f"{path}: iso_flop.width={raw['iso_flop']['width']} is not one of widths {raw['widths']}")
     from_dict(raw["base"], f"{path}: base").validate()  # fail before the first run
+    raw["iso_flop"]["steps"] = {d: _iso_flop_steps(raw, d) for d in raw["iso_flop"]["depths"]}
     return raw
 
 
@@ -132,7 +133,13 @@ def tuned_lr(exp: dict, losses: dict[str, float], p: str, w: int, d: int) -> flo
     return min(lrs, key=lambda lr: abs(math.log(lr) - target))
 
 
-def iso_flop_steps(exp: dict, depth: int) -> int:
+def iso_flop_steps(exp: dict, depth: int) -> int | None:
+    """The iso-FLOP slice's steps at `depth` (None where they equal the base recipe's)."""
+    steps = exp["iso_flop"]["steps"][depth]
+    return None if steps == exp["base"]["train"]["steps"] else steps
+
+
+def _iso_flop_steps(exp: dict, depth: int) -> int:
     """Steps at `depth` that spend the reference depth's training compute (6 N T, N the exact
     parameter count with embeddings) at the iso-FLOP width."""
     from depthdelusion.model_size import count_params
@@ -185,7 +192,6 @@ def plan(exp: dict, losses: dict[str, float]) -> list[Run]:
         if w == exp["iso_flop"]["width"]:
             for d in exp["iso_flop"]["depths"]:
                 steps = iso_flop_steps(exp, d)
-                steps = None if steps == exp["base"]["train"]["steps"] else steps
                 seeded("sp", w, d, lr_a, steps)
                 seeded("sp", w, d, tuned_lr(exp, losses, "sp", w, d), steps)
                 seeded("completep", w, d, lr_c, steps)
@@ -355,7 +361,6 @@ def points(exp: dict, losses: dict[str, float], iso: bool = False) -> list[Point
                 steps = None
                 if iso:
                     steps = iso_flop_steps(exp, d)
-                    steps = None if steps == exp["base"]["train"]["steps"] else steps
                 got = () if lr is None else tuple(
                     losses[n] for n in (run_name(p, w, d, lr, s, steps) for s in exp["seeds"]) if n in losses)
                 out.append(Point(arm, w, d, steps, lr, got))

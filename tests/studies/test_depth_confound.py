@@ -16,7 +16,7 @@ from depthdelusion.studies import depth_confound as dc
 EXPERIMENT = {
     "base": {"model": {"head_dim": 8, "seq_len": 16},
              "data": {"builtin_documents": 200},
-             "train": {"steps": 4, "batch_size": 2, "warmup_steps": 1, "log_every": 1,
+             "train": {"steps": 4, "batch_size": 8, "warmup_steps": 1, "log_every": 1,
                        "layer_stats_every": 2, "eval_every": 4, "eval_batches": 1,
                        "checkpoint_every": 1000}},
     "widths": [16, 32],
@@ -38,13 +38,14 @@ def write_experiment(tmp_path: Path, **changes) -> Path:
 
 
 def sp_optimum(depth: int) -> float:
-    """The synthetic world: SP's best lr falls as 1/sqrt(depth); CompleteP's does not move."""
+    """The synthetic world: SP's best lr falls as 1/sqrt(depth); CompleteP's stays at SP's at its
+    base shape (depth 2), where the two are the same model."""
     return 0.016 * math.sqrt(2 / depth)
 
 
 def synthetic_loss(cfg, noise_sd: float = 0.002) -> float:
     m, t = cfg.model, cfg.train
-    best = sp_optimum(m.depth) if m.parametrization == "sp" else 0.008
+    best = sp_optimum(m.depth if m.parametrization == "sp" else 2)
     rng = np.random.default_rng([t.seed, m.depth, m.width, int(round(t.lr * 1e6))])
     # no depth penalty at the right lr; a quadratic bowl in ln lr around it
     return 2.0 + 0.05 * math.log(best / t.lr) ** 2 + noise_sd * rng.standard_normal()
@@ -101,7 +102,8 @@ def test_a_penalty_made_by_mistuning_is_seen_in_arm_a_and_vanishes_in_b_and_c(tm
     path = write_experiment(tmp_path)
     exp = dc.load_experiment(path)
     out = tmp_path / "study"
-    trained, preempted = dc.train(exp, str(path), out, train_fn=synthetic_train, log=lambda _: None)
+    trained, preempted = dc.train(exp, str(path), out, batch=1000, train_fn=synthetic_train,
+                                  log=lambda _: None)
     assert not preempted and trained > 0
     losses, _ = dc.results(exp, out / "runs")
     assert not [r for r in dc.plan(exp, losses) if r.name not in losses]  # the study is complete
@@ -128,7 +130,7 @@ def test_the_command_trains_real_runs_and_labels_a_partial_study(tmp_path, capsy
                             iso_flop={"width": 16, "reference_depth": 1, "depths": [1, 2]})
     out = tmp_path / "study"
     assert cli.main(["depth-confound", str(path), "--out", str(out), "--max-runs", "2"]) == 0
-    finished = [p for p in (out / "runs").iterdir() if rundir.status(p) == "finished"]
+    finished = [p for p in (out / "runs").iterdir() if p.is_dir() and rundir.status(p) == "finished"]
     assert len(finished) == 2
     summary = rundir.read_summary(finished[0])
     assert math.isfinite(summary["eval_loss"])
