@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from depthdelusion import exit_codes
+from depthdelusion.config import read_yaml
 
 CAPACITIES = ("spot", "reserved", "best-effort")
 PREEMPTED_EXIT = 75  # exit_codes.PREEMPTED: the run saved its state on SIGTERM
@@ -133,7 +134,7 @@ def validate(tasks: list[tuple[str, dict]], config: dict, directory: Path) -> li
     common_utils.validate_schema(config, schemas.get_config_schema(), "Invalid SkyPilot config: ")
     parsed = []
     for run, _ in tasks:
-        written = yaml.safe_load((directory / "jobs" / f"{run}.yaml").read_text())
+        written = read_yaml(directory / "jobs" / f"{run}.yaml")
         parsed.append(sky.Task.from_yaml_config(
             written, env_overrides=[("DD_WHEELHOUSE", "gs://bucket/wheelhouse/py3.11-0")],
             secrets_overrides=[(name, "placeholder") for name in written.get("secrets", {})]))

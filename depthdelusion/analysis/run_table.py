@@ -22,6 +22,7 @@ import yaml
 from depthdelusion import rundir
 
 from .runs import loss_unit_of
+from .tables import csv_text
 
 SCHEMA_VERSION = 1
 #: Columns in order, with what each holds (docs/run_table.md is generated from the same words).
@@ -295,12 +296,7 @@ def export(sources, *, mlflow_experiment: str | None = None, tracking_uri: str |
 
 
 def to_csv(rows: list[dict]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow({k: _cell(r.get(k)) for k in COLUMNS})
-    return buffer.getvalue()
+    return csv_text(COLUMNS, [{k: _cell(r.get(k)) for k in COLUMNS} for r in rows])
 
 
 def _cell(value) -> str:

@@ -320,11 +320,7 @@ def build(roots, out: Path, *, step: int = DEFAULT_STEP, window: float = DEFAULT
         "param.", "D", "W", "seeds", "rate mean", "seed SD", "± half-width", "95% CI", "status",
         "all blocks: mean [CI] status", "activation: mean [CI] status", "note"], table), ""]
     if cell_rows:
-        with open(out / "cells.csv", "w", newline="") as fh:
-            wr = csv.DictWriter(fh, fieldnames=list(cell_rows[0]))
-            wr.writeheader()
-            wr.writerows(cell_rows)
-        files.append(out / "cells.csv")
+        files.append(write_csv(out / "cells.csv", list(cell_rows[0]), cell_rows))
 
     # --- the verdict and its controls -----------------------------------------------------------------
     main, single = verdict_of(iv["weight"])

@@ -196,13 +196,11 @@ def growth_study(runs, out, *, switch_step: int = 150, log: Callable[[str], None
 
 
 def _write(out: Path, stem: str, rows: list[dict], summary: dict) -> None:
-    import csv
+    from depthdelusion.analysis.tables import write_csv
 
     out.mkdir(parents=True, exist_ok=True)
     if rows:
-        with open(out / f"{stem}.csv", "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
-            writer.writeheader()
-            writer.writerows({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows)
+        write_csv(out / f"{stem}.csv", list(rows[0]),
+                  [{k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows])
     (out / f"{stem}_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / f"{stem}.md").write_text(markdown_table(["key", "value"], [[k, json.dumps(v)] for k, v in summary.items()]) + "\n")
