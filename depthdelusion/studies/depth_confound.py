@@ -215,10 +215,11 @@ class LrFit(NamedTuple):
 
 
 def fit_lr_curve(curve: list[tuple[float, float]], sigma: float | None = None, dof: int | None = None) -> LrFit:
-    """Fit loss = c + b x + a x^2 (x = ln lr) to the grid's best point and up to two neighbours
-    on each side (finite losses only). 95% intervals on the vertex x* = -b/2a and the loss there by
-    the delta method, with the noise sigma either given (from seed replicates, with its `dof`) or
-    the fit's residual standard deviation (k - 3 degrees of freedom); t quantiles."""
+    """Fit loss = c + b x + a x^2 (x = ln lr) through the grid's best point and its neighbour on
+    each side (finite losses only): a wider window lets the steep side of an asymmetric curve
+    (divergence just above the optimum) drag the vertex away from the best lr. 95% intervals on
+    the vertex x* = -b/2a (Fieller's) and the loss there (delta method), with t quantiles and the
+    noise sigma from seed replicates (`sigma`, `dof`); without replicates there is no interval."""
     from scipy import stats
     import numpy as np
 
@@ -226,10 +227,10 @@ def fit_lr_curve(curve: list[tuple[float, float]], sigma: float | None = None, d
     if not pts:
         return LrFit(False, math.nan, (math.nan, math.nan), math.nan, (math.nan, math.nan), 0, "no finite loss")
     best = min(range(len(pts)), key=lambda i: pts[i][1])
-    window = pts[max(0, best - 2): best + 3]
+    window = pts[max(0, best - 1): best + 2]
     x_best, y_best = pts[best]
     if len(window) < 3 or best in (0, len(pts) - 1):
-        note = "fewer than 3 points" if len(window) < 3 else "best lr at the grid's edge: a bound"
+        note = "best lr at the grid's edge: a bound" if best in (0, len(pts) - 1) else "fewer than 3 points"
         return LrFit(False, x_best, (math.nan, math.nan), y_best, (math.nan, math.nan), len(window), note)
     x = np.array([p[0] for p in window])
     y = np.array([p[1] for p in window])
@@ -244,19 +245,34 @@ def fit_lr_curve(curve: list[tuple[float, float]], sigma: float | None = None, d
     if not (xc.min() <= v <= xc.max()):
         return LrFit(False, x_best, (math.nan, math.nan), y_best, (math.nan, math.nan), len(window),
                      "vertex outside the fitted points")
-    resid = y - X @ coef
     if sigma is None:
-        dof = len(window) - 3
-        sigma = float(np.sqrt(resid @ resid / dof)) if dof > 0 else math.nan
+        sigma, dof = math.nan, None
     cov = sigma ** 2 * np.linalg.inv(X.T @ X)
-    # gradients of v = -b/2a and f = c - b^2/4a w.r.t. (c, b, a)
-    gv = np.array([0.0, -1 / (2 * a), b / (2 * a * a)])
-    gf = np.array([1.0, -b / (2 * a), b * b / (4 * a * a)])
     t = float(stats.t.ppf(0.975, dof)) if dof and dof > 0 else math.nan
-    sv, sf = math.sqrt(gv @ cov @ gv), math.sqrt(gf @ cov @ gf)
+    v_ci = _fieller_vertex(a, b, cov, t)
+    # the loss at the vertex f = c - b^2/4a: delta method, gradient w.r.t. (c, b, a)
+    gf = np.array([1.0, -b / (2 * a), b * b / (4 * a * a)])
+    sf = math.sqrt(gf @ cov @ gf)
     f = c - b * b / (4 * a)
-    return LrFit(True, x_best + v, (x_best + v - t * sv, x_best + v + t * sv), f, (f - t * sf, f + t * sf),
+    return LrFit(True, x_best + v, (x_best + v_ci[0], x_best + v_ci[1]), f, (f - t * sf, f + t * sf),
                  len(window), "")
+
+
+def _fieller_vertex(a: float, b: float, cov, t: float) -> tuple[float, float]:
+    """Fieller's interval for the vertex v = -b/2a: the v with (b + 2av)^2 <= t^2 Var(b + 2av),
+    exact for normal noise of known variance (the delta method under-covers a ratio). Unbounded
+    (-inf, inf) when the curvature is not distinguishable from 0."""
+    if not math.isfinite(t) or not all(math.isfinite(x) for x in cov.ravel()):
+        return (math.nan, math.nan)
+    vbb, vab, vaa = cov[1, 1], cov[1, 2], cov[2, 2]
+    qa = 4 * (a * a - t * t * vaa)
+    qb = 4 * (a * b - t * t * vab)
+    qc = b * b - t * t * vbb
+    disc = qb * qb - 4 * qa * qc
+    if qa <= 0 or disc < 0:
+        return (-math.inf, math.inf)
+    root = math.sqrt(disc)
+    return ((-qb - root) / (2 * qa), (-qb + root) / (2 * qa))
 
 
 # --------------------------------------------------------------------------------- running
@@ -535,10 +551,10 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
                                         if p.losses else "–" for p in cells])
         lines += [markdown_table(header, rows), ""]
     lines += ["## Learning-rate curves (seed %d)" % exp["seeds"][0], "",
-              "Optimum from a quadratic in ln lr over the grid's best point and up to two neighbours on "
-              "each side; 95% delta-method intervals with t quantiles, the noise σ "
+              "Optimum from the quadratic in ln lr through the grid's best point and its two "
+              "neighbours; 95% intervals (Fieller's for lr*, delta method for the loss there) with t quantiles, the noise σ "
               + (f"= {sigma:.4f} pooled over seed replicates ({dof} dof)." if sigma else
-                 "from each fit's residuals (no seed replicates yet)."), ""]
+                 "not yet measured (no seed replicates): no intervals yet."), ""]
     rows = [[c["parametrization"], c["width"], c["depth"], c["lrs"], c["losses"],
              f"{c['fit_lr']:.3g} [{c['fit_lr_lo']:.3g}, {c['fit_lr_hi']:.3g}]" if math.isfinite(c["fit_lr"]) else "–",
              f"{_fmt(c['fit_loss'])} [{_fmt(c['fit_loss_lo'])}, {_fmt(c['fit_loss_hi'])}]" if math.isfinite(c["fit_loss"]) else "–",
