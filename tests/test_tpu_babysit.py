@@ -171,7 +171,25 @@ def interrupt_mid_run(tmp_path, *args):
         _, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
+        kill_processes_under(tmp_path)
     return proc.returncode, err, root, events(tmp_path)
+
+
+def kill_processes_under(path) -> None:
+    """End every process whose command line names `path`: the fake workers' trainers of a slice
+    left running (--keep) or deleted by a fake cloud that does not stop its processes."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(path) in cmdline:
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def test_ctrl_c_deletes_the_queued_resource_and_its_slice(tmp_path):
