@@ -22,7 +22,7 @@ likelihood (Gaussian errors of unknown scale: n·ln(RSS(p)/RSS_min) ≤ χ²₁,
 
 The quantitative test of the paper's numbers: D_crit = κ·ln W and D_crit = ℓ·ln(1/ε) give
 ℓ(W) = κ·ln W / ln(1/ε) (:func:`paper_implied_length`, κ from :mod:`.reference`), compared with
-the measured rate's interval (:func:`compare_with_paper`); ℓ ∝ W^0.44 across widths is tested by
+the measured rate's interval (:func:`compare_with_paper`); the paper's ℓ ∝ W^p across widths is tested by
 :func:`power_law_test`.
 """
 from __future__ import annotations

@@ -18,6 +18,7 @@ import numpy as np
 
 from depthdelusion import rundir
 
+from .reference import PAPER_KAPPA
 from .runs import Runs, load_reference, load_runs
 
 
@@ -94,8 +95,8 @@ TABLES = {t.name: t for t in (
         "the paper's Appendix C (reference/PROVENANCE.md)",
         "numbers transcribed from the paper (facts; its printed inconsistencies are in PROVENANCE.md)",
         True, _depth_delusion,
-        notes=("The paper's own fit (κ = 2.43 [2.09, 2.77], R² 0.922) is not reproduced by a refit "
-               "of its printed table: analysis/paper_refit/ compares them.",)),
+        notes=(f"The paper's own fit (κ = {PAPER_KAPPA} [2.09, 2.77], R² 0.922) is not reproduced by a "
+               "refit of its printed table: analysis/paper_refit/ compares them.",)),
     PublishedTable(
         "epoch_chinchilla", "Epoch AI's reconstruction of the Chinchilla data (245 points, 240 fitted)",
         "Besiroglu, Erdil, Barnett, You: Chinchilla Scaling: A replication attempt (arXiv 2404.10102, 2024)",

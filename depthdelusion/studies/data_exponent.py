@@ -442,6 +442,8 @@ def readme(rows: list[dict], run_rows: list[dict], spectrum_rows: list[dict], in
 
 
 def _read_csv(path: Path) -> list[dict]:
+    import csv
+
     with open(path, newline="") as fh:
         return list(csv.DictReader(fh))
 
@@ -478,7 +480,7 @@ def refit_study_tables(study: Path, out: Path, log=print) -> dict:
             log(f"{name}: b {_f(b)} {_ci(b_lo, b_hi)} ({result.profile_statistic}); {row['verdict']}")
         cells = _common_cells(result_common, None)
         row.update({k: cells[k] for k in ("b_common", "b_common_lo", "b_common_hi")})
-    _write_csv(out / "exponents.csv", EXPONENT_COLUMNS, rows)
+    write_csv(out / "exponents.csv", EXPONENT_COLUMNS, rows)
     plot_learning_curves(curves, out / "learning_curves.png")
     plot_exponents(rows, out / "exponents.png")
     info["refit_command"] = (f"depthdelusion data-exponent {shlex.quote(str(study))} --out "

@@ -9,7 +9,8 @@ Rules (`analysis/persistence.py`, `docs/persistence.md`):
 - per cell (study, parametrization, D, W, lr, dtypes), the interval on the rate from the spread
   across seeds (t, n − 1 df) where there are ≥ 2 seeds; a verdict uses only cells with ≥ 3 seeds,
   or says that it rests on single runs;
-- the paper's implied ℓ(W) = κ·ln W / ln(1/ε) and ℓ ∝ W^0.44 against the measured rates;
+- the paper's implied ℓ(W) = κ·ln W / ln(1/ε) and its ℓ ∝ W^p (both from analysis/reference) against
+  the measured rates;
 - controls: activation against weight gradients, sp against completep, the residual stream's
   dtype, and the bottom block left in — each "changes / does not change the verdict".
 Also the rate at every logged step (when the shape appears), ℓ(W) over all runs, and loss
