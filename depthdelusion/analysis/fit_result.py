@@ -80,8 +80,9 @@ class FitResult:
       never spans zero. ``stderr`` is the natural-unit standard error (delta method).
     - ``ci_profile``: profile likelihood (see :mod:`.profile`); ends are ±inf when the data do
       not bound the parameter on that side.
-    - ``ci_bootstrap``: percentile interval of case-bootstrap refits, each started cold from
-      the multi-start grid.
+    - ``ci_bootstrap``: percentile interval of case-bootstrap refits, each started from the
+      optimum and the best multi-start starts (``bootstrap_scheme``); refits that did not
+      converge are left out and counted (``n_bootstrap_failed``, ``n_bootstrap_not_converged``).
 
     AIC/BIC count the noise variance as a parameter (K = k + 1) under a Gaussian likelihood of
     the loss residuals. ``ridge_solutions`` holds every parameter set that ties with the best
@@ -119,6 +120,7 @@ class FitResult:
     notes: list = field(default_factory=list)
     source: str = ""
     seed: int = 0
+    n_bootstrap_not_converged: int = 0  # refits left out: still at the iteration cap after a restart
     ci_profile: dict | None = None
     profiles: dict = field(default_factory=dict)
     jacobian_log: list = field(default_factory=list)
@@ -312,6 +314,7 @@ class FitResult:
             "ci_profile": ci(self.ci_profile), "profile_statistic": self.profile_statistic,
             "ci_bootstrap": ci(self.ci_bootstrap), "bootstrap_scheme": self.bootstrap_scheme,
             "n_bootstrap": self.n_bootstrap, "n_bootstrap_failed": self.n_bootstrap_failed,
+            "n_bootstrap_not_converged": self.n_bootstrap_not_converged,
             "bounds": {k: [f(a), f(b)] for k, (a, b) in self.bounds.items()},
             "at_bound": self.at_bound, "status": self.status, "offset_groups": self.offset_groups,
             "r2": f(self.r2), "rmse": f(self.rmse), "rss": f(self.rss), "aic": f(self.aic),

@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 
 from .laws import Law, LawInputs, Param
-from .solver import BatchResult, minimize
+from .solver import MAX_ITER, BatchResult, minimize
 
 HUBER_THRESHOLD = 1e-3  # on log-loss residuals, as in Hoffmann et al. 2022
 OFFSET = "E"  # the additive offset a law must have for per-group offsets
@@ -172,7 +172,7 @@ class Problem:
         # r = ln prediction − ln y, so 1/prediction = exp(−r − ln y)
         return idx, lambda r: np.exp(-(r + self.target))[:, :, None] * onehot[None]
 
-    def solve(self, theta0_MxK, weights_MxN=None, frozen_MxK=None, max_iter=300) -> BatchResult:
+    def solve(self, theta0_MxK, weights_MxN=None, frozen_MxK=None, max_iter=MAX_ITER) -> BatchResult:
         """Solve M problems (rows) in batches small enough that one batched Jacobian
         evaluation stays near ``_BATCH_ELEMENTS`` numbers (the problems are independent, so
         batching does not change the results)."""

@@ -5,7 +5,7 @@ replicate, each point of a likelihood profile — is the same small problem (ten
 most ten parameters) with other starting points, run weights or frozen parameters. Solving
 them one at a time with scipy costs milliseconds each in Python overhead; solving them as one
 batch costs one vectorised law evaluation per iteration for all of them, which is what lets
-bootstrap refits start cold from the multi-start grid and still finish in seconds.
+bootstrap refits start from many points of the multi-start and still finish in seconds.
 
 The method is Levenberg–Marquardt with Marquardt's diagonal scaling and Nielsen's damping
 update, projected onto box bounds: a step is clipped to the bounds, and a parameter sitting
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 CONVERGED, CAPPED, FAILED = 1, 0, -1
+MAX_ITER = 300  # damped Gauss–Newton iterations before a solve counts as CAPPED
 _MU_MIN = 1e-10  # keeps the damped system positive definite in floating point
 
 
@@ -62,7 +63,7 @@ def objective(residuals_MxN, weights_MxN, huber_threshold=None) -> np.ndarray:
 
 
 def minimize(residuals, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
-             huber_threshold=None, max_iter: int = 300, ftol: float = 1e-12,
+             huber_threshold=None, max_iter: int = MAX_ITER, ftol: float = 1e-12,
              xtol: float = 1e-10, known_columns=None) -> BatchResult:
     """Minimise Σ wᵢ ρ(rᵢ(θ)) for M problems at once.
 
