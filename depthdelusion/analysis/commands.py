@@ -102,8 +102,11 @@ def pick_law(runs) -> tuple[str, str]:
 def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "lm", bootstrap: int = 1000,
             seed: int = 0, starts: int = 64, grid_points: int = 3, group: str | None = None,
             columns: str | None = None, json_output: bool = False, column=None,
-            reduce: str | None = None, table_name: str | None = None, pool: str | None = None) -> int:
+            reduce: str | None = None, table_name: str | None = None, pool: str | None = None,
+            loss: str | None = None, overestimate_weight: float | None = None,
+            validate: str | None = None, out: str | None = None) -> int:
     from .fitting import fit
+    from .problem import LOSSES
     from .published import fit_pooled, parse_table_arg, pool as pool_runs
 
     if (runs is None) == (table_name is None):
@@ -121,10 +124,31 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
     for flag, value in (("--starts", starts), ("--grid-points", grid_points)):
         if value < 1:
             raise ValueError(f"{flag}={value}: must be a positive integer")
+    if loss is not None:
+        if loss not in LOSSES:
+            raise ValueError(f"--loss {loss!r}: valid: {', '.join(LOSSES)}")
+        method = LOSSES[loss]
+    if overestimate_weight is not None and method != "asymmetric":
+        raise ValueError("--overestimate-weight applies to --loss asymmetric only")
+    if validate not in (None, "rollout"):
+        raise ValueError(f"--validate {validate!r}: valid: rollout")
     options = dict(bootstrap=bootstrap, seed=seed, grid_points=grid_points, max_starts=starts)
+    if overestimate_weight is not None:
+        options["overestimate_weight"] = overestimate_weight
     result = (fit_pooled(ours, pooled[0], law, method, path=pooled[1], **options) if pooled
               else fit(table, law, method, **options))
     print(result.to_json() if json_output else result.summary())
+    if validate == "rollout":
+        from pathlib import Path
+
+        from .rollout import rollout
+
+        checked = rollout(table, law, method, seed=seed, overestimate_weight=overestimate_weight,
+                          grid_points=grid_points, max_starts=starts)
+        Path(out or ".").mkdir(parents=True, exist_ok=True)
+        path = checked.write_csv(Path(out or ".") / "rollout.csv")
+        print(checked.summary(), file=sys.stderr if json_output else sys.stdout)
+        print(f"wrote {path}", file=sys.stderr)
     return exit_codes.OK
 
 

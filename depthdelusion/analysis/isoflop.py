@@ -400,7 +400,17 @@ def run_command(*, runs: str, by: str | None = None, group: str | None = None,
     from depthdelusion import exit_codes
 
     from .commands import column_mapping
+    from .problem import LOSSES
 
+    if method not in LOSSES.values():  # the CLI's --loss name
+        if method not in LOSSES:
+            raise ValueError(f"--loss {method!r}: valid: ls, huber")
+        method = LOSSES[method]
+    if method == "asymmetric":
+        raise ValueError("--loss asymmetric: the bias simulation draws symmetric noise around the "
+                         "fitted law's mean; use ls or huber")
+    if replicates < 1:
+        raise ValueError(f"--replicates {replicates}: must be at least 1")
     table = load_runs(runs, group=group, columns=column_mapping(columns, column))
     parts = {None: table} if by is None else split_by(table, by)
     results = {}
@@ -459,9 +469,11 @@ def _is_float(v) -> bool:
         return False
 
 
-def _num(v):
+def _num(v, digits: int = 6):
+    """A JSON number rounded to ``digits`` significant digits (the same on any machine); None
+    when not finite."""
     v = float(v)
-    return v if math.isfinite(v) else None
+    return float(f"{v:.{digits}g}") if math.isfinite(v) else None
 
 
 def _g(v, digits: int = 3) -> str:
