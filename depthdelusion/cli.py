@@ -45,7 +45,7 @@ COMMANDS = (
      "fit the laws and write the analysis report (md, tex, csv, png); no JAX needed"),
     ("fit", "depthdelusion.analysis.commands:run_fit",
      "fit one law to a table of runs and print its summary; no JAX needed"),
-    ("isoflop", "depthdelusion.analysis.isoflop:run_command",
+    ("isoflop", "depthdelusion.analysis.commands:run_isoflop",
      "isoFLOP profiles (Approach 2): N*(C), D*(C) exponents with intervals, the method's bias on "
      "this grid"),
     ("runs", "depthdelusion.analysis.run_table:run_command",
@@ -439,8 +439,9 @@ def _isoflop(p):
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
     p.add_argument("--column", action="append", metavar="NAME=COLUMN",
                    help="read the table's COLUMN as NAME, e.g. --column loss=final_loss (repeatable)")
-    p.add_argument("--tolerance", type=float, default=LIBRARY_DEFAULT,
-                   help="relative tolerance on C within which runs form one budget")
+    p.add_argument("--tolerance", type=float,
+                   help="relative tolerance on C within which runs form one budget (default: the "
+                        "library's, printed in the summary and the JSON)")
     p.add_argument("--include-flagged", action="store_true",
                    help="also fit the exponents on budgets whose vertex lies outside their sampled "
                         "N range (budgets without a minimum are never used)")
@@ -448,8 +449,9 @@ def _isoflop(p):
                    help="skip the simulated bias of Approach 2 on this grid")
     p.add_argument("--loss", dest="method", choices=("ls", "huber"), default="ls",
                    help="objective of the Chinchilla fit the bias simulation starts from (default ls)")
-    p.add_argument("--replicates", type=int, default=LIBRARY_DEFAULT,
-                   help="simulated replicates of the grid for the bias")
+    p.add_argument("--replicates", type=int,
+                   help="simulated replicates of the grid for the bias (default: the library's, "
+                        "printed with the bias)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", dest="json_output", action="store_true",
                    help="print {a, b, budgets[, bias]} as JSON")

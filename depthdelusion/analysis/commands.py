@@ -1,4 +1,4 @@
-"""The analysis commands ``report``, ``fit``, ``laws``, ``persistence``, ``audit``: plain
+"""The analysis commands ``report``, ``fit``, ``isoflop``, ``laws``, ``persistence``, ``audit``: plain
 functions of the parsed arguments (the parser is ``depthdelusion.cli``), each returning an exit
 code. They need numpy and scipy, never JAX. Bad input raises ValueError / FileNotFoundError,
 which the CLI prints as one line. Imports of the analysis modules are inside the functions, so
@@ -149,6 +149,65 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
         path = checked.write_csv(Path(out or ".") / "rollout.csv")
         print(checked.summary(), file=sys.stderr if json_output else sys.stdout)
         print(f"wrote {path}", file=sys.stderr)
+    return exit_codes.OK
+
+
+def run_isoflop(*, runs: str, by: str | None = None, group: str | None = None,
+                columns: str | None = None, column=None, json_output: bool = False,
+                out: str | None = None, tolerance: float | None = None,
+                include_flagged: bool = False, bias: bool = True, method: str = "lm",
+                replicates: int | None = None, seed: int = 0) -> int:
+    """``depthdelusion isoflop``: Approach 2 per table (or per value of ``by``), its bias on the
+    grid, the JSON, and the figure under ``out``."""
+    import json
+
+    from .isoflop import isoflop, split_by
+    from .problem import LOSSES
+    from .runs import load_runs
+
+    if method not in LOSSES.values():  # the CLI's --loss name
+        if method not in LOSSES:
+            raise ValueError(f"--loss {method!r}: valid: ls, huber")
+        method = LOSSES[method]
+    if method == "asymmetric":
+        raise ValueError("--loss asymmetric: the bias simulation draws symmetric noise around the "
+                         "fitted law's mean; use ls or huber")
+    from .isoflop import BIAS_REPLICATES, TOLERANCE
+
+    tolerance = TOLERANCE if tolerance is None else tolerance
+    replicates = BIAS_REPLICATES if replicates is None else replicates
+    if replicates < 1:
+        raise ValueError(f"--replicates {replicates}: must be at least 1")
+    table = load_runs(runs, group=group, columns=column_mapping(columns, column))
+    parts = {None: table} if by is None else split_by(table, by)
+    results = {}
+    for value, part in parts.items():
+        try:
+            results[value] = isoflop(part, tolerance=tolerance, include_flagged=include_flagged,
+                                     bias=bias, method=method, replicates=replicates, seed=seed)
+        except ValueError as err:
+            if by is None:
+                raise
+            raise ValueError(f"{by} = {value}: {err}") from None
+    if out is not None:
+        from pathlib import Path
+
+        from .isoflop import file_label
+        from .plots import isoflop_profiles
+
+        Path(out).mkdir(parents=True, exist_ok=True)
+        for value, res in results.items():
+            name = "isoflop.png" if value is None else f"isoflop_{file_label(value)}.png"
+            path = isoflop_profiles(res, Path(out) / name,
+                                    title="" if value is None else f"{by} = {value}")
+            print(f"wrote {path}", file=sys.stderr)
+    if json_output:
+        doc = (results[None].to_dict() if by is None
+               else {"by": by, "groups": {str(k): r.to_dict() for k, r in results.items()}})
+        print(json.dumps(doc, indent=2, allow_nan=False))
+    else:
+        print("\n\n".join((r.summary() if k is None else f"== {by} = {k} ==\n{r.summary()}")
+                          for k, r in results.items()))
     return exit_codes.OK
 
 

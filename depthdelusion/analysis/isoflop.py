@@ -385,63 +385,7 @@ def _bias_text(bias: dict) -> str:
     return "\n".join(lines)
 
 
-# --- the command --------------------------------------------------------------------------------
-
-def run_command(*, runs: str, by: str | None = None, group: str | None = None,
-                columns: str | None = None, column=None, json_output: bool = False,
-                out: str | None = None, tolerance: float = TOLERANCE,
-                include_flagged: bool = False, bias: bool = True, method: str = "lm",
-                replicates: int = BIAS_REPLICATES, seed: int = 0) -> int:
-    """``depthdelusion isoflop``: Approach 2 per table (or per value of ``by``), its bias on the
-    grid, the JSON, and the figure under ``out``."""
-    import json
-    import sys
-
-    from depthdelusion import exit_codes
-
-    from .commands import column_mapping
-    from .problem import LOSSES
-
-    if method not in LOSSES.values():  # the CLI's --loss name
-        if method not in LOSSES:
-            raise ValueError(f"--loss {method!r}: valid: ls, huber")
-        method = LOSSES[method]
-    if method == "asymmetric":
-        raise ValueError("--loss asymmetric: the bias simulation draws symmetric noise around the "
-                         "fitted law's mean; use ls or huber")
-    if replicates < 1:
-        raise ValueError(f"--replicates {replicates}: must be at least 1")
-    table = load_runs(runs, group=group, columns=column_mapping(columns, column))
-    parts = {None: table} if by is None else split_by(table, by)
-    results = {}
-    for value, part in parts.items():
-        try:
-            results[value] = isoflop(part, tolerance=tolerance, include_flagged=include_flagged,
-                                     bias=bias, method=method, replicates=replicates, seed=seed)
-        except ValueError as err:
-            if by is None:
-                raise
-            raise ValueError(f"{by} = {value}: {err}") from None
-    if out is not None:
-        from pathlib import Path
-
-        from .plots import isoflop_profiles
-
-        Path(out).mkdir(parents=True, exist_ok=True)
-        for value, res in results.items():
-            name = "isoflop.png" if value is None else f"isoflop_{_safe(value)}.png"
-            path = isoflop_profiles(res, Path(out) / name,
-                                    title="" if value is None else f"{by} = {value}")
-            print(f"wrote {path}", file=sys.stderr)
-    if json_output:
-        doc = (results[None].to_dict() if by is None
-               else {"by": by, "groups": {str(k): r.to_dict() for k, r in results.items()}})
-        print(json.dumps(doc, indent=2, allow_nan=False))
-    else:
-        print("\n\n".join((r.summary() if k is None else f"== {by} = {k} ==\n{r.summary()}")
-                          for k, r in results.items()))
-    return exit_codes.OK
-
+# --- side by side ------------------------------------------------------------------------------
 
 def split_by(runs: Runs, column: str) -> dict:
     """{value: the runs with that value} for ``column``: group, a canonical column or one the
@@ -457,7 +401,8 @@ def split_by(runs: Runs, column: str) -> dict:
     return {k: runs.subset(values == k) for k in keys}
 
 
-def _safe(value) -> str:
+def file_label(value) -> str:
+    """A column value as a file-name part."""
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(value))
 
 
