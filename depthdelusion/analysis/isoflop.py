@@ -127,6 +127,13 @@ class IsoflopResult:
 
 def compute_of(runs: Runs) -> tuple[np.ndarray, str]:
     """Per-run compute C and where it came from: a compute column, else 6·N·D."""
+    own = getattr(runs, "compute", None)  # a reader that knows the column (else: extra columns)
+    if isinstance(own, np.ndarray) and own.dtype != object and np.isfinite(own).any():
+        if not np.all(np.isfinite(own) & (own > 0)):
+            i = int(np.flatnonzero(~(np.isfinite(own) & (own > 0)))[0])
+            raise ValueError(f"{runs.source} row {i + 1} ({runs.name[i]}): no positive compute; "
+                             "give every run's compute, or none (then C = 6·N·D)")
+        return own.astype(float), "C from the compute column"
     for col in COMPUTE_COLUMNS:
         if col in runs.extra:
             raw = runs.extra[col]

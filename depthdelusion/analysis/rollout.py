@@ -19,6 +19,9 @@ import numpy as np
 from .isoflop import TOLERANCE, compute_of, group_budgets
 from .runs import load_runs
 
+#: Tied fits whose predictions differ by less than this (nats, far below any run's loss
+#: resolution) predict the same.
+SAME_PREDICTION = 1e-4
 COLUMNS = ("step", "levels_fitted", "runs_fitted", "fitted_up_to", "predicted_level",
            "runs_predicted", "mean_error", "rmse", "max_abs_error", "prediction_range_width",
            "status")
@@ -127,9 +130,11 @@ def rollout(runs, law, method: str = "lm", *, tolerance: float = TOLERANCE, seed
         step.errors = held.loss - result.predict(held)
         lo, hi = result.predict_range(held)
         step.range_width = float(np.max(hi - lo))
-        if result.ridge_solutions:
+        if result.ridge_solutions and step.range_width > SAME_PREDICTION:
             step.status = (f"not identified: tied fits predict a range up to "
                            f"{step.range_width:.3g} nats wide")
+        elif result.ridge_solutions:
+            step.status = f"ok (tied fits differ, their predictions here by < {SAME_PREDICTION:g} nats)"
         steps.append(step)
     notes = [f"levels: {len(groups)} ({source}; runs within {tolerance:g} relative of a level's "
              "smallest value form it)", "each step is a bare fit: no bootstrap, profile or "

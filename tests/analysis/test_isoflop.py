@@ -116,7 +116,7 @@ def test_cli_json_shape_compute_column_and_by(tmp_path, capsys):
     assert {"a", "b"} <= set(doc["bias"])
     assert len(doc["budgets"]) == 5
     assert set(doc["budgets"][0]) >= {"compute", "points", "n_opt", "d_opt", "loss_opt", "flags"}
-    assert doc["budgets"][0]["points"] == 14 and "flops" in doc["compute"]
+    assert doc["budgets"][0]["points"] == 14 and "column" in doc["compute"]
     assert main(["isoflop", path, "--json", "--no-bias", "--by", "arch", "--out",
                  str(tmp_path / "fig")]) == 0
     doc = json.loads(capsys.readouterr().out)
