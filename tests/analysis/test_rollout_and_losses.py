@@ -10,7 +10,7 @@ from depthdelusion.analysis.runs import load_runs
 from depthdelusion.analysis.solver import objective
 from depthdelusion.cli import main
 
-from .test_isoflop import ALPHA, BETA, E, law, n_opt
+from .test_isoflop import E, law, n_opt
 
 LEVELS = (1e17, 3e17, 1e18, 3e18, 1e19, 3e19)
 
