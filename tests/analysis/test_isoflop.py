@@ -88,6 +88,10 @@ def test_bias_near_zero_on_a_centred_grid_and_clear_on_a_skewed_one():
     centred = isoflop(sweep(), bias=True, replicates=8)
     assert abs(centred.bias["a"]) < 0.005
     assert centred.bias["a"] == pytest.approx(-centred.bias["b"], abs=1e-9)
+    # fresh noise per replicate, seeded: the replicates differ, a seed repeats them exactly
+    assert centred.bias["a_mc_se"] > 1e-4 and centred.bias["replicates"] == 8
+    assert isoflop(sweep(), bias=True, replicates=8).bias == centred.bias
+    assert isoflop(sweep(), bias=True, replicates=8, seed=1).bias["a"] != centred.bias["a"]
     # off-centre by an amount that grows with C: the parabola's vertex shifts with the skew
     skewed = isoflop(sweep(offsets=[-0.6, -0.3, 0.0, 0.3, 0.6]), bias=True, replicates=8)
     assert skewed.bias["a"] > 0.015
@@ -131,3 +135,21 @@ def test_cli_error_without_compute_or_tokens(tmp_path, capsys):
     assert main(["isoflop", path]) == 2
     err = capsys.readouterr().err
     assert "compute column" in err and "C = 6·N·D" in err
+
+
+def test_disagreement_with_the_parametric_fit_is_said():
+    """Grids 0.2 to 0.8 decades above N*, little noise: Approach 2's a is off by its bias
+    (about +0.047) while the Chinchilla fit's interval is narrow, so the two do not overlap and
+    the output says so; centred, they agree."""
+    skewed = isoflop(sweep(offsets=[0.2, 0.35, 0.5, 0.65, 0.8], noise=0.0005), bias=True,
+                     replicates=4)
+    assert skewed.bias["a"] > 0.03
+    assert skewed.bias["disagree"] and "disagree beyond their 95% intervals" in skewed.summary()
+    centred = isoflop(sweep(noise=0.0005), bias=True, replicates=4)
+    assert not centred.bias["disagree"] and "agree within" in centred.summary()
+
+
+def test_bias_from_a_huber_fit_simulates_on_log_loss():
+    res = isoflop(sweep(), bias=True, method="huber", replicates=4)
+    assert res.bias["fit_method"] == "huber" and "on ln loss" in res.summary()
+    assert abs(res.bias["a"]) < 0.005 and abs(res.bias["law_a"]["value"] - TRUE_A) < 0.01
