@@ -42,6 +42,9 @@ def test_rollout_exposes_a_law_that_cannot_extrapolate():
     good = rollout(rows, "chinchilla").steps[-1].rmse
     bad = rollout(rows, "kaplan").steps[-1].rmse
     assert bad > 5 * good
+    # extrapolating is worse than the in-sample fit of the same law to every level
+    inside = fit(rows, "kaplan", bootstrap=0, profile=False, leave_one_out=False).rmse
+    assert bad > 1.2 * inside
 
 
 def test_fit_validate_rollout_writes_the_table(tmp_path, capsys):
