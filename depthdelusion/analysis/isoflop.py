@@ -234,9 +234,14 @@ def isoflop(runs, *, tolerance: float = TOLERANCE, include_flagged: bool = False
         result.notes.append("D* = C/(6·N*), so b = 1 − a by construction")
     else:
         result.notes.append("D* = C/(6·N*) (the compute column's C), so b = 1 − a by construction")
-    if bias:
-        result.bias = approach2_bias(runs, result, method=method, replicates=replicates,
-                                     seed=seed, include_flagged=include_flagged)
+    if bias and not np.isfinite(result.a.value):
+        result.notes.append("bias not simulated: Approach 2 gave no exponent on this table")
+    elif bias:
+        try:
+            result.bias = approach2_bias(runs, result, method=method, replicates=replicates,
+                                         seed=seed, include_flagged=include_flagged)
+        except ValueError as err:  # e.g. the Chinchilla law cannot be fitted to these runs
+            result.notes.append(f"bias not simulated: {str(err).splitlines()[0]}")
     return result
 
 
@@ -362,6 +367,8 @@ def approach2_bias(runs, iso: IsoflopResult, *, method: str = "lm",
         if np.isfinite(r.a.value):
             sim_a.append(r.a.value)
             sim_b.append(r.b.value)
+    if not sim_a:
+        raise ValueError(f"none of the {replicates} simulations had 2 usable budgets")
     bias = Bias(law_a, law_a_ci, law_b, law_b_ci, np.array(sim_a), np.array(sim_b), sd,
                 replicates, seed, method, [])
     for name, ours, law_ci in (("a", iso.a, law_a_ci), ("b", iso.b, law_b_ci)):

@@ -153,3 +153,11 @@ def test_bias_from_a_huber_fit_simulates_on_log_loss():
     res = isoflop(sweep(), bias=True, method="huber", replicates=4)
     assert res.bias["fit_method"] == "huber" and "on ln loss" in res.summary()
     assert abs(res.bias["a"]) < 0.005 and abs(res.bias["law_a"]["value"] - TRUE_A) < 0.01
+
+
+def test_too_few_budgets_give_no_exponent_and_say_why():
+    res = isoflop(sweep(budgets=(1e19,)), bias=True)
+    assert res.a.value != res.a.value and res.bias is None  # NaN: no exponent from one budget
+    assert any("only 1 usable budget" in n for n in res.notes)
+    assert any("bias not simulated" in n for n in res.notes)
+    assert res.to_dict()["a"]["value"] is None
