@@ -247,6 +247,9 @@ def isoflop_profiles(result, path: Path, title: str = "") -> Path:
         if np.isfinite(b.n_opt):
             ax.scatter([b.n_opt], [b.loss_opt], marker="*", s=90, color=c if b.used else "none",
                        edgecolors=c, zorder=3)
+    if len(result.used) >= 2:  # the optima the exponent fit uses, joined
+        ax.plot([b.n_opt for b in result.used], [b.loss_opt for b in result.used], "k--", lw=0.8,
+                label="vertices used")
     ax.set_xscale("log")
     ax.set_xlabel("parameters N")
     ax.set_ylabel("loss (nats)")
