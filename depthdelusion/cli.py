@@ -45,6 +45,9 @@ COMMANDS = (
      "fit the laws and write the analysis report (md, tex, csv, png); no JAX needed"),
     ("fit", "depthdelusion.analysis.commands:run_fit",
      "fit one law to a table of runs and print its summary; no JAX needed"),
+    ("isoflop", "depthdelusion.analysis.commands:run_isoflop",
+     "isoFLOP profiles (Approach 2): N*(C), D*(C) exponents with intervals, the method's bias on "
+     "this grid"),
     ("runs", "depthdelusion.analysis.run_table:run_command",
      "runs export: one run table (docs/run_table.md) from run directories, MLflow or W&B"),
     ("laws", "depthdelusion.analysis.commands:run_laws",
@@ -391,7 +394,22 @@ def _fit(p):
                    "table, one offset E per source, the other parameters shared")
     p.add_argument("--law", help="registered law name (`depthdelusion laws`); default: picked "
                    "from the columns present")
-    p.add_argument("--method", choices=("lm", "huber"), default="lm")
+    objective = p.add_mutually_exclusive_group()
+    objective.add_argument("--method", choices=("lm", "huber"), default="lm",
+                           help="lm: least squares (= --loss ls); huber (= --loss huber)")
+    objective.add_argument("--loss", choices=("ls", "huber", "asymmetric"),
+                           help="ls: least squares on loss (the mean); huber: Huber on log-loss, "
+                                "robust to outlying runs; asymmetric: squares with overestimates "
+                                "weighted more, for small runs that were under-tuned: fits the "
+                                "lower envelope (an expectile), not the mean")
+    p.add_argument("--overestimate-weight", type=float, metavar="W",
+                   help="--loss asymmetric: weight of a prediction above the loss relative to one "
+                        "below (the fit is the 1/(1+W) expectile; default 4)")
+    p.add_argument("--validate", choices=("rollout",),
+                   help="rollout: fit on the k smallest compute levels and predict the next, for "
+                        "each k; prints the error per step and writes rollout.csv under --out")
+    add_out(p, help="where --validate writes its table (default: the current directory)",
+            required=False)
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap refits (0 to skip)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--starts", type=int, default=64, metavar="N",
@@ -403,6 +421,41 @@ def _fit(p):
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
     p.add_argument("--json", dest="json_output", action="store_true", help="print the fit as JSON")
     add_table_options(p)
+
+
+@_arguments("isoflop", "Chinchilla's Approach 2 on an isoFLOP sweep. Runs are grouped into compute "
+            "budgets (a compute/flops/C column, else C = 6·N·D; runs within --tolerance of a "
+            "budget's smallest C form it); per budget an OLS parabola of loss in ln N gives N* "
+            "with Fieller's 95% interval; budgets with fewer than 3 sizes, no minimum, or a vertex "
+            "outside their sampled N range are flagged and left out; N* ∝ C^a and D* ∝ C^b by OLS "
+            "of ln N* on ln C (t interval). Then the bias of Approach 2 on this exact grid: the "
+            "Chinchilla law fitted to the table is simulated at the same (N, D) with its residual "
+            "noise, and Approach 2's exponents on the simulations are compared with the law's own.")
+def _isoflop(p):
+    p.add_argument("runs", metavar="RUNS", help=RUNS_HELP)
+    p.add_argument("--by", metavar="COL", help="one analysis per value of this column, side by side "
+                   "(JSON: {\"groups\": {value: ...}})")
+    p.add_argument("--group", help="only the runs of this group")
+    p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
+    p.add_argument("--column", action="append", metavar="NAME=COLUMN",
+                   help="read the table's COLUMN as NAME, e.g. --column loss=final_loss (repeatable)")
+    p.add_argument("--tolerance", type=float,
+                   help="relative tolerance on C within which runs form one budget (default: the "
+                        "library's, printed in the summary and the JSON)")
+    p.add_argument("--include-flagged", action="store_true",
+                   help="also fit the exponents on budgets whose vertex lies outside their sampled "
+                        "N range (budgets without a minimum are never used)")
+    p.add_argument("--no-bias", dest="bias", action="store_false",
+                   help="skip the simulated bias of Approach 2 on this grid")
+    p.add_argument("--loss", dest="method", choices=("ls", "huber"), default="ls",
+                   help="objective of the Chinchilla fit the bias simulation starts from (default ls)")
+    p.add_argument("--replicates", type=int,
+                   help="simulated replicates of the grid for the bias (default: the library's, "
+                        "printed with the bias)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", dest="json_output", action="store_true",
+                   help="print {a, b, budgets[, bias]} as JSON")
+    add_out(p, help="write the isoFLOP figure(s) here", required=False)
 
 
 def add_table_options(p):

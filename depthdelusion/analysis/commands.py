@@ -1,4 +1,4 @@
-"""The analysis commands ``report``, ``fit``, ``laws``, ``persistence``, ``audit``: plain
+"""The analysis commands ``report``, ``fit``, ``isoflop``, ``laws``, ``persistence``, ``audit``: plain
 functions of the parsed arguments (the parser is ``depthdelusion.cli``), each returning an exit
 code. They need numpy and scipy, never JAX. Bad input raises ValueError / FileNotFoundError,
 which the CLI prints as one line. Imports of the analysis modules are inside the functions, so
@@ -102,8 +102,11 @@ def pick_law(runs) -> tuple[str, str]:
 def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "lm", bootstrap: int = 1000,
             seed: int = 0, starts: int = 64, grid_points: int = 3, group: str | None = None,
             columns: str | None = None, json_output: bool = False, column=None,
-            reduce: str | None = None, table_name: str | None = None, pool: str | None = None) -> int:
+            reduce: str | None = None, table_name: str | None = None, pool: str | None = None,
+            loss: str | None = None, overestimate_weight: float | None = None,
+            validate: str | None = None, out: str | None = None) -> int:
     from .fitting import fit
+    from .problem import LOSSES
     from .published import fit_pooled, parse_table_arg, pool as pool_runs
 
     if (runs is None) == (table_name is None):
@@ -121,10 +124,90 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
     for flag, value in (("--starts", starts), ("--grid-points", grid_points)):
         if value < 1:
             raise ValueError(f"{flag}={value}: must be a positive integer")
+    if loss is not None:
+        if loss not in LOSSES:
+            raise ValueError(f"--loss {loss!r}: valid: {', '.join(LOSSES)}")
+        method = LOSSES[loss]
+    if overestimate_weight is not None and method != "asymmetric":
+        raise ValueError("--overestimate-weight applies to --loss asymmetric only")
+    if validate not in (None, "rollout"):
+        raise ValueError(f"--validate {validate!r}: valid: rollout")
     options = dict(bootstrap=bootstrap, seed=seed, grid_points=grid_points, max_starts=starts)
+    if overestimate_weight is not None:
+        options["overestimate_weight"] = overestimate_weight
     result = (fit_pooled(ours, pooled[0], law, method, path=pooled[1], **options) if pooled
               else fit(table, law, method, **options))
     print(result.to_json() if json_output else result.summary())
+    if validate == "rollout":
+        from pathlib import Path
+
+        from .rollout import rollout
+
+        checked = rollout(table, law, method, seed=seed, overestimate_weight=overestimate_weight,
+                          grid_points=grid_points, max_starts=starts)
+        Path(out or ".").mkdir(parents=True, exist_ok=True)
+        path = checked.write_csv(Path(out or ".") / "rollout.csv")
+        print(checked.summary(), file=sys.stderr if json_output else sys.stdout)
+        print(f"wrote {path}", file=sys.stderr)
+    return exit_codes.OK
+
+
+def run_isoflop(*, runs: str, by: str | None = None, group: str | None = None,
+                columns: str | None = None, column=None, json_output: bool = False,
+                out: str | None = None, tolerance: float | None = None,
+                include_flagged: bool = False, bias: bool = True, method: str = "lm",
+                replicates: int | None = None, seed: int = 0) -> int:
+    """``depthdelusion isoflop``: Approach 2 per table (or per value of ``by``), its bias on the
+    grid, the JSON, and the figure under ``out``."""
+    import json
+
+    from .isoflop import isoflop, split_by
+    from .problem import LOSSES
+    from .runs import load_runs
+
+    if method not in LOSSES.values():  # the CLI's --loss name
+        if method not in LOSSES:
+            raise ValueError(f"--loss {method!r}: valid: ls, huber")
+        method = LOSSES[method]
+    if method == "asymmetric":
+        raise ValueError("--loss asymmetric: the bias simulation draws symmetric noise around the "
+                         "fitted law's mean; use ls or huber")
+    from .isoflop import BIAS_REPLICATES, TOLERANCE
+
+    tolerance = TOLERANCE if tolerance is None else tolerance
+    replicates = BIAS_REPLICATES if replicates is None else replicates
+    if replicates < 1:
+        raise ValueError(f"--replicates {replicates}: must be at least 1")
+    table = load_runs(runs, group=group, columns=column_mapping(columns, column))
+    parts = {None: table} if by is None else split_by(table, by)
+    results = {}
+    for value, part in parts.items():
+        try:
+            results[value] = isoflop(part, tolerance=tolerance, include_flagged=include_flagged,
+                                     bias=bias, method=method, replicates=replicates, seed=seed)
+        except ValueError as err:
+            if by is None:
+                raise
+            raise ValueError(f"{by} = {value}: {err}") from None
+    if out is not None:
+        from pathlib import Path
+
+        from .isoflop import file_label
+        from .plots import isoflop_profiles
+
+        Path(out).mkdir(parents=True, exist_ok=True)
+        for value, res in results.items():
+            name = "isoflop.png" if value is None else f"isoflop_{file_label(value)}.png"
+            path = isoflop_profiles(res, Path(out) / name,
+                                    title="" if value is None else f"{by} = {value}")
+            print(f"wrote {path}", file=sys.stderr)
+    if json_output:
+        doc = (results[None].to_dict() if by is None
+               else {"by": by, "groups": {str(k): r.to_dict() for k, r in results.items()}})
+        print(json.dumps(doc, indent=2, allow_nan=False))
+    else:
+        print("\n\n".join((r.summary() if k is None else f"== {by} = {k} ==\n{r.summary()}")
+                          for k, r in results.items()))
     return exit_codes.OK
 
 

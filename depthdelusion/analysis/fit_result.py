@@ -15,6 +15,8 @@ from .runs import load_runs
 METHOD_DESCRIPTIONS = {
     "lm": "least squares on loss residuals (nats), bounded Levenberg–Marquardt",
     "huber": f"Huber (threshold {HUBER_THRESHOLD:g}) on log-loss residuals, bounded Levenberg–Marquardt",
+    "asymmetric": "asymmetric squares on loss residuals (nats), overestimates weighted more (see "
+                  "notes): a lower envelope, not the mean; bounded Levenberg–Marquardt",
 }
 
 

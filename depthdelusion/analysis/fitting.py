@@ -37,7 +37,8 @@ from .replicates import replicate_cells
 from .runs import Runs, load_runs
 from .solver import CAPPED, FAILED, MAX_ITER
 
-METHODS = ("lm", "huber")  # least squares on loss / Huber on log-loss; both solved by bounded LM
+# least squares on loss / Huber on log-loss / asymmetric squares on loss; all by bounded LM
+METHODS = ("lm", "huber", "asymmetric")
 TIE = 1e-6  # relative objective difference below which two optima are equally good
 # Starts per bootstrap refit, besides the full fit's optimum: the start of each distinct local
 # optimum the multi-start found, then the next best starts. Measured on the paper data with the
@@ -109,11 +110,13 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
         fixed: dict | None = None, grid_points: int = 3, max_starts: int = 64,
         leave_one_out: bool | str | None = None, profile: bool | None = None,
         group_offsets: bool = False, groups=None, refit_starts: int = REFIT_STARTS,
-        bootstrap_refit: bool | None = None) -> FitResult:
+        bootstrap_refit: bool | None = None, overestimate_weight: float | None = None) -> FitResult:
     """Fit ``law`` (a registered name or Law) to ``runs`` (anything :func:`load_runs` takes).
 
     ``method``: ``"lm"`` (least squares on loss residuals) or ``"huber"`` (Huber on log-loss
-    residuals), both minimised by bounded Levenberg–Marquardt. Scale parameters are fitted in log space from a grid of ``grid_points`` per
+    residuals) or ``"asymmetric"`` (squared loss residuals, an overestimate weighted
+    ``overestimate_weight``, default ``problem.OVERESTIMATE_WEIGHT``: the 1/(1+w) expectile, a
+    lower envelope rather than the mean), all minimised by bounded Levenberg–Marquardt. Scale parameters are fitted in log space from a grid of ``grid_points`` per
     parameter (at most ``max_starts`` starts); the best optimum is kept and every other local
     optimum reported. ``bootstrap`` case-resampling refits (seeded by ``seed``) each start from
     the optimum and the ``refit_starts`` best starts (the best start of each distinct local
@@ -172,7 +175,15 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
         notes.append(f"one offset E per group ({', '.join(f'{g}: {int((labels == g).sum())} runs' for g in offset_groups)}); "
                      "the other parameters are shared")
     x, y = LawInputs.from_runs(runs), runs.loss
-    problem = Problem(law, fixed, x, y, method, offset_groups, gidx)
+    if overestimate_weight is not None and method != "asymmetric":
+        raise ValueError(f"an overestimate weight applies to the asymmetric loss, not {method!r}")
+    problem = Problem(law, fixed, x, y, method, offset_groups, gidx, overestimate_weight)
+    if problem.overestimate_weight is not None:
+        w = problem.overestimate_weight
+        notes.append(f"asymmetric loss: an overestimate (prediction above the loss) weighs {w:g}× an "
+                     f"underestimate, so the fit is the {1 / (1 + w):.3g} expectile of the loss — "
+                     "near the lower envelope of the runs, not their mean (for small runs that "
+                     "were under-tuned); RMSE, R² and AIC are of this fit's residuals")
     problem.run_names = list(runs.name)
     n, k = len(y), problem.k
     if n <= k + 1:
@@ -296,6 +307,9 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
         result.notes.append(f"law {law.name!r} does not broadcast over arrays of parameters, so "
                             "every start and refit was evaluated one parameter vector at a time "
                             "(slow); write it with numpy operations to batch them")
+    if method == "asymmetric":
+        result.notes.append("Jacobian intervals of an asymmetric fit treat it as least squares: "
+                            "approximate; prefer the profile or bootstrap ones")
     if method == "huber":
         result.notes.append("Jacobian intervals of a Huber fit treat it as least squares on "
                             "log-loss residuals: approximate; prefer the profile or bootstrap ones")

@@ -230,3 +230,46 @@ def loss_vs_depth_errorbars(rows: list, path: Path, title: str = "") -> Path:
     ax.legend(fontsize=7, ncol=2)
     ax.grid(alpha=0.3)
     return save_figure(fig, path)
+
+
+def isoflop_profiles(result, path: Path, title: str = "") -> Path:
+    """The isoFLOP figure: loss vs N per compute budget with its parabola and vertex (open
+    marker: a budget left out of the exponent fit), and N*(C) with the fitted power law."""
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    budgets = [b for b in result.budgets if b.points]
+    for b, c in zip(budgets, colors(len(budgets))):
+        N, y = result.params[b.index], result.loss[b.index]
+        ax.scatter(N, y, s=14, color=c, label=f"C = {b.compute:.2g}")
+        if np.isfinite(b.coef[2]):
+            x = np.linspace(np.log(N.min()), np.log(N.max()), 60) - b.centre
+            c0, c1, c2 = b.coef
+            ax.plot(np.exp(x + b.centre), c0 + c1 * x + c2 * x * x, color=c, lw=1)
+        if np.isfinite(b.n_opt):
+            ax.scatter([b.n_opt], [b.loss_opt], marker="*", s=90, color=c if b.used else "none",
+                       edgecolors=c, zorder=3)
+    if len(result.used) >= 2:  # the optima the exponent fit uses, joined
+        ax.plot([b.n_opt for b in result.used], [b.loss_opt for b in result.used], "k--", lw=0.8,
+                label="vertices used")
+    ax.set_xscale("log")
+    ax.set_xlabel("parameters N")
+    ax.set_ylabel("loss (nats)")
+    ax.set_title(title or "isoFLOP profiles")
+    ax.legend(fontsize=7, ncol=2)
+    used = result.used
+    for b in result.budgets:
+        if np.isfinite(b.n_opt):
+            lo, hi = b.n_opt_ci
+            err = [[b.n_opt - lo if np.isfinite(lo) else 0], [hi - b.n_opt if np.isfinite(hi) else 0]]
+            ax2.errorbar([b.compute], [b.n_opt], yerr=err, fmt="o", color="k",
+                         mfc="k" if b.used else "none", capsize=2)
+    if len(used) >= 2 and np.isfinite(result.a.value):
+        c = np.geomspace(min(b.compute for b in used), max(b.compute for b in used), 50)
+        ax2.plot(c, np.exp(result.log_k) * c ** result.a.value, color="C3",
+                 label=f"N* ∝ C^{result.a.value:.3f}")
+        ax2.legend(fontsize=8)
+    ax2.set_xscale("log")
+    ax2.set_yscale("log")
+    ax2.set_xlabel("compute C (FLOPs)")
+    ax2.set_ylabel("N* (95% Fieller interval)")
+    ax2.set_title("loss-optimal N per budget")
+    return save_figure(fig, path)

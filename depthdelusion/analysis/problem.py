@@ -15,6 +15,11 @@ from .laws import Law, LawInputs, Param
 from .solver import MAX_ITER, BatchResult, minimize
 
 HUBER_THRESHOLD = 1e-3  # on log-loss residuals, as in Hoffmann et al. 2022
+#: Default weight of an overestimate (prediction above the loss) in the asymmetric loss: the
+#: fit is the 1/(1 + 4) = 20% expectile, near the lower envelope of the runs.
+OVERESTIMATE_WEIGHT = 4.0
+#: The objectives a user chooses by name (``--loss``) and the method each is.
+LOSSES = {"ls": "lm", "huber": "huber", "asymmetric": "asymmetric"}
 OFFSET = "E"  # the additive offset a law must have for per-group offsets
 _BATCH_ELEMENTS = 4_000_000  # numbers per batched Jacobian evaluation (≈ 32 MB)
 
@@ -31,7 +36,8 @@ class Problem:
     """
 
     def __init__(self, law: Law, fixed: dict, x: LawInputs, y: np.ndarray, method: str,
-                 offset_groups: list | None = None, gidx: np.ndarray | None = None):
+                 offset_groups: list | None = None, gidx: np.ndarray | None = None,
+                 overestimate_weight: float | None = None):
         self.law, self.fixed, self.x, self.y, self.method = law, dict(fixed), x, np.asarray(y, float), method
         self.offset_groups = list(offset_groups) if offset_groups is not None else None
         self.gidx = None if gidx is None else np.asarray(gidx, int)
@@ -50,6 +56,14 @@ class Problem:
         self.broadcasts = None  # whether the law takes (M, 1) parameter arrays; None: untried
         self.run_names: list | None = None  # for error messages
         self.huber = HUBER_THRESHOLD if method == "huber" else None
+        # the asymmetric loss is on loss residuals (nats), like least squares
+        self.overestimate_weight = None
+        if method == "asymmetric":
+            w = OVERESTIMATE_WEIGHT if overestimate_weight is None else float(overestimate_weight)
+            if not (np.isfinite(w) and w > 0):
+                raise ValueError(f"overestimate weight {overestimate_weight!r}: must be a positive "
+                                 "number (1 is least squares; > 1 fits below the mean)")
+            self.overestimate_weight = w
         with np.errstate(divide="ignore", invalid="ignore"):
             self.target = np.log(self.y) if method == "huber" else self.y
         self._additive = None  # whether the group offsets are additive (checked once)
@@ -62,7 +76,8 @@ class Problem:
         """The same problem on the rows ``idx`` (offset groups kept, even if a group has no row)."""
         idx = np.asarray(idx)
         sub = Problem(self.law, self.fixed, self.x.take(idx), self.y[idx], self.method,
-                      self.offset_groups, None if self.gidx is None else self.gidx[idx])
+                      self.offset_groups, None if self.gidx is None else self.gidx[idx],
+                      self.overestimate_weight)
         sub.broadcasts, sub._additive = self.broadcasts, self._additive
         sub.run_names = None if self.run_names is None else [self.run_names[i] for i in idx]
         return sub
@@ -186,7 +201,8 @@ class Problem:
             parts.append(minimize(self.residuals, theta0_MxK[b], w, self.lo, self.hi,
                                   frozen_MxK=None if frozen_MxK is None else frozen_MxK[b],
                                   huber_threshold=self.huber, max_iter=max_iter,
-                                  known_columns=self._offset_columns(theta0_MxK)))
+                                  known_columns=self._offset_columns(theta0_MxK),
+                                  overestimate_weight=self.overestimate_weight))
         if len(parts) == 1:
             return parts[0]
         return BatchResult(*(np.concatenate([getattr(p, f) for p in parts])

@@ -71,8 +71,9 @@ class Statistic:
 
     def __init__(self, problem: Problem, objective_hat: float):
         n = len(problem.y)
-        self.describe = ("Λ = n·ln(RSS_ψ / RSS_min)" if problem.huber is None else
-                         "Λ = n·ln(H_ψ / H_min), H the Huber objective (approximate)")
+        self.describe = ("Λ = n·ln(H_ψ / H_min), H the Huber objective (approximate)" if problem.huber
+                         else "Λ = n·ln(Q_ψ / Q_min), Q the asymmetric objective (approximate)"
+                         if getattr(problem, "overestimate_weight", None) else "Λ = n·ln(RSS_ψ / RSS_min)")
         self.critical, self.cut = critical_value(n, problem.k)
         self._f = lambda obj: n * np.log(obj / objective_hat)
 

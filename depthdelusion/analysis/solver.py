@@ -10,8 +10,11 @@ bootstrap refits start from many points of the multi-start and still finish in s
 The method is Levenberg–Marquardt with Marquardt's diagonal scaling and Nielsen's damping
 update, projected onto box bounds: a step is clipped to the bounds, and a parameter sitting
 on a bound with the gradient pushing outwards is held for that iteration (the active set).
-The objective is Σ wᵢ ρ(rᵢ) with ρ(r) = r²/2 (least squares) or the Huber function of
-threshold ``huber_threshold`` (then the Gauss–Newton matrix uses the IRLS weights ρ'(r)/r).
+The objective is Σ wᵢ ρ(rᵢ) with ρ(r) = r²/2 (least squares), the Huber function of
+threshold ``huber_threshold``, or, with ``overestimate_weight`` ω, the asymmetric square
+ρ(r) = ω·r²/2 for r > 0 (an overestimate: prediction above the loss) and r²/2 otherwise,
+whose minimiser is the 1/(1+ω) expectile (Newey & Powell 1987); the Gauss–Newton matrix uses
+the IRLS weights ρ'(r)/r.
 A start whose objective is not finite is a failed start; trial steps to non-finite
 objectives are rejected.
 """
@@ -36,14 +39,18 @@ class BatchResult:
     status: np.ndarray
 
 
-def _rho(r, huber_threshold):
+def _rho(r, huber_threshold, overestimate_weight=None):
+    if overestimate_weight is not None:
+        return 0.5 * r * r * np.where(r > 0, overestimate_weight, 1.0)
     if huber_threshold is None:
         return 0.5 * r * r
     a = np.abs(r)
     return np.where(a <= huber_threshold, 0.5 * r * r, huber_threshold * (a - 0.5 * huber_threshold))
 
 
-def _irls(r, huber_threshold):
+def _irls(r, huber_threshold, overestimate_weight=None):
+    if overestimate_weight is not None:
+        return np.where(r > 0, overestimate_weight, 1.0)
     if huber_threshold is None:
         return np.ones_like(r)
     a = np.abs(r)
@@ -51,10 +58,10 @@ def _irls(r, huber_threshold):
         return np.where(a <= huber_threshold, 1.0, huber_threshold / a)
 
 
-def objective(residuals_MxN, weights_MxN, huber_threshold=None) -> np.ndarray:
+def objective(residuals_MxN, weights_MxN, huber_threshold=None, overestimate_weight=None) -> np.ndarray:
     """Σ wᵢ ρ(rᵢ) per row; +inf where a weighted residual is not finite."""
     with np.errstate(all="ignore"):
-        terms = weights_MxN * _rho(residuals_MxN, huber_threshold)
+        terms = weights_MxN * _rho(residuals_MxN, huber_threshold, overestimate_weight)
         bad = ~np.isfinite(residuals_MxN) & (weights_MxN > 0)
         terms = np.where(weights_MxN > 0, terms, 0.0)
         out = terms.sum(axis=1)
@@ -64,7 +71,7 @@ def objective(residuals_MxN, weights_MxN, huber_threshold=None) -> np.ndarray:
 
 def minimize(residuals, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
              huber_threshold=None, max_iter: int = MAX_ITER, ftol: float = 1e-12,
-             xtol: float = 1e-10, known_columns=None) -> BatchResult:
+             xtol: float = 1e-10, known_columns=None, overestimate_weight=None) -> BatchResult:
     """Minimise Σ wᵢ ρ(rᵢ(θ)) for M problems at once.
 
     ``residuals(theta_MxK) -> (M, N)`` evaluates every row's residuals (non-finite allowed).
@@ -78,7 +85,7 @@ def minimize(residuals, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
     frozen = np.zeros((M, K), bool) if frozen_MxK is None else np.asarray(frozen_MxK, bool)
     with np.errstate(all="ignore"):
         r = residuals(theta)
-    F = objective(r, w, huber_threshold)
+    F = objective(r, w, huber_threshold, overestimate_weight)
     status = np.full(M, CAPPED)
     status[~np.isfinite(F)] = FAILED
     mu = np.full(M, 1e-3)
@@ -91,7 +98,7 @@ def minimize(residuals, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
         if not len(active):
             break
         th, ra, Ja, wa, Fa = theta[active], r[active], J[active], w[active], F[active]
-        omega = wa * _irls(ra, huber_threshold)
+        omega = wa * _irls(ra, huber_threshold, overestimate_weight)
         omega = np.where(wa > 0, omega, 0.0)
         ra0 = np.where(wa > 0, ra, 0.0)
         Jt = Ja.transpose(0, 2, 1)
@@ -115,7 +122,7 @@ def minimize(residuals, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
         step = trial - th
         with np.errstate(all="ignore"):
             r_trial = residuals(trial)
-        F_trial = objective(r_trial, wa, huber_threshold)
+        F_trial = objective(r_trial, wa, huber_threshold, overestimate_weight)
         with np.errstate(all="ignore"):  # rows with a non-finite system are `bad`, handled below
             Hs = (H @ step[:, :, None])[:, :, 0]
             predicted = -np.sum(step * (g + 0.5 * Hs), axis=1)
