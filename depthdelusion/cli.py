@@ -375,6 +375,7 @@ def _report(p):
                    help="parameter-count convention N (default total; rows inconsistent with their "
                         "shape are refitted with N recomputed from (D, W))")
     add_table_options(p)
+    add_row_options(p)
     add_vocab(p)
 
 
@@ -399,10 +400,28 @@ def _fit(p):
                         "the centre and a seeded scrambled Sobol design (default 64)")
     p.add_argument("--grid-points", type=int, default=3, metavar="K",
                    help="grid values per parameter over its init range (default 3)")
-    p.add_argument("--group", help="only the runs of this group")
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
     p.add_argument("--json", dest="json_output", action="store_true", help="print the fit as JSON")
+    add_out(p, help="also write DIR/rows.csv (per row: inputs, loss, fitted, residual, robust z, "
+            "leverage, Cook's distance, group) and DIR/residuals.png", required=False)
     add_table_options(p)
+    add_row_options(p)
+
+
+def add_row_options(p):
+    """Which rows a command that reads a table uses; one meaning in every such command
+    (docs/analysis.md, "Choosing rows")."""
+    p.add_argument("--group", metavar="VALUE", help="keep only the rows whose group column is VALUE")
+    p.add_argument("--by", metavar="COL", help="fit each value of column COL separately, side by "
+                   "side (JSON: {\"by\": COL, \"groups\": {VALUE: ...}})")
+    p.add_argument("--where", metavar="EXPR", help="keep only the rows satisfying EXPR: COL OP VALUE "
+                   "joined by 'and', OP one of == != < <= > >= (e.g. \"params >= 1e8 and dataset == "
+                   "web\"); numbers compare as numbers, true/false case-insensitively, else as text")
+    p.add_argument("--drop-outliers", action="store_true", help="leave out the rows whose |robust "
+                   "z| exceeds --outlier-threshold in a first fit (said in the output)")
+    p.add_argument("--outlier-threshold", type=float, default=4.0, metavar="Z",
+                   help="|robust z| (residual / (1.4826·MAD)) above which a row is an outlier "
+                        "(default 4)")
 
 
 def add_table_options(p):

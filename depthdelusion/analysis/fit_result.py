@@ -134,6 +134,15 @@ class FitResult:
     se_theta: np.ndarray | None = field(default=None, repr=False)
     #: computes the profiles on request when the fit skipped them (large tables)
     profile_fn: object = field(default=None, repr=False, compare=False)
+    #: per-row residuals, robust z, leverage, Cook's distance, outliers and the refit without
+    #: them (:class:`.diagnostics.RowDiagnostics`); None when not computed
+    diagnostics: object = field(default=None, repr=False)
+    #: text columns the fit pooled, with a test of their residuals (:func:`.diagnostics.pooled_groups`)
+    pooled_groups: list = field(default_factory=list)
+    #: {source column: how it was read} for columns read from their values (``D``)
+    column_readings: dict = field(default_factory=dict)
+    #: how the table's rows were selected (``where``, ``rows_read``, ``rows_kept``, ``dropped``)
+    selection: dict = field(default_factory=dict)
 
     # --- the results API (statsmodels / lmfit names) ----------------------------------------
     @property
@@ -324,7 +333,17 @@ class FitResult:
                        "ridge_params": self.starts.ridge_params},
             "ridge_solutions": self.ridge_solutions, "tie_tolerance": self.tie_tolerance,
             "flags": self.flags, "notes": self.notes, "seed": self.seed,
+            "pooled_groups": self.pooled_groups, "column_readings": self.column_readings,
+            "rows": {"kept": self.n, **self.selection},
+            **self._diagnostics_dict(),
         }
+
+    def _diagnostics_dict(self) -> dict:
+        d = self.diagnostics
+        if d is None:
+            return {}
+        return {"outliers": list(d.outliers), "without_outliers": d.without_outliers,
+                "diagnostics": d.to_dict()}
 
     def to_json(self) -> str:
         """Strict JSON; an infinite or undefined number (an open interval end, an unbounded
@@ -333,9 +352,19 @@ class FitResult:
 
     def summary(self) -> str:
         """A readable table: fit statistics, parameters with each method's interval, flags."""
+        readings = "".join(f"; {v}" for v in self.column_readings.values())
+        kept = ""
+        if self.selection.get("rows_read") is not None:
+            kept = f" (kept {self.selection['rows_kept']} of {self.selection['rows_read']} rows"
+            conditions = ([self.selection["where"]] if self.selection.get("where") else []) + (
+                [f"group == {self.selection['group']}"] if self.selection.get("group") else [])
+            kept += f" where {' and '.join(conditions)}" if conditions else ""
+            if self.selection.get("dropped"):
+                kept += f"; {len(self.selection['dropped'])} outlying rows dropped (--drop-outliers)"
+            kept += ")"
         lines = [
-            f"Law {self.law.name!r}: L = {self.law.formula}",
-            f"Method: {METHOD_DESCRIPTIONS[self.method]}; {self.n} runs ({self.source}); "
+            f"Law {self.law.name!r}: L = {self.law.formula}{readings}",
+            f"Method: {METHOD_DESCRIPTIONS[self.method]}; {self.n} runs{kept} ({self.source}); "
             f"{self.k} free parameters"
             + (f"; one offset E per group ({', '.join(map(str, self.offset_groups))})"
                if self.offset_groups is not None else ""),
@@ -372,6 +401,8 @@ class FitResult:
         lines.append("")
         lines.append("Identifiability flags:" if self.flags else "Identifiability flags: none")
         lines += [f"  ! {f}" for f in self.flags]
+        if self.diagnostics is not None:
+            lines += self.diagnostics.summary_lines()
         if self.notes:
             lines.append("Notes:")
             lines += [f"  - {n}" for n in self.notes]
