@@ -334,7 +334,8 @@ class FitResult:
             "ridge_solutions": self.ridge_solutions, "tie_tolerance": self.tie_tolerance,
             "flags": self.flags, "notes": self.notes, "seed": self.seed,
             "pooled_groups": self.pooled_groups, "column_readings": self.column_readings,
-            "rows": {"kept": self.n, **self.selection},
+            "rows": {"read": self.selection.get("rows_read", self.n), "kept": self.n,
+                     **{k: v for k, v in self.selection.items() if k not in ("rows_read", "rows_kept")}},
             **self._diagnostics_dict(),
         }
 
@@ -355,9 +356,10 @@ class FitResult:
         readings = "".join(f"; {v}" for v in self.column_readings.values())
         kept = ""
         if self.selection.get("rows_read") is not None:
-            kept = f" (kept {self.selection['rows_kept']} of {self.selection['rows_read']} rows"
+            kept = f" (kept {self.n} of {self.selection['rows_read']} rows"
             conditions = ([self.selection["where"]] if self.selection.get("where") else []) + (
-                [f"group == {self.selection['group']}"] if self.selection.get("group") else [])
+                [f"group == {self.selection['group']}"] if self.selection.get("group") else []) + (
+                [f"{self.selection['by']} == {self.selection['value']}"] if self.selection.get("by") else [])
             kept += f" where {' and '.join(conditions)}" if conditions else ""
             if self.selection.get("dropped"):
                 kept += f"; {len(self.selection['dropped'])} outlying rows dropped (--drop-outliers)"

@@ -171,6 +171,7 @@ def split_by(runs, column: str) -> dict:
     out = {}
     for value in sorted(set(values)):
         part = runs.subset(values == value)
-        part.selection = {**part.selection, "by": column, "value": value}
+        part.selection = {**part.selection, "by": column, "value": value,
+                          "rows_read": runs.selection.get("rows_read", len(runs)), "rows_kept": len(part)}
         out[value] = part
     return out
