@@ -69,7 +69,7 @@ def split_rows(table, by: str | None, law=None, method: str = "lm", drop_outlier
     it), each without its outlying rows under ``law`` when ``drop_outliers`` (which says so in
     the runs' notes and selection). The one meaning of --by and --drop-outliers for every
     command that reads a table."""
-    from .diagnostics import without_outliers
+    from .outlier_rows import without_outliers
     from .row_filter import split_by
 
     parts = split_by(table, by) if by else {None: table}

@@ -13,7 +13,7 @@ Per row, at the optimum θ̂ of a fit:
   linearised change of every prediction when row i is left out.
 
 Rows with |robust z| above a threshold (default 4) are outliers: the fit is refitted without
-them (weight 0, warm-started from θ̂ and from the fit's best cold starts; no intervals) so the
+them (weight 0, warm-started from θ̂ and from the fit's best cold start; no intervals) so the
 user sees how far they move the parameters. The fit itself keeps every row.
 
 A text column with 2–50 distinct values that the fit pooled is named with its residuals per
@@ -37,8 +37,9 @@ NAMED_ROWS = 10
 GROUP_VALUES = (2, 50)
 #: Kruskal–Wallis p-value below which residuals "differ between groups beyond noise".
 GROUP_P = 0.01
-#: Cold starts besides θ̂ for the refit without outliers.
-REFIT_COLD_STARTS = 4
+#: Cold starts besides θ̂ for the refit without outliers (the best grid start: a second chance
+#: should the outliers have held θ̂ in another basin; each costs about 7 warm refits).
+REFIT_COLD_STARTS = 1
 
 
 @dataclass
@@ -287,29 +288,7 @@ def pooled_group_flag(item: dict) -> str:
             f"separately with {how}")
 
 
-# --- dropping outliers, and the rows table ------------------------------------------------------
-
-def without_outliers(runs, law, method: str = "lm", *, threshold: float = OUTLIER_Z, seed: int = 0):
-    """``runs`` without the rows whose |robust z| exceeds ``threshold`` in a bare fit of ``law``
-    (no intervals), the dropped rows named in ``runs.notes`` and ``runs.selection["dropped"]``
-    (``--drop-outliers``). One pass: the fit to the rest is not searched for new outliers."""
-    from .fitting import fit
-
-    first = fit(runs, law, method, bootstrap=0, profile=False, leave_one_out=False,
-                diagnostics=True, outlier_threshold=threshold, seed=seed)
-    mask = first.diagnostics.outlier_mask
-    dropped = [first.run_names[i] for i in np.flatnonzero(mask)]
-    kept = runs.subset(~mask)
-    kept.selection = {**runs.selection, "rows_read": runs.selection.get("rows_read", len(runs)),
-                      "rows_kept": len(kept), "dropped": dropped}
-    shown = ", ".join(dropped[:NAMED_ROWS]) + (f" and {len(dropped) - NAMED_ROWS} more"
-                                               if len(dropped) > NAMED_ROWS else "")
-    kept.notes.append(f"--drop-outliers: {len(dropped)} row(s) with |robust z| > {threshold:g} in a "
-                      f"first fit of {first.law.name} (no intervals) were left out"
-                      + (f": {shown}" if dropped else "") + "; the fit uses the other "
-                      f"{len(kept)} rows")
-    return kept
-
+# --- the rows table ------------------------------------------------------------------------------
 
 def group_labels(runs, result) -> np.ndarray:
     """Per-row labels to tell groups apart: the group column when it holds several values,
@@ -368,5 +347,5 @@ def write_rows(out, runs, result) -> list:
     out.mkdir(parents=True, exist_ok=True)
     columns, rows = row_table(runs, result)
     csv_path = write_csv(out / "rows.csv", columns, rows)
-    png = plots.residual_diagnostics(runs, result, out / "residuals.png")
+    png = plots.residual_diagnostics(runs, result, group_labels(runs, result), out / "residuals.png")
     return [csv_path, png]

@@ -232,10 +232,10 @@ def loss_vs_depth_errorbars(rows: list, path: Path, title: str = "") -> Path:
     return save_figure(fig, path)
 
 
-def residual_diagnostics(runs, result, path: Path) -> Path:
+def residual_diagnostics(runs, result, labels, path: Path) -> Path:
     """One fit's residuals (observed − fitted, nats) against N and against tokens (or depth when
-    tokens are unknown), one colour per group, outliers (|robust z| above the threshold) ringed
-    and named."""
+    tokens are unknown), one colour per value of ``labels`` (per row), outliers (|robust z|
+    above the threshold) ringed and named."""
     d = result.diagnostics
     against = [("parameters N", runs.params)] if runs.has("params") else []
     if runs.has("tokens"):
@@ -244,9 +244,7 @@ def residual_diagnostics(runs, result, path: Path) -> Path:
         against.append(("depth (layers)", runs.depth))
     if not against:
         against = [("row", np.arange(1, len(runs) + 1))]
-    from .diagnostics import group_labels
-
-    labels = group_labels(runs, result)
+    labels = np.asarray(labels, dtype=object)
     groups = sorted(set(labels), key=str)
     palette = colors(len(groups))
     out = d.outlier_mask

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import Runs, fit
-from depthdelusion.analysis.diagnostics import robust_z, without_outliers
+from depthdelusion.analysis.diagnostics import robust_z
+from depthdelusion.analysis.outlier_rows import without_outliers
 from depthdelusion.cli import main
 
 # Epoch AI's refit of Chinchilla (Besiroglu et al. 2024): the truth of the synthetic tables.

@@ -64,3 +64,17 @@ def test_load_runs_where_then_group_and_split_by_record_what_was_kept():
     assert list(parts) == ["books", "code base", "web"]
     assert [len(p) for p in parts.values()] == [1, 1, 2]
     assert parts["web"].selection == {"by": "dataset", "value": "web", "rows_read": 4, "rows_kept": 2}
+
+
+def test_report_takes_the_same_row_options_and_errors(tmp_path, capsys):
+    from depthdelusion.cli import main
+
+    path = tmp_path / "t.csv"
+    path.write_text("N,loss,dataset\n" + "".join(f"{r['N']},{r['loss']},{r['dataset']}\n" for r in ROWS))
+    for options, message in ((["--where", "size > 3"], "--where: no column 'size'"),
+                             (["--where", "N >"], "expected COLUMN OP VALUE"),
+                             (["--by", "colour"], "no column 'colour'"),
+                             (["--group", "nope"], "no runs in group 'nope'")):
+        assert main(["report", str(path), "--out", str(tmp_path / "r"), "--no-figures",
+                     "--bootstrap", "0", *options]) == 2
+        assert message in capsys.readouterr().err
