@@ -378,6 +378,7 @@ def _report(p):
                    help="parameter-count convention N (default total; rows inconsistent with their "
                         "shape are refitted with N recomputed from (D, W))")
     add_table_options(p)
+    add_row_options(p)
     add_vocab(p)
 
 
@@ -408,8 +409,6 @@ def _fit(p):
     p.add_argument("--validate", choices=("rollout",),
                    help="rollout: fit on the k smallest compute levels and predict the next, for "
                         "each k; prints the error per step and writes rollout.csv under --out")
-    add_out(p, help="where --validate writes its table (default: the current directory)",
-            required=False)
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap refits (0 to skip)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--starts", type=int, default=64, metavar="N",
@@ -417,10 +416,34 @@ def _fit(p):
                         "the centre and a seeded scrambled Sobol design (default 64)")
     p.add_argument("--grid-points", type=int, default=3, metavar="K",
                    help="grid values per parameter over its init range (default 3)")
-    p.add_argument("--group", help="only the runs of this group")
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
     p.add_argument("--json", dest="json_output", action="store_true", help="print the fit as JSON")
+    add_out(p, help="also write DIR/rows.csv (per row: inputs, loss, fitted, residual, robust z, "
+            "leverage, Cook's distance, group), DIR/residuals.png and, with --validate, "
+            "rollout.csv (default for it: the current directory)", required=False)
     add_table_options(p)
+    add_row_options(p)
+
+
+def add_row_options(p):
+    """Which rows a command that fits a table uses; one meaning in every such command
+    (docs/analysis.md, "Choosing rows")."""
+    add_row_selection(p)
+    p.add_argument("--drop-outliers", action="store_true", help="leave out the rows whose |robust "
+                   "z| exceeds --outlier-threshold in a first fit (said in the output)")
+    p.add_argument("--outlier-threshold", type=float, default=4.0, metavar="Z",
+                   help="|robust z| (residual / (1.4826·MAD)) above which a row is an outlier "
+                        "(default 4)")
+
+
+def add_row_selection(p):
+    """--group VALUE, --by COL, --where EXPR: the same in every command that reads a table."""
+    p.add_argument("--group", metavar="VALUE", help="keep only the rows whose group column is VALUE")
+    p.add_argument("--by", metavar="COL", help="each value of column COL fitted separately, side by "
+                   "side (JSON: {\"by\": COL, \"groups\": {VALUE: ...}})")
+    p.add_argument("--where", metavar="EXPR", help="keep only the rows satisfying EXPR: COL OP VALUE "
+                   "joined by 'and', OP one of == != < <= > >= (e.g. \"params >= 1e8 and dataset == "
+                   "web\"); numbers compare as numbers, true/false case-insensitively, else as text")
 
 
 @_arguments("isoflop", "Chinchilla's Approach 2 on an isoFLOP sweep. Runs are grouped into compute "
@@ -433,9 +456,7 @@ def _fit(p):
             "noise, and Approach 2's exponents on the simulations are compared with the law's own.")
 def _isoflop(p):
     p.add_argument("runs", metavar="RUNS", help=RUNS_HELP)
-    p.add_argument("--by", metavar="COL", help="one analysis per value of this column, side by side "
-                   "(JSON: {\"groups\": {value: ...}})")
-    p.add_argument("--group", help="only the runs of this group")
+    add_row_selection(p)
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
     p.add_argument("--column", action="append", metavar="NAME=COLUMN",
                    help="read the table's COLUMN as NAME, e.g. --column loss=final_loss (repeatable)")

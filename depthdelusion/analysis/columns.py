@@ -4,8 +4,11 @@ A table (CSV, DataFrame, list of dicts) needs only the columns of the law fitted
 ``params,loss`` (kaplan), ``params,tokens,loss`` (chinchilla), ``depth,width,params[,tokens],loss``
 (the depth laws). Columns are found by their canonical name or an alias (:data:`FIELDS`), or
 through an explicit mapping ``{"loss": "val_loss", "params": "N"}`` (``--columns
-loss=val_loss,params=N``). ``D`` and ``L`` are never read on their own: ``D`` is depth in this
-project but data (tokens) in Chinchilla's notation, ``L`` loss there but layers elsewhere.
+loss=val_loss,params=N``). The papers' notation is read too: ``N`` (parameters), ``C``,
+``flops``, ``compute``, ``budget_flops`` (training compute), ``L`` (loss, when no other column
+gives the loss). ``D`` is depth in this project but data (tokens) in Chinchilla's notation: it
+is read from its values (:func:`read_d_column`) and the reading is stated, or refused with a
+request for an explicit mapping.
 """
 from __future__ import annotations
 
@@ -39,12 +42,19 @@ FIELDS = {f.name: f for f in (
     Field("tokenizer", (), "tokenizer name (bytes, gpt2, ...)"),
     Field("vocab_size", ("vocab",), "vocabulary size of the model"),
     Field("loss_unit", ("loss_units",), "nats/token or nats/byte"),
+    Field("compute", ("C", "flops", "FLOPs", "budget_flops", "compute_flops"),
+          "training compute in FLOPs (about 6·N·tokens)"),
 )}
 #: Source columns whose values are in a larger unit than the canonical column.
 SCALE = {"params_millions": 1e6, "params_billions": 1e9, "tokens_billions": 1e9}
-#: Names read only through an explicit mapping, and why.
+#: Names whose meaning depends on the notation, and why.
 AMBIGUOUS = {"D": "depth in this project, tokens (data) in Chinchilla's notation",
              "L": "loss in Chinchilla's notation, layers elsewhere"}
+AMBIGUOUS_D, AMBIGUOUS_L = "D", "L"
+#: The deepest stack a depth column may plausibly hold; a D column beyond it is tokens.
+MAX_DEPTH = 1024
+#: C within this relative distance of 6·N·D (median over rows) reads D as tokens.
+SIX_ND_TOLERANCE = 0.1
 #: Law inputs (LawInputs attributes) and the column each comes from.
 LAW_INPUTS = {"D": "depth", "W": "width", "N": "params", "T": "tokens"}
 
@@ -76,11 +86,59 @@ def resolve(header, columns: dict | None, where: str) -> dict[str, str]:
                              f"'{f.name}': NAME}})")
         if hits:
             found[f.name] = hits[0]
+    if "loss" not in found and AMBIGUOUS_L in header and AMBIGUOUS_L not in taken:
+        found["loss"] = AMBIGUOUS_L  # Chinchilla's notation; refused later if it holds layers
     if "loss" not in found:
         raise ValueError(f"{where}: no loss column (looked for {_names('loss')}); its columns: "
                          f"{', '.join(map(str, header)) or 'none'}. Map yours with --columns "
                          "loss=NAME (API: columns={'loss': NAME})")
     return found
+
+
+def read_d_column(records: list[dict], found: dict, where: str):
+    """(canonical name, sentence) for a table's ``D`` column read from its values: tokens when
+    C ≈ 6·N·D (within ``SIX_ND_TOLERANCE``, median over rows) or every value is beyond
+    ``MAX_DEPTH``; depth when every value is a whole number in [1, MAX_DEPTH]. None when the
+    table already has both a tokens and a depth column; ValueError when the values decide
+    neither way, asking for an explicit mapping."""
+    free = [f for f in ("tokens", "depth") if f not in found]
+    if not free:
+        return None
+    ask = ("say which with --columns tokens=D or --columns depth=D (API: columns={'tokens': 'D'})")
+    try:
+        d = np.array([float(r.get(AMBIGUOUS_D)) for r in records], float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: column 'D' holds values that are not numbers; {ask}") from None
+    if not np.all(np.isfinite(d)) or np.any(d <= 0):
+        raise ValueError(f"{where}: column 'D' has empty, zero or negative values; {ask}")
+    span = f"{d.min():.3g}–{d.max():.3g}"
+    if "tokens" in free:
+        ratio = _six_nd_ratio(records, found, d)
+        if ratio is not None and ratio <= SIX_ND_TOLERANCE:
+            return "tokens", (f"column D read as tokens: C ≈ 6·N·D (median relative difference "
+                              f"{ratio:.1%}); D ranges {span}")
+        if d.min() > MAX_DEPTH:
+            return "tokens", (f"column D read as tokens: its values ({span}) are far beyond any "
+                              f"depth (> {MAX_DEPTH} layers)")
+    if "depth" in free and np.all(d == np.round(d)) and d.max() <= MAX_DEPTH:
+        return "depth", f"column D read as depth (layers): whole numbers {span}"
+    raise ValueError(f"{where}: column 'D' ({span}) is neither depth (whole numbers up to "
+                     f"{MAX_DEPTH}) nor tokens (C ≈ 6·N·D, or values beyond {MAX_DEPTH}) by its "
+                     f"values, or the table already has the column it would be; {ask}")
+
+
+def _six_nd_ratio(records, found, d):
+    if "compute" not in found or "params" not in found:
+        return None
+    try:
+        c = np.array([float(r.get(found["compute"])) for r in records], float) * scale_of(found["compute"])
+        n = np.array([float(r.get(found["params"])) for r in records], float) * scale_of(found["params"])
+    except (TypeError, ValueError):
+        return None
+    with np.errstate(all="ignore"):
+        rel = np.abs(c / (6 * n * d) - 1)
+    rel = rel[np.isfinite(rel)]
+    return float(np.median(rel)) if len(rel) else None
 
 
 def _names(field: str) -> str:
@@ -96,9 +154,11 @@ def describe_fields() -> str:
     """One line per canonical column with its aliases (for help texts and docs)."""
     lines = [f"{f.name:<10} {f.doc}" + (f"; aliases: {', '.join(f.aliases)}" if f.aliases else "")
              for f in FIELDS.values()]
-    lines += [f"(never read on its own: {c!r}, {why}; map it, e.g. --columns tokens={c})"
-              if c == "D" else f"(never read on its own: {c!r}, {why}; map it, e.g. --columns loss={c})"
-              for c, why in AMBIGUOUS.items()]
+    lines.append("D          tokens when C ≈ 6·N·D or its values are beyond any depth (> "
+                 f"{MAX_DEPTH}), depth when whole numbers up to {MAX_DEPTH}; the reading is "
+                 "stated; otherwise map it: --columns tokens=D or depth=D")
+    lines.append("L          loss (Chinchilla's notation) when no other column gives the loss; "
+                 "refused if it holds whole numbers (layers)")
     lines.append("params_millions, params_billions and tokens_billions are scaled to counts.")
     return "\n".join(lines)
 

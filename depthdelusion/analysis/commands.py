@@ -44,11 +44,11 @@ def column_mapping(columns: str | None = None, column=None) -> dict | None:
 
 
 def _load(runs: str, group: str | None = None, columns: str | None = None, column=None,
-          reduce: str | None = None, vocab: int | None = None):
+          reduce: str | None = None, vocab: int | None = None, where: str | None = None):
     from .replicates import reduce_replicates
     from .runs import load_runs
 
-    table = load_runs(runs, group=group, columns=column_mapping(columns, column))
+    table = load_runs(runs, group=group, columns=column_mapping(columns, column), where=where)
     if vocab is not None:
         if vocab < 1:
             raise ValueError(f"--vocab {vocab}: must be a positive vocabulary size")
@@ -63,24 +63,68 @@ def _load(runs: str, group: str | None = None, columns: str | None = None, colum
     return reduce_replicates(table, reduce) if reduce else table
 
 
+def split_rows(table, by: str | None, law=None, method: str = "lm", drop_outliers: bool = False,
+               outlier_threshold: float = 4.0, seed: int = 0) -> dict:
+    """{value: runs} for ``--by COL`` (every value of COL side by side; {None: table} without
+    it), each without its outlying rows under ``law`` when ``drop_outliers`` (which says so in
+    the runs' notes and selection). The one meaning of --by and --drop-outliers for every
+    command that reads a table."""
+    from .outlier_rows import without_outliers
+    from .row_filter import split_by
+
+    parts = split_by(table, by) if by else {None: table}
+    if drop_outliers:
+        parts = {v: without_outliers(part, law, method, threshold=outlier_threshold, seed=seed)
+                 for v, part in parts.items()}
+    return parts
+
+
+def _need_matplotlib(what: str, instead: str) -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ValueError(f"{what} need matplotlib, which is not installed: pip install "
+                         f"matplotlib, or {instead}") from None
+
+
 def run_report(*, runs: str, out: str, bootstrap: int = 1000, seed: int = 0, method: str = "lm",
                step: int = 1000, columns: str | None = None, no_figures: bool = False,
                groups: str = "auto", params: str = "total", column=None,
-               reduce: str | None = None, vocab: int | None = None) -> int:
+               reduce: str | None = None, vocab: int | None = None, group: str | None = None,
+               by: str | None = None, where: str | None = None, drop_outliers: bool = False,
+               outlier_threshold: float = 4.0) -> int:
+    from pathlib import Path
+
     from .report import write_report
 
     if not no_figures:  # before the fits, not after them
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise ValueError("the report's figures need matplotlib, which is not installed: "
-                             "pip install matplotlib, or pass --no-figures") from None
-    report = write_report(_load(runs, columns=columns, column=column, reduce=reduce, vocab=vocab), out, bootstrap=bootstrap, seed=seed,
-                          method=method, step=step, figures=not no_figures, runs_label=str(runs),
-                          groups=groups, params=params)
-    print(f"wrote {len(report.files)} files to {report.out}")
-    print(report.verdict)
+        _need_matplotlib("the report's figures", "pass --no-figures")
+    table = _load(runs, group=group, columns=columns, column=column, reduce=reduce, vocab=vocab,
+                  where=where)
+    law = None
+    if drop_outliers:
+        law, why = pick_law(table)
+        print(f"--drop-outliers: outliers judged by the {why}", file=sys.stderr)
+    parts = split_rows(table, by, law, method, drop_outliers, outlier_threshold, seed)
+    for value, part in parts.items():
+        where_to = Path(out) if value is None else Path(out) / _safe_dir(f"{by}={value}")
+        for note in part.notes:
+            if note.startswith(("--where", "--drop-outliers")):
+                print(note, file=sys.stderr)
+        report = write_report(part, where_to, bootstrap=bootstrap, seed=seed, method=method,
+                              step=step, figures=not no_figures, runs_label=str(runs),
+                              groups=groups, params=params)
+        print(f"wrote {len(report.files)} files to {report.out}")
+        print(report.verdict)
     return exit_codes.OK
+
+
+def _safe_dir(name: str) -> str:
+    """A directory name for a --by value: characters other than letters, digits, ``=._-``
+    replaced by ``_``."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9=._-]", "_", name) or "_"
 
 
 def pick_law(runs) -> tuple[str, str]:
@@ -92,8 +136,10 @@ def pick_law(runs) -> tuple[str, str]:
     for name in FIT_PREFERENCE:
         if not law_missing_columns(name, runs):
             others = [n for n in fitting if n != name]
+            readings = "".join(f"; {v}" for v in runs.read_as.values())
             return name, (f"law: {name} (picked from the columns {present}; other "
-                          f"laws this table can fit: {', '.join(others) or 'none'}; choose with --law)")
+                          f"laws this table can fit: {', '.join(others) or 'none'}; choose with "
+                          f"--law){readings}")
     raise ValueError(f"{runs.source}: no default law fits a table with the columns "
                      f"{present} (kaplan needs params, loss); laws it can fit: "
                      f"{', '.join(fitting) or 'none'}. Give --law, or map columns with --columns")
@@ -104,7 +150,13 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
             columns: str | None = None, json_output: bool = False, column=None,
             reduce: str | None = None, table_name: str | None = None, pool: str | None = None,
             loss: str | None = None, overestimate_weight: float | None = None,
-            validate: str | None = None, out: str | None = None) -> int:
+            validate: str | None = None, by: str | None = None, where: str | None = None,
+            drop_outliers: bool = False, outlier_threshold: float = 4.0,
+            out: str | None = None) -> int:
+    import json
+    from pathlib import Path
+
+    from .diagnostics import write_rows
     from .fitting import fit
     from .problem import LOSSES
     from .published import fit_pooled, parse_table_arg, pool as pool_runs
@@ -113,8 +165,14 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
         raise ValueError("fit: give RUNS or --table NAME, not both and not neither")
     if pool and runs is None:
         raise ValueError("fit --pool NAME pools RUNS (our runs) with a published table: give RUNS")
-    table = (_load(runs, group=group, columns=columns, column=column, reduce=reduce) if runs is not None
-             else load_runs_of_table(table_name, group))
+    if pool and (by or drop_outliers):
+        raise ValueError("fit --pool fits one pooled table: --by and --drop-outliers do not apply")
+    if not outlier_threshold > 0:
+        raise ValueError(f"--outlier-threshold {outlier_threshold}: must be a positive robust z")
+    if out:  # before the fits, not after them
+        _need_matplotlib("--out's residual figure", "leave out --out")
+    table = (_load(runs, group=group, columns=columns, column=column, reduce=reduce, where=where)
+             if runs is not None else load_runs_of_table(table_name, group, where))
     ours, pooled = table, (parse_table_arg(pool) if pool else None)
     if pooled:
         table = pool_runs(ours, *pooled)
@@ -132,15 +190,30 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
         raise ValueError("--overestimate-weight applies to --loss asymmetric only")
     if validate not in (None, "rollout"):
         raise ValueError(f"--validate {validate!r}: valid: rollout")
-    options = dict(bootstrap=bootstrap, seed=seed, grid_points=grid_points, max_starts=starts)
+    options = dict(bootstrap=bootstrap, seed=seed, grid_points=grid_points, max_starts=starts,
+                   diagnostics=True, outlier_threshold=outlier_threshold)
     if overestimate_weight is not None:
         options["overestimate_weight"] = overestimate_weight
-    result = (fit_pooled(ours, pooled[0], law, method, path=pooled[1], **options) if pooled
-              else fit(table, law, method, **options))
-    print(result.to_json() if json_output else result.summary())
+    if pooled:
+        parts = {None: table}
+        results = {None: fit_pooled(ours, pooled[0], law, method, path=pooled[1], **options)}
+    else:
+        parts = split_rows(table, by, law, method, drop_outliers, outlier_threshold, seed)
+        results = {v: fit(part, law, method, **options) for v, part in parts.items()}
+    if out:
+        for value, result in results.items():
+            folder = Path(out) if value is None else Path(out) / _safe_dir(f"{by}={value}")
+            written = write_rows(folder, parts[value], result)
+            print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
+    if by:
+        if json_output:
+            print(json.dumps({"by": by, "groups": {v: json.loads(r.to_json()) for v, r in results.items()}},
+                             indent=2, allow_nan=False))
+        else:
+            print("\n\n".join(f"== {by} = {v} ({r.n} rows) ==\n{r.summary()}" for v, r in results.items()))
+    else:
+        print(results[None].to_json() if json_output else results[None].summary())
     if validate == "rollout":
-        from pathlib import Path
-
         from .rollout import rollout
 
         checked = rollout(table, law, method, seed=seed, overestimate_weight=overestimate_weight,
@@ -153,7 +226,8 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
 
 
 def run_isoflop(*, runs: str, by: str | None = None, group: str | None = None,
-                columns: str | None = None, column=None, json_output: bool = False,
+                where: str | None = None, columns: str | None = None, column=None,
+                json_output: bool = False,
                 out: str | None = None, tolerance: float | None = None,
                 include_flagged: bool = False, bias: bool = True, method: str = "lm",
                 replicates: int | None = None, seed: int = 0) -> int:
@@ -161,8 +235,9 @@ def run_isoflop(*, runs: str, by: str | None = None, group: str | None = None,
     grid, the JSON, and the figure under ``out``."""
     import json
 
-    from .isoflop import isoflop, split_by
+    from .isoflop import isoflop
     from .problem import LOSSES
+    from .row_filter import split_by
     from .runs import load_runs
 
     if method not in LOSSES.values():  # the CLI's --loss name
@@ -178,7 +253,7 @@ def run_isoflop(*, runs: str, by: str | None = None, group: str | None = None,
     replicates = BIAS_REPLICATES if replicates is None else replicates
     if replicates < 1:
         raise ValueError(f"--replicates {replicates}: must be at least 1")
-    table = load_runs(runs, group=group, columns=column_mapping(columns, column))
+    table = load_runs(runs, group=group, columns=column_mapping(columns, column), where=where)
     parts = {None: table} if by is None else split_by(table, by)
     results = {}
     for value, part in parts.items():
@@ -211,12 +286,13 @@ def run_isoflop(*, runs: str, by: str | None = None, group: str | None = None,
     return exit_codes.OK
 
 
-def load_runs_of_table(text: str, group: str | None = None):
-    """``--table NAME[=PATH]``: a published table (analysis/published.py), optionally one group."""
+def load_runs_of_table(text: str, group: str | None = None, where: str | None = None):
+    """``--table NAME[=PATH]``: a published table (analysis/published.py), optionally its rows
+    satisfying ``where`` and one group."""
     from .published import load_table, parse_table_arg
+    from .runs import load_runs
 
-    runs = load_table(*parse_table_arg(text))
-    return runs.where_group(group) if group else runs
+    return load_runs(load_table(*parse_table_arg(text)), group=group, where=where)
 
 
 def run_laws(*, columns: bool = False) -> int:

@@ -138,6 +138,15 @@ class FitResult:
     se_theta: np.ndarray | None = field(default=None, repr=False)
     #: computes the profiles on request when the fit skipped them (large tables)
     profile_fn: object = field(default=None, repr=False, compare=False)
+    #: per-row residuals, robust z, leverage, Cook's distance, outliers and the refit without
+    #: them (:class:`.diagnostics.RowDiagnostics`); None when not computed
+    diagnostics: object = field(default=None, repr=False)
+    #: text columns the fit pooled, with a test of their residuals (:func:`.diagnostics.pooled_groups`)
+    pooled_groups: list = field(default_factory=list)
+    #: {source column: how it was read} for columns read from their values (``D``)
+    column_readings: dict = field(default_factory=dict)
+    #: how the table's rows were selected (``where``, ``rows_read``, ``rows_kept``, ``dropped``)
+    selection: dict = field(default_factory=dict)
 
     # --- the results API (statsmodels / lmfit names) ----------------------------------------
     @property
@@ -329,7 +338,18 @@ class FitResult:
                        "ridge_params": self.starts.ridge_params},
             "ridge_solutions": self.ridge_solutions, "tie_tolerance": self.tie_tolerance,
             "flags": self.flags, "notes": self.notes, "seed": self.seed,
+            "pooled_groups": self.pooled_groups, "column_readings": self.column_readings,
+            "rows": {"read": self.selection.get("rows_read", self.n), "kept": self.n,
+                     **{k: v for k, v in self.selection.items() if k not in ("rows_read", "rows_kept")}},
+            **self._diagnostics_dict(),
         }
+
+    def _diagnostics_dict(self) -> dict:
+        d = self.diagnostics
+        if d is None:
+            return {}
+        return {"outliers": list(d.outliers), "without_outliers": d.without_outliers,
+                "diagnostics": d.to_dict()}
 
     def to_json(self) -> str:
         """Strict JSON; an infinite or undefined number (an open interval end, an unbounded
@@ -338,9 +358,20 @@ class FitResult:
 
     def summary(self) -> str:
         """A readable table: fit statistics, parameters with each method's interval, flags."""
+        readings = "".join(f"; {v}" for v in self.column_readings.values())
+        kept = ""
+        if self.selection.get("rows_read") is not None:
+            kept = f" (kept {self.n} of {self.selection['rows_read']} rows"
+            conditions = ([self.selection["where"]] if self.selection.get("where") else []) + (
+                [f"group == {self.selection['group']}"] if self.selection.get("group") else []) + (
+                [f"{self.selection['by']} == {self.selection['value']}"] if self.selection.get("by") else [])
+            kept += f" where {' and '.join(conditions)}" if conditions else ""
+            if self.selection.get("dropped"):
+                kept += f"; {len(self.selection['dropped'])} outlying rows dropped (--drop-outliers)"
+            kept += ")"
         lines = [
-            f"Law {self.law.name!r}: L = {self.law.formula}",
-            f"Method: {METHOD_DESCRIPTIONS[self.method]}; {self.n} runs ({self.source}); "
+            f"Law {self.law.name!r}: L = {self.law.formula}{readings}",
+            f"Method: {METHOD_DESCRIPTIONS[self.method]}; {self.n} runs{kept} ({self.source}); "
             f"{self.k} free parameters"
             + (f"; one offset E per group ({', '.join(map(str, self.offset_groups))})"
                if self.offset_groups is not None else ""),
@@ -377,6 +408,8 @@ class FitResult:
         lines.append("")
         lines.append("Identifiability flags:" if self.flags else "Identifiability flags: none")
         lines += [f"  ! {f}" for f in self.flags]
+        if self.diagnostics is not None:
+            lines += self.diagnostics.summary_lines()
         if self.notes:
             lines.append("Notes:")
             lines += [f"  - {n}" for n in self.notes]

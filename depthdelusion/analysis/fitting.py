@@ -29,6 +29,7 @@ from scipy import stats
 from scipy.stats import qmc
 
 from .columns import check_law_columns
+from .diagnostics import OUTLIER_Z, pooled_group_flag, pooled_groups, row_diagnostics
 from .fit_result import FitResult, StartsSummary, format_interval
 from .laws import LawInputs, get_law
 from .problem import OFFSET, Problem
@@ -110,7 +111,8 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
         fixed: dict | None = None, grid_points: int = 3, max_starts: int = 64,
         leave_one_out: bool | str | None = None, profile: bool | None = None,
         group_offsets: bool = False, groups=None, refit_starts: int = REFIT_STARTS,
-        bootstrap_refit: bool | None = None, overestimate_weight: float | None = None) -> FitResult:
+        bootstrap_refit: bool | None = None, overestimate_weight: float | None = None,
+        diagnostics: bool | None = None, outlier_threshold: float = OUTLIER_Z) -> FitResult:
     """Fit ``law`` (a registered name or Law) to ``runs`` (anything :func:`load_runs` takes).
 
     ``method``: ``"lm"`` (least squares on loss residuals) or ``"huber"`` (Huber on log-loss
@@ -136,6 +138,11 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
     n ≤ ``PROFILE_ROWS`` (``FitResult.conf_int(method="profile")`` computes it later).
     ``bootstrap_refit`` defaults to n ≤ ``BOOT_REFIT_ROWS``; beyond, one Gauss–Newton step per
     resample from the optimum.
+
+    ``diagnostics`` (:mod:`.diagnostics`): each row's residual, robust z, leverage and Cook's
+    distance, the rows with |robust z| > ``outlier_threshold`` and the fit refitted without
+    them (``result.diagnostics``); by default computed unless the fit is bare (bootstrap=0,
+    profile=False, leave_one_out=False). Text columns the fit pooled are always flagged.
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
@@ -310,10 +317,29 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
     if method == "asymmetric":
         result.notes.append("Jacobian intervals of an asymmetric fit treat it as least squares: "
                             "approximate; prefer the profile or bootstrap ones")
+    _add_row_diagnostics(result, runs, problem, theta, jac.J, search.cold_starts, offset_groups,
+                         groups is None, diagnostics if diagnostics is not None else
+                         bool(bootstrap or profile or leave_one_out), outlier_threshold)
     if method == "huber":
         result.notes.append("Jacobian intervals of a Huber fit treat it as least squares on "
                             "log-loss residuals: approximate; prefer the profile or bootstrap ones")
     return result
+
+
+def _add_row_diagnostics(result, runs, problem, theta, J, cold_starts, offset_groups,
+                         offsets_by_group_column, wanted, threshold):
+    """Pooled-group flags always (cheap); per-row diagnostics and the refit without outliers
+    when ``wanted``; the table's column readings and row selection for the summary."""
+    pooled = pooled_groups(runs, result.residuals,
+                           offset_column="group" if offset_groups is not None and offsets_by_group_column else None)
+    result.pooled_groups = pooled
+    result.flags += [pooled_group_flag(p) for p in pooled]
+    result.column_readings = dict(runs.read_as)
+    result.selection = dict(runs.selection)
+    if wanted:
+        result.diagnostics = row_diagnostics(problem, theta, J, names=result.run_names,
+                                             stderr=result.stderr, cold_starts=cold_starts,
+                                             threshold=threshold)
 
 
 def _rms(errors) -> float:

@@ -33,7 +33,6 @@ from .runs import Runs, load_runs
 #: Relative tolerance on C within which runs form one budget.
 TOLERANCE = 0.05
 #: Columns a table may give its compute (FLOPs) in; the runs reader keeps them as unread text.
-COMPUTE_COLUMNS = ("compute", "flops", "C", "budget_flops")
 #: Simulated replicates of the user's grid for the bias of Approach 2.
 BIAS_REPLICATES = 20
 LEVEL = 0.95
@@ -126,32 +125,19 @@ class IsoflopResult:
 
 
 def compute_of(runs: Runs) -> tuple[np.ndarray, str]:
-    """Per-run compute C and where it came from: a compute column, else 6·N·D."""
-    own = getattr(runs, "compute", None)  # a reader that knows the column (else: extra columns)
-    if isinstance(own, np.ndarray) and own.dtype != object and np.isfinite(own).any():
+    """Per-run compute C and where it came from: the table's compute column (any of its
+    aliases, analysis/columns.py), else 6·N·D."""
+    own = runs.compute
+    if own is not None and np.isfinite(own).any():
         if not np.all(np.isfinite(own) & (own > 0)):
             i = int(np.flatnonzero(~(np.isfinite(own) & (own > 0)))[0])
             raise ValueError(f"{runs.source} row {i + 1} ({runs.name[i]}): no positive compute; "
                              "give every run's compute, or none (then C = 6·N·D)")
         return own.astype(float), "C from the compute column"
-    for col in COMPUTE_COLUMNS:
-        if col in runs.extra:
-            raw = runs.extra[col]
-            try:
-                c = np.array([float(v) for v in raw])
-            except ValueError:
-                bad = next(v for v in raw if not _is_float(v))
-                raise ValueError(f"{runs.source}: column {col!r} has {bad!r}, not a number "
-                                 "(compute in FLOPs)") from None
-            if not np.all(np.isfinite(c) & (c > 0)):
-                i = int(np.flatnonzero(~(np.isfinite(c) & (c > 0)))[0])
-                raise ValueError(f"{runs.source} row {i + 1}: {col} = {raw[i]!r}; expected a "
-                                 "positive number of FLOPs")
-            return c, f"C from the column {col!r}"
     if not (runs.has("params") and runs.has("tokens")):
-        raise ValueError(f"{runs.source}: isoFLOP budgets need a compute column "
-                         f"({', '.join(COMPUTE_COLUMNS)}) or params and tokens for every run "
-                         "(C = 6·N·D)")
+        raise ValueError(f"{runs.source}: isoFLOP budgets need a compute column (compute, flops, "
+                         "C, ...: `depthdelusion laws --columns`) or params and tokens for every "
+                         "run (C = 6·N·D)")
     return 6.0 * runs.params * runs.tokens, "C = 6·N·D"
 
 
@@ -401,41 +387,6 @@ def _bias_text(bias: dict) -> str:
 
 # --- side by side ------------------------------------------------------------------------------
 
-def split_by(runs: Runs, column: str) -> dict:
-    """{value: the runs with that value} for ``column``: group, a canonical column or one the
-    reader kept unread."""
-    if column in runs.extra:
-        values = np.asarray(runs.extra[column], dtype=object)
-    elif hasattr(runs, column) and isinstance(getattr(runs, column), np.ndarray):
-        values = getattr(runs, column)
-    else:
-        raise ValueError(f"--by {column}: {runs.source} has no column {column!r}; its columns: "
-                         f"{', '.join(runs.columns + list(runs.extra))}")
-    keys = sorted(set(values.tolist()), key=lambda v: (str(type(v)), v))
-    return {k: runs.subset(values == k) for k in keys}
-
-
 def file_label(value) -> str:
     """A column value as a file-name part."""
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(value))
-
-
-def _is_float(v) -> bool:
-    try:
-        float(v)
-        return True
-    except ValueError:
-        return False
-
-
-def _num(v, digits: int = 6):
-    """A JSON number rounded to ``digits`` significant digits (the same on any machine); None
-    when not finite."""
-    v = float(v)
-    return float(f"{v:.{digits}g}") if math.isfinite(v) else None
-
-
-def _g(v, digits: int = 3) -> str:
-    if v is None or not np.isfinite(v):
-        return "-" if v is None or np.isnan(v) else ("inf" if v > 0 else "-inf")
-    return f"{v:.{digits}g}"

@@ -272,4 +272,45 @@ def isoflop_profiles(result, path: Path, title: str = "") -> Path:
     ax2.set_xlabel("compute C (FLOPs)")
     ax2.set_ylabel("N* (95% Fieller interval)")
     ax2.set_title("loss-optimal N per budget")
+
+
+def residual_diagnostics(runs, result, labels, path: Path) -> Path:
+    """One fit's residuals (observed − fitted, nats) against N and against tokens (or depth when
+    tokens are unknown), one colour per value of ``labels`` (per row), outliers (|robust z|
+    above the threshold) ringed and named."""
+    d = result.diagnostics
+    against = [("parameters N", runs.params)] if runs.has("params") else []
+    if runs.has("tokens"):
+        against.append(("tokens D", runs.tokens))
+    elif runs.has("depth"):
+        against.append(("depth (layers)", runs.depth))
+    if not against:
+        against = [("row", np.arange(1, len(runs) + 1))]
+    labels = np.asarray(labels, dtype=object)
+    groups = sorted(set(labels), key=str)
+    palette = colors(len(groups))
+    out = d.outlier_mask
+    fig, axes = plt.subplots(1, len(against), figsize=(5.5 * len(against), 4.2), sharey=True,
+                             squeeze=False)
+    for ax, (label, x) in zip(axes[0], against):
+        x = np.asarray(x, float)
+        for g, c in zip(groups, palette):
+            m = labels == g
+            ax.plot(x[m], d.residual[m], "o", ms=4, color=c, alpha=0.8,
+                    label=str(g) if len(groups) > 1 else None)
+        if out.any():
+            ax.plot(x[out], d.residual[out], "o", ms=10, mfc="none", mec="k", mew=1.2,
+                    label=f"|robust z| > {d.threshold:g}")
+            for i in np.flatnonzero(out)[:10]:
+                ax.annotate(str(runs.name[i]), (x[i], d.residual[i]), fontsize=7,
+                            xytext=(4, 4), textcoords="offset points")
+        ax.axhline(0, color="k", lw=1)
+        if label != "row" and np.all(x > 0):
+            ax.set_xscale("log")
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("residual, observed − fitted (nats)")
+    if len(groups) > 1 or out.any():
+        axes[0][0].legend(fontsize=7)
+    fig.suptitle(f"{result.law.name}: residuals ({result.n} rows)")
     return save_figure(fig, path)

@@ -18,7 +18,7 @@ import numpy as np
 from depthdelusion import rundir
 from depthdelusion.data.tokenizers import ByteTokenizer, vocab_size
 
-from .columns import FIELDS, resolve, scale_of
+from .columns import AMBIGUOUS_D, AMBIGUOUS_L, FIELDS, read_d_column, resolve, scale_of
 from .reference import PAPER_TOKENIZER
 
 #: The vocabulary of the paper's runs (its tokenizer's; the bundled table has no vocab column).
@@ -91,6 +91,14 @@ class Runs:
     params_non_embedding: np.ndarray | None = None
     #: The unread columns' values as text (learning rate, seed, ...), for replicate cells.
     extra: dict = field(default_factory=dict)
+    #: Training compute C in FLOPs per run, when the table gives it (NaN otherwise).
+    compute: np.ndarray | None = None
+    #: {canonical name: the source table's column} for the columns read from a table.
+    column_sources: dict = field(default_factory=dict)
+    #: {source column: sentence} for a column whose meaning was read from its values (``D``).
+    read_as: dict = field(default_factory=dict)
+    #: How rows were selected (``where``, ``rows_read``, ``rows_kept``, ``dropped``), if they were.
+    selection: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.loss is None:
@@ -103,7 +111,7 @@ class Runs:
             if known.all() and np.all(value == np.round(value)):
                 value = value.astype(np.int64)
             setattr(self, col, value)
-        for col in ("params", "tokens", "loss_se", "vocab_size", "params_non_embedding"):
+        for col in ("params", "tokens", "loss_se", "vocab_size", "params_non_embedding", "compute"):
             setattr(self, col, self._column(col, n, float))
         self.extra = {k: np.asarray(v, dtype=object).reshape(-1) for k, v in dict(self.extra).items()}
         for k, v in self.extra.items():
@@ -158,7 +166,8 @@ class Runs:
                     [self.profiles[i] for i in idx], self.source, list(self.notes),
                     self.tokenizer[idx], self.vocab_size[idx], self.loss_unit[idx],
                     self.unread_columns, self.params_non_embedding[idx],
-                    {k: v[idx] for k, v in self.extra.items()})
+                    {k: v[idx] for k, v in self.extra.items()}, self.compute[idx],
+                    dict(self.column_sources), dict(self.read_as), dict(self.selection))
 
     def where_group(self, group: str) -> "Runs":
         if group not in set(self.group):
@@ -248,7 +257,8 @@ def _paper_runs() -> Runs:
 NAMED_SOURCES = {"paper": _paper_runs, "depth_delusion": _paper_runs}
 
 
-def load_runs(source, *, group: str | None = None, columns: dict | None = None) -> Runs:
+def load_runs(source, *, group: str | None = None, columns: dict | None = None,
+              where: str | None = None) -> Runs:
     """Load runs from a Runs, a table file (CSV/TSV/parquet: :func:`read_table`), a pandas
     DataFrame, a list of dicts, a run
     directory tree, or a bundled dataset name (``"paper"``).
@@ -257,7 +267,9 @@ def load_runs(source, *, group: str | None = None, columns: dict | None = None) 
     aliases); ``columns`` maps canonical names to the table's own, e.g. ``{"params": "N"}``.
     A directory is searched recursively for ``summary.json``; runs whose status is not
     ``finished`` are skipped and counted in ``Runs.notes``. Runs whose losses are in different
-    units (tokenizers) are refused.
+    units (tokenizers) are refused. ``where`` keeps the rows satisfying a comparison
+    (:mod:`.row_filter`: ``"params >= 1e8 and dataset == web"``), ``group`` then the rows of one
+    group; the kept count is in ``Runs.notes`` and ``Runs.selection``.
     """
     if columns and (isinstance(source, Runs) or (isinstance(source, (str, os.PathLike)) and (
             str(source) in NAMED_SOURCES or rundir.as_path(source).is_dir()))):
@@ -282,8 +294,17 @@ def load_runs(source, *, group: str | None = None, columns: dict | None = None) 
     else:
         raise ValueError(f"cannot load runs from {type(source).__name__}; give a path, a pandas "
                          "DataFrame, a list of dicts, a Runs table or 'paper'")
+    if where:
+        from .row_filter import apply_where
+
+        runs = apply_where(runs, where)
     check_units(runs)
-    return runs.where_group(group) if group else runs
+    if not group:
+        return runs
+    kept = runs.where_group(group)
+    kept.selection = {**runs.selection, "group": group, "rows_read": runs.selection.get("rows_read", len(runs)),
+                      "rows_kept": len(kept)}
+    return kept
 
 
 def _is_dataframe(obj) -> bool:
@@ -292,7 +313,7 @@ def _is_dataframe(obj) -> bool:
 
 _TEXT = ("group", "name", "tokenizer", "loss_unit")
 _INTEGER = ("depth", "width", "vocab_size")
-_OPTIONAL = ("tokens", "loss_se", "vocab_size", "params_non_embedding")  # may be empty in some rows
+_OPTIONAL = ("tokens", "loss_se", "vocab_size", "params_non_embedding", "compute")  # may be empty in some rows
 
 
 def runs_from_records(records: list[dict], *, where: str, columns: dict | None = None) -> Runs:
@@ -310,6 +331,12 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
     if not finished:
         raise ValueError(f"{where}: no finished runs (status: {_some(sorted({str(r['status']) for r in unfinished}))})")
     found = resolve(header, columns, where)
+    read_as = {}
+    if AMBIGUOUS_D in header and AMBIGUOUS_D not in found.values():
+        reading = read_d_column([r for _, r in finished], found, where)
+        if reading is not None:
+            found[reading[0]] = AMBIGUOUS_D
+            read_as[AMBIGUOUS_D] = reading[1]
     cols = {k: [] for k in found}
     for i, rec in finished:
         line = f"{where} row {i + 1}"
@@ -328,7 +355,12 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
         cols["group"] = [g or "all" for g in cols["group"]]
     unread = tuple(str(h) for h in header if h not in found.values())
     extra = {h: ["" if rec.get(h) is None else str(rec.get(h)).strip() for _, rec in finished] for h in unread}
-    runs = Runs(**cols, source=where, unread_columns=unread, extra=extra)
+    runs = Runs(**cols, source=where, unread_columns=unread, extra=extra,
+                column_sources=dict(found), read_as=read_as)
+    if found.get("loss") == AMBIGUOUS_L and np.all(runs.loss == np.round(runs.loss)):
+        raise ValueError(f"{where}: column 'L' holds whole numbers only ({_some(np.unique(runs.loss))}): "
+                         "layers, not a loss? Name the loss column with --columns loss=NAME "
+                         "(and depth=L if L is the depth)")
     dup = duplicated_rows(records, header)
     if dup:
         runs.notes.append(f"{where}: {len(dup)} row(s) repeat an earlier row in every column (rows "

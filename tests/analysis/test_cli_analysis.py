@@ -148,4 +148,5 @@ def test_laws_lists_formulas_and_required_columns(capsys):
     assert "kaplan\n  L = E + A·N^−α\n  parameters: E, A, alpha\n  columns: params,loss\n" in out
     assert "chinchilla\n" in out and "columns: params,tokens,loss\n" in out
     assert "columns: depth,width,params,loss  (+ tokens when they vary" in out
-    assert "params     parameter count N" in out and "never read on its own: 'D'" in out
+    assert "params     parameter count N" in out and "D          tokens when C ≈ 6·N·D" in out
+    assert "compute    training compute in FLOPs (about 6·N·tokens); aliases: C, flops, FLOPs, budget_flops" in out

@@ -38,25 +38,51 @@ def test_params_loss_table_fits_kaplan_and_refuses_a_depth_law_naming_the_column
         fit(runs, "depth_delusion", bootstrap=0)
 
 
-def test_chinchilla_notation_table_with_aliases_and_an_explicit_mapping(tmp_path):
+def test_chinchilla_notation_table_reads_L_as_loss_and_D_as_tokens_from_its_values(tmp_path):
     N, T, loss = chinchilla_rows()
     # Chinchilla's own notation: N parameters, D tokens (data), L loss.
     path = write_csv(tmp_path / "ndl.csv", ["N", "D", "L"], zip(N, T, loss))
-    with pytest.raises(ValueError, match=r"no loss column \(looked for loss, final_loss\); its "
-                       r"columns: N, D, L\. Map yours with --columns loss=NAME"):
-        load_runs(path)
-    runs = load_runs(path, columns={"loss": "L"})
-    assert runs.unread_columns == ("D",)
-    # D is never guessed: the error for a law that needs tokens says how to map it.
-    with pytest.raises(ValueError, match=r"law 'chinchilla' needs tokens.*Column 'D' is not read on "
-                       r"its own \(depth in this project, tokens \(data\) in Chinchilla's notation\): "
-                       r"map it, e.g. --columns tokens=D"):
-        check_law_columns("chinchilla", runs)
-    runs = load_runs(path, columns={"loss": "L", "tokens": "D"})
+    runs = load_runs(path)
     assert runs.columns == ["params", "tokens", "loss", "group", "name"]
-    assert laws_for(runs) == ["chinchilla", "kaplan"]
+    assert runs.column_sources == {"params": "N", "loss": "L", "tokens": "D"}
+    assert runs.read_as["D"].startswith("column D read as tokens: its values (4e+08–4e+10) are far "
+                                        "beyond any depth")
     r = fit(runs, "chinchilla", bootstrap=0, leave_one_out=False)
     assert abs(r.params["alpha"] - ALPHA) < 0.05 and abs(r.params["E"] - E) < 0.1
+    assert "column D read as tokens" in r.summary().splitlines()[0]  # on the line naming the law
+    # an explicit mapping still wins
+    runs = load_runs(path, columns={"loss": "L", "tokens": "D"})
+    assert runs.read_as == {} and laws_for(runs) == ["chinchilla", "kaplan"]
+
+
+def test_compute_column_aliases_and_D_read_through_C_equal_6ND(tmp_path):
+    N, T, loss = chinchilla_rows()
+    for name in ("C", "flops", "compute", "budget_flops"):
+        path = write_csv(tmp_path / f"{name}.csv", [name, "N", "D", "L"], zip(6 * N * T, N, T, loss))
+        runs = load_runs(path)
+        assert runs.column_sources["compute"] == name
+        np.testing.assert_allclose(runs.compute, 6 * N * T)
+        assert "C ≈ 6·N·D (median relative difference 0.0%)" in runs.read_as["D"]
+    # D small enough to be depth by size, but C = 6ND says tokens
+    small = [{"C": 6 * 1e6 * d, "N": 1e6, "D": d, "L": 3.0 + 0.1 / d} for d in (100, 200, 400)]
+    assert "C ≈ 6·N·D" in load_runs(small).read_as["D"]
+    assert load_runs(small).tokens.tolist() == [100, 200, 400]
+
+
+def test_D_as_depth_from_small_whole_numbers_and_a_clear_error_when_neither():
+    rows = [{"D": d, "W": 256, "N": 1e6 * d, "loss": 3.0 + 0.01 * d} for d in (2, 4, 8, 16)]
+    runs = load_runs(rows)
+    assert runs.depth.tolist() == [2, 4, 8, 16] and np.isnan(runs.tokens).all()
+    assert runs.read_as["D"] == "column D read as depth (layers): whole numbers 2–16"
+    with pytest.raises(ValueError, match=r"column 'D' \(1.5–4\) is neither depth .* nor tokens .*"
+                       r"say which with --columns tokens=D or --columns depth=D"):
+        load_runs([{"D": d, "N": 1e6, "loss": 3.0} for d in (1.5, 2.5, 4.0)])
+    with pytest.raises(ValueError, match=r"column 'L' holds whole numbers only .*layers, not a loss\? "
+                       r"Name the loss column with --columns loss=NAME"):
+        load_runs([{"N": 1e6 * d, "L": d} for d in (2, 4, 8)])
+    # a table with its own loss column leaves L alone (layers elsewhere)
+    runs = load_runs([{"N": 1e6, "L": 12, "loss": 3.1}, {"N": 2e6, "L": 24, "loss": 3.0}])
+    assert runs.loss.tolist() == [3.1, 3.0] and "L" in runs.unread_columns
 
 
 def test_aliases_scaled_columns_list_of_dicts_and_dataframe_agree():
