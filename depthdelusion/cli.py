@@ -390,7 +390,8 @@ def _fit(p):
     p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
     p.add_argument("--table", dest="table_name", metavar="NAME[=PATH]",
                    help="a published table by name instead of RUNS (analysis/published.py: "
-                   "depth_delusion; epoch_chinchilla=PATH, not shipped)")
+                   "depth_delusion; gemstones[=PATH], shipped once bundled; epoch_chinchilla=PATH, not "
+                   "shipped: no license)")
     p.add_argument("--pool", metavar="NAME[=PATH]", help="fit RUNS pooled with this published "
                    "table, one offset E per source, the other parameters shared")
     p.add_argument("--law", help="registered law name (`depthdelusion laws`); default: picked "

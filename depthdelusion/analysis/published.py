@@ -3,14 +3,17 @@ and pooled fits of our runs with one of them (one offset E per source).
 
 ``load_table(NAME)`` returns the same :class:`.runs.Runs` table the reader returns for a CSV;
 ``depthdelusion fit --table NAME`` fits it. A table ships in the package only when its license
-allows; a table whose source has no license is *registered but not shipped*: its reader knows
-the source's file format and selection, and ``load_table(NAME, path=FILE)`` reads the file a
-user downloads (the error without ``path`` says where from).
+allows (``redistributable``) and its file is bundled in ``reference/`` (``shipped``); otherwise
+it is *registered*: its reader knows the source's file format and selection, and
+``load_table(NAME, path=FILE)`` reads the file a user downloads (the error without ``path`` says
+where from). Each registration carries its paper's published fit and, where the paper reports
+them, its compute-optimal exponents (``exponents``: N* ∝ C^a, D* ∝ C^b).
 """
 from __future__ import annotations
 
 import csv
 import io
+import json
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -18,18 +21,34 @@ import numpy as np
 
 from depthdelusion import rundir
 
-from .reference import PAPER_KAPPA
+from .reference import PAPER_KAPPA, REFERENCE_DIR
 from .runs import Runs, load_reference, load_runs
 
 
 @dataclass(frozen=True)
 class PublishedFit:
-    """A fit as its paper reports it: law, method, and value ± half-width (95%) per parameter."""
+    """A fit as its source reports it: law, method, and (value, tolerance) per parameter;
+    ``interval`` says what the tolerance is (a published interval, or the optimiser's
+    tolerance where the source gives its optimum without one)."""
 
     law: str
     method: str
     values: dict
     how: str
+    interval: str = "± the published interval"
+
+
+@dataclass(frozen=True)
+class PublishedExponents:
+    """Compute-optimal exponents as a paper reports them: N*(C) ∝ C^a, D*(C) ∝ C^b, each
+    ``(value, (low, high))``; ``interval`` says what (low, high) is, ``caveat`` how far the
+    registered table can be expected to reproduce them."""
+
+    approach: str
+    a: tuple
+    b: tuple
+    interval: str
+    caveat: str = ""
 
 
 @dataclass(frozen=True)
@@ -39,15 +58,34 @@ class PublishedTable:
     paper: str
     source: str
     license: str
-    shipped: bool
+    redistributable: bool
     reader: Callable[..., Runs]
+    #: the file's name in ``reference/`` when bundled (None: never bundled, the license forbids it)
+    file: str | None = None
     fit: PublishedFit | None = None
+    exponents: tuple = field(default_factory=tuple)
     notes: tuple = field(default_factory=tuple)
 
+    @property
+    def shipped(self) -> bool:
+        return self.redistributable and self.file is not None and (REFERENCE_DIR / self.file).is_file()
+
     def describe(self) -> str:
-        where = "shipped in the package" if self.shipped else f"not shipped (download it: {self.source})"
-        return (f"{self.name}: {self.title}\n  paper: {self.paper}\n  source: {self.source}\n"
-                f"  license: {self.license}\n  {where}")
+        if self.shipped:
+            where = "shipped in the package"
+        elif self.redistributable:
+            where = f"not bundled in this installation, though its license allows it (download it: {self.source})"
+        else:
+            where = f"not shipped: its license does not allow it (download it: {self.source})"
+        lines = [f"{self.name}: {self.title}", f"  paper: {self.paper}", f"  source: {self.source}",
+                 f"  license: {self.license}", f"  {where}"]
+        if self.fit:
+            values = ", ".join(f"{k} {v:g} ± {tol:g}" for k, (v, tol) in self.fit.values.items())
+            lines.append(f"  published fit ({self.fit.law}, {self.fit.method}): {values} ({self.fit.interval})")
+        for e in self.exponents:
+            lines.append(f"  published exponents, {e.approach}: a {e.a[0]:g} {list(e.a[1])}, "
+                         f"b {e.b[0]:g} {list(e.b[1])} ({e.interval})")
+        return "\n".join(lines)
 
 
 def _depth_delusion(path=None) -> Runs:
@@ -88,24 +126,110 @@ def epoch_chinchilla(path=None) -> Runs:
     return runs
 
 
+#: The Gemstones file as the authors release it, bundled under this name when shipped.
+GEMSTONES_FILE = "gemstones_hot.jsonl"
+GEMSTONES_SOURCE = ("https://github.com/mcleish7/gemstone-scaling-laws (wandb_dfs/"
+                    "wandb_df_for_fitting_hot.jsonl, commit 5f420478f6057b0cbb4d13405fb10ca64675bccb)")
+_GEMSTONES_FIELDS = ("run_name", "width", "depth", "params_active_precise", "tokens", "final_loss")
+#: The authors' tokenizer's vocabulary (their depth_width.py, which subtracts 50304·width for
+#: non-embedding counts).
+GEMSTONES_VOCAB = 50304
+
+
+def gemstones(path=None) -> Runs:
+    """The Gemstones suite's fitting table (McLeish et al. 2025): 22 shapes (width × depth), each
+    one training run with a constant learning rate ("hot": no cool-down) read at 10 checkpoints
+    from 10B to 100B tokens. JSON Lines as the authors release it, one object per checkpoint:
+    ``run_name``, ``width``, ``depth``, ``params_active_precise`` (N, embeddings included),
+    ``tokens``, ``final_loss`` (nats/token; other keys are ignored)."""
+    if path is None:
+        path = REFERENCE_DIR / GEMSTONES_FILE
+        if not path.is_file():
+            raise ValueError("table 'gemstones' is not bundled in this installation (its MIT license "
+                             f"allows it; reference/PROVENANCE.md): download it from {GEMSTONES_SOURCE} "
+                             "and give its path (load_table('gemstones', path=FILE); "
+                             "fit --table gemstones=FILE)")
+    path = rundir.as_path(path)
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{number}: not a JSON object ({err.msg})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
+        missing = [k for k in _GEMSTONES_FIELDS if k not in row]
+        if missing:
+            raise ValueError(f"{path}:{number}: not the Gemstones fitting table (no field(s) "
+                             f"{', '.join(missing)}; expected {', '.join(_GEMSTONES_FIELDS)})")
+        for key in _GEMSTONES_FIELDS[1:]:
+            if isinstance(row[key], bool) or not isinstance(row[key], (int, float)):
+                raise ValueError(f"{path}:{number}: field {key!r} is {row[key]!r}, not a number")
+        rows.append(row)
+    if not rows:
+        raise ValueError(f"{path}: no rows (expected JSON Lines with fields {', '.join(_GEMSTONES_FIELDS)})")
+    column = {k: np.array([float(r[k]) for r in rows]) for k in _GEMSTONES_FIELDS[1:]}
+    names = [f"{r['run_name']}@{float(r['tokens']) / 1e9:.0f}B" for r in rows]
+    runs = Runs(depth=column["depth"], width=column["width"], params=column["params_active_precise"],
+                tokens=column["tokens"], loss=column["final_loss"], name=names, source=str(path),
+                vocab_size=np.full(len(rows), GEMSTONES_VOCAB))
+    shapes = len({(r["width"], r["depth"]) for r in rows})
+    runs.notes.append(f"Gemstones: {len(rows)} checkpoints of {shapes} shapes (width × depth); the "
+                      "checkpoints of one shape come from one constant-learning-rate run, so they are "
+                      "not independent runs (a bootstrap over rows understates the spread)")
+    return runs
+
+
 TABLES = {t.name: t for t in (
     PublishedTable(
         "depth_delusion", "The Depth Delusion paper's 30 runs (Appendix C), as printed",
         "The Depth Delusion: Why Transformers Should Be Wider, Not Deeper (arXiv 2601.20994, 2026)",
         "the paper's Appendix C (reference/PROVENANCE.md)",
         "numbers transcribed from the paper (facts; its printed inconsistencies are in PROVENANCE.md)",
-        True, _depth_delusion,
+        True, _depth_delusion, file="depth_delusion_runs.csv",
         notes=(f"The paper's own fit (κ = {PAPER_KAPPA} [2.09, 2.77], R² 0.922) is not reproduced by a "
                "refit of its printed table: analysis/paper_refit/ compares them.",)),
     PublishedTable(
         "epoch_chinchilla", "Epoch AI's reconstruction of the Chinchilla data (245 points, 240 fitted)",
         "Besiroglu, Erdil, Barnett, You: Chinchilla Scaling: A replication attempt (arXiv 2404.10102, 2024)",
-        "https://github.com/epoch-research/analyzing-chinchilla (data/svg_extracted_data.csv)",
-        "none stated in the repository (so not redistributed here)", False, epoch_chinchilla,
+        "https://github.com/epoch-research/analyzing-chinchilla (data/svg_extracted_data.csv, "
+        "commit 92258837425e1b5f2851d624287f0120583a3d0e)",
+        "none: no LICENSE file in any commit of the repository (so not redistributed here)",
+        False, epoch_chinchilla,
         fit=PublishedFit("chinchilla", "huber",
                          {"E": (1.82, 0.03), "alpha": (0.35, 0.02), "beta": (0.37, 0.02)},
                          "Huber loss (δ = 1e-3) of log-loss residuals, L = E + A·N^−α + B·D^−β "
-                         "(log-sum-exp form), L-BFGS from a grid; intervals from a bootstrap")),
+                         "(log-sum-exp form), L-BFGS from a grid; intervals from a bootstrap"),
+        exponents=(
+            PublishedExponents(
+                "Approach 2 (isoFLOP profiles), Hoffmann et al. 2022 Table 2", (0.49, (0.462, 0.534)),
+                (0.51, (0.483, 0.529)), "10th and 90th percentiles of a bootstrap (80% of the data, 100 times)",
+                "Hoffmann et al. fitted all their isoFLOP runs (their Figure 3, 9 budgets from 6e18 to "
+                "3e21 FLOP); Epoch's points are digitised from Figure 4, a subset, and their FLOP values "
+                "are read off a colour scale, so they lie near, not on, the 9 budgets: budgets must be "
+                "formed with a relative tolerance, and agreement is expected only roughly"),
+            PublishedExponents(
+                "Approach 3 (parametric fit), Hoffmann et al. 2022 Table 2", (0.46, (0.454, 0.455)),
+                (0.54, (0.542, 0.543)), "10th and 90th bootstrap percentiles, as printed (0.46 and 0.54 are rounded)",
+                "Epoch's refit of the same law gives a = β/(α+β) ≈ 0.51 instead (Besiroglu et al.)"),
+        )),
+    PublishedTable(
+        "gemstones", "The Gemstones suite: 22 shapes (width × depth) at 10 checkpoints each, 10B–100B tokens",
+        "McLeish, Kirchenbauer, Miller, Singh, Bhatele, Goldblum, Panda, Goldstein: Gemstones: A Model "
+        "Suite for Multi-Faceted Scaling Laws (arXiv 2502.06857, NeurIPS 2025)",
+        GEMSTONES_SOURCE, "MIT (the repository's LICENSE, © 2025 the authors)", True, gemstones,
+        file=GEMSTONES_FILE,
+        fit=PublishedFit("chinchilla", "huber",
+                         {"E": (2.1431, 0.002), "alpha": (0.29287, 0.002), "beta": (0.71287, 0.002)},
+                         "the authors' released optimum (parameters_delta-3/approach_3_parameters_"
+                         "grid_search_0_hot.json: E = e^0.76226, A = e^5.36134, α 0.29287, B = "
+                         "e^15.41599, β 0.71287; Huber objective 0.0019816): Huber (δ = 1e-3) of "
+                         "log-loss residuals, L-BFGS-B from a 5·5·6·6·5 grid, on all 220 rows",
+                         interval="no interval is released: ± the optimiser's tolerance"),
+        notes=("N is params_active_precise (embeddings included); the authors also fit width and "
+               "depth laws (their depth_width.py), which are not registered here.",)),
 )}
 
 
