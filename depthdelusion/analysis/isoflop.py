@@ -390,3 +390,16 @@ def _bias_text(bias: dict) -> str:
 def file_label(value) -> str:
     """A column value as a file-name part."""
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(value))
+
+
+def _num(v, digits: int = 6):
+    """A JSON number rounded to ``digits`` significant digits (the same on any machine); None
+    when not finite."""
+    v = float(v)
+    return float(f"{v:.{digits}g}") if math.isfinite(v) else None
+
+
+def _g(v, digits: int = 3) -> str:
+    if v is None or not np.isfinite(v):
+        return "-" if v is None or np.isnan(v) else ("inf" if v > 0 else "-inf")
+    return f"{v:.{digits}g}"

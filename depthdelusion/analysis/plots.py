@@ -272,6 +272,7 @@ def isoflop_profiles(result, path: Path, title: str = "") -> Path:
     ax2.set_xlabel("compute C (FLOPs)")
     ax2.set_ylabel("N* (95% Fieller interval)")
     ax2.set_title("loss-optimal N per budget")
+    return save_figure(fig, path)
 
 
 def residual_diagnostics(runs, result, labels, path: Path) -> Path:
