@@ -376,7 +376,7 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
            + ", ".join(f"{g} ({int((runs.group == g).sum())})" for g in runs.groups) + ".",
            f"Regenerate with `{cmd}`. "
            f"Fits: {method_words} from a grid of starts; intervals from the Jacobian, from "
-           f"{bootstrap} seeded (seed {seed}) case-bootstrap refits (cold-started) and from the "
+           f"{bootstrap} seeded (seed {seed}) case-bootstrap refits (from the optimum and the best multi-start points) and from the "
            "profile likelihood; runs weighted equally; loss in nats.", "",
            *[f"- {n} not fitted: the law needs the column(s) {', '.join(m)}, which the table lacks"
              for n, m in skipped.items()], *([""] if skipped else [])]
