@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .solver import irls_weights
+
 #: |robust z| above which a row is an outlier (the default of --outlier-threshold).
 OUTLIER_Z = 4.0
 #: MAD → σ for Gaussian noise.
@@ -128,15 +130,6 @@ def leverage(J, weights=None) -> tuple[np.ndarray, int]:
     return np.sum(Q[:, :rank] ** 2, axis=1), rank
 
 
-def huber_weights(e, threshold) -> np.ndarray:
-    """IRLS weights of a Huber loss at residuals e (1 inside the threshold); ones without one."""
-    if threshold is None:
-        return np.ones_like(e)
-    a = np.abs(e)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(a <= threshold, 1.0, threshold / a)
-
-
 def row_diagnostics(problem, theta, J, *, names, stderr: dict, cold_starts=None,
                     threshold: float = OUTLIER_Z) -> RowDiagnostics:
     """Residuals, robust z, leverage and Cook's distance of every row at ``theta`` (J: the
@@ -150,7 +143,7 @@ def row_diagnostics(problem, theta, J, *, names, stderr: dict, cold_starts=None,
     pred = problem.predict(theta)
     resid = problem.y - pred
     z, scale = robust_z(e)
-    w = huber_weights(e, problem.huber)
+    w = irls_weights(-e, problem.huber, problem.overestimate_weight)
     h, rank = leverage(J, w)
     n = len(e)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -28,14 +28,14 @@ from scipy import stats
 from scipy.stats import qmc
 
 from .columns import check_law_columns
-from .diagnostics import OUTLIER_Z, pooled_group_flag, pooled_groups, row_diagnostics
+from .diagnostics import OUTLIER_Z, leverage, pooled_group_flag, pooled_groups, row_diagnostics
 from .fit_result import FitResult, StartsSummary, format_interval
 from .laws import LawInputs, get_law
 from .problem import OFFSET, Problem
 from .profile import Statistic, profile_intervals
 from .replicates import replicate_cells
 from .runs import Runs, load_runs
-from .solver import CAPPED, FAILED, MAX_ITER
+from .solver import CAPPED, FAILED, MAX_ITER, irls_weights
 
 # least squares on loss / Huber on log-loss / asymmetric squares on loss; all by bounded LM
 METHODS = ("lm", "huber", "asymmetric")
@@ -642,7 +642,7 @@ def _bootstrap_one_step(problem: Problem, theta, J, r, n_boot: int, seed: int, s
     col = np.linalg.norm(J, axis=0)
     col = np.where(col > 0, col, 1.0)
     Js = J / col
-    omega = _irls_weights(r, problem.huber)
+    omega = irls_weights(r, problem.huber, problem.overestimate_weight)
     JJ = (Js[:, :, None] * Js[:, None, :]).reshape(n, k * k) * omega[:, None]
     Jr = Js * (omega * r)[:, None]
     samples = []
@@ -652,14 +652,6 @@ def _bootstrap_one_step(problem: Problem, theta, J, r, n_boot: int, seed: int, s
         step = -np.einsum("bkl,bl->bk", np.linalg.pinv(H, hermitian=True), g) / col
         samples.append(problem.natural(np.clip(theta + step, problem.lo, problem.hi)))
     return np.concatenate(samples).reshape(-1, k)
-
-
-def _irls_weights(r, huber):
-    if huber is None:
-        return np.ones_like(r)
-    a = np.abs(r)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(a <= huber, 1.0, huber / a)
 
 
 def _leave_one_out(problem: Problem, cold_starts) -> np.ndarray:
@@ -685,16 +677,7 @@ def _leave_one_out_hat(problem: Problem, J, r, pred) -> np.ndarray:
     """Leave-one-out errors from the hat-matrix diagonal h of the (IRLS-weighted) Jacobian:
     (observed − predicted)/(1 − hᵢᵢ), the one-step deletion formula (exact for a linear model).
     h comes from a pivoted thin QR, the rank cut where the data do not constrain a direction."""
-    from scipy.linalg import qr
-
-    omega = _irls_weights(r, problem.huber)
-    Jw = J * np.sqrt(omega)[:, None]
-    col = np.linalg.norm(Jw, axis=0)
-    Jw = Jw / np.where(col > 0, col, 1.0)
-    Q, R, _ = qr(Jw, mode="economic", pivoting=True)
-    d = np.abs(np.diag(R))
-    rank = int(np.sum(d > 1e-10 * max(d[0] if len(d) else 0.0, 1e-300)))
-    h = np.sum(Q[:, :rank] ** 2, axis=1)
+    h, _ = leverage(J, irls_weights(r, problem.huber, problem.overestimate_weight))
     with np.errstate(divide="ignore", invalid="ignore"):
         errors = np.where(1 - h > 1e-8, (problem.y - pred) / (1 - h), np.nan)
     return _unfitted_offsets_nan(problem, errors)

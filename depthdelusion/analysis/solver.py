@@ -48,7 +48,10 @@ def _rho(r, huber_threshold, overestimate_weight=None):
     return np.where(a <= huber_threshold, 0.5 * r * r, huber_threshold * (a - 0.5 * huber_threshold))
 
 
-def _irls(r, huber_threshold, overestimate_weight=None):
+def irls_weights(r, huber_threshold=None, overestimate_weight=None):
+    """Per-residual IRLS weights of the objective at residuals r = predicted − observed: ones
+    for least squares, the Huber weights (1 inside the threshold, threshold/|r| beyond), or the
+    asymmetric loss's (``overestimate_weight`` where the prediction is above the observation)."""
     if overestimate_weight is not None:
         return np.where(r > 0, overestimate_weight, 1.0)
     if huber_threshold is None:
@@ -98,7 +101,7 @@ def minimize(residuals, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
         if not len(active):
             break
         th, ra, Ja, wa, Fa = theta[active], r[active], J[active], w[active], F[active]
-        omega = wa * _irls(ra, huber_threshold, overestimate_weight)
+        omega = wa * irls_weights(ra, huber_threshold, overestimate_weight)
         omega = np.where(wa > 0, omega, 0.0)
         ra0 = np.where(wa > 0, ra, 0.0)
         Jt = Ja.transpose(0, 2, 1)
