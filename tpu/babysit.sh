@@ -47,14 +47,7 @@ require_type
 require_all_workers
 [[ ${#DD_REST[@]} -ge 1 ]] || die "give the command to run after --, e.g. -- sweep experiments/smoke.yaml --out gs://BUCKET/runs/smoke"
 [[ "$DD_SPOT" -eq 0 ]] || die "--spot: babysit.sh always uses a spot queued resource"
-out=""
-for ((i = 1; i < ${#DD_REST[@]}; i++)); do
-  case "${DD_REST[$i]}" in
-    --out) out="${DD_REST[$((i + 1))]:-}" ;;
-    --out=*) out="${DD_REST[$i]#*=}" ;;
-  esac
-done
-[[ "$out" == gs://* ]] || die "--out must be a gs:// directory (got '${out}'): the workers' disks vanish with the slice"
+out="$(gs_out_of_command)" || exit 2
 out="${out%/}"
 if [[ -z "$DD_WHEELHOUSE" ]]; then
   bucket="${out#gs://}"

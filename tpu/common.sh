@@ -184,6 +184,20 @@ delete_command() {
 
 # run, setup and stop act on every worker: one worker alone would leave jax.distributed waiting
 # for the others (MaxText's multihost_runner and Levanter's launcher also always use all).
+# The --out of the command after -- (DD_REST), which must be a gs:// directory: the workers'
+# disks vanish with the slice. Prints it; dies otherwise.
+gs_out_of_command() {
+  local out="" i
+  for ((i = 1; i < ${#DD_REST[@]}; i++)); do
+    case "${DD_REST[$i]}" in
+      --out) out="${DD_REST[$((i + 1))]:-}" ;;
+      --out=*) out="${DD_REST[$i]#*=}" ;;
+    esac
+  done
+  [[ "$out" == gs://* ]] || die "--out must be a gs:// directory (got '${out}'): the workers' disks vanish with the slice"
+  printf '%s\n' "$out"
+}
+
 require_all_workers() {
   [[ "$DD_WORKER_GIVEN" -eq 0 || "$DD_WORKER" == all ]] \
     || die "--worker $DD_WORKER: $(basename "$0") always acts on every worker of the slice (--worker all)"

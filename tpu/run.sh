@@ -30,14 +30,7 @@ case "${DD_REST[0]}" in
   train|sweep) ;;
   *) die "command ${DD_REST[0]}: run.sh runs train or sweep" ;;
 esac
-out=""
-for ((i = 1; i < ${#DD_REST[@]}; i++)); do
-  case "${DD_REST[$i]}" in
-    --out) out="${DD_REST[$((i + 1))]:-}" ;;
-    --out=*) out="${DD_REST[$i]#*=}" ;;
-  esac
-done
-[[ "$out" == gs://* ]] || die "--out must be a gs:// directory (got '${out}'): the workers' disks vanish with the slice"
+out="$(gs_out_of_command)" || exit 2
 
 # Every argument quoted for the remote shell.
 remote="$DD_NEED_SETUP$DD_WORKER_SH run $(printf '%q' "$out")"
