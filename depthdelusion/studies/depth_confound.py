@@ -202,6 +202,9 @@ def plan(exp: dict, losses: dict[str, float]) -> list[Run]:
 
 
 # ---------------------------------------------------------------------------- lr-curve fit
+ASYMMETRY = 4.0  # a neighbour rising this many times more than the other: the parabola is flagged
+
+
 class LrFit(NamedTuple):
     """Quadratic fit of the loss in x = ln lr over the points around the grid's best."""
 
@@ -254,8 +257,17 @@ def fit_lr_curve(curve: list[tuple[float, float]], sigma: float | None = None, d
     gf = np.array([1.0, -b / (2 * a), b * b / (4 * a * a)])
     sf = math.sqrt(gf @ cov @ gf)
     f = c - b * b / (4 * a)
+    rise = sorted([y[0] - y_best, y[2] - y_best])
+    note = ""
+    if rise[0] > 0 and rise[1] > ASYMMETRY * rise[0]:
+        # one neighbour near divergence: a parabola cannot follow both sides, its vertex and the
+        # loss there are pulled by the steep one (the loss at the vertex can fall below every
+        # observed loss); what the grid shows for sure is the bracket between the neighbours
+        note = (f"asymmetric: one side rises {rise[1] / rise[0]:.0f}× more (near divergence), so "
+                f"the parabola is a poor model here; lr* lies between {math.exp(x[0]):.3g} and "
+                f"{math.exp(x[2]):.3g}, and a finer grid would locate it")
     return LrFit(True, x_best + v, (x_best + v_ci[0], x_best + v_ci[1]), f, (f - t * sf, f + t * sf),
-                 len(window), "")
+                 len(window), note)
 
 
 def _fieller_vertex(a: float, b: float, cov, t: float) -> tuple[float, float]:
@@ -444,15 +456,27 @@ def lr_curves(exp: dict, losses: dict[str, float], sigma: float | None, dof: int
 
 
 def seed_noise(pts: list[Point]) -> tuple[float | None, int | None]:
-    """Pooled seed standard deviation over every point with >= 2 finished finite seeds, and its
-    degrees of freedom; (None, None) when there is none yet."""
-    ss, dof = 0.0, 0
+    """Seed standard deviation σ over every point with >= 2 finished finite seeds, and its
+    degrees of freedom; (None, None) when there is none yet. Robust: each point's variance s²
+    over its ν = n − 1 dof is ~ σ² χ²_ν/ν, so σ² is the median over points of s² divided by the
+    median of χ²_ν/ν — one cell at the edge of stability (a seed that diverged) does not set
+    the noise of every lr fit, as it would in a pooled mean of squares."""
+    from scipy import stats
+
+    ratios, dof = [], 0
     for p in pts:
         if len(p.losses) >= 2 and all(math.isfinite(x) for x in p.losses):
-            m = sum(p.losses) / len(p.losses)
-            ss += sum((x - m) ** 2 for x in p.losses)
-            dof += len(p.losses) - 1
-    return (math.sqrt(ss / dof), dof) if dof else (None, None)
+            n = len(p.losses)
+            m = sum(p.losses) / n
+            s2 = sum((x - m) ** 2 for x in p.losses) / (n - 1)
+            ratios.append(s2 / (stats.chi2.median(n - 1) / (n - 1)))
+            dof += n - 1
+    if not ratios:
+        return None, None
+    ratios.sort()
+    k = len(ratios)
+    med = ratios[k // 2] if k % 2 else (ratios[k // 2 - 1] + ratios[k // 2]) / 2
+    return math.sqrt(med), dof
 
 
 def verdict_lines(exp: dict, pts: list[Point], penalties: dict) -> list[str]:
@@ -553,7 +577,8 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
     lines += ["## Learning-rate curves (seed %d)" % exp["seeds"][0], "",
               "Optimum from the quadratic in ln lr through the grid's best point and its two "
               "neighbours; 95% intervals (Fieller's for lr*, delta method for the loss there) with t quantiles, the noise σ "
-              + (f"= {sigma:.4f} pooled over seed replicates ({dof} dof)." if sigma else
+              + (f"= {sigma:.4f} over seed replicates (median-based, robust to a cell where a seed "
+                 f"diverged; {dof} dof)." if sigma else
                  "not yet measured (no seed replicates): no intervals yet."), ""]
     rows = [[c["parametrization"], c["width"], c["depth"], c["lrs"], c["losses"],
              f"{c['fit_lr']:.3g} [{c['fit_lr_lo']:.3g}, {c['fit_lr_hi']:.3g}]" if math.isfinite(c["fit_lr"]) else "–",

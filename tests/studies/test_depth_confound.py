@@ -137,3 +137,24 @@ def test_the_command_trains_real_runs_and_labels_a_partial_study(tmp_path, capsy
     assert any("per_layer_grad_norm" in r for r in rundir.read_metrics(finished[0]))
     report = (out / "report.md").read_text()
     assert "PARTIAL RESULT" in report and "2 of the" in report
+
+
+def test_seed_noise_is_not_set_by_one_cell_where_a_seed_diverged():
+    rng = np.random.default_rng(0)
+    cells = [dc.Point("B", 32, d, None, 0.01, tuple(1.5 + 0.02 * rng.standard_normal(3)))
+             for d in range(2, 14)]
+    quiet, dof = dc.seed_noise(cells)
+    assert 0.01 < quiet < 0.04 and dof == 24
+    wild = cells + [dc.Point("A", 32, 32, None, 0.03, (1.5, 1.6, 2.4))]  # one seed at divergence
+    noisy, _ = dc.seed_noise(wild)
+    assert noisy == pytest.approx(quiet, rel=0.3)  # a mean of squares would give about 0.13
+
+
+def test_a_curve_with_a_divergent_side_is_flagged_and_bracketed():
+    curve = [(0.002, 1.88), (0.004, 1.67), (0.008, 1.53), (0.016, 1.44), (0.032, 2.34)]
+    fit = dc.fit_lr_curve(curve, sigma=0.04, dof=40)
+    assert fit.identified and "asymmetric" in fit.note
+    assert "between 0.008 and 0.032" in fit.note
+    symmetric = dc.fit_lr_curve([(0.004, 1.70), (0.008, 1.60), (0.016, 1.56), (0.032, 1.61)],
+                                sigma=0.04, dof=40)
+    assert symmetric.note == ""
