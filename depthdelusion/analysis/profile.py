@@ -39,7 +39,7 @@ import numpy as np
 from scipy import stats
 
 from .problem import Problem
-from .solver import FAILED
+from .solver import CAPPED, CONVERGED, FAILED, MAX_ITER
 
 LEVEL = 0.95
 CRITICAL = float(stats.chi2.ppf(LEVEL, 1))  # 3.841
@@ -90,7 +90,8 @@ class Profile:
     ``interval`` ends are ±inf when open (not crossed before an infinite bound, or crossed only
     by a jump after a flat stretch) and equal to the bound when the profile reaches a finite
     bound without crossing (``reaches_bound`` names the side). ``notes`` say where the profile
-    is flat or jumps at a limit."""
+    is flat or jumps at a limit, and how many points were left out (NaN in ``statistic``)
+    because their refit did not converge."""
 
     name: str
     values: np.ndarray
@@ -180,6 +181,10 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statis
                                                critical)
             if note:
                 notes.append(note)
+        left_out = int(np.sum(np.isnan(all_s)))
+        if left_out:
+            notes.append(f"{name}: {left_out} profile point(s) still at the iteration cap after "
+                         "a longer continued refit: left out; the interval rests on the others")
         finite = np.isfinite(all_s)
         lowest = np.nanmin(np.where(finite, all_s, np.nan)) if finite.any() else 0.0
         better_theta = None
@@ -313,16 +318,40 @@ def _evaluate(problem: Problem, theta_hat, cold_starts, plans):
         best2 = _best_per_point(plans, owner2, res2)
         for pi in range(len(plans)):
             better = best2[pi][0] < best[pi][0]
-            best[pi][0][better] = best2[pi][0][better]
-            best[pi][1][better] = best2[pi][1][better]
-    return best
+            for part in range(3):
+                best[pi][part][better] = best2[pi][part][better]
+    _continue_capped(problem, plans, best)
+    return [(obj, sols) for obj, sols, _ in best]
+
+
+def _continue_capped(problem: Problem, plans, best) -> None:
+    """A point whose best refit stopped at the iteration cap (from the optimum, the cold starts
+    and its neighbours alike) is continued from there with a longer budget; one that still does
+    not converge is left out of the profile (NaN: neither a crossing nor a bracket)."""
+    todo = [(pi, pos) for pi in range(len(plans)) for pos in np.flatnonzero(best[pi][2] == CAPPED)]
+    if not todo:
+        return
+    k = problem.k
+    frozen = np.zeros((len(todo), k), bool)
+    for r, (pi, _) in enumerate(todo):
+        frozen[r, plans[pi][1]] = True
+    res = problem.solve(np.array([best[pi][1][pos] for pi, pos in todo]), frozen_MxK=frozen,
+                        max_iter=3 * MAX_ITER)
+    for r, (pi, pos) in enumerate(todo):
+        ok = res.status[r] == CONVERGED and np.isfinite(res.objective[r])
+        best[pi][0][pos] = res.objective[r] if ok else np.nan
+        best[pi][1][pos] = res.theta[r] if ok else best[pi][1][pos]
+        best[pi][2][pos] = CONVERGED if ok else CAPPED
 
 
 def _best_per_point(plans, owner, res):
-    best = [[np.full(len(p[3]), np.inf), np.full((len(p[3]), len(res.theta[0])), np.nan)] for p in plans]
+    """Per plan [objective (P,), θ (P, k), status (P,)] of the best refit of each point."""
+    best = [[np.full(len(p[3]), np.inf), np.full((len(p[3]), len(res.theta[0])), np.nan),
+             np.full(len(p[3]), FAILED)] for p in plans]
     for row, (pi, pos) in enumerate(owner):
         obj = res.objective[row]
         if res.status[row] != FAILED and np.isfinite(obj) and obj < best[pi][0][pos]:
             best[pi][0][pos] = obj
             best[pi][1][pos] = res.theta[row]
+            best[pi][2][pos] = res.status[row]
     return best

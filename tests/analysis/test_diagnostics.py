@@ -181,3 +181,18 @@ def test_cli_group_where_and_by_share_one_meaning(tmp_path, capsys):
     assert f"{code['n']} runs (kept {code['n']} of 90 rows where dataset == code and N >= 2e7)" in text
     assert main(["fit", str(path), "--bootstrap", "0", "--where", "N >> 3"]) == 2
     assert "--where 'N >> 3'" in capsys.readouterr().err
+
+
+def test_on_the_shipped_paper_table_rows_are_named_and_its_groups_are_read():
+    from depthdelusion.analysis.runs import load_reference
+
+    # the Depth Delusion paper's 30 runs (analysis/reference/, provenance in PROVENANCE.md):
+    # two token budgets in one `group` column, fitted pooled by a law without a token term
+    runs = load_reference("depth_delusion")
+    r = fit(runs, "kaplan", **BARE, diagnostics=True)
+    d = r.diagnostics
+    assert d.names == [str(n) for n in runs.name] and len(d.robust_z) == 30
+    assert d.leverage.sum() == pytest.approx(r.k, abs=1e-6)  # kaplan's 3 parameters, all identified
+    assert np.all(np.isfinite(d.cooks_distance))
+    flagged = [f for f in r.flags if "group" in f and "pooled" in f]
+    assert flagged and all(str(g) in flagged[0] for g in set(runs.group))

@@ -57,3 +57,21 @@ def test_small_samples_use_the_f_calibrated_cut():
     assert math.isclose(cut, 6 * math.log1p(f / 3)) and cut > 8.8 and "F(1, 3)" in text
     assert critical_value(31, 3)[0] == stats.chi2.ppf(0.95, 1)
     assert "F(1, 13)" in _fit(8.0).profile_statistic
+
+
+def test_profile_points_still_capped_after_a_continued_refit_are_left_out_and_counted():
+    import re
+
+    from depthdelusion.analysis.runs import load_reference
+
+    # the softplus kink on the paper's 30 runs has flat directions (kappa, s) whose profile
+    # refits stall at the iteration cap: 21 points stay capped after the continued refit
+    r = fit(load_reference("depth_delusion"), "depth_softplus", bootstrap=0, leave_one_out=False)
+    counted = 0
+    for name, p in r.profiles.items():
+        said = [int(m.group(1)) for n in p.notes for m in [re.match(rf"{name}: (\d+) profile point", n)] if m]
+        assert sum(said) == int(np.isnan(p.statistic).sum()), name  # every left-out point said
+        counted += sum(said)
+        lo, hi = p.interval
+        assert not (math.isnan(lo) or math.isnan(hi)), name
+    assert counted >= 5, counted
