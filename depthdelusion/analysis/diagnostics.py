@@ -131,7 +131,7 @@ def leverage(J, weights=None) -> tuple[np.ndarray, int]:
 
 
 def row_diagnostics(problem, theta, J, *, names, stderr: dict, cold_starts=None,
-                    threshold: float = OUTLIER_Z) -> RowDiagnostics:
+                    threshold: float = OUTLIER_Z, status: dict | None = None) -> RowDiagnostics:
     """Residuals, robust z, leverage and Cook's distance of every row at ``theta`` (J: the
     Jacobian of the working predictions there, (n, k)), and the refit without the rows whose
     |robust z| exceeds ``threshold`` (``stderr``: the fit's standard errors, to say how far the
@@ -159,11 +159,12 @@ def row_diagnostics(problem, theta, J, *, names, stderr: dict, cold_starts=None,
                           outliers=[names[i] for i in out_idx],
                           working="log-loss residuals" if problem.huber else "loss residuals (nats)")
     if len(out_idx):
-        diag.without_outliers, diag.moved = _refit_without(problem, theta, out_idx, stderr, cold_starts)
+        diag.without_outliers, diag.moved = _refit_without(problem, theta, out_idx, stderr, cold_starts,
+                                                           status)
     return diag
 
 
-def _refit_without(problem, theta, out_idx, stderr: dict, cold_starts):
+def _refit_without(problem, theta, out_idx, stderr: dict, cold_starts, status=None):
     n, k = len(problem.y), problem.k
     kept = n - len(out_idx)
     what = f"{len(out_idx)} outlying row{'s' if len(out_idx) > 1 else ''}"
@@ -183,14 +184,20 @@ def _refit_without(problem, theta, out_idx, stderr: dict, cold_starts):
     best = res.theta[int(np.argmin(obj))]
     full, refit = problem.values(theta), problem.values(best)
     params = {nm: refit[nm] for nm in problem.names}
-    return {"params": params, "n": kept}, movement_sentence(full, params, stderr, what)
+    return {"params": params, "n": kept}, movement_sentence(full, params, stderr, what, status)
 
 
-def movement_sentence(before: dict, after: dict, stderr: dict, what: str) -> str:
+def movement_sentence(before: dict, after: dict, stderr: dict, what: str,
+                      status: dict | None = None) -> str:
     """One sentence: the parameters that moved by more than one standard error (or by more
-    than 1% where the standard error is not finite), else that none did."""
+    than 1% where the standard error is not finite), else that none did. Parameters at a bound
+    or not identified in the full fit (``status``) are named, not compared: their estimates are
+    not numbers to move."""
     moved, still = [], []
+    skipped = [nm for nm in after if (status or {}).get(nm, "ok") != "ok"]
     for nm, v1 in after.items():
+        if nm in skipped:
+            continue
         v0, se = before[nm], stderr.get(nm, math.nan)
         if np.isfinite(se) and se > 0:
             size, unit = (v1 - v0) / se, "s.e."
@@ -199,13 +206,16 @@ def movement_sentence(before: dict, after: dict, stderr: dict, what: str) -> str
             size = (v1 - v0) / abs(v0) * 100 if v0 else math.inf
             unit, big = "%", abs(size) > 1
         (moved if big else still).append((nm, v0, v1, size, unit))
+    words = {"at_bound": "at a bound", "not_identified": "not identified"}
+    tail_skip = (f" ({', '.join(f'{nm} {words.get(status[nm], status[nm])}' for nm in skipped)}"
+                 " in the full fit, not compared)" if skipped else "")
     if not moved:
         worst = max(still, key=lambda m: abs(m[3]) if m[4] == "s.e." else 0, default=None)
         tail = f" (largest: {worst[0]}, {worst[3]:+.2f} s.e.)" if worst and worst[4] == "s.e." else ""
-        return f"Without the {what} no parameter moves by more than one standard error{tail}."
+        return f"Without the {what} no parameter moves by more than one standard error{tail}{tail_skip}."
     parts = [f"{nm} {v0:.4g} → {v1:.4g} ({size:+.1f} {unit})" for nm, v0, v1, size, unit in moved]
     rest = f"; {', '.join(m[0] for m in still)} move less than one standard error" if still else ""
-    return f"Without the {what}: {', '.join(parts)}{rest}."
+    return f"Without the {what}: {', '.join(parts)}{rest}{tail_skip}."
 
 
 # --- groups pooled in silence ------------------------------------------------------------------

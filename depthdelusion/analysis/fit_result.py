@@ -279,7 +279,8 @@ class FitResult:
         return out
 
     def predict(self, runs=None, group=None, **columns) -> np.ndarray:
-        """Predicted loss (nats) for Runs, LawInputs, or keyword arrays D, W, N[, T].
+        """Predicted loss (nats) for Runs, a table (DataFrame or list of dicts; no loss column
+        needed), LawInputs, or keyword arrays (depth/D, width/W, params/N, tokens/T).
         With group offsets, Runs supply their own groups; otherwise pass ``group``."""
         return self._predict_with(self.all_params, runs, group, **columns)
 
@@ -496,14 +497,41 @@ def format_interval(pair) -> str:
     return f"{left}, {right}"
 
 
+_KEYWORDS = {"depth": "D", "width": "W", "params": "N", "tokens": "T"}  # predict(params=...)
+
+
 def _inputs(runs=None, **columns):
-    """LawInputs and per-run groups (None when the source has none)."""
+    """LawInputs and per-run groups (None when the source has none). A table (DataFrame, list
+    of dicts) needs no loss column to be predicted."""
     if runs is None:
-        return LawInputs.of(columns["D"], columns["W"], columns["N"], columns.get("T", np.nan)), None
+        given = {_KEYWORDS.get(k, k): v for k, v in columns.items()}
+        unknown = sorted(set(given) - {"D", "W", "N", "T"})
+        if unknown:
+            raise ValueError(f"predict: unknown input(s) {unknown}; give D/depth, W/width, "
+                             "N/params, T/tokens (the ones the law reads)")
+        if not given:
+            raise ValueError("predict: give a table or the law's inputs (e.g. params=..., tokens=...)")
+        return LawInputs.of(*(given.get(k, np.nan) for k in ("D", "W", "N", "T"))), None
     if isinstance(runs, LawInputs):
         return runs, None
-    runs = load_runs(runs)
+    try:
+        runs = load_runs(runs)
+    except ValueError as err:
+        unlabelled = _with_unknown_loss(runs)
+        if "no loss column" not in str(err) or unlabelled is None:
+            raise
+        runs = load_runs(unlabelled)
     return LawInputs.from_runs(runs), runs.group
+
+
+def _with_unknown_loss(table):
+    """The in-memory table with a placeholder loss (the reader requires one; prediction reads
+    only the inputs), or None."""
+    if hasattr(table, "assign") and hasattr(table, "columns"):  # a pandas DataFrame
+        return table.assign(loss=1.0)
+    if isinstance(table, (list, tuple)) and all(isinstance(r, dict) for r in table):
+        return [{**r, "loss": 1.0} for r in table]
+    return None
 
 
 def predict_with(law, values: dict, runs=None, **columns) -> np.ndarray:

@@ -338,7 +338,7 @@ def _add_row_diagnostics(result, runs, problem, theta, J, cold_starts, offset_gr
     if wanted:
         result.diagnostics = row_diagnostics(problem, theta, J, names=result.run_names,
                                              stderr=result.stderr, cold_starts=cold_starts,
-                                             threshold=threshold)
+                                             threshold=threshold, status=result.status)
 
 
 def _rms(errors) -> float:

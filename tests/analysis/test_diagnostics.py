@@ -196,3 +196,12 @@ def test_on_the_shipped_paper_table_rows_are_named_and_its_groups_are_read():
     assert np.all(np.isfinite(d.cooks_distance))
     flagged = [f for f in r.flags if "group" in f and "pooled" in f]
     assert flagged and all(str(g) in flagged[0] for g in set(runs.group))
+
+
+def test_the_movement_sentence_never_quotes_a_parameter_that_is_not_identified():
+    from depthdelusion.analysis.diagnostics import movement_sentence
+
+    before, after = {"A": 400.0, "B": 56.2}, {"A": 420.0, "B": 1.4e119}
+    said = movement_sentence(before, after, {"A": 10.0, "B": 3.0}, "1 outlying row",
+                             {"A": "ok", "B": "not_identified"})
+    assert "A 400 → 420 (+2.0 s.e.)" in said and "B not identified" in said and "e+119" not in said

@@ -66,3 +66,19 @@ def test_a_parameter_the_data_do_not_constrain_is_not_identified_and_no_warning_
         row = next(line for line in r.summary().splitlines() if line.split()[:1] == [name])
         if status == "not_identified":
             assert row.split()[1] == "n.i."
+
+
+def test_predict_takes_a_table_without_a_loss_column_and_named_inputs():
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    N, T = 10 ** rng.uniform(7, 10, 60), 10 ** rng.uniform(8, 11, 60)
+    loss = 1.82 + 482 * N ** -0.3478 + 2085 * T ** -0.3658 + 0.01 * rng.standard_normal(60)
+    r = fit(pd.DataFrame({"params": N, "tokens": T, "loss": loss}), "chinchilla", bootstrap=0,
+            profile=False, leave_one_out=False)
+    truth = 1.82 + 482 * 1e9 ** -0.3478 + 2085 * 2e10 ** -0.3658
+    for got in (r.predict(pd.DataFrame({"params": [1e9], "tokens": [2e10]})),
+                r.predict([{"params": 1e9, "tokens": 2e10}]), r.predict(params=1e9, tokens=2e10)):
+        assert float(np.ravel(got)[0]) == pytest.approx(truth, abs=0.02)
+    with pytest.raises(ValueError, match="unknown input"):
+        r.predict(parms=1e9)
