@@ -338,7 +338,8 @@ class FitResult:
                        "n_at_best": self.starts.n_at_best, "local_optima": self.starts.local_optima,
                        "ridge_params": self.starts.ridge_params},
             "ridge_solutions": self.ridge_solutions, "tie_tolerance": self.tie_tolerance,
-            "flags": self.flags, "notes": self.notes, "seed": self.seed,
+            "flags": self.flags, "notes": self.notes, "profile_notes": self.profile_notes,
+            "seed": self.seed,
             "pooled_groups": self.pooled_groups, "column_readings": self.column_readings,
             "rows": {"read": self.selection.get("rows_read", self.n), "kept": self.n,
                      **{k: v for k, v in self.selection.items() if k not in ("rows_read", "rows_kept")}},
@@ -411,10 +412,18 @@ class FitResult:
         lines += [f"  ! {f}" for f in self.flags]
         if self.diagnostics is not None:
             lines += self.diagnostics.summary_lines()
-        if self.notes:
+        profile_notes = self.profile_notes
+        if self.notes or profile_notes:
             lines.append("Notes:")
             lines += [f"  - {n}" for n in self.notes]
+            lines += [f"  - profile: {n}" for n in profile_notes]
         return "\n".join(lines)
+
+    @property
+    def profile_notes(self) -> list:
+        """What the profiles say about their own limits: flat stretches, jumps, points left out
+        because their refit did not converge."""
+        return [n for p in (self.profiles or {}).values() for n in getattr(p, "notes", [])]
 
     def __str__(self) -> str:
         return self.summary()

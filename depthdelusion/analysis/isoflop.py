@@ -88,6 +88,7 @@ class IsoflopResult:
     bias: dict | None = None  # approach2_bias(...).to_dict()
     loss: np.ndarray | None = None
     params: np.ndarray | None = None
+    rows: dict = field(default_factory=dict)  # {"read", "kept"[, "where", "group", "by", "value"]}
 
     @property
     def used(self) -> list:
@@ -96,7 +97,8 @@ class IsoflopResult:
     def to_dict(self) -> dict:
         out = {"a": self.a.to_dict(), "b": self.b.to_dict(),
                "budgets": [b.to_dict() for b in self.budgets],
-               "tolerance": self.tolerance, "compute": self.compute_source, "notes": list(self.notes)}
+               "tolerance": self.tolerance, "compute": self.compute_source, "notes": list(self.notes),
+               "rows": dict(self.rows)}
         if self.bias is not None:
             out["bias"] = self.bias
         return out
@@ -104,7 +106,7 @@ class IsoflopResult:
     def summary(self) -> str:
         lines = [f"isoFLOP profiles (Approach 2) of {self.source or 'runs'}: {len(self.budgets)} "
                  f"budgets ({self.compute_source}; runs within {self.tolerance:g} relative of a "
-                 f"budget's smallest C form it), {len(self.used)} used",
+                 f"budget's smallest C form it), {len(self.used)} used" + _rows_text(self.rows),
                  "Per budget: OLS parabola of loss in ln N; vertex N* with Fieller's 95% interval "
                  "(t, m − 3 df).", "",
                  f"{'C':>10} {'pts':>4} {'N*':>10} {'N* 95% CI':>23} {'D*':>10} {'L*':>7}  flags"]
@@ -207,15 +209,19 @@ def _fieller(c1, c2, v11, v12, v22, t):
 
 
 def isoflop(runs, *, tolerance: float = TOLERANCE, include_flagged: bool = False,
-            group: str | None = None, columns: dict | None = None, bias: bool = False,
+            group: str | None = None, where: str | None = None, columns: dict | None = None,
+            bias: bool = False,
             method: str = "lm", replicates: int = BIAS_REPLICATES, seed: int = 0) -> IsoflopResult:
     """Approach 2 on ``runs`` (anything :func:`load_runs` takes). ``include_flagged`` also uses
     budgets whose vertex lies outside their sampled N range. ``bias=True`` adds
     :func:`approach2_bias` (a Chinchilla fit by ``method`` and ``replicates`` simulations)."""
-    runs = load_runs(runs, group=group, columns=columns)
+    runs = load_runs(runs, group=group, columns=columns, where=where)
     compute, source = compute_of(runs)
     result = _approach2(runs.params, runs.loss, compute, tolerance, include_flagged)
     result.compute_source, result.source = source, runs.source
+    sel = runs.selection
+    result.rows = {"read": sel.get("rows_read", len(runs)), "kept": len(runs),
+                   **{k: v for k, v in sel.items() if k not in ("rows_read", "rows_kept")}}
     if source == "C = 6·N·D" or not runs.has("tokens"):
         result.notes.append("D* = C/(6·N*), so b = 1 − a by construction")
     else:
@@ -229,6 +235,16 @@ def isoflop(runs, *, tolerance: float = TOLERANCE, include_flagged: bool = False
         except ValueError as err:  # e.g. the Chinchilla law cannot be fitted to these runs
             result.notes.append(f"bias not simulated: {str(err).splitlines()[0]}")
     return result
+
+
+def _rows_text(rows: dict) -> str:
+    """" (kept K of R rows: CONDITIONS)" when rows were selected, else ""."""
+    if not rows or rows.get("kept") == rows.get("read"):
+        return ""
+    conditions = ([rows["where"]] if rows.get("where") else []) + (
+        [f"group == {rows['group']}"] if rows.get("group") else []) + (
+        [f"{rows['by']} == {rows['value']}"] if rows.get("by") else [])
+    return f" (kept {rows['kept']} of {rows['read']} rows: {' and '.join(conditions)})"
 
 
 def _approach2(N, loss, compute, tolerance, include_flagged) -> IsoflopResult:

@@ -536,8 +536,7 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     for name, f in fits.items():
         md += [f"### {name}: flags and notes", ""] + [f"- ! {x}" for x in f.flags] + \
               [f"- {_rounded_note(x)}" for x in f.notes] + \
-              [f"- profile: {note}" for pr in (getattr(f, "profiles", None) or {}).values()
-               for note in getattr(pr, "notes", [])] + [""]
+              [f"- profile: {note}" for note in f.profile_notes] + [""]
 
     # --- consistency audit ----------------------------------------------------------------
     if raw.has("depth") and raw.has("width"):

@@ -393,7 +393,8 @@ def _number(rec: dict, key: str, line: str, *, integer=False, optional=False, al
     try:
         value = float(raw)
     except (TypeError, ValueError):
-        raise ValueError(f"{line}: field {key!r} = {raw!r} is not a number") from None
+        raise ValueError(f"{line}: field {key!r} = {raw!r} is not a number; expected a positive "
+                         "number such as 1.5e9" + (", or empty" if optional else "")) from None
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         raise ValueError(f"{line}: field {key!r} = {raw!r}; expected a positive finite number")
     if integer:

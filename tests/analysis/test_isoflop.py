@@ -128,6 +128,9 @@ def test_cli_json_shape_compute_column_and_by(tmp_path, capsys):
     assert all("bias" not in g and g["a"]["ci"][0] < TRUE_A < g["a"]["ci"][1]
                for g in doc["groups"].values())
     assert (tmp_path / "fig" / "isoflop_deep.png").stat().st_size > 10_000
+    assert doc["groups"]["deep"]["rows"] == {"read": 70, "kept": 35, "by": "arch", "value": "deep"}
+    assert main(["isoflop", path, "--no-bias", "--where", "arch == wide"]) == 0
+    assert "(kept 35 of 70 rows: arch == wide)" in capsys.readouterr().out
 
 
 def test_cli_error_without_compute_or_tokens(tmp_path, capsys):

@@ -75,3 +75,7 @@ def test_profile_points_still_capped_after_a_continued_refit_are_left_out_and_co
         lo, hi = p.interval
         assert not (math.isnan(lo) or math.isnan(hi)), name
     assert counted >= 5, counted
+    import json  # fit's own summary and JSON carry them, not only the report
+
+    assert json.loads(r.to_json())["profile_notes"] == r.profile_notes
+    assert all(f"profile: {n}" in r.summary() for n in r.profile_notes)
