@@ -483,10 +483,11 @@ def _isoflop(p):
 def add_table_options(p):
     p.add_argument("--column", action="append", metavar="NAME=COLUMN",
                    help="read the table's COLUMN as NAME, e.g. --column loss=final_loss (repeatable)")
-    p.add_argument("--reduce", metavar="best-of=COL|mean=COL",
+    p.add_argument("--reduce", metavar="best-of=COL|mean=COL", action="append",
                    help="one row per replicate cell (rows with equal params, tokens, depth, width): "
                         "the lowest loss over COL (e.g. best-of=lr; biases the loss down) or the "
-                        "mean over it (e.g. mean=seed)")
+                        "mean over it (e.g. mean=seed); repeatable, applied in order (best-of=lr "
+                        "then mean=seed: the best lr of each seed, then the mean over seeds)")
 
 
 @_arguments("runs", "`runs export SOURCE...`: the run table (docs/run_table.md, one row per run, "

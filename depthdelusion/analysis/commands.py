@@ -44,7 +44,7 @@ def column_mapping(columns: str | None = None, column=None) -> dict | None:
 
 
 def _load(runs: str, group: str | None = None, columns: str | None = None, column=None,
-          reduce: str | None = None, vocab: int | None = None, where: str | None = None):
+          reduce: str | list | None = None, vocab: int | None = None, where: str | None = None):
     from .replicates import reduce_replicates
     from .runs import load_runs
 
@@ -60,7 +60,9 @@ def _load(runs: str, group: str | None = None, columns: str | None = None, colum
     for note in table.notes:  # a duplicated row changes every standard error: say so now
         if "repeat an earlier row" in note:
             print(f"warning: {note}", file=sys.stderr)
-    return reduce_replicates(table, reduce) if reduce else table
+    for spec in [reduce] if isinstance(reduce, str) else (reduce or []):  # in the order given
+        table = reduce_replicates(table, spec)
+    return table
 
 
 def split_rows(table, by: str | None, law=None, method: str = "lm", drop_outliers: bool = False,

@@ -39,14 +39,27 @@ class ReplicateCells:
     def describe(self, runs: Runs) -> str:
         if not self.cells:
             return ""
+        from .diagnostics import grouping_columns
+
+        groups = [c for c in self.varying if c in grouping_columns(runs)]  # e.g. dataset
+        knobs = [c for c in self.varying if c not in groups]  # e.g. lr, seed
+        copies = not self.varying and all(len(set(runs.loss[c].tolist())) == 1 for c in self.cells)
         what = (f"differ in {', '.join(self.varying)}" if self.varying else
+                "are exact copies (duplicated rows?)" if copies else
                 "differ only in their loss (no column says why: seeds?)")
-        hint = (f"--reduce best-of={self.varying[0]} (the lowest loss per cell) or "
-                f"--reduce mean={self.varying[0]}" if self.varying else
-                "fit one row per cell")
+        hints = []
+        if knobs:
+            hints.append(f"reduce them with --reduce best-of={knobs[0]} (the lowest loss per cell) "
+                         f"or --reduce mean={knobs[0]}")
+        if groups:
+            hints.append(f"fit each value of {groups[0]} on its own (--by {groups[0]}, or "
+                         f"--group VALUE when it is the group column)")
+        if not self.varying:
+            hints.append("remove the duplicated rows" if copies else
+                         "add the column that tells them apart (e.g. seed) and --reduce mean=COL")
         return (f"{self.n_rows} of {len(runs)} rows fall in {len(self.cells)} replicate cells "
                 f"(equal {', '.join(self.key_columns)}) that {what}: the fit pools them as "
-                f"independent runs of the law; reduce them with {hint}")
+                f"independent runs of the law; {'; or '.join(hints)}")
 
 
 def _key_columns(runs: Runs) -> tuple:

@@ -96,3 +96,23 @@ def test_a_tables_own_non_embedding_count_is_used_as_given(tmp_path):
                     "2,64,1000000,12345,3.0\n4,128,2000000,67890,2.9\n")
     runs, notes = with_param_convention(load_runs(str(path)), "non_embedding")
     assert list(runs.params) == [12345, 67890] and "own non-embedding" in notes[0]
+
+
+def test_reduce_repeats_in_order_and_the_hint_fits_what_differs(tmp_path, capsys):
+    path = str(replicate_table(tmp_path))
+    assert main(["fit", path, "--law", "kaplan", "--bootstrap", "0", "--json",
+                 "--reduce", "best-of=lr", "--reduce", "mean=seed"]) == 0
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["n"] == 8 and sum("replicates reduced" in n for n in doc["notes"]) == 2
+    # cells that differ in a text column with few values are groups, not replicates to reduce
+    lines = ["params,tokens,dataset,loss"] + [f"{n:.0f},1e10,{d},{1.8 + 480 * n ** -0.35 + g:.5f}"
+                                               for n in np.geomspace(1e7, 1e10, 8)
+                                               for d, g in (("web", 0.0), ("code", 0.1))]
+    (tmp_path / "ds.csv").write_text("\n".join(lines) + "\n")
+    note = replicate_cells(load_runs(str(tmp_path / "ds.csv"))).describe(load_runs(str(tmp_path / "ds.csv")))
+    assert "--by dataset" in note and "--reduce" not in note
+    copies = load_runs([{"params": 1e8, "tokens": 1e10, "loss": 3.0}] * 2
+                       + [{"params": 2e8, "tokens": 1e10, "loss": 2.9}])
+    assert "exact copies" in replicate_cells(copies).describe(copies)
