@@ -171,8 +171,6 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
         raise ValueError("fit --pool fits one pooled table: --by and --drop-outliers do not apply")
     if not outlier_threshold > 0:
         raise ValueError(f"--outlier-threshold {outlier_threshold}: must be a positive robust z")
-    if out:  # before the fits, not after them
-        _need_matplotlib("--out's residual figure", "leave out --out")
     table = (_load(runs, group=group, columns=columns, column=column, reduce=reduce, where=where)
              if runs is not None else load_runs_of_table(table_name, group, where))
     ours, pooled = table, (parse_table_arg(pool) if pool else None)

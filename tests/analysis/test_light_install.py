@@ -59,11 +59,13 @@ def test_fit_api_and_cli_on_a_table_with_only_the_light_install(tmp_path):
             f"r = fit({str(csv)!r}, 'chinchilla', bootstrap=5, profile=False)\n"
             f"print('alpha', round(r.params['alpha'], 2))\n"
             f"from depthdelusion.cli import main\n"
-            f"code = main(['fit', {str(csv)!r}, '--law', 'kaplan', '--bootstrap', '0'])\n"
+            f"code = main(['fit', {str(csv)!r}, '--law', 'kaplan', '--bootstrap', '0', '--out', {str(tmp_path / 'o')!r}])\n"
             f"print('exit', code)\n"
             f"print('LOADED', ','.join(sorted(m for m in ('jax', 'flax', 'optax', 'orbax', 'grain', 'etils', 'matplotlib', 'pandas') if m in sys.modules)))\n")
     out = run_light(code)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "alpha 0.3" in out.stdout
     assert "exit 0" in out.stdout
+    assert (tmp_path / "o" / "rows.csv").exists() and not (tmp_path / "o" / "residuals.png").exists()
+    assert "residuals.png not written: it needs matplotlib" in out.stderr
     assert "LOADED \n" in out.stdout or out.stdout.rstrip().endswith("LOADED")
