@@ -419,6 +419,12 @@ def _fit(p):
                    help="grid values per parameter over its init range (default 3)")
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
     p.add_argument("--json", dest="json_output", action="store_true", help="print the fit as JSON")
+    p.add_argument("--params", choices=("total", "non_embedding", "recomputed"),
+                   help="parameter-count convention N: total as the table gives it (default), "
+                        "non_embedding (the table's params_non_embedding column where it has one, "
+                        "else computed from depth and width), recomputed from (D, W) (needs the "
+                        "vocabulary: a vocab_size column or --vocab); said in the notes")
+    add_vocab(p)
     add_out(p, help="also write DIR/rows.csv (per row: inputs, loss, fitted, residual, robust z, "
             "leverage, Cook's distance, group), DIR/residuals.png and, with --validate, "
             "rollout.csv (default for it: the current directory)", required=False)

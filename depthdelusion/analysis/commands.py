@@ -154,7 +154,7 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
             loss: str | None = None, overestimate_weight: float | None = None,
             validate: str | None = None, by: str | None = None, where: str | None = None,
             drop_outliers: bool = False, outlier_threshold: float = 4.0,
-            out: str | None = None) -> int:
+            params: str | None = None, vocab: int | None = None, out: str | None = None) -> int:
     import json
     from pathlib import Path
 
@@ -173,6 +173,11 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
         raise ValueError(f"--outlier-threshold {outlier_threshold}: must be a positive robust z")
     table = (_load(runs, group=group, columns=columns, column=column, reduce=reduce, where=where)
              if runs is not None else load_runs_of_table(table_name, group, where))
+    if params is not None:  # the convention as asked, said in the fit's notes
+        from .consistency import with_param_convention
+
+        table, conv_notes = with_param_convention(table, params, vocab=vocab)
+        table.notes = list(table.notes) + conv_notes
     ours, pooled = table, (parse_table_arg(pool) if pool else None)
     if pooled:
         table = pool_runs(ours, *pooled)

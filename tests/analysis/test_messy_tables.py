@@ -116,3 +116,20 @@ def test_reduce_repeats_in_order_and_the_hint_fits_what_differs(tmp_path, capsys
     copies = load_runs([{"params": 1e8, "tokens": 1e10, "loss": 3.0}] * 2
                        + [{"params": 2e8, "tokens": 1e10, "loss": 2.9}])
     assert "exact copies" in replicate_cells(copies).describe(copies)
+
+
+def test_fit_params_non_embedding_uses_the_tables_own_column(tmp_path, capsys):
+    import json
+
+    lines = ["depth,width,params,params_non_embedding,loss"]
+    for d in (2, 4, 8, 16):
+        for w in (256, 512, 1024):
+            ne = d * (12 * w * w + 13 * w) + 7 * w  # not the formula: the column must be used
+            lines.append(f"{d},{w},{ne + 2 * 50257 * w},{ne},{1.8 + 400 * ne ** -0.3:.6f}")
+    path = tmp_path / "ne.csv"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["fit", str(path), "--law", "kaplan", "--bootstrap", "0", "--json",
+                 "--params", "non_embedding"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "N convention: the runs' own non-embedding counts" in doc["notes"]
+    assert doc["rmse"] < 1e-3 and doc["params"]["alpha"] == pytest.approx(0.3, abs=0.01)
