@@ -20,7 +20,6 @@ metrics.jsonl (per-layer norms every `train.layer_stats_every` updates) and summ
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from pathlib import Path
