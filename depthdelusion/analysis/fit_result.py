@@ -224,7 +224,7 @@ class FitResult:
                 out[nm] = (_exp(th - t * s), _exp(th + t * s))
             else:
                 out[nm] = (max(th - t * s, b0), min(th + t * s, b1))
-        return out
+        return {nm: (float(lo), float(hi)) for nm, (lo, hi) in out.items()}
 
     def to_frame(self):
         """A pandas DataFrame, one row per free parameter: value, bse, status and each computed
