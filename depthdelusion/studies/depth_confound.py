@@ -10,6 +10,7 @@ shape? Three arms at every (depth, width) cell, all at the same tokens:
 
 Plus an iso-FLOP slice at one width: depth traded against tokens at the compute of a reference
 depth. Every point an arm reports is trained at every seed in `seeds`; lr grids at the first.
+The report adds, per arm, the laws with their calibrated tests (`depth_confound_laws`).
 
 Runs are named by what they are (`sp_w32_d8_lr0.004_s1`; iso-FLOP runs add `_n<steps>`), so an
 arm is a view over runs and a run two arms share is trained once. What to train is a pure
@@ -29,6 +30,7 @@ from depthdelusion.config import Config, from_dict, read_yaml
 
 KEYS = ("base", "widths", "depths", "lrs", "lr_bounds", "seeds", "arm_a_depth", "completep",
         "iso_flop", "metric")
+OPTIONAL_KEYS = ("law_replicates",)  # parametric-bootstrap replicates of the laws' tests (default 200)
 
 
 class Run(NamedTuple):
@@ -49,9 +51,12 @@ def load_experiment(path: str | Path) -> dict[str, Any]:
     missing = [k for k in KEYS if k not in raw]
     if missing:
         raise ValueError(f"{path}: missing keys {', '.join(missing)} (needs {', '.join(KEYS)})")
-    unknown = sorted(set(raw) - set(KEYS))
+    unknown = sorted(set(raw) - set(KEYS) - set(OPTIONAL_KEYS))
     if unknown:
-        raise ValueError(f"{path}: unknown keys {', '.join(unknown)}; valid keys are {', '.join(KEYS)}")
+        raise ValueError(f"{path}: unknown keys {', '.join(unknown)}; valid keys are "
+                         f"{', '.join(KEYS + OPTIONAL_KEYS)}")
+    if not isinstance(raw.get("law_replicates", 0), int) or raw.get("law_replicates", 0) < 0:
+        raise ValueError(f"{path}: law_replicates={raw['law_replicates']!r}: need a whole number >= 0")
     lrs = sorted(float(x) for x in raw["lrs"])
     if len(lrs) < 5 or any(b / a > 2.0 + 1e-9 for a, b in zip(lrs, lrs[1:])):
         raise ValueError(f"{path}: lrs={raw['lrs']}: need at least 5 learning rates spaced by at most 2x")
@@ -394,20 +399,40 @@ def points(exp: dict, losses: dict[str, float], iso: bool = False) -> list[Point
     return out
 
 
+def _seed_resamples(pts: list[Point], resamples: int, seed: int):
+    """(the points whose every seed finished, with >= 2 seeds; their seed means recomputed on
+    `resamples` resamples of the seeds within each point: resamples x points)."""
+    import numpy as np
+
+    full = [p for p in pts if p.losses and math.isfinite(p.mean) and len(p.losses) >= 2]
+    rng = np.random.default_rng(seed)
+    arrays = [np.array(p.losses) for p in full]
+    boot = np.stack([np.array([a[rng.integers(0, len(a), len(a))].mean() for a in arrays])
+                     for _ in range(resamples)]) if full else np.zeros((resamples, 0))
+    return full, boot
+
+
+def optimal_depth(pts: list[Point], resamples: int = 2000, seed: int = 0) -> dict[int, float]:
+    """{depth: share of seed resamples in which it has the lowest mean loss}, over the depths
+    whose every seed finished; {} when fewer than two such depths. The depths with a share of at
+    least 2.5% form the set the seeds cannot tell apart from the optimum."""
+    full, boot = _seed_resamples(pts, resamples, seed)
+    if len(full) < 2:
+        return {}
+    wins = boot.argmin(axis=1)
+    return {p.depth: float((wins == i).mean()) for i, p in enumerate(full)}
+
+
 def depth_penalty(pts: list[Point], resamples: int = 2000, seed: int = 0) -> dict[int, tuple[float, float, float]]:
     """Per depth, loss(D) - min over depths of the seed means, with a 95% percentile interval
     from resampling the seeds within every depth (the min is recomputed in each resample).
     Only over depths whose every seed finished; {} when fewer than two such depths."""
     import numpy as np
 
-    full = [p for p in pts if p.losses and math.isfinite(p.mean) and len(p.losses) >= 2]
+    full, boot = _seed_resamples(pts, resamples, seed)
     if len(full) < 2:
         return {}
-    rng = np.random.default_rng(seed)
-    arrays = [np.array(p.losses) for p in full]
-    boot = np.stack([np.array([a[rng.integers(0, len(a), len(a))].mean() for a in arrays])
-                     for _ in range(resamples)])  # resamples x depths
-    boot -= boot.min(axis=1, keepdims=True)
+    boot = boot - boot.min(axis=1, keepdims=True)
     means = np.array([p.mean for p in full])
     est = means - means.min()
     lo, hi = np.percentile(boot, [2.5, 97.5], axis=0)
@@ -478,9 +503,15 @@ def seed_noise(pts: list[Point]) -> tuple[float | None, int | None]:
     return math.sqrt(med), dof
 
 
-def verdict_lines(exp: dict, pts: list[Point], penalties: dict) -> list[str]:
-    """One sentence per width: each arm's best depth and its penalty at the deepest depth, then
-    how much of arm A's penalty survives in B and C. Only over points whose seeds all finished."""
+def _optimum_text(shares: dict[int, float]) -> str:
+    kept = sorted(((v, d) for d, v in shares.items() if v >= 0.025), reverse=True)
+    return ", ".join(f"D = {d} {100 * v:.0f}%" for v, d in kept)
+
+
+def verdict_lines(exp: dict, pts: list[Point], penalties: dict, optima: dict | None = None) -> list[str]:
+    """One sentence per width: each arm's best depth (with how often each depth is the best over
+    seed resamples, ``optima``) and its penalty at the deepest depth, then how much of arm A's
+    penalty survives in B and C. Only over points whose seeds all finished."""
     lines = []
     dmax = max(exp["depths"])
     for w in exp["widths"]:
@@ -494,8 +525,10 @@ def verdict_lines(exp: dict, pts: list[Point], penalties: dict) -> list[str]:
             best = min(arm_pts, key=lambda p: p.mean)
             e, lo, hi = got[dmax]
             pen[arm] = (e, lo, hi)
-            parts.append(f"arm {arm} is best at D = {best.depth} ({len(arm_pts)} depths), "
-                         f"penalty at D = {dmax} {_fmt(e)} [{_fmt(lo)}, {_fmt(hi)}]")
+            shares = (optima or {}).get((arm, w))
+            parts.append(f"arm {arm} is best at D = {best.depth} ({len(arm_pts)} depths"
+                         + (f"; the best over seed resamples: {_optimum_text(shares)}" if shares else "")
+                         + f"), penalty at D = {dmax} {_fmt(e)} [{_fmt(lo)}, {_fmt(hi)}]")
         line = f"- **W = {w}**: " + "; ".join(parts) + "."
         if "A" in pen:
             e_a, lo_a, _ = pen["A"]
@@ -514,6 +547,7 @@ def verdict_lines(exp: dict, pts: list[Point], penalties: dict) -> list[str]:
 def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0) -> Path:
     """report.md, points.csv, lr_curves.csv and loss_vs_depth.png from the finished runs."""
     from depthdelusion.analysis.tables import Table, markdown_table
+    from depthdelusion.studies import depth_confound_laws as laws
 
     losses, summaries = results(exp, out / "runs")
     pts = points(exp, losses)
@@ -522,7 +556,10 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
     curves = lr_curves(exp, losses, sigma, dof)
     penalties = {(arm, w): depth_penalty([p for p in pts if p.arm == arm and p.width == w], seed=seed)
                  for arm, _ in ARMS for w in exp["widths"]}
+    optima = {(arm, w): optimal_depth([p for p in pts if p.arm == arm and p.width == w], seed=seed)
+              for arm, _ in ARMS for w in exp["widths"]}
     iso_pen = {arm: depth_penalty([p for p in iso_pts if p.arm == arm], seed=seed) for arm, _ in ARMS}
+    arm_laws = laws.fit_arms(exp, losses, summaries, [arm for arm, _ in ARMS], seed=seed)
     done = sum(1 for r in plan(exp, losses) if r.name in losses)
     todo = [r for r in plan(exp, losses) if r.name not in losses]
     wall = sum(float(s.get("wall_time_s") or 0) for s in summaries.values())
@@ -557,11 +594,12 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
         f"{wall / 60:.0f} min ({len(summaries)} runs, on a shared 2-core CPU).", "",
         "Arms: " + "; ".join(f"**{a}** {text}" for a, text in ARMS) + ".", "",
         "## Verdict", "",
-        *verdict_lines(exp, pts, penalties), "",
+        *verdict_lines(exp, pts, penalties, optima), "",
         "Assumptions: one token budget for every cell (no compute matching except the iso-FLOP slice); "
         "the penalty is loss(D) − min over D of seed means, its 95% interval a percentile bootstrap over "
         "seeds within each depth (2000 resamples, the minimum recomputed in each); points with fewer "
-        "than 2 finished seeds are left out.", "",
+        "than 2 finished seeds are left out; the best depth's shares are over the same resamples "
+        "(depths best in fewer than 2.5% of them not listed).", "",
         "## Loss against depth (mean ± SD over seeds)", ""]
     for kind, group in (("equal tokens", pts), ("iso-FLOP", iso_pts)):
         lines += [f"### {kind}", ""]
@@ -573,6 +611,11 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
                 rows.append([arm, w] + [f"{_fmt(p.mean)} ± {_fmt(p.sd)} (n={len(p.losses)}, lr {_lr_fmt(p.lr)})"
                                         if p.losses else "–" for p in cells])
         lines += [markdown_table(header, rows), ""]
+    lines += laws.report_lines(arm_laws)
+    law_rows = laws.csv_rows(arm_laws)
+    if law_rows:
+        (out / "laws.csv").write_text(Table("laws", "", list(law_rows[0]),
+                                            [list(r.values()) for r in law_rows]).csv())
     lines += ["## Learning-rate curves (seed %d)" % exp["seeds"][0], "",
               "Optimum from the quadratic in ln lr through the grid's best point and its two "
               "neighbours; 95% intervals (Fieller's for lr*, delta method for the loss there) with t quantiles, the noise σ "

@@ -28,6 +28,7 @@ EXPERIMENT = {
     "completep": {"base_width": 16, "base_depth": 2, "tuned_cells": [[32, 16]]},
     "iso_flop": {"width": 16, "reference_depth": 4, "depths": [2, 4, 8]},
     "metric": "eval_loss",
+    "law_replicates": 19,  # the smallest count whose Monte-Carlo test has size exactly 5%
 }
 
 
@@ -52,8 +53,11 @@ def synthetic_loss(cfg, noise_sd: float = 0.002) -> float:
 
 
 def synthetic_train(cfg, run_dir) -> dict:
+    from depthdelusion.model_size import count_params
+
     summary = {"status": "finished", "eval_loss": synthetic_loss(cfg), "final_loss": 0.0,
-               "wall_time_s": 1.0, "steps": cfg.train.steps}
+               "wall_time_s": 1.0, "steps": cfg.train.steps, "params": count_params(cfg.model),
+               "tokens": cfg.train.steps * cfg.train.batch_size * cfg.model.seq_len}
     rundir.write_config(run_dir, cfg)
     rundir.write_summary(run_dir, summary)
     return summary
@@ -118,6 +122,12 @@ def test_a_penalty_made_by_mistuning_is_seen_in_arm_a_and_vanishes_in_b_and_c(tm
     report = dc.write_report(exp, str(path), out, planned=0).read_text()
     assert "PARTIAL" not in report
     assert "B keeps" in report and "C keeps" in report
+    # the laws per arm: A's loss rises with depth while N grows with it, so the shape-agnostic
+    # baseline cannot follow it and the parametric bootstrap rejects λ = 0 (p at its floor 1/20)
+    arm_a = report[report.index("### Arm A: 24 rows"):report.index("### Arm B")]
+    assert "- λ = 0: Yes:" in arm_a and "p = 0.05 ± 0.05 (parametric bootstrap from the kaplan fit, 19 replicates" in arm_a
+    statuses = [line.rsplit(",", 1)[1] for line in (out / "laws.csv").read_text().splitlines()[1:]]
+    assert len(statuses) == 3 * (3 + 6 + 5) and set(statuses) <= {"ok", "at_bound", "not_identified"}
     assert (out / "points.csv").read_text().count("\n") == 1 + 3 * (2 * 4) + 3 * 3
     assert (out / "loss_vs_depth.png").stat().st_size > 0
 
@@ -158,3 +168,16 @@ def test_a_curve_with_a_divergent_side_is_flagged_and_bracketed():
     symmetric = dc.fit_lr_curve([(0.004, 1.70), (0.008, 1.60), (0.016, 1.56), (0.032, 1.61)],
                                 sigma=0.04, dof=40)
     assert symmetric.note == ""
+
+
+def test_law_replicates_must_be_a_whole_number(tmp_path):
+    with pytest.raises(ValueError, match="law_replicates=-1: need a whole number"):
+        dc.load_experiment(write_experiment(tmp_path, law_replicates=-1))
+
+
+def test_the_optimal_depth_is_given_as_its_share_of_seed_resamples():
+    pts = [dc.Point("B", 32, d, None, 0.01, losses) for d, losses in (
+        (2, (1.50, 1.52, 1.51)), (4, (1.40, 1.41, 1.39)), (8, (1.40, 1.44, 1.38)), (16, (1.9, 1.8, 2.0)))]
+    shares = dc.optimal_depth(pts, resamples=4000)
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert shares[2] == 0 and shares[16] == 0 and 0.2 < shares[8] < 0.8 and 0.2 < shares[4] < 0.8
