@@ -294,12 +294,40 @@ def optimal_shape(fit, budgets=None, *, constraint: str = "compute", counts: Cou
     budgets = np.asarray(budgets, float)
     if len(budgets) < 2 or np.any(budgets <= 0):
         raise ValueError("budgets must be at least two positive numbers")
+    offsets = sorted(k for k in (fit.all_params if isinstance(fit, FitResult) else vals) if k.startswith("E["))
+    token_term, assumptions = _search_assumptions(law, counts, constraint, own_tokens, token_term,
+                                                  tokens, depth_max, width_range, offsets)
+    search = _Search(law, counts, constraint, token_term, tokens if tokens is not None else _PROBE_TOKENS)
+    widths = np.geomspace(*width_range, width_points)
+    rows = _optimise(search, vals, budgets, depth_max, widths)
+    if _shape_free(law, vals, counts, depth_max):
+        assumptions.append("the law does not depend on shape here (every depth is optimal): "
+                           "no optimal shape exists")
+        return OptimalShape(constraint, law.name, rows, math.nan, math.nan, assumptions=assumptions)
+    if any(r.depth == depth_max for r in rows):
+        assumptions.append(f"D* reached the search limit {depth_max} for some budgets")
+    if any(r.width >= 0.99 * width_range[1] or r.width <= 1.01 * width_range[0] for r in rows):
+        assumptions.append("W* reached the width search limit for some budgets")
+    a = _slope(budgets, [r.depth for r in rows])
+    b = _slope(budgets, [r.width for r in rows])
+    result = OptimalShape(constraint, law.name, rows, a, b, assumptions=assumptions,
+                          params_exponent=_slope(budgets, [r.params for r in rows]))
+    boot = getattr(draws_from, "bootstrap_params", None)
+    draws = boot[:bootstrap] if (bootstrap and boot is not None) else []
+    if len(draws):
+        _bootstrap_exponents(result, search, draws_from, draws, budgets, depth_max, widths)
+    return result
+
+
+def _search_assumptions(law, counts: Counts, constraint: str, own_tokens: bool, token_term, tokens,
+                        depth_max: int, width_range, offsets) -> tuple:
+    """(token_term as floats or None, the search's assumptions in words); rejects a data term
+    that is missing (fixed compute without one) or doubled (given to a law that has its own)."""
     assumptions = [counts.params_formula, f"D integer 1..{depth_max}; W continuous in "
                    f"[{width_range[0]:g}, {width_range[1]:g}]",
                    f"plateau: shapes within {PLATEAU_TOL:g} nats of the minimum are equally optimal; "
                    "D* is the deepest of them (at large budgets the plateau's shallow end is cut "
                    "by the width limit)"]
-    offsets = sorted(k for k in (fit.all_params if isinstance(fit, FitResult) else vals) if k.startswith("E["))
     if offsets:
         assumptions.append(f"the fit has one offset per group; losses use {offsets[0]} (an additive "
                            "offset does not move the optimum)")
@@ -326,36 +354,24 @@ def optimal_shape(fit, budgets=None, *, constraint: str = "compute", counts: Cou
                              "(the fixed-token mode)")
         assumptions.append(f"fixed tokens T = {tokens:.3g}" if own_tokens else
                            "the law has no token term: the optimum at fixed N holds for any fixed token count")
-    search = _Search(law, counts, constraint, token_term, tokens if tokens is not None else _PROBE_TOKENS)
-    widths = np.geomspace(*width_range, width_points)
-    rows = _optimise(search, vals, budgets, depth_max, widths)
-    if _shape_free(law, vals, counts, depth_max):
-        assumptions.append("the law does not depend on shape here (every depth is optimal): "
-                           "no optimal shape exists")
-        return OptimalShape(constraint, law.name, rows, math.nan, math.nan, assumptions=assumptions)
-    if any(r.depth == depth_max for r in rows):
-        assumptions.append(f"D* reached the search limit {depth_max} for some budgets")
-    if any(r.width >= 0.99 * width_range[1] or r.width <= 1.01 * width_range[0] for r in rows):
-        assumptions.append("W* reached the width search limit for some budgets")
-    a = _slope(budgets, [r.depth for r in rows])
-    b = _slope(budgets, [r.width for r in rows])
-    result = OptimalShape(constraint, law.name, rows, a, b, assumptions=assumptions,
-                          params_exponent=_slope(budgets, [r.params for r in rows]))
-    boot = getattr(draws_from, "bootstrap_params", None)
-    draws = boot[:bootstrap] if (bootstrap and boot is not None) else []
-    if len(draws):
-        exps = []
-        for draw in draws:
-            v = _law_values({**draws_from.fixed, **dict(zip(draws_from.param_names, draw))})
-            r = _optimise(search, v, budgets, depth_max, widths)
-            exps.append((_slope(budgets, [x.depth for x in r]), _slope(budgets, [x.width for x in r])))
-        exps = np.array(exps)
-        ok = np.all(np.isfinite(exps), axis=1)
-        if ok.sum() >= 2:
-            result.depth_exponent_ci = tuple(np.percentile(exps[ok, 0], [2.5, 97.5]).tolist())
-            result.width_exponent_ci = tuple(np.percentile(exps[ok, 1], [2.5, 97.5]).tolist())
-        result.n_bootstrap = int(ok.sum())
-    return result
+    return token_term, assumptions
+
+
+def _bootstrap_exponents(result: OptimalShape, search: _Search, fit: FitResult, draws, budgets,
+                         depth_max: int, widths) -> None:
+    """Re-solve with each bootstrap parameter draw of ``fit``: 95% percentile intervals of the
+    exponents (set on ``result`` with the number of draws that gave finite exponents)."""
+    exps = []
+    for draw in draws:
+        v = _law_values({**fit.fixed, **dict(zip(fit.param_names, draw))})
+        r = _optimise(search, v, budgets, depth_max, widths)
+        exps.append((_slope(budgets, [x.depth for x in r]), _slope(budgets, [x.width for x in r])))
+    exps = np.array(exps)
+    ok = np.all(np.isfinite(exps), axis=1)
+    if ok.sum() >= 2:
+        result.depth_exponent_ci = tuple(np.percentile(exps[ok, 0], [2.5, 97.5]).tolist())
+        result.width_exponent_ci = tuple(np.percentile(exps[ok, 1], [2.5, 97.5]).tolist())
+    result.n_bootstrap = int(ok.sum())
 
 
 @dataclass

@@ -1,0 +1,60 @@
+"""The report is data, then text: its numbers are computed once into a frozen ReportResults,
+read there without parsing text, and the Markdown, LaTeX and CSV renderings only format them."""
+import dataclasses
+
+import pytest
+
+from depthdelusion.analysis import fitting, report_results
+from depthdelusion.analysis.report import build_report, latex, markdown, write_report
+from depthdelusion.analysis.tables import csv_text
+
+from .test_report_design import QUICK, two_budget_runs
+
+
+@pytest.fixture(scope="module")
+def pooled():
+    return build_report(two_budget_runs(), laws=("depth_delusion", "kaplan"), bootstrap=0,
+                        groups="pooled", design=False, runs_label="synthetic", fit_options=QUICK)
+
+
+def test_numbers_and_verdicts_are_read_from_the_results(pooled):
+    report, md, _ = pooled
+    r = report.results
+    assert r.design.pooled_invalid and not r.design.offsets and r.design.mixed.startswith("long:")
+    assert r.settings.command == "depthdelusion report synthetic --out DIR --bootstrap 0 --seed 0 --groups pooled"
+    assert [v.law for v in r.verdicts] == ["depth_delusion"] and r.verdicts[0].baseline == "kaplan"
+    assert set(r.fits) == {"depth_delusion", "kaplan"} and len(r.runs) == 40
+    assert len(r.extrapolation.test_rows) + int(r.extrapolation.how.split("fit on the ")[1].split()[0]) == 40
+    # the table's cells are the results' numbers, rounded once
+    row = next(row for row in r.table("law_comparison").rows if row[0] == "kaplan")
+    assert row[3] == f"{r.fits['kaplan'].r2:.3f}" and row[6] == f"{r.fits['kaplan'].aicc:.1f}"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.fits = {}
+
+
+def test_renderers_format_the_results_and_compute_nothing(pooled, monkeypatch, tmp_path):
+    report, md, tex = pooled
+    r = report.results
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("a renderer fitted or tested a law")
+
+    for module, name in ((fitting, "fit"), (report_results, "fit"), (report_results, "penalty_verdicts"),
+                         (report_results, "optimal_shape"), (report_results, "persistence_lengths")):
+        monkeypatch.setattr(module, name, no_fit)
+    assert markdown(r) == md and latex(r) == tex
+    for t in r.tables:
+        assert t.markdown() in md and t.latex() in tex
+    assert md.split("\n\n")[1].startswith("WARNING: this fit pools groups")
+    assert tex.index("WARNING") < tex.index(r"\begin{table}")
+
+
+def test_each_table_is_written_as_its_csv(tmp_path):
+    report = write_report(two_budget_runs(widths=(128, 256), depths=(2, 8, 32)), tmp_path,
+                          laws=("kaplan",), bootstrap=0, figures=False, design=False)
+    names = [t.name for t in report.results.tables]
+    assert names[:2] == ["law_comparison", "extrapolation"] and [t.name for t in report.tables] == names
+    for t in report.results.tables:
+        assert (tmp_path / f"{t.name}.csv").read_text() == csv_text(t.columns, t.rows)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [f"{n}.csv" for n in names] + ["report.md", "report.tex"])
