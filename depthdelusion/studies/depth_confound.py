@@ -30,7 +30,8 @@ from depthdelusion.config import Config, from_dict, read_yaml
 
 KEYS = ("base", "widths", "depths", "lrs", "lr_bounds", "seeds", "arm_a_depth", "completep",
         "iso_flop", "metric")
-OPTIONAL_KEYS = ("law_replicates",)  # parametric-bootstrap replicates of the laws' tests (default 200)
+OPTIONAL_KEYS = ("law_replicates",)  # parametric-bootstrap replicates of the laws' tests
+DEFAULT_LAW_REPLICATES = 200
 
 
 class Run(NamedTuple):
@@ -439,6 +440,38 @@ def depth_penalty(pts: list[Point], resamples: int = 2000, seed: int = 0) -> dic
     return {p.depth: (float(e), float(a), float(b)) for p, e, a, b in zip(full, est, lo, hi)}
 
 
+def arm_records(exp: dict, losses: dict, summaries: dict, arm: str) -> tuple[list[dict], int]:
+    """(one record per finished finite seed at the arm's lr in every equal-token cell, the
+    number of diverged seeds left out)."""
+    records, diverged = [], 0
+    for w in exp["widths"]:
+        for d in exp["depths"]:
+            lr = arm_lr(exp, losses, arm, w, d)
+            if lr is None:
+                continue
+            p = trained_as(exp, "completep" if arm == "C" else "sp", w, d)
+            for s in exp["seeds"]:
+                name = run_name(p, w, d, lr, s)
+                if name not in losses:
+                    continue
+                summary = summaries[name]
+                if not math.isfinite(losses[name]) or not summary.get("params"):
+                    diverged += not math.isfinite(losses[name])
+                    continue
+                records.append({"name": name, "depth": d, "width": w, "params": summary["params"],
+                                "tokens": summary.get("tokens"), "loss": losses[name]})
+    return records, diverged
+
+
+def arm_laws(exp: dict, losses: dict, summaries: dict, *, seed: int = 0) -> list:
+    """Every arm's laws and tests (:mod:`.depth_confound_laws`), `law_replicates` replicates each."""
+    from depthdelusion.studies import depth_confound_laws as laws
+
+    replicates = int(exp.get("law_replicates", DEFAULT_LAW_REPLICATES))
+    return [laws.fit_arm(arm, *arm_records(exp, losses, summaries, arm), replicates=replicates, seed=seed)
+            for arm, _ in ARMS]
+
+
 def _fmt(x: float, digits: int = 3) -> str:
     return f"{x:.{digits}f}" if math.isfinite(x) else "–"
 
@@ -559,7 +592,7 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
     optima = {(arm, w): optimal_depth([p for p in pts if p.arm == arm and p.width == w], seed=seed)
               for arm, _ in ARMS for w in exp["widths"]}
     iso_pen = {arm: depth_penalty([p for p in iso_pts if p.arm == arm], seed=seed) for arm, _ in ARMS}
-    arm_laws = laws.fit_arms(exp, losses, summaries, [arm for arm, _ in ARMS], seed=seed)
+    fitted_laws = arm_laws(exp, losses, summaries, seed=seed)
     done = sum(1 for r in plan(exp, losses) if r.name in losses)
     todo = [r for r in plan(exp, losses) if r.name not in losses]
     wall = sum(float(s.get("wall_time_s") or 0) for s in summaries.values())
@@ -611,8 +644,8 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
                 rows.append([arm, w] + [f"{_fmt(p.mean)} ± {_fmt(p.sd)} (n={len(p.losses)}, lr {_lr_fmt(p.lr)})"
                                         if p.losses else "–" for p in cells])
         lines += [markdown_table(header, rows), ""]
-    lines += laws.report_lines(arm_laws)
-    law_rows = laws.csv_rows(arm_laws)
+    lines += laws.report_lines(fitted_laws)
+    law_rows = laws.csv_rows(fitted_laws)
     if law_rows:
         (out / "laws.csv").write_text(Table("laws", "", list(law_rows[0]),
                                             [list(r.values()) for r in law_rows]).csv())

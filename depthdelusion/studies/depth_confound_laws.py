@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 KINK, SMOOTH, BASELINE = "depth_delusion", "shape_quadratic", "kaplan"
 LAWS = (BASELINE, KINK, SMOOTH)
-DEFAULT_REPLICATES = 200  # the experiment's `law_replicates` overrides it
 
 
 @dataclass
@@ -29,31 +28,6 @@ class ArmLaws:
     penalty: object = None   # verdict.PenaltyVerdict of the kink law against the baseline
     critical: object = None  # verdict.CriticalDepthVerdict of the kink against the smooth law
     note: str = ""
-
-
-def arm_records(exp: dict, losses: dict, summaries: dict, arm: str) -> tuple[list[dict], int]:
-    """(one record per finished finite seed at the arm's lr in every equal-token cell, the
-    number of diverged seeds left out)."""
-    from depthdelusion.studies import depth_confound as dc
-
-    records, diverged = [], 0
-    for w in exp["widths"]:
-        for d in exp["depths"]:
-            lr = dc.arm_lr(exp, losses, arm, w, d)
-            if lr is None:
-                continue
-            p = dc.trained_as(exp, "completep" if arm == "C" else "sp", w, d)
-            for s in exp["seeds"]:
-                name = dc.run_name(p, w, d, lr, s)
-                if name not in losses:
-                    continue
-                summary = summaries[name]
-                if not math.isfinite(losses[name]) or not summary.get("params"):
-                    diverged += not math.isfinite(losses[name])
-                    continue
-                records.append({"name": name, "depth": d, "width": w, "params": summary["params"],
-                                "tokens": summary.get("tokens"), "loss": losses[name]})
-    return records, diverged
 
 
 def fit_arm(arm: str, records: list[dict], diverged: int, *, replicates: int, seed: int) -> ArmLaws:
@@ -75,12 +49,6 @@ def fit_arm(arm: str, records: list[dict], diverged: int, *, replicates: int, se
     out.critical = critical_depth_verdict(out.fits, runs, KINK, out.penalty,
                                           replicates=replicates, seed=seed)
     return out
-
-
-def fit_arms(exp: dict, losses: dict, summaries: dict, arms, *, seed: int = 0) -> list[ArmLaws]:
-    replicates = int(exp.get("law_replicates", DEFAULT_REPLICATES))
-    return [fit_arm(arm, *arm_records(exp, losses, summaries, arm), replicates=replicates, seed=seed)
-            for arm in arms]
 
 
 def csv_rows(results: list[ArmLaws]) -> list[dict]:
