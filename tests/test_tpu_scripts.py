@@ -342,6 +342,25 @@ def test_stop_ends_the_run_on_every_worker_with_the_preemption_status(slice_):
     assert (root / "gcs" / "bkt" / "r" / "logs" / "worker-1.status").read_text().strip() == "75"
 
 
+def test_a_finished_worker_leaves_no_log_copier_behind(slice_):
+    """The periodic log copy sleeps between copies: the run's end must end that sleep too (an
+    orphaned `sleep` outlived the worker by up to its full period)."""
+    root = slice_.root
+    slice_("setup.sh")
+    napping = lambda: subprocess.run(["pgrep", "-f", "^sleep 3127$"], capture_output=True, text=True).stdout.split()
+    slice_("run.sh", "--", "train", "experiments/smoke.yaml", "--out", "gs://bkt/r", FAKE_STEPS="100000",
+           DD_LOG_COPY_SECONDS="3127")
+    wait_for_training(root)
+    assert len(napping()) == 2  # one copier per worker while it trains
+    slice_("run.sh", "--", "train", "experiments/smoke.yaml", "--out", "gs://bkt/r", FAKE_STEPS="2",
+           DD_LOG_COPY_SECONDS="3127")  # stops the first run, then a run that ends by itself
+    assert wait_for_status(root) == ["0", "0"]
+    deadline = time.monotonic() + 10
+    while napping() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert napping() == []
+
+
 def test_a_worker_refetches_a_wheelhouse_copy_that_failed_and_stops_on_a_corrupt_one(slice_):
     root = slice_.root
     # storage cp calls: 1 and 2 upload the wheelhouse, 3 is worker 0's fetch: it fails once

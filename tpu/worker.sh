@@ -141,7 +141,10 @@ cmd_supervise() {
   cd "$DD_HOME" # relative paths in the command (experiments/...) are the checkout's
   echo "=== worker $id, $(date -u +%Y-%m-%dT%H:%M:%SZ): depthdelusion $*" >>"$log"
   # A preempted VM takes its disk along: its log survives up to the last copy.
-  (while sleep "${DD_LOG_COPY_SECONDS:-300}"; do copy_logs "$status" || true; done) &
+  # The sleep runs as the copier's own child, so its TERM trap can end it: killing the subshell
+  # alone would leave the sleep running for up to its full period.
+  (nap=""; trap '[[ -n "$nap" ]] && kill "$nap" 2>/dev/null; exit 0' TERM
+   while :; do sleep "${DD_LOG_COPY_SECONDS:-300}" & nap=$!; wait "$nap"; copy_logs "$status" || true; done) &
   copier=$!
   "$DD_HOME/.venv/bin/python" -m depthdelusion "$@" >>"$log" 2>&1 </dev/null &
   child=$!
