@@ -4,9 +4,10 @@ directory under ROOT/workers/<id>/ (with a fake metadata `curl` on PATH); `tpu-v
 there; `storage cp/cat/ls` read and write ROOT/gcs/<bucket>/<key>; queued resources go through
 PROVISIONING to ACTIVE and are preempted (SIGTERM to every worker's run, then the VMs and their
 disks vanish, state SUSPENDED): the k-th slice at the first describe after worker 0's training
-reached FAKE_PREEMPT's k-th step count. Scripted failures: FAKE_NO_CAPACITY=N (the first N queued
-resources go FAILED for capacity, or with FAKE_FAILED_MESSAGE), FAKE_FLAKY=VERB:FIRST:COUNT (the
-FIRST-th call of VERB and the COUNT-1 after it fail with a 503; COUNT * = all from FIRST on).
+reached FAKE_PREEMPT's k-th step count, where its trainer waits for it. Scripted failures:
+FAKE_NO_CAPACITY=N (the first N queued resources go FAILED for capacity, or with
+FAKE_FAILED_MESSAGE), FAKE_FLAKY=VERB:FIRST:COUNT (the FIRST-th call of VERB and the COUNT-1
+after it fail with a 503; COUNT * = all from FIRST on).
 
 The wheelhouse (tpu/wheelhouse.sh) is built from tiny real wheels (`jax`, `ddtiny-dep`) by the
 real pip with PIP_NO_INDEX and PIP_FIND_LINKS, and installed on the workers by the real pip
@@ -116,7 +117,7 @@ if argv[:3] == ["compute", "tpus", "queued-resources"]:
             plan = [int(x) for x in os.environ.get("FAKE_PREEMPT", "").split(",") if x]
             k = state["incarnation"] - 1
             progress = root / "gcs" / "progress-0"
-            done = int(progress.read_text().strip() or 0) if progress.exists() else 0  # may be mid-write
+            done = int(progress.read_text()) if progress.exists() else 0  # written whole (rename)
             if k < len(plan) and done >= plan[k]:
                 stop_workers()
                 qr["state"] = "SUSPENDED"
@@ -249,15 +250,25 @@ metrics="$FAKE_ROOT/gcs/${out#gs://}/fake-run/metrics.jsonl"
 step=$(cat "$progress" 2>/dev/null || echo 0)
 echo "resuming at step $step"
 trap 'echo "SIGTERM: saved the checkpoint at step $step"; exit 75' TERM
+# This slice's preemption step: the first of FAKE_PREEMPT beyond the step it resumed from. The
+# run holds there until the fake cloud preempts it, so a slice never trains past it (into the
+# next slice's share) however late a loaded machine's poll comes.
+hold=""
+for s in ${FAKE_PREEMPT//,/ }; do
+  if [[ "$s" -gt "$step" ]]; then hold="$s"; break; fi
+done
 while [[ "$step" -lt "${FAKE_STEPS:-20}" ]]; do
   sleep "${FAKE_STEP_SECONDS:-0.05}"
   step=$((step + 1))
-  echo "$step" > "$progress"
   if [[ "$FAKE_WORKER_ID" == 0 && -n "$out" ]]; then
     mkdir -p "$(dirname "$metrics")"
     echo "{\"step\": $step}" >> "$metrics"
   fi
+  # temp file + rename: whoever reads it (the fake cloud, the next slice) sees a whole number
+  echo "$step" > "$progress.$$"
+  mv -f "$progress.$$" "$progress"
   echo "step $step"
+  while [[ "$step" == "$hold" ]]; do sleep 0.05; done
 done
 echo "run written"
 exit "${FAKE_EXIT:-0}"

@@ -2,6 +2,7 @@
 the non-finite guard, append-only records."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,25 +42,56 @@ def config_file(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def reference(config_file, tmp_path_factory):
-    """An uninterrupted run: {step: loss}."""
+def finished_run(config_file, tmp_path_factory):
+    """An uninterrupted run, trained once for the module: its directory (tests that write to it
+    take a copy) and the summary train() returned."""
     out = tmp_path_factory.mktemp("ref") / "run"
-    train(load_config(config_file), out)
-    return {r["step"]: r["loss"] for r in read_metrics(out)}
+    return out, train(load_config(config_file), out)
+
+
+@pytest.fixture(scope="module")
+def reference(finished_run):
+    """The uninterrupted run's {step: loss}."""
+    return {r["step"]: r["loss"] for r in read_metrics(finished_run[0])}
 
 
 def cli(*args):
     return [sys.executable, "-m", "depthdelusion", "train", *map(str, args)]
 
 
-def wait_for_lines(path: Path, n: int, proc, timeout: float = 240) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and len(path.read_text().splitlines()) >= n:
-            return
-        assert proc.poll() is None, "the run ended before it could be interrupted"
+# `python -m depthdelusion ARGS` whose loop waits before step HOLD (after it wrote MARKER) until a
+# SIGTERM reaches the run's own handler (or a SIGKILL ends it): the test's signal lands at a step,
+# not after a time, whatever the machine's speed.
+HELD = """
+import signal, sys, time
+from pathlib import Path
+from depthdelusion.cli import main
+from depthdelusion.train.watchdog import Watchdog
+hold, marker = int(sys.argv[1]), Path(sys.argv[2])
+beat = Watchdog.beat
+def held_beat(self, step):
+    if step == hold:
+        policy = signal.getsignal(signal.SIGTERM).__self__  # the loop's SavePolicy
+        marker.write_text(str(step))
+        while not policy.sigterm:
+            time.sleep(0.01)
+    beat(self, step)
+Watchdog.beat = held_beat
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def held_run(config_file, out: Path, hold: int, **popen):
+    """A run of the CLI, held before step `hold`; returns once it waits there."""
+    marker = out.parent / f"{out.name}.held"
+    proc = subprocess.Popen([sys.executable, "-c", HELD, str(hold), str(marker), *cli(config_file, "--out", out)[3:]],
+                            **popen)
+    deadline = time.monotonic() + 600  # a bound on a hung start only: the hold is at a step
+    while not marker.exists():
+        assert proc.poll() is None, "the run ended before it reached the step where it waits"
+        assert time.monotonic() < deadline, f"the run did not reach step {hold}"
         time.sleep(0.05)
-    raise TimeoutError(f"{path} did not reach {n} lines")
+    return proc
 
 
 def assert_same_losses(out: Path, reference: dict) -> None:
@@ -72,8 +104,7 @@ def assert_same_losses(out: Path, reference: dict) -> None:
 
 def test_sigkill_then_resume_gives_the_uninterrupted_losses(config_file, reference, tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.Popen(cli(config_file, "--out", out), stderr=subprocess.DEVNULL)
-    wait_for_lines(out / "metrics.jsonl", 11, proc)  # killed somewhere after step 11
+    proc = held_run(config_file, out, hold=12, stderr=subprocess.DEVNULL)  # killed after step 11
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (out / "summary.json").exists()
@@ -103,14 +134,13 @@ def test_checkpoint_clock_counts_minutes_since_the_last_save(tmp_path, monkeypat
 
 def test_sigterm_saves_then_resume_finishes(config_file, reference, tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.Popen(cli(config_file, "--out", out), stderr=subprocess.PIPE, text=True)
-    wait_for_lines(out / "metrics.jsonl", 6, proc)
+    proc = held_run(config_file, out, hold=7, stderr=subprocess.PIPE, text=True)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 75, err
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["status"] == "preempted"
-    assert (out / "checkpoints" / str(summary["steps"])).is_dir()  # saved at the step it stopped
+    assert summary["status"] == "preempted" and summary["steps"] == 7  # the step it was in
+    assert (out / "checkpoints" / "7").is_dir()  # saved at the step it stopped
     assert subprocess.run(cli("--out", out), capture_output=True).returncode == 0
     assert_same_losses(out, reference)
 
@@ -121,33 +151,30 @@ def corrupt(step_dir: Path) -> None:
             f.write_bytes(b"\0garbage" * 4)
 
 
-def interrupted_run(config_file, out: Path, at_lines: int = 15) -> None:
-    proc = subprocess.Popen(cli(config_file, "--out", out), stderr=subprocess.DEVNULL)
-    wait_for_lines(out / "metrics.jsonl", at_lines, proc)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-
-
 class _Stopped(BaseException):
     """Ends a run between two steps the way a kill does: no handler of the loop's catches it,
     so no summary is written (only the loop's `finally` runs)."""
 
 
-def test_bad_checkpoints_are_detected_and_the_previous_one_is_used(config_file, reference, tmp_path,
-                                                                    monkeypatch):
-    out = tmp_path / "run"
+def stopped_run(config_file, out: Path, before_step: int) -> None:
+    """A run (in this process) ended before `before_step`: at a step, not after a time, so
+    any machine's speed leaves the same run directory."""
     beat = Watchdog.beat
 
-    def stop_before_step_15(self, step):  # at a step, not after a time: any machine's speed
-        if step == 15:
+    def stop(self, step):
+        if step == before_step:
             raise _Stopped
         beat(self, step)
 
-    with monkeypatch.context() as patch:
-        patch.setattr(Watchdog, "beat", stop_before_step_15)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Watchdog, "beat", stop)
         with pytest.raises(_Stopped):
             train(load_config(config_file), out)
+
+
+def test_bad_checkpoints_are_detected_and_the_previous_one_is_used(config_file, reference, tmp_path):
+    out = tmp_path / "run"
+    stopped_run(config_file, out, before_step=15)
     assert not (out / "summary.json").exists()
     steps = sorted(int(p.name) for p in (out / "checkpoints").iterdir() if p.name.isdigit())
     assert steps == [4, 8, 12]
@@ -165,7 +192,7 @@ def test_bad_checkpoints_are_detected_and_the_previous_one_is_used(config_file, 
 
 def test_no_usable_checkpoint_is_a_clear_error_and_nothing_is_deleted(config_file, tmp_path):
     out = tmp_path / "run"
-    interrupted_run(config_file, out, at_lines=6)
+    stopped_run(config_file, out, before_step=7)
     before = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     for step_dir in (out / "checkpoints").iterdir():
         corrupt(step_dir)
@@ -184,16 +211,17 @@ def test_no_usable_checkpoint_is_a_clear_error_and_nothing_is_deleted(config_fil
 
 def test_a_different_config_cannot_resume_a_run(config_file, tmp_path):
     out = tmp_path / "run"
-    interrupted_run(config_file, out, at_lines=2)
+    stopped_run(config_file, out, before_step=3)
     with pytest.raises(ValueError, match="different configuration \\(model.width: 64 -> 128"):
         train(load_config(config_file, ["model.width=128"]), out)
 
 
-def test_finished_run_is_not_trained_again(config_file, tmp_path):
+def test_finished_run_is_not_trained_again(config_file, finished_run, tmp_path):
     out = tmp_path / "run"
-    first = train(load_config(config_file, ["train.steps=3"]), out)
+    shutil.copytree(finished_run[0], out)
+    first = finished_run[1]
     lines = (out / "metrics.jsonl").read_text()
-    assert train(load_config(config_file, ["train.steps=3"]), out) == first
+    assert train(load_config(config_file), out) == first
     assert (out / "metrics.jsonl").read_text() == lines
 
 
