@@ -6,7 +6,6 @@ pathlib, .absolute()) on a gs:// path fails here.
 import json
 import time
 
-import pytest
 import yaml
 from etils import epath
 
