@@ -1,10 +1,12 @@
 """Runs on gs:// against a real GCS server (tests/gcs_emulator.py): checkpoints through orbax and
 tensorstore, records through etils.epath and gcsfs, as on a pod. A kill during a save, then a
-resume; server errors during a save."""
+resume; server errors during a save: a 503 is retried (by gcsfs and by tensorstore, each with its
+own backoff), a refusal ends the run with the previous checkpoint restorable."""
 import json
 import signal
 import subprocess
 import time
+import urllib.parse
 
 import pytest
 import yaml
@@ -82,6 +84,44 @@ def test_sigkill_during_a_save_on_gs_then_resume_gives_the_uninterrupted_losses(
     assert {"4", "8", "12"} <= set(steps_on_gs(run))
     assert yaml.safe_load((run / "config.yaml").read_text())["train"]["steps"] == 12
     assert list((run / "tensorboard").iterdir())
+
+
+def test_503s_during_a_save_are_retried_and_the_checkpoint_restores(gcs_server, bucket, config_file):
+    """The first write of every object of the step-8 save gets a 503 (Service Unavailable), as
+    GCS answers under load: gcsfs (orbax's metadata files) and tensorstore (the arrays) each retry
+    with backoff (tensorstore's gcs_request_retries: 32 tries, 1 s doubling to 32 s), so the run
+    finishes and the step-8 checkpoint is whole: resuming from it gives the same losses."""
+    run = epath.Path(f"{bucket}/run")
+    refused = set()
+
+    def first_write_of_each_object(method, url):
+        if method == "GET" or "/checkpoints/8/" not in url or "upload_id=" in url:
+            return None
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+        name = query.get("name", [urllib.parse.urlsplit(url).path])[0]
+        if name in refused:
+            return None
+        refused.add(name)
+        return 503
+
+    with fault_proxy(gcs_server, first_write_of_each_object) as proxy:
+        done = subprocess.run(cli(config_file, "--out", run), env=cli_env(gcs_server, proxy.url),
+                              capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    kinds = {"uploadType=media" in url for _, url, code in proxy.injected if code == 503}
+    assert kinds == {True, False}, proxy.injected  # tensorstore's uploads and gcsfs's were both refused
+    assert json.loads((run / "summary.json").read_text())["status"] == "finished"
+    first = {r["step"]: r["loss"] for r in read_metrics(run)}
+
+    (run / "summary.json").unlink()
+    (run / "checkpoints" / "12").rmtree()
+    done = subprocess.run(cli("--out", run), env=cli_env(gcs_server), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"resuming {run} from the checkpoint at step 8" in done.stderr
+    records = read_metrics(run)
+    assert [r["step"] for r in records] == list(range(1, 13))
+    for r in records:
+        assert r["loss"] == pytest.approx(first[r["step"]], rel=LOSS_RTOL), r["step"]
 
 
 def test_a_save_the_server_refuses_ends_the_run_and_the_previous_checkpoint_restores(
