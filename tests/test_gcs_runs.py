@@ -179,3 +179,23 @@ def test_checkpointer_saves_to_the_bucket_and_restores_from_it(bucket):
     again.close()
     assert step == 3 and np.array_equal(restored["w"], state["w"])
     assert seen == list(range(7)) and next(resumed) == 7  # the data position came back too
+
+
+def test_prepare_data_writes_its_dataset_to_gs(gcs_server, bucket):
+    """prepare-data's shards (ArrayRecord, whose writer is local-only) reach the bucket whole,
+    under their final names, with the TFDS description beside them."""
+    from depthdelusion.data.tfds_format import windows_metadata
+
+    prepared = epath.Path(f"{bucket}/prepared")
+    done = subprocess.run([PYTHON, "-m", "depthdelusion", "prepare-data", "builtin", "--out", str(prepared),
+                           "--tokenizer", "bytes", "--seq-len", "32", "--max-train-tokens", "20000"],
+                          env=cli_env(gcs_server), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    builder = prepared / "depthdelusion_windows" / "bytes_seq32" / "1.0.0"
+    names = sorted(p.name for p in builder.iterdir())
+    assert "depthdelusion_windows-train.array_record-00000-of-00001" in names and "metadata.json" in names, names
+    assert not [n for n in names if n.endswith(".tmp")], names
+    meta = windows_metadata(str(builder))
+    assert meta["train_windows"] == 20000 // 33 and meta["tokenizer"] == "bytes"
+    shard = (builder / "depthdelusion_windows-train.array_record-00000-of-00001").read_bytes()
+    assert len(shard) > meta["train_windows"] * 33  # every window's bytes are in the uploaded shard
