@@ -157,3 +157,7 @@ def test_gs_sweeps_are_analysed_from_their_run_directories(bucket, tmp_path):
     assert "## Gradient persistence length" in md and str(sweep) in md
     assert "Windowed protocol" in md and "no per-layer gradient norms" not in md
     assert (sweep / "report" / "persistence.csv").exists()
+    # `depthdelusion report` with its --out on the bucket too (the bucket fixture fails the test
+    # if anything lands under ./gs:/)
+    assert main(["report", str(sweep), "--out", f"{bucket}/cli-report", "--no-figures", "--bootstrap", "0"]) == 0
+    assert (epath.Path(f"{bucket}/cli-report") / "report.md").read_text().startswith("# Scaling-law analysis report")
