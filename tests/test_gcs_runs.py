@@ -199,3 +199,21 @@ def test_prepare_data_writes_its_dataset_to_gs(gcs_server, bucket):
     assert meta["train_windows"] == 20000 // 33 and meta["tokenizer"] == "bytes"
     shard = (builder / "depthdelusion_windows-train.array_record-00000-of-00001").read_bytes()
     assert len(shard) > meta["train_windows"] * 33  # every window's bytes are in the uploaded shard
+
+
+def test_the_spectrum_study_reads_a_run_on_gs_and_writes_beside_it(gcs_server, bucket, tmp_path):
+    """`depthdelusion spectrum` on a run trained to gs://: the checkpoint restored through
+    tensorstore, the outputs (CSV and markdown writers, matplotlib) copied to RUN/spectrum."""
+    config = tmp_path / "short.yaml"
+    config.write_text(yaml.safe_dump({**TINY, "train": {**TINY["train"], "steps": 4}, "data": {**TINY["data"]}}))
+    run = epath.Path(f"{bucket}/run")
+    done = subprocess.run(cli(config, "--out", run), env=cli_env(gcs_server), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = subprocess.run([PYTHON, "-m", "depthdelusion", "spectrum", str(run), "--tokens", "512", "--rows", "4"],
+                          env=cli_env(gcs_server), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    written = {p.name for p in (run / "spectrum").iterdir()}
+    assert {"spectrum.csv", "tail.csv", "tail.md"} <= written, written
+    rows = (run / "spectrum" / "spectrum.csv").read_text().splitlines()
+    assert rows[0] == "layer,rank,eigenvalue" and {r.split(",")[0] for r in rows[1:]} == {"0", "1", "2"}
