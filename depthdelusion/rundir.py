@@ -67,6 +67,17 @@ def as_path(path: epath.PathLike) -> Path | epath.Path:
     return epath.Path(path)
 
 
+def copy_tree(src: Path, dst: epath.PathLike) -> None:
+    """Every file under the local directory `src` to the same place under `dst` (local or
+    remote): how outputs written by local-only writers (matplotlib, csv) reach gs://."""
+    dst = as_path(dst)
+    for path in sorted(src.rglob("*")):
+        if path.is_file():
+            target = dst / str(path.relative_to(src))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+
+
 def _write_whole(path: epath.Path, text: str) -> None:
     if not is_local(path):
         path.write_text(text)  # an object is replaced at once

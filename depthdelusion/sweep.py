@@ -249,7 +249,7 @@ def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, bootstrap
                 md = Path(tmp) / "report" / "report.md"
                 md.write_text(md.read_text() + "\n## Laws not fitted\n\n"
                               + "".join(f"- {d}\n" for d in dropped))
-            _copy_tree(Path(tmp) / "report", report_dir)
+            rundir.copy_tree(Path(tmp) / "report", report_dir)
         return report.verdict + (f" (not fitted, too few runs: {len(dropped)} law(s))" if dropped else "")
     except (ValueError, RuntimeError, FloatingPointError, ArithmeticError) as err:
         text = ("# Scaling-law analysis report\n\n"
@@ -257,14 +257,6 @@ def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, bootstrap
                 "(see ../runs.csv).\n")
         (report_dir / "report.md").write_text(text)
         return f"no fit: {err}"
-
-
-def _copy_tree(src: Path, dst: epath.Path) -> None:
-    for path in sorted(src.rglob("*")):
-        if path.is_file():
-            target = dst / str(path.relative_to(src))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(path.read_bytes())
 
 
 def run_sweep(grid: Grid, out: str | Path, *, only: str | None = None, dry_run: bool = False,

@@ -157,6 +157,7 @@ class FaultProxy:
     def __init__(self, target: str, rule=lambda method, url: None):
         self.target, self.rule = urllib.parse.urlsplit(target), rule
         self.injected: list[tuple[str, str, int]] = []
+        self.requests: list[tuple[str, str]] = []  # every request seen, (method, unquoted url)
         self._release = threading.Event()
         proxy = self
 
@@ -168,6 +169,7 @@ class FaultProxy:
 
             def _handle(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                proxy.requests.append((self.command, urllib.parse.unquote(self.path)))
                 action = proxy.rule(self.command, urllib.parse.unquote(self.path))
                 if action == "hold":
                     proxy._release.wait()
@@ -201,7 +203,12 @@ class FaultProxy:
 
             do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(http.server.ThreadingHTTPServer):
+            def handle_error(self, request, client_address):
+                if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that hung up: not news
+                    super().handle_error(request, client_address)
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.target_url = target
@@ -221,6 +228,20 @@ def fault_proxy(server: Emulator, rule):
         yield proxy
     finally:
         proxy.stop()
+
+
+@contextlib.contextmanager
+def this_process_through_proxy(server: Emulator, rule=lambda method, url: None):
+    """Within the block, this process's gcsfs clients (etils.epath's gs://) reach the server
+    through a FaultProxy, whose `requests` list what they asked."""
+    with fault_proxy(server, rule) as proxy:
+        os.environ["STORAGE_EMULATOR_HOST"] = proxy.url
+        _use_gcsfs_core()
+        try:
+            yield proxy
+        finally:
+            os.environ["STORAGE_EMULATOR_HOST"] = server.url
+            _use_gcsfs_core()
 
 
 def cli_env(server: Emulator, url: str | None = None) -> dict[str, str]:

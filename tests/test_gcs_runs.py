@@ -1,10 +1,12 @@
 """Runs on gs:// against a real GCS server (tests/gcs_emulator.py): checkpoints through orbax and
 tensorstore, records through etils.epath and gcsfs, as on a pod. A kill during a save, then a
-resume; server errors during a save."""
+resume; server errors during a save: a 503 is retried (by gcsfs and by tensorstore, each with its
+own backoff), a refusal ends the run with the previous checkpoint restorable."""
 import json
 import signal
 import subprocess
 import time
+import urllib.parse
 
 import pytest
 import yaml
@@ -84,6 +86,44 @@ def test_sigkill_during_a_save_on_gs_then_resume_gives_the_uninterrupted_losses(
     assert list((run / "tensorboard").iterdir())
 
 
+def test_503s_during_a_save_are_retried_and_the_checkpoint_restores(gcs_server, bucket, config_file):
+    """The first write of every object of the step-8 save gets a 503 (Service Unavailable), as
+    GCS answers under load: gcsfs (orbax's metadata files) and tensorstore (the arrays) each retry
+    with backoff (tensorstore's gcs_request_retries: 32 tries, 1 s doubling to 32 s), so the run
+    finishes and the step-8 checkpoint is whole: resuming from it gives the same losses."""
+    run = epath.Path(f"{bucket}/run")
+    refused = set()
+
+    def first_write_of_each_object(method, url):
+        if method == "GET" or "/checkpoints/8/" not in url or "upload_id=" in url:
+            return None
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+        name = query.get("name", [urllib.parse.urlsplit(url).path])[0]
+        if name in refused:
+            return None
+        refused.add(name)
+        return 503
+
+    with fault_proxy(gcs_server, first_write_of_each_object) as proxy:
+        done = subprocess.run(cli(config_file, "--out", run), env=cli_env(gcs_server, proxy.url),
+                              capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    kinds = {"uploadType=media" in url for _, url, code in proxy.injected if code == 503}
+    assert kinds == {True, False}, proxy.injected  # tensorstore's uploads and gcsfs's were both refused
+    assert json.loads((run / "summary.json").read_text())["status"] == "finished"
+    first = {r["step"]: r["loss"] for r in read_metrics(run)}
+
+    (run / "summary.json").unlink()
+    (run / "checkpoints" / "12").rmtree()
+    done = subprocess.run(cli("--out", run), env=cli_env(gcs_server), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"resuming {run} from the checkpoint at step 8" in done.stderr
+    records = read_metrics(run)
+    assert [r["step"] for r in records] == list(range(1, 13))
+    for r in records:
+        assert r["loss"] == pytest.approx(first[r["step"]], rel=LOSS_RTOL), r["step"]
+
+
 def test_a_save_the_server_refuses_ends_the_run_and_the_previous_checkpoint_restores(
         gcs_server, bucket, config_file):
     run = epath.Path(f"{bucket}/run")
@@ -139,3 +179,41 @@ def test_checkpointer_saves_to_the_bucket_and_restores_from_it(bucket):
     again.close()
     assert step == 3 and np.array_equal(restored["w"], state["w"])
     assert seen == list(range(7)) and next(resumed) == 7  # the data position came back too
+
+
+def test_prepare_data_writes_its_dataset_to_gs(gcs_server, bucket):
+    """prepare-data's shards (ArrayRecord, whose writer is local-only) reach the bucket whole,
+    under their final names, with the TFDS description beside them."""
+    from depthdelusion.data.tfds_format import windows_metadata
+
+    prepared = epath.Path(f"{bucket}/prepared")
+    done = subprocess.run([PYTHON, "-m", "depthdelusion", "prepare-data", "builtin", "--out", str(prepared),
+                           "--tokenizer", "bytes", "--seq-len", "32", "--max-train-tokens", "20000"],
+                          env=cli_env(gcs_server), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    builder = prepared / "depthdelusion_windows" / "bytes_seq32" / "1.0.0"
+    names = sorted(p.name for p in builder.iterdir())
+    assert "depthdelusion_windows-train.array_record-00000-of-00001" in names and "metadata.json" in names, names
+    assert not [n for n in names if n.endswith(".tmp")], names
+    meta = windows_metadata(str(builder))
+    assert meta["train_windows"] == 20000 // 33 and meta["tokenizer"] == "bytes"
+    shard = (builder / "depthdelusion_windows-train.array_record-00000-of-00001").read_bytes()
+    assert len(shard) > meta["train_windows"] * 33  # every window's bytes are in the uploaded shard
+
+
+def test_the_spectrum_study_reads_a_run_on_gs_and_writes_beside_it(gcs_server, bucket, tmp_path):
+    """`depthdelusion spectrum` on a run trained to gs://: the checkpoint restored through
+    tensorstore, the outputs (CSV and markdown writers, matplotlib) copied to RUN/spectrum."""
+    config = tmp_path / "short.yaml"
+    config.write_text(yaml.safe_dump({**TINY, "train": {**TINY["train"], "steps": 4}, "data": {**TINY["data"]}}))
+    run = epath.Path(f"{bucket}/run")
+    done = subprocess.run(cli(config, "--out", run), env=cli_env(gcs_server), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = subprocess.run([PYTHON, "-m", "depthdelusion", "spectrum", str(run), "--tokens", "512", "--rows", "4"],
+                          env=cli_env(gcs_server), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    written = {p.name for p in (run / "spectrum").iterdir()}
+    assert {"spectrum.csv", "tail.csv", "tail.md"} <= written, written
+    rows = (run / "spectrum" / "spectrum.csv").read_text().splitlines()
+    assert rows[0] == "layer,rank,eigenvalue" and {r.split(",")[0] for r in rows[1:]} == {"0", "1", "2"}

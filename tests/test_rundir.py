@@ -13,6 +13,7 @@ from depthdelusion.cli import main
 from depthdelusion.config import load_config
 from depthdelusion.rundir import ConfigChanged, MetricsWriter, read_metrics
 from depthdelusion.train.loop import train
+from gcs_emulator import bucket, gcs_server  # noqa: F401 (fixtures)
 
 TINY = {
     "model": {"depth": 2, "width": 32, "head_dim": 16, "seq_len": 32},
@@ -125,35 +126,38 @@ def test_the_command_line_gives_that_error_and_the_same_settings_give_the_summar
     assert (out / rundir.METRICS).read_text() == metrics
 
 
-def test_gs_sweeps_are_analysed_from_their_run_directories(tmp_path, monkeypatch):
-    """The sweep's report on gs:// reads the run directories through epath: the gradient
-    profiles, hence the persistence section, are there as for a local sweep."""
+def test_gs_sweeps_are_analysed_from_their_run_directories(bucket, tmp_path):
+    """The sweep's report on gs:// (a real GCS server, tests/gcs_emulator.py) reads the run
+    directories through epath: the gradient profiles, hence the persistence section, are there
+    as for a local sweep; the report is written to the bucket."""
     import numpy as np
 
     from depthdelusion.sweep import write_sweep_report
-    from fake_gcs import serve_gs_from
 
     from analysis.conftest import write_run
 
-    monkeypatch.chdir(tmp_path)
     rng = np.random.default_rng(0)
-    bucket = tmp_path / "bucket"
-    with serve_gs_from(bucket):
-        rows = []
-        for i, (d, w) in enumerate([(d, w) for w in (128, 256, 512) for d in (4, 8, 16, 32)]):
-            n = d * 12 * w * w + 2 * 50257 * w
-            loss = 1.8 + 30 * n ** -0.15 + 0.05 * max(0.0, d - 2.5 * np.log(w)) + 0.01 * rng.standard_normal()
-            run = write_run(bucket / "bkt" / "sweep", f"d{d}w{w}", d, w, float(loss), ell=0.6 * w ** 0.44, seed=i)
-            summary = json.loads((run / rundir.SUMMARY).read_text())
-            rows.append({"name": run.name, "status": "finished", "depth": d, "width": w, "params": summary["params"],
-                         "tokens": summary["tokens"], "final_loss": summary["final_loss"],
-                         "final_loss_se": summary["final_loss_se"]})  # as the sweep's runs.csv rows
-        runs = load_runs("gs://bkt/sweep")
-        assert len(runs) == 12 and all(p is not None for p in runs.profiles)
-        verdict = write_sweep_report(epath.Path("gs://bkt/sweep"), rows, bootstrap=0, figures=False)
+    sweep = epath.Path(f"{bucket}/sweep")
+    rows = []
+    for i, (d, w) in enumerate([(d, w) for w in (128, 256, 512) for d in (4, 8, 16, 32)]):
+        n = d * 12 * w * w + 2 * 50257 * w
+        loss = 1.8 + 30 * n ** -0.15 + 0.05 * max(0.0, d - 2.5 * np.log(w)) + 0.01 * rng.standard_normal()
+        run = write_run(tmp_path / "local", f"d{d}w{w}", d, w, float(loss), ell=0.6 * w ** 0.44, seed=i)
+        for f in run.iterdir():  # uploaded as a pod's runs are
+            (sweep / run.name / f.name).write_bytes(f.read_bytes())
+        summary = json.loads((run / rundir.SUMMARY).read_text())
+        rows.append({"name": run.name, "status": "finished", "depth": d, "width": w, "params": summary["params"],
+                     "tokens": summary["tokens"], "final_loss": summary["final_loss"],
+                     "final_loss_se": summary["final_loss_se"]})  # as the sweep's runs.csv rows
+    runs = load_runs(str(sweep))
+    assert len(runs) == 12 and all(p is not None for p in runs.profiles)
+    verdict = write_sweep_report(sweep, rows, bootstrap=0, figures=False)
     assert not verdict.startswith("no fit"), verdict
-    md = (bucket / "bkt" / "sweep" / "report" / "report.md").read_text()
-    assert "## Gradient persistence length" in md and "gs://bkt/sweep" in md
+    md = (sweep / "report" / "report.md").read_text()
+    assert "## Gradient persistence length" in md and str(sweep) in md
     assert "Windowed protocol" in md and "no per-layer gradient norms" not in md
-    assert (bucket / "bkt" / "sweep" / "report" / "persistence.csv").exists()
-    assert not (tmp_path / "gs:").exists()
+    assert (sweep / "report" / "persistence.csv").exists()
+    # `depthdelusion report` with its --out on the bucket too (the bucket fixture fails the test
+    # if anything lands under ./gs:/)
+    assert main(["report", str(sweep), "--out", f"{bucket}/cli-report", "--no-figures", "--bootstrap", "0"]) == 0
+    assert (epath.Path(f"{bucket}/cli-report") / "report.md").read_text().startswith("# Scaling-law analysis report")

@@ -4,16 +4,15 @@ reached through etils.epath/gcsfs and orbax/tensorstore as on a pod. A local-onl
 pathlib, .absolute()) on a gs:// path fails here.
 """
 import json
+import time
 
-import pytest
 import yaml
 from etils import epath
 
 from depthdelusion import rundir
 from depthdelusion.sweep import load_grid, run_sweep
 from depthdelusion.rundir import MetricsWriter, read_metrics
-from fake_gcs import serve_gs_from
-from gcs_emulator import bucket, gcs_server  # noqa: F401 (fixtures)
+from gcs_emulator import bucket, gcs_server, this_process_through_proxy  # noqa: F401 (fixtures)
 
 GRID = {
     "name": "gcs", "name_format": "d{depth}_w{width}",
@@ -53,33 +52,29 @@ def test_sweep_rerun_and_report_on_gs(bucket):
     assert (sweep / "report" / "report.md").read_text().startswith("# Scaling-law analysis report")
 
 
-@pytest.fixture()
-def gcs(tmp_path, monkeypatch):
-    """fake_gcs's gs://, which counts the objects opened for writing: what the test below
-    measures is when MetricsWriter uploads, not GCS."""
-    monkeypatch.chdir(tmp_path)
-    with serve_gs_from(tmp_path / "bucket") as fs:
-        yield fs
-    assert not (tmp_path / "gs:").exists()
-
-
-def test_metrics_on_gs_are_appended_locally_and_copied_at_checkpoints(gcs, monkeypatch):
+def test_metrics_on_gs_are_appended_locally_and_copied_at_checkpoints(gcs_server, bucket, monkeypatch):
     """Uploads happen at flush() (the loop's checkpoints) and close(), never per logged line,
-    however much time passes between checkpoints."""
-    run, path = epath.Path("gs://bkt/run"), epath.Path("gs://bkt/run/metrics.jsonl")
+    however much time passes between checkpoints: the proxy in front of the server counts the
+    uploads of metrics.jsonl."""
+    run, path = epath.Path(f"{bucket}/run"), epath.Path(f"{bucket}/run/metrics.jsonl")
     path.write_text(json.dumps({"step": 1, "loss": 3.0}) + "\n")  # a run being resumed
-    gcs.writes.clear()
-    clock = [0.0]
-    monkeypatch.setattr("time.monotonic", lambda: clock[0])
-    writer = MetricsWriter(run)
-    for step in range(2, 200):
-        clock[0] += 30.0
-        writer.write({"step": step, "loss": 2.0})
-    assert gcs.writes == [] and [r["step"] for r in read_metrics(run)] == [1]
-    writer.flush()
-    writer.flush()  # nothing new: no upload
-    assert gcs.writes == ["bkt/run/metrics.jsonl"]
-    writer.write({"step": 200, "loss": 1.0})
-    writer.close()
-    assert len(gcs.writes) == 2 and [r["step"] for r in read_metrics(run)] == list(range(1, 201))
+    with this_process_through_proxy(gcs_server) as proxy:
+        def uploads():  # one request starts each upload; a resumable one's chunks name its upload_id
+            return [url for method, url in proxy.requests if method == "POST" and url.startswith("/upload/")
+                    and "name=run/metrics.jsonl" in url and "upload_id=" not in url]
+
+        writer = MetricsWriter(run)
+        with monkeypatch.context() as m:  # the writer's clock only: gcsfs's event loop needs the real one
+            clock = [time.monotonic()]
+            m.setattr("time.monotonic", lambda: clock[0])
+            for step in range(2, 200):
+                clock[0] += 30.0
+                writer.write({"step": step, "loss": 2.0})
+        assert uploads() == [] and [r["step"] for r in read_metrics(run)] == [1]
+        writer.flush()
+        writer.flush()  # nothing new: no upload
+        assert len(uploads()) == 1
+        writer.write({"step": 200, "loss": 1.0})
+        writer.close()
+        assert len(uploads()) == 2 and [r["step"] for r in read_metrics(run)] == list(range(1, 201))
     assert rundir.is_local(epath.Path("/tmp/x")) and not rundir.is_local(path)

@@ -7,10 +7,11 @@ which the CLI prints as one line. Imports of the analysis modules are inside the
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 
-from depthdelusion import exit_codes
+from depthdelusion import exit_codes, rundir
 
 #: Laws `fit` picks when --law is not given: the first whose columns the table has.
 FIT_PREFERENCE = ("depth_delusion", "chinchilla", "kaplan")
@@ -95,10 +96,6 @@ def run_report(*, runs: str, out: str, bootstrap: int = 1000, seed: int = 0, met
                reduce: str | None = None, vocab: int | None = None, group: str | None = None,
                by: str | None = None, where: str | None = None, drop_outliers: bool = False,
                outlier_threshold: float = 4.0) -> int:
-    from pathlib import Path
-
-    from .report import write_report
-
     if not no_figures:  # before the fits, not after them
         _need_matplotlib("the report's figures", "pass --no-figures")
     table = _load(runs, group=group, columns=columns, column=column, reduce=reduce, vocab=vocab,
@@ -108,8 +105,23 @@ def run_report(*, runs: str, out: str, bootstrap: int = 1000, seed: int = 0, met
         law, why = pick_law(table)
         print(f"--drop-outliers: outliers judged by the {why}", file=sys.stderr)
     parts = split_rows(table, by, law, method, drop_outliers, outlier_threshold, seed)
+    if not rundir.is_local(out):  # the report's writers (csv, matplotlib) write local files
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="depthdelusion-report-") as tmp:
+            _write_reports(parts, Path(tmp), by, bootstrap, seed, method, step, no_figures, runs, groups, params)
+            rundir.copy_tree(Path(tmp), out)
+        print(f"copied to {out}")
+        return exit_codes.OK
+    _write_reports(parts, Path(out), by, bootstrap, seed, method, step, no_figures, runs, groups, params)
+    return exit_codes.OK
+
+
+def _write_reports(parts, out, by, bootstrap, seed, method, step, no_figures, runs, groups, params) -> None:
+    from .report import write_report
+
     for value, part in parts.items():
-        where_to = Path(out) if value is None else Path(out) / _safe_dir(f"{by}={value}")
+        where_to = out if value is None else out / _safe_dir(f"{by}={value}")
         for note in part.notes:
             if note.startswith(("--where", "--drop-outliers")):
                 print(note, file=sys.stderr)
@@ -118,7 +130,6 @@ def run_report(*, runs: str, out: str, bootstrap: int = 1000, seed: int = 0, met
                               groups=groups, params=params)
         print(f"wrote {len(report.files)} files to {report.out}")
         print(report.verdict)
-    return exit_codes.OK
 
 
 def _safe_dir(name: str) -> str:

@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import struct
+import tempfile
+from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -335,27 +338,47 @@ class WindowsWriter:
             data_dir=self.root, dataset_name=WINDOWS_NAME, split=split, filetype_suffix="array_record")
 
     def write_split(self, split: str, windows: Iterator[np.ndarray], max_windows: int | None = None) -> int:
-        """Write `windows` (at most `max_windows`) as the split's shards; returns how many."""
+        """Write `windows` (at most `max_windows`) as the split's shards; returns how many.
+
+        Each shard is written under a temporary name and renamed once the shard count is known.
+        ArrayRecordWriter writes local files only: for a remote OUT (gs://) each shard is
+        written to a local temporary file and uploaded when it is complete, so the local disk
+        holds one shard at a time."""
         from array_record.python.array_record_module import ArrayRecordWriter
 
         self.root.mkdir(parents=True, exist_ok=True)
         template = self._template(split)
+        staging = None if "://" not in str(self.root) else Path(tempfile.mkdtemp(prefix="depthdelusion-shard-"))
         tmp_paths, lengths, num_bytes, writer = [], [], 0, None
-        for window in windows:
-            if max_windows is not None and sum(lengths) >= max_windows:
-                break
-            if not lengths or lengths[-1] == self.SHARD_WINDOWS:
-                if writer is not None:
-                    writer.close()
-                tmp_paths.append(self.root / f".{split}-{len(tmp_paths):05d}.tmp")
-                writer = ArrayRecordWriter(str(tmp_paths[-1]), "group_size:1")
-                lengths.append(0)
-            record = self.features.serialize_example({WINDOWS_FEATURE: window.astype(self.dtype)})
-            writer.write(record)
-            lengths[-1] += 1
-            num_bytes += len(record)
-        if writer is not None:
+
+        def close_shard():
             writer.close()
+            if staging is not None:
+                local = staging / tmp_paths[-1].name
+                with open(local, "rb") as src, tmp_paths[-1].open("wb") as dst:
+                    shutil.copyfileobj(src, dst, 16 << 20)
+                local.unlink()
+
+        try:
+            for window in windows:
+                if max_windows is not None and sum(lengths) >= max_windows:
+                    break
+                if not lengths or lengths[-1] == self.SHARD_WINDOWS:
+                    if writer is not None:
+                        close_shard()
+                    tmp_paths.append(self.root / f".{split}-{len(tmp_paths):05d}.tmp")
+                    target = tmp_paths[-1] if staging is None else staging / tmp_paths[-1].name
+                    writer = ArrayRecordWriter(str(target), "group_size:1")
+                    lengths.append(0)
+                record = self.features.serialize_example({WINDOWS_FEATURE: window.astype(self.dtype)})
+                writer.write(record)
+                lengths[-1] += 1
+                num_bytes += len(record)
+            if writer is not None:
+                close_shard()
+        finally:
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
         for k, tmp in enumerate(tmp_paths):
             tmp.rename(template.sharded_filepath(shard_index=k, num_shards=len(tmp_paths)))
         if lengths:

@@ -207,13 +207,14 @@ class MetadataWatcher:
     """Polls the metadata server's `instance/preempted` (TRUE once a spot/preemptible VM is being
     reclaimed) and `instance/maintenance-event` (TERMINATE_ON_HOST_MAINTENANCE before a TPU VM is
     stopped for maintenance; TPU VMs do not live-migrate) in a daemon thread. `notice` is the
-    first such value seen, else None. Not started off GCE: nothing is asked of the network."""
+    first such value seen, else None; `on_notice(notice)` is called once, from the thread, when
+    it is first seen. Not started off GCE: nothing is asked of the network."""
 
     KEYS = ("instance/preempted", "instance/maintenance-event")
 
-    def __init__(self, interval_s: float = 5.0, host: str | None = None):
+    def __init__(self, interval_s: float = 5.0, host: str | None = None, on_notice=None):
         self.host = host or os.environ.get("GCE_METADATA_HOST") or METADATA_HOST
-        self.interval_s, self.notice = interval_s, None
+        self.interval_s, self.notice, self.on_notice = interval_s, None, on_notice
         self._stop = threading.Event()
         self._thread = None
 
@@ -242,61 +243,97 @@ class MetadataWatcher:
     def _run(self) -> None:
         while not self._stop.is_set() and self.check() is None:
             self._stop.wait(self.interval_s)
+        if self.notice is not None and not self._stop.is_set() and self.on_notice is not None:
+            self.on_notice(self.notice)
 
     def stop(self) -> None:
         self._stop.set()
 
 
+def jax_preemption_service() -> bool:
+    """Whether JAX's preemption service runs here: several processes under jax.distributed with
+    jax_enable_preemption_service on (its default). Its notifier then owns SIGTERM: a C handler
+    installed by jax.distributed.initialize, which sets a flag that a thread forwards to the
+    coordination service, whose sync protocol picks one step for every host."""
+    if jax.process_count() < 2:
+        return False
+    from jax._src import distributed
+
+    return distributed.global_state.preemption_sync_manager is not None
+
+
 class SavePolicy:
     """When the loop saves: every checkpoint_every steps, every checkpoint_minutes, at the last
     step, and on a preemption notice, after which the run stops. The notices: SIGTERM (how a
-    spot TPU VM is stopped), the metadata server's preemption or maintenance notice (on a GCE or
-    TPU VM, seen before the SIGTERM), and, with several processes, JAX's preemption sync point.
+    spot TPU VM is stopped) and the metadata server's preemption or maintenance notice (on a GCE
+    or TPU VM, seen before the SIGTERM).
 
-    SIGTERM, the metadata notice and the checkpoint clock reach hosts at different steps; acting
-    on them alone would leave one host saving or exiting while the others wait in the step's
-    collectives. So with several processes they count only at log steps, where the hosts agree
-    on them (an all-gather that queues behind the step just dispatched: multi-host runs should
-    log every few steps, the paper grids every 10, not every step). JAX's preemption sync point
-    (multihost_utils.reached_preemption_sync_point, asked every step) is the same step on every
-    host by construction and acts on notices that JAX's coordination service receives itself.
-    Its notifier listens for SIGTERM through a C signal handler, which the Python handler
-    installed here replaces in the main thread: a SIGTERM is therefore agreed through the
-    all-gather, and the sync point covers notices delivered to JAX by other means."""
+    One process: a Python SIGTERM handler sets a flag the loop reads every step, and the
+    watcher's notice is read the same way.
+
+    Several processes: the notices reach hosts at different steps; acting on them alone would
+    leave one host saving or exiting while the others wait in the step's collectives. So they go
+    through JAX's preemption service, as MaxText and orbax's CheckpointManager do: no Python
+    handler is installed (one would replace JAX's C handler, measured with jax 0.10.2: the sync
+    point then never fires), a metadata notice is handed to JAX by sending this process a
+    SIGTERM, and the loop asks `multihost_utils.reached_preemption_sync_point(step)` every step,
+    which is True at the same step on every host. The checkpoint clock is agreed at log steps (an
+    all-gather that queues behind the step just dispatched: multi-host runs should log every few
+    steps, the paper grids every 10). With the preemption service turned off
+    (jax_enable_preemption_service=False) the notices are agreed at log steps too."""
 
     def __init__(self, checkpointer: Checkpointer, last_step: int, metadata_interval_s: float = 5.0):
         self.checkpointer, self.last_step = checkpointer, last_step
         self.sigterm = False
         self._previous_handler = None
-        self.watcher = MetadataWatcher(metadata_interval_s)
+        self._installed = False
+        self.jax_owns_sigterm = jax_preemption_service()
+        self.watcher = MetadataWatcher(metadata_interval_s,
+                                       on_notice=self._to_jax if self.jax_owns_sigterm else None)
 
     def __enter__(self) -> "SavePolicy":
-        try:
-            self._previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
-        except ValueError:  # not the main thread: leave signals alone
-            self._previous_handler = None
+        if not self.jax_owns_sigterm:
+            try:
+                self._previous_handler = signal.signal(signal.SIGTERM, self._on_sigterm)
+                self._installed = True
+            except ValueError:  # not the main thread: leave signals alone
+                pass
         self.watcher.start()
         return self
 
     def _on_sigterm(self, signum, frame) -> None:
         self.sigterm = True
 
+    @staticmethod
+    def _to_jax(notice: str) -> None:
+        """A metadata notice into JAX's preemption service, by the one door its notifier has."""
+        os.kill(os.getpid(), signal.SIGTERM)
+
     def __exit__(self, *exc) -> None:
         self.watcher.stop()
-        if self._previous_handler is not None:
+        if self._installed:
             signal.signal(signal.SIGTERM, self._previous_handler)
 
     @property
     def reason(self) -> str:
         """What stopped the run, for its log."""
-        return "SIGTERM" if self.sigterm else f"preemption notice ({self.watcher.notice or 'JAX sync point'})"
+        if self.sigterm:
+            return "SIGTERM"
+        if self.watcher.notice is not None:
+            return f"preemption notice ({self.watcher.notice})"
+        return "preemption notice (JAX's preemption sync point: SIGTERM or a metadata notice on some host)"
 
     def due(self, step: int, log_step: bool) -> tuple[bool, bool]:
         """(save at `step`, stop after saving) -- the same answer on every process."""
         by_time, preempted = self.checkpointer.due_by_time(), self.sigterm or self.watcher.notice is not None
         if jax.process_count() > 1:
-            by_time, preempted = _any_process(by_time, preempted) if log_step else (False, False)
-            preempted = preempted or _reached_preemption_sync_point(step)
+            if self.jax_owns_sigterm:  # every host asks at every step, as the sync protocol needs
+                preempted = _reached_preemption_sync_point(step)
+                # No clock (checkpoint_minutes = 0): nothing to agree on, no host collective.
+                clock = log_step and self.checkpointer.every_minutes > 0
+                by_time = _any_process(by_time)[0] if clock else False
+            else:
+                by_time, preempted = _any_process(by_time, preempted) if log_step else (False, False)
         save = self.checkpointer.due_by_steps(step) or by_time or preempted or step == self.last_step
         return save, preempted
 
