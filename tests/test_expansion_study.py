@@ -81,3 +81,19 @@ def test_cached_raw_scale_intervals_convert_to_the_bounded_ones(monkeypatch):
     for key in ("signal_train_lo", "signal_train_hi", "signal_test_lo", "signal_test_hi", "cosine_lo", "cosine_hi"):
         assert converted["signal"][0][key] == pytest.approx(bounded[key], rel=2e-3, abs=2e-3), key
     assert expansion_study.converted_probe(converted) is converted  # already converted: unchanged
+
+
+def test_the_committed_tables_rerender_from_the_cached_probes_unchanged(tmp_path):
+    """`rerender_probe_tables` rebuilds signal.csv, runs.csv and results.md from the committed
+    probe caches alone: on the committed study it must reproduce the committed files. (The
+    tables round to 3-4 digits from cached numbers, so no machine-dependent arithmetic reaches
+    them.)"""
+    import shutil
+    from pathlib import Path
+
+    committed = Path(__file__).resolve().parents[1] / "analysis" / "depth_expansion"
+    out = tmp_path / "depth_expansion"
+    shutil.copytree(committed, out)
+    expansion_study.rerender_probe_tables(out)
+    for name in ("signal.csv", "runs.csv", "results.md"):
+        assert (out / name).read_text() == (committed / name).read_text(), name

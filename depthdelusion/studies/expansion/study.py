@@ -12,6 +12,7 @@ signal_beside_grad.png. Every probe is cached as probes/<run>.json (rerunning sk
 """
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
