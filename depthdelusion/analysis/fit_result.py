@@ -378,11 +378,11 @@ class FitResult:
             f"Method: {METHOD_DESCRIPTIONS[self.method]}; {self.n} runs{kept} ({self.source}); "
             f"{self.k} free parameters"
             + (f"; one offset E per group ({', '.join(map(str, self.offset_groups))})"
-               if self.offset_groups is not None else ""),
+               if self.offset_groups is not None else "")
+            + (f"; search: {self.search}" if self.search else ""),
             f"R² = {self.r2:.4f}   RMSE = {self.rmse:.4f} nats   leave-one-out RMSE = {self.loo_rmse:.4f} nats",
             f"AIC = {self.aic:.2f}   AICc = {self.aicc:.2f}   BIC = {self.bic:.2f}   "
             f"condition number = {self.condition_number:.3g}",
-            (f"Search: {self.search}" if self.search else "Search: not recorded"),
             f"Starts: {self.starts.n_at_best}/{self.starts.n_starts} reached the best optimum"
             + (f"; other local optima (objective): {', '.join(f'{v:.4g}' for v in self.starts.local_optima[1:6])}"
                if len(self.starts.local_optima) > 1 else ""),

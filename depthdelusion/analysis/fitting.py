@@ -302,7 +302,7 @@ def _optimum(problem, search, profile, notes):
     jac = _jacobian_uncertainty(problem, theta)
     statistic, profiles = Statistic(problem, objective), {}
     for restart in range(_PROFILE_RESTARTS + 1) if profile else ():
-        profiles = profile_intervals(problem, theta, statistic, search.cold_starts[:PROFILE_STARTS],
+        profiles = profile_intervals(problem, theta, statistic, search.cold(PROFILE_STARTS),
                                      jac.se_theta)
         theta_better = (_better_optimum(problem, profiles, objective, search)
                         if restart < _PROFILE_RESTARTS else None)
@@ -331,7 +331,8 @@ def _bootstrap_stage(problem, search, theta, jac, bootstrap, refit, seed, strata
         starts = search.refit_starts(theta)
         boot = _Boot(*_bootstrap(problem, starts, theta, bootstrap, seed, strata))
         boot.scheme = (f"{bootstrap} case resamples{how}, each refitted from the full "
-                       f"fit's optimum and the {len(starts) - 1} best starts"
+                       f"fit's optimum" + (f" and the {len(starts) - 1} best starts" if len(starts) > 1
+                                           else " alone")
                        + (f" (the search found no other optimum within {COMPETING:g}× the best "
                           "objective)" if search.n_basins == 1 else ""))
     else:
@@ -355,7 +356,8 @@ def _bootstrap_stage(problem, search, theta, jac, bootstrap, refit, seed, strata
 
 def _loo_stage(problem, search, theta, jac, leave_one_out, notes):
     if leave_one_out == "refit":
-        return _leave_one_out(problem, search.cold_starts[:LOO_STARTS])
+        return _leave_one_out(problem, search.refit_starts(theta)[:1] if search.warm
+                              else search.cold_starts[:LOO_STARTS])
     if leave_one_out == "hat":
         notes.append("leave-one-out errors from the hat-matrix diagonal of the Jacobian "
                      "((observed − predicted)/(1 − hᵢᵢ), no refits)")
@@ -396,7 +398,7 @@ def _fit_result(problem, setup, runs, theta, jac, search, boot, loo, seed) -> Fi
 
 
 def _later_profiles(problem, theta, statistic, search, se_theta):
-    cold = search.cold_starts[:PROFILE_STARTS]
+    cold = search.cold(PROFILE_STARTS)
 
     def later_profiles():
         found = profile_intervals(problem, theta, statistic, cold, se_theta)
@@ -459,11 +461,22 @@ class _Search:
         self.ridge_solutions, self.cold_starts = ridge_solutions, cold_starts
         self.n_basins, self.describe = n_basins, describe
 
+    @property
+    def warm(self) -> bool:
+        """Refits start from the optimum alone: variable projection's global grid found one
+        basin (no other minimum within ``COMPETING`` times the best), so a resample's or a
+        profile point's optimum lies in it."""
+        return self.describe.startswith("variable projection") and self.n_basins == 1
+
     def refit_starts(self, theta) -> np.ndarray:
         """Starts of a bootstrap refit: the optimum ``theta``, then the cold starts (fewer where
-        the search found a single basin)."""
+        the search found a single basin, none where it is :attr:`warm`)."""
         cold = self.cold_starts[:ONE_BASIN_REFIT_STARTS] if self.n_basins == 1 else self.cold_starts
-        return np.vstack([np.asarray(theta, float)[None], cold])
+        return np.vstack([np.asarray(theta, float)[None], cold[:0] if self.warm else cold])
+
+    def cold(self, count: int) -> np.ndarray:
+        """The first ``count`` cold starts of a profile point's refit (none when :attr:`warm`)."""
+        return self.cold_starts[:0 if self.warm else count]
 
 
 def _multistart(problem: Problem, grid_points, max_starts, seed, refit_starts) -> _Search:

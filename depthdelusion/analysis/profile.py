@@ -138,8 +138,8 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statis
                 inside = pts[(pts - bound) * side < 0]
                 pts = np.append(inside, bound)
             plans.append((name, j, side, pts, bool(np.isfinite(bound))))
-    for (name, j, side, pts, bounded), (obj, sols) in zip(plans, _evaluate(problem, theta_hat,
-                                                                          cold_starts, plans)):
+    for (name, j, side, pts, bounded), (obj, sols) in zip(plans, _evaluate(problem, theta_hat, cold_starts,
+                                                                          plans, statistic, critical)):
         sides[(name, side)] = dict(j=j, t=np.asarray(pts, float), s=statistic(obj), sol=list(sols),
                                    bounded=bounded)
     for rnd in range(_ROUNDS):
@@ -156,51 +156,53 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statis
         if not refine:
             break
         for (key, plan), (obj, sols) in zip(refine, _evaluate(problem, theta_hat, cold_starts,
-                                                               [p for _, p in refine])):
+                                                               [p for _, p in refine], statistic, critical)):
             d = sides[key]
             t = np.concatenate([d["t"], plan[3]])
             s = np.concatenate([d["s"], statistic(obj)])
             sol = d["sol"] + list(sols)
             order = np.argsort(t * key[1])
             d["t"], d["s"], d["sol"] = t[order], s[order], [sol[i] for i in order]
-    out = {}
-    for name in names:
-        j = problem.names.index(name)
-        all_t, all_s, ends, at_bound, better, notes = [theta_hat[j]], [0.0], {}, [], None, []
-        all_sol = [theta_hat]
-        for side in (-1, 1):
-            d = sides[(name, side)]
-            t, s = d["t"], d["s"]
-            all_sol += d["sol"]
-            all_t += list(t)
-            all_s += list(s)
-            ends[side], hit = _end(theta_hat[j], t, s, side, d["bounded"], critical)
-            if hit:
-                at_bound.append("lower" if side < 0 else "upper")
-            ends[side], note = _shape_at_limit(problem, j, theta_hat[j], t, s, side, ends[side],
-                                               critical)
-            if note:
-                notes.append(note)
-        left_out = int(np.sum(np.isnan(all_s)))
-        if left_out:
-            notes.append(f"{name}: {left_out} profile point(s) still at the iteration cap after "
-                         "a longer continued refit: left out; the interval rests on the others")
-        finite = np.isfinite(all_s)
-        lowest = np.nanmin(np.where(finite, all_s, np.nan)) if finite.any() else 0.0
-        better_theta = None
-        if lowest < -1e-4:
-            better = float(lowest)
-            better_theta = np.asarray(all_sol[int(np.nanargmin(np.where(finite, all_s, np.nan)))])
-        order = np.argsort(all_t)
-        tt = np.asarray(all_t)[order]
-        vals = np.exp(np.clip(tt, -700, 700)) if problem.is_log[j] else tt
-        lo = _natural(problem, j, ends[-1])
-        hi = _natural(problem, j, ends[1])
-        if problem.is_log[j] and ends[-1] == -np.inf:
-            lo = 0.0 if problem.free[j].bounds[0] == 0 else lo
-        out[name] = Profile(name, vals, np.asarray(all_s)[order], (lo, hi), at_bound, better,
-                            better_theta, notes, critical)
-    return out
+    return {name: _profile(problem, name, theta_hat, sides, critical) for name in names}
+
+
+def _profile(problem: Problem, name, theta_hat, sides, critical) -> Profile:
+    """One parameter's Profile from its two walked sides: the interval ends, the notes on its
+    shape, and any lower objective the walk found."""
+    j = problem.names.index(name)
+    all_t, all_s, ends, at_bound, better, notes = [theta_hat[j]], [0.0], {}, [], None, []
+    all_sol = [theta_hat]
+    for side in (-1, 1):
+        d = sides[(name, side)]
+        t, s = d["t"], d["s"]
+        all_sol += d["sol"]
+        all_t += list(t)
+        all_s += list(s)
+        ends[side], hit = _end(theta_hat[j], t, s, side, d["bounded"], critical)
+        if hit:
+            at_bound.append("lower" if side < 0 else "upper")
+        ends[side], note = _shape_at_limit(problem, j, theta_hat[j], t, s, side, ends[side], critical)
+        if note:
+            notes.append(note)
+    left_out = int(np.sum(np.isnan(all_s)))
+    if left_out:
+        notes.append(f"{name}: {left_out} profile point(s) still at the iteration cap after "
+                     "a longer continued refit: left out; the interval rests on the others")
+    finite = np.isfinite(all_s)
+    lowest = np.nanmin(np.where(finite, all_s, np.nan)) if finite.any() else 0.0
+    better_theta = None
+    if lowest < -1e-4:
+        better = float(lowest)
+        better_theta = np.asarray(all_sol[int(np.nanargmin(np.where(finite, all_s, np.nan)))])
+    order = np.argsort(all_t)
+    tt = np.asarray(all_t)[order]
+    vals = np.exp(np.clip(tt, -700, 700)) if problem.is_log[j] else tt
+    lo = _natural(problem, j, ends[-1])
+    hi = _natural(problem, j, ends[1])
+    if problem.is_log[j] and ends[-1] == -np.inf:
+        lo = 0.0 if problem.free[j].bounds[0] == 0 else lo
+    return Profile(name, vals, np.asarray(all_s)[order], (lo, hi), at_bound, better,
+                   better_theta, notes, critical)
 
 
 def _shape_at_limit(problem, j, t_hat, t, s, side, end, critical):
@@ -281,8 +283,10 @@ def _end(t_hat, t, s, side, bounded, critical=CRITICAL):
     return side * np.inf, False
 
 
-def _evaluate(problem: Problem, theta_hat, cold_starts, plans):
-    """Refit every planned point; returns per plan (objective (P,), solutions (P, k))."""
+def _evaluate(problem: Problem, theta_hat, cold_starts, plans, statistic=None, critical=CRITICAL):
+    """Refit every planned point; returns per plan (objective (P,), solutions (P, k)).
+    ``statistic`` (Λ of an objective) limits the continued refits to the points up to each
+    plan's first crossing of ``critical`` (:func:`_continue_capped`)."""
     if not plans:
         return []
     k = problem.k
@@ -320,17 +324,38 @@ def _evaluate(problem: Problem, theta_hat, cold_starts, plans):
             better = best2[pi][0] < best[pi][0]
             for part in range(3):
                 best[pi][part][better] = best2[pi][part][better]
-    _continue_capped(problem, plans, best)
+    _continue_capped(problem, plans, best, statistic, critical)
     return [(obj, sols) for obj, sols, _ in best]
 
 
-def _continue_capped(problem: Problem, plans, best) -> None:
+def _continue_capped(problem: Problem, plans, best, statistic=None, critical=CRITICAL) -> None:
     """A point whose best refit stopped at the iteration cap (from the optimum, the cold starts
     and its neighbours alike) is continued from there with a longer budget; one that still does
-    not converge is left out of the profile (NaN: neither a crossing nor a bracket)."""
-    todo = [(pi, pos) for pi in range(len(plans)) for pos in np.flatnonzero(best[pi][2] == CAPPED)]
-    if not todo:
-        return
+    not converge is left out of the profile (NaN: neither a crossing nor a bracket).
+
+    With ``statistic``, only the points up to a plan's first crossing are continued (again
+    after a continued crossing point fell below the cut): a capped point's objective is an
+    upper bound on the profile there, so a point beyond the first crossing cannot move it, and
+    it keeps that bound. Far-out points on a flat direction are the ones that reach the cap."""
+    done = set()
+    while True:
+        todo = [(pi, pos) for pi in range(len(plans)) for pos in _capped_to_continue(best[pi], statistic, critical)
+                if (pi, pos) not in done]
+        if not todo:
+            return
+        done.update(todo)
+        _continue(problem, plans, best, todo)
+
+
+def _capped_to_continue(best_plan, statistic, critical):
+    capped = np.flatnonzero(best_plan[2] == CAPPED)
+    if statistic is None or not len(capped):
+        return capped
+    c = _first_crossing(statistic(best_plan[0]), critical)
+    return capped if c is None else capped[capped <= c]
+
+
+def _continue(problem: Problem, plans, best, todo) -> None:
     k = problem.k
     frozen = np.zeros((len(todo), k), bool)
     for r, (pi, _) in enumerate(todo):

@@ -155,7 +155,7 @@ def grid_search(problem: Problem, sp: Split, points: int = GRID_POINTS) -> GridS
     obj = 0.5 * rss
     minima = _local_minima(obj.reshape((per,) * m) if m else obj, m)
     what = sp.describe(problem)
-    size = " × ".join([str(per)] * m) if m else "1"
+    size = " × ".join([str(per)] * m) if m > 1 else f"{per}-point"
     deficient = False
     if len(minima) and np.all(np.isfinite(gram[minima[0]])):
         ev = np.linalg.eigvalsh(gram[minima[0]])
