@@ -303,7 +303,7 @@ def _optimum(problem, search, profile, notes):
     statistic, profiles = Statistic(problem, objective), {}
     for restart in range(_PROFILE_RESTARTS + 1) if profile else ():
         profiles = profile_intervals(problem, theta, statistic, search.cold(PROFILE_STARTS),
-                                     jac.se_theta)
+                                     jac.se_theta, staged=search.warm)
         theta_better = (_better_optimum(problem, profiles, objective, search)
                         if restart < _PROFILE_RESTARTS else None)
         if theta_better is None:
@@ -401,7 +401,7 @@ def _later_profiles(problem, theta, statistic, search, se_theta):
     cold = search.cold(PROFILE_STARTS)
 
     def later_profiles():
-        found = profile_intervals(problem, theta, statistic, cold, se_theta)
+        found = profile_intervals(problem, theta, statistic, cold, se_theta, staged=search.warm)
         return found, f"{statistic.describe}, {statistic.cut}"
     return later_profiles
 

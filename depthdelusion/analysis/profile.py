@@ -45,6 +45,7 @@ LEVEL = 0.95
 CRITICAL = float(stats.chi2.ppf(LEVEL, 1))  # 3.841
 SMALL_N = 30  # at or below this many runs the cut is F-calibrated
 _OFFSETS = 2.0 ** np.arange(-2, 12)  # multiples of the step h outward from the optimum
+_NEAR = 6  # steps up to 2³ h: a staged walk goes beyond only on sides that have not crossed
 _REFINE = 6  # interior points evaluated per round in the bracketing interval of a crossing
 _ROUNDS = 4  # refinement rounds at most: a bracket still rising by JUMP after them is a jump
 JUMP = 1.0   # a rise of Λ (about a quarter of the cut) inside a bracket refined 7⁴-fold
@@ -116,17 +117,23 @@ def _bracket(t_hat, t, s, c):
 
 
 def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statistic,
-                      cold_starts: np.ndarray, se_theta: np.ndarray, names=None) -> dict:
+                      cold_starts: np.ndarray, se_theta: np.ndarray, names=None,
+                      staged: bool = False) -> dict:
     """Profiles of ``names`` (default: every free parameter) around the optimum ``theta_hat``.
 
     The grid is adaptive: each side walks outward in doubling steps until Λ crosses the cut, then
     the bracketing interval is refined (``_REFINE`` points per round) while Λ still rises by more
     than ``JUMP`` across it, for at most ``_ROUNDS`` rounds. A crossing that remains a jump after
     them is a discontinuity of the profile (e.g. the kink leaving the data): when a flat stretch
-    precedes it, the limit is the grid's or the model's, not the data's, and the side is open."""
+    precedes it, the limit is the grid's or the model's, not the data's, and the side is open.
+
+    ``staged``: the walk first takes the steps up to ``_NEAR`` and only the sides that have not
+    crossed go on to the far ones (for a fit whose search found a single basin, where nothing
+    beyond the crossing can be a better optimum; far points on a flat direction are the costly
+    refits). Otherwise every step is refitted, so that a better optimum beyond a crossing
+    is found."""
     critical = getattr(statistic, "critical", CRITICAL)
     names = list(problem.names if names is None else names)
-    sides = {}  # (name, side) -> dict(j, t, s, sol, bounded)
     plans = []
     for name in names:
         j = problem.names.index(name)
@@ -138,10 +145,31 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statis
                 inside = pts[(pts - bound) * side < 0]
                 pts = np.append(inside, bound)
             plans.append((name, j, side, pts, bool(np.isfinite(bound))))
-    for (name, j, side, pts, bounded), (obj, sols) in zip(plans, _evaluate(problem, theta_hat, cold_starts,
-                                                                          plans, statistic, critical)):
+    evaluate = lambda todo: _evaluate(problem, theta_hat, cold_starts, todo, statistic, critical)
+    sides = {}  # (name, side) -> dict(j, t, s, sol, bounded)
+    near = [(nm, j, sd, pts[:_NEAR] if staged else pts, b) for nm, j, sd, pts, b in plans]
+    for (name, j, side, pts, bounded), (obj, sols) in zip(near, evaluate(near)):
         sides[(name, side)] = dict(j=j, t=np.asarray(pts, float), s=statistic(obj), sol=list(sols),
                                    bounded=bounded)
+    far = [(nm, j, sd, pts[_NEAR:], b) for nm, j, sd, pts, b in plans
+           if staged and len(pts) > _NEAR and _first_crossing(sides[(nm, sd)]["s"], critical) is None]
+    for (name, _, side, pts, _), (obj, sols) in zip(far, evaluate(far)):
+        _add_points(sides[(name, side)], side, pts, statistic(obj), sols)
+    _refine(sides, theta_hat, critical, evaluate, statistic)
+    return {name: _profile(problem, name, theta_hat, sides, critical) for name in names}
+
+
+def _add_points(d, side, t, s, sols) -> None:
+    t = np.concatenate([d["t"], t])
+    s = np.concatenate([d["s"], s])
+    sol = d["sol"] + list(sols)
+    order = np.argsort(t * side)
+    d["t"], d["s"], d["sol"] = t[order], s[order], [sol[i] for i in order]
+
+
+def _refine(sides, theta_hat, critical, evaluate, statistic) -> None:
+    """Refine each side's bracket of its first crossing while Λ jumps across it (the first
+    round always), at most ``_ROUNDS`` rounds."""
     for rnd in range(_ROUNDS):
         refine = []
         for (name, side), d in sides.items():
@@ -155,15 +183,8 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statis
             refine.append(((name, side), (name, d["j"], side, inner, False)))
         if not refine:
             break
-        for (key, plan), (obj, sols) in zip(refine, _evaluate(problem, theta_hat, cold_starts,
-                                                               [p for _, p in refine], statistic, critical)):
-            d = sides[key]
-            t = np.concatenate([d["t"], plan[3]])
-            s = np.concatenate([d["s"], statistic(obj)])
-            sol = d["sol"] + list(sols)
-            order = np.argsort(t * key[1])
-            d["t"], d["s"], d["sol"] = t[order], s[order], [sol[i] for i in order]
-    return {name: _profile(problem, name, theta_hat, sides, critical) for name in names}
+        for (key, plan), (obj, sols) in zip(refine, evaluate([p for _, p in refine])):
+            _add_points(sides[key], key[1], plan[3], statistic(obj), sols)
 
 
 def _profile(problem: Problem, name, theta_hat, sides, critical) -> Profile:
