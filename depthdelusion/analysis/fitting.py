@@ -110,7 +110,7 @@ def _init_box(problem: Problem):
 
 
 def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
-        fixed: dict | None = None, grid_points: int = 3, max_starts: int = 64,
+        fixed: dict | None = None, grid_points: int | None = None, max_starts: int | None = None,
         leave_one_out: bool | str | None = None, profile: bool | None = None,
         group_offsets: bool = False, groups=None, refit_starts: int = REFIT_STARTS,
         bootstrap_refit: bool | None = None, overestimate_weight: float | None = None,
@@ -128,7 +128,8 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
     the others, and the grid's best local minima are polished on every row — exact for least
     squares, the start generator for Huber. ``"multistart"``: scale parameters in log space
     from a grid of ``grid_points`` per parameter (at most ``max_starts`` starts), every start
-    solved. ``None``: variable projection where the law has linear parameters and at most
+    solved (defaults 3 and 64). ``None``: the multi-start when ``grid_points`` or ``max_starts``
+    is given, else variable projection where the law has linear parameters and at most
     ``varpro.AUTO_NONLINEAR`` nonlinear ones (and no group offsets), the multi-start otherwise.
     Either way the best optimum is kept and every other local optimum reported.
 
@@ -185,9 +186,6 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
     _add_row_diagnostics(result, runs, problem, theta, jac.J, found.cold_starts, setup.offset_groups,
                          groups is None, diagnostics if diagnostics is not None else
                          bool(bootstrap or profile or leave_one_out), outlier_threshold)
-    if method == "huber":
-        result.notes.append("Jacobian intervals of a Huber fit treat it as least squares on "
-                            "log-loss residuals: approximate; prefer the profile or bootstrap ones")
     return result
 
 
@@ -271,6 +269,9 @@ def _stage_sizes(n, bootstrap, leave_one_out, profile, bootstrap_refit, notes):
 
 def _search(problem, search, grid_points, max_starts, seed, refit_starts, notes) -> "_Search":
     """The global search the fit asked for (or its default for the law)."""
+    if search is None and (grid_points is not None or max_starts is not None):
+        search = "multistart"  # the options are the multi-start's
+    grid_points, max_starts = grid_points or 3, max_starts or 64
     sp = varpro.split(problem) if search != "multistart" else None
     if search == "varpro" and sp is None:
         raise ValueError(f"search 'varpro' needs a law linear in some of its parameters (bounded "
@@ -415,6 +416,9 @@ def _method_notes(problem, law, method) -> list[str]:
     if method == "asymmetric":
         notes.append("Jacobian intervals of an asymmetric fit treat it as least squares: "
                      "approximate; prefer the profile or bootstrap ones")
+    if method == "huber":  # (row diagnostics add flags, not notes: the notes' order is kept)
+        notes.append("Jacobian intervals of a Huber fit treat it as least squares on "
+                     "log-loss residuals: approximate; prefer the profile or bootstrap ones")
     return notes
 
 
