@@ -168,34 +168,49 @@ def grid_search(problem: Problem, sp: Split, points: int = GRID_POINTS) -> GridS
 
 def _bounded_lsq(phi, t, w, nonneg):
     """Per grid point g, argmin over c of Σ wᵢ (tᵍᵢ − Σⱼ cⱼ φᵍⱼᵢ)² with cⱼ ≥ 0 where ``nonneg``:
-    every support set tried (exact for ≤ ``MAX_LINEAR`` coefficients). Returns (c (G, L),
-    rss (G,), the column-scaled Gram matrices (G, L, L))."""
+    every support set tried (exact for ≤ ``MAX_LINEAR`` coefficients), each by a batched QR of
+    the weighted, column-scaled design (not the normal equations, whose residual sum would
+    cancel digits when the fit is good relative to the losses' size). Returns (c (G, L), rss
+    (G,), the column-scaled Gram matrices (G, L, L))."""
     G, L, _ = phi.shape
+    sw = np.sqrt(w)
     with np.errstate(all="ignore"):
-        scale = np.sqrt(np.einsum("gln,n->gl", phi * phi, w))
+        X = np.transpose(phi, (0, 2, 1)) * sw[None, :, None]  # (G, n, L)
+        scale = np.linalg.norm(X, axis=1)
         scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
-        ps = phi / scale[:, :, None]
-        gram = np.einsum("gln,gmn->glm", ps * w, ps)
-        b = np.einsum("gln,gn->gl", ps * w, t)
-        tt = np.einsum("gn,gn->g", t * w, t)
-    best_rss, best_c = tt.copy(), np.zeros((G, L))
+        X = X / scale[:, None, :]
+        y = t * sw
+    ok_g = np.all(np.isfinite(X), axis=(1, 2)) & np.all(np.isfinite(y), axis=1)
+    X = np.where(ok_g[:, None, None], X, 0.0)
+    y = np.where(ok_g[:, None], y, 0.0)
+    best_rss, best_c = np.einsum("gn,gn->g", y, y), np.zeros((G, L))
     holdable = np.flatnonzero(nonneg)
     for held in itertools.chain.from_iterable(itertools.combinations(holdable, r) for r in range(len(holdable) + 1)):
         free = np.setdiff1d(np.arange(L), held)
         if not len(free):
             continue
-        sub = gram[:, free][:, :, free]
-        ok = np.all(np.isfinite(sub), axis=(1, 2)) & np.all(np.isfinite(b[:, free]), axis=1)
-        c = np.zeros((G, len(free)))
-        if ok.any():
-            c[ok] = np.einsum("glm,gm->gl", np.linalg.pinv(sub[ok], rcond=1e-13, hermitian=True), b[ok][:, free])
-        rss = tt - np.einsum("gl,gl->g", c, b[:, free])
-        feasible = ok & np.all((c >= 0) | ~nonneg[free], axis=1) & (rss < best_rss)
-        best_rss[feasible] = rss[feasible]
+        c = _lstsq(X[:, :, free], y)
+        with np.errstate(all="ignore"):
+            r = y - np.einsum("gnl,gl->gn", X[:, :, free], c)
+            rss = np.einsum("gn,gn->g", r, r)
+        feasible = np.all((c >= 0) | ~nonneg[free], axis=1) & np.isfinite(rss) & (rss < best_rss)
         full = np.zeros((G, L))
         full[:, free] = c
+        best_rss[feasible] = rss[feasible]
         best_c[feasible] = full[feasible]
-    return best_c / scale, np.where(np.isfinite(best_rss), np.maximum(best_rss, 0.0), np.inf), gram
+    gram = np.einsum("gnl,gnm->glm", X, X)
+    best_rss = np.where(ok_g, best_rss, np.inf)
+    return best_c / scale, best_rss, gram
+
+
+def _lstsq(X, y):
+    """Batched least squares by reduced QR; a rank-deficient design by the pseudo-inverse."""
+    Q, R = np.linalg.qr(X)
+    rhs = np.einsum("gnl,gn->gl", Q, y)
+    d = np.abs(np.einsum("gll->gl", R))
+    if np.all(d > 1e-10 * np.maximum(d.max(axis=1, keepdims=True), 1e-300)):
+        return np.linalg.solve(R, rhs[:, :, None])[:, :, 0]
+    return np.einsum("glm,gm->gl", np.linalg.pinv(R, rcond=1e-10), rhs)
 
 
 def _local_minima(obj, m) -> np.ndarray:
