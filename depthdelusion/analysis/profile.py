@@ -130,8 +130,9 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statis
     ``staged``: the walk first takes the steps up to ``_NEAR`` and only the sides that have not
     crossed go on to the far ones (for a fit whose search found a single basin, where nothing
     beyond the crossing can be a better optimum; far points on a flat direction are the costly
-    refits). Otherwise every step is refitted, so that a better optimum beyond a crossing
-    is found."""
+    refits; their refits stopped at the iteration cap are continued only up to the first
+    crossing). Otherwise every step is refitted, and every capped refit continued, so that a
+    better optimum beyond a crossing is found."""
     critical = getattr(statistic, "critical", CRITICAL)
     names = list(problem.names if names is None else names)
     plans = []
@@ -145,7 +146,9 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statis
                 inside = pts[(pts - bound) * side < 0]
                 pts = np.append(inside, bound)
             plans.append((name, j, side, pts, bool(np.isfinite(bound))))
-    evaluate = lambda todo: _evaluate(problem, theta_hat, cold_starts, todo, statistic, critical)
+    # a staged walk also continues capped refits only up to the first crossing
+    evaluate = lambda todo: _evaluate(problem, theta_hat, cold_starts, todo,
+                                      statistic if staged else None, critical)
     sides = {}  # (name, side) -> dict(j, t, s, sol, bounded)
     near = [(nm, j, sd, pts[:_NEAR] if staged else pts, b) for nm, j, sd, pts, b in plans]
     for (name, j, side, pts, bounded), (obj, sols) in zip(near, evaluate(near)):

@@ -65,7 +65,8 @@ TABLES = {
 
 
 @pytest.mark.parametrize("table,law,method", [
-    ("paper", "kaplan", "lm"), ("paper", "kaplan", "huber"), ("synthetic_depth_width", "kaplan", "lm"),
+    ("paper", "kaplan", "lm"), ("paper", "kaplan", "huber"), ("paper", "shape_quadratic", "lm"),
+    ("synthetic_depth_width", "kaplan", "lm"),
     ("chinchilla_300", "chinchilla", "lm"), ("chinchilla_300", "chinchilla", "huber"),
     ("chinchilla_300", "chinchilla", "asymmetric"), ("chinchilla_weak_data_term", "chinchilla", "huber"),
 ])
