@@ -330,10 +330,11 @@ def _bootstrap_stage(problem, search, theta, jac, bootstrap, refit, seed, strata
     how = " within groups" if strata is not None else ""
     if refit:
         starts = search.refit_starts(theta)
-        boot = _Boot(*_bootstrap(problem, starts, theta, bootstrap, seed, strata))
-        boot.scheme = (f"{bootstrap} case resamples{how}, each refitted from the full "
-                       f"fit's optimum" + (f" and the {len(starts) - 1} best starts" if len(starts) > 1
-                                           else " alone")
+        first = _OneStep(problem, theta, jac.J, jac.r) if search.warm else None
+        boot = _Boot(*_bootstrap(problem, starts, theta, bootstrap, seed, strata, first))
+        boot.scheme = (f"{bootstrap} case resamples{how}, each refitted from "
+                       + ("its own Gauss–Newton step off the full fit's optimum" if search.warm else
+                          f"the full fit's optimum and the {len(starts) - 1} best starts")
                        + (f" (the search found no other optimum within {COMPETING:g}× the best "
                           "objective)" if search.n_basins == 1 else ""))
     else:
@@ -764,15 +765,19 @@ def _rows_per_block(n: int, copies: int) -> int:
     return max(1, _CHUNK_ELEMENTS // max(n * copies, 1))
 
 
-def _bootstrap(problem: Problem, starts, theta, n_boot: int, seed: int, strata=None):
-    """Case-bootstrap refits, each from every one of ``starts`` (best kept). A refit whose best
-    start stopped at the iteration cap is continued from where it stopped and restarted from the
-    full fit's optimum ``theta`` (a longer budget); one that still does not converge is left out
-    and counted. Returns (θ samples, failed, not converged)."""
-    n, s = len(problem.y), len(starts)
+def _bootstrap(problem: Problem, starts, theta, n_boot: int, seed: int, strata=None,
+               first_step=None):
+    """Case-bootstrap refits, each from every one of ``starts`` (best kept), or, with
+    ``first_step`` (a :class:`_OneStep`), each from its own resample's Gauss–Newton step off the
+    optimum (a start nearer its optimum than the optimum is: fewer iterations, the same
+    solution). A refit whose best start stopped at the iteration cap is continued from where it
+    stopped and restarted from the full fit's optimum ``theta`` (a longer budget); one that
+    still does not converge is left out and counted. Returns (θ samples, failed, not converged)."""
+    n, s = len(problem.y), 1 if first_step is not None else len(starts)
     samples, n_failed, n_capped = [], 0, 0
     for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, _rows_per_block(n, s)):
-        res = problem.solve(np.tile(starts, (len(W), 1)), np.repeat(W, s, axis=0))
+        first = first_step(W) if first_step is not None else np.tile(starts, (len(W), 1))
+        res = problem.solve(first, np.repeat(W, s, axis=0))
         rows, failed = _best_of_starts(res, len(W), s)
         thetas, status = res.theta[rows], res.status[rows]
         capped = np.flatnonzero(~failed & (status == CAPPED))
@@ -790,24 +795,36 @@ def _bootstrap(problem: Problem, starts, theta, n_boot: int, seed: int, strata=N
     return np.concatenate(samples).reshape(-1, problem.k), n_failed, n_capped
 
 
+class _OneStep:
+    """θ of resample weights W (rows): one Gauss–Newton (IRLS for Huber) step from the optimum
+    θ̂ with the Jacobian J held fixed, clipped to the bounds. Cost O(n·k²) per resample, no law
+    evaluation."""
+
+    def __init__(self, problem: Problem, theta, J, r):
+        n, k = J.shape
+        col = np.linalg.norm(J, axis=0)
+        self.col = np.where(col > 0, col, 1.0)
+        Js = J / self.col
+        omega = irls_weights(r, problem.huber, problem.overestimate_weight)
+        self.JJ = (Js[:, :, None] * Js[:, None, :]).reshape(n, k * k) * omega[:, None]
+        self.Jr = Js * (omega * r)[:, None]
+        self.problem, self.theta, self.k = problem, np.asarray(theta, float), k
+
+    def __call__(self, W) -> np.ndarray:
+        H = (W @ self.JJ).reshape(-1, self.k, self.k)
+        g = W @ self.Jr
+        step = -np.einsum("bkl,bl->bk", np.linalg.pinv(H, hermitian=True), g) / self.col
+        return np.clip(self.theta + step, self.problem.lo, self.problem.hi)
+
+
 def _bootstrap_one_step(problem: Problem, theta, J, r, n_boot: int, seed: int, strata=None):
-    """The case bootstrap linearised at the optimum: each resample's θ is one Gauss–Newton
-    (IRLS for Huber) step from θ̂ with the Jacobian J held fixed, clipped to the bounds. Cost
-    O(n_boot·n·k²), no law evaluation; it approximates the refitted bootstrap where the fit is
-    close to linear over the bootstrap spread, i.e. on large tables."""
+    """The case bootstrap linearised at the optimum (:class:`_OneStep` per resample); it
+    approximates the refitted bootstrap where the fit is close to linear over the bootstrap
+    spread, i.e. on large tables."""
     n, k = J.shape
-    col = np.linalg.norm(J, axis=0)
-    col = np.where(col > 0, col, 1.0)
-    Js = J / col
-    omega = irls_weights(r, problem.huber, problem.overestimate_weight)
-    JJ = (Js[:, :, None] * Js[:, None, :]).reshape(n, k * k) * omega[:, None]
-    Jr = Js * (omega * r)[:, None]
-    samples = []
-    for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, _rows_per_block(n, 1)):
-        H = (W @ JJ).reshape(-1, k, k)
-        g = W @ Jr
-        step = -np.einsum("bkl,bl->bk", np.linalg.pinv(H, hermitian=True), g) / col
-        samples.append(problem.natural(np.clip(theta + step, problem.lo, problem.hi)))
+    step = _OneStep(problem, theta, J, r)
+    samples = [problem.natural(step(W))
+               for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, _rows_per_block(n, 1))]
     return np.concatenate(samples).reshape(-1, k)
 
 
