@@ -24,8 +24,7 @@ import itertools
 import math
 
 import numpy as np
-from scipy import stats
-from scipy.stats import qmc
+from scipy import special
 
 from .columns import check_law_columns
 from .diagnostics import OUTLIER_Z, leverage, pooled_group_flag, pooled_groups, row_diagnostics
@@ -94,6 +93,8 @@ def start_grid(problem: Problem, grid_points: int, max_starts: int, seed: int) -
     centre = (lo + hi) / 2
     if max_starts == 1:
         return centre[None]
+    from scipy.stats import qmc  # here: importing scipy.stats costs a second of CPU
+
     sobol = qmc.Sobol(d=k, scramble=True, seed=seed)
     m = max(int(math.ceil(math.log2(max_starts - 1))), 0)
     unit = sobol.random_base2(m)[:max_starts - 1]  # a balanced 2^m design, its first points
@@ -707,7 +708,7 @@ def _jacobian_uncertainty(problem: Problem, theta) -> _Jacobian:
     corr[:, unbounded] = np.nan
     np.fill_diagonal(corr, 1.0)
     se_theta = np.where(unbounded, np.inf, se_s / np.where(col > 0, col, 1.0))
-    tq = stats.t.ppf(0.975, max(n - k, 1))
+    tq = float(special.stdtrit(max(n - k, 1), 0.975))  # Student t quantile
     values = problem.values(theta)
     stderr, ci = {}, {}
     for j, p in enumerate(problem.free):
