@@ -565,11 +565,13 @@ def _varpro_search(problem: Problem, sp, seed, refit_starts, auto) -> _Search | 
     parameters (on a seeded subsample above ``varpro.SEARCH_ROWS`` rows), its best local minima
     polished on every row. The polished starts are the summary's starts; the refits' cold
     starts are they and then the grid's next best points. None when ``auto`` and the linear
-    parameters' design is rank-deficient at the grid's best point: a ridge, which the
-    multi-start's many starts show and a few polished minima do not."""
+    parameters' design is rank-deficient at the grid's best point (a ridge, which the
+    multi-start's many starts show and a few polished minima do not), or that point is on the
+    grid's edge (the optimum may lie beyond the start ranges, where the grid says nothing:
+    on tables with exponents outside them the polish ended in another basin)."""
     sub = _search_subset(problem, seed, varpro.SEARCH_ROWS)
     grid = varpro.grid_search(sub or problem, sp)
-    if auto and grid.rank_deficient:
+    if auto and (grid.rank_deficient or grid.at_edge):
         return None
     picks = varpro.polish_candidates(grid)
     if not len(picks):

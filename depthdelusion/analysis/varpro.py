@@ -126,6 +126,9 @@ class GridSearch:
     #: row depends on, or collinear ones): a ridge of equally good fits, which one polished
     #: start cannot show
     rank_deficient: bool = False
+    #: the grid's best point lies on the edge of the grid (a nonlinear parameter at an end of its
+    #: start range): the optimum may lie beyond the grid, where its resolution says nothing
+    at_edge: bool = False
 
 
 def grid_search(problem: Problem, sp: Split, points: int = GRID_POINTS) -> GridSearch:
@@ -156,14 +159,16 @@ def grid_search(problem: Problem, sp: Split, points: int = GRID_POINTS) -> GridS
     minima = _local_minima(obj.reshape((per,) * m) if m else obj, m)
     what = sp.describe(problem)
     size = " × ".join([str(per)] * m) if m > 1 else f"{per}-point"
-    deficient = False
+    deficient = at_edge = False
     if len(minima) and np.all(np.isfinite(gram[minima[0]])):
         ev = np.linalg.eigvalsh(gram[minima[0]])
         deficient = bool(ev[0] <= 1e-10 * max(ev[-1], 1e-300))
+    if len(minima) and m:
+        at_edge = any(int(i) in (0, per - 1) for i in np.unravel_index(minima[0], (per,) * m))
     return GridSearch(theta, obj, minima, (per,) * m,
                       f"variable projection ({what}, on a {size} grid over their start ranges"
                       + (", weights 1/L² as a start for the Huber fit" if problem.huber else "") + ")",
-                      deficient)
+                      deficient, at_edge)
 
 
 def _bounded_lsq(phi, t, w, nonneg):

@@ -107,3 +107,14 @@ def test_the_cli_selects_the_search(tmp_path, capsys):
         assert json.loads(capsys.readouterr().out)["starts"]["search"].startswith(start)
     assert main(["fit", str(csv), "--law", "chinchilla", "--bootstrap", "0", "--json", "--starts", "8"]) == 0
     assert json.loads(capsys.readouterr().out)["starts"]["n_starts"] == 8  # --starts: the multi-start
+
+
+def test_a_grid_minimum_on_the_grid_edge_falls_back_to_the_multistart():
+    # beta = 0.6 lies beyond beta's start range [0.1, 0.5] and the A term is thousands of nats:
+    # the grid's best point is on its edge, and polishing it ended in another basin (0.75 vs
+    # 0.006); the default search then takes the multi-start
+    runs = chinchilla_runs(100, noise=0.01, E=1.8, A=3e4, alpha=0.08, B=3e4, beta=0.6)
+    default = fit(runs, "chinchilla", **BARE)
+    multistart = fit(runs, "chinchilla", search="multistart", **BARE)
+    assert default.search.startswith("multi-start")
+    assert objective_of(default, runs) <= objective_of(multistart, runs) * (1 + 1e-9)
