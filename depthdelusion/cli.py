@@ -412,11 +412,19 @@ def _fit(p):
                         "each k; prints the error per step and writes rollout.csv under --out")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap refits (0 to skip)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--starts", type=int, default=64, metavar="N",
-                   help="at most N starting points: the full grid if it has at most N points, else "
-                        "the centre and a seeded scrambled Sobol design (default 64)")
-    p.add_argument("--grid-points", type=int, default=3, metavar="K",
-                   help="grid values per parameter over its init range (default 3)")
+    p.add_argument("--starts", type=int, metavar="N",
+                   help="multi-start: at most N starting points: the full grid if it has at most N "
+                        "points, else the centre and a seeded scrambled Sobol design (default 64; "
+                        "giving it selects --search multistart)")
+    p.add_argument("--grid-points", type=int, metavar="K",
+                   help="multi-start: grid values per parameter over its init range (default 3; "
+                        "giving it selects --search multistart)")
+    p.add_argument("--search", choices=("varpro", "multistart"),
+                   help="the global search: varpro (variable projection: the parameters the law is "
+                        "linear in, e.g. E, A, B, solved by NNLS on a grid over the others, its best "
+                        "minima polished on every row) or multistart (--starts starts, each solved); "
+                        "default: varpro for laws with linear parameters and at most 2 others, "
+                        "multistart otherwise (said in the summary)")
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
     p.add_argument("--json", dest="json_output", action="store_true", help="print the fit as JSON")
     p.add_argument("--params", choices=("total", "non_embedding", "recomputed"),

@@ -159,29 +159,19 @@ def pick_law(runs) -> tuple[str, str]:
 
 
 def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "lm", bootstrap: int = 1000,
-            seed: int = 0, starts: int = 64, grid_points: int = 3, group: str | None = None,
+            seed: int = 0, starts: int | None = None, grid_points: int | None = None, group: str | None = None,
             columns: str | None = None, json_output: bool = False, column=None,
             reduce: str | None = None, table_name: str | None = None, pool: str | None = None,
             loss: str | None = None, overestimate_weight: float | None = None,
             validate: str | None = None, by: str | None = None, where: str | None = None,
             drop_outliers: bool = False, outlier_threshold: float = 4.0,
-            params: str | None = None, vocab: int | None = None, out: str | None = None) -> int:
-    import json
-    from pathlib import Path
-
-    from .diagnostics import write_rows
+            params: str | None = None, vocab: int | None = None, out: str | None = None,
+            search: str | None = None) -> int:
     from .fitting import fit
-    from .problem import LOSSES
     from .published import fit_pooled, parse_table_arg, pool as pool_runs
 
-    if (runs is None) == (table_name is None):
-        raise ValueError("fit: give RUNS or --table NAME, not both and not neither")
-    if pool and runs is None:
-        raise ValueError("fit --pool NAME pools RUNS (our runs) with a published table: give RUNS")
-    if pool and (by or drop_outliers):
-        raise ValueError("fit --pool fits one pooled table: --by and --drop-outliers do not apply")
-    if not outlier_threshold > 0:
-        raise ValueError(f"--outlier-threshold {outlier_threshold}: must be a positive robust z")
+    method = _check_fit_options(runs, table_name, pool, by, drop_outliers, outlier_threshold,
+                                starts, grid_points, loss, method, overestimate_weight, validate)
     table = (_load(runs, group=group, columns=columns, column=column, reduce=reduce, where=where)
              if runs is not None else load_runs_of_table(table_name, group, where))
     if params is not None:  # the convention as asked, said in the fit's notes
@@ -195,8 +185,46 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
     if law is None:
         law, why = pick_law(table)
         print(why, file=sys.stderr)
+    options = dict(bootstrap=bootstrap, seed=seed, grid_points=grid_points, max_starts=starts,
+                   diagnostics=True, outlier_threshold=outlier_threshold, search=search)
+    if overestimate_weight is not None:
+        options["overestimate_weight"] = overestimate_weight
+    if pooled:
+        parts = {None: table}
+        results = {None: fit_pooled(ours, pooled[0], law, method, path=pooled[1], **options)}
+    else:
+        parts = split_rows(table, by, law, method, drop_outliers, outlier_threshold, seed)
+        results = {v: fit(part, law, method, **options) for v, part in parts.items()}
+    _print_fits(results, parts, by, json_output, out)
+    if validate == "rollout":
+        from pathlib import Path
+
+        from .rollout import rollout
+
+        checked = rollout(table, law, method, seed=seed, overestimate_weight=overestimate_weight,
+                          grid_points=grid_points, max_starts=starts)
+        Path(out or ".").mkdir(parents=True, exist_ok=True)
+        path = checked.write_csv(Path(out or ".") / "rollout.csv")
+        print(checked.summary(), file=sys.stderr if json_output else sys.stdout)
+        print(f"wrote {path}", file=sys.stderr)
+    return exit_codes.OK
+
+
+def _check_fit_options(runs, table_name, pool, by, drop_outliers, outlier_threshold, starts,
+                       grid_points, loss, method, overestimate_weight, validate) -> str:
+    """The `fit` options checked together (one-line errors); returns the method --loss names."""
+    from .problem import LOSSES
+
+    if (runs is None) == (table_name is None):
+        raise ValueError("fit: give RUNS or --table NAME, not both and not neither")
+    if pool and runs is None:
+        raise ValueError("fit --pool NAME pools RUNS (our runs) with a published table: give RUNS")
+    if pool and (by or drop_outliers):
+        raise ValueError("fit --pool fits one pooled table: --by and --drop-outliers do not apply")
+    if not outlier_threshold > 0:
+        raise ValueError(f"--outlier-threshold {outlier_threshold}: must be a positive robust z")
     for flag, value in (("--starts", starts), ("--grid-points", grid_points)):
-        if value < 1:
+        if value is not None and value < 1:
             raise ValueError(f"{flag}={value}: must be a positive integer")
     if loss is not None:
         if loss not in LOSSES:
@@ -206,16 +234,16 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
         raise ValueError("--overestimate-weight applies to --loss asymmetric only")
     if validate not in (None, "rollout"):
         raise ValueError(f"--validate {validate!r}: valid: rollout")
-    options = dict(bootstrap=bootstrap, seed=seed, grid_points=grid_points, max_starts=starts,
-                   diagnostics=True, outlier_threshold=outlier_threshold)
-    if overestimate_weight is not None:
-        options["overestimate_weight"] = overestimate_weight
-    if pooled:
-        parts = {None: table}
-        results = {None: fit_pooled(ours, pooled[0], law, method, path=pooled[1], **options)}
-    else:
-        parts = split_rows(table, by, law, method, drop_outliers, outlier_threshold, seed)
-        results = {v: fit(part, law, method, **options) for v, part in parts.items()}
+    return method
+
+
+def _print_fits(results, parts, by, json_output, out) -> None:
+    """Each fit's summary (or JSON), and its rows under ``out``."""
+    import json
+    from pathlib import Path
+
+    from .diagnostics import write_rows
+
     if out:
         for value, result in results.items():
             folder = Path(out) if value is None else Path(out) / _safe_dir(f"{by}={value}")
@@ -229,16 +257,6 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
             print("\n\n".join(f"== {by} = {v} ({r.n} rows) ==\n{r.summary()}" for v, r in results.items()))
     else:
         print(results[None].to_json() if json_output else results[None].summary())
-    if validate == "rollout":
-        from .rollout import rollout
-
-        checked = rollout(table, law, method, seed=seed, overestimate_weight=overestimate_weight,
-                          grid_points=grid_points, max_starts=starts)
-        Path(out or ".").mkdir(parents=True, exist_ok=True)
-        path = checked.write_csv(Path(out or ".") / "rollout.csv")
-        print(checked.summary(), file=sys.stderr if json_output else sys.stdout)
-        print(f"wrote {path}", file=sys.stderr)
-    return exit_codes.OK
 
 
 def run_isoflop(*, runs: str, by: str | None = None, group: str | None = None,

@@ -252,8 +252,6 @@ def _all_numbers(values) -> bool:
 def pooled_groups(runs, residuals, *, offset_column: str | None = None) -> list[dict]:
     """For every grouping column the fit pooled (all but ``offset_column``): its values with
     rows and median residual, and a Kruskal–Wallis test of the residuals between them."""
-    from scipy import stats
-
     resid = np.asarray(residuals, float)
     found = []
     for col, labels in grouping_columns(runs).items():
@@ -264,6 +262,8 @@ def pooled_groups(runs, residuals, *, offset_column: str | None = None) -> list[
         per = {v: r for v, r in per.items() if len(r)}
         if len(per) < 2:
             continue
+        from scipy import stats  # here: importing scipy.stats costs a second of CPU
+
         try:
             h, p = stats.kruskal(*per.values())
         except ValueError:  # every residual equal

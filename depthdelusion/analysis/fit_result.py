@@ -133,6 +133,8 @@ class FitResult:
     offset_groups: list | None = None
     profile_statistic: str = ""
     bootstrap_scheme: str = ""
+    #: how the optimum was searched for (variable projection or multi-start), for the summary
+    search: str = ""
     #: θ at the optimum (log for scale parameters) and its Jacobian standard errors
     theta: np.ndarray | None = field(default=None, repr=False)
     se_theta: np.ndarray | None = field(default=None, repr=False)
@@ -336,7 +338,7 @@ class FitResult:
             "residuals": {n: float(r) for n, r in zip(self.run_names, self.residuals)},
             "starts": {"n_starts": self.starts.n_starts, "n_success": self.starts.n_success,
                        "n_at_best": self.starts.n_at_best, "local_optima": self.starts.local_optima,
-                       "ridge_params": self.starts.ridge_params},
+                       "ridge_params": self.starts.ridge_params, "search": self.search},
             "ridge_solutions": self.ridge_solutions, "tie_tolerance": self.tie_tolerance,
             "flags": self.flags, "notes": self.notes, "profile_notes": self.profile_notes,
             "seed": self.seed,
@@ -376,7 +378,8 @@ class FitResult:
             f"Method: {METHOD_DESCRIPTIONS[self.method]}; {self.n} runs{kept} ({self.source}); "
             f"{self.k} free parameters"
             + (f"; one offset E per group ({', '.join(map(str, self.offset_groups))})"
-               if self.offset_groups is not None else ""),
+               if self.offset_groups is not None else "")
+            + (f"; search: {self.search}" if self.search else ""),
             f"R² = {self.r2:.4f}   RMSE = {self.rmse:.4f} nats   leave-one-out RMSE = {self.loo_rmse:.4f} nats",
             f"AIC = {self.aic:.2f}   AICc = {self.aicc:.2f}   BIC = {self.bic:.2f}   "
             f"condition number = {self.condition_number:.3g}",

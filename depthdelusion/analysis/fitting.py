@@ -24,8 +24,7 @@ import itertools
 import math
 
 import numpy as np
-from scipy import stats
-from scipy.stats import qmc
+from scipy import special
 
 from .columns import check_law_columns
 from .diagnostics import OUTLIER_Z, leverage, pooled_group_flag, pooled_groups, row_diagnostics
@@ -36,9 +35,12 @@ from .profile import Statistic, profile_intervals
 from .replicates import replicate_cells
 from .runs import Runs, load_runs
 from .solver import CAPPED, FAILED, MAX_ITER, irls_weights
+from . import varpro
 
 # least squares on loss / Huber on log-loss / asymmetric squares on loss; all by bounded LM
 METHODS = ("lm", "huber", "asymmetric")
+#: the global searches (None: variable projection where the law allows it, see ``fit``)
+SEARCHES = (None, "varpro", "multistart")
 TIE = 1e-6  # relative objective difference below which two optima are equally good
 # Starts per bootstrap refit, besides the full fit's optimum: the start of each distinct local
 # optimum the multi-start found, then the next best starts. Measured on the paper data with the
@@ -91,6 +93,8 @@ def start_grid(problem: Problem, grid_points: int, max_starts: int, seed: int) -
     centre = (lo + hi) / 2
     if max_starts == 1:
         return centre[None]
+    from scipy.stats import qmc  # here: importing scipy.stats costs a second of CPU
+
     sobol = qmc.Sobol(d=k, scramble=True, seed=seed)
     m = max(int(math.ceil(math.log2(max_starts - 1))), 0)
     unit = sobol.random_base2(m)[:max_starts - 1]  # a balanced 2^m design, its first points
@@ -107,33 +111,44 @@ def _init_box(problem: Problem):
 
 
 def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
-        fixed: dict | None = None, grid_points: int = 3, max_starts: int = 64,
+        fixed: dict | None = None, grid_points: int | None = None, max_starts: int | None = None,
         leave_one_out: bool | str | None = None, profile: bool | None = None,
         group_offsets: bool = False, groups=None, refit_starts: int = REFIT_STARTS,
         bootstrap_refit: bool | None = None, overestimate_weight: float | None = None,
-        diagnostics: bool | None = None, outlier_threshold: float = OUTLIER_Z) -> FitResult:
+        diagnostics: bool | None = None, outlier_threshold: float = OUTLIER_Z,
+        search: str | None = None) -> FitResult:
     """Fit ``law`` (a registered name or Law) to ``runs`` (anything :func:`load_runs` takes).
 
     ``method``: ``"lm"`` (least squares on loss residuals) or ``"huber"`` (Huber on log-loss
     residuals) or ``"asymmetric"`` (squared loss residuals, an overestimate weighted
     ``overestimate_weight``, default ``problem.OVERESTIMATE_WEIGHT``: the 1/(1+w) expectile, a
-    lower envelope rather than the mean), all minimised by bounded Levenberg–Marquardt. Scale parameters are fitted in log space from a grid of ``grid_points`` per
-    parameter (at most ``max_starts`` starts); the best optimum is kept and every other local
-    optimum reported. ``bootstrap`` case-resampling refits (seeded by ``seed``) each start from
-    the optimum and the ``refit_starts`` best starts (the best start of each distinct local
-    optimum first; ``ONE_BASIN_REFIT_STARTS`` of them where the multi-start found one optimum
-    within ``COMPETING`` times the best objective);
-    a refit still at the iteration cap after a restart is left out and counted.
-    Leave-one-out refits start from the first ``LOO_STARTS`` cold starts. ``profile`` computes
-    profile-likelihood intervals for every free parameter. ``fixed`` pins parameters to given
-    values. ``group_offsets=True`` fits one offset E per group (``groups``: labels per run,
-    default ``runs.group``); the bootstrap then resamples within groups. Token parameters of a
-    law are dropped (the term is absorbed into E) unless every run has a token count and they vary.
+    lower envelope rather than the mean), all minimised by bounded Levenberg–Marquardt.
+
+    ``search``: how the global optimum is found. ``"varpro"`` (:mod:`.varpro`): the parameters
+    the law is linear in (Chinchilla's E, A, B) are solved by NNLS for each point of a grid over
+    the others, and the grid's best local minima are polished on every row — exact for least
+    squares, the start generator for Huber. ``"multistart"``: scale parameters in log space
+    from a grid of ``grid_points`` per parameter (at most ``max_starts`` starts), every start
+    solved (defaults 3 and 64). ``None``: the multi-start when ``grid_points`` or ``max_starts``
+    is given, else variable projection where the law has linear parameters and at most
+    ``varpro.AUTO_NONLINEAR`` nonlinear ones (and no group offsets), the multi-start otherwise.
+    Either way the best optimum is kept and every other local optimum reported.
+
+    ``bootstrap`` case-resampling refits (seeded by ``seed``) each start from the optimum and
+    the ``refit_starts`` best starts (the best start of each distinct local optimum first;
+    ``ONE_BASIN_REFIT_STARTS`` of them where the search found one optimum within
+    ``COMPETING`` times the best objective); a refit still at the iteration cap after a
+    restart is left out and counted. Leave-one-out refits start from the first
+    ``LOO_STARTS`` cold starts. ``profile`` computes profile-likelihood intervals for every free
+    parameter. ``fixed`` pins parameters to given values. ``group_offsets=True`` fits one offset
+    E per group (``groups``: labels per run, default ``runs.group``); the bootstrap then
+    resamples within groups. Token parameters of a law are dropped (the term is absorbed into
+    E) unless every run has a token count and they vary.
 
     Sizes (``None`` = by the number of rows n): ``leave_one_out`` ``"refit"`` (True) refits
     every held-out fit, ``"hat"`` uses the hat-matrix deletion formula, False skips it; by
     default refits when n ≤ ``LOO_REFIT_ROWS`` and ``bootstrap`` > 0, the hat matrix otherwise
-    (``bootstrap=0`` thus makes no refit beyond the multi-start). ``profile`` defaults to
+    (``bootstrap=0`` thus makes no refit beyond the search). ``profile`` defaults to
     n ≤ ``PROFILE_ROWS`` (``FitResult.conf_int(method="profile")`` computes it later).
     ``bootstrap_refit`` defaults to n ≤ ``BOOT_REFIT_ROWS``; beyond, one Gauss–Newton step per
     resample from the optimum.
@@ -145,57 +160,97 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
-    law = get_law(law)
-    runs = load_runs(runs)
+    if search not in SEARCHES:
+        raise ValueError(f"unknown search {search!r}; known: {', '.join(s for s in SEARCHES if s)} "
+                         "(or None: by the law)")
+    law, runs = get_law(law), load_runs(runs)
     check_law_columns(law, runs)
-    fixed = dict(fixed or {})
-    notes = list(runs.notes)
-    if not any(n.startswith("replicates reduced") for n in notes):
-        replicates = replicate_cells(runs)
-        if replicates.cells:
-            notes.append(replicates.describe(runs))
-    for name in fixed:
-        law.param(name)  # raises for unknown names
-    if law.needs_tokens and not runs.tokens_vary:
-        raise ValueError(f"law {law.name!r} needs per-run token counts that vary; these runs have "
-                         f"{_describe_tokens(runs)}. Use a law without a data term (e.g. 'kaplan')")
-    token_term = law.needs_tokens
-    if law.token_params:
-        if runs.tokens_vary:
-            token_term = True
-            notes.append("token term B·T^−β included: token counts vary across runs")
-        else:
-            for k, v in law.token_params.items():
-                fixed.setdefault(k, v)
-            notes.append(f"token term dropped (absorbed into E): tokens {_describe_tokens(runs)}")
-    labels = np.asarray(runs.group if groups is None else groups, dtype=object)
-    if len(labels) != len(runs):
-        raise ValueError(f"groups has {len(labels)} labels for {len(runs)} runs")
-    offset_groups, gidx = None, None
-    if group_offsets:
+    setup = _Setup(runs, law, fixed, method, group_offsets, groups, overestimate_weight)
+    problem, notes = setup.problem, setup.notes
+    n, k = len(problem.y), problem.k
+    leave_one_out, profile, bootstrap_refit = _stage_sizes(n, bootstrap, leave_one_out, profile,
+                                                           bootstrap_refit, notes)
+    found = _search(problem, search, grid_points, max_starts, seed, refit_starts, notes)
+    theta, jac, statistic, profiles = _optimum(problem, found, profile, notes)
+    strata = setup.gidx if setup.offset_groups is not None else None
+    boot = _bootstrap_stage(problem, found, theta, jac, bootstrap, bootstrap_refit, seed, strata, notes)
+    loo = _loo_stage(problem, found, theta, jac, leave_one_out, notes)
+    result = _fit_result(problem, setup, runs, theta, jac, found, boot, loo, seed)
+    result.ci_profile = {nm: p.interval for nm, p in profiles.items()} if profile else None
+    result.profiles = profiles
+    result.profile_statistic = f"{statistic.describe}, {statistic.cut}" if profile else ""
+    if not profile:
+        result.profile_fn = _later_profiles(problem, theta, statistic, found, jac.se_theta)
+    result.flags = (jac.flags + _identifiability_flags(result, problem)
+                    + _pooling_flags(runs, setup.labels, law, setup.token_term, setup.offset_groups))
+    result.notes += _method_notes(problem, law, method)
+    _add_row_diagnostics(result, runs, problem, theta, jac.J, found.cold_starts, setup.offset_groups,
+                         groups is None, diagnostics if diagnostics is not None else
+                         bool(bootstrap or profile or leave_one_out), outlier_threshold)
+    return result
+
+
+class _Setup:
+    """The fit's problem from the runs: fixed and dropped parameters, group offsets, notes."""
+
+    def __init__(self, runs, law, fixed, method, group_offsets, groups, overestimate_weight):
+        fixed = dict(fixed or {})
+        self.notes = notes = list(runs.notes)
+        if not any(n.startswith("replicates reduced") for n in notes):
+            replicates = replicate_cells(runs)
+            if replicates.cells:
+                notes.append(replicates.describe(runs))
+        for name in fixed:
+            law.param(name)  # raises for unknown names
+        if law.needs_tokens and not runs.tokens_vary:
+            raise ValueError(f"law {law.name!r} needs per-run token counts that vary; these runs have "
+                             f"{_describe_tokens(runs)}. Use a law without a data term (e.g. 'kaplan')")
+        self.token_term = law.needs_tokens
+        if law.token_params:
+            if runs.tokens_vary:
+                self.token_term = True
+                notes.append("token term B·T^−β included: token counts vary across runs")
+            else:
+                for k, v in law.token_params.items():
+                    fixed.setdefault(k, v)
+                notes.append(f"token term dropped (absorbed into E): tokens {_describe_tokens(runs)}")
+        self.fixed = fixed
+        self.labels = np.asarray(runs.group if groups is None else groups, dtype=object)
+        self._offsets(law, runs, group_offsets)
+        if overestimate_weight is not None and method != "asymmetric":
+            raise ValueError(f"an overestimate weight applies to the asymmetric loss, not {method!r}")
+        self.problem = Problem(law, fixed, LawInputs.from_runs(runs), runs.loss, method,
+                               self.offset_groups, self.gidx, overestimate_weight)
+        self.problem.run_names = list(runs.name)
+        if self.problem.overestimate_weight is not None:
+            w = self.problem.overestimate_weight
+            notes.append(f"asymmetric loss: an overestimate (prediction above the loss) weighs {w:g}× an "
+                         f"underestimate, so the fit is the {1 / (1 + w):.3g} expectile of the loss — "
+                         "near the lower envelope of the runs, not their mean (for small runs that "
+                         "were under-tuned); RMSE, R² and AIC are of this fit's residuals")
+        n, k = len(runs), self.problem.k
+        if n <= k + 1:
+            raise ValueError(f"law {law.name!r} has {k} free parameters; fitting it needs more than "
+                             f"{k + 1} runs, got {n}")
+
+    def _offsets(self, law, runs, group_offsets):
+        labels, fixed = self.labels, self.fixed
+        if len(labels) != len(runs):
+            raise ValueError(f"groups has {len(labels)} labels for {len(runs)} runs")
+        self.offset_groups, self.gidx = None, None
+        if not group_offsets:
+            return
         if OFFSET not in law.param_names or OFFSET in fixed:
             raise ValueError(f"group offsets need a free additive offset {OFFSET!r}; law {law.name!r} "
                              f"has parameters {law.param_names}" + (" (E is fixed)" if OFFSET in fixed else ""))
-        offset_groups = sorted(set(labels), key=str)
-        gidx = np.array([offset_groups.index(g) for g in labels])
-        notes.append(f"one offset E per group ({', '.join(f'{g}: {int((labels == g).sum())} runs' for g in offset_groups)}); "
-                     "the other parameters are shared")
-    x, y = LawInputs.from_runs(runs), runs.loss
-    if overestimate_weight is not None and method != "asymmetric":
-        raise ValueError(f"an overestimate weight applies to the asymmetric loss, not {method!r}")
-    problem = Problem(law, fixed, x, y, method, offset_groups, gidx, overestimate_weight)
-    if problem.overestimate_weight is not None:
-        w = problem.overestimate_weight
-        notes.append(f"asymmetric loss: an overestimate (prediction above the loss) weighs {w:g}× an "
-                     f"underestimate, so the fit is the {1 / (1 + w):.3g} expectile of the loss — "
-                     "near the lower envelope of the runs, not their mean (for small runs that "
-                     "were under-tuned); RMSE, R² and AIC are of this fit's residuals")
-    problem.run_names = list(runs.name)
-    n, k = len(y), problem.k
-    if n <= k + 1:
-        raise ValueError(f"law {law.name!r} has {k} free parameters; fitting it needs more than "
-                         f"{k + 1} runs, got {n}")
+        self.offset_groups = sorted(set(labels), key=str)
+        self.gidx = np.array([self.offset_groups.index(g) for g in labels])
+        self.notes.append(f"one offset E per group ({', '.join(f'{g}: {int((labels == g).sum())} runs' for g in self.offset_groups)}); "
+                          "the other parameters are shared")
 
+
+def _stage_sizes(n, bootstrap, leave_one_out, profile, bootstrap_refit, notes):
+    """The sizes of the interval stages, defaulted by the number of rows n."""
     if leave_one_out is None:
         leave_one_out = "refit" if n <= LOO_REFIT_ROWS and bootstrap else "hat"
     elif leave_one_out is True:
@@ -210,17 +265,47 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
                          "computes them")
     if bootstrap_refit is None:
         bootstrap_refit = n <= BOOT_REFIT_ROWS
-    search = _multistart(problem, grid_points, max_starts, seed, refit_starts)
+    return leave_one_out, profile, bootstrap_refit
+
+
+def _search(problem, search, grid_points, max_starts, seed, refit_starts, notes) -> "_Search":
+    """The global search the fit asked for (or its default for the law)."""
+    if search is None and (grid_points is not None or max_starts is not None):
+        search = "multistart"  # the options are the multi-start's
+    grid_points, max_starts = grid_points or 3, max_starts or 64
+    sp = varpro.split(problem) if search != "multistart" else None
+    if search == "varpro" and sp is None:
+        raise ValueError(f"search 'varpro' needs a law linear in some of its parameters (bounded "
+                         f"[0, ∞) or free) and no group offsets; law {problem.law.name!r} with "
+                         f"free parameters {problem.names} has none: use search='multistart'")
+    n = len(problem.y)
+    auto = search is None
+    if sp is not None and (not auto or len(sp.nonlinear) <= varpro.AUTO_NONLINEAR):
+        found = _varpro_search(problem, sp, seed, refit_starts, auto)
+    else:
+        found = None
+    if found is not None:
+        if n > varpro.SEARCH_ROWS:
+            notes.append(f"variable-projection grid on a seeded subsample of {varpro.SEARCH_ROWS} "
+                         f"of the {n} rows; its best minima polished on every row")
+        return found
+    found = _multistart(problem, grid_points, max_starts, seed, refit_starts)
     if n > SEARCH_ROWS:
         notes.append(f"multi-start on a seeded subsample of {SEARCH_ROWS} of the {n} rows (the "
                      f"start counts and local optima describe it); the best start of each of the "
                      f"{POLISH_STARTS} best distinct optima refitted on every row")
+    return found
+
+
+def _optimum(problem, search, profile, notes):
+    """θ at the optimum with its Jacobian uncertainty, and the profiles when asked; a profile
+    that finds a lower objective restarts the fit from it (at most ``_PROFILE_RESTARTS``)."""
     theta, objective = search.theta, search.objective
     jac = _jacobian_uncertainty(problem, theta)
     statistic, profiles = Statistic(problem, objective), {}
     for restart in range(_PROFILE_RESTARTS + 1) if profile else ():
-        profiles = profile_intervals(problem, theta, statistic, search.cold_starts[:PROFILE_STARTS],
-                                     jac.se_theta)
+        profiles = profile_intervals(problem, theta, statistic, search.cold(PROFILE_STARTS),
+                                     jac.se_theta, staged=search.warm)
         theta_better = (_better_optimum(problem, profiles, objective, search)
                         if restart < _PROFILE_RESTARTS else None)
         if theta_better is None:
@@ -230,6 +315,62 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
         theta, objective = theta_better, search.objective
         jac = _jacobian_uncertainty(problem, theta)
         statistic = Statistic(problem, objective)
+    return theta, jac, statistic, profiles
+
+
+class _Boot:
+    def __init__(self, samples=None, n_failed=0, n_capped=0, scheme=""):
+        self.samples, self.n_failed, self.n_capped, self.scheme = samples, n_failed, n_capped, scheme
+        self.ci = None
+
+
+def _bootstrap_stage(problem, search, theta, jac, bootstrap, refit, seed, strata, notes) -> _Boot:
+    """The case bootstrap: refitted (from the optimum and the best starts) or one-step."""
+    if not bootstrap:
+        return _Boot()
+    how = " within groups" if strata is not None else ""
+    if refit:
+        starts = search.refit_starts(theta)
+        first = _OneStep(problem, theta, jac.J, jac.r) if search.warm else None
+        boot = _Boot(*_bootstrap(problem, starts, theta, bootstrap, seed, strata, first))
+        boot.scheme = (f"{bootstrap} case resamples{how}, each refitted from "
+                       + ("its own Gauss–Newton step off the full fit's optimum" if search.warm else
+                          f"the full fit's optimum and the {len(starts) - 1} best starts")
+                       + (f" (the search found no other optimum within {COMPETING:g}× the best "
+                          "objective)" if search.n_basins == 1 else ""))
+    else:
+        boot = _Boot(_bootstrap_one_step(problem, theta, jac.J, jac.r, bootstrap, seed, strata))
+        boot.scheme = (f"{bootstrap} case resamples{how}, each one Gauss–Newton step from "
+                       f"the optimum with the Jacobian held fixed (linearised; n = {len(problem.y)} "
+                       f"> {BOOT_REFIT_ROWS})")
+    if boot.n_capped:
+        kept = bootstrap - boot.n_failed - boot.n_capped
+        notes.append(f"{boot.n_capped} of {bootstrap} bootstrap refits stopped at the iteration cap "
+                     "even when restarted from the optimum: left out of the bootstrap intervals, "
+                     f"which rest on the other {kept}"
+                     + (" (more than 5% left out: the bootstrap intervals are unreliable)"
+                        if boot.n_capped + boot.n_failed > 0.05 * bootstrap else ""))
+    if len(boot.samples):
+        boot.ci = {nm: (float(np.percentile(boot.samples[:, i], 2.5)),
+                        float(np.percentile(boot.samples[:, i], 97.5)))
+                   for i, nm in enumerate(problem.names)}
+    return boot
+
+
+def _loo_stage(problem, search, theta, jac, leave_one_out, notes):
+    if leave_one_out == "refit":
+        return _leave_one_out(problem, search.refit_starts(theta)[:1] if search.warm
+                              else search.cold_starts[:LOO_STARTS])
+    if leave_one_out == "hat":
+        notes.append("leave-one-out errors from the hat-matrix diagonal of the Jacobian "
+                     "((observed − predicted)/(1 − hᵢᵢ), no refits)")
+        return _leave_one_out_hat(problem, jac.J, jac.r, problem.predict(theta))
+    return None
+
+
+def _fit_result(problem, setup, runs, theta, jac, search, boot, loo, seed) -> FitResult:
+    """The FitResult of the optimum θ with its statistics and intervals (profiles set later)."""
+    y, n, k = problem.y, len(problem.y), problem.k
     values = problem.values(theta)
     pred = problem.predict(theta)
     resid = y - pred
@@ -239,90 +380,48 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
     loglik_term = n * math.log(max(rss, 1e-300) / n)
     aic = loglik_term + 2 * big_k
     aicc = aic + 2 * big_k * (big_k + 1) / (n - big_k - 1) if n - big_k - 1 > 0 else math.inf
-
-    strata = gidx if offset_groups is not None else None
-    n_failed = n_capped = 0
-    refit_starts_used = search.refit_starts(theta)
-    if not bootstrap:
-        boot = None
-    elif bootstrap_refit:
-        boot, n_failed, n_capped = _bootstrap(problem, refit_starts_used, theta, bootstrap, seed, strata)
-    else:
-        boot = _bootstrap_one_step(problem, theta, jac.J, jac.r, bootstrap, seed, strata)
-    if n_capped:
-        notes.append(f"{n_capped} of {bootstrap} bootstrap refits stopped at the iteration cap "
-                     "even when restarted from the optimum: left out of the bootstrap intervals, "
-                     "which rest on the other " + f"{bootstrap - n_failed - n_capped}"
-                     + (" (more than 5% left out: the bootstrap intervals are unreliable)"
-                        if n_capped + n_failed > 0.05 * bootstrap else ""))
-    ci_boot = None
-    if boot is not None and len(boot):
-        ci_boot = {nm: (float(np.percentile(boot[:, i], 2.5)), float(np.percentile(boot[:, i], 97.5)))
-                   for i, nm in enumerate(problem.names)}
-    if leave_one_out == "refit":
-        loo = _leave_one_out(problem, search.cold_starts[:LOO_STARTS])
-    elif leave_one_out == "hat":
-        loo = _leave_one_out_hat(problem, jac.J, jac.r, pred)
-        notes.append("leave-one-out errors from the hat-matrix diagonal of the Jacobian "
-                     "((observed − predicted)/(1 − hᵢᵢ), no refits)")
-    else:
-        loo = np.full(n, np.nan)
-    if strata is not None:
-        boot_how = " within groups"
-    else:
-        boot_how = ""
-    if bootstrap_refit:
-        boot_scheme = (f"{bootstrap} case resamples{boot_how}, each refitted from the full "
-                       f"fit's optimum and the {len(refit_starts_used) - 1} best starts"
-                       + (f" (the multi-start found no other optimum within {COMPETING:g}× the best "
-                          "objective)" if search.n_basins == 1 else ""))
-    else:
-        boot_scheme = (f"{bootstrap} case resamples{boot_how}, each one Gauss–Newton step from "
-                       f"the optimum with the Jacobian held fixed (linearised; n = {n} > {BOOT_REFIT_ROWS})")
-
     result = FitResult(
-        law=law, method=method, params={nm: values[nm] for nm in problem.names},
-        fixed=fixed, stderr=jac.stderr, ci_jacobian=jac.ci, ci_bootstrap=ci_boot,
-        bootstrap_params=boot, n_bootstrap_failed=n_failed, n_bootstrap_not_converged=n_capped,
-        correlation=jac.corr,
+        law=problem.law, method=problem.method, params={nm: values[nm] for nm in problem.names},
+        fixed=setup.fixed, stderr=jac.stderr, ci_jacobian=jac.ci, ci_bootstrap=boot.ci,
+        bootstrap_params=boot.samples, n_bootstrap_failed=boot.n_failed,
+        n_bootstrap_not_converged=boot.n_capped, correlation=jac.corr,
         condition_number=jac.cond, n=n, k=k, rss=rss, r2=1 - rss / tss if tss > 0 else math.nan,
         rmse=math.sqrt(rss / n), aic=aic, aicc=aicc, bic=loglik_term + big_k * math.log(n),
-        loo_rmse=_rms(loo) if leave_one_out else math.nan,
-        loo_residuals=loo, observed=y.copy(), predicted=pred, residuals=resid, starts=search.summary,
-        run_names=list(runs.name), notes=notes, source=runs.source, seed=seed,
-        ci_profile={nm: p.interval for nm, p in profiles.items()} if profile else None,
-        profiles=profiles, jacobian_log=[p.name for p in problem.free if p.log],
+        loo_rmse=_rms(loo) if loo is not None else math.nan,
+        loo_residuals=loo if loo is not None else np.full(n, np.nan), observed=y.copy(),
+        predicted=pred, residuals=resid, starts=search.summary,
+        run_names=list(runs.name), notes=setup.notes, source=runs.source, seed=seed,
+        jacobian_log=[p.name for p in problem.free if p.log],
         bounds={p.name: tuple(p.bounds) for p in problem.free},
-        ridge_solutions=search.ridge_solutions, tie_tolerance=TIE, offset_groups=offset_groups,
-        profile_statistic=(f"{statistic.describe}, {statistic.cut}" if profile else ""),
-        bootstrap_scheme=boot_scheme if bootstrap else "")
+        ridge_solutions=search.ridge_solutions, tie_tolerance=TIE, offset_groups=setup.offset_groups,
+        bootstrap_scheme=boot.scheme, search=search.describe)
     result.at_bound = _at_bound(problem, theta)
     result.theta, result.se_theta = np.array(theta, float), np.array(jac.se_theta, float)
-    if not profile:
-        cold = search.cold_starts[:PROFILE_STARTS]
-        se_theta = jac.se_theta
-
-        def later_profiles():
-            found = profile_intervals(problem, theta, statistic, cold, se_theta)
-            return found, f"{statistic.describe}, {statistic.cut}"
-
-        result.profile_fn = later_profiles
-    result.flags = (jac.flags + _identifiability_flags(result, problem)
-                    + _pooling_flags(runs, labels, law, token_term, offset_groups))
-    if problem.broadcasts is False:
-        result.notes.append(f"law {law.name!r} does not broadcast over arrays of parameters, so "
-                            "every start and refit was evaluated one parameter vector at a time "
-                            "(slow); write it with numpy operations to batch them")
-    if method == "asymmetric":
-        result.notes.append("Jacobian intervals of an asymmetric fit treat it as least squares: "
-                            "approximate; prefer the profile or bootstrap ones")
-    _add_row_diagnostics(result, runs, problem, theta, jac.J, search.cold_starts, offset_groups,
-                         groups is None, diagnostics if diagnostics is not None else
-                         bool(bootstrap or profile or leave_one_out), outlier_threshold)
-    if method == "huber":
-        result.notes.append("Jacobian intervals of a Huber fit treat it as least squares on "
-                            "log-loss residuals: approximate; prefer the profile or bootstrap ones")
     return result
+
+
+def _later_profiles(problem, theta, statistic, search, se_theta):
+    cold = search.cold(PROFILE_STARTS)
+
+    def later_profiles():
+        found = profile_intervals(problem, theta, statistic, cold, se_theta, staged=search.warm)
+        return found, f"{statistic.describe}, {statistic.cut}"
+    return later_profiles
+
+
+def _method_notes(problem, law, method) -> list[str]:
+    notes = []
+    if problem.broadcasts is False:
+        notes.append(f"law {law.name!r} does not broadcast over arrays of parameters, so "
+                     "every start and refit was evaluated one parameter vector at a time "
+                     "(slow); write it with numpy operations to batch them")
+    if method == "asymmetric":
+        notes.append("Jacobian intervals of an asymmetric fit treat it as least squares: "
+                     "approximate; prefer the profile or bootstrap ones")
+    if method == "huber":  # (row diagnostics add flags, not notes: the notes' order is kept)
+        notes.append("Jacobian intervals of a Huber fit treat it as least squares on "
+                     "log-loss residuals: approximate; prefer the profile or bootstrap ones")
+    return notes
 
 
 def _add_row_diagnostics(result, runs, problem, theta, J, cold_starts, offset_groups,
@@ -360,19 +459,30 @@ def _describe_tokens(runs: Runs) -> str:
 # --- multi-start search ------------------------------------------------------------------------
 
 class _Search:
-    """The multi-start outcome: chosen θ, its objective, the summary, tied solutions, and the
-    cold starts for refits."""
+    """The search's outcome: chosen θ, its objective, the summary, tied solutions, the cold
+    starts for refits, and how it searched (``describe``)."""
 
-    def __init__(self, theta, objective, summary, ridge_solutions, cold_starts, n_basins):
+    def __init__(self, theta, objective, summary, ridge_solutions, cold_starts, n_basins, describe=""):
         self.theta, self.objective, self.summary = theta, objective, summary
         self.ridge_solutions, self.cold_starts = ridge_solutions, cold_starts
-        self.n_basins = n_basins
+        self.n_basins, self.describe = n_basins, describe
+
+    @property
+    def warm(self) -> bool:
+        """Refits start from the optimum alone: variable projection's global grid found one
+        basin (no other minimum within ``COMPETING`` times the best), so a resample's or a
+        profile point's optimum lies in it."""
+        return self.describe.startswith("variable projection") and self.n_basins == 1
 
     def refit_starts(self, theta) -> np.ndarray:
         """Starts of a bootstrap refit: the optimum ``theta``, then the cold starts (fewer where
-        the multi-start found a single basin)."""
+        the search found a single basin, none where it is :attr:`warm`)."""
         cold = self.cold_starts[:ONE_BASIN_REFIT_STARTS] if self.n_basins == 1 else self.cold_starts
-        return np.vstack([np.asarray(theta, float)[None], cold])
+        return np.vstack([np.asarray(theta, float)[None], cold[:0] if self.warm else cold])
+
+    def cold(self, count: int) -> np.ndarray:
+        """The first ``count`` cold starts of a profile point's refit (none when :attr:`warm`)."""
+        return self.cold_starts[:0 if self.warm else count]
 
 
 def _multistart(problem: Problem, grid_points, max_starts, seed, refit_starts) -> _Search:
@@ -386,35 +496,54 @@ def _multistart(problem: Problem, grid_points, max_starts, seed, refit_starts) -
     grid = start_grid(problem, grid_points, max_starts, seed)
     sub = _search_subset(problem, seed)
     res = (sub or problem).solve(grid)
-    obj = res.objective
-    ok = (res.status != FAILED) & np.isfinite(obj)
+    ok = _converged(res)
     if not ok.any():
         raise ValueError(_no_start_message(sub or problem, grid))
-    best_cost = float(np.min(obj[ok]))
-    order = np.argsort(np.where(ok, obj, np.inf), kind="stable")
-    order = order[ok[order]]
-    optima, basin = [], np.full(len(grid), -1)
-    for i in order:
-        if not optima or obj[i] - optima[-1] > max(1e-4 * optima[-1], 1e-12):
-            optima.append(float(obj[i]))
-        basin[i] = len(optima) - 1
-    at_best = int(np.sum(ok & (obj - best_cost <= max(1e-4 * best_cost, 1e-12))))
-    n_success = int(ok.sum())
+    order, optima, first_of_basin = _basins(res.objective, ok)
+    at_best, n_success = _n_at_best(res.objective, ok), int(ok.sum())
     # cold starts: the start of each distinct local optimum (best first), then the rest
-    first_of_basin = [order[np.flatnonzero(basin[order] == b)[0]] for b in range(len(optima))]
     picks = list(dict.fromkeys(first_of_basin + list(order)))[:max(refit_starts, 1)]
     if sub is not None:  # polish the best distinct optima on every row
         polish = first_of_basin[:POLISH_STARTS]
         res = problem.solve(res.theta[polish])
-        obj = res.objective
-        ok = (res.status != FAILED) & np.isfinite(obj)
+        ok = _converged(res)
         if not ok.any():
             raise ValueError(_no_start_message(problem, grid[polish]))
-        best_cost = float(np.min(obj[ok]))
+    size = "full grid" if len(grid) == grid_points ** problem.k else "Sobol design"
+    return _chosen(problem, res, ok, optima, sub is None, StartsSummary(len(grid), n_success, at_best, optima),
+                   grid[picks], f"multi-start: {len(grid)} starts ({size}), each solved by bounded LM")
+
+
+def _converged(res) -> np.ndarray:
+    return (res.status != FAILED) & np.isfinite(res.objective)
+
+
+def _basins(obj, ok):
+    """(starts in order of objective, distinct optima best first, the first start of each)."""
+    order = np.argsort(np.where(ok, obj, np.inf), kind="stable")
+    order = order[ok[order]]
+    optima, basin = [], np.full(len(obj), -1)
+    for i in order:
+        if not optima or obj[i] - optima[-1] > max(1e-4 * optima[-1], 1e-12):
+            optima.append(float(obj[i]))
+        basin[i] = len(optima) - 1
+    first_of_basin = [order[np.flatnonzero(basin[order] == b)[0]] for b in range(len(optima))]
+    return order, optima, first_of_basin
+
+
+def _n_at_best(obj, ok) -> int:
+    best = float(np.min(obj[ok]))
+    return int(np.sum(ok & (obj - best <= max(1e-4 * best, 1e-12))))
+
+
+def _chosen(problem, res, ok, optima, replace_best, summary, cold_starts, describe) -> _Search:
+    """The first start (in start order) tied with the best objective, the tied solutions when
+    they differ (a ridge), and the number of optima within ``COMPETING`` times the best."""
+    obj = res.objective
+    best_cost = float(np.min(obj[ok]))
     tied = np.flatnonzero(ok & (obj <= best_cost * (1 + TIE) + 1e-300))
     chosen = tied[0]
-    theta = res.theta[chosen]
-    if sub is None:
+    if replace_best:
         optima[0] = float(obj[chosen])
     ridge = _ridge_params(problem, res.theta[tied])
     solutions = []
@@ -425,19 +554,51 @@ def _multistart(problem: Problem, grid_points, max_starts, seed, refit_starts) -
             if not any(np.allclose(t, s, rtol=1e-6, atol=1e-9) for s in seen):
                 seen.append(t)
                 solutions.append(problem.values(t))
-    summary = StartsSummary(len(grid), n_success, at_best, optima, ridge)
+    summary.ridge_params = ridge
     competing = sum(o <= COMPETING * max(optima[0], 1e-300) for o in optima)
-    return _Search(theta, float(obj[chosen]), summary, solutions, grid[picks], competing)
+    return _Search(res.theta[chosen], float(obj[chosen]), summary, solutions, cold_starts,
+                   competing, describe)
 
 
-def _search_subset(problem: Problem, seed: int) -> Problem | None:
-    """The problem on a seeded subsample of ``SEARCH_ROWS`` rows (every group kept), or None
+def _varpro_search(problem: Problem, sp, seed, refit_starts, auto) -> _Search | None:
+    """Variable projection (:mod:`.varpro`): the reduced objective on a grid over the nonlinear
+    parameters (on a seeded subsample above ``varpro.SEARCH_ROWS`` rows), its best local minima
+    polished on every row. The polished starts are the summary's starts; the refits' cold
+    starts are they and then the grid's next best points. None when ``auto`` and the linear
+    parameters' design is rank-deficient at the grid's best point (a ridge, which the
+    multi-start's many starts show and a few polished minima do not), or that point is on the
+    grid's edge (the optimum may lie beyond the start ranges, where the grid says nothing:
+    on tables with exponents outside them the polish ended in another basin)."""
+    sub = _search_subset(problem, seed, varpro.SEARCH_ROWS)
+    grid = varpro.grid_search(sub or problem, sp)
+    if auto and (grid.rank_deficient or grid.at_edge):
+        return None
+    picks = varpro.polish_candidates(grid)
+    if not len(picks):
+        raise ValueError(_no_start_message(problem, grid.theta[:1]))
+    res = varpro.polish(problem, grid.theta[picks])
+    ok = _converged(res)
+    if not ok.any():
+        raise ValueError(_no_start_message(problem, grid.theta[picks]))
+    order, optima, first_of_basin = _basins(res.objective, ok)
+    summary = StartsSummary(len(picks), int(ok.sum()), _n_at_best(res.objective, ok), optima)
+    ranked = np.argsort(np.where(np.isfinite(grid.objective), grid.objective, np.inf), kind="stable")
+    cold = list(dict.fromkeys([picks[i] for i in first_of_basin] + list(picks) + list(ranked)))
+    describe = (f"{grid.describe}; the {len(picks)} best local minim{'um' if len(picks) == 1 else 'a'} "
+                "of the grid polished on every row with every parameter free (trust-region "
+                "least squares, then bounded LM)")
+    return _chosen(problem, res, ok, optima, True, summary,
+                   grid.theta[cold[:max(refit_starts, 1)]], describe)
+
+
+def _search_subset(problem: Problem, seed: int, rows: int = SEARCH_ROWS) -> Problem | None:
+    """The problem on a seeded subsample of ``rows`` rows (every group kept), or None
     when the table is no larger."""
     n = len(problem.y)
-    if n <= SEARCH_ROWS:
+    if n <= rows:
         return None
     rng = np.random.default_rng([seed, n])
-    idx = set(rng.choice(n, SEARCH_ROWS, replace=False).tolist())
+    idx = set(rng.choice(n, rows, replace=False).tolist())
     if problem.gidx is not None:  # one row of each group at least, or its offset is unfitted
         firsts = np.unique(problem.gidx, return_index=True)[1]
         idx.update(firsts.tolist())
@@ -549,7 +710,7 @@ def _jacobian_uncertainty(problem: Problem, theta) -> _Jacobian:
     corr[:, unbounded] = np.nan
     np.fill_diagonal(corr, 1.0)
     se_theta = np.where(unbounded, np.inf, se_s / np.where(col > 0, col, 1.0))
-    tq = stats.t.ppf(0.975, max(n - k, 1))
+    tq = float(special.stdtrit(max(n - k, 1), 0.975))  # Student t quantile
     values = problem.values(theta)
     stderr, ci = {}, {}
     for j, p in enumerate(problem.free):
@@ -607,15 +768,19 @@ def _rows_per_block(n: int, copies: int) -> int:
     return max(1, _CHUNK_ELEMENTS // max(n * copies, 1))
 
 
-def _bootstrap(problem: Problem, starts, theta, n_boot: int, seed: int, strata=None):
-    """Case-bootstrap refits, each from every one of ``starts`` (best kept). A refit whose best
-    start stopped at the iteration cap is continued from where it stopped and restarted from the
-    full fit's optimum ``theta`` (a longer budget); one that still does not converge is left out
-    and counted. Returns (θ samples, failed, not converged)."""
-    n, s = len(problem.y), len(starts)
+def _bootstrap(problem: Problem, starts, theta, n_boot: int, seed: int, strata=None,
+               first_step=None):
+    """Case-bootstrap refits, each from every one of ``starts`` (best kept), or, with
+    ``first_step`` (a :class:`_OneStep`), each from its own resample's Gauss–Newton step off the
+    optimum (a start nearer its optimum than the optimum is: fewer iterations, the same
+    solution). A refit whose best start stopped at the iteration cap is continued from where it
+    stopped and restarted from the full fit's optimum ``theta`` (a longer budget); one that
+    still does not converge is left out and counted. Returns (θ samples, failed, not converged)."""
+    n, s = len(problem.y), 1 if first_step is not None else len(starts)
     samples, n_failed, n_capped = [], 0, 0
     for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, _rows_per_block(n, s)):
-        res = problem.solve(np.tile(starts, (len(W), 1)), np.repeat(W, s, axis=0))
+        first = first_step(W) if first_step is not None else np.tile(starts, (len(W), 1))
+        res = problem.solve(first, np.repeat(W, s, axis=0))
         rows, failed = _best_of_starts(res, len(W), s)
         thetas, status = res.theta[rows], res.status[rows]
         capped = np.flatnonzero(~failed & (status == CAPPED))
@@ -633,24 +798,36 @@ def _bootstrap(problem: Problem, starts, theta, n_boot: int, seed: int, strata=N
     return np.concatenate(samples).reshape(-1, problem.k), n_failed, n_capped
 
 
+class _OneStep:
+    """θ of resample weights W (rows): one Gauss–Newton (IRLS for Huber) step from the optimum
+    θ̂ with the Jacobian J held fixed, clipped to the bounds. Cost O(n·k²) per resample, no law
+    evaluation."""
+
+    def __init__(self, problem: Problem, theta, J, r):
+        n, k = J.shape
+        col = np.linalg.norm(J, axis=0)
+        self.col = np.where(col > 0, col, 1.0)
+        Js = J / self.col
+        omega = irls_weights(r, problem.huber, problem.overestimate_weight)
+        self.JJ = (Js[:, :, None] * Js[:, None, :]).reshape(n, k * k) * omega[:, None]
+        self.Jr = Js * (omega * r)[:, None]
+        self.problem, self.theta, self.k = problem, np.asarray(theta, float), k
+
+    def __call__(self, W) -> np.ndarray:
+        H = (W @ self.JJ).reshape(-1, self.k, self.k)
+        g = W @ self.Jr
+        step = -np.einsum("bkl,bl->bk", np.linalg.pinv(H, hermitian=True), g) / self.col
+        return np.clip(self.theta + step, self.problem.lo, self.problem.hi)
+
+
 def _bootstrap_one_step(problem: Problem, theta, J, r, n_boot: int, seed: int, strata=None):
-    """The case bootstrap linearised at the optimum: each resample's θ is one Gauss–Newton
-    (IRLS for Huber) step from θ̂ with the Jacobian J held fixed, clipped to the bounds. Cost
-    O(n_boot·n·k²), no law evaluation; it approximates the refitted bootstrap where the fit is
-    close to linear over the bootstrap spread, i.e. on large tables."""
+    """The case bootstrap linearised at the optimum (:class:`_OneStep` per resample); it
+    approximates the refitted bootstrap where the fit is close to linear over the bootstrap
+    spread, i.e. on large tables."""
     n, k = J.shape
-    col = np.linalg.norm(J, axis=0)
-    col = np.where(col > 0, col, 1.0)
-    Js = J / col
-    omega = irls_weights(r, problem.huber, problem.overestimate_weight)
-    JJ = (Js[:, :, None] * Js[:, None, :]).reshape(n, k * k) * omega[:, None]
-    Jr = Js * (omega * r)[:, None]
-    samples = []
-    for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, _rows_per_block(n, 1)):
-        H = (W @ JJ).reshape(-1, k, k)
-        g = W @ Jr
-        step = -np.einsum("bkl,bl->bk", np.linalg.pinv(H, hermitian=True), g) / col
-        samples.append(problem.natural(np.clip(theta + step, problem.lo, problem.hi)))
+    step = _OneStep(problem, theta, J, r)
+    samples = [problem.natural(step(W))
+               for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, _rows_per_block(n, 1))]
     return np.concatenate(samples).reshape(-1, k)
 
 

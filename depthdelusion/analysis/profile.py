@@ -36,15 +36,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
+from scipy import special  # the χ² and F quantiles without importing scipy.stats (a second of CPU)
 
 from .problem import Problem
 from .solver import CAPPED, CONVERGED, FAILED, MAX_ITER
 
 LEVEL = 0.95
-CRITICAL = float(stats.chi2.ppf(LEVEL, 1))  # 3.841
+CRITICAL = float(special.chdtri(1, 1 - LEVEL))  # 3.841: χ²₁ quantile
 SMALL_N = 30  # at or below this many runs the cut is F-calibrated
 _OFFSETS = 2.0 ** np.arange(-2, 12)  # multiples of the step h outward from the optimum
+_NEAR = 6  # steps up to 2³ h: a staged walk goes beyond only on sides that have not crossed
 _REFINE = 6  # interior points evaluated per round in the bracketing interval of a crossing
 _ROUNDS = 4  # refinement rounds at most: a bracket still rising by JUMP after them is a jump
 JUMP = 1.0   # a rise of Λ (about a quarter of the cut) inside a bracket refined 7⁴-fold
@@ -59,10 +60,10 @@ def critical_value(n: int, k: int, level: float = LEVEL) -> tuple[float, str]:
     χ²₁ is its n → ∞ limit and too narrow at a few runs per parameter."""
     df = n - k
     if n <= SMALL_N and df >= 1:
-        f = float(stats.f.ppf(level, 1, df))
+        f = float(special.fdtri(1, df, level))
         cut = n * float(np.log1p(f / df))
         return cut, f"F(1, {df}) calibration: Λ < n·ln(1 + F₀.₉₅(1, {df})/{df}) = {cut:.2f}"
-    cut = float(stats.chi2.ppf(level, 1))
+    cut = float(special.chdtri(1, 1 - level))
     return cut, f"χ²₁(0.95) = {cut:.2f}"
 
 
@@ -116,17 +117,24 @@ def _bracket(t_hat, t, s, c):
 
 
 def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statistic,
-                      cold_starts: np.ndarray, se_theta: np.ndarray, names=None) -> dict:
+                      cold_starts: np.ndarray, se_theta: np.ndarray, names=None,
+                      staged: bool = False) -> dict:
     """Profiles of ``names`` (default: every free parameter) around the optimum ``theta_hat``.
 
     The grid is adaptive: each side walks outward in doubling steps until Λ crosses the cut, then
     the bracketing interval is refined (``_REFINE`` points per round) while Λ still rises by more
     than ``JUMP`` across it, for at most ``_ROUNDS`` rounds. A crossing that remains a jump after
     them is a discontinuity of the profile (e.g. the kink leaving the data): when a flat stretch
-    precedes it, the limit is the grid's or the model's, not the data's, and the side is open."""
+    precedes it, the limit is the grid's or the model's, not the data's, and the side is open.
+
+    ``staged``: the walk first takes the steps up to ``_NEAR`` and only the sides that have not
+    crossed go on to the far ones (for a fit whose search found a single basin, where nothing
+    beyond the crossing can be a better optimum; far points on a flat direction are the costly
+    refits; their refits stopped at the iteration cap are continued only up to the first
+    crossing). Otherwise every step is refitted, and every capped refit continued, so that a
+    better optimum beyond a crossing is found."""
     critical = getattr(statistic, "critical", CRITICAL)
     names = list(problem.names if names is None else names)
-    sides = {}  # (name, side) -> dict(j, t, s, sol, bounded)
     plans = []
     for name in names:
         j = problem.names.index(name)
@@ -138,10 +146,33 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statis
                 inside = pts[(pts - bound) * side < 0]
                 pts = np.append(inside, bound)
             plans.append((name, j, side, pts, bool(np.isfinite(bound))))
-    for (name, j, side, pts, bounded), (obj, sols) in zip(plans, _evaluate(problem, theta_hat,
-                                                                          cold_starts, plans)):
+    # a staged walk also continues capped refits only up to the first crossing
+    evaluate = lambda todo: _evaluate(problem, theta_hat, cold_starts, todo,
+                                      statistic if staged else None, critical)
+    sides = {}  # (name, side) -> dict(j, t, s, sol, bounded)
+    near = [(nm, j, sd, pts[:_NEAR] if staged else pts, b) for nm, j, sd, pts, b in plans]
+    for (name, j, side, pts, bounded), (obj, sols) in zip(near, evaluate(near)):
         sides[(name, side)] = dict(j=j, t=np.asarray(pts, float), s=statistic(obj), sol=list(sols),
                                    bounded=bounded)
+    far = [(nm, j, sd, pts[_NEAR:], b) for nm, j, sd, pts, b in plans
+           if staged and len(pts) > _NEAR and _first_crossing(sides[(nm, sd)]["s"], critical) is None]
+    for (name, _, side, pts, _), (obj, sols) in zip(far, evaluate(far)):
+        _add_points(sides[(name, side)], side, pts, statistic(obj), sols)
+    _refine(sides, theta_hat, critical, evaluate, statistic)
+    return {name: _profile(problem, name, theta_hat, sides, critical) for name in names}
+
+
+def _add_points(d, side, t, s, sols) -> None:
+    t = np.concatenate([d["t"], t])
+    s = np.concatenate([d["s"], s])
+    sol = d["sol"] + list(sols)
+    order = np.argsort(t * side)
+    d["t"], d["s"], d["sol"] = t[order], s[order], [sol[i] for i in order]
+
+
+def _refine(sides, theta_hat, critical, evaluate, statistic) -> None:
+    """Refine each side's bracket of its first crossing while Λ jumps across it (the first
+    round always), at most ``_ROUNDS`` rounds."""
     for rnd in range(_ROUNDS):
         refine = []
         for (name, side), d in sides.items():
@@ -155,52 +186,47 @@ def profile_intervals(problem: Problem, theta_hat: np.ndarray, statistic: Statis
             refine.append(((name, side), (name, d["j"], side, inner, False)))
         if not refine:
             break
-        for (key, plan), (obj, sols) in zip(refine, _evaluate(problem, theta_hat, cold_starts,
-                                                               [p for _, p in refine])):
-            d = sides[key]
-            t = np.concatenate([d["t"], plan[3]])
-            s = np.concatenate([d["s"], statistic(obj)])
-            sol = d["sol"] + list(sols)
-            order = np.argsort(t * key[1])
-            d["t"], d["s"], d["sol"] = t[order], s[order], [sol[i] for i in order]
-    out = {}
-    for name in names:
-        j = problem.names.index(name)
-        all_t, all_s, ends, at_bound, better, notes = [theta_hat[j]], [0.0], {}, [], None, []
-        all_sol = [theta_hat]
-        for side in (-1, 1):
-            d = sides[(name, side)]
-            t, s = d["t"], d["s"]
-            all_sol += d["sol"]
-            all_t += list(t)
-            all_s += list(s)
-            ends[side], hit = _end(theta_hat[j], t, s, side, d["bounded"], critical)
-            if hit:
-                at_bound.append("lower" if side < 0 else "upper")
-            ends[side], note = _shape_at_limit(problem, j, theta_hat[j], t, s, side, ends[side],
-                                               critical)
-            if note:
-                notes.append(note)
-        left_out = int(np.sum(np.isnan(all_s)))
-        if left_out:
-            notes.append(f"{name}: {left_out} profile point(s) still at the iteration cap after "
-                         "a longer continued refit: left out; the interval rests on the others")
-        finite = np.isfinite(all_s)
-        lowest = np.nanmin(np.where(finite, all_s, np.nan)) if finite.any() else 0.0
-        better_theta = None
-        if lowest < -1e-4:
-            better = float(lowest)
-            better_theta = np.asarray(all_sol[int(np.nanargmin(np.where(finite, all_s, np.nan)))])
-        order = np.argsort(all_t)
-        tt = np.asarray(all_t)[order]
-        vals = np.exp(np.clip(tt, -700, 700)) if problem.is_log[j] else tt
-        lo = _natural(problem, j, ends[-1])
-        hi = _natural(problem, j, ends[1])
-        if problem.is_log[j] and ends[-1] == -np.inf:
-            lo = 0.0 if problem.free[j].bounds[0] == 0 else lo
-        out[name] = Profile(name, vals, np.asarray(all_s)[order], (lo, hi), at_bound, better,
-                            better_theta, notes, critical)
-    return out
+        for (key, plan), (obj, sols) in zip(refine, evaluate([p for _, p in refine])):
+            _add_points(sides[key], key[1], plan[3], statistic(obj), sols)
+
+
+def _profile(problem: Problem, name, theta_hat, sides, critical) -> Profile:
+    """One parameter's Profile from its two walked sides: the interval ends, the notes on its
+    shape, and any lower objective the walk found."""
+    j = problem.names.index(name)
+    all_t, all_s, ends, at_bound, better, notes = [theta_hat[j]], [0.0], {}, [], None, []
+    all_sol = [theta_hat]
+    for side in (-1, 1):
+        d = sides[(name, side)]
+        t, s = d["t"], d["s"]
+        all_sol += d["sol"]
+        all_t += list(t)
+        all_s += list(s)
+        ends[side], hit = _end(theta_hat[j], t, s, side, d["bounded"], critical)
+        if hit:
+            at_bound.append("lower" if side < 0 else "upper")
+        ends[side], note = _shape_at_limit(problem, j, theta_hat[j], t, s, side, ends[side], critical)
+        if note:
+            notes.append(note)
+    left_out = int(np.sum(np.isnan(all_s)))
+    if left_out:
+        notes.append(f"{name}: {left_out} profile point(s) still at the iteration cap after "
+                     "a longer continued refit: left out; the interval rests on the others")
+    finite = np.isfinite(all_s)
+    lowest = np.nanmin(np.where(finite, all_s, np.nan)) if finite.any() else 0.0
+    better_theta = None
+    if lowest < -1e-4:
+        better = float(lowest)
+        better_theta = np.asarray(all_sol[int(np.nanargmin(np.where(finite, all_s, np.nan)))])
+    order = np.argsort(all_t)
+    tt = np.asarray(all_t)[order]
+    vals = np.exp(np.clip(tt, -700, 700)) if problem.is_log[j] else tt
+    lo = _natural(problem, j, ends[-1])
+    hi = _natural(problem, j, ends[1])
+    if problem.is_log[j] and ends[-1] == -np.inf:
+        lo = 0.0 if problem.free[j].bounds[0] == 0 else lo
+    return Profile(name, vals, np.asarray(all_s)[order], (lo, hi), at_bound, better,
+                   better_theta, notes, critical)
 
 
 def _shape_at_limit(problem, j, t_hat, t, s, side, end, critical):
@@ -281,8 +307,10 @@ def _end(t_hat, t, s, side, bounded, critical=CRITICAL):
     return side * np.inf, False
 
 
-def _evaluate(problem: Problem, theta_hat, cold_starts, plans):
-    """Refit every planned point; returns per plan (objective (P,), solutions (P, k))."""
+def _evaluate(problem: Problem, theta_hat, cold_starts, plans, statistic=None, critical=CRITICAL):
+    """Refit every planned point; returns per plan (objective (P,), solutions (P, k)).
+    ``statistic`` (Λ of an objective) limits the continued refits to the points up to each
+    plan's first crossing of ``critical`` (:func:`_continue_capped`)."""
     if not plans:
         return []
     k = problem.k
@@ -320,17 +348,38 @@ def _evaluate(problem: Problem, theta_hat, cold_starts, plans):
             better = best2[pi][0] < best[pi][0]
             for part in range(3):
                 best[pi][part][better] = best2[pi][part][better]
-    _continue_capped(problem, plans, best)
+    _continue_capped(problem, plans, best, statistic, critical)
     return [(obj, sols) for obj, sols, _ in best]
 
 
-def _continue_capped(problem: Problem, plans, best) -> None:
+def _continue_capped(problem: Problem, plans, best, statistic=None, critical=CRITICAL) -> None:
     """A point whose best refit stopped at the iteration cap (from the optimum, the cold starts
     and its neighbours alike) is continued from there with a longer budget; one that still does
-    not converge is left out of the profile (NaN: neither a crossing nor a bracket)."""
-    todo = [(pi, pos) for pi in range(len(plans)) for pos in np.flatnonzero(best[pi][2] == CAPPED)]
-    if not todo:
-        return
+    not converge is left out of the profile (NaN: neither a crossing nor a bracket).
+
+    With ``statistic``, only the points up to a plan's first crossing are continued (again
+    after a continued crossing point fell below the cut): a capped point's objective is an
+    upper bound on the profile there, so a point beyond the first crossing cannot move it, and
+    it keeps that bound. Far-out points on a flat direction are the ones that reach the cap."""
+    done = set()
+    while True:
+        todo = [(pi, pos) for pi in range(len(plans)) for pos in _capped_to_continue(best[pi], statistic, critical)
+                if (pi, pos) not in done]
+        if not todo:
+            return
+        done.update(todo)
+        _continue(problem, plans, best, todo)
+
+
+def _capped_to_continue(best_plan, statistic, critical):
+    capped = np.flatnonzero(best_plan[2] == CAPPED)
+    if statistic is None or not len(capped):
+        return capped
+    c = _first_crossing(statistic(best_plan[0]), critical)
+    return capped if c is None else capped[capped <= c]
+
+
+def _continue(problem: Problem, plans, best, todo) -> None:
     k = problem.k
     frozen = np.zeros((len(todo), k), bool)
     for r, (pi, _) in enumerate(todo):

@@ -100,8 +100,8 @@ def levels_of(runs, tolerance: float = TOLERANCE):
 
 
 def rollout(runs, law, method: str = "lm", *, tolerance: float = TOLERANCE, seed: int = 0,
-            overestimate_weight: float | None = None, grid_points: int = 3,
-            max_starts: int = 64) -> Rollout:
+            overestimate_weight: float | None = None, grid_points: int | None = None,
+            max_starts: int | None = None) -> Rollout:
     """For k = 1 … L − 1 (L levels), fit ``law`` on the k smallest levels and predict level k+1.
     A step whose runs are too few for the law, or whose fit fails (e.g. token counts that do not
     vary yet), is kept with its reason as the status."""

@@ -109,18 +109,7 @@ def minimize(residuals, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
             g = (Jt @ (omega * ra0)[:, :, None])[:, :, 0]
             H = Jt @ (Ja * omega[:, :, None])
         hold = (frozen[active] | ((th <= lo_K) & (g > 0)) | ((th >= hi_K) & (g < 0)))
-        diag = np.einsum("akk->ak", H).copy()
-        floor = 1e-12 * np.maximum(diag.max(axis=1, keepdims=True), 1e-300)
-        diag = np.maximum(diag, floor)
-        with np.errstate(all="ignore"):
-            A = H + (mu[active, None] * diag)[:, :, None] * np.eye(K)
-        A = np.where(hold[:, :, None] | hold[:, None, :], 0.0, A)
-        A[:, np.arange(K), np.arange(K)] = np.where(hold, 1.0, A[:, np.arange(K), np.arange(K)])
-        rhs = np.where(hold, 0.0, -g)
-        bad = ~np.all(np.isfinite(A), axis=(1, 2)) | ~np.all(np.isfinite(rhs), axis=1)
-        A[bad] = np.eye(K)
-        rhs[bad] = 0.0
-        step = _solve_scaled(A, rhs)
+        step, bad = _damped_step(H, g, mu[active], hold)
         trial = np.clip(th + step, lo_K, hi_K)
         step = trial - th
         with np.errstate(all="ignore"):
@@ -153,6 +142,25 @@ def minimize(residuals, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
         active = active[keep]
     F = np.where(status == FAILED, np.nan, F)
     return BatchResult(theta, F, status)
+
+
+def _damped_step(H, g, mu, hold):
+    """The Levenberg–Marquardt step of each problem: (H + μ·diag(H))·step = −g with Marquardt's
+    diagonal scaling (floored, so a dead direction stays solvable), the ``hold`` parameters
+    fixed. Returns (step, bad): bad marks a non-finite system (its step is 0)."""
+    K = H.shape[1]
+    diag = np.einsum("akk->ak", H).copy()
+    floor = 1e-12 * np.maximum(diag.max(axis=1, keepdims=True), 1e-300)
+    diag = np.maximum(diag, floor)
+    with np.errstate(all="ignore"):
+        A = H + (mu[:, None] * diag)[:, :, None] * np.eye(K)
+    A = np.where(hold[:, :, None] | hold[:, None, :], 0.0, A)
+    A[:, np.arange(K), np.arange(K)] = np.where(hold, 1.0, A[:, np.arange(K), np.arange(K)])
+    rhs = np.where(hold, 0.0, -g)
+    bad = ~np.all(np.isfinite(A), axis=(1, 2)) | ~np.all(np.isfinite(rhs), axis=1)
+    A[bad] = np.eye(K)
+    rhs[bad] = 0.0
+    return _solve_scaled(A, rhs), bad
 
 
 def _solve_scaled(A_MxKxK, rhs_MxK) -> np.ndarray:

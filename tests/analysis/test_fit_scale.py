@@ -3,6 +3,7 @@ to linear-cost forms on large tables, and --bootstrap 0 resampling nothing."""
 import numpy as np
 
 from depthdelusion.analysis import Runs, fit, get_law
+from depthdelusion.analysis import varpro
 from depthdelusion.analysis.fitting import SEARCH_ROWS, start_grid
 from depthdelusion.analysis.laws import LawInputs
 from depthdelusion.analysis.problem import Problem
@@ -63,7 +64,8 @@ def test_bootstrap_zero_resamples_nothing_and_leave_one_out_comes_from_the_hat_m
 def test_a_large_table_is_searched_on_a_subsample_and_bootstrapped_in_one_step():
     runs = epoch_rows(SEARCH_ROWS + 1000, seed=3)
     r = fit(runs, "chinchilla", bootstrap=200, seed=0)
-    assert any(f"subsample of {SEARCH_ROWS}" in n for n in r.notes)
+    assert any(f"subsample of {varpro.SEARCH_ROWS}" in n for n in r.notes)  # the default search
+    assert "variable projection" in r.search
     assert "one Gauss–Newton step" in r.bootstrap_scheme and r.ci_profile is None
     for name, true in EPOCH.items():  # the optimum on every row, near the planted law
         lo, hi = r.ci_jacobian[name]
