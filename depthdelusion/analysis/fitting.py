@@ -167,7 +167,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
     check_law_columns(law, runs)
     setup = _Setup(runs, law, fixed, method, group_offsets, groups, overestimate_weight)
     problem, notes = setup.problem, setup.notes
-    n, k = len(problem.y), problem.k
+    n = len(problem.y)
     leave_one_out, profile, bootstrap_refit = _stage_sizes(n, bootstrap, leave_one_out, profile,
                                                            bootstrap_refit, notes)
     found = _search(problem, search, grid_points, max_starts, seed, refit_starts, notes)

@@ -6,7 +6,7 @@ from pathlib import Path
 ANALYSIS = Path(__file__).resolve().parents[2] / "depthdelusion" / "analysis"
 MAX_LINES = 80
 # Still to be split; take a name out of this set once its function is under the limit.
-NOT_YET = {"fitting.py:fit", "profile.py:profile_intervals", "solver.py:minimize", "commands.py:run_fit"}
+NOT_YET: set = set()  # functions allowed over the limit for now: none
 
 
 def long_functions(root: Path = ANALYSIS, limit: int = MAX_LINES) -> dict[str, int]:
