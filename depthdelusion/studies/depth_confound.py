@@ -472,6 +472,35 @@ def arm_laws(exp: dict, losses: dict, summaries: dict, *, seed: int = 0) -> list
             for arm, _ in ARMS]
 
 
+def transfer_cost(exp: dict, losses: dict[str, float], resamples: int = 2000,
+                  seed: int = 0) -> list[dict]:
+    """On each of `completep.tuned_cells`: CompleteP at the transferred lr against CompleteP at
+    the lr tuned for that cell (both over every seed), the difference transferred − tuned with a
+    95% percentile interval from resampling the seeds of each point."""
+    import numpy as np
+
+    rows = []
+    lr_c = arm_lr(exp, losses, "C", 0, 0)
+    for w, d in exp["completep"]["tuned_cells"]:
+        lr_t = tuned_lr(exp, losses, "completep", w, d)
+        if lr_c is None or lr_t is None:
+            continue
+        p = trained_as(exp, "completep", w, d)
+        got = [tuple(losses[n] for n in (run_name(p, w, d, lr, s) for s in exp["seeds"])
+                     if n in losses) for lr in (lr_c, lr_t)]
+        pts = [Point("C", w, d, None, lr, g) for lr, g in zip((lr_c, lr_t), got)]
+        diff = lo = hi = math.nan
+        if all(len(p.losses) >= 2 and math.isfinite(p.mean) for p in pts):
+            rng = np.random.default_rng(seed)
+            a, b = (np.array(p.losses) for p in pts)
+            boot = [a[rng.integers(0, len(a), len(a))].mean() - b[rng.integers(0, len(b), len(b))].mean()
+                    for _ in range(resamples)]
+            diff, (lo, hi) = pts[0].mean - pts[1].mean, np.percentile(boot, [2.5, 97.5])
+        rows.append({"width": w, "depth": d, "transferred": pts[0], "tuned": pts[1],
+                     "cost": diff, "cost_lo": float(lo), "cost_hi": float(hi)})
+    return rows
+
+
 def _fmt(x: float, digits: int = 3) -> str:
     return f"{x:.{digits}f}" if math.isfinite(x) else "–"
 
@@ -644,6 +673,17 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
                 rows.append([arm, w] + [f"{_fmt(p.mean)} ± {_fmt(p.sd)} (n={len(p.losses)}, lr {_lr_fmt(p.lr)})"
                                         if p.losses else "–" for p in cells])
         lines += [markdown_table(header, rows), ""]
+    transfer = transfer_cost(exp, losses, seed=seed)
+    if transfer:
+        lines += ["## What transfer loses (CompleteP, tuned cells)", "",
+                  "CompleteP at the lr transferred from its base shape against CompleteP with the lr "
+                  "tuned for the cell (B's rule), every seed of both; cost = transferred − tuned, 95% "
+                  "percentile interval over seed resamples (2000).", ""]
+        rows = [[r["width"], r["depth"],
+                 *(f"{_fmt(p.mean)} ± {_fmt(p.sd)} (n={len(p.losses)}, lr {_lr_fmt(p.lr)})"
+                   for p in (r["transferred"], r["tuned"])),
+                 f"{_fmt(r['cost'])} [{_fmt(r['cost_lo'])}, {_fmt(r['cost_hi'])}]"] for r in transfer]
+        lines += [markdown_table(["W", "D", "transferred lr", "tuned lr", "cost (nats)"], rows), ""]
     lines += laws.report_lines(fitted_laws)
     law_rows = laws.csv_rows(fitted_laws)
     if law_rows:

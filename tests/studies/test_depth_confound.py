@@ -122,6 +122,10 @@ def test_a_penalty_made_by_mistuning_is_seen_in_arm_a_and_vanishes_in_b_and_c(tm
     report = dc.write_report(exp, str(path), out, planned=0).read_text()
     assert "PARTIAL" not in report
     assert "B keeps" in report and "C keeps" in report
+    # CompleteP's optimum does not move here, so the tuned cell's lr is the transferred one
+    (cell,) = dc.transfer_cost(exp, losses)
+    assert (cell["width"], cell["depth"]) == (32, 16) and cell["tuned"].lr == cell["transferred"].lr
+    assert cell["cost"] == 0 and "## What transfer loses" in report
     # the laws per arm: A's loss rises with depth while N grows with it, so the shape-agnostic
     # baseline cannot follow it and the parametric bootstrap rejects λ = 0 (p at its floor 1/20)
     arm_a = report[report.index("### Arm A: 24 rows"):report.index("### Arm B")]
