@@ -652,7 +652,8 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
         f"Experiment: `{source}`. Widths {exp['widths']}, depths {exp['depths']}, {t['steps']} steps of "
         f"{t['batch_size']} × {exp['base']['model']['seq_len']} tokens at every cell (equal tokens), seeds "
         f"{exp['seeds']} (init and data order; lr grids at seed {exp['seeds'][0]}). Metric: `{exp['metric']}` "
-        f"(validation loss, nats/byte, {t['eval_batches']} fixed held-out batches). Training wall time so far: "
+        f"(validation loss, nats/byte, {t['eval_batches']} fixed held-out batches). Training wall time"
+        f"{' so far' if partial else ''}: "
         f"{wall / 60:.0f} min ({len(summaries)} runs, on a shared 2-core CPU).", "",
         "Arms: " + "; ".join(f"**{a}** {text}" for a, text in ARMS) + ".", "",
         "## Verdict", "",
