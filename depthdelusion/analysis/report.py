@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .persistence import DEFAULT_STEP
-from .report_markdown import _opening, first_lines, markdown, verdict_text
+from .report_markdown import first_lines, markdown, verdict_text
 from .report_results import (GROUP_MODES, MIN_RUNS_ALONE, SIZE_CLASS_GAP, ReportResults, compute,
                              derived_quantities_blocked, design_forms, design_matrix, mixed_budgets,
                              size_classes)
@@ -27,7 +27,7 @@ from .tables import latex_document, write_csv
 
 __all__ = ["DEFAULT_LAWS", "GROUP_MODES", "MIN_RUNS_ALONE", "SIZE_CLASS_GAP", "Report", "ReportResults",
            "build_report", "derived_quantities_blocked", "design_forms", "design_matrix", "latex",
-           "markdown", "mixed_budgets", "size_classes", "write_report", "_opening"]
+           "markdown", "mixed_budgets", "size_classes", "write_report"]
 
 DEFAULT_LAWS = ("depth_delusion", "depth_delusion_relative", "depth_delusion_power",
                 "shape_quadratic", "depth_softplus", "kaplan")

@@ -98,7 +98,7 @@ def verdict_text(r: ReportResults) -> str:
     return text
 
 
-def _opening(runs, fits: dict, persist: dict) -> str:
+def opening_paragraph(runs, fits: dict, persist: dict) -> str:
     """Two or three sentences: what the runs show (best shape, depth trend, gradient profile)."""
     best = int(np.argmin(runs.loss))
     widths = sorted(set(int(w) for w in runs.width))
@@ -153,7 +153,7 @@ def _head(r: ReportResults) -> list:
     # what the runs show opens the report, after any warning that invalidates a fit (the
     # paper's first lines are its conclusions; a table without shapes has no depth trend)
     warnings, rest = _warnings(r), first_lines(r)[len(_warnings(r)):]
-    opening = ([_opening(runs, r.fits, r.persistence.as_dict()), ""]
+    opening = ([opening_paragraph(runs, r.fits, r.persistence.as_dict()), ""]
                if not r.paper_data and r.has_shapes else [])
     return ["# Scaling-law analysis report", "", *[line + "\n" for line in warnings], *opening,
             *[line + "\n" for line in rest],
