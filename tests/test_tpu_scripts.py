@@ -271,6 +271,44 @@ def installed(home):
                   for d in site.glob("*.dist-info")}
 
 
+def test_setup_packs_the_checkout_while_python_writes_bytecode_into_it(tmp_path):
+    """CI imports the package in parallel with setup.sh: __pycache__ entries appear in the checkout
+    while it is archived. A copy of the checkout is churned the same way, continuously."""
+    import threading
+
+    checkout = tmp_path / "checkout"
+    for part in ("depthdelusion", "experiments", "tpu"):
+        shutil.copytree(ROOT / part, checkout / part, ignore=shutil.ignore_patterns("__pycache__"))
+    for part in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / part, checkout / part)
+    env = {**make_fake_cloud(tmp_path / "cloud", os.environ), "FAKE_EXEC": "1",
+           "DD_WHEELHOUSE": "gs://bkt/wheelhouse"}
+    stop = threading.Event()
+
+    def churn():
+        dirs = [d for d in (checkout / "depthdelusion").rglob("*") if d.is_dir()] + [checkout / "depthdelusion"]
+        while not stop.is_set():
+            for d in dirs:
+                cache = d / "__pycache__"
+                cache.mkdir(exist_ok=True)
+                (cache / "x.pyc").write_bytes(b"0")
+                shutil.rmtree(cache, ignore_errors=True)
+
+    thread = threading.Thread(target=churn, daemon=True)
+    thread.start()
+    try:
+        proc = subprocess.run(["bash", str(checkout / "tpu" / "setup.sh"), "--name", "dd-v4",
+                               "--zone", "us-central2-b"], env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        stop.set()
+        thread.join()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for w in (0, 1):
+        unpacked = worker_home(tmp_path / "cloud", w) / "depthdelusion"
+        assert (unpacked / "depthdelusion" / "train" / "loop.py").exists()
+        assert not list((unpacked / "depthdelusion").rglob("__pycache__"))  # sources only
+
+
 def test_setup_and_run_execute_on_every_worker(slice_, tmp_path):
     root = slice_.root
     slice_("setup.sh")

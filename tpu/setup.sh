@@ -28,8 +28,11 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 workdir="$(mktemp -d)"
 trap 'rm -rf "$workdir"' EXIT
 tarball="$workdir/depthdelusion.tar.gz"
-tar -czf "$tarball" -C "$root" pyproject.toml README.md depthdelusion experiments \
-  tpu/worker.sh
+# An explicit list of source files, not directories: Python may be writing __pycache__ into the
+# checkout meanwhile (a directory that changes while tar reads it fails the archive).
+(cd "$root" && find depthdelusion experiments -type f ! -path '*/__pycache__/*' ! -name '*.pyc' \
+  && printf '%s\n' pyproject.toml README.md tpu/worker.sh) > "$workdir/files"
+tar -czf "$tarball" -C "$root" --no-recursion -T "$workdir/files"
 
 gcloud compute tpus tpu-vm scp "$tarball" "$DD_TPU_NAME:depthdelusion.tar.gz" "${DD_LOCATION[@]}" --worker=all "${DD_SSH[@]}"
 d="$DD_REMOTE_DIR"
