@@ -42,7 +42,7 @@ RIDGE_COLUMNS = (
     "reps", "seed", "b_measured", "b_lo", "b_hi", "b_gcv", "b_gcv_lo", "b_gcv_hi", "beta", "beta_lo",
     "beta_hi", "decay", "s", "s_lo", "s_hi", "b_pred", "b_pred_lo", "b_pred_hi", "b_half_beta",
     "b_half_beta_lo", "b_half_beta_hi", "b_double_beta", "b_double_beta_lo", "b_double_beta_hi",
-    "rank_lo", "rank_hi", "reg_at_grid_edge", "tolerance", "verdict", "wall_s")
+    "b_twin", "b_twin_lo", "b_twin_hi", "rank_lo", "rank_hi", "reg_at_grid_edge", "tolerance", "verdict", "wall_s")
 
 
 def pool_features(run, tokens: int, rows: int) -> tuple:
@@ -97,7 +97,28 @@ def exponent_check(x_NxW: np.ndarray, theta_star_W: np.ndarray, *, ns, reps: int
     prediction = ridge_exponent.spectral_prediction([p.T @ p / len(p) for p in parts],
                                                     [len(p) for p in parts], theta_star_W)
     return {"curves": curves, "measured": measured, "prediction": prediction,
-            "verdict": ridge_exponent.verdict(measured, prediction), "sigma": sigma}
+            "verdict": ridge_exponent.verdict(measured, prediction), "sigma": sigma,
+            "twin": power_law_twin(prediction, len(theta_star_W), ns=ns, reps=reps, seed=seed,
+                                   noise=noise)}
+
+
+def power_law_twin(prediction, width: int, *, ns, reps: int, seed: int, noise: float):
+    """The same procedure on Gaussian features with an exact power law λ_i = i^(−β) and a target
+    of smoothness s (the measured β, s; analysis/redundancy.py's source_target), at the same
+    width, n, replicates and noise ratio: what the measured exponent is at this finite width and
+    n range when the law's assumptions hold exactly (None without a prediction)."""
+    from depthdelusion.analysis.redundancy import power_law_spectrum, source_target
+
+    if not (math.isfinite(prediction.beta) and math.isfinite(prediction.s)):
+        return None
+    lam_W = power_law_spectrum(width, prediction.beta)
+    lam_W = lam_W / lam_W.sum()
+    theta_W = source_target(lam_W, prediction.s)
+    sigma = noise * math.sqrt(float(np.sum(lam_W * theta_W ** 2)))
+    curves = ridge_exponent.learning_curves(
+        lambda n, rng: rng.standard_normal((n, width)) * np.sqrt(lam_W), theta_W, lam_W, sigma,
+        ns, reps=reps, seed=seed)
+    return ridge_exponent.measured_exponent(curves, seed=seed)
 
 
 def _r(x, digits: int = 3):
@@ -107,6 +128,8 @@ def _r(x, digits: int = 3):
 def table_row(result: dict, info: dict) -> dict:
     m, p = result["measured"], result["prediction"]
     half, double = p.wrong[0.5], p.wrong[2.0]
+    twin = result["twin"]
+    twin_b, twin_ci = (twin.exponent, twin.ci) if twin is not None else (math.nan, (math.nan,) * 2)
     ns = result["curves"].ns
     values = {
         "b_measured": m.exponent, "b_lo": m.ci[0], "b_hi": m.ci[1], "b_gcv": m.gcv_exponent,
@@ -114,7 +137,8 @@ def table_row(result: dict, info: dict) -> dict:
         "beta_hi": p.beta_ci[1], "decay": p.decay, "s": p.s, "s_lo": p.s_ci[0], "s_hi": p.s_ci[1],
         "b_pred": p.b, "b_pred_lo": p.b_ci[0], "b_pred_hi": p.b_ci[1], "b_half_beta": half[0],
         "b_half_beta_lo": half[1][0], "b_half_beta_hi": half[1][1], "b_double_beta": double[0],
-        "b_double_beta_lo": double[1][0], "b_double_beta_hi": double[1][1]}
+        "b_double_beta_lo": double[1][0], "b_double_beta_hi": double[1][1], "b_twin": twin_b,
+        "b_twin_lo": twin_ci[0], "b_twin_hi": twin_ci[1]}
     return {**{k: info[k] for k in ("run", "step", "width", "pool_tokens", "target_rank", "target_token", "noise",
                                      "reps", "seed")},
             "n_min": int(ns[0]), "n_max": int(ns[-1]), "n_points": len(ns),
@@ -147,15 +171,19 @@ def markdown(row: dict, curves_rows: list, command: str) -> str:
         "power λ_i(u_iᵀθ*)² over the stated ranks, b = (a − 1)/a; controls: β halved and doubled "
         "with s kept; jackknife 95% over 8 token groups. Verdict: a prediction is consistent "
         f"when its interval widened by ±{row['tolerance']} meets the measured one; 'agrees' = "
-        "the measured spectrum's prediction consistent and both controls rejected.", "",
+        "the measured spectrum's prediction consistent and both controls rejected. Power-law "
+        "twin: the same procedure (same W, n, replicates, noise ratio, seed) on Gaussian features "
+        "with an exact λ_i = i^(−β) and a target of smoothness s at the measured β, s: the "
+        "exponent this finite width and n range give when the law's assumptions hold exactly.", "",
         markdown_table(["b measured [bootstrap]", "b (GCV λ) [bootstrap]", "β [jackknife]",
                         "s [jackknife]", "b predicted [jackknife]", "b with β/2", "b with 2β",
-                        "ranks", "verdict"],
+                        "b on the power-law twin [bootstrap]", "ranks", "verdict"],
                        [[_ci(row, "b_measured", "b_lo", "b_hi"), _ci(row, "b_gcv", "b_gcv_lo", "b_gcv_hi"),
                          _ci(row, "beta", "beta_lo", "beta_hi"), _ci(row, "s", "s_lo", "s_hi"),
                          _ci(row, "b_pred", "b_pred_lo", "b_pred_hi"),
                          _ci(row, "b_half_beta", "b_half_beta_lo", "b_half_beta_hi"),
                          _ci(row, "b_double_beta", "b_double_beta_lo", "b_double_beta_hi"),
+                         _ci(row, "b_twin", "b_twin_lo", "b_twin_hi"),
                          f"{row['rank_lo']}–{row['rank_hi']}", row["verdict"]]]), "",
         "Learning curve (mean over replicates):", "",
         markdown_table(["n", "excess risk (tuned λ)", "tuned λ / tr Σ", "local slope",
