@@ -5,10 +5,10 @@ eigenvalues λ_i ∝ i^(−β), for a linear target of source smoothness s, has 
 b = 2βs/(2βs+1). This module measures b on given features and compares it with the value the
 features' own spectrum predicts, and with values from deliberately wrong spectra. Numpy only.
 
-The procedure (one `measure_exponent` call):
+The procedure (`learning_curves`, then `measured_exponent`):
 
 - features come from ``draw(n, rng)`` (rows are i.i.d. samples of a population whose covariance
-  ``cov_PxP`` is known: a pool of frozen features resampled with replacement, whose covariance
+  ``cov`` is known: a pool of frozen features resampled with replacement, whose covariance
   is the pool's, or Gaussian features); the target is y = xᵀθ* + σε, ε ~ N(0, 1), so the excess
   risk of an estimate θ̂ is exactly (θ̂ − θ*)ᵀ Σ (θ̂ − θ*): no test set, no unknown noise floor;
 - n over a geometric grid; within a replicate the samples are nested (the first n of one draw);
@@ -17,7 +17,8 @@ The procedure (one `measure_exponent` call):
   covariance's trace: callers scale the features to trace 1); λ is tuned per n to the least
   mean excess risk over the replicates: the optimally tuned ridge the law is about (a grid edge
   reached is reported). Beside it, for reference, each replicate's own λ chosen on its training
-  sample alone by generalised cross-validation, GCV(λ) = (RSS/n) / (1 − df/n)²;
+  sample alone by generalised cross-validation, GCV(λ) = (RSS/n) / (1 − df/n)² (unreliable
+  where n is close to P, where a few bad choices can dominate its slope);
 - b measured = −slope of log(mean excess risk over replicates) on log n (least squares); 95%
   interval: 2.5–97.5 percentiles over bootstrap resamples of the replicates (λ re-tuned in
   each).

@@ -166,7 +166,8 @@ def markdown(row: dict, curves_rows: list, command: str) -> str:
         f"wall time {row['wall_s']} s.", "",
         "b measured: slope of log mean exact excess risk on log n, ridge λ tuned per n to the "
         "least mean risk (the law's optimal ridge); 95% percentile bootstrap over replicates. "
-        "b (GCV λ): the same with each replicate's λ chosen by GCV on its own sample (reference). "
+        "b (GCV λ): the same with each replicate's λ chosen by GCV on its own sample (reference; "
+        "GCV is unreliable at n close to W, and one such point can dominate its slope). "
         "Prediction: β of the feature covariance's tail and the decay a = 1 + 2βs of the readout "
         "power λ_i(u_iᵀθ*)² over the stated ranks, b = (a − 1)/a; controls: β halved and doubled "
         "with s kept; jackknife 95% over 8 token groups. Verdict: a prediction is consistent "
