@@ -75,6 +75,8 @@ COMMANDS = (
      "synthetic check of the redundancy law (ridge regression on power-law spectra); numpy only"),
     ("data-exponent", "depthdelusion.studies.data_exponent:run_data_exponent",
      "token sweeps' measured data exponent vs the one predicted from spectra and the LM head"),
+    ("data-exponent-ridge", "depthdelusion.studies.data_exponent_ridge:run_command",
+     "ridge readouts on a trained run's frozen features: data exponent vs its spectrum's and wrong ones"),
 )
 
 EPILOG = f"""exit codes:
@@ -664,6 +666,28 @@ def _data_exponent(p):
     p.add_argument("--refit-tables", action="store_true",
                    help="ROOT is a written study directory: refit its measured b from runs.csv "
                         "(no run directories needed) and rewrite the tables in --out")
+
+
+@_arguments("data-exponent-ridge", "Ridge readouts on a trained run's frozen features (the LM "
+            "head's input over held-out tokens; target: the head's centred readout of the most "
+            "frequent next token plus Gaussian noise): the data exponent b of the exact excess "
+            "risk over n, ridge tuned per n, with a bootstrap interval, against 2βs/(2βs+1) from "
+            "the features' spectrum and from spectra with β halved and doubled (which must fail).")
+def _data_exponent_ridge(p):
+    p.add_argument("run", metavar="RUN", help="a run directory written by `depthdelusion train`")
+    add_out(p, "the directory to write ridge.csv, curves.csv and ridge.md into")
+    p.add_argument("--tokens", type=int, default=LIBRARY_DEFAULT,
+                   help="held-out tokens in the feature pool")
+    p.add_argument("--rows", type=int, default=LIBRARY_DEFAULT, help="sequences per forward pass")
+    p.add_argument("--n-min", type=int, default=LIBRARY_DEFAULT, help="smallest training sample")
+    p.add_argument("--n-max", type=int, default=LIBRARY_DEFAULT,
+                   help="largest training sample (the grid doubles from --n-min)")
+    p.add_argument("--reps", type=int, default=LIBRARY_DEFAULT, help="independent replicates")
+    p.add_argument("--seed", type=int, default=LIBRARY_DEFAULT, help="seed of the subsamples and noise")
+    p.add_argument("--noise", type=float, default=LIBRARY_DEFAULT,
+                   help="noise standard deviation over the target signal's")
+    p.add_argument("--target-rank", type=int, default=LIBRARY_DEFAULT,
+                   help="the target readout: the head's column of the k-th most frequent next token")
 
 
 @_arguments("redundancy-study", "The synthetic check of the redundancy law: fitted data-scaling "

@@ -113,3 +113,34 @@ def test_bad_run_directory_is_one_clear_line(tmp_path, capsys):
     assert "config.yaml" in capsys.readouterr().err
     assert main(["spectrum", str(tmp_path), "--tokens", "0"]) == 2
     assert "--tokens=0" in capsys.readouterr().err
+
+
+def test_data_exponent_ridge_on_the_tiny_run(run_dir, loaded, tmp_path):
+    # `depthdelusion data-exponent-ridge` in miniature (the study's code, on this module's run)
+    out = tmp_path / "ridge"
+    assert main(["data-exponent-ridge", str(run_dir), "--out", str(out), "--tokens", str(TOKENS),
+                 "--rows", str(ROWS), "--n-min", "32", "--n-max", "1024", "--reps", "4",
+                 "--seed", "3"]) == 0
+    (row,) = _rows(out / "ridge.csv")
+    cfg, graphdef, params, batches = loaded
+    counts = np.bincount(np.concatenate([b[:, 1:].ravel() for b in batches]), minlength=cfg.model.vocab_size)
+    assert int(row["target_token"]) == int(np.argmax(counts)) and row["target_rank"] == "1"
+    assert (int(row["pool_tokens"]), int(row["width"]), row["reps"], row["seed"]) == (TOKENS, W, "4", "3")
+    assert (int(row["n_min"]), int(row["n_max"]), int(row["n_points"])) == (32, 1024, 6)
+    assert float(row["b_lo"]) <= float(row["b_measured"]) <= float(row["b_hi"])
+    assert row["verdict"] in ("agrees", "disagrees", "cannot tell", "no prediction")
+    if row["s"]:  # within the law (a > 1): b = (a − 1)/a with a = 1 + 2βs
+        beta, s, b = (float(row[k]) for k in ("beta", "s", "b_pred"))
+        assert b == pytest.approx(2 * beta * s / (2 * beta * s + 1), abs=2e-3)
+    else:  # two training steps: the readout's power may decay no faster than 1/i
+        assert row["verdict"] == "no prediction" and row["b_pred"] == ""
+    curves = _rows(out / "curves.csv")
+    assert [int(c["n"]) for c in curves] == [32, 64, 128, 256, 512, 1024]
+    text = (out / "ridge.md").read_text()
+    assert "depthdelusion data-exponent-ridge" in text and "--seed 3" in text and "wall time" in text
+
+
+def test_data_exponent_ridge_bad_grid_is_one_clear_line(run_dir, tmp_path, capsys):
+    assert main(["data-exponent-ridge", str(run_dir), "--out", str(tmp_path), "--n-min", "64",
+                 "--n-max", "128"]) == 2
+    assert "--n-max=128" in capsys.readouterr().err
