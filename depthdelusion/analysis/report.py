@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .persistence import DEFAULT_STEP
-from .report_markdown import first_lines, markdown, verdict_text
+from .report_markdown import first_lines, markdown, numerics_markdown, verdict_text
 from .report_results import (GROUP_MODES, MIN_RUNS_ALONE, SIZE_CLASS_GAP, ReportResults, compute,
                              derived_quantities_blocked, design_forms, design_matrix, mixed_budgets,
                              size_classes)
@@ -141,6 +141,8 @@ def write_report(runs, out, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: i
     if figures:
         report.files += [draw(out / f"{name}.png") for name, draw in to_draw.items()]
     (out / "report.md").write_text(md)
+    (out / "numerics.md").write_text(numerics_markdown(report.results))
+    report.files.append(out / "numerics.md")
     (out / "report.tex").write_text(tex)
     report.files += [out / "report.md", out / "report.tex"]
     report.files += [write_csv(out / f"{t.name}.csv", t.columns, t.rows) for t in report.tables]

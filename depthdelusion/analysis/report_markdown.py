@@ -4,6 +4,8 @@
 prose the LaTeX rendering shares."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .persistence import (DEFAULT_WINDOW, MIN_SEEDS, PAPER_EPSILONS, compare_with_paper,
@@ -235,13 +237,35 @@ def _fits_section(r: ReportResults) -> list:
           "no point estimate is given unless ok. "
           + (f"Bootstrap intervals are percentiles of {s.bootstrap} refits, printed to 2 digits "
              "(their Monte Carlo error). " if s.bootstrap else "") +
-          f"`depthdelusion fit {s.label} --law NAME` prints a law's full summary.", "",
+          f"`depthdelusion fit {s.label} --law NAME` prints a law's full summary. Numerical notes "
+          "(refits left out at the iteration cap; where a profile goes flat or jumps) are in "
+          "`numerics.md`: which refits stall, and where on a flat direction, depends on the CPU's "
+          "floating point as much as on the data.", "",
           r.table("parameters").markdown(), ""]
     for name, f in r.fits.items():
         md += [f"### {name}: flags and notes", ""] + [f"- ! {x}" for x in f.flags] + \
-              [f"- {rounded_note(x)}" for x in f.notes] + \
-              [f"- profile: {note}" for note in f.profile_notes] + [""]
+              [f"- {x}" for x in f.notes if not is_numerical_note(x)] + [""]
     return md
+
+
+def is_numerical_note(note: str) -> bool:
+    """A note on how the numerics went (bootstrap refits left out at the iteration cap), not on
+    the data or the design."""
+    return bool(re.match(r"\d+ of \d+ bootstrap refits ", note))
+
+
+def numerics_markdown(r: ReportResults) -> str:
+    """numerics.md: per fit, the bootstrap refits left out and the profiles' shape notes."""
+    md = ["# Numerical notes", "", "Which refits stop at the iteration cap, and where a profile on a "
+          "flat direction is found to go flat or jump, depend on the CPU's floating point (FMA, "
+          "vector width, BLAS kernels) as much as on the data: these notes differ between "
+          "machines, unlike report.md. An open interval end (∞) in report.md is where a profile "
+          "never crossed its cut.", ""]
+    for name, f in r.fits.items():
+        notes = [rounded_note(x) for x in f.notes if is_numerical_note(x)]
+        notes += [f"profile: {note}" for note in f.profile_notes]
+        md += [f"## {name}", ""] + ([f"- {x}" for x in notes] or ["- none"]) + [""]
+    return "\n".join(md)
 
 
 def _consistency_section(r: ReportResults) -> list:

@@ -45,12 +45,15 @@ def _is_scale(f, name: str) -> bool:
 def param_interval(f, name: str, ci, spec=".3g") -> str:
     """An interval as the data support it: a scale parameter's interval spanning more than
     ``SPAN_LIMIT``× (its ends are then set by numerical flatness, not by the data) is printed as
-    such instead of as two machine-dependent digits; an end beyond ``DRIFT`` (set by how far the
-    optimiser drifted along a flat direction) is printed as unbounded."""
+    such instead of as two machine-dependent digits, and another positive parameter's upper end
+    beyond ``SPAN_LIMIT``× its lower end as "> SPAN_LIMIT × lower"; an end beyond ``DRIFT`` (set
+    by how far the optimiser drifted along a flat direction) is printed as unbounded."""
     if ci:
         ci = tuple(np.inf if c > DRIFT else -np.inf if c < -DRIFT else c for c in ci)
-    if ci and _is_scale(f, name) and ci[0] > 0 and np.isfinite(ci[1]) and ci[1] / ci[0] > SPAN_LIMIT:
-        return f"[spans > {SPAN_LIMIT:.0e}×]".replace("1e+03", "10³")
+    if ci and ci[0] > 0 and np.isfinite(ci[1]) and ci[1] / ci[0] > SPAN_LIMIT:
+        if _is_scale(f, name):
+            return f"[spans > {SPAN_LIMIT:.0e}×]".replace("1e+03", "10³")
+        return f"[{fmt(ci[0], spec)}, > {fmt(SPAN_LIMIT * ci[0], spec)}]"  # the upper end: flatness
     return interval(ci, spec)
 
 

@@ -71,7 +71,8 @@ def csv_rows(results: list[ArmLaws]) -> list[dict]:
 def report_lines(results: list[ArmLaws]) -> list[str]:
     """The report's section: per arm the three fits (value or status, profile interval) and the
     two verdict sentences, then the assumptions they rest on."""
-    from depthdelusion.analysis.fit_result import format_estimate, format_interval
+    from depthdelusion.analysis.fit_result import format_estimate
+    from depthdelusion.analysis.report_tables import param_interval
     from depthdelusion.analysis.tables import markdown_table
 
     lines = ["## Laws per arm (equal tokens)", "",
@@ -89,7 +90,7 @@ def report_lines(results: list[ArmLaws]) -> list[str]:
             continue
         rows = []
         for law, f in a.fits.items():
-            params = "; ".join(f"{nm} {format_estimate(f, nm)} {format_interval(f.ci_profile.get(nm)) if f.ci_profile else ''}"
+            params = "; ".join(f"{nm} {format_estimate(f, nm)} {param_interval(f, nm, f.ci_profile.get(nm), '.4g') if f.ci_profile else ''}"
                                for nm in f.params)
             rows.append([law, f.k, f"{f.rmse:.4f}", f"{f.aicc:.2f}", params])
         lines += [markdown_table(["law", "K", "RMSE", "AICc", "parameters: value [95% profile]"], rows), "",

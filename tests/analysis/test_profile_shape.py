@@ -65,7 +65,8 @@ def test_profile_points_still_capped_after_a_continued_refit_are_left_out_and_co
     from depthdelusion.analysis.runs import load_reference
 
     # the softplus kink on the paper's 30 runs has flat directions (kappa, s) whose profile
-    # refits stall at the iteration cap: 21 points stay capped after the continued refit
+    # refits stall at the iteration cap: 4 points stay capped after the continued refit and the
+    # refits from their neighbours (21 before the neighbours' pass)
     r = fit(load_reference("depth_delusion"), "depth_softplus", bootstrap=0, leave_one_out=False)
     counted = 0
     for name, p in r.profiles.items():
@@ -74,8 +75,31 @@ def test_profile_points_still_capped_after_a_continued_refit_are_left_out_and_co
         counted += sum(said)
         lo, hi = p.interval
         assert not (math.isnan(lo) or math.isnan(hi)), name
-    assert counted >= 5, counted
+    assert counted >= 1, counted
     import json  # fit's own summary and JSON carry them, not only the report
 
     assert json.loads(r.to_json())["profile_notes"] == r.profile_notes
     assert all(f"profile: {n}" in r.summary() for n in r.profile_notes)
+
+
+def test_no_profile_point_stays_in_a_worse_basin_than_its_neighbours():
+    """On the paper's large-scale runs alone (size-class offsets, non-embedding N) the depth
+    law's α profile is multimodal: refits from the optimum and the cold starts left isolated
+    points tens of Λ above both neighbours, and which ones depended on the CPU (the printed
+    lower end was 0.048 on one machine and 0.13 on another). Each point is now refitted from its
+    better neighbours' solutions until none improves."""
+    from depthdelusion.analysis.consistency import with_param_convention
+    from depthdelusion.analysis.report_results import design_forms, fit_form
+    from depthdelusion.analysis.runs import load_runs
+
+    label, sub, offsets, _ = next(f for f in design_forms(load_runs("paper"))
+                                  if f[0] == "large_scale alone, size-class offsets")
+    runs, _ = with_param_convention(sub, "non_embedding")
+    f = fit_form(runs, "depth_delusion", "lm", offsets, bootstrap=0, seed=0, leave_one_out=False)
+    for name, p in f.profiles.items():
+        s = np.asarray(p.statistic)
+        inner = np.arange(1, len(s) - 1)
+        spikes = [(float(p.values[i]), float(s[i])) for i in inner
+                  if np.isfinite(s[i]) and s[i] > np.nanmax([s[i - 1], s[i + 1]]) + 1.0
+                  and s[i] > np.nanmin([s[i - 1], s[i + 1]]) + 1.0]
+        assert not spikes, (name, spikes)

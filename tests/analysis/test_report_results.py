@@ -57,4 +57,4 @@ def test_each_table_is_written_as_its_csv(tmp_path):
     for t in report.results.tables:
         assert (tmp_path / f"{t.name}.csv").read_text() == csv_text(t.columns, t.rows)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        [f"{n}.csv" for n in names] + ["report.md", "report.tex"])
+        [f"{n}.csv" for n in names] + ["report.md", "report.tex", "numerics.md"])
