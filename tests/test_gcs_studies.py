@@ -1,9 +1,12 @@
-"""Studies on gs:// against a real GCS server (tests/gcs_emulator.py): the depth-expansion study
-trains its two sweeps, grows the growth parent and trains it on, probes, and writes its tables
-and figures, with --runs and --out both in the bucket; nothing lands on the local disk."""
+"""Studies and analysis outputs on gs:// against a real GCS server (tests/gcs_emulator.py): the
+depth-expansion study trains its two sweeps, grows the growth parent and trains it on, probes,
+and writes its tables and figures, with --runs and --out both in the bucket; the prediction
+study; `fit --out` and `isoflop --out`; the report's spectrum sections. Nothing lands on the
+local disk as ./gs:/...; the commands that write local directories only refuse a gs:// --out."""
 import json
 import subprocess
 
+import pytest
 import yaml
 from etils import epath
 
@@ -83,3 +86,85 @@ def test_the_probe_tables_rerender_from_the_caches_on_gs(bucket, tmp_path):
     study.rerender_probe_tables(str(out))
     for name in ("signal.csv", "runs.csv", "results.md"):
         assert (out / name).read_text() == (committed / name).read_text(), name
+
+
+def test_the_expansion_prediction_study_runs_on_gs(bucket):
+    """`expansion-prediction` in miniature (tests/test_expansion_trials.py's) with the parents,
+    the children it expands and trains, and its tables in the bucket."""
+    import dataclasses
+
+    from depthdelusion.studies.expansion import trials
+    from depthdelusion.train.loop import train
+    from tests.test_expansion import RUN
+
+    cfg = dataclasses.replace(RUN, train=dataclasses.replace(RUN.train, eval_batches=3, eval_every=100))
+    parents, out = epath.Path(f"{bucket}/parents"), epath.Path(f"{bucket}/prediction")
+    train(cfg, parents / "d2_seed0")
+    summary = trials.prediction_study(str(parents), str(out), steps=2, probe_batches=3, log=lambda _: None)
+    assert "at least 3 seeds" in summary["not_tested"]
+    rows = (out / "prediction.csv").read_text().splitlines()
+    assert rows[0].startswith("parent,seed,after,signal_train") and len(rows) == 1 + cfg.model.depth
+    assert json.loads((out / "prediction_summary.json").read_text())["steps_after_expansion"] == 2
+    children = epath.Path(f"{bucket}/parents_children")
+    assert sorted(p.name for p in children.iterdir()) == ["d2_seed0_after0", "d2_seed0_after1"]
+    assert all(rundir.status(p) == "finished" for p in children.iterdir())
+    assert (out / "probes" / "d2_seed0.json").exists()
+
+
+def test_fit_and_isoflop_write_their_out_to_gs(bucket, tmp_path, capsys):
+    """`fit --out` (rows.csv, residuals.png, rollout.csv) and `isoflop --out` (its figure) on
+    gs://: drawn by local-only writers, copied up; nothing written as ./gs:/..."""
+    from depthdelusion.cli import main
+    from tests.analysis.test_diagnostics import BAD, table, write
+    from tests.analysis.test_isoflop import _csv, sweep
+
+    path = write(tmp_path / "t.csv", table(bad=BAD))
+    out = epath.Path(f"{bucket}/fit")
+    assert main(["fit", str(path), "--bootstrap", "0", "--json", "--out", str(out)]) == 0
+    rows = (out / "rows.csv").read_text().splitlines()
+    assert rows[0].startswith("name,params,tokens,loss,fitted") and len(rows) == 91
+    assert (out / "residuals.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    rows = [{"N": f"{r['params']:.6g}", "loss": f"{r['loss']:.5f}", "flops": f"{6 * r['params'] * r['tokens']:.6g}"}
+            for r in sweep(seed=0, k=7)]
+    out = epath.Path(f"{bucket}/isoflop")
+    assert main(["isoflop", _csv(tmp_path / "iso.csv", rows), "--json", "--no-bias", "--out", str(out)]) == 0
+    assert (out / "isoflop.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    capsys.readouterr()
+
+
+def test_the_reports_spectrum_and_readout_sections_read_runs_on_gs(bucket, tmp_path):
+    """The report's sections on `depthdelusion spectrum` and `data-exponent` outputs find
+    RUN/spectrum/tail.csv and readout.csv under a gs:// runs root (a remote root was read as a
+    missing local directory: the sections silently vanished)."""
+    from depthdelusion.analysis.readout import READOUT_COLUMNS, readout_section
+    from depthdelusion.analysis.spectra import TAIL_COLUMNS, spectrum_section
+    from depthdelusion.analysis.tables import write_csv
+
+    runs = epath.Path(f"{bucket}/runs")
+    run = runs / "sweep" / "d2_w32"
+    rundir.write_summary(run, {"status": "finished"})
+    tail = {c: "" for c in TAIL_COLUMNS} | {"layer": "1", "beta": "1.25", "beta_lo": "1.1", "beta_hi": "1.4",
+                                              "beta_half_a": "1.2", "beta_half_b": "1.3", "rank_lo": "3",
+                                              "rank_hi": "20"}
+    write_csv(run / "spectrum" / "tail.csv", TAIL_COLUMNS, [tail])
+    write_csv(run / "spectrum" / "readout.csv", READOUT_COLUMNS,
+              [{c: "0.5" for c in READOUT_COLUMNS} | {"rank_lo": "3", "rank_hi": "20"}])
+    lines = spectrum_section(str(runs))
+    assert any(line.startswith("| sweep/d2_w32 | 1 | 1.250 | [1.100, 1.400]") for line in lines), lines
+    lines = readout_section(str(runs))
+    assert any(line.startswith("| sweep/d2_w32 |") for line in lines), lines
+
+
+@pytest.mark.parametrize("argv", [["redundancy-study", "--report-only"], ["persistence-study", "runs"],
+                                  ["data-exponent", "runs"]])
+def test_a_command_that_writes_local_directories_only_refuses_gs(argv, tmp_path, monkeypatch, capsys):
+    """No server needed: a gs:// --out is refused by name before anything is read or written
+    (it used to become a local directory ./gs:/...)."""
+    from depthdelusion.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, "--out", "gs://bucket/study"]) == 2
+    assert f"{argv[0]} --out=gs://bucket/study: this command reads and writes local directories only" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "gs:").exists()

@@ -20,7 +20,6 @@ import io
 import json
 import math
 import re
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -432,12 +431,8 @@ def run_study(depth_grid: str, growth_grid: str, runs: str, out: str, *, probe_b
         cache.write_text(json.dumps(result, indent=2) + "\n")
         probes[run_dir.name] = result
     growth = growth_tables(runs_path, pairs) if pairs else None
-    if rundir.is_local(out_path):
-        write_report(runs_path, out_path, probes, growth)
-    else:
-        with tempfile.TemporaryDirectory(prefix="depthdelusion-expansion-") as tmp:
-            write_report(runs_path, Path(tmp), probes, growth)
-            rundir.copy_tree(Path(tmp), out_path)
+    with rundir.local_dir(out_path) as local_out:  # a gs:// OUT: drawn here, then copied up
+        write_report(runs_path, local_out, probes, growth)
     (out_path / "study_wall_time.json").write_text(json.dumps(
         {"this_invocation_s": round(time.perf_counter() - start, 1)}, indent=2) + "\n")
     return out_path
