@@ -157,7 +157,7 @@ def test_the_reports_spectrum_and_readout_sections_read_runs_on_gs(bucket, tmp_p
 
 
 @pytest.mark.parametrize("argv", [["redundancy-study", "--report-only"], ["persistence-study", "runs"],
-                                  ["data-exponent", "runs"]])
+                                  ["data-exponent", "runs"], ["coord-check"], ["persistence-probe"]])
 def test_a_command_that_writes_local_directories_only_refuses_gs(argv, tmp_path, monkeypatch, capsys):
     """No server needed: a gs:// --out is refused by name before anything is read or written
     (it used to become a local directory ./gs:/...)."""

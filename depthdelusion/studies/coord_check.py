@@ -214,6 +214,7 @@ def run_command(*, out: str, widths: str = "64,128,256,512", depths: str = "2,4,
     """`depthdelusion coord-check` (the parser is `depthdelusion.cli`)."""
     from depthdelusion.config import PARAMETRIZATIONS
 
+    rundir.local_path(out, "coord-check --out")  # before the compute, not after it
     names = [n.strip() for n in parametrization.split(",") if n.strip()]
     bad = [n for n in names if n not in PARAMETRIZATIONS]
     if bad or not names:
