@@ -7,9 +7,10 @@ Nothing is swapped; the clients are only pointed at the server, as their documen
 - tensorstore: TENSORSTORE_GCS_HTTP_URL, and GOOGLE_AUTH_TOKEN_FOR_TESTING as its bearer token.
 - array_record (prepared data, TFDS array_record shards): its C++ reader opens gs:// itself
   through google-cloud-cpp's storage client, not gcsfs; CLOUD_STORAGE_EMULATOR_ENDPOINT points
-  that client at the server (and makes it skip credentials). Without it the reader goes to
-  storage.googleapis.com and the metadata server, which a sandbox cannot reach: it retries
-  for minutes (the "hang" of ArrayRecordDataSource(["gs://..."])).
+  that client at the server. Without it the client goes to Google's own endpoints
+  (storage.googleapis.com, credentials from the environment or the metadata server), which a
+  machine without network cannot reach, and it retries instead of failing: measured here, no
+  answer after 40 s (the "hang" of ArrayRecordDataSource(["gs://..."])).
 - gcsfs's default class since 2025 (ExtendedGcsFileSystem) first asks the Storage Control gRPC
   API whether a bucket is hierarchical; the emulator serves only the JSON API, so each call would
   wait 60 s and then fall back to gcsfs's GCSFileSystem. GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false
