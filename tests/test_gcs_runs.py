@@ -136,6 +136,7 @@ def test_a_save_the_server_refuses_ends_the_run_and_the_previous_checkpoint_rest
     # The error names the object the server refused, and what it said.
     assert summary["status"] == "failed" and "Forbidden" in summary["error"], summary
     assert "checkpoints%2F8%2F" in summary["error"] and "injected by the test proxy" in summary["error"]
+    assert summary["error"].startswith(f"CheckpointSaveError: saving the checkpoint at step 8 to {run}/checkpoints")
     assert "Forbidden" in done.stderr, done.stderr[-3000:]
     assert "4" in steps_on_gs(run)
     first = {r["step"]: r["loss"] for r in read_metrics(run)}
@@ -150,7 +151,7 @@ def test_a_save_the_server_refuses_ends_the_run_and_the_previous_checkpoint_rest
             assert r["loss"] == pytest.approx(first[r["step"]], rel=LOSS_RTOL), r["step"]
 
 
-def test_a_save_the_server_answers_503_to_on_every_try_ends_the_run_with_a_clear_error(
+def test_a_save_answered_503_on_every_try_ends_the_run_with_a_clear_error(
         gcs_server, bucket, config_file):
     """GCS answering 503 to everything about the step-8 save for the rest of the run (reads
     too: orbax checks and lists the step directory): the clients' retries give up (gcsfs's first,
