@@ -22,6 +22,7 @@ Paths may be local or remote (gs://, through etils.epath). This module imports n
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -67,6 +68,15 @@ def as_path(path: epath.PathLike) -> Path | epath.Path:
     return epath.Path(path)
 
 
+def local_path(path: epath.PathLike, what: str) -> Path:
+    """PATH as a pathlib.Path for a command that reads or writes local directories only; a
+    remote PATH (gs://) is an error naming `what`, not a directory `./gs:/...`."""
+    if not is_local(path):
+        raise ValueError(f"{what}={path}: this command reads and writes local directories only; "
+                         "give a local path (copy to or from the bucket with `gcloud storage cp -r`)")
+    return Path(str(path))
+
+
 def copy_tree(src: Path, dst: epath.PathLike) -> None:
     """Every file under the local directory `src` to the same place under `dst` (local or
     remote): how outputs written by local-only writers (matplotlib, csv) reach gs://."""
@@ -76,6 +86,19 @@ def copy_tree(src: Path, dst: epath.PathLike) -> None:
             target = dst / str(path.relative_to(src))
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(path.read_bytes())
+
+
+@contextlib.contextmanager
+def local_dir(out: epath.PathLike | None) -> Iterator[Path | None]:
+    """A local directory for writers of local files only (matplotlib, csv): OUT itself when it
+    is local (or None), else a temporary directory whose files are copied to OUT (gs://) when
+    the block ends without an error."""
+    if out is None or is_local(out):
+        yield None if out is None else Path(str(out))
+        return
+    with tempfile.TemporaryDirectory(prefix="depthdelusion-out-") as tmp:
+        yield Path(tmp)
+        copy_tree(Path(tmp), out)
 
 
 def _write_whole(path: epath.Path, text: str) -> None:
@@ -192,6 +215,16 @@ def find_runs(root: epath.PathLike) -> list[epath.Path]:
         elif directory.is_dir():
             todo += [p for p in directory.iterdir() if p.is_dir()]
     return sorted(found, key=str)
+
+
+def files_below(root: epath.PathLike, relative: str) -> list[Path | epath.Path]:
+    """Every ROOT/.../RELATIVE that exists (e.g. "spectrum/tail.csv"), sorted. Locally a
+    recursive glob; on an object store (gs://) RELATIVE under each run directory (`find_runs`),
+    since a recursive listing there would list every checkpoint object."""
+    root = as_path(root)
+    if is_local(root):
+        return sorted(root.rglob(relative))
+    return [run / relative for run in find_runs(root) if (run / relative).exists()]
 
 
 # --- metrics.jsonl ----------------------------------------------------------------------------

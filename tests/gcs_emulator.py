@@ -5,6 +5,12 @@ Nothing is swapped; the clients are only pointed at the server, as their documen
 
 - gcsfs: STORAGE_EMULATOR_HOST, anonymous credentials (FSSPEC_GCS_TOKEN=anon, fsspec's config).
 - tensorstore: TENSORSTORE_GCS_HTTP_URL, and GOOGLE_AUTH_TOKEN_FOR_TESTING as its bearer token.
+- array_record (prepared data, TFDS array_record shards): its C++ reader opens gs:// itself
+  through google-cloud-cpp's storage client, not gcsfs; CLOUD_STORAGE_EMULATOR_ENDPOINT points
+  that client at the server. Without it the client goes to Google's own endpoints
+  (storage.googleapis.com, credentials from the environment or the metadata server), which a
+  machine without network cannot reach, and it retries instead of failing: measured here, no
+  answer after 40 s (the "hang" of ArrayRecordDataSource(["gs://..."])).
 - gcsfs's default class since 2025 (ExtendedGcsFileSystem) first asks the Storage Control gRPC
   API whether a bucket is hierarchical; the emulator serves only the JSON API, so each call would
   wait 60 s and then fall back to gcsfs's GCSFileSystem. GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false
@@ -86,7 +92,7 @@ class Emulator:
     def client_env(self, url: str | None = None) -> dict[str, str]:
         """What a client process needs to reach the server (or a proxy at `url` in front of it)."""
         url = url or self.url
-        return {"STORAGE_EMULATOR_HOST": url, "TENSORSTORE_GCS_HTTP_URL": url,
+        return {"STORAGE_EMULATOR_HOST": url, "TENSORSTORE_GCS_HTTP_URL": url, "CLOUD_STORAGE_EMULATOR_ENDPOINT": url,
                 "GOOGLE_AUTH_TOKEN_FOR_TESTING": "emulator", "FSSPEC_GCS_TOKEN": "anon",
                 "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}
 

@@ -1,7 +1,8 @@
 """Runs on gs:// against a real GCS server (tests/gcs_emulator.py): checkpoints through orbax and
 tensorstore, records through etils.epath and gcsfs, as on a pod. A kill during a save, then a
 resume; server errors during a save: a 503 is retried (by gcsfs and by tensorstore, each with its
-own backoff), a refusal ends the run with the previous checkpoint restorable."""
+own backoff), a refusal or a 503 on every try ends the run with a clear error and the previous
+checkpoint restorable."""
 import json
 import signal
 import subprocess
@@ -135,6 +136,7 @@ def test_a_save_the_server_refuses_ends_the_run_and_the_previous_checkpoint_rest
     # The error names the object the server refused, and what it said.
     assert summary["status"] == "failed" and "Forbidden" in summary["error"], summary
     assert "checkpoints%2F8%2F" in summary["error"] and "injected by the test proxy" in summary["error"]
+    assert summary["error"].startswith(f"CheckpointSaveError: saving the checkpoint at step 8 to {run}/checkpoints")
     assert "Forbidden" in done.stderr, done.stderr[-3000:]
     assert "4" in steps_on_gs(run)
     first = {r["step"]: r["loss"] for r in read_metrics(run)}
@@ -145,6 +147,36 @@ def test_a_save_the_server_refuses_ends_the_run_and_the_previous_checkpoint_rest
     records = read_metrics(run)
     assert [r["step"] for r in records] == list(range(1, 13))
     for r in records:  # the steps the failed run recorded after step 4 come out the same again
+        if r["step"] in first:
+            assert r["loss"] == pytest.approx(first[r["step"]], rel=LOSS_RTOL), r["step"]
+
+
+def test_a_save_answered_503_on_every_try_ends_the_run_with_a_clear_error(
+        gcs_server, bucket, config_file):
+    """GCS answering 503 to everything about the step-8 save for the rest of the run (reads
+    too: orbax checks and lists the step directory): the clients' retries give up (gcsfs's first,
+    after about 30 s of backoff), and the run ends with an error naming the step, the directory
+    and what the server said, and where a re-run resumes; it resumes there once the server
+    recovers."""
+    run = epath.Path(f"{bucket}/run")
+    with fault_proxy(gcs_server, lambda method, url: 503 if "/checkpoints/8" in url else None) as proxy:
+        done = subprocess.run(cli(config_file, "--out", run), env=cli_env(gcs_server, proxy.url),
+                              capture_output=True, text=True, timeout=400)
+    assert done.returncode != 0 and proxy.injected
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "failed", summary
+    for text in (summary["error"], done.stderr):
+        assert f"saving the checkpoint at step 8 to {run}/checkpoints failed" in text, text[-3000:]
+        assert "503" in text and "the checkpoint at step 4 is untouched" in text, text[-3000:]
+    assert steps_on_gs(run)[0] == "4" and "8" not in steps_on_gs(run)
+    first = {r["step"]: r["loss"] for r in read_metrics(run)}
+
+    done = subprocess.run(cli("--out", run), env=cli_env(gcs_server), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"resuming {run} from the checkpoint at step 4" in done.stderr
+    records = read_metrics(run)
+    assert [r["step"] for r in records] == list(range(1, 13))
+    for r in records:
         if r["step"] in first:
             assert r["loss"] == pytest.approx(first[r["step"]], rel=LOSS_RTOL), r["step"]
 
@@ -199,6 +231,39 @@ def test_prepare_data_writes_its_dataset_to_gs(gcs_server, bucket):
     assert meta["train_windows"] == 20000 // 33 and meta["tokenizer"] == "bytes"
     shard = (builder / "depthdelusion_windows-train.array_record-00000-of-00001").read_bytes()
     assert len(shard) > meta["train_windows"] * 33  # every window's bytes are in the uploaded shard
+
+
+def test_a_run_trains_from_data_prepared_on_gs_as_from_the_same_data_on_disk(gcs_server, bucket, tmp_path):
+    """Prepared shards on gs:// are read by array_record's own GCS client (google-cloud-cpp, not
+    gcsfs): the run reads every batch and the validation split from the bucket, and its losses are
+    those of the same shards copied to a local directory."""
+    prepared = epath.Path(f"{bucket}/prepared")
+    done = subprocess.run([PYTHON, "-m", "depthdelusion", "prepare-data", "builtin", "--out", str(prepared),
+                           "--tokenizer", "bytes", "--seq-len", "32", "--max-train-tokens", "20000"],
+                          env=cli_env(gcs_server), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    local = tmp_path / "prepared"
+    for path in prepared.glob("*/*/*/*"):  # depthdelusion_windows/bytes_seq32/1.0.0/<file>
+        target = local / str(path)[len(str(prepared)) + 1:]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+    assert any("validation.array_record" in p.name for p in local.rglob("*"))
+
+    config = tmp_path / "short.yaml"
+    config.write_text(yaml.safe_dump({**TINY, "train": {**TINY["train"], "steps": 4, "eval_batches": 2}}))
+    losses = {}
+    for where, data in (("gs", prepared), ("local", local)):
+        run = epath.Path(f"{bucket}/run_{where}")
+        # a read that never returns (array_record's client asking Google, not the server) fails here
+        done = subprocess.run(cli(config, "--out", run, "--set", f"data.path={data}"), env=cli_env(gcs_server),
+                              capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stderr[-3000:]
+        summary = json.loads((run / "summary.json").read_text())
+        assert summary["status"] == "finished" and summary["eval_loss"] is not None, summary
+        assert str(data) in summary["data"]["dataset"], summary["data"]
+        losses[where] = [r["loss"] for r in read_metrics(run)]
+    assert len(losses["gs"]) == 4
+    assert losses["gs"] == pytest.approx(losses["local"], rel=LOSS_RTOL)
 
 
 def test_the_spectrum_study_reads_a_run_on_gs_and_writes_beside_it(gcs_server, bucket, tmp_path):

@@ -195,18 +195,19 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
     else:
         parts = split_rows(table, by, law, method, drop_outliers, outlier_threshold, seed)
         results = {v: fit(part, law, method, **options) for v, part in parts.items()}
-    _print_fits(results, parts, by, json_output, out)
-    if validate == "rollout":
-        from pathlib import Path
+    with rundir.local_dir(out) as local_out:  # a gs:// OUT: written here, then copied up
+        _print_fits(results, parts, by, json_output, local_out)
+        if validate == "rollout":
+            from .rollout import rollout
 
-        from .rollout import rollout
-
-        checked = rollout(table, law, method, seed=seed, overestimate_weight=overestimate_weight,
-                          grid_points=grid_points, max_starts=starts)
-        Path(out or ".").mkdir(parents=True, exist_ok=True)
-        path = checked.write_csv(Path(out or ".") / "rollout.csv")
-        print(checked.summary(), file=sys.stderr if json_output else sys.stdout)
-        print(f"wrote {path}", file=sys.stderr)
+            checked = rollout(table, law, method, seed=seed, overestimate_weight=overestimate_weight,
+                              grid_points=grid_points, max_starts=starts)
+            Path(local_out or ".").mkdir(parents=True, exist_ok=True)
+            path = checked.write_csv(Path(local_out or ".") / "rollout.csv")
+            print(checked.summary(), file=sys.stderr if json_output else sys.stdout)
+            print(f"wrote {path}", file=sys.stderr)
+    if out is not None and not rundir.is_local(out):
+        print(f"copied to {out}", file=sys.stderr)
     return exit_codes.OK
 
 
@@ -299,17 +300,18 @@ def run_isoflop(*, runs: str, by: str | None = None, group: str | None = None,
                 raise
             raise ValueError(f"{by} = {value}: {err}") from None
     if out is not None:
-        from pathlib import Path
-
         from .isoflop import file_label
         from .plots import isoflop_profiles
 
-        Path(out).mkdir(parents=True, exist_ok=True)
-        for value, res in results.items():
-            name = "isoflop.png" if value is None else f"isoflop_{file_label(value)}.png"
-            path = isoflop_profiles(res, Path(out) / name,
-                                    title="" if value is None else f"{by} = {value}")
-            print(f"wrote {path}", file=sys.stderr)
+        with rundir.local_dir(out) as local_out:  # a gs:// OUT: drawn here, then copied up
+            local_out.mkdir(parents=True, exist_ok=True)
+            for value, res in results.items():
+                name = "isoflop.png" if value is None else f"isoflop_{file_label(value)}.png"
+                path = isoflop_profiles(res, local_out / name,
+                                        title="" if value is None else f"{by} = {value}")
+                print(f"wrote {path}", file=sys.stderr)
+        if not rundir.is_local(out):
+            print(f"copied to {out}", file=sys.stderr)
     if json_output:
         doc = (results[None].to_dict() if by is None
                else {"by": by, "groups": {str(k): r.to_dict() for k, r in results.items()}})

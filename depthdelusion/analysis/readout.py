@@ -34,11 +34,14 @@ on the rank range.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from depthdelusion import rundir
 
 from .spectra import MIN_RANKS, fit_tail_index
 from .tables import markdown_table, write_csv
@@ -138,7 +141,7 @@ def write_readout_csv(fit: SourceFit, path: Path) -> Path:
 def read_readout_csv(path: Path) -> dict:
     """The one row of a readout.csv as floats (None for an empty cell); a clear error naming the
     file otherwise."""
-    with open(path, newline="") as fh:
+    with io.StringIO(rundir.as_path(path).read_text(encoding="utf-8"), newline="") as fh:
         reader = csv.DictReader(fh)
         missing = set(READOUT_COLUMNS) - set(reader.fieldnames or ())
         if missing:
@@ -158,10 +161,10 @@ def readout_section(root) -> list[str]:
     """Markdown lines of the report's table of the predicted exponent with s measured, for the
     runs below ``root`` whose spectrum/ holds a readout.csv (written by `depthdelusion
     data-exponent`); no lines when there is none."""
-    if not root or not Path(root).is_dir():
+    if not root or not rundir.as_path(root).is_dir():
         return []
-    root = Path(root)
-    found = sorted(root.rglob("spectrum/readout.csv"))
+    root = rundir.as_path(root)
+    found = rundir.files_below(root, "spectrum/readout.csv")
     if not found:
         return []
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from depthdelusion import rundir
+
 from .redundancy import (Design, bounded_transform, fit_rate, learning_curve, power_law_spectrum,
                          predicted_exponent, random_rotation, source_target)
 from .tables import markdown_table, write_csv
@@ -187,7 +189,7 @@ def _figure(curves, path: Path) -> None:
 def run_command(*, out: str, seeds: int = SEEDS, no_figures: bool = False,
                 report_only: bool = False) -> int:
     """`depthdelusion redundancy-study` (the parser is `depthdelusion.cli`)."""
-    where = Path(out)
+    where = rundir.local_path(out, "redundancy-study --out")
     if report_only:
         write_markdown(where)
     else:

@@ -20,11 +20,14 @@ the tail.csv format it writes:
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from depthdelusion import rundir
 
 from .redundancy import predicted_exponent
 from .tables import markdown_table, write_csv
@@ -121,7 +124,7 @@ def write_tail_csv(fits: list[TailFit], path: Path) -> Path:
 def read_tail_csv(path: Path) -> list[dict]:
     """Rows of a tail.csv as dicts of floats (None for an empty cell); a clear error naming the
     file and the missing columns otherwise."""
-    with open(path, newline="") as fh:
+    with io.StringIO(rundir.as_path(path).read_text(encoding="utf-8"), newline="") as fh:
         reader = csv.DictReader(fh)
         missing = set(TAIL_COLUMNS) - set(reader.fieldnames or ())
         if missing:
@@ -140,10 +143,10 @@ def spectrum_section(root) -> list[str]:
     """Markdown lines of the report's section on representation spectra: every RUN/spectrum/
     tail.csv below ``root`` (a directory of runs); no lines when there is none (or ``root`` is
     not a directory)."""
-    if not root or not Path(root).is_dir():  # "" (runs not loaded from a directory) included
+    if not root or not rundir.as_path(root).is_dir():  # "" (runs not loaded from a directory) included
         return []
-    root = Path(root)
-    tables = sorted(root.rglob("spectrum/tail.csv"))
+    root = rundir.as_path(root)
+    tables = rundir.files_below(root, "spectrum/tail.csv")
     if not tables:
         return []
     head = ["run", "layer", "β", "95% CI (jackknife)", "β halves", "ranks"] + [

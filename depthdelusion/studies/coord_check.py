@@ -18,6 +18,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from depthdelusion import rundir
 from depthdelusion.analysis.tables import markdown_table, write_csv
 from depthdelusion.config import DataConfig, ModelConfig, TrainConfig
 from depthdelusion.data.pipeline import Batches
@@ -121,7 +122,7 @@ def spreads(rows: list[dict], step: int) -> list[Spread]:
 def write_outputs(rows: list[dict], setup: CoordCheckSetup, out: str | Path) -> dict[str, Path]:
     """coord_check.csv (one row per shape and step), coord_check.json (rows + setup),
     coord_check.md (step-final table and spreads), coord_check.png (one panel per parameterization)."""
-    out = Path(out)
+    out = rundir.local_path(out, "coord-check --out")
     out.mkdir(parents=True, exist_ok=True)
     paths = {k: out / f"coord_check.{k}" for k in ("csv", "json", "md", "png")}
     write_csv(paths["csv"], ["parametrization", "width", "depth", "step", "last_block_rms", "logits_rms",
@@ -213,6 +214,7 @@ def run_command(*, out: str, widths: str = "64,128,256,512", depths: str = "2,4,
     """`depthdelusion coord-check` (the parser is `depthdelusion.cli`)."""
     from depthdelusion.config import PARAMETRIZATIONS
 
+    rundir.local_path(out, "coord-check --out")  # before the compute, not after it
     names = [n.strip() for n in parametrization.split(",") if n.strip()]
     bad = [n for n in names if n not in PARAMETRIZATIONS]
     if bad or not names:

@@ -494,6 +494,8 @@ def run_data_exponent(*, root: str, out: str, tokens: int = SPECTRUM_TOKENS, lar
                       sweep_commands: str | None = None, refit_tables: bool = False) -> int:
     """`depthdelusion data-exponent ROOT --out DIR`: the study's tables, CSVs and figures in DIR.
     With ``refit_tables``, ROOT is a written study: its measured b is refitted from its CSVs."""
+    rundir.local_path(root, "data-exponent ROOT")
+    rundir.local_path(out, "data-exponent --out")
     if refit_tables:
         refit_study_tables(Path(root), Path(out))
         print((Path(out) / "tables.md").read_text())

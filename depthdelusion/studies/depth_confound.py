@@ -737,10 +737,10 @@ def plot(exp: dict, pts: list[Point], iso_pts: list[Point], path: Path) -> None:
 def run_command(*, experiment: str, out: str, max_runs: int | None = None, report_only: bool = False) -> int:
     """`depthdelusion depth-confound` (the parser is `depthdelusion.cli`)."""
     import sys
-    from depthdelusion import exit_codes
+    from depthdelusion import exit_codes, rundir
 
     exp = load_experiment(experiment)
-    out_dir = Path(out)
+    out_dir = rundir.local_path(out, "depth-confound --out")
     out_dir.mkdir(parents=True, exist_ok=True)
     if not report_only:
         _, preempted = train(exp, experiment, out_dir, max_runs=max_runs, log=lambda t: print(t, flush=True))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 
+from depthdelusion import rundir
 from depthdelusion.analysis.tables import markdown_table, write_csv
 from depthdelusion.config import PARAMETRIZATIONS, Config, from_dict, read_yaml
 
@@ -128,7 +129,7 @@ def run_experiment(path: str | Path, out: str | Path, log=print, train_fn=None) 
     """Train what is not finished and write the tables, figures and report. `train_fn(cfg,
     run_dir)` trains one run (default: the training loop, as the sweep does)."""
     exp = load_experiment(path)
-    out = Path(out)
+    out = rundir.local_path(out, "lr-transfer --out")
     out.mkdir(parents=True, exist_ok=True)
     grid = lr_grid(exp)
     sweep_rows = train_runs(grid, [], str(path), out, log, train_fn)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from depthdelusion import rundir
 from depthdelusion.analysis.tables import markdown_table, write_csv
 
 KINDS = ("weight", "activation")
@@ -199,6 +200,7 @@ def run_command(*, out: str, widths: str = "64,256,1024", depths: str = "8,16,32
     import shlex
     import sys
 
+    where = rundir.local_path(out, "persistence-probe --out")  # before hours of compute
     shape_widths, shape_depths = parse_ints(widths, "--widths"), parse_ints(depths, "--depths")
     for w in shape_widths:
         if w % head_dim:
@@ -210,6 +212,6 @@ def run_command(*, out: str, widths: str = "64,256,1024", depths: str = "8,16,32
                        max_params=max_params)
     start = time.perf_counter()
     result = run(shape_widths, shape_depths, setup)
-    files = write(result, setup, Path(out), "depthdelusion " + shlex.join(sys.argv[1:]))
+    files = write(result, setup, where, "depthdelusion " + shlex.join(sys.argv[1:]))
     print(f"wrote {len(files)} files to {out} in {time.perf_counter() - start:.0f} s")
     return 0

@@ -603,7 +603,8 @@ def run_command(*, runs: list[str] | str, out: str, step: int = DEFAULT_STEP, wi
 
         expected = [name for g in ([grid] if isinstance(grid, str) else grid) for name, _ in load_grid(g).runs]
     roots = [runs] if isinstance(runs, str) else list(runs)
-    files = build([Path(r) for r in roots], Path(out), step=step, window=window, expected=expected,
-                  command="depthdelusion " + shlex.join(sys.argv[1:]))
+    roots = [rundir.local_path(r, "persistence-study RUNS") for r in roots]
+    files = build(roots, rundir.local_path(out, "persistence-study --out"), step=step, window=window,
+                  expected=expected, command="depthdelusion " + shlex.join(sys.argv[1:]))
     print(f"wrote {len(files)} files to {out}")
     return 0

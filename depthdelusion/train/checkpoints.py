@@ -77,6 +77,10 @@ def absolute(directory: epath.PathLike) -> epath.Path:
     return path if "://" in str(directory) else path.absolute()
 
 
+class CheckpointSaveError(RuntimeError):
+    """A checkpoint could not be written (a storage error the client's retries did not clear)."""
+
+
 class Checkpointer:
     """Saves every `every_steps` steps and/or `every_minutes` minutes, keeps the last `keep`."""
 
@@ -85,6 +89,7 @@ class Checkpointer:
         self.directory = absolute(directory)
         self.every_steps, self.every_minutes, self.keep = every_steps, every_minutes, keep
         self._last_save_time = time.monotonic()
+        self._pending: int | None = None  # the step of a save that may still be running
         self.manager = self._open()
 
     def _open(self) -> ocp.CheckpointManager:
@@ -104,21 +109,44 @@ class Checkpointer:
         return self.every_minutes > 0 and time.monotonic() - self._last_save_time >= 60 * self.every_minutes
 
     def save(self, step: int, state: Any, data_state: dict) -> None:
-        """Starts an async save; the arrays are copied before this returns, so training goes on."""
+        """Starts an async save; the arrays are copied before this returns, so training goes on.
+        A save that fails (here, or in the background: raised by the next save or `wait`) is a
+        CheckpointSaveError naming its step and the checkpoint a re-run resumes from."""
         if step in self.manager.all_steps():
             return
-        self.manager.save(step, args=ocp.args.Composite(
-            state=ocp.args.StandardSave(flatten_state(state)),
-            data=grain.checkpoint.CheckpointSave(FrozenIteratorState(data_state)),
-        ), force=True)
+        self.wait()  # the previous save's error, if any, under its own step
+        try:
+            self.manager.save(step, args=ocp.args.Composite(
+                state=ocp.args.StandardSave(flatten_state(state)),
+                data=grain.checkpoint.CheckpointSave(FrozenIteratorState(data_state)),
+            ), force=True)
+        except Exception as err:
+            raise self._save_failed(step, err) from err
+        self._pending = step
         self._last_save_time = time.monotonic()
 
     def wait(self) -> None:
-        self.manager.wait_until_finished()
+        step, self._pending = self._pending, None
+        try:
+            self.manager.wait_until_finished()
+        except Exception as err:
+            if step is None:
+                raise
+            raise self._save_failed(step, err) from err
 
     def close(self) -> None:
-        self.manager.wait_until_finished()
-        self.manager.close()
+        try:
+            self.wait()
+        finally:
+            self.manager.close()
+
+    def _save_failed(self, step: int, err: Exception) -> CheckpointSaveError:
+        kept = [s for s in self.manager.all_steps() if s < step]
+        resume = (f"the checkpoint at step {max(kept)} is untouched and a re-run of the same command "
+                  "resumes from it") if kept else "there is no earlier checkpoint: a re-run starts over"
+        return CheckpointSaveError(
+            f"saving the checkpoint at step {step} to {self.directory} failed after the storage "
+            f"client's retries ({type(err).__name__}: {err}); {resume}")
 
     def incomplete_saves(self) -> list[str]:
         """Leftovers of saves that were killed before they completed."""

@@ -5,6 +5,9 @@ tables and figures.
   depthdelusion expansion-study --depth-grid experiments/depth_expansion.yaml \
       --growth-grid experiments/depth_expansion_growth.yaml --runs runs --out analysis/depth_expansion
 
+RUNS and OUT may be local or gs:// (rundir.as_path); the figures and tables are drawn into a
+local directory and copied up when OUT is remote (matplotlib writes local files).
+
 Tables: signal.csv (per run and insertion point), runs.csv (per run: max signal, mean cosine,
 largest helpful η), jumpboard.csv, covariance.csv, growth.csv (per seed and arm) and
 growth_curves.csv; figures: signal.png, alignment.png, covariance.png, growth.png,
@@ -13,37 +16,41 @@ signal_beside_grad.png. Every probe is cached as probes/<run>.json (rerunning sk
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import re
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from depthdelusion import rundir
 from depthdelusion.analysis.tables import markdown_table, write_csv
 
+if TYPE_CHECKING:
+    from etils import epath
+
 GROWTH_PARENT = re.compile(r"^d(\d+)_w(\d+)_steps(\d+)_seed(\d+)$")
 
 
-def _write_csv(rows: list[dict], path: Path) -> None:
+def _write_csv(rows: list[dict], path) -> None:
     """Floats at 6 significant digits; nothing for no rows."""
     if rows:
         write_csv(path, rows[0], [{k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()}
                                   for row in rows])
 
 
-def _read_csv(path: Path) -> list[dict]:
-    """A table this module wrote, numbers as numbers (empty cells stay "")."""
+def _read_csv(path) -> list[dict]:
+    """A table this module wrote (local or gs://), numbers as numbers (empty cells stay "")."""
     def value(v: str):
         if v == "" or not re.fullmatch(r"[-+0-9.eE]+|nan|inf|-inf", v):
             return v
         return int(v) if re.fullmatch(r"[-+]?\d+", v) else float(v)
 
-    with open(path, newline="") as f:
-        return [{k: value(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    text = rundir.as_path(path).read_text(encoding="utf-8")
+    return [{k: value(v) for k, v in row.items()} for row in csv.DictReader(io.StringIO(text, newline=""))]
 
 
 def converted_probe(result: dict) -> dict:
@@ -69,13 +76,13 @@ def converted_probe(result: dict) -> dict:
     return {**result, "signal": rows, "interval": BOUNDED_INTERVAL}
 
 
-def rerender_probe_tables(out: Path) -> None:
+def rerender_probe_tables(out) -> None:
     """signal.csv, the interval columns of runs.csv and results.md again from the cached probes
     (converted by `converted_probe`) and the other committed tables, for when the run
     directories are not at hand; the figures and the other tables are left as they are."""
-    out = Path(out)
+    out = rundir.as_path(out)
     probes = {}
-    for cache in sorted((out / "probes").glob("*.json")):
+    for cache in sorted((p for p in (out / "probes").iterdir() if p.name.endswith(".json")), key=str):
         result = converted_probe(json.loads(cache.read_text()))
         cache.write_text(json.dumps(result, indent=2) + "\n")
         probes[cache.stem] = result
@@ -97,13 +104,13 @@ def rerender_probe_tables(out: Path) -> None:
     (out / "results.md").write_text(results_markdown(run_rows, _read_csv(out / "jumpboard.csv"), probes, growth))
 
 
-def train_grid(grid_path: str, out: Path, log: Callable[[str], None]) -> None:
+def train_grid(grid_path: str, out: Path | epath.Path, log: Callable[[str], None]) -> None:
     from depthdelusion.sweep import load_grid, run_sweep
 
     run_sweep(load_grid(grid_path), out, report=False, log=log)
 
 
-def grow(runs: Path, log: Callable[[str], None], train_runs: bool = True) -> list[dict]:
+def grow(runs: Path | epath.Path, log: Callable[[str], None], train_runs: bool = True) -> list[dict]:
     """Expand every growth parent (depth D, N steps) by one block after every layer and train it
     to the scratch runs' step count (`train_runs` False: only collect the finished ones);
     returns one row per seed: the parent, grown and scratch run names."""
@@ -135,11 +142,11 @@ def grow(runs: Path, log: Callable[[str], None], train_runs: bool = True) -> lis
     return rows
 
 
-def _curve(run_dir: Path, key: str) -> dict[int, float]:
+def _curve(run_dir: Path | epath.Path, key: str) -> dict[int, float]:
     return {r["step"]: r[key] for r in rundir.read_metrics(run_dir) if key in r}
 
 
-def growth_tables(runs: Path, pairs: list[dict]) -> tuple[list[dict], list[dict], dict]:
+def growth_tables(runs: Path | epath.Path, pairs: list[dict]) -> tuple[list[dict], list[dict], dict]:
     """Per-seed final losses of both arms, curves, and the paired comparison."""
     from depthdelusion import model_size as size
     from depthdelusion.studies.expansion import surgery
@@ -212,7 +219,8 @@ def plot_signal_beside_grad(ax, rows: list[dict], label: str = "") -> None:
     ax.set_xlabel("layer l (0 = bottom)")
 
 
-def write_report(runs: Path, out: Path, probes: dict[str, dict], growth: tuple | None) -> None:
+def write_report(runs: Path | epath.Path, out: Path, probes: dict[str, dict], growth: tuple | None) -> None:
+    """Tables and figures into the local directory `out` (run_study copies them to a remote OUT)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -396,12 +404,12 @@ def results_markdown(run_rows: list[dict], jump_rows: list[dict], probes: dict, 
 
 
 def run_study(depth_grid: str, growth_grid: str, runs: str, out: str, *, probe_batches: int = 16,
-              train: str = "all", log: Callable[[str], None] = print) -> Path:
+              train: str = "all", log: Callable[[str], None] = print) -> Path | epath.Path:
     """`train`: "all" (both grids and the grown runs), "growth" (the growth grid and grown runs
     only) or "none" (report what is finished)."""
     from depthdelusion.studies.expansion.probe import probe_run
 
-    runs_path, out_path = Path(runs), Path(out)
+    runs_path, out_path = rundir.as_path(runs), rundir.as_path(out)
     start = time.perf_counter()
     if train == "all":
         train_grid(depth_grid, runs_path / "depth_expansion", log)
@@ -423,7 +431,8 @@ def run_study(depth_grid: str, growth_grid: str, runs: str, out: str, *, probe_b
         cache.write_text(json.dumps(result, indent=2) + "\n")
         probes[run_dir.name] = result
     growth = growth_tables(runs_path, pairs) if pairs else None
-    write_report(runs_path, out_path, probes, growth)
+    with rundir.local_dir(out_path) as local_out:  # a gs:// OUT: drawn here, then copied up
+        write_report(runs_path, local_out, probes, growth)
     (out_path / "study_wall_time.json").write_text(json.dumps(
         {"this_invocation_s": round(time.perf_counter() - start, 1)}, indent=2) + "\n")
     return out_path

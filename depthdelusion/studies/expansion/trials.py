@@ -10,7 +10,7 @@
   learning rate (mean validation loss over seeds, as the lr-transfer study picks), the paired
   difference over seeds with its t interval.
 
-Each writes a CSV of its rows and a summary JSON into `out`; the verdict is only as strong as
+Each writes a CSV of its rows and a summary JSON into `out` (RUNS and OUT local or gs://); the verdict is only as strong as
 the interval.
 """
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -87,7 +86,7 @@ def paired_difference(a: list[float], b: list[float]) -> dict:
             "interval": "t, paired over seeds"}
 
 
-def _eval_loss(run_dir: Path) -> float:
+def _eval_loss(run_dir) -> float:
     summary = rundir.read_summary(run_dir) or {}
     if summary.get("eval_loss") is None:
         raise ValueError(f"{run_dir}: summary.json has no eval_loss (set train.eval_batches > 0 and finish the run)")
@@ -100,7 +99,7 @@ def prediction_study(runs, out, *, steps: int = 100, probe_batches: int = 12,
     from depthdelusion.studies.expansion.probe import probe_run
     from depthdelusion.train.loop import train
 
-    runs, out = Path(runs), Path(out)
+    runs, out = rundir.as_path(runs), rundir.as_path(out)
     (out / "probes").mkdir(parents=True, exist_ok=True)
     children_dir = runs.parent / f"{runs.name}_children"
     rows, per_seed = [], []
@@ -146,7 +145,7 @@ def growth_study(runs, out, *, switch_step: int = 150, log: Callable[[str], None
     from depthdelusion.studies.expansion import surgery
     from depthdelusion.train.loop import train
 
-    runs, out = Path(runs), Path(out)
+    runs, out = rundir.as_path(runs), rundir.as_path(out)
     parsed = {d.name: _LR_SEED.match(d.name) for d in sorted(runs.iterdir())}
     parsed = {n: m.groups() for n, m in parsed.items() if m}
     depths = sorted({int(g[0]) for g in parsed.values()})
@@ -195,7 +194,7 @@ def growth_study(runs, out, *, switch_step: int = 150, log: Callable[[str], None
     return summary
 
 
-def _write(out: Path, stem: str, rows: list[dict], summary: dict) -> None:
+def _write(out, stem: str, rows: list[dict], summary: dict) -> None:
     from depthdelusion.analysis.tables import write_csv
 
     out.mkdir(parents=True, exist_ok=True)
