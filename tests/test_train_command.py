@@ -127,3 +127,13 @@ def test_progress_bar_of_a_resumed_run_starts_at_its_step_and_notes_go_above_it(
     assert drawn.startswith("resuming\n\r 50%|") and "| 2/4 [" in drawn  # steps 1-2 were done before
     assert "\rSIGTERM: saved\n" in drawn and drawn.endswith("\n")
     assert drawn.rstrip("\n").rsplit("\r", 1)[1].startswith(" 75%|") and "3/4" in drawn.rsplit("\r", 1)[1]
+
+
+def test_progress_writes_to_the_stderr_of_when_it_is_made(monkeypatch):
+    """A runner (pytest, a notebook) may replace sys.stderr after depthdelusion was imported and
+    close the old stream; the progress lines go to the current one."""
+    log = _Stream(False)
+    monkeypatch.setattr("sys.stderr", log)
+    progress = Progress(2)
+    progress.update({"step": 2, "loss": 1.0, "lr": 1e-3, "eval_loss": 1.5})
+    assert "2/2" in log.getvalue()

@@ -41,7 +41,10 @@ class Progress:
     """A tqdm bar on a terminal (the metrics as its postfix); plain log lines (at layer-stats and
     eval steps) otherwise, since a log file would fill with the bar's redraws."""
 
-    def __init__(self, total: int, stream=sys.stderr, enabled: bool = True):
+    def __init__(self, total: int, stream=None, enabled: bool = True):
+        # sys.stderr when called, not when this module was imported (a test runner may have
+        # replaced it meanwhile with a capture stream it has since closed)
+        stream = sys.stderr if stream is None else stream
         self.total, self.stream, self.enabled = total, stream, enabled
         self.tty = stream.isatty()
         self.bar = None  # opened at the first update: a resumed run's bar starts at its step
