@@ -32,17 +32,20 @@ TESTS = os.path.dirname(os.path.abspath(__file__))
 # part, for a developer between edits. subprocess: tests that start processes.
 SLOW = {
     "test_checkpoints.py", "test_coord_check.py", "test_expansion.py", "test_expansion_probe.py",
-    "test_expansion_study.py", "test_gcs_runs.py", "test_gcs_studies.py", "test_grad_accum.py", "test_grad_accum_plan.py", "test_lr_transfer.py",
+    "test_expansion_study.py", "test_expansion_trials.py", "test_gcs_runs.py",
+    "test_gcs_studies.py", "test_grad_accum.py", "test_grad_accum_plan.py", "test_lr_transfer.py",
     "test_multihost.py", "test_parametrization.py", "test_plan.py", "test_profile.py",
-    "test_residual_dtype.py", "test_rundir.py", "test_sharding.py", "test_speed.py", "test_splash.py",
-    "test_spectrum.py", "test_sweep.py", "test_tpu_babysit.py", "test_tpu_failfast.py", "test_tpu_gcs.py",
-    "test_tpu_sweep.py",
-    "studies/test_data_exponent.py", "studies/test_persistence_probe.py", "studies/test_persistence_study.py",
+    "test_residual_dtype.py", "test_rundir.py", "test_sharding.py", "test_speed.py",
+    "test_splash.py", "test_spectrum.py", "test_sweep.py", "test_tpu_babysit.py",
+    "test_tpu_failfast.py", "test_tpu_gcs.py", "test_tpu_sweep.py", "test_trackers.py",
+    "studies/test_data_exponent.py", "studies/test_depth_confound.py",
+    "studies/test_persistence_probe.py", "studies/test_persistence_study.py",
 }
 SUBPROCESS = {
-    "test_checkpoints.py", "test_cli.py", "test_gcs_runs.py", "test_gcs_studies.py", "test_multihost.py", "test_tfds.py", "test_tpu_babysit.py",
-    "test_tpu_failfast.py", "test_tpu_scripts.py", "test_train_command.py",
-    "analysis/test_cli_analysis.py", "analysis/test_import.py", "analysis/test_report_latex.py",
+    "test_checkpoints.py", "test_cli.py", "test_gcs_runs.py", "test_gcs_studies.py",
+    "test_multihost.py", "test_tfds.py", "test_tpu_babysit.py", "test_tpu_failfast.py",
+    "test_tpu_scripts.py", "test_train_command.py", "analysis/test_cli_analysis.py",
+    "analysis/test_import.py", "analysis/test_report_latex.py",
 }
 _missing = sorted(name for name in SLOW | SUBPROCESS if not os.path.isfile(os.path.join(TESTS, name)))
 if _missing:

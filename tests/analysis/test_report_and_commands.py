@@ -105,6 +105,7 @@ def test_text_comparison_tolerates_last_digits_only():
                                 csv_file=True)
 
 
+@pytest.mark.slow  # the whole paper report with 1000 bootstrap refits per law: minutes of CPU
 def test_committed_paper_report_is_up_to_date(tmp_path):
     # Regenerates the text outputs (not the PNGs, whose bytes vary) and compares them with the
     # tolerances above.
