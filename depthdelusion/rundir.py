@@ -68,15 +68,6 @@ def as_path(path: epath.PathLike) -> Path | epath.Path:
     return epath.Path(path)
 
 
-def local_path(path: epath.PathLike, what: str) -> Path:
-    """PATH as a pathlib.Path for a command that reads or writes local directories only; a
-    remote PATH (gs://) is an error naming `what`, not a directory `./gs:/...`."""
-    if not is_local(path):
-        raise ValueError(f"{what}={path}: this command reads and writes local directories only; "
-                         "give a local path (copy to or from the bucket with `gcloud storage cp -r`)")
-    return Path(str(path))
-
-
 def copy_tree(src: Path, dst: epath.PathLike) -> None:
     """Every file under the local directory `src` to the same place under `dst` (local or
     remote): how outputs written by local-only writers (matplotlib, csv) reach gs://."""

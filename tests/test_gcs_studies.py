@@ -1,12 +1,13 @@
 """Studies and analysis outputs on gs:// against a real GCS server (tests/gcs_emulator.py): the
 depth-expansion study trains its two sweeps, grows the growth parent and trains it on, probes,
 and writes its tables and figures, with --runs and --out both in the bucket; the prediction
-study; `fit --out` and `isoflop --out`; the report's spectrum sections. Nothing lands on the
-local disk as ./gs:/...; the commands that write local directories only refuse a gs:// --out."""
+study; `fit --out` and `isoflop --out`; the report's spectrum sections; the other studies
+(persistence-study, persistence-probe, data-exponent and its refit, data-exponent-ridge,
+lr-transfer, coord-check, depth-confound, redundancy-study) with their inputs and --out in the
+bucket, at the sizes of their local tests or smaller. Nothing lands on the local disk as ./gs:/..."""
 import json
 import subprocess
 
-import pytest
 import yaml
 from etils import epath
 
@@ -156,15 +157,155 @@ def test_the_reports_spectrum_and_readout_sections_read_runs_on_gs(bucket, tmp_p
     assert any(line.startswith("| sweep/d2_w32 |") for line in lines), lines
 
 
-@pytest.mark.parametrize("argv", [["redundancy-study", "--report-only"], ["persistence-study", "runs"],
-                                  ["data-exponent", "runs"], ["coord-check"], ["persistence-probe"]])
-def test_a_command_that_writes_local_directories_only_refuses_gs(argv, tmp_path, monkeypatch, capsys):
-    """No server needed: a gs:// --out is refused by name before anything is read or written
-    (it used to become a local directory ./gs:/...)."""
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _persistence_runs(root):
+    """Three finished runs (one width, depths 4, 8, 16) in the trainer's file format, whose
+    weight-gradient norms decay towards the input with ℓ = 20 layers (the synthetic runs of
+    tests/studies/test_persistence_study.py, fewer of them)."""
+    import numpy as np
+
+    for depth in (4, 8, 16):
+        run = root / f"sp_d{depth}_w16_s1"
+        run.mkdir(parents=True)
+        rundir.write_summary(run, {"status": "finished", "final_loss": 2.0 - 0.01 * depth, "final_loss_se": 0.01,
+                                   "params": 1000 * depth, "steps": 1000, "wall_time_s": 1.0,
+                                   "model": {"depth": depth, "width": 16, "parametrization": "sp"}})
+        (run / rundir.CONFIG).write_text(yaml.safe_dump({"train": {"seed": 1, "lr": 3e-3}, "data": {"seed": 1}}))
+        rng = np.random.default_rng(depth)
+        norms = np.exp(-(depth - 1 - np.arange(depth)) / 20.0)
+        (run / rundir.METRICS).write_text("".join(
+            json.dumps({"step": s, "per_layer_grad_norm": (norms * np.exp(0.02 * rng.standard_normal(depth))).tolist()})
+            + "\n" for s in range(0, 1001, 50)))
+
+
+def test_the_persistence_study_reads_runs_on_gs_and_writes_what_it_writes_locally(bucket, tmp_path, capsys):
+    """The same runs read from the bucket and from the local disk give the same report and
+    tables; the gs:// one lands in the bucket (figures drawn locally, copied up)."""
     from depthdelusion.cli import main
 
-    monkeypatch.chdir(tmp_path)
-    assert main([*argv, "--out", "gs://bucket/study"]) == 2
-    assert f"{argv[0]} --out=gs://bucket/study: this command reads and writes local directories only" in \
-        capsys.readouterr().err
-    assert not (tmp_path / "gs:").exists()
+    local_runs = tmp_path / "local" / "persistence_study"
+    _persistence_runs(local_runs)
+    runs = epath.Path(f"{bucket}/runs/persistence_study")
+    rundir.copy_tree(local_runs, runs)
+    out = epath.Path(f"{bucket}/persistence")
+    assert main(["persistence-study", str(runs), "--out", str(out)]) == 0
+    assert main(["persistence-study", str(local_runs), "--out", str(tmp_path / "local" / "out")]) == 0
+    for name in ("report.md", "persistence.csv", "cells.csv"):
+        assert (out / name).read_text() == (tmp_path / "local" / "out" / name).read_text(), name
+    assert "3 finished runs" in (out / "report.md").read_text()
+    assert (out / "gradient_profiles_sp.png").read_bytes()[:8] == PNG
+    capsys.readouterr()
+
+
+def test_the_redundancy_report_and_the_data_exponent_refit_read_and_write_gs(bucket, capsys):
+    """`redundancy-study --report-only` and `data-exponent --refit-tables` on the committed
+    studies copied into the bucket: the report rewritten there is the committed one; the refit's
+    tables and figures are written there."""
+    from pathlib import Path
+
+    from depthdelusion.cli import main
+
+    analysis = Path(__file__).resolve().parents[1] / "analysis"
+    out = epath.Path(f"{bucket}/redundancy")
+    for name in ("rates.csv", "invariance.csv", "mixture.csv", "run.json"):
+        (out / name).write_text((analysis / "redundancy" / name).read_text())
+    assert main(["redundancy-study", "--out", str(out), "--report-only"]) == 0
+    assert (out / "report.md").read_text() == (analysis / "redundancy" / "report.md").read_text()
+
+    study, refit = epath.Path(f"{bucket}/data_exponent"), epath.Path(f"{bucket}/refit")
+    for name in ("exponents.csv", "runs.csv", "spectra.csv", "run.json"):
+        (study / name).write_text((analysis / "data_exponent" / name).read_text())
+    assert main(["data-exponent", str(study), "--out", str(refit), "--refit-tables"]) == 0
+    rows = (refit / "exponents.csv").read_text().splitlines()
+    assert rows[0].startswith("sweep,depth,width") and {r.split(",")[0] for r in rows[1:]} == {
+        "w32", "w64", "zipf0.6", "zipf1.6"}
+    assert f"depthdelusion data-exponent {study} --out {refit} --refit-tables" in (refit / "tables.md").read_text()
+    assert (refit / "exponents.png").read_bytes()[:8] == PNG
+    capsys.readouterr()
+
+
+def test_the_coord_check_and_the_persistence_probe_write_their_out_to_gs(bucket, capsys):
+    """The two probes of fresh models with --out in the bucket, each at one shape of its local
+    test (tests/test_coord_check.py, tests/studies/test_persistence_probe.py), whose compiled
+    programs it shares."""
+    from depthdelusion.cli import main
+
+    out = epath.Path(f"{bucket}/coord_check")
+    assert main(["coord-check", "--widths", "32", "--depths", "2", "--steps", "10", "--parametrization", "sp",
+                 "--lr", "1e-2", "--batch-size", "4", "--seq-len", "32", "--head-dim", "16", "--base-width", "32",
+                 "--base-depth", "2", "--out", str(out)]) == 0
+    assert len(json.loads((out / "coord_check.json").read_text())["rows"]) == 11  # steps 0 … 10
+    assert (out / "coord_check.csv").read_text().startswith("parametrization,width,depth,step")
+    assert "| sp | 2 |" in (out / "coord_check.md").read_text()
+    assert (out / "coord_check.png").read_bytes()[:8] == PNG
+
+    out = epath.Path(f"{bucket}/probe")
+    assert main(["persistence-probe", "--widths", "16", "--depths", "3", "--steps", "1", "--batch-size", "2",
+                 "--seq-len", "16", "--head-dim", "16", "--out", str(out)]) == 0
+    assert len((out / "profiles.csv").read_text().splitlines()) == 1 + 2 * 2 * 3  # steps x kinds x blocks
+    assert "# Persistence probe" in (out / "report.md").read_text()
+    assert (out / "gradient_profiles_step1.png").read_bytes()[:8] == PNG
+    capsys.readouterr()
+
+
+def test_lr_transfer_trains_into_gs_and_writes_its_tables_there(bucket, tmp_path, capsys):
+    """`lr-transfer --out gs://…` trains its grids (here one run: the depth sweep's is the lr
+    grid's; tests/test_lr_transfer.py's recipe) into the bucket through the sweep runner and
+    writes its tables and figures there."""
+    from depthdelusion.cli import main
+
+    experiment = tmp_path / "exp.yaml"
+    experiment.write_text(yaml.safe_dump({
+        "base": {"model": {"head_dim": 16, "seq_len": 16, "base_width": 16, "base_depth": 1},
+                 "train": {"steps": 3, "batch_size": 8, "warmup_steps": 1, "log_every": 1,
+                           "layer_stats_every": 1000, "eval_every": 3, "eval_batches": 1}},
+        "parametrizations": ["sp"], "widths": [16], "depths": [1], "lrs": [1e-2],
+        "depth_sweep": {"width": 16, "depths": [1]}}))
+    out = epath.Path(f"{bucket}/lr_transfer")
+    assert main(["lr-transfer", str(experiment), "--out", str(out)]) == 0
+    assert rundir.status(out / "runs" / "sp_w16_d1_lr0.01") == "finished"
+    assert (out / "lr_sweep.csv").read_text().splitlines()[1].startswith("sp,16,1,0.01,")
+    assert "## Depth sweep at width 16" in (out / "report.md").read_text()
+    assert (out / "lr_transfer.png").read_bytes()[:8] == PNG and (out / "depth_sweep.png").read_bytes()[:8] == PNG
+    capsys.readouterr()
+
+
+def test_depth_confound_trains_into_gs_and_the_data_exponent_studies_read_its_run_there(bucket, tmp_path, capsys):
+    """`depth-confound --out gs://… --max-runs 1` (tests/studies/test_depth_confound.py's
+    miniature) trains its first planned run into the bucket and writes its partial report
+    there; `--report-only` reads the runs back from it. Then `data-exponent` finds that run
+    under the gs:// ROOT (OUT/runs/RUN: one sweep of one run, too few for a fit), measures its
+    spectrum from the checkpoint on gs:// (RUN/spectrum/ written beside it) and writes its
+    tables to the bucket; `data-exponent-ridge` reads the same run."""
+    from depthdelusion.cli import main
+    from tests.studies.test_depth_confound import write_experiment
+
+    experiment = write_experiment(tmp_path, widths=[16], depths=[1, 2], arm_a_depth=1,
+                                  completep={"base_width": 16, "base_depth": 1, "tuned_cells": []},
+                                  iso_flop={"width": 16, "reference_depth": 1, "depths": [1, 2]})
+    out = epath.Path(f"{bucket}/depth_confound")
+    assert main(["depth-confound", str(experiment), "--out", str(out), "--max-runs", "1"]) == 0
+    (run,) = [p for p in (out / "runs").iterdir() if p.is_dir()]
+    assert rundir.status(run) == "finished" and any("per_layer_grad_norm" in r for r in rundir.read_metrics(run))
+    report = (out / "report.md").read_text()
+    assert "PARTIAL RESULT" in report and "1 of the" in report
+    assert (out / "loss_vs_depth.png").read_bytes()[:8] == PNG
+    (out / "report.md").unlink()
+    assert main(["depth-confound", str(experiment), "--out", str(out), "--report-only"]) == 0
+    assert (out / "report.md").read_text() == report
+
+    study = epath.Path(f"{bucket}/data_exponent")
+    assert main(["data-exponent", str(out), "--out", str(study), "--tokens", "2048", "--largest-only"]) == 0
+    (row,) = (study / "exponents.csv").read_text().splitlines()[1:]
+    assert row.startswith("runs,1,16,") and "too few runs" in row
+    assert (run / "spectrum" / "readout.csv").exists() and (run / "spectrum" / "tail.csv").exists()
+    assert (study / "learning_curves.png").read_bytes()[:8] == PNG
+
+    ridge = epath.Path(f"{bucket}/ridge")
+    assert main(["data-exponent-ridge", str(run), "--out", str(ridge), "--tokens", "2048", "--rows", "8",
+                 "--n-min", "32", "--n-max", "512", "--reps", "2"]) == 0
+    assert len((ridge / "curves.csv").read_text().splitlines()) == 1 + 5  # n = 32 … 512
+    assert "depthdelusion data-exponent-ridge" in (ridge / "ridge.md").read_text()
+    capsys.readouterr()

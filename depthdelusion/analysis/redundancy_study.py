@@ -7,11 +7,13 @@
    after a diagonal rescaling of condition 10) and after a rotation alone;
 3. mixture: an equal mixture of two spectra (β = 1.5 and 3), whose exponent should follow the
    heavier tail (β = 1.5).
-Files: rates.csv, invariance.csv, mixture.csv, report.md, learning_curves.png (with --figures).
+Files: rates.csv, invariance.csv, mixture.csv, report.md, learning_curves.png (with --figures);
+OUT may be local or gs:// (written to a local directory, then copied up).
 """
 from __future__ import annotations
 
 import csv
+import io
 import json
 import time
 from pathlib import Path
@@ -92,14 +94,15 @@ def run(out: Path, *, betas=BETAS, sources=SOURCES, ns=NS, p=P, seeds=SEEDS, n_m
     return {"rates": rates, "invariance": invariance, "mixture": mixture, "timing": timing}
 
 
-def _read(path: Path) -> list[dict]:
-    with open(path, newline="") as fh:
+def _read(path) -> list[dict]:
+    with io.StringIO(rundir.as_path(path).read_text(encoding="utf-8"), newline="") as fh:
         return list(csv.DictReader(fh))
 
 
-def write_markdown(out: Path) -> None:
-    """report.md from the tables and run.json in ``out`` (so the text can be revised without
-    recomputing the learning curves)."""
+def write_markdown(out) -> None:
+    """report.md from the tables and run.json in ``out`` (local or gs://), so the text can be
+    revised without recomputing the learning curves."""
+    out = rundir.as_path(out)
     meta = json.loads((out / "run.json").read_text())
     rows = {name: _read(out / f"{name}.csv") for name in ("rates", "invariance", "mixture")}
     for table in rows.values():
@@ -189,10 +192,10 @@ def _figure(curves, path: Path) -> None:
 def run_command(*, out: str, seeds: int = SEEDS, no_figures: bool = False,
                 report_only: bool = False) -> int:
     """`depthdelusion redundancy-study` (the parser is `depthdelusion.cli`)."""
-    where = rundir.local_path(out, "redundancy-study --out")
     if report_only:
-        write_markdown(where)
+        write_markdown(out)
     else:
-        run(where, seeds=seeds, figures=not no_figures)
-    print((where / "report.md").read_text().split("## Exponent")[0])
+        with rundir.local_dir(out) as where:  # a gs:// OUT: written here, then copied up
+            run(where, seeds=seeds, figures=not no_figures)
+    print((rundir.as_path(out) / "report.md").read_text().split("## Exponent")[0])
     return 0

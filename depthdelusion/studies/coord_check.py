@@ -121,18 +121,20 @@ def spreads(rows: list[dict], step: int) -> list[Spread]:
 
 def write_outputs(rows: list[dict], setup: CoordCheckSetup, out: str | Path) -> dict[str, Path]:
     """coord_check.csv (one row per shape and step), coord_check.json (rows + setup),
-    coord_check.md (step-final table and spreads), coord_check.png (one panel per parameterization)."""
-    out = rundir.local_path(out, "coord-check --out")
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {k: out / f"coord_check.{k}" for k in ("csv", "json", "md", "png")}
-    write_csv(paths["csv"], ["parametrization", "width", "depth", "step", "last_block_rms", "logits_rms",
-                             "block_rms"],
-              [[r["parametrization"], r["width"], r["depth"], r["step"], f"{r['last_block_rms']:.6g}",
-                f"{r['logits_rms']:.6g}", " ".join(f"{v:.6g}" for v in r["block_rms"])] for r in rows])
-    paths["json"].write_text(json.dumps({"setup": dataclasses.asdict(setup), "rows": rows}))
-    paths["md"].write_text(markdown(rows, setup))
-    plot(rows, setup, paths["png"])
-    return paths
+    coord_check.md (step-final table and spreads), coord_check.png (one panel per parameterization);
+    OUT local or gs:// (written to a local directory, then copied up). Returns the paths in OUT."""
+    names = {k: f"coord_check.{k}" for k in ("csv", "json", "md", "png")}
+    with rundir.local_dir(out) as local_out:
+        local_out.mkdir(parents=True, exist_ok=True)
+        paths = {k: local_out / name for k, name in names.items()}
+        write_csv(paths["csv"], ["parametrization", "width", "depth", "step", "last_block_rms", "logits_rms",
+                                 "block_rms"],
+                  [[r["parametrization"], r["width"], r["depth"], r["step"], f"{r['last_block_rms']:.6g}",
+                    f"{r['logits_rms']:.6g}", " ".join(f"{v:.6g}" for v in r["block_rms"])] for r in rows])
+        paths["json"].write_text(json.dumps({"setup": dataclasses.asdict(setup), "rows": rows}))
+        paths["md"].write_text(markdown(rows, setup))
+        plot(rows, setup, paths["png"])
+    return {k: rundir.as_path(out) / name for k, name in names.items()}
 
 
 def markdown(rows: list[dict], setup: CoordCheckSetup) -> str:
@@ -214,7 +216,6 @@ def run_command(*, out: str, widths: str = "64,128,256,512", depths: str = "2,4,
     """`depthdelusion coord-check` (the parser is `depthdelusion.cli`)."""
     from depthdelusion.config import PARAMETRIZATIONS
 
-    rundir.local_path(out, "coord-check --out")  # before the compute, not after it
     names = [n.strip() for n in parametrization.split(",") if n.strip()]
     bad = [n for n in names if n not in PARAMETRIZATIONS]
     if bad or not names:

@@ -18,7 +18,8 @@ sweep:
 
 Outputs in OUT: tables.md (every table, wall times, seeds, commands; the study's README.md with
 the verdict is written by hand from it), run.json, exponents.csv (one row per sweep), runs.csv (one row per run), spectra.csv (one row per measured run), learning_curves.png
-and exponents.png.
+and exponents.png. ROOT and OUT may be local or gs:// (the run directories read and RUN/spectrum/
+written through rundir.as_path; OUT's files written to a local directory, then copied up).
 """
 from __future__ import annotations
 
@@ -64,11 +65,11 @@ class Run:
 def discover(root: Path) -> dict[str, list[Run]]:
     """{sweep name: its finished runs by budget} for every directory of ROOT holding run
     directories; a sweep mixing shapes or corpora is an error naming it."""
+    root = rundir.as_path(root)
     sweeps: dict[str, list[Run]] = {}
     for run_dir in rundir.find_runs(root):
-        if Path(run_dir).parent.parent != Path(root):  # ROOT/SWEEP/RUN only
+        if str(run_dir.parent.parent) != str(root):  # ROOT/SWEEP/RUN only
             continue
-        run_dir = Path(run_dir)
         s = rundir.read_summary(run_dir)
         if s.get("status") != "finished":
             continue
@@ -91,7 +92,7 @@ def discover(root: Path) -> dict[str, list[Run]]:
         runs.sort(key=lambda r: r.tokens)
         kinds = {(r.depth, r.width, r.zipf) for r in runs}
         if len(kinds) > 1:
-            raise ValueError(f"{Path(root) / name}: one sweep must hold one shape and corpus; found "
+            raise ValueError(f"{root / name}: one sweep must hold one shape and corpus; found "
                              f"(depth, width, zipf) = {sorted(kinds)}")
     return sweeps
 
@@ -441,18 +442,21 @@ def readme(rows: list[dict], run_rows: list[dict], spectrum_rows: list[dict], in
     return "\n".join(lines)
 
 
-def _read_csv(path: Path) -> list[dict]:
+def _read_csv(path) -> list[dict]:
     import csv
+    import io
 
-    with open(path, newline="") as fh:
+    with io.StringIO(rundir.as_path(path).read_text(encoding="utf-8"), newline="") as fh:
         return list(csv.DictReader(fh))
 
 
-def refit_study_tables(study: Path, out: Path, log=print) -> dict:
-    """Refit the measured b of a written study from its runs.csv (held-out losses, to the 4
-    decimals written there) with the current intervals, keep the spectra's columns, and rewrite
-    exponents.csv, tables.md and the figures in ``out``: for a study whose run directories are
-    not at hand."""
+def refit_study_tables(study, out: Path, log=print, command: str | None = None) -> dict:
+    """Refit the measured b of a written study (local or gs://) from its runs.csv (held-out
+    losses, to the 4 decimals written there) with the current intervals, keep the spectra's
+    columns, and rewrite exponents.csv, tables.md and the figures in the local directory
+    ``out``: for a study whose run directories are not at hand. ``command`` is the one quoted
+    in tables.md (by default the command for STUDY and OUT)."""
+    study = rundir.as_path(study)
     run_rows = _read_csv(study / "runs.csv")
     for r in run_rows:
         r.update(steps=int(r["steps"]), tokens=int(r["tokens"]), eval_loss=float(r["eval_loss"]),
@@ -483,8 +487,8 @@ def refit_study_tables(study: Path, out: Path, log=print) -> dict:
     write_csv(out / "exponents.csv", EXPONENT_COLUMNS, rows)
     plot_learning_curves(curves, out / "learning_curves.png")
     plot_exponents(rows, out / "exponents.png")
-    info["refit_command"] = (f"depthdelusion data-exponent {shlex.quote(str(study))} --out "
-                             f"{shlex.quote(str(out))} --refit-tables")
+    info["refit_command"] = command or (f"depthdelusion data-exponent {shlex.quote(str(study))} --out "
+                                        f"{shlex.quote(str(out))} --refit-tables")
     (out / "run.json").write_text(json.dumps(info, indent=1) + "\n")
     (out / "tables.md").write_text(readme(rows, run_rows, spectrum_rows, info))
     return info
@@ -493,12 +497,14 @@ def refit_study_tables(study: Path, out: Path, log=print) -> dict:
 def run_data_exponent(*, root: str, out: str, tokens: int = SPECTRUM_TOKENS, largest_only: bool = False,
                       sweep_commands: str | None = None, refit_tables: bool = False) -> int:
     """`depthdelusion data-exponent ROOT --out DIR`: the study's tables, CSVs and figures in DIR.
-    With ``refit_tables``, ROOT is a written study: its measured b is refitted from its CSVs."""
-    rundir.local_path(root, "data-exponent ROOT")
-    rundir.local_path(out, "data-exponent --out")
+    With ``refit_tables``, ROOT is a written study: its measured b is refitted from its CSVs.
+    ROOT and DIR may be local or gs:// (a gs:// DIR is written locally, then copied up)."""
     if refit_tables:
-        refit_study_tables(Path(root), Path(out))
-        print((Path(out) / "tables.md").read_text())
+        refit = (f"depthdelusion data-exponent {shlex.quote(str(root))} --out {shlex.quote(str(out))} "
+                 "--refit-tables")
+        with rundir.local_dir(out) as local_out:
+            refit_study_tables(root, local_out, command=refit)
+        print((rundir.as_path(out) / "tables.md").read_text())
         print(f"written: {out}")
         return exit_codes.OK
     command = (f"depthdelusion data-exponent {shlex.quote(str(root))} --out {shlex.quote(str(out))}"
@@ -506,10 +512,10 @@ def run_data_exponent(*, root: str, out: str, tokens: int = SPECTRUM_TOKENS, lar
                + (" --largest-only" if largest_only else ""))
     if tokens < 1:
         raise ValueError(f"--tokens={tokens}: must be a positive integer")
-    commands = Path(sweep_commands).read_text().splitlines() if sweep_commands else []
-    root_dir, out_dir = Path(root), Path(out)
-    info = run_study(root_dir, out_dir, tokens=tokens, largest_only=largest_only, command=command,
-                     sweep_commands=commands)
-    print((out_dir / "tables.md").read_text())
-    print(f"written: {out_dir} ({info['study_s']} s)")
+    commands = rundir.as_path(sweep_commands).read_text().splitlines() if sweep_commands else []
+    with rundir.local_dir(out) as local_out:  # a gs:// OUT: written here, then copied up
+        info = run_study(rundir.as_path(root), local_out, tokens=tokens, largest_only=largest_only,
+                         command=command, sweep_commands=commands)
+    print((rundir.as_path(out) / "tables.md").read_text())
+    print(f"written: {out} ({info['study_s']} s)")
     return exit_codes.OK

@@ -17,18 +17,17 @@ study, `depthdelusion data-exponent`, does that, without a spectrum-dependent co
 
 The procedure, the prediction and the verdict: depthdelusion/analysis/ridge_exponent.py.
 Outputs in DIR: ridge.csv (one row), curves.csv (per n), ridge.md (tables, seeds, wall time,
-the command).
+the command). RUN and DIR may be local or gs://.
 """
 from __future__ import annotations
 
 import math
 import shlex
 import time
-from pathlib import Path
 
 import numpy as np
 
-from depthdelusion import exit_codes
+from depthdelusion import exit_codes, rundir
 from depthdelusion.analysis import ridge_exponent
 from depthdelusion.analysis.tables import markdown_table, write_csv
 
@@ -233,14 +232,14 @@ def run_command(*, run: str, out: str, tokens: int = DEFAULT_TOKENS, rows: int =
                          f"{GROUPS * 2}")
     theta_W, v = readout_target(head_WxV, next_N, target_rank)
     result = exponent_check(x_NxW, theta_W, ns=n_grid(n_min, n_max), reps=reps, seed=seed, noise=noise)
-    info = {"run": Path(run).name, "step": step, "width": cfg.model.width, "pool_tokens": len(x_NxW),
+    info = {"run": rundir.as_path(run).name, "step": step, "width": cfg.model.width, "pool_tokens": len(x_NxW),
             "target_token": v, "target_rank": target_rank, "noise": noise, "reps": reps, "seed": seed,
             "wall_s": round(time.perf_counter() - start, 1)}
     row = table_row(result, info)
     command = (f"depthdelusion data-exponent-ridge {shlex.quote(str(run))} --out {shlex.quote(str(out))}"
                f" --tokens {tokens} --rows {rows} --n-min {n_min} --n-max {n_max} --reps {reps}"
                f" --seed {seed} --noise {noise:g} --target-rank {target_rank}")
-    out_dir = Path(out)
+    out_dir = rundir.as_path(out)  # local or gs:// (the CSV and markdown writers take either)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_csv(out_dir / "ridge.csv", RIDGE_COLUMNS, [row])
     curves = curve_rows(result["curves"])

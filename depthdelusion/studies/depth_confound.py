@@ -17,7 +17,8 @@ arm is a view over runs and a run two arms share is trained once. What to train 
 function of the finished runs (`plan`): each invocation plans, trains a few of the planned runs
 through the sweep runner (finished skipped, unfinished resumed, failed retried), plans again,
 and stops when nothing is left or `max_runs` were trained. Run directories hold config.yaml,
-metrics.jsonl (per-layer norms every `train.layer_stats_every` updates) and summary.json.
+metrics.jsonl (per-layer norms every `train.layer_stats_every` updates) and summary.json. OUT may
+be local or gs:// (the runs trained there by the sweep runner; the figure drawn locally).
 """
 from __future__ import annotations
 
@@ -607,10 +608,13 @@ def verdict_lines(exp: dict, pts: list[Point], penalties: dict, optima: dict | N
 
 
 def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0) -> Path:
-    """report.md, points.csv, lr_curves.csv and loss_vs_depth.png from the finished runs."""
+    """report.md, points.csv, lr_curves.csv and loss_vs_depth.png from the finished runs in
+    OUT/runs; OUT local or gs:// (the figure drawn locally and copied up)."""
+    from depthdelusion import rundir
     from depthdelusion.analysis.tables import Table, markdown_table
     from depthdelusion.studies import depth_confound_laws as laws
 
+    out = rundir.as_path(out)
     losses, summaries = results(exp, out / "runs")
     pts = points(exp, losses)
     iso_pts = points(exp, losses, iso=True)
@@ -640,7 +644,8 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
     if curves:
         (out / "lr_curves.csv").write_text(Table("lr_curves", "", list(curves[0]), [
             [_fmt(v, 5) if isinstance(v, float) else v for v in r.values()] for r in curves]).csv())
-    plot(exp, pts, iso_pts, out / "loss_vs_depth.png")
+    with rundir.local_dir(out) as local_out:
+        plot(exp, pts, iso_pts, local_out / "loss_vs_depth.png")
 
     t = exp["base"]["train"]
     lines = ["# The depth confound: a depth penalty once the lr is right for each shape? "
@@ -740,7 +745,7 @@ def run_command(*, experiment: str, out: str, max_runs: int | None = None, repor
     from depthdelusion import exit_codes, rundir
 
     exp = load_experiment(experiment)
-    out_dir = rundir.local_path(out, "depth-confound --out")
+    out_dir = rundir.as_path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     if not report_only:
         _, preempted = train(exp, experiment, out_dir, max_runs=max_runs, log=lambda t: print(t, flush=True))

@@ -8,7 +8,8 @@ them and judges each shape's optimum on the lrs it has). The runs are two grids 
 `depthdelusion.sweep.run_sweep` into DIR/runs/NAME, with its rules: a finished run is skipped, an
 unfinished one resumed from its checkpoint, a failed one recorded (runs/runs.csv, error.txt) and
 trained again by the next invocation. Writes DIR/lr_sweep.csv, lr_transfer.png,
-depth_sweep.csv, depth_sweep.png and report.md.
+depth_sweep.csv, depth_sweep.png and report.md. DIR may be local or gs:// (the runs trained there
+by the sweep runner; the figures drawn locally and copied up).
 """
 from __future__ import annotations
 
@@ -129,7 +130,7 @@ def run_experiment(path: str | Path, out: str | Path, log=print, train_fn=None) 
     """Train what is not finished and write the tables, figures and report. `train_fn(cfg,
     run_dir)` trains one run (default: the training loop, as the sweep does)."""
     exp = load_experiment(path)
-    out = rundir.local_path(out, "lr-transfer --out")
+    out = rundir.as_path(out)
     out.mkdir(parents=True, exist_ok=True)
     grid = lr_grid(exp)
     sweep_rows = train_runs(grid, [], str(path), out, log, train_fn)
@@ -145,8 +146,9 @@ def run_experiment(path: str | Path, out: str | Path, log=print, train_fn=None) 
     depth_rows = [_table_row(r, cfg) for r, (_, cfg) in zip(depth_sweep_rows, depth_runs)]
     write_csv(out / "depth_sweep.csv", depth_rows[0], depth_rows)
     failed = list(dict.fromkeys(r["name"] for r in sweep_rows + depth_sweep_rows if r["status"] == "failed"))
-    plot_lr_curves(rows, exp, out / "lr_transfer.png")
-    plot_depth_sweep(depth_rows, rows, out / "depth_sweep.png")
+    with rundir.local_dir(out) as local_out:  # a gs:// OUT: drawn here, then copied up
+        plot_lr_curves(rows, exp, local_out / "lr_transfer.png")
+        plot_depth_sweep(depth_rows, rows, local_out / "depth_sweep.png")
     report = out / "report.md"
     report.write_text(markdown(rows, depth_rows, exp, Path(path), failed=failed))
     return Outcome(report, failed, False)
@@ -163,7 +165,7 @@ def run_command(*, experiment: str, out: str) -> int:
     print(outcome.report.read_text())
     print(f"report written to {outcome.report}")
     if outcome.failed:
-        print(f"failed: {', '.join(outcome.failed)} (errors in {Path(out) / 'runs'}/<run>/error.txt; "
+        print(f"failed: {', '.join(outcome.failed)} (errors in {rundir.as_path(out) / 'runs'}/<run>/error.txt; "
               "run the same command again to retry them)", file=sys.stderr)
         return exit_codes.FAILED
     return exit_codes.OK

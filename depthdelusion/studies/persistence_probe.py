@@ -4,6 +4,7 @@ first K AdamW steps, for a grid of widths × depths, and the persistence rate 1/
 The gradients come from the trainer's own layer-stats step (`train/step.py`: weight-gradient
 norms per block and ‖∂L/∂h_l‖ from `grad_probe`), so the probe measures exactly what a training
 run logs. Row t of a profile is the gradient at the parameters after t updates (t = 0: init).
+OUT may be local or gs:// (written to a local directory, then copied up).
 """
 from __future__ import annotations
 
@@ -200,7 +201,6 @@ def run_command(*, out: str, widths: str = "64,256,1024", depths: str = "8,16,32
     import shlex
     import sys
 
-    where = rundir.local_path(out, "persistence-probe --out")  # before hours of compute
     shape_widths, shape_depths = parse_ints(widths, "--widths"), parse_ints(depths, "--depths")
     for w in shape_widths:
         if w % head_dim:
@@ -212,6 +212,7 @@ def run_command(*, out: str, widths: str = "64,256,1024", depths: str = "8,16,32
                        max_params=max_params)
     start = time.perf_counter()
     result = run(shape_widths, shape_depths, setup)
-    files = write(result, setup, where, "depthdelusion " + shlex.join(sys.argv[1:]))
+    with rundir.local_dir(out) as where:  # a gs:// OUT: written here, then copied up
+        files = write(result, setup, where, "depthdelusion " + shlex.join(sys.argv[1:]))
     print(f"wrote {len(files)} files to {out} in {time.perf_counter() - start:.0f} s")
     return 0

@@ -14,7 +14,8 @@ Rules (`analysis/persistence.py`, `docs/persistence.md`):
 - controls: activation against weight gradients, sp against completep, the residual stream's
   dtype, and the bottom block left in — each "changes / does not change the verdict".
 Also the rate at every logged step (when the shape appears), ℓ(W) over all runs, and loss
-against depth with the paper's D_crit. JAX-free: reads run directories only. Every number in the
+against depth with the paper's D_crit. JAX-free: reads run directories only. RUNS and OUT may be
+local or gs:// (a gs:// OUT is written to a local directory and copied up). Every number in the
 outputs is rounded and every bootstrap seeded from the run's name, so they are the same on any
 machine.
 """
@@ -50,7 +51,7 @@ def load_study_runs(roots) -> tuple[list[dict], list[str]]:
     directory name), shape, parametrization, lr, dtypes, seed, loss and profile; and the names of
     the run directories that are not finished. A name met again under another root is prefixed
     with its study."""
-    roots = [Path(r) for r in ([roots] if isinstance(roots, (str, Path)) else roots)]
+    roots = [rundir.as_path(r) for r in (roots if isinstance(roots, (list, tuple)) else [roots])]
     runs, unfinished, seen = [], [], set()
     for root in roots:
         if not root.is_dir():
@@ -603,8 +604,8 @@ def run_command(*, runs: list[str] | str, out: str, step: int = DEFAULT_STEP, wi
 
         expected = [name for g in ([grid] if isinstance(grid, str) else grid) for name, _ in load_grid(g).runs]
     roots = [runs] if isinstance(runs, str) else list(runs)
-    roots = [rundir.local_path(r, "persistence-study RUNS") for r in roots]
-    files = build(roots, rundir.local_path(out, "persistence-study --out"), step=step, window=window,
-                  expected=expected, command="depthdelusion " + shlex.join(sys.argv[1:]))
+    with rundir.local_dir(out) as local_out:  # a gs:// OUT: drawn here, then copied up
+        files = build(roots, local_out, step=step, window=window, expected=expected,
+                      command="depthdelusion " + shlex.join(sys.argv[1:]))
     print(f"wrote {len(files)} files to {out}")
     return 0
