@@ -48,12 +48,18 @@ def _model_field(summary: dict, cfg: dict, field: str, default=None):
 
 def load_study_runs(roots) -> tuple[list[dict], list[str]]:
     """Finished runs under each root (a path or a list of paths) with their study (the root's
-    directory name), shape, parametrization, lr, dtypes, seed, loss and profile; and the names of
+    directory name; with its parent's when two roots share a name), shape, parametrization, lr, dtypes, seed, loss and profile; and the names of
     the run directories that are not finished. A name met again under another root is prefixed
     with its study."""
     roots = [rundir.as_path(r) for r in (roots if isinstance(roots, (list, tuple)) else [roots])]
+    names = [r.name for r in roots]
+    # two sweeps' `runs/` directories are two studies, not one: then the parent names them too
+    labels = [f"{r.parent.name}/{r.name}" if names.count(r.name) > 1 else r.name for r in roots]
+    if len(set(labels)) < len(labels):
+        raise ValueError(f"run roots {', '.join(map(str, roots))}: two roots with the same name; "
+                         "give each study's runs a directory of its own name")
     runs, unfinished, seen = [], [], set()
-    for root in roots:
+    for root, label in zip(roots, labels):
         if not root.is_dir():
             raise ValueError(f"{root}: not a directory of runs (a sweep's --out directory)")
         for run in sorted(root.iterdir()):
@@ -64,10 +70,10 @@ def load_study_runs(roots) -> tuple[list[dict], list[str]]:
             cfg = rundir.read_config_dict(run) or {}
             model = summary["model"]
             train = cfg.get("train") or {}
-            name = run.name if run.name not in seen else f"{root.name}/{run.name}"
+            name = run.name if run.name not in seen else f"{label}/{run.name}"
             seen.add(name)
             dtypes = "/".join(str(_model_field(summary, cfg, f, "-")) for f in ("compute_dtype", "residual_dtype"))
-            runs.append({"name": name, "study": root.name,
+            runs.append({"name": name, "study": label,
                          "parametrization": model.get("parametrization", "sp"),
                          "depth": int(model["depth"]), "width": int(model["width"]),
                          "lr": train.get("lr"), "dtypes": dtypes,

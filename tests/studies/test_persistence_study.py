@@ -102,3 +102,18 @@ def test_the_width_grid_has_three_seeds_per_cell_over_a_decade_and_the_studys_re
     assert all(seeds == {42, 1, 2} for seeds in cells.values())
     shared = {n for n, _ in runs} & {n for n, _ in load_grid(experiments / "persistence_study.yaml").runs}
     assert len(shared) == 20  # sweeping into the study's directory skips these
+
+
+def test_two_sweeps_runs_directories_stay_two_studies(tmp_path):
+    """`analysis/persistence_study/runs` and `analysis/depth_confound/runs` share a directory
+    name, not a recipe: their cells must not be pooled."""
+    from depthdelusion.studies.persistence_study import load_study_runs
+
+    a, b = tmp_path / "persistence_study" / "runs", tmp_path / "depth_confound" / "runs"
+    _run(a, "sp_d8_w16_s42", "sp", 8, 16, 42, ell=-20.0, loss=1.9)
+    _run(b, "sp_d8_w16_s42", "sp", 8, 16, 42, ell=30.0, loss=1.8, lr=1e-2)
+    runs, _ = load_study_runs([a, b])
+    assert [(r["study"], r["name"]) for r in runs] == [
+        ("persistence_study/runs", "sp_d8_w16_s42"), ("depth_confound/runs", "depth_confound/runs/sp_d8_w16_s42")]
+    build([a, b], tmp_path / "out")
+    assert "Run roots (studies): depth_confound/runs, persistence_study/runs;" in (tmp_path / "out" / "report.md").read_text()
