@@ -306,12 +306,13 @@ def build(roots, out: Path, *, step: int = DEFAULT_STEP, window: float = DEFAULT
            "95% CI is mean ± t·SD/√n (n − 1 df); with one seed it is the run's moving-block bootstrap "
            f"interval. Cells with fewer than {MIN_SEEDS} seeds are marked and not used by the verdict.", ""]
     table, cell_rows = [], []
+    several_lr = len({k[4] for k in iv["weight"]}) > 1  # cells that differ only by lr: say which
     for key, v in iv["weight"].items():
         study, pz, d, w, lr, dt = key
         a, va = iv_all["weight"].get(key), iv["activation"].get(key)
         label = "" if v.enough_seeds else f"< {MIN_SEEDS} seeds"
         table.append(([study] if multi else []) + [
-            pz, d, w, v.n, _fmt_rate(v.mean), "—" if not np.isfinite(v.sd) else f"{v.sd:.4f}",
+            pz, d, w] + ([f"{lr:.3g}" if lr is not None else "—"] if several_lr else []) + [v.n, _fmt_rate(v.mean), "—" if not np.isfinite(v.sd) else f"{v.sd:.4f}",
             f"{v.half_width:.4f}", f"[{v.lo:+.4f}, {v.hi:+.4f}]", v.status,
             "—" if a is None else f"{a.mean:+.4f} [{a.lo:+.4f}, {a.hi:+.4f}] {a.status}",
             "—" if va is None else f"{va.mean:+.4f} [{va.lo:+.4f}, {va.hi:+.4f}] {va.status}", label])
@@ -325,7 +326,7 @@ def build(roots, out: Path, *, step: int = DEFAULT_STEP, window: float = DEFAULT
                           "activation_mean": "" if va is None else f"{va.mean:.5f}",
                           "activation_status": "" if va is None else va.status})
     md += [markdown_table(([ "study"] if multi else []) + [
-        "param.", "D", "W", "seeds", "rate mean", "seed SD", "± half-width", "95% CI", "status",
+        "param.", "D", "W"] + (["lr"] if several_lr else []) + ["seeds", "rate mean", "seed SD", "± half-width", "95% CI", "status",
         "all blocks: mean [CI] status", "activation: mean [CI] status", "note"], table), ""]
     if cell_rows:
         files.append(write_csv(out / "cells.csv", list(cell_rows[0]), cell_rows))

@@ -117,3 +117,8 @@ def test_two_sweeps_runs_directories_stay_two_studies(tmp_path):
         ("persistence_study/runs", "sp_d8_w16_s42"), ("depth_confound/runs", "depth_confound/runs/sp_d8_w16_s42")]
     build([a, b], tmp_path / "out")
     assert "Run roots (studies): depth_confound/runs, persistence_study/runs;" in (tmp_path / "out" / "report.md").read_text()
+    # cells that differ only by lr are told apart in the table
+    _run(b, "sp_d8_w16_lr0.02_s42", "sp", 8, 16, 42, ell=30.0, loss=1.8, lr=2e-2)
+    build([a, b], tmp_path / "out2")
+    md = (tmp_path / "out2" / "report.md").read_text()
+    assert "| study | param. | D | W | lr | seeds |" in md and "| depth_confound/runs | sp | 8 | 16 | 0.02 | 1 |" in md
