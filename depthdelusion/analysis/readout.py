@@ -100,7 +100,8 @@ def _r(x, digits: int = 3):
     return "" if x is None or not math.isfinite(x) else round(float(x), digits)
 
 
-def _jackknife_ci(estimate: float, leave_one_out: list[float]) -> tuple[float, float]:
+def jackknife_ci(estimate: float, leave_one_out) -> tuple[float, float]:
+    """estimate ± t(0.975, G − 1)·SE, SE the delete-one-group jackknife's."""
     from scipy import stats
 
     jack = np.asarray(leave_one_out, float)
@@ -130,8 +131,8 @@ def source_fit(full: tuple, leave_one_out: list[tuple], head_WxV: np.ndarray, ra
         d = decay_rate(readout_power(eigvals, eigvecs, head_WxV, p), lo, hi)
         jack.append((d, *implied(fit_tail_index(eigvals, lo, hi), d)))
     d_j, s_j, b_j = (list(col) for col in zip(*jack))
-    return SourceFit(beta, beta_ci, decay, _jackknife_ci(decay, d_j), s, _jackknife_ci(s, s_j),
-                     b_pred, _jackknife_ci(b_pred, b_j), rank_range, tokens, power)
+    return SourceFit(beta, beta_ci, decay, jackknife_ci(decay, d_j), s, jackknife_ci(s, s_j),
+                     b_pred, jackknife_ci(b_pred, b_j), rank_range, tokens, power)
 
 
 def write_readout_csv(fit: SourceFit, path: Path) -> Path:

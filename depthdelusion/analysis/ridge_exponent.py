@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .readout import decay_rate, implied
+from .readout import decay_rate, implied, jackknife_ci
 from .redundancy import predicted_exponent
 from .spectra import fit_range, fit_tail_index
 
@@ -196,19 +196,6 @@ def point_prediction(cov_PxP: np.ndarray, theta_star_P: np.ndarray, rank_range) 
     wrong = {f: predicted_exponent(f * beta, s) if math.isfinite(s) else math.nan
              for f in WRONG_FACTORS}
     return beta, decay, s, b, wrong
-
-
-def jackknife_ci(estimate: float, leave_one_out) -> tuple:
-    """estimate ± t(0.975, G − 1)·SE, SE the delete-one-group jackknife's."""
-    from scipy import stats
-
-    jack = np.asarray(leave_one_out, float)
-    g = len(jack)
-    if not math.isfinite(estimate) or g < 2 or not np.all(np.isfinite(jack)):
-        return math.nan, math.nan
-    se = math.sqrt((g - 1) / g * float(np.sum((jack - jack.mean()) ** 2)))
-    half = float(stats.t.ppf(0.975, g - 1)) * se
-    return estimate - half, estimate + half
 
 
 def spectral_prediction(group_covs: list, group_counts: list, theta_star_P: np.ndarray) -> Prediction:
