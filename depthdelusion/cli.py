@@ -568,7 +568,7 @@ def _expand(p):
             "experiments/depth_expansion_prediction.yaml): probe every insertion point, expand after "
             "each k and train each child --steps more steps; the Spearman correlation of the signal "
             "with the realised drop in validation loss per parent (seed), and its mean over seeds with "
-            "a t interval on the Fisher-z scale.")
+            "a t interval over seeds (cut to [-1, 1]) and a within-seed permutation p-value.")
 def _expansion_prediction(p):
     p.add_argument("--runs", required=True, help="the parents' sweep directory")
     add_out(p)

@@ -46,3 +46,13 @@ def test_prediction_study_miniature(tmp_path):
     rows = (tmp_path / "out" / "prediction.csv").read_text().splitlines()
     assert rows[0].startswith("parent,seed,after,signal_train") and len(rows) == 1 + cfg.model.depth
     assert json.loads((tmp_path / "out" / "prediction_summary.json").read_text())["steps_after_expansion"] == 2
+
+
+def test_three_seeds_interval_is_the_t_interval_not_the_seeds_range():
+    """ρ = 0.4, 0.4, 0.8 over 4 insertion points: a bootstrap over the three values stays inside
+    [0.4, 0.8]; the seed-to-seed spread allows far more (t with 2 df: 0.533 ± 0.574)."""
+    per_seed = [([1, 2, 3, 4], r) for r in ([1, 3, 4, 2], [1, 3, 4, 2], [2, 1, 3, 4])]
+    out = trials.rank_agreement(per_seed)
+    assert out["rho_per_seed"] == [0.4, 0.4, 0.8]
+    lo, hi = out["rho_ci95"]
+    assert lo == pytest.approx(0.5333 - 0.5737, abs=1e-3) and hi == 1.0
