@@ -56,3 +56,12 @@ def test_three_seeds_interval_is_the_t_interval_not_the_seeds_range():
     assert out["rho_per_seed"] == [0.4, 0.4, 0.8]
     lo, hi = out["rho_ci95"]
     assert lo == pytest.approx(0.5333 - 0.5737, abs=1e-3) and hi == 1.0
+
+
+def test_a_best_lr_on_the_grids_edge_is_said_to_be_untuned():
+    rows = [{"arm": "grown", "lr": lr, "seed": s, "eval_loss": loss + 0.01 * s}
+            for lr, loss in ((1e-3, 1.8), (3e-3, 1.5), (1e-2, 1.3)) for s in (0, 1, 2)]
+    lr, picked, edge = trials.best_lr(rows, "grown")
+    assert lr == 1e-2 and len(picked) == 3 and edge
+    rows += [{"arm": "grown", "lr": 3e-2, "seed": s, "eval_loss": 1.4} for s in (0, 1, 2)]
+    assert trials.best_lr(rows, "grown")[::2] == (1e-2, False)

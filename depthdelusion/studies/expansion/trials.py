@@ -178,16 +178,11 @@ def growth_study(runs, out, *, switch_step: int = 150, log: Callable[[str], None
             flops = model_size.flops_per_token(cfg.model) * int(steps) * cfg.train.batch_size * cfg.model.seq_len
             rows.append({"arm": "scratch", "lr": float(lr), "seed": int(seed), "eval_loss": _eval_loss(runs / name),
                          "flops": flops})
-    best = {}
-    for arm in ("grown", "scratch"):
-        by_lr = {}
-        for r in rows:
-            if r["arm"] == arm:
-                by_lr.setdefault(r["lr"], []).append(r)
-        best[arm] = min(by_lr.items(), key=lambda kv: np.mean([r["eval_loss"] for r in kv[1]]))
+    best = {arm: best_lr(rows, arm) for arm in ("grown", "scratch")}
     pick = {arm: {r["seed"]: r for r in best[arm][1]} for arm in best}
     seeds = sorted(set(pick["grown"]) & set(pick["scratch"]))
     summary = {"best_lr": {arm: best[arm][0] for arm in best},
+               "best_lr_at_grid_edge": {arm: best[arm][2] for arm in best},
                "flops_ratio_grown_over_scratch": float(np.mean([pick["grown"][s]["flops"] / pick["scratch"][s]["flops"] for s in seeds])) if seeds else None}
     try:
         summary.update(paired_difference([pick["grown"][s]["eval_loss"] for s in seeds],
@@ -196,6 +191,18 @@ def growth_study(runs, out, *, switch_step: int = 150, log: Callable[[str], None
         summary["not_tested"] = str(err)
     _write(out, "growth_matched", rows, summary)
     return summary
+
+
+def best_lr(rows: list[dict], arm: str) -> tuple[float, list[dict], bool]:
+    """(lr, its rows, at the grid's edge) of the lr with the least mean validation loss over
+    seeds in ``arm``; at the edge the optimum is not bracketed: the arm is not tuned, only the
+    grid's best."""
+    by_lr: dict = {}
+    for r in rows:
+        if r["arm"] == arm:
+            by_lr.setdefault(r["lr"], []).append(r)
+    lr, picked = min(by_lr.items(), key=lambda kv: np.mean([r["eval_loss"] for r in kv[1]]))
+    return lr, picked, len(by_lr) < 3 or lr in (min(by_lr), max(by_lr))
 
 
 def _write(out, stem: str, rows: list[dict], summary: dict) -> None:
