@@ -24,9 +24,12 @@ def _bootstrap_count_of_committed_report() -> int:
 # "bootstrap", and bracketed intervals in sentences that say they come from "bootstrap draws")
 # are percentiles of refits that land on machine-dependent points of flat directions: they may
 # differ by up to 25% (their Monte Carlo error at 1000 refits is of that order for weakly
-# identified parameters). Every word, every table cell's text and the number
+# identified parameters). Ends of profile-likelihood intervals in tables (numbers in [ ]) may
+# differ by up to 10%: on a multimodal fit whether a profile point's refit finds the deeper basin
+# can turn on the last bits (the paper's depth_softplus, α's lower end: 0.0912 or 0.0869 when the
+# 30 losses are perturbed by 1e-12 relative). Every word, every table cell's text and the number
 # of numbers must match exactly.
-REL_TOL, DIGIT_UNITS, BOOTSTRAP_REL_TOL = 0.01, 2, 0.25
+REL_TOL, DIGIT_UNITS, BOOTSTRAP_REL_TOL, INTERVAL_REL_TOL = 0.01, 2, 0.25, 0.10
 _NUMBER = re.compile(r"[-+−]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
@@ -80,7 +83,8 @@ def text_differences(expected: str, actual: str, csv_file: bool = False) -> list
             continue
         cells_b = next(csv.reader([b])) if csv_file else _cells(b)
         if cells_a is not None and cells_b is not None and len(cells_a) == len(cells_b) == len(header):
-            ok = all(_close(x, y, BOOTSTRAP_REL_TOL if "bootstrap" in h else REL_TOL)
+            ok = all(_close(x, y, BOOTSTRAP_REL_TOL, None) if "bootstrap" in h
+                     else _close(x, y, REL_TOL, INTERVAL_REL_TOL)
                      for x, y, h in zip(cells_a, cells_b, header))
         else:  # a sentence: interval ends it says come from bootstrap draws get their tolerance
             ok = _close(a, b, REL_TOL, BOOTSTRAP_REL_TOL if "bootstrap draws" in a else None)
@@ -97,7 +101,11 @@ def test_text_comparison_tolerates_last_digits_only():
     assert text_differences("a\nb", "a")
     table = "| law | CI (bootstrap) | CI (profile) |\n|---|---|---|\n| k | [17, 613] | [19.7, 267] |"
     assert not text_differences(table, table.replace("613", "564"))
-    assert text_differences(table, table.replace("267", "247"))
+    assert text_differences(table, table.replace("267", "227"))
+    assert not text_differences(table, table.replace("19.7", "18.8"))  # a profile end, within 10%
+    cell = "| law | α |\n|---|---|\n| k | 0.1266 [0.0912, 0.322] |"
+    assert not text_differences(cell, cell.replace("0.0912", "0.0869"))
+    assert text_differences(cell, cell.replace("0.1266", "0.1300"))  # the estimate: 1%
     line = "D* ∝ N^0.06 [0.06, 0.12] (95% intervals over 1000 bootstrap draws)"
     assert not text_differences(line, line.replace("0.12]", "0.14]"))
     assert text_differences(line, line.replace("N^0.06", "N^0.10"))
