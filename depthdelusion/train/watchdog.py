@@ -9,11 +9,10 @@ to the next run while the others are still in the previous one.
 
 So on more than one process:
 - a host that fails posts its error under `depthdelusion/failed/<process>` in the coordination
-  service's key-value store (the one jax.distributed already runs), waits until every other host
-  has posted `depthdelusion/ended/<process>` (at most ENDED_WAIT_S) and exits with `os._exit`,
-  skipping the shutdown barrier;
-- every host runs a `Watchdog` thread that polls that key every `poll_s` seconds and, as soon as
-  another host has failed, posts its `ended` key and exits (status 1).
+  service's key-value store (the one jax.distributed already runs) and exits at once with
+  `os._exit`, skipping the shutdown barrier;
+- every host runs a `Watchdog` thread that polls that key every `poll_s` seconds and exits
+  (status 1) as soon as another host has failed.
 On any number of processes the watchdog also ends the run (every host, status 1, all threads'
 stacks printed) when its step has not advanced for `stall_s` seconds (train.watchdog_minutes): a
 hung collective, a stuck data read or a dead peer on ICI would otherwise bill until someone looks.
@@ -31,8 +30,6 @@ from typing import NoReturn
 import jax
 
 FAILED_PREFIX = "depthdelusion/failed/"
-ENDED_PREFIX = "depthdelusion/ended/"  # a host that saw another's failure and is exiting
-ENDED_WAIT_S = 15.0
 EXIT_FAILED = 1
 
 
@@ -53,19 +50,11 @@ def _exit(text: str) -> NoReturn:
 
 
 def end_every_host(message: str) -> NoReturn:
-    """Tell the other hosts (their watchdogs exit within `poll_s`), wait until they have (at most
-    `ENDED_WAIT_S`), and exit with status 1. Waiting keeps this host's connections open: a peer
-    waiting in a collective for this host would otherwise see them close first, and gloo ends
-    that process with an uncaught C++ exception (SIGABRT, seen in about one run in two) instead
-    of its watchdog's clean exit."""
+    """Tell the other hosts (their watchdogs exit within `poll_s`) and exit now with status 1."""
     client = _client()
     if client is not None:
         try:
             client.key_value_set(f"{FAILED_PREFIX}{jax.process_index()}", message[:2000])
-            deadline = time.monotonic() + ENDED_WAIT_S
-            while (len(client.key_value_dir_get(ENDED_PREFIX)) < jax.process_count() - 1
-                   and time.monotonic() < deadline):
-                time.sleep(0.05)
         except Exception:  # noqa: BLE001 - the coordination service may be gone already
             pass
     _exit(f"process {jax.process_index()} of {jax.process_count()} failed, ending every host: {message}")
@@ -102,13 +91,8 @@ class Watchdog:
                     failed = self.client.key_value_dir_get(FAILED_PREFIX)
                 except Exception:  # noqa: BLE001 - service gone: jax's own heartbeat ends us
                     failed = []
-                others = [(k, m) for k, m in failed if k.rsplit("/", 1)[-1] != str(jax.process_index())]
-                if others:
-                    key, message = others[0]
-                    try:
-                        self.client.key_value_set(f"{ENDED_PREFIX}{jax.process_index()}", "1")
-                    except Exception:  # noqa: BLE001 - the failed host's wait ends by its deadline
-                        pass
+                if failed:
+                    key, message = failed[0]
                     _exit(f"process {jax.process_index()}: process {key.rsplit('/', 1)[-1]} failed "
                           f"({message}); ending this host too")
             idle = time.monotonic() - self.last
