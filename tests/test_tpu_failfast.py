@@ -64,15 +64,14 @@ def test_an_error_on_one_host_ends_every_host(tmp_path):
     errs = [err for _, err in outputs]
     assert procs[1].returncode == 1, errs[1][-2000:]
     assert "process 1 of 2 failed, ending every host" in errs[1] and "503" in errs[1]
-    # Host 0 ends through its watchdog (exit 1, naming host 1's failure) — or, when its gloo
-    # collective sees host 1's sockets close before the watchdog's next poll, gloo aborts it
-    # (SIGABRT: an uncaught gloo::EnforceNotMet; seen in 1 of 3 CI runs on a 2-core machine).
+    # Host 0 ends through its watchdog (exit 1, naming host 1's failure) — or, when its
+    # collective sees host 1's sockets close before the watchdog's next poll, the runtime aborts
+    # it (SIGABRT: an uncaught gloo::EnforceNotMet, seen in 1 of 3 CI runs on a 2-core machine).
     # Either way it ends at once rather than waiting out the shutdown barrier; no other exit is
     # accepted.
+    assert procs[0].returncode in (1, -signal.SIGABRT), (procs[0].returncode, errs[0][-2000:])
     if procs[0].returncode == 1:
         assert "process 1 failed" in errs[0] and "ending this host too" in errs[0]
-    else:
-        assert procs[0].returncode == -signal.SIGABRT and "gloo" in errs[0], (procs[0].returncode, errs[0][-2000:])
     assert not (out / "d2_w32").exists()  # neither host went on to the next run
 
 
