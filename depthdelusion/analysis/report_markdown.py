@@ -4,7 +4,6 @@
 prose the LaTeX rendering shares."""
 from __future__ import annotations
 
-import re
 
 import numpy as np
 
@@ -13,7 +12,7 @@ from .persistence import (DEFAULT_WINDOW, MIN_SEEDS, PAPER_EPSILONS, compare_wit
 from .reference import PAPER_FIT, PAPER_PERSISTENCE_EXPONENT, PAPER_PERSISTENCE_R2, PAPER_SHAPE_EXPONENTS
 from .report_results import (CANNOT_TELL, NO_VOCAB, NOT_ESTABLISHED, SIZE_CLASS_GAP, UNFIT,
                              ReportResults)
-from .report_tables import interval, profile_ci, rounded_note, shape_unit, value
+from .report_tables import interval, is_numerical_note, profile_ci, rounded_note, shape_unit, value
 from .verdict import shape_variation
 
 
@@ -246,12 +245,6 @@ def _fits_section(r: ReportResults) -> list:
         md += [f"### {name}: flags and notes", ""] + [f"- ! {x}" for x in f.flags] + \
               [f"- {x}" for x in f.notes if not is_numerical_note(x)] + [""]
     return md
-
-
-def is_numerical_note(note: str) -> bool:
-    """A note on how the numerics went (bootstrap refits left out at the iteration cap), not on
-    the data or the design."""
-    return bool(re.match(r"\d+ of \d+ bootstrap refits ", note))
 
 
 def numerics_markdown(r: ReportResults) -> str:

@@ -57,10 +57,19 @@ def param_interval(f, name: str, ci, spec=".3g") -> str:
     return interval(ci, spec)
 
 
+_STALLED_REFITS = re.compile(r"(\d+) of (\d+) bootstrap refits (.*)")
+
+
+def is_numerical_note(note: str) -> bool:
+    """A note on how the numerics went (bootstrap refits left out at the iteration cap), not on
+    the data or the design."""
+    return bool(_STALLED_REFITS.match(note))
+
+
 def rounded_note(note: str) -> str:
     """A count of stalled bootstrap refits depends on the CPU's last bits: give it as a share
     rounded to one significant digit."""
-    m = re.match(r"(\d+) of (\d+) bootstrap refits (.*)", note)
+    m = _STALLED_REFITS.match(note)
     if not m:
         return note
     share = int(m.group(1)) / max(int(m.group(2)), 1)
