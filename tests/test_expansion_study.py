@@ -61,26 +61,21 @@ def test_signal_beside_grad_norms_reads_last_layer_stats(tmp_path):
     assert [(r["layer"], r["grad_norm"], r["signal_train"], r["step"]) for r in rows] == [(0, 1.0, 0.1, 5), (1, 2.0, 0.3, 5)]
 
 
-def test_cached_raw_scale_intervals_convert_to_the_bounded_ones(monkeypatch):
-    """A probe cached with raw-scale basic intervals, converted, gives the intervals the probe
-    now computes from the same bootstrap draws (up to interpolation between order statistics)."""
-    import numpy as np
+def test_a_probe_cached_by_an_older_version_is_refused_not_reused(tmp_path):
+    """A cache without today's inserted block (or intervals) is about another model than the one
+    `expand --after k` builds: the tables are not rebuilt from it."""
+    import shutil
+    from pathlib import Path
 
-    from depthdelusion.studies.expansion import probe
-
-    rng = np.random.default_rng(3)
-    n_tr, n_te, P = 6, 6, 40
-    G = rng.normal(size=P) + 0.6 * rng.normal(size=(n_tr + n_te, P))
-    stats = probe.GramStats(np.einsum("ip,jp->ij", G, G)[None], n_tr, G[:n_tr].mean(0)[None], G[n_tr:].mean(0)[None])
-    bounded = probe.signal_table(stats, n_boot=1000)[0]
-    monkeypatch.setattr(probe, "_to_scale", lambda v: np.asarray(v, float))
-    monkeypatch.setattr(probe, "_from_scale", lambda v: v)
-    raw = probe.signal_table(stats, n_boot=1000)[0]
-    converted = expansion_study.converted_probe({"interval": "basic bootstrap", "signal": [raw]})
-    assert converted["interval"] == probe.BOUNDED_INTERVAL
-    for key in ("signal_train_lo", "signal_train_hi", "signal_test_lo", "signal_test_hi", "cosine_lo", "cosine_hi"):
-        assert converted["signal"][0][key] == pytest.approx(bounded[key], rel=2e-3, abs=2e-3), key
-    assert expansion_study.converted_probe(converted) is converted  # already converted: unchanged
+    committed = Path(__file__).resolve().parents[1] / "analysis" / "depth_expansion"
+    out = tmp_path / "depth_expansion"
+    shutil.copytree(committed, out)
+    stale = out / "probes" / "d4_w64.json"
+    result = json.loads(stale.read_text())
+    del result["inserted"]
+    stale.write_text(json.dumps(result))
+    with pytest.raises(ValueError, match="d4_w64.json: a probe made by an older version"):
+        expansion_study.rerender_probe_tables(out)
 
 
 def test_the_committed_tables_rerender_from_the_cached_probes_unchanged(tmp_path):

@@ -73,6 +73,16 @@ def test_the_expansion_study_trains_grows_probes_and_reports_on_gs(gcs_server, b
     assert "probing" not in done.stdout
     assert (out / "results.md").read_text() == before
 
+    # A cache made by an older version (another inserted block) is probed again, not reused.
+    stale = json.loads((out / "probes" / "d2_w32.json").read_text())
+    del stale["inserted"]
+    (out / "probes" / "d2_w32.json").write_text(json.dumps(stale))
+    done = subprocess.run([*command, "--train", "none"], env=cli_env(gcs_server), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "probing d2_w32 (its cached probe was made by an older version)" in done.stdout
+    assert "inserted" in json.loads((out / "probes" / "d2_w32.json").read_text())
+
 
 def test_the_probe_tables_rerender_from_the_caches_on_gs(bucket, tmp_path):
     """`rerender_probe_tables` reads the cached probes and the committed tables from gs:// and

@@ -53,3 +53,34 @@ def test_fitted_rate_matches_the_formula_on_a_small_problem():
     assert predicted_exponent(2.0, 0.5) == pytest.approx(2 / 3)
     assert rate.contains(2 / 3), rate
     assert not rate.contains(1.0) and not rate.contains(2.0), rate
+
+
+def test_the_report_says_when_a_constant_exponent_passes_the_check_as_well(tmp_path):
+    """The committed check cannot tell the formula from one constant exponent (0.60 lies in 8 of
+    9 intervals); with intervals narrow enough to separate the cases, the report says the
+    constant does worse."""
+    import csv
+    import shutil
+    from pathlib import Path
+
+    from depthdelusion.analysis import redundancy_study
+
+    committed = Path(__file__).resolve().parents[2] / "analysis" / "redundancy"
+    for name in ("rates.csv", "invariance.csv", "mixture.csv", "run.json"):
+        shutil.copy(committed / name, tmp_path / name)
+    redundancy_study.write_markdown(tmp_path)
+    text = (tmp_path / "report.md").read_text()
+    assert "lies inside 8 of 9 intervals (c = 0.60), as many as the formula or more" in text
+
+    with open(committed / "rates.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for r in rows:  # the formula's value, known to ±0.01
+        r.update(fitted=r["predicted"], ci_lo=float(r["predicted"]) - 0.01,
+                 ci_hi=float(r["predicted"]) + 0.01, within_ci="True")
+    with open(tmp_path / "rates.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    redundancy_study.write_markdown(tmp_path)
+    text = (tmp_path / "report.md").read_text()
+    assert "fewer than the formula" in text and "does not tell" not in text

@@ -39,6 +39,14 @@ from depthdelusion.studies.expansion import surgery
 PROBED = surgery.ZERO_PROJECTIONS
 MIN_BATCHES = 3
 BOUNDED_INTERVAL = "basic bootstrap (log scale for norms, Fisher z for the cosine)"
+# Which block a probe inserted after k: older probes drew it otherwise, so their numbers are
+# about another model than the one `expand --after k` builds (`is_current` refuses them).
+INSERTED = "the block expand --after k --seed s inserts (surgery.inserted_blocks)"
+
+
+def is_current(result: dict) -> bool:
+    """A cached probe made the way `probe_run` makes one today (intervals, inserted block)."""
+    return result.get("interval") == BOUNDED_INTERVAL and result.get("inserted") == INSERTED
 
 
 def _graphdef(model_cfg: ModelConfig):
@@ -364,7 +372,7 @@ def probe_run(run_dir, n_batches: int = 16, etas: Sequence[float] = ETAS, seed: 
                            "tokens": int(sum(len(p) for p in parts))})
     lowering = [r["eta"] for r in jump if r["delta_test"] < 0]
     return {
-        "run": str(run_dir), "interval": BOUNDED_INTERVAL, "step": step, "depth": cfg.model.depth, "width": cfg.model.width,
+        "run": str(run_dir), "interval": BOUNDED_INTERVAL, "inserted": INSERTED, "step": step, "depth": cfg.model.depth, "width": cfg.model.width,
         "parametrization": cfg.model.parametrization, "seed": seed, "batches": n_batches,
         "batch_size": batch, "seq_len": seq, "signal": rows, "jumpboard_after": best, "jumpboard": jump,
         "largest_eta_lowering_test": max(lowering) if lowering else None,

@@ -53,38 +53,19 @@ def _read_csv(path) -> list[dict]:
     return [{k: value(v) for k, v in row.items()} for row in csv.DictReader(io.StringIO(text, newline=""))]
 
 
-def converted_probe(result: dict) -> dict:
-    """A cached probe whose intervals were reflected on the raw scale ("basic bootstrap"), with
-    its intervals on the bounded scales the probe uses now (log for the norms, Fisher z for the
-    cosine). The basic interval [2e − q_hi, 2e − q_lo] gives back the bootstrap percentiles
-    q_lo, q_hi of the same draws; reflected on the new scale they give the new interval, exactly
-    up to the linear interpolation between the two order statistics next to each percentile."""
-    from depthdelusion.studies.expansion.probe import BOUNDED_INTERVAL
-
-    if result.get("interval") != "basic bootstrap":
-        return result
-    rows = []
-    for r in result["signal"]:
-        r = dict(r)
-        for name, to, back in (("signal_train", np.log, np.exp), ("signal_test", np.log, np.exp),
-                               ("cosine", np.arctanh, np.tanh)):
-            est, lo, hi = r[name], r[f"{name}_lo"], r[f"{name}_hi"]
-            q_lo, q_hi = 2 * est - hi, 2 * est - lo
-            r[f"{name}_lo"] = float(back(2 * to(est) - to(q_hi)))
-            r[f"{name}_hi"] = float(back(2 * to(est) - to(q_lo)))
-        rows.append(r)
-    return {**result, "signal": rows, "interval": BOUNDED_INTERVAL}
-
-
 def rerender_probe_tables(out) -> None:
     """signal.csv, the interval columns of runs.csv and results.md again from the cached probes
-    (converted by `converted_probe`) and the other committed tables, for when the run
-    directories are not at hand; the figures and the other tables are left as they are."""
+    and the other committed tables, for when the run directories are not at hand; the figures
+    and the other tables are left as they are. A cache made another way is refused (ValueError)."""
+    from depthdelusion.studies.expansion.probe import is_current
+
     out = rundir.as_path(out)
     probes = {}
     for cache in sorted((p for p in (out / "probes").iterdir() if p.name.endswith(".json")), key=str):
-        result = converted_probe(json.loads(cache.read_text()))
-        cache.write_text(json.dumps(result, indent=2) + "\n")
+        result = json.loads(cache.read_text())
+        if not is_current(result):
+            raise ValueError(f"{cache}: a probe made by an older version (other intervals or another "
+                             "inserted block); run expansion-study with the run directories to probe again")
         probes[cache.stem] = result
     ordered = sorted(probes.items(), key=lambda kv: (kv[1]["width"], kv[1]["depth"]))
     _write_csv([{"run": name, "depth": p["depth"], "width": p["width"], **r}
@@ -407,7 +388,7 @@ def run_study(depth_grid: str, growth_grid: str, runs: str, out: str, *, probe_b
               train: str = "all", log: Callable[[str], None] = print) -> Path | epath.Path:
     """`train`: "all" (both grids and the grown runs), "growth" (the growth grid and grown runs
     only) or "none" (report what is finished)."""
-    from depthdelusion.studies.expansion.probe import probe_run
+    from depthdelusion.studies.expansion.probe import is_current, probe_run
 
     runs_path, out_path = rundir.as_path(runs), rundir.as_path(out)
     start = time.perf_counter()
@@ -420,12 +401,13 @@ def run_study(depth_grid: str, growth_grid: str, runs: str, out: str, *, probe_b
     probes = {}
     for run_dir in sorted((runs_path / "depth_expansion").iterdir()):
         cache = out_path / "probes" / f"{run_dir.name}.json"
-        if cache.exists():
-            probes[run_dir.name] = converted_probe(json.loads(cache.read_text()))
+        cached = json.loads(cache.read_text()) if cache.exists() else None
+        if cached is not None and is_current(cached):
+            probes[run_dir.name] = cached
             continue
         if not run_dir.is_dir() or rundir.status(run_dir) != "finished":
             continue
-        log(f"probing {run_dir.name}")
+        log(f"probing {run_dir.name}" + (" (its cached probe was made by an older version)" if cached else ""))
         result = probe_run(run_dir, n_batches=probe_batches)
         result["run"] = run_dir.name
         cache.write_text(json.dumps(result, indent=2) + "\n")
