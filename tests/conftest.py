@@ -37,6 +37,7 @@ SLOW = {
     "test_multihost.py", "test_parametrization.py", "test_plan.py", "test_profile.py",
     "test_residual_dtype.py", "test_rundir.py", "test_sharding.py", "test_speed.py",
     "test_splash.py", "test_spectrum.py", "test_sweep.py", "test_tpu_babysit.py",
+    "test_tpu_scripts.py", "test_train_command.py",
     "test_tpu_failfast.py", "test_tpu_gcs.py", "test_tpu_sweep.py", "test_trackers.py",
     "studies/test_data_exponent.py", "studies/test_depth_confound.py",
     "studies/test_persistence_probe.py", "studies/test_persistence_study.py",

@@ -114,6 +114,7 @@ def test_bad_records_are_skipped_and_counted(tmp_path):
                                  "malformed_record": 0}
 
 
+@pytest.mark.slow  # trains a run
 def test_bad_records_reach_metrics_and_summary(tmp_path):
     from depthdelusion.cli import main
 

@@ -61,7 +61,26 @@ def test_three_seeds_interval_is_the_t_interval_not_the_seeds_range():
 def test_a_best_lr_on_the_grids_edge_is_said_to_be_untuned():
     rows = [{"arm": "grown", "lr": lr, "seed": s, "eval_loss": loss + 0.01 * s}
             for lr, loss in ((1e-3, 1.8), (3e-3, 1.5), (1e-2, 1.3)) for s in (0, 1, 2)]
-    lr, picked, edge = trials.best_lr(rows, "grown")
+    lr, picked, edge, fit = trials.best_lr(rows, "grown")
     assert lr == 1e-2 and len(picked) == 3 and edge
+    assert fit["vertex_lr"] is None and "edge" in fit["note"]
     rows += [{"arm": "grown", "lr": 3e-2, "seed": s, "eval_loss": 1.4} for s in (0, 1, 2)]
     assert trials.best_lr(rows, "grown")[::2] == (1e-2, False)
+
+
+def test_the_arms_lr_follows_the_depth_confound_rule():
+    """The lr is the grid point nearest the vertex of the parabola in ln lr through the best mean
+    loss and its neighbours (depth_confound.fit_lr_curve); the vertex is reported with a Fieller
+    interval from the seeds' spread, which holds the true optimum."""
+    import math
+
+    true_lr = 0.015
+    noise = (-0.002, 0.0, 0.002)
+    rows = [{"arm": "scratch", "lr": lr, "seed": s,
+             "eval_loss": 1.0 + 0.05 * (math.log(lr / true_lr)) ** 2 + noise[s]}
+            for lr in (5e-3, 1e-2, 2e-2, 4e-2) for s in (0, 1, 2)]
+    lr, picked, edge, fit = trials.best_lr(rows, "scratch")
+    assert lr == 2e-2 and [r["seed"] for r in picked] == [0, 1, 2] and not edge
+    assert fit["vertex_lr"] == pytest.approx(true_lr, rel=1e-6)  # the noise is the same at every lr
+    lo, hi = fit["vertex_lr_ci95"]
+    assert lo < true_lr < hi and hi / lo < 2

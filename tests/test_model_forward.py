@@ -38,6 +38,7 @@ def probe_loss(model, probes_D, tokens_BxS1):
     return cross_entropy(model(tokens_BxS1[:, :-1], probes_D), tokens_BxS1[:, 1:])
 
 
+@pytest.mark.slow  # compiles and differentiates a model per hidden state
 def test_activation_gradient_probe_matches_explicit_grad_wrt_hidden_states():
     model, tok = tiny_model(), tokens()
     B, S, W = tok.shape[0], TINY.seq_len, TINY.width

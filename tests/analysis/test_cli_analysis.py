@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from depthdelusion.cli import COMMANDS, main
 
@@ -70,6 +71,7 @@ def test_help_lists_every_command_without_importing_any_command_module_or_scipy(
     assert "--grid-points K" in out.stdout and out.stdout.strip().endswith("IMPORTED:")
 
 
+@pytest.mark.slow  # whole fits and a report in a subprocess
 def test_fit_and_report_run_without_the_training_stack_and_report_skips_matplotlib(tmp_path):
     csv = shape_table(tmp_path / "runs.csv")
     out = run_blocked(["fit", str(csv), "--law", "kaplan", "--bootstrap", "20", "--json"])

@@ -43,6 +43,7 @@ def test_source_target_sits_on_the_borderline_of_its_smoothness():
     np.testing.assert_allclose(lam * theta**2, i ** -3.0, rtol=1e-12)  # i^(-1-2βs)
 
 
+@pytest.mark.slow  # learning curves over seeds
 def test_fitted_rate_matches_the_formula_on_a_small_problem():
     # Miniature of analysis/redundancy: β = 2, s = 0.5 predicts 2/3. At this size the seed-bootstrap
     # interval is wide (about ±0.25), so the test asks what it can tell apart: the formula is inside

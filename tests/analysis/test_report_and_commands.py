@@ -160,6 +160,7 @@ def test_fit_command_summary_and_errors(capsys, tmp_path):
         run()
 
 
+@pytest.mark.slow  # trains runs for a whole report
 def test_report_on_run_directories_includes_persistence(run_factory, tmp_path, capsys):
     import numpy as np
 
@@ -207,6 +208,7 @@ def test_report_on_a_table_without_shapes_skips_the_laws_that_need_them(tmp_path
     assert "loss_vs_depth" not in md and (tmp_path / "rep" / "residuals.png").exists()
 
 
+@pytest.mark.slow  # trains runs for a whole report
 def test_opening_paragraph_follows_the_title_when_persistence_fits_warn(run_factory, tmp_path):
     """The "In short" paragraph goes right after the fit-invalidating warnings (none here), even
     when the persistence section has warnings of its own (one logged step in the window)."""

@@ -5,6 +5,7 @@ import csv
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from depthdelusion.analysis import fit, load_reference
 from depthdelusion.analysis.consistency import with_param_convention
@@ -67,6 +68,7 @@ def test_design_forms_of_a_two_budget_table():
     assert size_classes([1e8, 1.1e8, 3e8, 3.2e8, 9e8]).tolist() == [0, 0, 1, 1, 2]
 
 
+@pytest.mark.slow  # whole reports through the CLI
 def test_shape_sections_need_a_significant_penalty_and_a_kink_that_beats_smooth_laws():
     laws = ("depth_delusion", "shape_quadratic", "kaplan")
     _, md, _ = build_report(two_budget_runs(penalty=0.0), laws=laws, bootstrap=0, design=False,
@@ -128,6 +130,7 @@ def test_committed_paper_report_states_each_verdict_under_each_assumption():
     assert "non-embedding N" in first and "baseline alone" in first
 
 
+@pytest.mark.slow  # whole reports through the CLI
 def test_cli_selects_group_mode_and_n_convention(tmp_path):
     from depthdelusion.cli import command
 

@@ -55,12 +55,14 @@ def grid():
     return {(beta, s): _measure(beta, s) for beta, s in GRID}
 
 
+@pytest.mark.slow  # the 9-cell synthetic grid, 3 seeds of ridge learning curves (the module fixture)
 def test_measured_exponent_is_unbiased_on_the_grid(grid):
     misses = [(beta, s, round(m.exponent, 3), m.ci) for (beta, s), m in grid.items()
               if not rx.consistent(m.ci, (predicted_exponent(beta, s),) * 2)]
     assert not misses, misses
 
 
+@pytest.mark.slow  # the 9-cell synthetic grid, 3 seeds of ridge learning curves (the module fixture)
 def test_a_constant_predictor_fails_on_most_cells(grid):
     rejected = [cell for cell, m in grid.items() if not rx.consistent(m.ci, (0.5, 0.5))]
     assert len(rejected) >= 5, rejected

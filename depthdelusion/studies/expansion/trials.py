@@ -6,8 +6,9 @@
   correlation of the signal with the realised drop in validation loss; over seeds, the mean
   correlation with a t interval over seeds (cut to [-1, 1]) and a within-seed permutation
   p-value.
-- `growth_study`: growth against a compute-matched from-scratch baseline, each arm at its best
-  learning rate (mean validation loss over seeds, as the lr-transfer study picks), the paired
+- `growth_study`: growth against a compute-matched from-scratch baseline, each arm at its tuned
+  learning rate (the depth-confound study's rule: the grid point nearest the vertex of a
+  parabola in ln lr through the best mean validation loss and its neighbours), the paired
   difference over seeds with its t interval.
 
 Each writes a CSV of its rows and a summary JSON into `out` (RUNS and OUT local or gs://); the verdict is only as strong as
@@ -183,6 +184,10 @@ def growth_study(runs, out, *, switch_step: int = 150, log: Callable[[str], None
     seeds = sorted(set(pick["grown"]) & set(pick["scratch"]))
     summary = {"best_lr": {arm: best[arm][0] for arm in best},
                "best_lr_at_grid_edge": {arm: best[arm][2] for arm in best},
+               "lr_rule": "grid point nearest the vertex of a parabola in ln lr through the best "
+                          "mean loss and its neighbours (the depth-confound study's rule); the lr "
+                          "is chosen on the same seeds that the difference is measured on",
+               "lr_fit": {arm: best[arm][3] for arm in best},
                "flops_ratio_grown_over_scratch": float(np.mean([pick["grown"][s]["flops"] / pick["scratch"][s]["flops"] for s in seeds])) if seeds else None}
     try:
         summary.update(paired_difference([pick["grown"][s]["eval_loss"] for s in seeds],
@@ -193,16 +198,33 @@ def growth_study(runs, out, *, switch_step: int = 150, log: Callable[[str], None
     return summary
 
 
-def best_lr(rows: list[dict], arm: str) -> tuple[float, list[dict], bool]:
-    """(lr, its rows, at the grid's edge) of the lr with the least mean validation loss over
-    seeds in ``arm``; at the edge the optimum is not bracketed: the arm is not tuned, only the
-    grid's best."""
+def best_lr(rows: list[dict], arm: str) -> tuple[float, list[dict], bool, dict]:
+    """The depth-confound study's rule (`depth_confound.fit_lr_curve`): a parabola in ln lr
+    through the grid's best mean validation loss (over seeds) and its neighbours; the arm's lr
+    is the grid point nearest its vertex (for a parabola through three points that is the
+    grid's best), the grid's best where it has no interior minimum. Returns (lr, its rows, at the grid's edge, the fit: vertex lr with its Fieller 95%
+    interval from the seeds' spread, and any note); at the edge the optimum is not bracketed:
+    the arm is not tuned, only the grid's best."""
+    from depthdelusion.studies.depth_confound import fit_lr_curve
+
     by_lr: dict = {}
     for r in rows:
         if r["arm"] == arm:
             by_lr.setdefault(r["lr"], []).append(r)
-    lr, picked = min(by_lr.items(), key=lambda kv: np.mean([r["eval_loss"] for r in kv[1]]))
-    return lr, picked, len(by_lr) < 3 or lr in (min(by_lr), max(by_lr))
+    means = {lr: float(np.mean([r["eval_loss"] for r in rs])) for lr, rs in by_lr.items()}
+    # the noise of one run's loss, pooled over the lrs with seed replicates
+    dev = [r["eval_loss"] - means[lr] for lr, rs in by_lr.items() for r in rs]
+    dof = sum(len(rs) - 1 for rs in by_lr.values())
+    sigma = math.sqrt(sum(d * d for d in dev) / dof) if dof > 0 else None
+    n_seeds = min(len(rs) for rs in by_lr.values())
+    fit = fit_lr_curve(sorted(means.items()), sigma / math.sqrt(n_seeds) if sigma else None, dof or None)
+    lr = (min(by_lr, key=lambda g: abs(math.log(g) - fit.log_lr)) if fit.identified
+          else min(means, key=means.get))
+    edge = len(by_lr) < 3 or min(means, key=means.get) in (min(by_lr), max(by_lr))
+    summary = {"vertex_lr": math.exp(fit.log_lr) if fit.identified else None,
+               "vertex_lr_ci95": [math.exp(x) for x in fit.log_lr_ci] if fit.identified else None,
+               "note": fit.note or ("" if fit.identified else "no parabola: the grid's best")}
+    return lr, by_lr[lr], edge, summary
 
 
 def _write(out, stem: str, rows: list[dict], summary: dict) -> None:
