@@ -609,7 +609,9 @@ def run_command(*, runs: list[str] | str, out: str, step: int = DEFAULT_STEP, wi
     if grid:
         from depthdelusion.sweep import load_grid
 
-        expected = [name for g in ([grid] if isinstance(grid, str) else grid) for name, _ in load_grid(g).runs]
+        # grids that share runs (the width grid repeats the depth grid's cells) list them once
+        expected = list(dict.fromkeys(name for g in ([grid] if isinstance(grid, str) else grid)
+                                      for name, _ in load_grid(g).runs))
     roots = [runs] if isinstance(runs, str) else list(runs)
     with rundir.local_dir(out) as local_out:  # a gs:// OUT: drawn here, then copied up
         files = build(roots, local_out, step=step, window=window, expected=expected,

@@ -122,3 +122,25 @@ def test_two_sweeps_runs_directories_stay_two_studies(tmp_path):
     build([a, b], tmp_path / "out2")
     md = (tmp_path / "out2" / "report.md").read_text()
     assert "| study | param. | D | W | lr | seeds |" in md and "| depth_confound/runs | sp | 8 | 16 | 0.02 | 1 |" in md
+
+
+def test_two_grids_that_share_runs_count_each_run_once(tmp_path):
+    """The width grid repeats cells of the depth grid (same run names): the PARTIAL line counts a
+    shared run once, as the sweep trains it once."""
+    from depthdelusion.studies.persistence_study import run_command
+
+    def grid(name, depths):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({
+            "name": name, "fixed": {"model": {"width": 16, "head_dim": 16, "seq_len": 16}},
+            "grid": {"model.parametrization": ["sp"], "model.depth": depths},
+            "name_format": "{parametrization}_d{depth}_w{width}_s{train_seed}"}))
+        return str(path)
+
+    root = tmp_path / "runs"
+    for d in (4, 8):
+        _run(root, f"sp_d{d}_w16_s42", "sp", d, 16, 42, ell=-20.0, loss=2.0 - 0.01 * d)
+    run_command(runs=str(root), out=str(tmp_path / "out"),
+                grid=[grid("depth", [4, 8]), grid("width", [8, 16])])
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "2 of 3 runs of the grid finished; missing: sp_d16_w16_s42." in md
