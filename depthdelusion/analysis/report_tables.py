@@ -42,12 +42,23 @@ def _is_scale(f, name: str) -> bool:
         return False
 
 
+def supported_ends(f, name: str, ci) -> tuple[float, float]:
+    """An interval's ends as numbers the data support: an end beyond ``DRIFT`` (set by how far
+    the optimiser drifted along a flat direction) is unbounded, and so is a scale parameter's
+    upper end beyond ``SPAN_LIMIT``× its lower end (set by numerical flatness; its digits would
+    differ between machines)."""
+    lo, hi = (np.inf if c > DRIFT else -np.inf if c < -DRIFT else float(c) for c in ci)
+    if lo > 0 and np.isfinite(hi) and hi / lo > SPAN_LIMIT and _is_scale(f, name):
+        hi = np.inf
+    return lo, hi
+
+
 def param_interval(f, name: str, ci, spec=".3g") -> str:
     """An interval as the data support it: a scale parameter's interval spanning more than
     ``SPAN_LIMIT``× (its ends are then set by numerical flatness, not by the data) is printed as
     such instead of as two machine-dependent digits, and another positive parameter's upper end
-    beyond ``SPAN_LIMIT``× its lower end as "> SPAN_LIMIT × lower"; an end beyond ``DRIFT`` (set
-    by how far the optimiser drifted along a flat direction) is printed as unbounded."""
+    beyond ``SPAN_LIMIT``× its lower end as "> SPAN_LIMIT × lower"; an end beyond ``DRIFT`` is
+    printed as unbounded (`supported_ends`)."""
     if ci:
         ci = tuple(np.inf if c > DRIFT else -np.inf if c < -DRIFT else c for c in ci)
     if ci and ci[0] > 0 and np.isfinite(ci[1]) and ci[1] / ci[0] > SPAN_LIMIT:

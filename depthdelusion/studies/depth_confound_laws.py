@@ -52,15 +52,17 @@ def fit_arm(arm: str, records: list[dict], diverged: int, *, replicates: int, se
 
 
 def csv_rows(results: list[ArmLaws]) -> list[dict]:
-    """laws.csv: one row per arm × law × parameter, with its status and profile interval."""
+    """laws.csv: one row per arm × law × parameter, with its status and profile interval (its
+    ends as the data support them: `report_tables.supported_ends`)."""
     from depthdelusion.analysis.fit_result import parameter_status
+    from depthdelusion.analysis.report_tables import supported_ends
 
     rows = []
     for a in results:
         for law, f in a.fits.items():
             for name, value in f.params.items():
                 status = parameter_status(f, name)
-                lo, hi = (f.ci_profile or {}).get(name, (math.nan, math.nan))
+                lo, hi = supported_ends(f, name, (f.ci_profile or {}).get(name, (math.nan, math.nan)))
                 rows.append({"arm": a.arm, "law": law, "rows": f.n, "k": f.k, "aicc": f"{f.aicc:.2f}",
                              "rmse": f"{f.rmse:.4f}", "parameter": name,
                              "value": f"{value:.4g}" if status != "not_identified" else "",

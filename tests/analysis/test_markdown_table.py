@@ -51,3 +51,25 @@ def test_no_module_writes_csv_itself():
 def _csv_writer_line() -> int:
     lines = (PACKAGE / "analysis" / "tables.py").read_text().splitlines()
     return next(i for i, line in enumerate(lines, 1) if "csv.writer(" in line)
+
+
+def test_an_intervals_ends_in_numbers_are_those_the_data_support():
+    """A scale parameter's upper end beyond 10³× its lower end is set by numerical flatness (its
+    digits differ between machines): unbounded in a table of numbers, as in the Markdown; a
+    non-scale parameter keeps its finite ends; an end beyond the drift limit is unbounded."""
+    import math
+    from types import SimpleNamespace
+
+    from depthdelusion.analysis.laws import get_law
+    from depthdelusion.analysis.report_tables import param_interval, supported_ends
+
+    f = SimpleNamespace(law=get_law("kaplan"))  # A is fitted on a log scale, E is not
+    assert supported_ends(f, "A", (1.249, 8.225e4)) == (1.249, math.inf)
+    assert param_interval(f, "A", (1.249, 8.225e4)) == "[spans > 10³×]"
+    assert supported_ends(f, "A", (1.611, 1.523e48)) == (1.611, math.inf)
+    assert param_interval(f, "A", (1.611, 1.523e48)) == "[1.61, ∞]"
+    assert supported_ends(f, "A", (1.759, 61.8)) == (1.759, 61.8)
+    assert supported_ends(f, "E", (1e-5, 1.3)) == (1e-5, 1.3)
+    assert supported_ends(f, "E", (-2e31, 1.3)) == (-math.inf, 1.3)
+    lo, hi = supported_ends(f, "E", (math.nan, math.nan))
+    assert math.isnan(lo) and math.isnan(hi)
