@@ -52,6 +52,11 @@ class Problem:
         self.free: list[Param] = free
         self.names = [p.name for p in free]
         self.is_log = np.array([p.log for p in free], bool)
+        # which columns of θ are group offsets and which are the law's own parameters: looked up
+        # once here, not at each of the solver's hundreds of thousands of evaluations
+        is_offset = [self.offset_groups is not None and p.name.startswith(OFFSET + "[") for p in free]
+        self._offset_cols = [j for j, o in enumerate(is_offset) if o]
+        self._param_cols = [(p.name, j) for j, (p, o) in enumerate(zip(free, is_offset)) if not o]
         self.lo, self.hi = self._theta_bounds()
         self.broadcasts = None  # whether the law takes (M, 1) parameter arrays; None: untried
         self.run_names: list | None = None  # for error messages
@@ -111,16 +116,12 @@ class Problem:
         """Law keyword arguments for M parameter vectors: (M, 1) columns; the offset as
         (M, n) when per-group offsets are on."""
         nat = self.natural(theta_MxK)
-        vals = {k: v for k, v in self.fixed.items()}
-        offsets = []
-        for j, p in enumerate(self.free):
-            if self.offset_groups is not None and p.name.startswith(OFFSET + "["):
-                offsets.append(nat[:, j])
-            else:
-                vals[p.name] = nat[:, j:j + 1]
-        if self.offset_groups is not None:
+        vals = dict(self.fixed)
+        for name, j in self._param_cols:
+            vals[name] = nat[:, j:j + 1]
+        if self._offset_cols:
             gidx = self.gidx if gidx is None else gidx
-            vals[OFFSET] = np.stack(offsets, axis=1)[:, gidx]
+            vals[OFFSET] = nat[:, self._offset_cols][:, gidx]
         return vals
 
     def predict_many(self, theta_MxK, x: LawInputs | None = None, gidx=None) -> np.ndarray:

@@ -181,9 +181,10 @@ def _jacobian(residuals, theta_MxK, r_MxN, known_columns=None) -> np.ndarray:
     """Forward differences, all perturbed points in one evaluation: (M, N, K). Columns in
     ``known_columns`` come from its function instead (no law evaluation)."""
     M, K = theta_MxK.shape
-    diff = np.arange(K)
+    differenced = np.ones(K, bool)
     if known_columns is not None:
-        diff = np.setdiff1d(diff, known_columns[0])
+        differenced[known_columns[0]] = False
+    diff = np.flatnonzero(differenced)
     J = np.zeros((M, r_MxN.shape[1], K))
     if len(diff):
         h = 1.5e-8 * np.maximum(1.0, np.abs(theta_MxK[:, diff]))
