@@ -578,12 +578,17 @@ def _expansion_prediction(p):
 
 @_arguments("expansion-growth", "For a finished sweep of experiments/depth_expansion_growth_matched.yaml: "
             "expands every depth-2 run from its --switch-step checkpoint to depth 4, trains it to its "
-            "schedule's end, then compares each arm at its best learning rate (validation loss, mean over "
-            "seeds) with the compute-matched depth-4 scratch runs: the paired difference and its t interval.")
+            "schedule's end, then compares each arm at its tuned learning rate (the depth-confound rule on "
+            "the mean validation loss over seeds) with the compute-matched depth-4 scratch runs: the "
+            "paired difference and its t interval, on --test-seeds when given.")
 def _expansion_growth(p):
     p.add_argument("--runs", required=True, help="the growth sweep directory")
     add_out(p)
     p.add_argument("--switch-step", type=int, default=150, help="the parents' checkpoint to grow from")
+    p.add_argument("--test-seeds", default="", metavar="S[,S...]",
+                   help="seeds kept out of the lr choice, on which the difference is measured at each "
+                        "arm's chosen lr (default: none; the difference is then measured on the seeds "
+                        "that chose the lrs)")
 
 
 @_arguments("expansion-study", "Trains the depth grid and the growth grid (skipping finished runs), "

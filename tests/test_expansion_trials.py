@@ -84,3 +84,31 @@ def test_the_arms_lr_follows_the_depth_confound_rule():
     assert fit["vertex_lr"] == pytest.approx(true_lr, rel=1e-6)  # the noise is the same at every lr
     lo, hi = fit["vertex_lr_ci95"]
     assert lo < true_lr < hi and hi / lo < 2
+
+
+@pytest.mark.slow  # trains 18 tiny runs
+def test_growth_study_measures_the_difference_on_seeds_that_did_not_choose_the_lr(tmp_path):
+    """Growth miniature (depth 1 grown to 2 at step 2 of 4; depth 2 from scratch): seeds 0-2
+    choose each arm's lr, seeds 3-5 at that lr give the difference; the tuning seeds' difference
+    is kept beside it, and a test seed missing at the chosen lr is named, not silently skipped."""
+    from depthdelusion.train.loop import train
+
+    runs = tmp_path / "growth"
+    for depth, steps in ((1, 4), (2, 3)):
+        for seed in range(6):
+            cfg = dataclasses.replace(
+                RUN, model=dataclasses.replace(RUN.model, depth=depth, parametrization="sp"),
+                train=dataclasses.replace(RUN.train, steps=steps, seed=seed, eval_batches=2, eval_every=100,
+                                          checkpoint_every=2))
+            train(cfg, runs / f"d{depth}_w32_steps{steps}_lr0.003_seed{seed}")
+    summary = trials.growth_study(runs, tmp_path / "out", switch_step=2, test_seeds=[3, 4, 5], log=lambda _: None)
+    rows = [r.split(",") for r in (tmp_path / "out" / "growth_matched.csv").read_text().splitlines()[1:]]
+    loss = {(arm, int(seed)): float(v) for arm, _, seed, v, _ in rows}
+    held_out = [loss["grown", s] - loss["scratch", s] for s in (3, 4, 5)]
+    assert summary["test_seeds"] == [3, 4, 5] and summary["seeds"] == 3
+    assert summary["diff_mean"] == pytest.approx(float(np.mean(held_out)), rel=1e-4)
+    tuning = [loss["grown", s] - loss["scratch", s] for s in (0, 1, 2)]
+    assert summary["tuning_seeds_difference"]["diff_mean"] == pytest.approx(float(np.mean(tuning)), rel=1e-4)
+
+    summary = trials.growth_study(runs, tmp_path / "out", switch_step=2, test_seeds=[3, 4, 5, 6], log=lambda _: None)
+    assert "grown lr 0.003 seeds 6" in summary["not_tested"] and "diff_mean" not in summary

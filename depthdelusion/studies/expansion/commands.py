@@ -55,8 +55,12 @@ def run_expansion_prediction(*, runs: str, out: str, steps: int = 100, probe_bat
     return exit_codes.OK
 
 
-def run_expansion_growth(*, runs: str, out: str, switch_step: int = 150) -> int:
+def run_expansion_growth(*, runs: str, out: str, switch_step: int = 150, test_seeds: str = "") -> int:
     from depthdelusion.studies.expansion.trials import growth_study
 
-    growth_study(runs, out, switch_step=switch_step)
+    try:
+        seeds = [int(x) for x in test_seeds.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--test-seeds={test_seeds!r}: must be comma-separated integers, e.g. 3,4,5") from None
+    growth_study(runs, out, switch_step=switch_step, test_seeds=seeds)
     return exit_codes.OK

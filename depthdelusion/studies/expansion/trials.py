@@ -9,7 +9,9 @@
 - `growth_study`: growth against a compute-matched from-scratch baseline, each arm at its tuned
   learning rate (the depth-confound study's rule: the grid point nearest the vertex of a
   parabola in ln lr through the best mean validation loss and its neighbours), the paired
-  difference over seeds with its t interval.
+  difference over seeds with its t interval — on held-out seeds that took no part in the lr
+  choice when they are given (a best-of-grid choice on the same seeds favours an arm by its
+  luck on them).
 
 Each writes a CSV of its rows and a summary JSON into `out` (RUNS and OUT local or gs://); the verdict is only as strong as
 the interval.
@@ -145,7 +147,10 @@ def prediction_study(runs, out, *, steps: int = 100, probe_batches: int = 12,
     return summary
 
 
-def growth_study(runs, out, *, switch_step: int = 150, log: Callable[[str], None] = print) -> dict:
+def growth_study(runs, out, *, switch_step: int = 150, test_seeds=(), log: Callable[[str], None] = print) -> dict:
+    """`test_seeds`: seeds kept out of the lr choice; the difference is measured on them at
+    each arm's chosen lr (the tuning seeds' difference is reported beside it, labelled as
+    measured on the seeds that chose the lrs)."""
     from depthdelusion import model_size
     from depthdelusion.studies.expansion import surgery
     from depthdelusion.train.loop import train
@@ -179,7 +184,9 @@ def growth_study(runs, out, *, switch_step: int = 150, log: Callable[[str], None
             flops = model_size.flops_per_token(cfg.model) * int(steps) * cfg.train.batch_size * cfg.model.seq_len
             rows.append({"arm": "scratch", "lr": float(lr), "seed": int(seed), "eval_loss": _eval_loss(runs / name),
                          "flops": flops})
-    best = {arm: best_lr(rows, arm) for arm in ("grown", "scratch")}
+    test_seeds = sorted(int(s) for s in test_seeds)
+    tuning = [r for r in rows if r["seed"] not in test_seeds]
+    best = {arm: best_lr(tuning, arm) for arm in ("grown", "scratch")}
     pick = {arm: {r["seed"]: r for r in best[arm][1]} for arm in best}
     seeds = sorted(set(pick["grown"]) & set(pick["scratch"]))
     summary = {"best_lr": {arm: best[arm][0] for arm in best},
@@ -190,12 +197,35 @@ def growth_study(runs, out, *, switch_step: int = 150, log: Callable[[str], None
                "lr_fit": {arm: best[arm][3] for arm in best},
                "flops_ratio_grown_over_scratch": float(np.mean([pick["grown"][s]["flops"] / pick["scratch"][s]["flops"] for s in seeds])) if seeds else None}
     try:
-        summary.update(paired_difference([pick["grown"][s]["eval_loss"] for s in seeds],
-                                         [pick["scratch"][s]["eval_loss"] for s in seeds]))
+        in_sample = paired_difference([pick["grown"][s]["eval_loss"] for s in seeds],
+                                      [pick["scratch"][s]["eval_loss"] for s in seeds])
     except ValueError as err:
-        summary["not_tested"] = str(err)
+        in_sample = {"not_tested": str(err)}
+    if not test_seeds:
+        summary.update(in_sample)
+    else:
+        summary.update(_held_out_difference(rows, best, test_seeds))
+        summary["tuning_seeds_difference"] = in_sample
     _write(out, "growth_matched", rows, summary)
     return summary
+
+
+def _held_out_difference(rows: list[dict], best: dict, test_seeds: list[int]) -> dict:
+    """The paired difference on the seeds that did not choose the lrs, each arm at its chosen lr."""
+    at = {arm: {r["seed"]: r["eval_loss"] for r in rows
+                if r["arm"] == arm and r["lr"] == best[arm][0] and r["seed"] in test_seeds}
+          for arm in best}
+    missing = {arm: sorted(set(test_seeds) - set(at[arm])) for arm in at}
+    out = {"test_seeds": test_seeds}
+    if any(missing.values()):
+        return {**out, "not_tested": "no finished run of the test seeds at the chosen lr: " + "; ".join(
+            f"{arm} lr {best[arm][0]:g} seeds {', '.join(map(str, m))}" for arm, m in missing.items() if m)
+            + " (add them to the grid)"}
+    try:
+        return {**out, **paired_difference([at["grown"][s] for s in test_seeds],
+                                           [at["scratch"][s] for s in test_seeds])}
+    except ValueError as err:
+        return {**out, "not_tested": str(err)}
 
 
 def best_lr(rows: list[dict], arm: str) -> tuple[float, list[dict], bool, dict]:
