@@ -192,8 +192,10 @@ def growth_study(runs, out, *, switch_step: int = 150, test_seeds=(), log: Calla
     summary = {"best_lr": {arm: best[arm][0] for arm in best},
                "best_lr_at_grid_edge": {arm: best[arm][2] for arm in best},
                "lr_rule": "grid point nearest the vertex of a parabola in ln lr through the best "
-                          "mean loss and its neighbours (the depth-confound study's rule); the lr "
-                          "is chosen on the same seeds that the difference is measured on",
+                          "mean loss and its neighbours (the depth-confound study's rule), chosen on "
+                          + (f"seeds {', '.join(map(str, sorted({r['seed'] for r in tuning})))}; the "
+                             "difference measured on the test seeds" if test_seeds else
+                             "the same seeds that the difference is measured on"),
                "lr_fit": {arm: best[arm][3] for arm in best},
                "flops_ratio_grown_over_scratch": float(np.mean([pick["grown"][s]["flops"] / pick["scratch"][s]["flops"] for s in seeds])) if seeds else None}
     try:
