@@ -3,6 +3,8 @@ import importlib.util
 import math
 from pathlib import Path
 
+import pytest
+
 from depthdelusion.config import DataConfig
 
 SCRIPTS = Path(__file__).parent.parent / "analysis" / "open_points"
@@ -15,6 +17,7 @@ def load(name: str):
     return module
 
 
+@pytest.mark.slow  # compiles and differentiates a model
 def test_grad_rms_by_group_measures_every_group():
     script = load("grad_rms_by_group")
     rms, mc = script.group_grad_rms(32, 2, DataConfig(builtin_documents=200))

@@ -80,6 +80,7 @@ def test_scaling_needs_several_widths(run_factory, tmp_path):
         persistence_scaling(persistence_lengths(load_runs(tmp_path / "runs")))
 
 
+@pytest.mark.slow  # fits a whole report
 def test_an_expansion_probe_beside_a_run_reaches_the_persistence_figure(tmp_path):
     # `depthdelusion expand RUN --probe` writes RUN/expansion_probe/probe.json; the report's
     # persistence figure draws that first-order signal beside g_l, and says for which runs.

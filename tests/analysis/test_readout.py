@@ -34,6 +34,7 @@ def _sampled(beta, s, *, width=64, n=40_000, groups=8, seed=0):
 
 
 @pytest.mark.parametrize("beta,s", [(2.0, 0.5), (1.5, 1.0)])
+@pytest.mark.slow  # samples and jackknifes 40,000 synthetic tokens per case
 def test_recovers_the_smoothness_and_the_predicted_exponent(beta, s):
     full, halves, jack, head = _sampled(beta, s)
     tail = spectra.tail_fit(0, full[0], halves, [j[0] for j in jack], 40_000)
