@@ -134,10 +134,14 @@ def test_data_exponent_ridge_on_the_tiny_run(run_dir, loaded, tmp_path):
         assert b == pytest.approx(2 * beta * s / (2 * beta * s + 1), abs=2e-3)
     else:  # two training steps: the readout's power may decay no faster than 1/i
         assert row["verdict"] == "no prediction" and row["b_pred"] == ""
+    assert float(row["b_fs_lo"]) <= float(row["b_fs"]) <= float(row["b_fs_hi"])
+    assert float(row["b_fs_half_beta"]) < float(row["b_fs"]) < float(row["b_fs_double_beta"])
+    assert row["verdict_finite_size"] in ("agrees", "disagrees", "cannot tell")
     curves = _rows(out / "curves.csv")
     assert [int(c["n"]) for c in curves] == [32, 64, 128, 256, 512, 1024]
     text = (out / "ridge.md").read_text()
     assert "depthdelusion data-exponent-ridge" in text and "--seed 3" in text and "wall time" in text
+    assert "Finite-size prediction" in text
 
 
 def test_data_exponent_ridge_bad_grid_is_one_clear_line(run_dir, tmp_path, capsys):

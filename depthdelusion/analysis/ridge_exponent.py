@@ -262,14 +262,53 @@ def spectral_prediction(group_covs: list, group_counts: list, theta_star_P: np.n
                        for f in WRONG_FACTORS}, rank_range)
 
 
+@dataclass
+class FiniteSizePrediction:
+    """The law's expected exponent for the design (`finite_size_exponent`) from the measured
+    eigenpairs, with wrong spectra passed through the same computation: eigenvalues λ_i^f
+    (f in WRONG_FACTORS: the tail exponent × f, rank order kept, unit trace) with the target's
+    coefficients u_iᵀθ* and the noise ratio unchanged. Jackknife 95% over groups."""
+    b: float
+    b_ci: tuple
+    wrong: dict  # {factor: (b, (lo, hi))}
+
+
+def _finite_size_b(cov_PxP, theta_star_P, noise_ratio: float, ns, factor: float = 1.0) -> float:
+    evals, evecs = eigenpairs(cov_PxP)
+    lam = np.clip(evals, 0.0, None) ** factor
+    lam = lam / lam.sum()
+    power = lam * (evecs.T @ theta_star_P) ** 2
+    return finite_size_exponent(lam, power, noise_ratio * math.sqrt(float(power.sum())), ns)
+
+
+def finite_size_prediction(group_covs: list, group_counts: list, theta_star_P: np.ndarray,
+                           noise_ratio: float, ns) -> FiniteSizePrediction:
+    """`FiniteSizePrediction` from per-group covariances (as `spectral_prediction` takes them);
+    ``noise_ratio``: the noise sd over the signal's sd, as the learning curves were drawn."""
+    counts = np.asarray(group_counts, float)
+
+    def pooled(idx):
+        return sum(group_covs[i] * counts[i] for i in idx) / counts[list(idx)].sum()
+
+    g = len(group_covs)
+    rest = [pooled([i for i in range(g) if i != k]) for k in range(g)]
+    out = {}
+    for f in (1.0, *WRONG_FACTORS):
+        b = _finite_size_b(pooled(range(g)), theta_star_P, noise_ratio, ns, f)
+        out[f] = (b, jackknife_ci(b, [_finite_size_b(c, theta_star_P, noise_ratio, ns, f) for c in rest]))
+    return FiniteSizePrediction(out[1.0][0], out[1.0][1], {f: out[f] for f in WRONG_FACTORS})
+
+
 def consistent(measured_ci: tuple, predicted_ci: tuple, tolerance: float = TOLERANCE) -> bool:
     """Whether the prediction's interval, widened by ``tolerance`` each side, meets the measured."""
     (m_lo, m_hi), (p_lo, p_hi) = measured_ci, predicted_ci
     return p_lo - tolerance <= m_hi and m_lo <= p_hi + tolerance
 
 
-def verdict(measured: Measured, prediction: Prediction, tolerance: float = TOLERANCE) -> str:
-    """'agrees', 'disagrees', 'cannot tell' or 'no prediction' (rules: the module docstring)."""
+def verdict(measured: Measured, prediction: "Prediction | FiniteSizePrediction",
+            tolerance: float = TOLERANCE) -> str:
+    """'agrees', 'disagrees', 'cannot tell' or 'no prediction' (rules: the module docstring);
+    a `FiniteSizePrediction` is judged with ``tolerance=0`` (it has no finite-size bias)."""
     if not all(math.isfinite(v) for v in prediction.b_ci):
         return "no prediction"
     if not consistent(measured.ci, prediction.b_ci, tolerance):

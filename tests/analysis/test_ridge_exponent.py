@@ -17,6 +17,8 @@ asymptotic formula.
 Power: with no allowance, a constant exponent is rejected on most cells: 0.5 on 7 of 9 cells in
 each of seeds 0, 1, 2; the grid's mean expected exponent (0.637) on 7, 6, 7.
 """
+import math
+
 import numpy as np
 import pytest
 
@@ -103,3 +105,27 @@ def test_spectral_prediction_recovers_beta_and_s_and_the_verdict_holds():
     # a measurement far from the prediction: it is rejected whatever the controls say
     off = rx.Measured(0.3, (0.28, 0.32), 0.3, (0.28, 0.32))
     assert rx.verdict(off, pred) == "disagrees"
+
+
+def test_finite_size_prediction_from_sampled_groups_and_wrong_spectra():
+    """From sampled feature groups (as the study's token groups), the finite-size prediction is
+    the expected exponent of the true spectrum within its jackknife interval; the eigenvalues
+    raised to ½ and 2 move it down and up, and a measurement on the true features agrees with it
+    with no allowance while rejecting both."""
+    beta, s, width = 2.0, 0.5, 64
+    lam = power_law_spectrum(width, beta)
+    theta = source_target(lam, s)
+    rng = np.random.default_rng(1)
+    groups = [rng.standard_normal((5000, width)) * np.sqrt(lam) for _ in range(8)]
+    ns = (64, 256, 1024, 4096)
+    trace = float(lam.sum())  # the study scales features to unit trace: θ* scales inversely
+    covs = [g.T @ g / len(g) / trace for g in groups]
+    fs = rx.finite_size_prediction(covs, [5000] * 8, theta * np.sqrt(trace), NOISE, ns)
+    lam1 = lam / trace
+    truth = rx.finite_size_exponent(lam1, lam1 * (theta * np.sqrt(trace)) ** 2, NOISE * math.sqrt(float(np.sum(lam * theta ** 2))), ns)
+    assert fs.b_ci[0] - 0.01 <= truth <= fs.b_ci[1] + 0.01 and fs.b_ci[1] - fs.b_ci[0] < 0.05
+    assert fs.wrong[0.5][0] < fs.b - 0.05 and fs.wrong[2.0][0] > fs.b + 0.05
+    lam_p = power_law_spectrum(width, beta)
+    curves = rx.learning_curves(lambda n, r: r.standard_normal((n, width)) * np.sqrt(lam_p), theta, lam_p,
+                                NOISE * math.sqrt(float(np.sum(lam * theta ** 2))), ns, reps=REPS, seed=0)
+    assert rx.verdict(rx.measured_exponent(curves, n_boot=300, seed=0), fs, tolerance=0.0) == "agrees"
