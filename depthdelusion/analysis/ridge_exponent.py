@@ -234,14 +234,19 @@ def point_prediction(cov_PxP: np.ndarray, theta_star_P: np.ndarray, rank_range) 
     return beta, decay, s, b, wrong
 
 
+def _pooled(group_covs: list, group_counts: list, idx) -> np.ndarray:
+    """The covariance of the groups ``idx`` together (each group's weighted by its count)."""
+    counts = np.asarray(group_counts, float)
+    idx = list(idx)
+    return sum(group_covs[i] * counts[i] for i in idx) / counts[idx].sum()
+
+
 def spectral_prediction(group_covs: list, group_counts: list, theta_star_P: np.ndarray) -> Prediction:
     """The prediction from per-group covariances (each of ``group_counts`` samples, an even number
     of groups ≥ 2) about the same mean: all groups, the two halves (the rank range's rule) and
     the delete-one-group jackknife."""
-    counts = np.asarray(group_counts, float)
-
     def pooled(idx):
-        return sum(group_covs[i] * counts[i] for i in idx) / counts[list(idx)].sum()
+        return _pooled(group_covs, group_counts, idx)
 
     g = len(group_covs)
     if g < 2 or g % 2:
@@ -285,10 +290,8 @@ def finite_size_prediction(group_covs: list, group_counts: list, theta_star_P: n
                            noise_ratio: float, ns) -> FiniteSizePrediction:
     """`FiniteSizePrediction` from per-group covariances (as `spectral_prediction` takes them);
     ``noise_ratio``: the noise sd over the signal's sd, as the learning curves were drawn."""
-    counts = np.asarray(group_counts, float)
-
     def pooled(idx):
-        return sum(group_covs[i] * counts[i] for i in idx) / counts[list(idx)].sum()
+        return _pooled(group_covs, group_counts, idx)
 
     g = len(group_covs)
     rest = [pooled([i for i in range(g) if i != k]) for k in range(g)]
