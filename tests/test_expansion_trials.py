@@ -112,3 +112,15 @@ def test_growth_study_measures_the_difference_on_seeds_that_did_not_choose_the_l
 
     summary = trials.growth_study(runs, tmp_path / "out", switch_step=2, test_seeds=[3, 4, 5, 6], log=lambda _: None)
     assert "grown lr 0.003 seeds 6" in summary["not_tested"] and "diff_mean" not in summary
+
+
+def test_a_diverged_run_makes_its_lr_unchosen_and_an_unbounded_vertex_is_said():
+    rows = [{"arm": "grown", "lr": lr, "seed": s, "eval_loss": loss + 0.01 * s}
+            for lr, loss in ((1e-3, 1.8), (3e-3, 1.5), (1e-2, 1.3), (3e-2, 1.29)) for s in (0, 1, 2)]
+    rows[-1]["eval_loss"] = float("nan")  # 3e-2, seed 2 diverged
+    lr, picked, edge, fit = trials.best_lr(rows, "grown")
+    # 3e-2 (a diverged seed) is not chosen; next to it the parabola has no finite neighbour
+    assert lr == 1e-2 and fit["vertex_lr"] is None and "edge" in fit["note"]
+    flat = [{"arm": "grown", "lr": lr, "seed": s, "eval_loss": loss + (0.05 if s == 1 else 0.0)}
+            for lr, loss in ((5e-3, 1.3001), (1e-2, 1.3), (2e-2, 1.3001)) for s in (0, 1, 2)]
+    assert trials.best_lr(flat, "grown")[3]["vertex_lr_ci95"].startswith("unbounded")

@@ -243,10 +243,13 @@ def best_lr(rows: list[dict], arm: str) -> tuple[float, list[dict], bool, dict]:
     for r in rows:
         if r["arm"] == arm:
             by_lr.setdefault(r["lr"], []).append(r)
-    means = {lr: float(np.mean([r["eval_loss"] for r in rs])) for lr, rs in by_lr.items()}
-    # the noise of one run's loss, pooled over the lrs with seed replicates
-    dev = [r["eval_loss"] - means[lr] for lr, rs in by_lr.items() for r in rs]
-    dof = sum(len(rs) - 1 for rs in by_lr.values())
+    # a diverged run (non-finite loss) makes its lr's mean +inf: that lr is not chosen
+    means = {lr: float(np.mean([r["eval_loss"] for r in rs])) if all(math.isfinite(r["eval_loss"]) for r in rs)
+             else math.inf for lr, rs in by_lr.items()}
+    # the noise of one run's loss, pooled over the lrs whose seed replicates all finished
+    finite = {lr: rs for lr, rs in by_lr.items() if math.isfinite(means[lr])}
+    dev = [r["eval_loss"] - means[lr] for lr, rs in finite.items() for r in rs]
+    dof = sum(len(rs) - 1 for rs in finite.values())
     sigma = math.sqrt(sum(d * d for d in dev) / dof) if dof > 0 else None
     n_seeds = min(len(rs) for rs in by_lr.values())
     fit = fit_lr_curve(sorted(means.items()), sigma / math.sqrt(n_seeds) if sigma else None, dof or None)
@@ -254,7 +257,9 @@ def best_lr(rows: list[dict], arm: str) -> tuple[float, list[dict], bool, dict]:
           else min(means, key=means.get))
     edge = len(by_lr) < 3 or min(means, key=means.get) in (min(by_lr), max(by_lr))
     summary = {"vertex_lr": math.exp(fit.log_lr) if fit.identified else None,
-               "vertex_lr_ci95": [math.exp(x) for x in fit.log_lr_ci] if fit.identified else None,
+               "vertex_lr_ci95": ([math.exp(x) for x in fit.log_lr_ci] if all(map(math.isfinite, fit.log_lr_ci))
+                                  else "unbounded (the curvature is not distinguishable from 0)")
+                                 if fit.identified else None,
                "note": fit.note or ("" if fit.identified else "no parabola: the grid's best")}
     return lr, by_lr[lr], edge, summary
 
