@@ -24,8 +24,11 @@ def babysit_cmd(tmp_path, *args, **env):
     # one worker a slice unless a test asks for more: each setup installs with the real pip
     full_env = {**make_fake_cloud(root, os.environ), "FAKE_EXEC": "1", "DD_POLL_SECONDS": "0.2",
                 "FAKE_WORKERS": "1", **env}
-    cmd = ["bash", str(TPU / "babysit.sh"), "--name", "dd-v6", "--zone", "us-east5-b", "--type", "v6e-64",
-           "--log", str(tmp_path / "babysit.log"), *args, *COMMAND]
+    # `env --default-signal=INT`: Ctrl-C reaches babysit as it would from a terminal even when the
+    # suite itself was started with SIGINT ignored (nohup, `&` in a script), which bash could
+    # not trap: the interrupt tests would wait out their hang guard instead.
+    cmd = ["env", "--default-signal=INT", "bash", str(TPU / "babysit.sh"), "--name", "dd-v6",
+           "--zone", "us-east5-b", "--type", "v6e-64", "--log", str(tmp_path / "babysit.log"), *args, *COMMAND]
     return cmd, full_env, root
 
 

@@ -236,7 +236,9 @@ def test_tracker_config_errors_name_the_field_and_the_extra(monkeypatch):
 
 def test_an_unreachable_wandb_service_is_reported_and_left_out(tmp_path, capsys, monkeypatch):
     """Online mode (a key is set) against a W&B server that does not answer: bounded by the
-    tracker's init timeout (30 s), then off; nothing raises."""
+    tracker's init timeout (WANDB_INIT_TIMEOUT, 30 s unless set; 3 s here), then off; nothing
+    raises."""
+    monkeypatch.setenv("WANDB_INIT_TIMEOUT", "3")
     monkeypatch.setenv("WANDB_MODE", "online")
     monkeypatch.setenv("WANDB_API_KEY", "0" * 40)
     monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens
@@ -245,3 +247,12 @@ def test_an_unreachable_wandb_service_is_reported_and_left_out(tmp_path, capsys,
     group.log({"step": 1, "loss": 2.0})
     group.finish("finished")
     assert capsys.readouterr().err.count("tracker wandb failed (start:") == 1
+
+
+def test_a_bad_wandb_init_timeout_is_named_and_wandb_left_out(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("WANDB_INIT_TIMEOUT", "soon")
+    group = trackers.open_trackers(["jsonl", "wandb"], tmp_path / "run", {"config": {}})
+    assert group.names == []
+    group.finish("finished")
+    assert "WANDB_INIT_TIMEOUT='soon': expected a positive number of seconds" in capsys.readouterr().err
+

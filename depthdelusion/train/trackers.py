@@ -10,7 +10,8 @@ the summary at the end. The interface follows Levanter's (``log_hyperparameters`
 A tracker is never allowed to end a run: :class:`Trackers` catches a tracker's exception, prints
 it once and turns that tracker off for the rest of the run. W&B runs offline (files under the
 run directory, ``wandb sync`` uploads them later) unless an API key is configured or
-``WANDB_MODE`` says otherwise; MLflow logs to ``MLFLOW_TRACKING_URI`` (MLflow's own default
+``WANDB_MODE`` says otherwise, and waits ``WANDB_INIT_TIMEOUT`` seconds (30) for a service
+that does not answer; MLflow logs to ``MLFLOW_TRACKING_URI`` (MLflow's own default
 otherwise) with short HTTP timeouts, so an unreachable server costs seconds, not the run.
 """
 from __future__ import annotations
@@ -155,6 +156,19 @@ def run_id(out: epath.Path) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "-", out.name)[:48] + "-" + digest
 
 
+def _wandb_init_timeout() -> float:
+    """Seconds W&B may take to start a run: ``WANDB_INIT_TIMEOUT`` (W&B's own variable), else
+    30 — shorter than W&B's 90, so an unreachable service costs the run half a minute."""
+    text = os.environ.get("WANDB_INIT_TIMEOUT", "30")
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0:
+        raise ValueError(f"WANDB_INIT_TIMEOUT={text!r}: expected a positive number of seconds")
+    return seconds
+
+
 class WandbTracker(Tracker):
     """A W&B run named for the run directory (project: ``WANDB_PROJECT``, default
     ``depthdelusion``). Offline unless an API key is configured (``WANDB_API_KEY`` or ``wandb
@@ -173,7 +187,8 @@ class WandbTracker(Tracker):
             project=os.environ.get("WANDB_PROJECT", DEFAULT_PROJECT), name=out.name, id=run_id(out),
             resume="allow", dir=local, mode=mode,
             # bounded waits: an unreachable service must not hold the run (the error is caught)
-            settings=wandb.Settings(init_timeout=30, finish_timeout=60, console="off", silent=True))
+            settings=wandb.Settings(init_timeout=_wandb_init_timeout(), finish_timeout=60,
+                                    console="off", silent=True))
 
     def log_hyperparameters(self, metadata: dict[str, Any]) -> None:
         self.run.config.update(metadata, allow_val_change=True)
