@@ -42,12 +42,17 @@ def _is_scale(f, name: str) -> bool:
         return False
 
 
+def _drift_unbounded(ci) -> tuple:
+    """An end beyond ``DRIFT`` (set by how far the optimiser drifted along a flat direction) as
+    unbounded."""
+    return tuple(np.inf if c > DRIFT else -np.inf if c < -DRIFT else float(c) for c in ci)
+
+
 def supported_ends(f, name: str, ci) -> tuple[float, float]:
-    """An interval's ends as numbers the data support: an end beyond ``DRIFT`` (set by how far
-    the optimiser drifted along a flat direction) is unbounded, and so is a scale parameter's
-    upper end beyond ``SPAN_LIMIT``× its lower end (set by numerical flatness; its digits would
-    differ between machines)."""
-    lo, hi = (np.inf if c > DRIFT else -np.inf if c < -DRIFT else float(c) for c in ci)
+    """An interval's ends as numbers the data support: an end beyond ``DRIFT`` is unbounded
+    (`_drift_unbounded`), and so is a scale parameter's upper end beyond ``SPAN_LIMIT``× its
+    lower end (set by numerical flatness; its digits would differ between machines)."""
+    lo, hi = _drift_unbounded(ci)
     if lo > 0 and np.isfinite(hi) and hi / lo > SPAN_LIMIT and _is_scale(f, name):
         hi = np.inf
     return lo, hi
@@ -58,9 +63,9 @@ def param_interval(f, name: str, ci, spec=".3g") -> str:
     ``SPAN_LIMIT``× (its ends are then set by numerical flatness, not by the data) is printed as
     such instead of as two machine-dependent digits, and another positive parameter's upper end
     beyond ``SPAN_LIMIT``× its lower end as "> SPAN_LIMIT × lower"; an end beyond ``DRIFT`` is
-    printed as unbounded (`supported_ends`)."""
+    printed as unbounded (`_drift_unbounded`)."""
     if ci:
-        ci = tuple(np.inf if c > DRIFT else -np.inf if c < -DRIFT else c for c in ci)
+        ci = _drift_unbounded(ci)
     if ci and ci[0] > 0 and np.isfinite(ci[1]) and ci[1] / ci[0] > SPAN_LIMIT:
         if _is_scale(f, name):
             return f"[spans > {SPAN_LIMIT:.0e}×]".replace("1e+03", "10³")

@@ -278,12 +278,18 @@ class FiniteSizePrediction:
     wrong: dict  # {factor: (b, (lo, hi))}
 
 
-def _finite_size_b(cov_PxP, theta_star_P, noise_ratio: float, ns, factor: float = 1.0) -> float:
+def _finite_size_bs(cov_PxP, theta_star_P, noise_ratio: float, ns, factors) -> dict:
+    """{factor: the finite-size exponent with eigenvalues λ_i^factor} of one covariance, from
+    one eigendecomposition."""
     evals, evecs = eigenpairs(cov_PxP)
-    lam = np.clip(evals, 0.0, None) ** factor
-    lam = lam / lam.sum()
-    power = lam * (evecs.T @ theta_star_P) ** 2
-    return finite_size_exponent(lam, power, noise_ratio * math.sqrt(float(power.sum())), ns)
+    coef2 = (evecs.T @ theta_star_P) ** 2
+    out = {}
+    for factor in factors:
+        lam = np.clip(evals, 0.0, None) ** factor
+        lam = lam / lam.sum()
+        power = lam * coef2
+        out[factor] = finite_size_exponent(lam, power, noise_ratio * math.sqrt(float(power.sum())), ns)
+    return out
 
 
 def finite_size_prediction(group_covs: list, group_counts: list, theta_star_P: np.ndarray,
@@ -293,12 +299,11 @@ def finite_size_prediction(group_covs: list, group_counts: list, theta_star_P: n
     def pooled(idx):
         return _pooled(group_covs, group_counts, idx)
 
-    g = len(group_covs)
-    rest = [pooled([i for i in range(g) if i != k]) for k in range(g)]
-    out = {}
-    for f in (1.0, *WRONG_FACTORS):
-        b = _finite_size_b(pooled(range(g)), theta_star_P, noise_ratio, ns, f)
-        out[f] = (b, jackknife_ci(b, [_finite_size_b(c, theta_star_P, noise_ratio, ns, f) for c in rest]))
+    g, factors = len(group_covs), (1.0, *WRONG_FACTORS)
+    full = _finite_size_bs(pooled(range(g)), theta_star_P, noise_ratio, ns, factors)
+    rest = [_finite_size_bs(pooled([i for i in range(g) if i != k]), theta_star_P, noise_ratio, ns, factors)
+            for k in range(g)]
+    out = {f: (full[f], jackknife_ci(full[f], [r[f] for r in rest])) for f in factors}
     return FiniteSizePrediction(out[1.0][0], out[1.0][1], {f: out[f] for f in WRONG_FACTORS})
 
 
