@@ -540,8 +540,7 @@ def _chosen(problem, res, ok, optima, replace_best, summary, cold_starts, descri
     """The first start (in start order) tied with the best objective, the tied solutions when
     they differ (a ridge), and the number of optima within ``COMPETING`` times the best."""
     obj = res.objective
-    best_cost = float(np.min(obj[ok]))
-    tied = np.flatnonzero(ok & (obj <= best_cost * (1 + TIE) + 1e-300))
+    tied = _tied(obj, ok)
     chosen = tied[0]
     if replace_best:
         optima[0] = float(obj[chosen])
@@ -558,6 +557,46 @@ def _chosen(problem, res, ok, optima, replace_best, summary, cold_starts, descri
     competing = sum(o <= COMPETING * max(optima[0], 1e-300) for o in optima)
     return _Search(res.theta[chosen], float(obj[chosen]), summary, solutions, cold_starts,
                    competing, describe)
+
+
+def _tied(obj, ok) -> np.ndarray:
+    """The converged starts whose objectives tie with the best (relative ``TIE``), in start order."""
+    best_cost = float(np.min(obj[ok]))
+    return np.flatnonzero(ok & (obj <= best_cost * (1 + TIE) + 1e-300))
+
+
+def refit_rss(runs, law, losses_BxN, method: str = "lm", *, group_offsets: bool = False,
+              max_starts: int = 64, seed: int = 0) -> np.ndarray:
+    """The RSS of ``law`` refitted to each row of ``losses_BxN`` in place of the runs' losses
+    (the replicates of a parametric bootstrap): what ``fit(runs with those losses, law, method,
+    bootstrap=0, leave_one_out=False, profile=False, group_offsets=..., max_starts=...,
+    seed=...).rss`` gives for each row — the same multi-start, the first start tied with the
+    best kept — with every replicate's starts solved in one batched call. NaN where no start
+    converged (where that fit raises)."""
+    law, runs = get_law(law), load_runs(runs)
+    problem = _Setup(runs, law, None, method, group_offsets, None, None).problem
+    losses_BxN = np.atleast_2d(np.asarray(losses_BxN, float))
+    grid = start_grid(problem, 3, max_starts, seed)
+    B, S = len(losses_BxN), len(grid)
+    rows = _search_rows(problem, seed, SEARCH_ROWS)
+    sub = problem if rows is None else problem.subset(rows)
+    sub_losses = losses_BxN if rows is None else losses_BxN[:, rows]
+    res = sub.solve(np.tile(grid, (B, 1)), losses_MxN=np.repeat(sub_losses, S, axis=0))
+    obj, ok, theta = res.objective.reshape(B, S), _converged(res).reshape(B, S), res.theta.reshape(B, S, -1)
+    if rows is not None:  # polish each replicate's best distinct optima on every row
+        polish = [_basins(obj[b], ok[b])[2][:POLISH_STARTS] if ok[b].any() else [] for b in range(B)]
+        owner = np.repeat(np.arange(B), [len(p) for p in polish])
+        starts = np.array([theta[b, i] for b, p in enumerate(polish) for i in p]).reshape(-1, problem.k)
+        res = problem.solve(starts, losses_MxN=losses_BxN[owner])
+        done = _converged(res)
+        obj, ok, theta = (np.split(a, np.cumsum([len(p) for p in polish])[:-1])
+                          for a in (res.objective, done, res.theta))
+    rss = np.full(B, np.nan)
+    for b in range(B):
+        if ok[b].any():
+            resid = losses_BxN[b] - problem.predict(theta[b][_tied(obj[b], ok[b])[0]])
+            rss[b] = float(resid @ resid)
+    return rss
 
 
 def _varpro_search(problem: Problem, sp, seed, refit_starts, auto) -> _Search | None:
@@ -594,6 +633,12 @@ def _varpro_search(problem: Problem, sp, seed, refit_starts, auto) -> _Search | 
 def _search_subset(problem: Problem, seed: int, rows: int = SEARCH_ROWS) -> Problem | None:
     """The problem on a seeded subsample of ``rows`` rows (every group kept), or None
     when the table is no larger."""
+    idx = _search_rows(problem, seed, rows)
+    return None if idx is None else problem.subset(idx)
+
+
+def _search_rows(problem: Problem, seed: int, rows: int) -> np.ndarray | None:
+    """The seeded subsample's row indices (sorted), or None when the table is no larger."""
     n = len(problem.y)
     if n <= rows:
         return None
@@ -602,7 +647,7 @@ def _search_subset(problem: Problem, seed: int, rows: int = SEARCH_ROWS) -> Prob
     if problem.gidx is not None:  # one row of each group at least, or its offset is unfitted
         firsts = np.unique(problem.gidx, return_index=True)[1]
         idx.update(firsts.tolist())
-    return problem.subset(np.array(sorted(idx)))
+    return np.array(sorted(idx))
 
 
 def _better_optimum(problem: Problem, profiles: dict, objective: float, search: _Search):

@@ -26,7 +26,6 @@ Every :class:`LRTest` describes its method in its text.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -118,14 +117,16 @@ def davies_test(alt_fit, null_fit, nuisance: str) -> LRTest:
 
 
 def default_refit(template) -> Callable:
-    """A refit like ``template``'s (same method, offsets) without intervals, from fewer starts."""
-    from .fitting import fit
+    """Refits like ``template``'s (same method, offsets) without intervals, from fewer starts:
+    ``refit(runs, law, losses_BxN) -> rss_B`` (NaN where a refit failed), every replicate in
+    one batched solve."""
+    from .fitting import refit_rss
 
     offsets = getattr(template, "offset_groups", None) is not None
 
-    def refit(runs, law):
-        return fit(runs, law, template.method, bootstrap=0, leave_one_out=False, profile=False,
-                   group_offsets=offsets, max_starts=REFIT_STARTS, seed=template.seed or 0)
+    def refit(runs, law, losses_BxN):
+        return refit_rss(runs, law, losses_BxN, template.method, group_offsets=offsets,
+                         max_starts=REFIT_STARTS, seed=template.seed or 0)
     return refit
 
 
@@ -143,7 +144,9 @@ def bootstrap_tests(runs, null_fit, alt_fits: dict, *, replicates: int = DEFAULT
     """Parametric-bootstrap tests of ``null_fit`` against each of ``alt_fits`` ({name: fit}),
     all on the same replicates (the null refitted once per replicate). ``runs``: the runs the
     fits were made on (the replicate replaces their losses). ``nested``: per alternative (or for
-    all) whether it contains the null (then LR is clipped at 0). Returns {name: LRTest}."""
+    all) whether it contains the null (then LR is clipped at 0). ``refit(runs, law,
+    losses_BxN) -> rss_B``: the refits (NaN for a failed one; default :func:`default_refit`).
+    Returns {name: LRTest}."""
     from .runs import load_runs
 
     runs = load_runs(runs)
@@ -151,23 +154,17 @@ def bootstrap_tests(runs, null_fit, alt_fits: dict, *, replicates: int = DEFAULT
     nested_of = (lambda a: nested.get(a, True)) if isinstance(nested, dict) else (lambda a: nested)
     observed = {a: lr_statistic(f.n, null_fit.rss, f.rss, nested_of(a)) for a, f in alt_fits.items()}
     rng = np.random.default_rng(seed)
-    exceed = {a: 0 for a in alt_fits}
-    done = {a: 0 for a in alt_fits}
-    for _ in range(replicates):
-        y = simulate(null_fit, rng)  # drawn first: a failed refit does not shift later replicates
-        r = dataclasses.replace(runs, loss=y)
-        try:
-            rss0 = refit(r, null_fit.law).rss
-        except ValueError:
-            continue
-        for a, f in alt_fits.items():
-            try:
-                lr = lr_statistic(f.n, rss0, refit(r, f.law).rss, nested_of(a))
-            except ValueError:
-                continue
-            done[a] += 1
-            # a relative tolerance: the same replicate may land a hair either side on another CPU
-            exceed[a] += lr >= observed[a] - 1e-9 * max(1.0, abs(observed[a]))
-    return {a: LRTest(null_fit.law.name, a, observed[a], (1 + exceed[a]) / (1 + done[a]),
-                      "parametric bootstrap", done[a], seed, replicates - done[a])
-            for a in alt_fits}
+    # every replicate drawn first, in order: a failed refit does not shift later replicates
+    losses_BxN = np.array([simulate(null_fit, rng) for _ in range(replicates)]).reshape(replicates, -1)
+    rss_null = refit(runs, null_fit.law, losses_BxN)
+    tests = {}
+    for a, f in alt_fits.items():
+        rss_alt = refit(runs, f.law, losses_BxN)
+        done = np.isfinite(rss_null) & np.isfinite(rss_alt)
+        lr = [lr_statistic(f.n, r0, r1, nested_of(a)) for r0, r1 in zip(rss_null[done], rss_alt[done])]
+        # a relative tolerance: the same replicate may land a hair either side on another CPU
+        exceed = int(np.sum(np.array(lr) >= observed[a] - 1e-9 * max(1.0, abs(observed[a]))))
+        n_done = int(done.sum())
+        tests[a] = LRTest(null_fit.law.name, a, observed[a], (1 + exceed) / (1 + n_done),
+                          "parametric bootstrap", n_done, seed, replicates - n_done)
+    return tests

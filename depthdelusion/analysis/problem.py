@@ -69,8 +69,7 @@ class Problem:
                 raise ValueError(f"overestimate weight {overestimate_weight!r}: must be a positive "
                                  "number (1 is least squares; > 1 fits below the mean)")
             self.overestimate_weight = w
-        with np.errstate(divide="ignore", invalid="ignore"):
-            self.target = np.log(self.y) if method == "huber" else self.y
+        self.target = self.targets_of(self.y)
         self._additive = None  # whether the group offsets are additive (checked once)
 
     @property
@@ -161,9 +160,20 @@ class Problem:
     def residuals(self, theta_MxK) -> np.ndarray:
         """Residuals (M, n): prediction − loss (nats) for least squares, ln prediction − ln loss
         for Huber; non-finite where the law is."""
+        with np.errstate(all="ignore"):
+            return self._model_side(theta_MxK) - self.target
+
+    def _model_side(self, theta_MxK) -> np.ndarray:
+        """The prediction (M, n) on the residuals' scale: ln prediction for Huber."""
         pred = self.predict_many(theta_MxK)
         with np.errstate(all="ignore"):
-            return (np.log(pred) if self.huber else pred) - self.target
+            return np.log(pred) if self.huber else pred
+
+    def targets_of(self, losses_MxN) -> np.ndarray:
+        """Losses on the residuals' scale (ln loss for Huber; NaN where not positive)."""
+        y = np.asarray(losses_MxN, float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(y) if self.huber else y
 
     def _offset_columns(self, theta_MxK):
         """(indices, fn) of the group offsets' exact Jacobian columns — ∂r/∂E[g] is the
@@ -184,22 +194,26 @@ class Problem:
             return None
         onehot = (self.gidx[:, None] == np.arange(len(self.offset_groups))[None, :]).astype(float)
         if self.huber is None:
-            return idx, lambda r: np.broadcast_to(onehot, (len(r),) + onehot.shape)
+            return idx, lambda r, target: np.broadcast_to(onehot, (len(r),) + onehot.shape)
         # r = ln prediction − ln y, so 1/prediction = exp(−r − ln y)
-        return idx, lambda r: np.exp(-(r + self.target))[:, :, None] * onehot[None]
+        return idx, lambda r, target: np.exp(-(r + target))[:, :, None] * onehot[None]
 
-    def solve(self, theta0_MxK, weights_MxN=None, frozen_MxK=None, max_iter=MAX_ITER) -> BatchResult:
+    def solve(self, theta0_MxK, weights_MxN=None, frozen_MxK=None, max_iter=MAX_ITER,
+              losses_MxN=None) -> BatchResult:
         """Solve M problems (rows) in batches small enough that one batched Jacobian
         evaluation stays near ``_BATCH_ELEMENTS`` numbers (the problems are independent, so
-        batching does not change the results)."""
+        batching does not change the results). ``losses_MxN``: each problem's own losses in
+        place of the runs' (replicates of a parametric bootstrap)."""
         theta0_MxK = np.atleast_2d(theta0_MxK)
         M, n = len(theta0_MxK), len(self.y)
+        targets = self.target[None] if losses_MxN is None else self.targets_of(losses_MxN)
         size = max(1, _BATCH_ELEMENTS // ((self.k + 1) * n))
         parts = []
         for a in range(0, M, size):
             b = slice(a, a + size)
             w = np.ones((len(theta0_MxK[b]), n)) if weights_MxN is None else weights_MxN[b]
-            parts.append(minimize(self.residuals, theta0_MxK[b], w, self.lo, self.hi,
+            parts.append(minimize(self._model_side, targets if len(targets) == 1 else targets[b],
+                                  theta0_MxK[b], w, self.lo, self.hi,
                                   frozen_MxK=None if frozen_MxK is None else frozen_MxK[b],
                                   huber_threshold=self.huber, max_iter=max_iter,
                                   known_columns=self._offset_columns(theta0_MxK),

@@ -72,22 +72,33 @@ def objective(residuals_MxN, weights_MxN, huber_threshold=None, overestimate_wei
     return out
 
 
-def minimize(residuals, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
+def minimize(model, targets_MxN, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
              huber_threshold=None, max_iter: int = MAX_ITER, ftol: float = 1e-12,
              xtol: float = 1e-10, known_columns=None, overestimate_weight=None) -> BatchResult:
-    """Minimise Σ wᵢ ρ(rᵢ(θ)) for M problems at once.
+    """Minimise Σ wᵢ ρ(rᵢ(θ)) for M problems at once, with residuals r = model(θ) − target.
 
-    ``residuals(theta_MxK) -> (M, N)`` evaluates every row's residuals (non-finite allowed).
-    ``frozen_MxK`` (bool) holds parameters at their start values (profile likelihood).
-    ``known_columns``: (indices, fn) where ``fn(r_MxN) -> (M, N, len(indices))`` gives those
-    Jacobian columns exactly (additive offsets), so only the others are differenced.
+    ``model(theta_MxK) -> (M, N)`` evaluates the model side of every row's residuals
+    (non-finite allowed); ``targets_MxN``: each problem's targets, or one row (1, N) that every
+    problem shares (many starts of one fit) — per-problem rows fit many data sets at once (the
+    replicates of a parametric bootstrap). ``frozen_MxK`` (bool) holds parameters at their start
+    values (profile likelihood). ``known_columns``: (indices, fn) where
+    ``fn(r_MxN, targets_MxN) -> (M, N, len(indices))`` gives those Jacobian columns exactly
+    (additive offsets), so only the others are differenced.
     """
     theta = np.clip(np.array(theta0_MxK, dtype=float), lo_K, hi_K)
     M, K = theta.shape
+    targets = np.asarray(targets_MxN, dtype=float)
+
+    def residuals(theta_RxK, rows):
+        with np.errstate(all="ignore"):
+            return model(theta_RxK) - (targets if len(targets) == 1 else targets[rows])
+
+    if known_columns is not None:
+        idx, fn = known_columns
+        known_columns = idx, lambda r, rows: fn(r, targets if len(targets) == 1 else targets[rows])
     w = np.asarray(weights_MxN, dtype=float)
     frozen = np.zeros((M, K), bool) if frozen_MxK is None else np.asarray(frozen_MxK, bool)
-    with np.errstate(all="ignore"):
-        r = residuals(theta)
+    r = residuals(theta, np.arange(M))
     F = objective(r, w, huber_threshold, overestimate_weight)
     status = np.full(M, CAPPED)
     status[~np.isfinite(F)] = FAILED
@@ -96,7 +107,7 @@ def minimize(residuals, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
     active = np.flatnonzero(status != FAILED)
     J = np.zeros((M, r.shape[1], K))
     if len(active):
-        J[active] = _jacobian(residuals, theta[active], r[active], known_columns)
+        J[active] = _jacobian(residuals, active, theta[active], r[active], known_columns)
     for _ in range(max_iter):
         if not len(active):
             break
@@ -112,8 +123,7 @@ def minimize(residuals, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
         step, bad = _damped_step(H, g, mu[active], hold)
         trial = np.clip(th + step, lo_K, hi_K)
         step = trial - th
-        with np.errstate(all="ignore"):
-            r_trial = residuals(trial)
+        r_trial = residuals(trial, active)
         F_trial = objective(r_trial, wa, huber_threshold, overestimate_weight)
         with np.errstate(all="ignore"):  # rows with a non-finite system are `bad`, handled below
             Hs = (H @ step[:, :, None])[:, :, 0]
@@ -138,7 +148,7 @@ def minimize(residuals, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
         keep = ~done
         refresh = active[ok & keep]
         if len(refresh):
-            J[refresh] = _jacobian(residuals, theta[refresh], r[refresh], known_columns)
+            J[refresh] = _jacobian(residuals, refresh, theta[refresh], r[refresh], known_columns)
         active = active[keep]
     F = np.where(status == FAILED, np.nan, F)
     return BatchResult(theta, F, status)
@@ -177,9 +187,9 @@ def _solve_scaled(A_MxKxK, rhs_MxK) -> np.ndarray:
     return x / d
 
 
-def _jacobian(residuals, theta_MxK, r_MxN, known_columns=None) -> np.ndarray:
-    """Forward differences, all perturbed points in one evaluation: (M, N, K). Columns in
-    ``known_columns`` come from its function instead (no law evaluation)."""
+def _jacobian(residuals, rows, theta_MxK, r_MxN, known_columns=None) -> np.ndarray:
+    """Forward differences, all perturbed points in one evaluation: (M, N, K), for the problems
+    ``rows``. Columns in ``known_columns`` come from its function instead (no law evaluation)."""
     M, K = theta_MxK.shape
     differenced = np.ones(K, bool)
     if known_columns is not None:
@@ -191,12 +201,12 @@ def _jacobian(residuals, theta_MxK, r_MxN, known_columns=None) -> np.ndarray:
         pts = np.repeat(theta_MxK[:, None, :], len(diff), axis=1)
         pts[:, np.arange(len(diff)), diff] += h
         with np.errstate(all="ignore"):
-            rp = residuals(pts.reshape(M * len(diff), K)).reshape(M, len(diff), -1)
+            rp = residuals(pts.reshape(M * len(diff), K), np.repeat(rows, len(diff))).reshape(M, len(diff), -1)
             Jd = (rp - r_MxN[:, None, :]) / h[:, :, None]
         J[:, :, diff] = np.transpose(np.where(np.isfinite(Jd), Jd, 0.0), (0, 2, 1))
     if known_columns is not None:
         idx, fn = known_columns
         with np.errstate(all="ignore"):
-            Jk = fn(r_MxN)
+            Jk = fn(r_MxN, rows)
         J[:, :, idx] = np.where(np.isfinite(Jk), Jk, 0.0)
     return J

@@ -47,8 +47,8 @@ def fit_kink(y):
     return fit
 
 
-def _refit(runs, law):
-    return fit_null(runs.loss) if law.name == "flat" else fit_kink(runs.loss)
+def _refit(runs, law, losses_BxN):
+    return np.array([(fit_null if law.name == "flat" else fit_kink)(y).rss for y in losses_BxN])
 
 
 def _runs(y):
@@ -93,3 +93,45 @@ def test_boundary_and_davies_references():
     assert davies_p(4.0, [0, 4, 0, 4, 1]) > davies_p(4.0, [1, 2, 3, 4, 1])
     t = LRTest("kaplan", "depth_delusion", 4.05, davies_p(4.05, [0.5, 2, 4.05, 3.0, 1.7]), "Davies bound")
     assert t.p_text().startswith("p ≤ ") and "Davies" in t.p_text()
+
+
+def _synthetic_table(rows: int):
+    rng = np.random.default_rng(0)
+    recs = []
+    for i in range(rows):
+        d, w = int(rng.integers(2, 64)), int(rng.choice([256, 512, 1024, 2048]))
+        n = 12 * d * w * w
+        recs.append({"name": f"r{i}", "depth": d, "width": w, "params": n, "group": "ab"[i % 2],
+                     "loss": 1.8 + 400 / n ** 0.3 + 0.002 * d + 0.01 * rng.standard_normal()})
+    return runs_from_records(recs, where="synthetic")
+
+
+def test_batched_replicate_refits_give_each_replicate_the_rss_of_its_own_fit():
+    """The default refits solve every replicate's starts in one batch; each replicate's RSS must
+    be what fit() finds on that replicate alone — on the paper's runs (least squares, Huber,
+    group offsets) and on a table above the search's subsample size (subsample, then polish)."""
+    import dataclasses
+
+    from depthdelusion.analysis.fitting import SEARCH_ROWS, fit, refit_rss
+    from depthdelusion.analysis.lr_test import simulate
+    from depthdelusion.analysis.runs import load_runs
+
+    paper, big = load_runs("paper"), _synthetic_table(SEARCH_ROWS + 200)
+    for runs, law, method, offsets, count in [(paper, "depth_delusion", "lm", False, 6),
+                                              (paper, "depth_delusion", "huber", True, 6),
+                                              (big, "kaplan", "huber", True, 2)]:
+        opts = dict(bootstrap=0, leave_one_out=False, profile=False, group_offsets=offsets)
+        null = fit(runs, "kaplan", method, **opts)
+        rng = np.random.default_rng(3)
+        losses = np.array([simulate(null, rng) for _ in range(count)])
+        losses[1, 0] = -1.0 if method == "huber" else losses[1, 0]  # no Huber fit: log of a negative loss
+        one_by_one = []
+        for y in losses:
+            try:
+                one_by_one.append(fit(dataclasses.replace(runs, loss=y), law, method, max_starts=16,
+                                      seed=0, **opts).rss)
+            except ValueError:
+                one_by_one.append(np.nan)
+        batched = refit_rss(runs, law, losses, method, group_offsets=offsets, max_starts=16, seed=0)
+        np.testing.assert_allclose(batched, one_by_one, rtol=1e-9, err_msg=f"{law} {method} {len(runs)} rows")
+        assert np.isnan(batched[1]) == (method == "huber")
