@@ -1,7 +1,9 @@
 """Test-wide setup (before jax loads, and inherited by the subprocesses tests start and by
 pytest-xdist's workers, which import this file too): 8 simulated CPU devices, so sharding runs
 on real meshes; JAX's persistent compilation cache; a private data cache."""
+import atexit
 import os
+import shutil
 import tempfile
 from importlib.metadata import version
 
@@ -20,9 +22,11 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")  # the tiny models too
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
-# The built-in corpus is written once per test session, away from the user's cache.
+# The built-in corpus is written once per test session, away from the user's cache, and removed
+# when the session that made it ends (xdist workers and subprocesses inherit the variable).
 if "DEPTHDELUSION_CACHE" not in os.environ:
     os.environ["DEPTHDELUSION_CACHE"] = tempfile.mkdtemp(prefix="depthdelusion-cache-")
+    atexit.register(shutil.rmtree, os.environ["DEPTHDELUSION_CACHE"], ignore_errors=True)
 
 import pytest  # noqa: E402 - after the environment above, which must be set before jax loads
 

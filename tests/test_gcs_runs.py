@@ -213,6 +213,27 @@ def test_checkpointer_saves_to_the_bucket_and_restores_from_it(bucket):
     assert seen == list(range(7)) and next(resumed) == 7  # the data position came back too
 
 
+def test_tensorboard_on_gs_uploads_its_events_and_leaves_no_local_folder(bucket):
+    """Object stores cannot append, so the events are staged in a local folder and copied up;
+    once the run ends they are all on gs://, and the folder is gone (a machine that runs many
+    sweeps would otherwise fill its /tmp)."""
+    import os
+
+    from depthdelusion.train.trackers import TensorBoardTracker
+
+    tracker = TensorBoardTracker(f"{bucket}/run/tensorboard")
+    staging = tracker.staging
+    assert os.path.isdir(staging)
+    tracker.log({"loss": 2.0}, 1)
+    tracker.flush()  # a checkpoint step: the first file goes up, a new one is opened
+    tracker.log({"loss": 1.5}, 2)
+    tracker.finish("finished")
+    uploaded = sorted(p.name for p in (epath.Path(bucket) / "run" / "tensorboard").iterdir())
+    assert len(uploaded) == 2 and all(".tfevents." in name for name in uploaded), uploaded
+    assert not os.path.exists(staging)
+    tracker.close()  # closing again (the loop's finally after finish) is harmless
+
+
 def test_prepare_data_writes_its_dataset_to_gs(gcs_server, bucket):
     """prepare-data's shards (ArrayRecord, whose writer is local-only) reach the bucket whole,
     under their final names, with the TFDS description beside them."""

@@ -20,6 +20,7 @@ import hashlib
 import netrc
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -133,8 +134,9 @@ class TensorBoardTracker(Tracker):
 
     def close(self) -> None:
         self.writer.close()
-        if self.staging is not None:
+        if self.staging is not None and os.path.isdir(self.staging):
             self._upload()
+            shutil.rmtree(self.staging)  # uploaded: a run leaves no folder in the machine's /tmp
 
     def finish(self, status: str) -> None:
         self.close()
