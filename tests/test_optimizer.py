@@ -5,7 +5,7 @@ from flax import nnx
 
 from depthdelusion.config import ModelConfig, TrainConfig
 from depthdelusion.model.transformer import Transformer
-from depthdelusion.train.optimizer import lr_schedule, make_optimizer, weight_decay_mask
+from depthdelusion.train.optimizer import lr_at, lr_schedule, make_optimizer, schedule_values, weight_decay_mask
 
 
 def test_schedule_warms_up_linearly_then_decays_by_cosine_to_the_floor():
@@ -16,6 +16,26 @@ def test_schedule_warms_up_linearly_then_decays_by_cosine_to_the_floor():
     assert float(lr(59)) == pytest.approx(1e-4 + 0.5 * 9e-4, rel=1e-4)  # half-way down the cosine
     assert float(lr(109)) == pytest.approx(1e-4)
     assert float(lr(500)) == pytest.approx(1e-4)
+
+
+def test_the_schedule_as_arguments_is_optax_schedule_to_the_bit():
+    """A compiled step takes the schedule's numbers as arguments (one program for every lr,
+    warmup and length); its learning rates are those of optax's warmup-cosine schedule with the
+    numbers compiled in, to the last bit, for every update of each of these runs."""
+    import itertools
+
+    import jax.numpy as jnp
+    import optax
+
+    as_arguments = jax.jit(lambda count, values: jax.vmap(lambda c: lr_at(c, values))(count))
+    for lr, warmup, steps, floor in itertools.product((3e-4, 6e-4, 1.7e-2), (0, 1, 5, 2000),
+                                                      (1, 4, 1000, 24414), (0.1, 0.0, 1.0)):
+        tc = TrainConfig(lr=lr, warmup_steps=warmup, steps=steps, lr_min_ratio=floor)
+        reference = optax.warmup_cosine_decay_schedule(0.0, lr, warmup, max(steps, warmup + 1), lr * floor)
+        count = jnp.arange(max(steps, warmup) + 2, dtype=jnp.int32)
+        expected = np.asarray(jax.jit(jax.vmap(lambda c: reference(c + 1)))(count))
+        assert np.array_equal(np.asarray(as_arguments(count, schedule_values(tc))), expected), tc
+        assert np.array_equal(np.asarray(jax.jit(jax.vmap(lr_schedule(tc)))(count)), expected), tc
 
 
 def test_weight_decay_skips_norms_and_biases():

@@ -211,3 +211,36 @@ def test_dry_run_lists_runs_and_touches_nothing(tmp_path):
     rows = run_sweep(grid, tmp_path / "none", dry_run=True, log=lambda _: None)
     assert [r["status"] for r in rows] == ["planned"] * 3
     assert not (tmp_path / "none").exists()
+
+
+def test_runs_that_differ_in_seed_lr_warmup_or_length_share_one_compiled_program():
+    """A sweep's runs of one shape differ in seed, lr, warmup and length: the compiled init and
+    train steps take those as arguments, so their programs are the same (and the compilation
+    cache serves every run after the first); another width is another program."""
+    import dataclasses
+
+    import jax
+
+    from depthdelusion.config import Config, MeshConfig, ModelConfig, TrainConfig
+    from depthdelusion.parallel.mesh import make_mesh
+    from depthdelusion.train.step import build_trainer
+
+    mesh = make_mesh(MeshConfig(1, 1, 1), jax.devices()[:1])
+    base = Config(model=ModelConfig(depth=2, width=32, head_dim=8, vocab_size=50, seq_len=16,
+                                    compute_dtype="float32"),
+                  train=TrainConfig(batch_size=2, steps=12, lr=3e-3, warmup_steps=2, seed=0),
+                  mesh=MeshConfig(1, 1, 1))
+
+    def programs(cfg):
+        trainer = build_trainer(cfg, mesh)
+        tokens = jax.ShapeDtypeStruct((cfg.train.batch_size, cfg.model.seq_len + 1), "int32")
+        return (trainer.init.lower().as_text(),
+                trainer.step.lower(trainer.abstract_state, tokens).as_text(),
+                trainer.step_with_layer_stats.lower(trainer.abstract_state, tokens).as_text())
+
+    first = programs(base)
+    other_run = dataclasses.replace(base, train=dataclasses.replace(
+        base.train, seed=5, lr=1e-2, warmup_steps=0, steps=300, lr_min_ratio=0.0))
+    assert programs(other_run) == first
+    wider = dataclasses.replace(base, model=dataclasses.replace(base.model, width=64))
+    assert all(a != b for a, b in zip(programs(wider), first))

@@ -6,6 +6,8 @@ stays global and the schedule multiplies every group."""
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import nnx
 
@@ -13,18 +15,39 @@ from depthdelusion.config import ModelConfig, TrainConfig
 from depthdelusion.model import parametrization as pz
 
 
-def lr_schedule(tc: TrainConfig) -> optax.Schedule:
+def schedule_values(tc: TrainConfig) -> dict[str, np.ndarray]:
+    """The numbers of the learning-rate schedule (:func:`lr_at`), as the arrays a compiled step
+    takes as an argument: one program then serves every lr, warmup and run length of a shape (a
+    sweep's runs hit the compilation cache). Each is the float32 constant optax's
+    warmup_cosine_decay_schedule would embed, so the learning rates are the same to the bit."""
+    peak, end = tc.lr, tc.lr * tc.lr_min_ratio
+    alpha = 0.0 if peak == 0.0 else end / peak
+    decay = max(tc.steps, tc.warmup_steps + 1) - tc.warmup_steps
+    return {"peak": np.float32(peak), "neg_peak": np.float32(0.0 - peak),
+            "warmup": np.int32(tc.warmup_steps), "inv_decay": np.float32(1) / np.float32(decay),
+            "decay": np.float32(decay), "one_minus_alpha": np.float32(1 - alpha),
+            "alpha": np.float32(alpha)}
+
+
+def lr_at(count, values: dict):
     """Learning rate of update number `count` (0-based): linear warmup reaching `lr` at update
-    `warmup_steps`, then cosine to `lr * lr_min_ratio` at update `steps`. Update 0 already
+    `warmup_steps`, then cosine to `lr * lr_min_ratio` at update `steps` (optax's
+    warmup_cosine_decay_schedule, written with its numbers as arguments). Update 0 already
     uses lr / warmup_steps (optax's schedule would waste it at 0)."""
-    schedule = optax.warmup_cosine_decay_schedule(
-        init_value=0.0,
-        peak_value=tc.lr,
-        warmup_steps=tc.warmup_steps,
-        decay_steps=max(tc.steps, tc.warmup_steps + 1),
-        end_value=tc.lr * tc.lr_min_ratio,
-    )
-    return lambda count: schedule(count + 1)
+    v, step = values, count + 1
+    frac = 1 - jnp.clip(step, 0, v["warmup"]) / v["warmup"]
+    warmup_lr = v["neg_peak"] * frac + v["peak"]
+    # π·s/decay as optax's compiled schedule computes it: XLA turns x / constant into x · (1/constant)
+    since = jnp.minimum(step - v["warmup"], v["decay"])
+    cosine = 0.5 * (1 + jnp.cos(jnp.pi * since * v["inv_decay"]))
+    cosine_lr = v["peak"] * (v["one_minus_alpha"] * cosine + v["alpha"])
+    return jnp.where(step < v["warmup"], warmup_lr, cosine_lr)
+
+
+def lr_schedule(tc: TrainConfig) -> optax.Schedule:
+    """:func:`lr_at` with `tc`'s numbers fixed."""
+    values = schedule_values(tc)
+    return lambda count: lr_at(count, values)
 
 
 def _metadata(params, key: str, what: str):
@@ -65,8 +88,10 @@ def _group_adamw(tc: TrainConfig, rule: pz.GroupRule) -> optax.GradientTransform
     )
 
 
-def make_optimizer(tc: TrainConfig, mc: ModelConfig | None = None) -> optax.GradientTransformation:
-    """AdamW for the model `mc` (None or parametrization sp: one AdamW for all parameters)."""
+def make_optimizer(tc: TrainConfig, mc: ModelConfig | None = None,
+                   schedule: optax.Schedule | None = None) -> optax.GradientTransformation:
+    """AdamW for the model `mc` (None or parametrization sp: one AdamW for all parameters);
+    `schedule` (default :func:`lr_schedule`) gives the learning rate of each update."""
     chain = []
     if tc.grad_clip > 0:
         chain.append(optax.clip_by_global_norm(tc.grad_clip))
@@ -78,5 +103,5 @@ def make_optimizer(tc: TrainConfig, mc: ModelConfig | None = None) -> optax.Grad
     else:
         rules = pz.rules_table(mc)
         chain.append(optax.partition({g: _group_adamw(tc, r) for g, r in rules.items()}, param_groups))
-    chain.append(optax.scale_by_learning_rate(lr_schedule(tc)))
+    chain.append(optax.scale_by_learning_rate(schedule or lr_schedule(tc)))
     return optax.chain(*chain)

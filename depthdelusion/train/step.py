@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -19,7 +20,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from depthdelusion.config import Config
 from depthdelusion.model.transformer import Transformer, check_splash
 from depthdelusion.parallel.rules import activation_sharding, constrain, named_sharding
-from depthdelusion.train.optimizer import lr_schedule, make_optimizer
+from depthdelusion.train.optimizer import lr_at, make_optimizer, schedule_values
 
 
 class TrainState(NamedTuple):
@@ -106,17 +107,39 @@ class Trainer(NamedTuple):
     batch_sharding: NamedSharding
 
 
+class _Bound:
+    """A jitted function — or its lowered or compiled form — with its last arguments bound to
+    values it takes as arguments, not as constants: the seed, the schedule's numbers. One
+    program then serves every seed, lr, warmup and run length of a shape, so the runs of a sweep
+    reuse it from the compilation cache. Called, lowered and compiled like the function."""
+
+    def __init__(self, fn, *bound):
+        self.fn, self.bound = fn, bound
+
+    def __call__(self, *args):
+        return self.fn(*args, *self.bound)
+
+    def lower(self, *args):
+        return _Bound(self.fn.lower(*args, *self.bound), *self.bound)
+
+    def compile(self, *args, **kwargs):
+        return _Bound(self.fn.compile(*args, **kwargs), *self.bound)
+
+    def __getattr__(self, name):  # as_text, memory_analysis, cost_analysis, ...
+        return getattr(self.fn, name)
+
+
 def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
     mc, tc = cfg.model, cfg.train
-    tx = make_optimizer(tc, mc)
-    schedule = lr_schedule(tc)
+    tx = make_optimizer(tc, mc)  # the schedule does not change the state it initialises
 
-    def create_state() -> TrainState:
-        model = Transformer(mc, rngs=nnx.Rngs(params=tc.seed))
+    def create_state(seed) -> TrainState:
+        model = Transformer(mc, rngs=nnx.Rngs(params=jax.random.key(seed)))  # as nnx.Rngs(params=int)
         params = nnx.state(model, nnx.Param)
         return TrainState(jnp.zeros((), jnp.int32), params, tx.init(params), jnp.array([0, 0, -1], jnp.int32))
 
-    abstract_state = jax.eval_shape(create_state)
+    seed = np.int32(tc.seed)
+    abstract_state = jax.eval_shape(create_state, seed)
     graphdef = nnx.graphdef(nnx.eval_shape(lambda: Transformer(mc, rngs=nnx.Rngs(0))))
     state_sharding = shardings_from_metadata(abstract_state, mesh)
     data_sharding = batch_sharding(mesh, tc.batch_size, tc.grad_accum_steps)
@@ -149,7 +172,9 @@ def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
         grads = jax.tree.map(lambda g, p: (g / n_micro).astype(p.dtype), grads, params)
         return loss / n_micro, (grads, None if probe_grads_D is None else probe_grads_D / n_micro**2)
 
-    def train_step(state: TrainState, tokens_BxS1: jax.Array, layer_stats: bool):
+    def train_step(state: TrainState, tokens_BxS1: jax.Array, values: dict, layer_stats: bool):
+        schedule = lambda count: lr_at(count, values)
+        step_tx = make_optimizer(tc, mc, schedule)
         probes_D = jnp.zeros((mc.depth,), jnp.float32) if layer_stats else None
         with activation_sharding(mesh):
             loss, (grads, probe_grads_D) = loss_and_grads(state.params, probes_D, tokens_BxS1)
@@ -157,7 +182,7 @@ def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
         sq_D = per_layer_sq_norm(grads["blocks"])
         rest = {k: v for k, v in grads.items() if k != "blocks"}
         grad_norm = jnp.sqrt(jnp.sum(sq_D) + _tree_sq_norm(rest))
-        updates, opt_state = tx.update(grads, state.opt_state, state.params)
+        updates, opt_state = step_tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
         # A non-finite loss or gradient never reaches the parameters: the update is dropped.
         finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
@@ -179,13 +204,15 @@ def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
             metrics["per_layer_act_grad_norm"] = jnp.sqrt(probe_grads_D)
         return TrainState(state.step + 1, params, opt_state, nonfinite), metrics
 
+    values = schedule_values(tc)
+
     def compile_step(layer_stats: bool):
-        return jax.jit(
-            lambda state, tokens: train_step(state, tokens, layer_stats),
-            in_shardings=(state_sharding, data_sharding),
+        return _Bound(jax.jit(
+            lambda state, tokens, values: train_step(state, tokens, values, layer_stats),
+            in_shardings=(state_sharding, data_sharding, replicated),
             out_shardings=(state_sharding, replicated),
             donate_argnums=0,
-        )
+        ), values)
 
     def eval_loss(state: TrainState, tokens_BxS1: jax.Array) -> jax.Array:
         with activation_sharding(mesh):
@@ -196,7 +223,7 @@ def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
                                microbatches(tokens_BxS1, n_micro)).mean()
 
     return Trainer(
-        init=jax.jit(create_state, out_shardings=state_sharding),
+        init=_Bound(jax.jit(create_state, in_shardings=replicated, out_shardings=state_sharding), seed),
         abstract_state=abstract_state,
         step=compile_step(False),
         step_with_layer_stats=compile_step(True),
