@@ -18,8 +18,8 @@ from depthdelusion.model import parametrization as pz
 def schedule_values(tc: TrainConfig) -> dict[str, np.ndarray]:
     """The numbers of the learning-rate schedule (:func:`lr_at`), as the arrays a compiled step
     takes as an argument: one program then serves every lr, warmup and run length of a shape (a
-    sweep's runs hit the compilation cache). Each is the float32 constant optax's
-    warmup_cosine_decay_schedule would embed, so the learning rates are the same to the bit."""
+    sweep's runs hit the compilation cache). Each is the float32 number optax's compiled
+    warmup_cosine_decay_schedule works with, so the learning rates are the same to the bit."""
     peak, end = tc.lr, tc.lr * tc.lr_min_ratio
     alpha = 0.0 if peak == 0.0 else end / peak
     decay = max(tc.steps, tc.warmup_steps + 1) - tc.warmup_steps
