@@ -236,7 +236,7 @@ def compile_step(cfg: Config, devices: list, budget_bytes: float) -> Attempt:
     start = time.perf_counter()
     try:
         trainer = build_trainer(cfg, make_mesh(cfg.mesh, devices))
-        state = jax.eval_shape(trainer.init)  # ShapeDtypeStructs carrying the state's shardings
+        state = trainer.abstract_state  # shapes and dtypes; the step's in_shardings place them
         tokens = jax.ShapeDtypeStruct((cfg.train.batch_size, cfg.model.seq_len + 1), jnp.int32,
                                       sharding=trainer.batch_sharding)
         compiled = trainer.step.lower(state, tokens).compile()

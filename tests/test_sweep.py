@@ -240,7 +240,17 @@ def test_runs_that_differ_in_seed_lr_warmup_or_length_share_one_compiled_program
 
     first = programs(base)
     other_run = dataclasses.replace(base, train=dataclasses.replace(
-        base.train, seed=5, lr=1e-2, warmup_steps=0, steps=300, lr_min_ratio=0.0))
+        base.train, seed=2**33 + 5, lr=1e-2, warmup_steps=0, steps=300, lr_min_ratio=0.0))
     assert programs(other_run) == first
+    # the seed, an argument now, still draws what nnx.Rngs(params=seed) draws (any seed jax takes)
+    import numpy as np
+    from flax import nnx
+
+    from depthdelusion.model.transformer import Transformer
+
+    drawn = nnx.to_pure_dict(build_trainer(other_run, mesh).init().params)
+    eager = nnx.to_pure_dict(nnx.state(Transformer(other_run.model, rngs=nnx.Rngs(params=2**33 + 5)), nnx.Param))
+    for a, b in zip(jax.tree.leaves(drawn), jax.tree.leaves(eager)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
     wider = dataclasses.replace(base, model=dataclasses.replace(base.model, width=64))
     assert all(a != b for a, b in zip(programs(wider), first))

@@ -568,29 +568,42 @@ def _tied(obj, ok) -> np.ndarray:
 def refit_rss(runs, law, losses_BxN, method: str = "lm", *, group_offsets: bool = False,
               max_starts: int = 64, seed: int = 0) -> np.ndarray:
     """The RSS of ``law`` refitted to each row of ``losses_BxN`` in place of the runs' losses
-    (the replicates of a parametric bootstrap): what ``fit(runs with those losses, law, method,
-    bootstrap=0, leave_one_out=False, profile=False, group_offsets=..., max_starts=...,
-    seed=...).rss`` gives for each row — the same multi-start, the first start tied with the
-    best kept — with every replicate's starts solved in one batched call. NaN where no start
-    converged (where that fit raises)."""
+    (the replicates of a parametric bootstrap): for each row, what ``fit(runs with those
+    losses, law, method, bootstrap=0, leave_one_out=False, profile=False, group_offsets=...,
+    max_starts=..., seed=...).rss`` gives — the same multi-start and polish, the first start
+    tied with the best kept — with many replicates' starts solved in one batched call (the
+    problems are independent, so batching does not change them). NaN where no start converged
+    (where that fit raises)."""
     law, runs = get_law(law), load_runs(runs)
     problem = _Setup(runs, law, None, method, group_offsets, None, None).problem
-    losses_BxN = np.atleast_2d(np.asarray(losses_BxN, float))
+    losses_BxN = np.asarray(losses_BxN, float).reshape(-1, len(problem.y))
     grid = start_grid(problem, 3, max_starts, seed)
-    B, S = len(losses_BxN), len(grid)
     rows = _search_rows(problem, seed, SEARCH_ROWS)
     sub = problem if rows is None else problem.subset(rows)
+    # replicates per batch: their starts' losses stay near _CHUNK_ELEMENTS numbers
+    per_batch = max(1, _CHUNK_ELEMENTS // (len(grid) * len(sub.y)))
+    return np.concatenate([np.full(0, np.nan)] + [
+        _refit_batch(problem, sub, rows, grid, losses_BxN[a:a + per_batch])
+        for a in range(0, len(losses_BxN), per_batch)])
+
+
+def _refit_batch(problem: Problem, sub: Problem, rows, grid, losses_BxN) -> np.ndarray:
+    """:func:`refit_rss` for the replicates ``losses_BxN``: every start of each on ``sub`` (the
+    problem or its search subsample, ``rows``), then, on a subsample, each replicate's best
+    distinct optima polished on every row."""
+    B, S = len(losses_BxN), len(grid)
     sub_losses = losses_BxN if rows is None else losses_BxN[:, rows]
     res = sub.solve(np.tile(grid, (B, 1)), losses_MxN=np.repeat(sub_losses, S, axis=0))
     obj, ok, theta = res.objective.reshape(B, S), _converged(res).reshape(B, S), res.theta.reshape(B, S, -1)
-    if rows is not None:  # polish each replicate's best distinct optima on every row
+    if rows is not None:
         polish = [_basins(obj[b], ok[b])[2][:POLISH_STARTS] if ok[b].any() else [] for b in range(B)]
-        owner = np.repeat(np.arange(B), [len(p) for p in polish])
-        starts = np.array([theta[b, i] for b, p in enumerate(polish) for i in p]).reshape(-1, problem.k)
-        res = problem.solve(starts, losses_MxN=losses_BxN[owner])
-        done = _converged(res)
-        obj, ok, theta = (np.split(a, np.cumsum([len(p) for p in polish])[:-1])
-                          for a in (res.objective, done, res.theta))
+        owner = np.repeat(np.arange(B), [len(p) for p in polish]).astype(int)
+        obj, ok, theta = [np.empty(0)] * B, [np.zeros(0, bool)] * B, [None] * B
+        if len(owner):
+            starts = np.array([res.theta.reshape(B, S, -1)[b, i] for b, p in enumerate(polish) for i in p])
+            res = problem.solve(starts, losses_MxN=losses_BxN[owner])
+            cuts = np.cumsum([len(p) for p in polish])[:-1]
+            obj, ok, theta = (np.split(a, cuts) for a in (res.objective, _converged(res), res.theta))
     rss = np.full(B, np.nan)
     for b in range(B):
         if ok[b].any():

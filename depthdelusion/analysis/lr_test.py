@@ -155,7 +155,7 @@ def bootstrap_tests(runs, null_fit, alt_fits: dict, *, replicates: int = DEFAULT
     observed = {a: lr_statistic(f.n, null_fit.rss, f.rss, nested_of(a)) for a, f in alt_fits.items()}
     rng = np.random.default_rng(seed)
     # every replicate drawn first, in order: a failed refit does not shift later replicates
-    losses_BxN = np.array([simulate(null_fit, rng) for _ in range(replicates)]).reshape(replicates, -1)
+    losses_BxN = np.array([simulate(null_fit, rng) for _ in range(replicates)]).reshape(replicates, null_fit.n)
     rss_null = refit(runs, null_fit.law, losses_BxN)
     tests = {}
     for a, f in alt_fits.items():

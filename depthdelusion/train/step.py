@@ -111,7 +111,8 @@ class _Bound:
     """A jitted function — or its lowered or compiled form — with its last arguments bound to
     values it takes as arguments, not as constants: the seed, the schedule's numbers. One
     program then serves every seed, lr, warmup and run length of a shape, so the runs of a sweep
-    reuse it from the compilation cache. Called, lowered and compiled like the function."""
+    reuse it from the compilation cache. Called, lowered and compiled like the function; its
+    other attributes are the function's own (they do not know the bound arguments)."""
 
     def __init__(self, fn, *bound):
         self.fn, self.bound = fn, bound
@@ -133,12 +134,13 @@ def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
     mc, tc = cfg.model, cfg.train
     tx = make_optimizer(tc, mc)  # the schedule does not change the state it initialises
 
-    def create_state(seed) -> TrainState:
-        model = Transformer(mc, rngs=nnx.Rngs(params=jax.random.key(seed)))  # as nnx.Rngs(params=int)
+    def create_state(key_data) -> TrainState:
+        model = Transformer(mc, rngs=nnx.Rngs(params=jax.random.wrap_key_data(key_data)))
         params = nnx.state(model, nnx.Param)
         return TrainState(jnp.zeros((), jnp.int32), params, tx.init(params), jnp.array([0, 0, -1], jnp.int32))
 
-    seed = np.int32(tc.seed)
+    # nnx.Rngs(params=seed)'s key, as data: every seed jax takes, the same parameters
+    seed = np.asarray(jax.random.key_data(jax.random.key(tc.seed)))
     abstract_state = jax.eval_shape(create_state, seed)
     graphdef = nnx.graphdef(nnx.eval_shape(lambda: Transformer(mc, rngs=nnx.Rngs(0))))
     state_sharding = shardings_from_metadata(abstract_state, mesh)

@@ -135,3 +135,15 @@ def test_batched_replicate_refits_give_each_replicate_the_rss_of_its_own_fit():
         batched = refit_rss(runs, law, losses, method, group_offsets=offsets, max_starts=16, seed=0)
         np.testing.assert_allclose(batched, one_by_one, rtol=1e-9, err_msg=f"{law} {method} {len(runs)} rows")
         assert np.isnan(batched[1]) == (method == "huber")
+    # no Huber fit of any replicate (a negative loss in every row): each is a failed refit
+    assert np.isnan(refit_rss(big, "kaplan", -losses, "huber", group_offsets=True, max_starts=16)).all()
+    assert refit_rss(paper, "kaplan", np.zeros((0, len(paper))), max_starts=16).shape == (0,)
+
+
+def test_no_replicates_is_a_p_of_one_from_none():
+    from depthdelusion.analysis.fitting import fit
+
+    null, alt = (fit("paper", law, bootstrap=0, leave_one_out=False, profile=False)
+                 for law in ("kaplan", "depth_delusion"))
+    test = bootstrap_tests("paper", null, {"kink": alt}, replicates=0)["kink"]
+    assert test.p == 1.0 and test.replicates == 0 and test.failed == 0
