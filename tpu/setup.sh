@@ -29,8 +29,17 @@ workdir="$(mktemp -d)"
 trap 'rm -rf "$workdir"' EXIT
 tarball="$workdir/depthdelusion.tar.gz"
 # An explicit list of source files, not directories: Python may be writing __pycache__ into the
-# checkout meanwhile (a directory that changes while tar reads it fails the archive).
-(cd "$root" && find depthdelusion experiments -type f ! -path '*/__pycache__/*' ! -name '*.pyc' \
+# checkout meanwhile (a directory that changes while tar reads it fails the archive). The walk
+# never enters a __pycache__ (find does, and fails when one vanishes between listing and reading).
+(cd "$root" && python3 -c 'import os
+def unreadable(err):
+    raise err  # a source directory left out would be a worker without it
+for top in ("depthdelusion", "experiments"):
+    for here, dirs, files in os.walk(top, onerror=unreadable):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for f in sorted(files):
+            if not f.endswith(".pyc"):
+                print(os.path.join(here, f))' \
   && printf '%s\n' pyproject.toml README.md tpu/worker.sh) > "$workdir/files"
 tar -czf "$tarball" -C "$root" --no-recursion -T "$workdir/files"
 
