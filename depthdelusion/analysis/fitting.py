@@ -600,7 +600,7 @@ def _refit_batch(problem: Problem, sub: Problem, rows, grid, losses_BxN) -> np.n
         owner = np.repeat(np.arange(B), [len(p) for p in polish]).astype(int)
         obj, ok, theta = [np.empty(0)] * B, [np.zeros(0, bool)] * B, [None] * B
         if len(owner):
-            starts = np.array([res.theta.reshape(B, S, -1)[b, i] for b, p in enumerate(polish) for i in p])
+            starts = np.array([res.theta[b * S + i] for b, p in enumerate(polish) for i in p])
             res = problem.solve(starts, losses_MxN=losses_BxN[owner])
             cuts = np.cumsum([len(p) for p in polish])[:-1]
             obj, ok, theta = (np.split(a, cuts) for a in (res.objective, _converged(res), res.theta))
