@@ -14,6 +14,8 @@ from depthdelusion.config import load_config
 from depthdelusion.rundir import read_metrics
 from depthdelusion.train.loop import train
 
+# Each process has 4 of the 8 simulated devices, with the suite's other XLA flags (tests/conftest.py).
+FOUR_DEVICES = os.environ["XLA_FLAGS"].replace("device_count=8", "device_count=4")
 CONFIG = {
     "model": {"depth": 2, "width": 64, "head_dim": 16, "seq_len": 32},
     "data": {"builtin_documents": 2000},
@@ -52,7 +54,7 @@ def test_two_processes_match_one_process(tmp_path):
 def start_two_processes(config, out, port, env_of=lambda i: {}, stderr_to=None):
     """Workers 0 and 1; `env_of(i)` adds to worker i's environment; their stderr goes to the
     files `stderr_to` (else a pipe)."""
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    env = {**os.environ, "XLA_FLAGS": FOUR_DEVICES}
     return [
         subprocess.Popen(
             [sys.executable, "-m", "depthdelusion", "train", str(config), "--out", str(out),

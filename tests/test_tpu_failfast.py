@@ -12,6 +12,7 @@ import portpicker
 import yaml
 
 from depthdelusion.train import watchdog as watchdog_module
+from test_multihost import FOUR_DEVICES
 
 GRID = {
     "name": "failfast", "topology": None,
@@ -48,7 +49,7 @@ def test_an_error_on_one_host_ends_every_host(tmp_path):
     port = portpicker.pick_unused_port()
     procs = []
     for i in range(2):
-        env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+        env = {**os.environ, "XLA_FLAGS": FOUR_DEVICES,
                "DEPTHDELUSION_COORDINATOR": f"127.0.0.1:{port}", "DEPTHDELUSION_NUM_PROCESSES": "2",
                "DEPTHDELUSION_PROCESS_ID": str(i)}
         if i == 1:
