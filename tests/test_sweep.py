@@ -254,3 +254,42 @@ def test_runs_that_differ_in_seed_lr_warmup_or_length_share_one_compiled_program
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
     wider = dataclasses.replace(base, model=dataclasses.replace(base.model, width=64))
     assert all(a != b for a, b in zip(programs(wider), first))
+
+
+def test_a_run_after_another_of_its_shape_reuses_its_programs_bound_to_its_own_numbers(tmp_path):
+    """In one process the runs of a shape share one trainer's jitted functions (no tracing or
+    compiling after the first run), each bound to its own seed and schedule: a run trained after
+    another of its shape records exactly what it records as the process's first run. A setting
+    the programs depend on (weight decay) or another mesh is another trainer."""
+    import dataclasses
+
+    import jax
+
+    from depthdelusion.config import MeshConfig
+    from depthdelusion.parallel.mesh import make_mesh
+    from depthdelusion.rundir import read_metrics
+    from depthdelusion.train import step as step_module
+    from depthdelusion.train.loop import train
+    from tests.test_expansion import RUN
+
+    def trained(cfg, name):
+        train(cfg, tmp_path / name)
+        return [(r["step"], r["loss"], r["lr"], r["grad_norm"]) for r in read_metrics(tmp_path / name)]
+
+    first = dataclasses.replace(RUN, train=dataclasses.replace(RUN.train, seed=0, lr=3e-3, warmup_steps=2, steps=4))
+    second = dataclasses.replace(RUN, train=dataclasses.replace(
+        RUN.train, seed=5, lr=1e-2, warmup_steps=0, steps=3, lr_min_ratio=0.0))
+    step_module._trainers.clear()
+    alone = trained(second, "alone")
+    step_module._trainers.clear()
+    trained(first, "first")
+    assert trained(second, "after") == alone
+
+    mesh = make_mesh(RUN.mesh)
+    a, b = step_module.build_trainer(first, mesh), step_module.build_trainer(second, mesh)
+    assert a.step.fn is b.step.fn and a.init.fn is b.init.fn and a.eval_loss is b.eval_loss
+    assert a.step.bound != b.step.bound
+    decayed = dataclasses.replace(first, train=dataclasses.replace(first.train, weight_decay=0.5))
+    assert step_module.build_trainer(decayed, mesh).step.fn is not a.step.fn
+    one_device = make_mesh(MeshConfig(1, 1, 1), jax.devices()[:1])
+    assert step_module.build_trainer(first, one_device).step.fn is not a.step.fn

@@ -8,6 +8,8 @@ With `train.grad_accum_steps` = k > 1 the batch is processed as k microbatches i
 """
 from __future__ import annotations
 
+import dataclasses
+from collections import OrderedDict
 from typing import Any, NamedTuple
 
 import jax
@@ -130,7 +132,40 @@ class _Bound:
         return getattr(self.fn, name)
 
 
+# A run's own numbers: arguments of its programs (_Bound), not part of them.
+_RUN_ARGUMENTS = frozenset({"seed", "lr", "warmup_steps", "steps", "lr_min_ratio"})
+_KEPT_SHAPES = 4
+_trainers: OrderedDict = OrderedDict()  # shape key -> the last Trainer built for it
+
+
+def _shape_key(cfg: Config, mesh: Mesh) -> tuple:
+    """What the programs depend on: the model, the training settings but the run's own numbers,
+    and the mesh."""
+    train = {k: v for k, v in dataclasses.asdict(cfg.train).items() if k not in _RUN_ARGUMENTS}
+    return repr(dataclasses.asdict(cfg.model)), repr(train), mesh
+
+
 def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
+    """The run's trainer. Runs of one shape (the last few shapes built in this process) share
+    the jitted functions, bound to their own seed and schedule: a sweep's second run of a shape
+    skips tracing, lowering and compiling altogether."""
+    key = _shape_key(cfg, mesh)
+    trainer = _trainers.pop(key, None) or _build_trainer(cfg, mesh)
+    _trainers[key] = trainer
+    while len(_trainers) > _KEPT_SHAPES:
+        _trainers.popitem(last=False)
+    values = schedule_values(cfg.train)
+    return trainer._replace(init=_Bound(trainer.init.fn, _seed_data(cfg.train.seed)),
+                            step=_Bound(trainer.step.fn, values),
+                            step_with_layer_stats=_Bound(trainer.step_with_layer_stats.fn, values))
+
+
+def _seed_data(seed: int) -> np.ndarray:
+    """nnx.Rngs(params=seed)'s key, as data: every seed jax takes, the same parameters."""
+    return np.asarray(jax.random.key_data(jax.random.key(seed)))
+
+
+def _build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
     mc, tc = cfg.model, cfg.train
     tx = make_optimizer(tc, mc)  # the schedule does not change the state it initialises
 
@@ -139,8 +174,7 @@ def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
         params = nnx.state(model, nnx.Param)
         return TrainState(jnp.zeros((), jnp.int32), params, tx.init(params), jnp.array([0, 0, -1], jnp.int32))
 
-    # nnx.Rngs(params=seed)'s key, as data: every seed jax takes, the same parameters
-    seed = np.asarray(jax.random.key_data(jax.random.key(tc.seed)))
+    seed = _seed_data(tc.seed)
     abstract_state = jax.eval_shape(create_state, seed)
     graphdef = nnx.graphdef(nnx.eval_shape(lambda: Transformer(mc, rngs=nnx.Rngs(0))))
     state_sharding = shardings_from_metadata(abstract_state, mesh)
