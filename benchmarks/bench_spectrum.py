@@ -91,7 +91,7 @@ def end_to_end() -> None:
         run = Path(tmp) / "run"
         run.mkdir()
         rundir.write_config(run, cfg)
-        trainer = build_trainer(cfg, make_mesh(cfg.mesh, jax.devices()[:1]))
+        trainer = build_trainer(cfg, make_mesh(cfg.mesh, jax.devices()[:1]), reuse=False)  # freed below
         ckpt = Checkpointer(run / "checkpoints")
         ckpt.save(0, trainer.init(), {})
         ckpt.close()

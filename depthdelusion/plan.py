@@ -235,7 +235,7 @@ def compile_step(cfg: Config, devices: list, budget_bytes: float) -> Attempt:
     attempt = Attempt((cfg.mesh.data, cfg.mesh.fsdp, cfg.mesh.tensor), cfg.model.remat, cfg.train.grad_accum_steps)
     start = time.perf_counter()
     try:
-        trainer = build_trainer(cfg, make_mesh(cfg.mesh, devices))
+        trainer = build_trainer(cfg, make_mesh(cfg.mesh, devices), reuse=False)  # its compile is timed
         state = trainer.abstract_state  # shapes and dtypes; the step's in_shardings place them
         tokens = jax.ShapeDtypeStruct((cfg.train.batch_size, cfg.model.seq_len + 1), jnp.int32,
                                       sharding=trainer.batch_sharding)

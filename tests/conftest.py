@@ -7,14 +7,9 @@ import shutil
 import tempfile
 from importlib.metadata import version
 
-# XLA's CPU backend at optimisation level 1, not its default 2: LLVM's heavier passes are most of
-# what compiling a tiny model costs, and the suite compiles hundreds of them (benchmarks/RESULTS.md:
-# 13% of the suite's CPU time). Every test's numbers are the same at both levels, the SP
-# fingerprint's bits included; level 0 would change the initial parameters' bits.
-_flags = os.environ.get("XLA_FLAGS", "")
-if "--xla_backend_optimization_level" not in _flags:
-    _flags += " --xla_backend_optimization_level=1"
-os.environ["XLA_FLAGS"] = (_flags + " --xla_force_host_platform_device_count=8").strip()
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 # Most of the suite's time is XLA compiling the same tiny models again: in another test file,

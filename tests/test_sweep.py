@@ -231,8 +231,8 @@ def test_runs_that_differ_in_seed_lr_warmup_or_length_share_one_compiled_program
                   train=TrainConfig(batch_size=2, steps=12, lr=3e-3, warmup_steps=2, seed=0),
                   mesh=MeshConfig(1, 1, 1))
 
-    def programs(cfg):
-        trainer = build_trainer(cfg, mesh)
+    def programs(cfg):  # built afresh: traced and lowered again, as in another process
+        trainer = build_trainer(cfg, mesh, reuse=False)
         tokens = jax.ShapeDtypeStruct((cfg.train.batch_size, cfg.model.seq_len + 1), "int32")
         return (trainer.init.lower().as_text(),
                 trainer.step.lower(trainer.abstract_state, tokens).as_text(),
@@ -266,6 +266,7 @@ def test_a_run_after_another_of_its_shape_reuses_its_programs_bound_to_its_own_n
     import jax
 
     from depthdelusion.config import MeshConfig
+    from depthdelusion.model.transformer import splash_interpret_mode
     from depthdelusion.parallel.mesh import make_mesh
     from depthdelusion.rundir import read_metrics
     from depthdelusion.train import step as step_module
@@ -293,3 +294,9 @@ def test_a_run_after_another_of_its_shape_reuses_its_programs_bound_to_its_own_n
     assert step_module.build_trainer(decayed, mesh).step.fn is not a.step.fn
     one_device = make_mesh(MeshConfig(1, 1, 1), jax.devices()[:1])
     assert step_module.build_trainer(first, one_device).step.fn is not a.step.fn
+    # The splash kernel interpreted (traced in) is another program; outside it, the CPU's error.
+    splash = dataclasses.replace(first, model=dataclasses.replace(first.model, attention="splash", seq_len=128))
+    with splash_interpret_mode():
+        step_module.build_trainer(splash, mesh)
+    with pytest.raises(ValueError, match="runs on TPU only"):
+        step_module.build_trainer(splash, mesh)

@@ -75,6 +75,11 @@ def splash_interpret_mode() -> Iterator[None]:
         _splash_interpret.reset(token)
 
 
+def splash_interpreted() -> bool:
+    """Whether tracing now runs the splash kernel in the interpreter (:func:`splash_interpret_mode`)."""
+    return _splash_interpret.get()
+
+
 def check_splash(cfg: ModelConfig, platform: str) -> None:
     """model.attention=splash needs a TPU (or the interpreter) and whole 128-token blocks."""
     if platform != "tpu" and not _splash_interpret.get():

@@ -118,7 +118,7 @@ def bench(cfg: Config, steps: int = 20, warmup: int = 3, layer_stats: str = "nev
     cfg = cfg.validate(reads_data=False)  # random token ids, no data: any vocabulary set is kept
     mc, tc = cfg.model, cfg.train
     mesh = make_mesh(cfg.mesh)
-    trainer = build_trainer(cfg, mesh)
+    trainer = build_trainer(cfg, mesh, reuse=False)  # its compile is timed
     tokens_spec = jax.ShapeDtypeStruct((tc.batch_size, mc.seq_len + 1), np.int32, sharding=trainer.batch_sharding)
 
     variants = {"plain": trainer.step, "layer_stats": trainer.step_with_layer_stats}

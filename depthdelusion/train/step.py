@@ -8,6 +8,7 @@ With `train.grad_accum_steps` = k > 1 the batch is processed as k microbatches i
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections import OrderedDict
 from typing import Any, NamedTuple
@@ -20,7 +21,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from depthdelusion.config import Config
-from depthdelusion.model.transformer import Transformer, check_splash
+from depthdelusion.model.transformer import Transformer, check_splash, splash_interpreted
 from depthdelusion.parallel.rules import activation_sharding, constrain, named_sharding
 from depthdelusion.train.optimizer import lr_at, make_optimizer, schedule_values
 
@@ -140,15 +141,18 @@ _trainers: OrderedDict = OrderedDict()  # shape key -> the last Trainer built fo
 
 def _shape_key(cfg: Config, mesh: Mesh) -> tuple:
     """What the programs depend on: the model, the training settings but the run's own numbers,
-    and the mesh."""
+    the mesh, and whether the splash kernel is interpreted (read when tracing)."""
     train = {k: v for k, v in dataclasses.asdict(cfg.train).items() if k not in _RUN_ARGUMENTS}
-    return repr(dataclasses.asdict(cfg.model)), repr(train), mesh
+    return repr(dataclasses.asdict(cfg.model)), repr(train), mesh, splash_interpreted()
 
 
-def build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
-    """The run's trainer. Runs of one shape (the last few shapes built in this process) share
-    the jitted functions, bound to their own seed and schedule: a sweep's second run of a shape
-    skips tracing, lowering and compiling altogether."""
+def build_trainer(cfg: Config, mesh: Mesh, *, reuse: bool = True) -> Trainer:
+    """The run's trainer. Runs of one shape share the jitted functions of the last few shapes
+    built in this process, bound to their own seed and schedule: a sweep's second run of a shape
+    is neither traced nor compiled again. `reuse=False` builds afresh and keeps nothing (what
+    times or measures a compile: bench, plan)."""
+    if not reuse:
+        return _build_trainer(cfg, mesh)
     key = _shape_key(cfg, mesh)
     trainer = _trainers.pop(key, None) or _build_trainer(cfg, mesh)
     _trainers[key] = trainer
@@ -166,7 +170,8 @@ def _seed_data(seed: int) -> np.ndarray:
 
 
 def _build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
-    mc, tc = cfg.model, cfg.train
+    # A copy: the jitted functions outlive the run (build_trainer keeps them) and trace lazily.
+    mc, tc = copy.deepcopy(cfg.model), copy.deepcopy(cfg.train)
     tx = make_optimizer(tc, mc)  # the schedule does not change the state it initialises
 
     def create_state(key_data) -> TrainState:
