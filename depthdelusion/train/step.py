@@ -136,7 +136,7 @@ class _Bound:
 # A run's own numbers: arguments of its programs (_Bound), not part of them.
 _RUN_ARGUMENTS = frozenset({"seed", "lr", "warmup_steps", "steps", "lr_min_ratio"})
 _KEPT_SHAPES = 4
-_trainers: OrderedDict = OrderedDict()  # shape key -> the last Trainer built for it
+_trainers: OrderedDict = OrderedDict()  # shape key -> its programs (_build_programs)
 
 
 def _shape_key(cfg: Config, mesh: Mesh) -> tuple:
@@ -151,17 +151,18 @@ def build_trainer(cfg: Config, mesh: Mesh, *, reuse: bool = True) -> Trainer:
     built in this process, bound to their own seed and schedule: a sweep's second run of a shape
     is neither traced nor compiled again. `reuse=False` builds afresh and keeps nothing (what
     times or measures a compile: bench, plan)."""
-    if not reuse:
-        return _build_trainer(cfg, mesh)
-    key = _shape_key(cfg, mesh)
-    trainer = _trainers.pop(key, None) or _build_trainer(cfg, mesh)
-    _trainers[key] = trainer
-    while len(_trainers) > _KEPT_SHAPES:
-        _trainers.popitem(last=False)
+    if reuse:
+        key = _shape_key(cfg, mesh)
+        programs = _trainers.pop(key, None) or _build_programs(cfg, mesh)
+        _trainers[key] = programs
+        while len(_trainers) > _KEPT_SHAPES:
+            _trainers.popitem(last=False)
+    else:
+        programs = _build_programs(cfg, mesh)
     values = schedule_values(cfg.train)
-    return trainer._replace(init=_Bound(trainer.init.fn, _seed_data(cfg.train.seed)),
-                            step=_Bound(trainer.step.fn, values),
-                            step_with_layer_stats=_Bound(trainer.step_with_layer_stats.fn, values))
+    return programs._replace(init=_Bound(programs.init, _seed_data(cfg.train.seed)),
+                             step=_Bound(programs.step, values),
+                             step_with_layer_stats=_Bound(programs.step_with_layer_stats, values))
 
 
 def _seed_data(seed: int) -> np.ndarray:
@@ -169,7 +170,9 @@ def _seed_data(seed: int) -> np.ndarray:
     return np.asarray(jax.random.key_data(jax.random.key(seed)))
 
 
-def _build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
+def _build_programs(cfg: Config, mesh: Mesh) -> Trainer:
+    """The Trainer of a shape with its init and steps not yet bound to a run's seed and
+    schedule (build_trainer binds them)."""
     # A copy: the jitted functions outlive the run (build_trainer keeps them) and trace lazily.
     mc, tc = copy.deepcopy(cfg.model), copy.deepcopy(cfg.train)
     tx = make_optimizer(tc, mc)  # the schedule does not change the state it initialises
@@ -179,8 +182,7 @@ def _build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
         params = nnx.state(model, nnx.Param)
         return TrainState(jnp.zeros((), jnp.int32), params, tx.init(params), jnp.array([0, 0, -1], jnp.int32))
 
-    seed = _seed_data(tc.seed)
-    abstract_state = jax.eval_shape(create_state, seed)
+    abstract_state = jax.eval_shape(create_state, _seed_data(0))  # shapes: any seed
     graphdef = nnx.graphdef(nnx.eval_shape(lambda: Transformer(mc, rngs=nnx.Rngs(0))))
     state_sharding = shardings_from_metadata(abstract_state, mesh)
     data_sharding = batch_sharding(mesh, tc.batch_size, tc.grad_accum_steps)
@@ -245,15 +247,13 @@ def _build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
             metrics["per_layer_act_grad_norm"] = jnp.sqrt(probe_grads_D)
         return TrainState(state.step + 1, params, opt_state, nonfinite), metrics
 
-    values = schedule_values(tc)
-
     def compile_step(layer_stats: bool):
-        return _Bound(jax.jit(
+        return jax.jit(
             lambda state, tokens, values: train_step(state, tokens, values, layer_stats),
             in_shardings=(state_sharding, data_sharding, replicated),
             out_shardings=(state_sharding, replicated),
             donate_argnums=0,
-        ), values)
+        )
 
     def eval_loss(state: TrainState, tokens_BxS1: jax.Array) -> jax.Array:
         with activation_sharding(mesh):
@@ -264,7 +264,7 @@ def _build_trainer(cfg: Config, mesh: Mesh) -> Trainer:
                                microbatches(tokens_BxS1, n_micro)).mean()
 
     return Trainer(
-        init=_Bound(jax.jit(create_state, in_shardings=replicated, out_shardings=state_sharding), seed),
+        init=jax.jit(create_state, in_shardings=replicated, out_shardings=state_sharding),
         abstract_state=abstract_state,
         step=compile_step(False),
         step_with_layer_stats=compile_step(True),
