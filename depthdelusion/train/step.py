@@ -133,7 +133,9 @@ class _Bound:
         return getattr(self.fn, name)
 
 
-# A run's own numbers: arguments of its programs (_Bound), not part of them.
+# A run's own numbers: arguments of its programs (_Bound), not part of them — exactly the fields
+# optimizer.schedule_values and the seed read. A field missing here only widens the shape key;
+# one listed here that a program reads would let a run reuse another's program.
 _RUN_ARGUMENTS = frozenset({"seed", "lr", "warmup_steps", "steps", "lr_min_ratio"})
 _KEPT_SHAPES = 4
 _trainers: OrderedDict = OrderedDict()  # shape key -> its programs (_build_programs)
