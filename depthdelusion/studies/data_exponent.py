@@ -315,7 +315,8 @@ def plot_learning_curves(curves: dict, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for (name, (runs, result)), color in zip(sorted(curves.items()), plots.colors(len(curves))):
         T = np.array([r.tokens for r in runs], float)
-        ax.loglog(T, [r.eval_loss for r in runs], "o", color=color)
+        # named at the fit's line, or at the points where no fit was made
+        ax.loglog(T, [r.eval_loss for r in runs], "o", color=color, label=name if result is None else None)
         if result is not None:
             grid = np.geomspace(T.min(), T.max(), 50)
             p = result.params
