@@ -325,7 +325,8 @@ def plot_learning_curves(curves: dict, path: Path) -> Path:
     ax.set_xlabel("tokens T (one run per budget, each with its own schedule)")
     ax.set_ylabel("held-out loss (nats/byte)")
     ax.set_title("Token sweeps: L = E + B·T^−b")
-    ax.legend(fontsize=7)
+    if curves:
+        ax.legend(fontsize=7)
     ax.grid(alpha=0.3, which="both")
     return plots.save_figure(fig, path)
 

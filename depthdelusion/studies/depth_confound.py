@@ -733,13 +733,15 @@ def plot(exp: dict, pts: list[Point], iso_pts: list[Point], path: Path) -> None:
         ax.set_xlabel("depth D")
         ax.set_title(title, fontsize=9)
     axes[0][0].set_ylabel(f"{exp['metric']} (nats/byte), mean ± SD over seeds")
-    # one legend for the arms, from whichever panels plot them (a partial study's first may be empty)
-    arms = {}
+    # one legend for the arms, in their order, from whichever panels plot them (a partial
+    # study's first panel may be empty)
+    drawn = {}
     for ax in axes[0]:
         for handle, label in zip(*ax.get_legend_handles_labels()):
-            arms.setdefault(label, handle)
-    if arms:
-        axes[0][0].legend(arms.values(), arms.keys(), fontsize=6)
+            drawn.setdefault(label, handle)
+    labels = [f"{arm}: {label}" for arm, label in ARMS if f"{arm}: {label}" in drawn]
+    if labels:
+        axes[0][0].legend([drawn[x] for x in labels], labels, fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

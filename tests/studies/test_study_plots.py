@@ -24,7 +24,7 @@ def _legends_while_plotting(monkeypatch, plot, *args):
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", record)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
+        warnings.simplefilter("error", UserWarning)
         plot(*args)
     plt.close("all")
     return texts
@@ -32,8 +32,10 @@ def _legends_while_plotting(monkeypatch, plot, *args):
 
 def test_depth_confound_figure_names_the_arms_when_its_first_panel_is_empty(tmp_path, monkeypatch):
     exp = {"widths": [16, 32], "iso_flop": {"width": 16}, "metric": "eval_loss"}
-    pts = [dc.Point("A", 32, 2, 4, 1e-3, (3.0,)), dc.Point("B", 32, 2, 4, 2e-3, (2.9,))]  # W = 16 empty
-    texts = _legends_while_plotting(monkeypatch, dc.plot, exp, pts, [], tmp_path / "f.png")
+    # W = 16 empty; arm B is drawn on the W = 32 panel, arm A only on the iso-FLOP one
+    pts = [dc.Point("B", 32, 2, 4, 2e-3, (2.9,))]
+    iso = [dc.Point("A", 16, 2, 4, 1e-3, (3.0,))]
+    texts = _legends_while_plotting(monkeypatch, dc.plot, exp, pts, iso, tmp_path / "f.png")
     assert texts == [f"{arm}: {label}" for arm, label in dc.ARMS[:2]]
 
 
