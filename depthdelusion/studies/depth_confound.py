@@ -739,7 +739,7 @@ def plot(exp: dict, pts: list[Point], iso_pts: list[Point], path: Path) -> None:
     for ax in axes[0]:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             drawn.setdefault(label, handle)
-    labels = [f"{arm}: {label}" for arm, label in ARMS if f"{arm}: {label}" in drawn]
+    labels = [name for name in (f"{arm}: {label}" for arm, label in ARMS) if name in drawn]
     if labels:
         axes[0][0].legend([drawn[x] for x in labels], labels, fontsize=6)
     fig.tight_layout()
