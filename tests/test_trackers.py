@@ -26,6 +26,13 @@ wandb = pytest.importorskip("wandb")  # in the test extra
 HAVE_MLFLOW = importlib.util.find_spec("mlflow") is not None
 needs_mlflow = pytest.mark.skipif(not HAVE_MLFLOW, reason="mlflow is not installed (the trackers extra)")
 
+
+def test_ci_runs_the_mlflow_tests():
+    """.ci/run installs the trackers extra: a skip there would leave the MLflow tracker untested."""
+    if os.environ.get("CI") != "true":
+        pytest.skip("outside CI the MLflow tests run where the trackers extra is installed")
+    assert HAVE_MLFLOW, "CI=true but mlflow is not installed: .ci/run must install the trackers extra"
+
 TINY = {
     "model": {"depth": 2, "width": 32, "head_dim": 16, "seq_len": 32},
     "data": {"builtin_documents": 400},
