@@ -9,9 +9,10 @@ N*(C), with Fieller's 95% interval (t quantile, m − 3 degrees of freedom for m
 x where |c₁ + 2c₂x| is not significantly different from zero. D*(C) = C/(6·N*).
 
 A budget is flagged — and left out of the exponent fit unless ``include_flagged`` — when it has
-fewer than 3 distinct sizes (no parabola), the parabola opens downwards (no minimum), or the
-vertex lies outside the sampled N range (an extrapolated optimum). Without a minimum a budget
-is never used. The exponents come from ordinary least squares of ln N* on ln C over the used
+fewer than 3 distinct sizes (no parabola), the parabola opens downwards (no minimum), it is so
+flat that its vertex is beyond any float N (no optimum: the losses lie on a line in ln N), or the
+vertex lies outside the sampled N range (an extrapolated optimum). Without a vertex a budget is
+never used. The exponents come from ordinary least squares of ln N* on ln C over the used
 budgets: N* ∝ C^a with the t interval (k − 2 degrees of freedom for k budgets); since
 D* = C/(6N*), ln D* = ln C − ln 6 − ln N* and b = 1 − a with the same interval width.
 
@@ -38,6 +39,10 @@ BIAS_REPLICATES = 20
 LEVEL = 0.95
 
 FEW_POINTS, NO_MINIMUM, OUTSIDE = "fewer_than_3_sizes", "no_minimum", "vertex_outside_sampled_N"
+#: A minimum so flat that its vertex N* (or D* = C/(6N*)) is beyond any float: no optimum at all.
+FLAT = "flat_parabola"
+#: Flags of a budget without a usable vertex: never used, not even with include_flagged.
+NO_VERTEX = (FEW_POINTS, NO_MINIMUM, FLAT)
 
 
 @dataclass
@@ -179,8 +184,12 @@ def fit_budget(N: np.ndarray, loss: np.ndarray, compute: float, index) -> Budget
         budget.flags.append(NO_MINIMUM)
         return budget
     xv = -c1 / (2 * c2)
-    budget.n_opt = math.exp(centre + xv)
-    budget.d_opt = compute / (6.0 * budget.n_opt)
+    n_opt = _exp(centre + xv)
+    d_opt = compute / (6.0 * n_opt) if n_opt > 0 else math.inf
+    if not (0 < n_opt < math.inf and 0 < d_opt < math.inf):
+        budget.flags.append(FLAT)
+        return budget
+    budget.n_opt, budget.d_opt = n_opt, d_opt
     budget.loss_opt = c0 + c1 * xv + c2 * xv * xv
     df = len(N) - 3
     if df >= 1:
@@ -188,11 +197,16 @@ def fit_budget(N: np.ndarray, loss: np.ndarray, compute: float, index) -> Budget
         s2 = float(resid @ resid) / df
         V = s2 * np.linalg.pinv(X.T @ X)
         lo, hi = _fieller(c1, c2, V[1, 1], V[1, 2], V[2, 2], stats.t.ppf(0.5 + LEVEL / 2, df))
-        budget.n_opt_ci = (math.exp(centre + lo) if np.isfinite(lo) else 0.0,
-                           math.exp(centre + hi) if np.isfinite(hi) else math.inf)
+        budget.n_opt_ci = (_exp(centre + lo), _exp(centre + hi))
     if not budget.n_range[0] <= budget.n_opt <= budget.n_range[1]:
         budget.flags.append(OUTSIDE)
     return budget
+
+
+def _exp(x: float) -> float:
+    """e^x, 0 below and inf above the float range (a vertex or interval end beyond any N)."""
+    with np.errstate(over="ignore", under="ignore"):
+        return float(np.exp(x))
 
 
 def _fieller(c1, c2, v11, v12, v22, t):
@@ -255,8 +269,7 @@ def _approach2(N, loss, compute, tolerance, include_flagged) -> IsoflopResult:
     budgets = [fit_budget(N[i], loss[i], float(np.exp(np.mean(np.log(compute[i])))), i)
                for i in group_budgets(compute, tolerance)]
     for b in budgets:
-        b.used = not (FEW_POINTS in b.flags or NO_MINIMUM in b.flags) and (
-            include_flagged or not b.flags)
+        b.used = not set(NO_VERTEX) & set(b.flags) and (include_flagged or not b.flags)
     used = [b for b in budgets if b.used]
     notes = []
     method = f"OLS of ln N* on ln C over {len(used)} budgets, t interval ({max(len(used) - 2, 0)} df)"
@@ -307,6 +320,9 @@ class Bias:
     seed: int
     method: str
     disagree: list
+    #: Simulations in which a budget the table used had no usable vertex (FLAT, NO_MINIMUM or,
+    #: without include_flagged, OUTSIDE): Approach 2 used fewer budgets there, as it would.
+    short: int = 0
 
     @property
     def a(self) -> float:
@@ -324,6 +340,7 @@ class Bias:
                 "law_a": {"value": _num(self.law_a), "ci": [_num(v) for v in self.law_a_ci]},
                 "law_b": {"value": _num(self.law_b), "ci": [_num(v) for v in self.law_b_ci]},
                 "replicates": self.replicates, "replicates_with_exponents": n,
+                "replicates_short": self.short,
                 "noise_sd": _num(self.noise_sd), "seed": self.seed, "fit_method": self.method,
                 "disagree": list(self.disagree)}
 
@@ -361,18 +378,19 @@ def approach2_bias(runs, iso: IsoflopResult, *, method: str = "lm",
     log_scale = method == "huber"
     sd = float(np.sqrt(np.mean((np.log(table.loss) - np.log(mean)) ** 2))) if log_scale else fit_result.rmse
     rng = np.random.default_rng(seed)
-    sim_a, sim_b = [], []
+    sim_a, sim_b, short = [], [], 0
     for _ in range(replicates):
         e = rng.normal(0.0, sd, len(mean))
         y = mean * np.exp(e) if log_scale else mean + e
         r = _approach2(table.params, y, compute, iso.tolerance, include_flagged)
+        short += any(ours.used and not sim.used for ours, sim in zip(iso.budgets, r.budgets))
         if np.isfinite(r.a.value):
             sim_a.append(r.a.value)
             sim_b.append(r.b.value)
     if not sim_a:
         raise ValueError(f"none of the {replicates} simulations had 2 usable budgets")
     bias = Bias(law_a, law_a_ci, law_b, law_b_ci, np.array(sim_a), np.array(sim_b), sd,
-                replicates, seed, method, [])
+                replicates, seed, method, [], short)
     for name, ours, law_ci in (("a", iso.a, law_a_ci), ("b", iso.b, law_b_ci)):
         lo, hi = ours.ci
         if np.isfinite(ours.value) and (hi < law_ci[0] or lo > law_ci[1]):
@@ -396,6 +414,10 @@ def _bias_text(bias: dict) -> str:
     if bias["replicates_with_exponents"] < bias["replicates"]:
         lines.append(f"  {bias['replicates'] - bias['replicates_with_exponents']} simulations had "
                      "fewer than 2 usable budgets (left out)")
+    if bias.get("replicates_short"):
+        lines.append(f"  {bias['replicates_short']} simulations lost a budget the table used (its "
+                     "parabola had no minimum, was too flat for a vertex, or its vertex left the "
+                     "sampled N): Approach 2 used the others there, as it would on such data")
     lines += [f"  {d}" for d in bias["disagree"]] or ["  Approach 2 and the Chinchilla fit agree "
                                                       "within their 95% intervals"]
     return "\n".join(lines)
