@@ -240,15 +240,31 @@ def isoflop(runs, *, tolerance: float = TOLERANCE, include_flagged: bool = False
         result.notes.append("D* = C/(6·N*), so b = 1 − a by construction")
     else:
         result.notes.append("D* = C/(6·N*) (the compute column's C), so b = 1 − a by construction")
-    if bias and not np.isfinite(result.a.value):
-        result.notes.append("bias not simulated: Approach 2 gave no exponent on this table")
-    elif bias:
+    if len(result.used) < 2:
+        raise ValueError(_too_few_budgets(result, include_flagged))
+    if bias:
         try:
             result.bias = approach2_bias(runs, result, method=method, replicates=replicates,
                                          seed=seed, include_flagged=include_flagged)
         except ValueError as err:  # e.g. the Chinchilla law cannot be fitted to these runs
             result.notes.append(f"bias not simulated: {str(err).splitlines()[0]}")
     return result
+
+
+def _too_few_budgets(result: IsoflopResult, include_flagged: bool) -> str:
+    """Why a table gives no exponent: its budgets by what each lacks, and what is needed."""
+    kinds = {FEW_POINTS: "with fewer than 3 sizes", NO_MINIMUM: "without a minimum",
+             FLAT: "too flat for a vertex", OUTSIDE: "with the vertex outside their N"}
+    counts = [f"{len(result.used)} usable"] + [
+        f"{n} {text}" for flag, text in kinds.items()
+        if (n := sum(flag in b.flags and not b.used for b in result.budgets))]
+    hint = (" (--include-flagged uses a vertex outside the sampled N)"
+            if not include_flagged and any(OUTSIDE in b.flags for b in result.budgets) else "")
+    n = len(result.budgets)
+    return (f"{result.source}: {n} budget{'s' if n != 1 else ''}: {', '.join(counts)}. Approach 2 "
+            "needs at least 2 compute budgets (runs whose C agree within --tolerance "
+            f"{result.tolerance:g}), each with at least 3 distinct sizes N whose losses have a "
+            f"minimum between the smallest and largest N{hint}: an isoFLOP sweep")
 
 
 def _rows_text(rows: dict) -> str:

@@ -159,12 +159,20 @@ def test_bias_from_a_huber_fit_simulates_on_log_loss():
     assert abs(res.bias["a"]) < 0.005 and abs(res.bias["law_a"]["value"] - TRUE_A) < 0.01
 
 
-def test_too_few_budgets_give_no_exponent_and_say_why():
-    res = isoflop(sweep(budgets=(1e19,)), bias=True)
-    assert res.a.value != res.a.value and res.bias is None  # NaN: no exponent from one budget
-    assert any("only 1 usable budget" in n for n in res.notes)
-    assert any("bias not simulated" in n for n in res.notes)
-    assert res.to_dict()["a"]["value"] is None
+def test_too_few_usable_budgets_are_refused_saying_what_approach_2_needs():
+    with pytest.raises(ValueError, match=r"1 budget: 1 usable.*needs at least 2 compute budgets"):
+        isoflop(sweep(budgets=(1e19,)), bias=True)
+
+
+def test_cli_refuses_a_table_that_is_not_an_isofLOP_sweep(tmp_path, capsys):
+    """Every run at its own compute (a Chinchilla-style grid of N × D): no budget has 3 sizes,
+    so there is no exponent to report: exit 2 and what Approach 2 needs, not a = nan."""
+    rows = [{"params": N, "tokens": D, "loss": law(N, D)}
+            for N in (1e8, 3.3e8, 1.1e9) for D in (2e9, 4.5e9, 1e10)]
+    assert main(["isoflop", _csv(tmp_path / "grid.csv", rows)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "grid.csv" in err and "nan" not in err
+    assert "9 budgets: 0 usable, 9 with fewer than 3 sizes" in err and "at least 3 distinct sizes" in err
 
 
 # A budget of the (Mis)Fitting Scaling Laws sweep (Li et al., ICLR 2025; its 9 sizes at 1.1e18
