@@ -427,10 +427,23 @@ def load_csv(path, *, columns: dict | None = None) -> Runs:
     except UnicodeDecodeError as err:
         raise ValueError(f"{path}: not UTF-8 text (byte {err.start}); save the table as UTF-8 "
                          "CSV, or give a parquet file") from None
-    records = list(csv.DictReader(io.StringIO(text, newline=""), delimiter=_delimiter(text, path)))
+    delimiter = _delimiter(text, path)
+    check_header(next(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter), []), str(path))
+    records = list(csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter))
     runs = runs_from_records(records, where=str(path), columns=columns)
     runs.source = str(path)
     return runs
+
+
+def check_header(names, where: str) -> None:
+    """Refuse a header that names a column twice: a reader keeps only one of the two (the last,
+    for csv and pandas), silently."""
+    names = [str(n) for n in names]
+    for name in dict.fromkeys(names):
+        at = [i + 1 for i, n in enumerate(names) if n == name]
+        if len(at) > 1:
+            raise ValueError(f"{where}: column {name!r} appears {len(at)} times in the header "
+                             f"(columns {', '.join(map(str, at))}); rename or remove all but one")
 
 
 def _delimiter(text: str, path) -> str:
@@ -460,6 +473,7 @@ def load_parquet(path, *, columns: dict | None = None) -> Runs:
     except (OSError, ValueError) as err:
         raise ValueError(f"{path}: not a readable parquet file ({type(err).__name__}: "
                          f"{str(err).splitlines()[0] if str(err) else 'no detail'})") from None
+    check_header(frame.columns, str(path))
     runs = runs_from_records(frame.to_dict(orient="records"), where=str(path), columns=columns)
     runs.source = str(path)
     return runs
@@ -467,6 +481,7 @@ def load_parquet(path, *, columns: dict | None = None) -> Runs:
 
 def runs_from_dataframe(frame, *, columns: dict | None = None) -> Runs:
     """Runs from a pandas DataFrame; columns as in :func:`runs_from_records`."""
+    check_header(frame.columns, "DataFrame")
     return runs_from_records(frame.to_dict(orient="records"), where="DataFrame", columns=columns)
 
 
