@@ -550,4 +550,29 @@ def predict_with(law, values: dict, runs=None, **columns) -> np.ndarray:
     law = get_law(law)
     x = runs if isinstance(runs, LawInputs) else _inputs(runs, **columns)[0]
     with np.errstate(all="ignore"):
-        return np.asarray(law(x, **values), dtype=float) * np.ones_like(x.D)
+        out = np.asarray(law(x, **values), dtype=float) * np.ones_like(x.D)
+    _check_inputs(law, x, out)
+    return out
+
+
+def _check_inputs(law, x: LawInputs, predicted: np.ndarray) -> None:
+    """Refuse a prediction left undefined because an input the law reads was not given (a NaN
+    prediction would look like an answer)."""
+    from .columns import LAW_INPUTS, law_columns
+
+    bad = ~np.isfinite(predicted)
+    if not bad.any():
+        return
+    reads = [c for c in law_columns(law) if c != "loss"]
+    missing = [col for key, col in LAW_INPUTS.items() if col in reads and not np.all(
+        np.isfinite(np.broadcast_to(getattr(x, key), predicted.shape)[bad]))]
+    if not missing:
+        return  # every input given: the law itself is undefined there
+    rows = np.flatnonzero(bad.ravel()) + 1
+    where = ("for every row" if bad.all() else f"for {len(rows)} of {bad.size} rows (row"
+             f"{'s' if len(rows) > 1 else ''} {', '.join(map(str, rows[:6]))}"
+             f"{', ...' if len(rows) > 6 else ''})")
+    raise ValueError(f"predict: law {law.name!r} reads {', '.join(reads)}; {', '.join(missing)} "
+                     f"{'is' if len(missing) == 1 else 'are'} missing {where}: give "
+                     f"{'it' if len(missing) == 1 else 'them'} (a column of the table, or "
+                     f"{', '.join(f'{c}=...' for c in missing)})")
