@@ -59,6 +59,14 @@ SIX_ND_TOLERANCE = 0.1
 LAW_INPUTS = {"D": "depth", "W": "width", "N": "params", "T": "tokens"}
 
 
+def field_of(name: str) -> str | None:
+    """The canonical column that ``name`` (a canonical name or an alias) reads as, else None."""
+    for f in FIELDS.values():
+        if name == f.name or name in f.aliases:
+            return f.name
+    return None
+
+
 def resolve(header, columns: dict | None, where: str) -> dict[str, str]:
     """{canonical name: source column} for the columns of ``header`` a Runs table reads.
 
@@ -79,7 +87,7 @@ def resolve(header, columns: dict | None, where: str) -> dict[str, str]:
     for f in FIELDS.values():
         if f.name in found:
             continue
-        hits = [h for h in header if h in (f.name, *f.aliases) and h not in taken]
+        hits = [h for h in header if field_of(h) == f.name and h not in taken]
         if len(hits) > 1:
             raise ValueError(f"{where}: columns {', '.join(map(repr, hits))} all give {f.name}; keep "
                              f"one, or choose with --columns {f.name}=NAME (API: columns={{"
