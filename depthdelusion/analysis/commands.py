@@ -58,8 +58,8 @@ def _load(runs: str, group: str | None = None, columns: str | None = None, colum
             raise ValueError(f"--vocab {vocab}: the table's vocab_size column says "
                              f"{', '.join(str(int(v)) for v in np.unique(own))}")
         table.vocab_size = np.full(len(table), float(vocab))
-    for note in table.notes:  # a duplicated row changes every standard error: say so now
-        if "repeat an earlier row" in note:
+    for note in table.notes:  # a duplicated row, an unread column that looks misspelled: say so now
+        if "repeat an earlier row" in note or "did you mean" in note:
             print(f"warning: {note}", file=sys.stderr)
     for spec in [reduce] if isinstance(reduce, str) else (reduce or []):  # in the order given
         table = reduce_replicates(table, spec)

@@ -18,7 +18,8 @@ import numpy as np
 from depthdelusion import rundir
 from depthdelusion.data.tokenizers import ByteTokenizer, vocab_size
 
-from .columns import AMBIGUOUS_D, AMBIGUOUS_L, FIELDS, read_d_column, resolve, scale_of
+from .columns import (AMBIGUOUS_D, AMBIGUOUS_L, FIELDS, TEXT_FIELDS, check_near_misses, read_d_column,
+                      resolve, scale_of)
 from .reference import PAPER_TOKENIZER
 
 #: The vocabulary of the paper's runs (its tokenizer's; the bundled table has no vocab column).
@@ -311,7 +312,7 @@ def _is_dataframe(obj) -> bool:
     return type(obj).__name__ == "DataFrame" and hasattr(obj, "columns")
 
 
-_TEXT = ("group", "name", "tokenizer", "loss_unit")
+_TEXT = TEXT_FIELDS
 _INTEGER = ("depth", "width", "vocab_size")
 _OPTIONAL = ("tokens", "loss_se", "vocab_size", "params_non_embedding", "compute")  # may be empty in some rows
 
@@ -337,6 +338,7 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
         if reading is not None:
             found[reading[0]] = AMBIGUOUS_D
             read_as[AMBIGUOUS_D] = reading[1]
+    misspelled = check_near_misses(header, found, columns, where, [r for _, r in finished])
     cols = {k: [] for k in found}
     for i, rec in finished:
         line = f"{where} row {i + 1}"
@@ -361,6 +363,7 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
         raise ValueError(f"{where}: column 'L' holds whole numbers only ({_some(np.unique(runs.loss))}): "
                          "layers, not a loss? Name the loss column with --columns loss=NAME "
                          "(and depth=L if L is the depth)")
+    runs.notes += misspelled
     dup = duplicated_rows(records, header)
     if dup:
         runs.notes.append(f"{where}: {len(dup)} row(s) repeat an earlier row in every column (rows "
