@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .interval_text import interval_text
 from .laws import Law, LawInputs, get_law
 from .problem import HUBER_THRESHOLD, OFFSET, offset_name
 from .runs import load_runs
@@ -392,9 +393,9 @@ class FitResult:
                 f"95% CI bootstrap ({self.n_bootstrap})" if self.ci_bootstrap else "95% CI bootstrap"]
         rows = []
         for name, value in self.params.items():
-            jac = format_interval(self.ci_jacobian[name]) + (" log" if name in self.jacobian_log else "")
-            prof = format_interval(self.ci_profile[name]) if self.ci_profile and name in self.ci_profile else "—"
-            boot = format_interval(self.ci_bootstrap[name]) if self.ci_bootstrap else "—"
+            jac = interval_text(self.ci_jacobian[name]) + (" log" if name in self.jacobian_log else "")
+            prof = interval_text(self.ci_profile[name]) if self.ci_profile and name in self.ci_profile else "—"
+            boot = interval_text(self.ci_bootstrap[name]) if self.ci_bootstrap else "—"
             rows.append([name, format_estimate(self, name), _g(self.stderr[name]), jac, prof, boot])
         for name, value in self.fixed.items():
             rows.append([name, _g(value), "(fixed)", "", "", ""])
@@ -409,7 +410,7 @@ class FitResult:
                      "profile interval): no estimate is printed.")
         lines.append("Jacobian CI: from the column-scaled Jacobian; 'log' = computed in log space "
                      "(positive scale). Profile CI: " + (self.profile_statistic or "not computed")
-                     + "; ±inf = not bounded by the data. Bootstrap: " + (self.bootstrap_scheme or "none") + ".")
+                     + "; unbounded = not bounded by the data. Bootstrap: " + (self.bootstrap_scheme or "none") + ".")
         lines.append("")
         lines.append("Identifiability flags:" if self.flags else "Identifiability flags: none")
         lines += [f"  ! {f}" for f in self.flags]
@@ -497,16 +498,6 @@ def _profile_interval(profile, value, crit: float, bounds, log: bool) -> tuple:
             end = (bounds[0] if side < 0 else bounds[1]) if reached else side * math.inf
         ends.append(float(end))
     return tuple(ends)
-
-
-def format_interval(pair) -> str:
-    """[lo, hi] with open ends as (-inf or inf); — for none."""
-    if pair is None:
-        return "—"
-    lo, hi = pair
-    left = "(-inf" if lo == -np.inf else f"[{_g(lo)}"
-    right = "inf)" if hi == np.inf else f"{_g(hi)}]"
-    return f"{left}, {right}"
 
 
 _KEYWORDS = {"depth": "D", "width": "W", "params": "N", "tokens": "T"}  # predict(params=...)

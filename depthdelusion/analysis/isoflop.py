@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+from .interval_text import interval_text
 from .runs import Runs, load_runs
 
 #: Relative tolerance on C within which runs form one budget.
@@ -118,13 +119,13 @@ class IsoflopResult:
         for b in self.budgets:
             lo, hi = b.n_opt_ci
             lines.append(f"{b.compute:10.3g} {b.points:4d} {_g(b.n_opt):>10} "
-                         f"{'[' + _g(lo) + ', ' + _g(hi) + ']':>23} {_g(b.d_opt):>10} "
+                         f"{interval_text((lo, hi), '.3g'):>23} {_g(b.d_opt):>10} "
                          f"{_g(b.loss_opt, 4):>7}  {', '.join(b.flags) or '-'}"
                          + ("" if b.used else "  (not used)"))
-        lines += ["", f"N* ∝ C^a: a = {self.a.value:.4f}, 95% CI [{_g(self.a.ci[0], 4)}, "
-                      f"{_g(self.a.ci[1], 4)}] ({self.a.method})",
-                  f"D* ∝ C^b: b = {self.b.value:.4f}, 95% CI [{_g(self.b.ci[0], 4)}, "
-                  f"{_g(self.b.ci[1], 4)}] ({self.b.method})"]
+        lines += ["", f"N* ∝ C^a: a = {self.a.value:.4f}, 95% CI {interval_text(self.a.ci)} "
+                      f"({self.a.method})",
+                  f"D* ∝ C^b: b = {self.b.value:.4f}, 95% CI {interval_text(self.b.ci)} "
+                  f"({self.b.method})"]
         if self.bias is not None:
             lines += ["", _bias_text(self.bias)]
         lines += [f"note: {n}" for n in self.notes]
@@ -424,7 +425,9 @@ def _bias_text(bias: dict) -> str:
              + (", on ln loss" if bias["fit_method"] == "huber" else ", nats") + "), the same (N, D)"]
     for k in ("a", "b"):
         law = bias[f"law_{k}"]
-        lines.append(f"  {k}: law's own {law['value']:.4f} [{_g(law['ci'][0], 4)}, {_g(law['ci'][1], 4)}] "
+        # JSON's null here is an infinite end (the law's standard error is infinite)
+        ci = [end if v is None else v for v, end in zip(law["ci"], (-math.inf, math.inf))]
+        lines.append(f"  {k}: law's own {law['value']:.4f} {interval_text(ci)} "
                      f"(delta method from the Jacobian, t); Approach 2 on the simulations minus it: "
                      f"{bias[k]:+.4f} ± {_g(bias[k + '_mc_se'], 2)} (Monte Carlo s.e.)")
     if bias["replicates_with_exponents"] < bias["replicates"]:

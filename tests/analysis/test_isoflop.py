@@ -1,6 +1,8 @@
 """isoFLOP profiles (Approach 2) on synthetic sweeps drawn from a known Chinchilla law."""
 import csv
 import json
+import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -211,6 +213,10 @@ def test_a_sweep_with_a_flat_budget_is_fitted_with_the_budget_flagged_and_counte
     assert len(flat) == 1 and not flat[0].used and flat[0].to_dict()["n_opt"] is None
     assert np.isfinite(res.a.value) and len(res.used) >= 2
     assert res.bias is not None and "flat_parabola" in res.summary()
+    # a vertex interval open on both sides in ln N prints as such: not "[0, inf]" or "[0.0, None]"
+    open_both = [b for b in res.budgets if b.n_opt_ci == (0.0, math.inf)]
+    assert open_both and "[0, unbounded]" in res.summary()
+    assert not re.search(r"\binf\b|None|nan", res.summary())
     assert main(["isoflop", _csv(tmp_path / "t.csv", misfitting_shaped()), "--replicates", "4"]) == 0
 
 
