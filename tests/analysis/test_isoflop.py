@@ -231,3 +231,10 @@ def test_the_misfitting_sweep_runs_with_its_bias(capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["a"]["value"] == pytest.approx(0.497, abs=0.01) and doc["bias"]["a"] is not None
     assert doc["bias"]["replicates_short"] >= 1
+
+
+def test_cli_warns_of_an_unread_column_that_looks_misspelled(tmp_path, capsys):
+    rows = [dict(r, loss_sterr=0.01) for r in sweep(k=5)]
+    assert main(["isoflop", _csv(tmp_path / "t.csv", rows), "--no-bias"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: " in err and "column 'loss_sterr' is not read: did you mean 'loss_stderr'" in err
