@@ -146,7 +146,7 @@ def check_near_misses(header, found: dict, columns: dict | None, where: str,
                 f"{field}={col}")
         if field in DECISIVE and not columns:
             raise ValueError(f"{text} (API: columns={{'{field}': '{col}'}}); unread, the table has "
-                             f"no {field} column, which changes the law fitted. If it holds "
+                             f"no {field} column, which changes what is fitted. If it holds "
                              "something else, name the columns you mean with --columns and it "
                              "stays unread")
         notes.append(text)

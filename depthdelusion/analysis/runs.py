@@ -312,7 +312,6 @@ def _is_dataframe(obj) -> bool:
     return type(obj).__name__ == "DataFrame" and hasattr(obj, "columns")
 
 
-_TEXT = TEXT_FIELDS
 _INTEGER = ("depth", "width", "vocab_size")
 _OPTIONAL = ("tokens", "loss_se", "vocab_size", "params_non_embedding", "compute")  # may be empty in some rows
 
@@ -343,7 +342,7 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
     for i, rec in finished:
         line = f"{where} row {i + 1}"
         for key, src in found.items():
-            if key in _TEXT:
+            if key in TEXT_FIELDS:
                 raw = rec.get(src)
                 is_empty = raw is None or (isinstance(raw, float) and math.isnan(raw))
                 cols[key].append("" if is_empty else str(raw).strip())
