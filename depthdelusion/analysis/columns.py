@@ -12,6 +12,7 @@ request for an explicit mapping.
 """
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import dataclass
 
@@ -55,8 +56,24 @@ AMBIGUOUS_D, AMBIGUOUS_L = "D", "L"
 MAX_DEPTH = 1024
 #: C within this relative distance of 6·N·D (median over rows) reads D as tokens.
 SIX_ND_TOLERANCE = 0.1
+#: Columns that hold text; every other column holds numbers.
+TEXT_FIELDS = ("group", "name", "tokenizer", "loss_unit")
+#: Columns that decide which law is fitted and what it answers: an unread column close to the
+#: name of one the table lacks is an error (a misspelling would change the answer silently).
+DECISIVE = ("depth", "width", "params", "tokens", "loss", "compute")
+#: How alike (difflib's ratio, case-insensitive) an unread column and a name must be for the
+#: column to be taken for a misspelling of the name: 'tokenz', 'widht', 'Params', 'loss_sterr'.
+NEAR = 0.8
 #: Law inputs (LawInputs attributes) and the column each comes from.
 LAW_INPUTS = {"D": "depth", "W": "width", "N": "params", "T": "tokens"}
+
+
+def field_of(name: str) -> str | None:
+    """The canonical column that ``name`` (a canonical name or an alias) reads as, else None."""
+    for f in FIELDS.values():
+        if name == f.name or name in f.aliases:
+            return f.name
+    return None
 
 
 def resolve(header, columns: dict | None, where: str) -> dict[str, str]:
@@ -79,7 +96,7 @@ def resolve(header, columns: dict | None, where: str) -> dict[str, str]:
     for f in FIELDS.values():
         if f.name in found:
             continue
-        hits = [h for h in header if h in (f.name, *f.aliases) and h not in taken]
+        hits = [h for h in header if field_of(h) == f.name and h not in taken]
         if len(hits) > 1:
             raise ValueError(f"{where}: columns {', '.join(map(repr, hits))} all give {f.name}; keep "
                              f"one, or choose with --columns {f.name}=NAME (API: columns={{"
@@ -89,10 +106,61 @@ def resolve(header, columns: dict | None, where: str) -> dict[str, str]:
     if "loss" not in found and AMBIGUOUS_L in header and AMBIGUOUS_L not in taken:
         found["loss"] = AMBIGUOUS_L  # Chinchilla's notation; refused later if it holds layers
     if "loss" not in found:
+        meant = "".join(f" Column {c!r}: did you mean {name!r}?" for c, name, f in near_misses(header, found)
+                        if f == "loss")
         raise ValueError(f"{where}: no loss column (looked for {_names('loss')}); its columns: "
-                         f"{', '.join(map(str, header)) or 'none'}. Map yours with --columns "
+                         f"{', '.join(map(str, header)) or 'none'}.{meant} Map yours with --columns "
                          "loss=NAME (API: columns={'loss': NAME})")
     return found
+
+
+def near_misses(header, found: dict) -> list[tuple[str, str, str]]:
+    """(column, the name it is close to, that name's field) for each column of ``header`` that
+    is not read and is within ``NEAR`` of the name or an alias (two characters or more) of a
+    field the table lacks."""
+    out = []
+    for col in map(str, header):
+        if col in found.values() or col in AMBIGUOUS:
+            continue
+        best = max(((difflib.SequenceMatcher(None, col.lower(), name.lower()).ratio(), name, f.name)
+                    for f in FIELDS.values() if f.name not in found
+                    for name in (f.name, *f.aliases) if len(name) > 1), default=None)
+        if best is not None and best[0] >= NEAR:
+            out.append((col, best[1], best[2]))
+    return out
+
+
+def check_near_misses(header, found: dict, columns: dict | None, where: str,
+                      records: list[dict]) -> list[str]:
+    """Notes naming each unread column that looks like a misspelled column name
+    (:func:`near_misses`) and holds what that column holds (numbers, unless a text field: a
+    column ``model`` of model names is no misspelled ``d_model``). One that would decide the law
+    (:data:`DECISIVE`) is a ValueError instead, unless ``columns`` names the table's columns
+    (then it is left unread, with a note)."""
+    notes = []
+    for col, name, field in near_misses(header, found):
+        if field not in TEXT_FIELDS and not _holds_numbers(records, col):
+            continue
+        text = (f"{where}: column {col!r} is not read: did you mean {name!r}"
+                f"{'' if name == field else f' ({field})'}? Rename it, or map it with --columns "
+                f"{field}={col}")
+        if field in DECISIVE and not columns:
+            raise ValueError(f"{text} (API: columns={{'{field}': '{col}'}}); unread, the table has "
+                             f"no {field} column, which changes what is fitted. If it holds "
+                             "something else, name the columns you mean with --columns and it "
+                             "stays unread")
+        notes.append(text)
+    return notes
+
+
+def _holds_numbers(records: list[dict], col: str) -> bool:
+    """Every non-empty cell of ``col`` a finite number ≥ 0, and at least one cell non-empty."""
+    cells = [r.get(col) for r in records]
+    cells = [c for c in cells if c is not None and str(c).strip() not in ("", "nan")]
+    try:
+        return bool(cells) and all(math.isfinite(float(c)) and float(c) >= 0 for c in cells)
+    except (TypeError, ValueError):
+        return False
 
 
 def read_d_column(records: list[dict], found: dict, where: str):

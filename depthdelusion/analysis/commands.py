@@ -58,8 +58,8 @@ def _load(runs: str, group: str | None = None, columns: str | None = None, colum
             raise ValueError(f"--vocab {vocab}: the table's vocab_size column says "
                              f"{', '.join(str(int(v)) for v in np.unique(own))}")
         table.vocab_size = np.full(len(table), float(vocab))
-    for note in table.notes:  # a duplicated row changes every standard error: say so now
-        if "repeat an earlier row" in note:
+    for note in table.notes:  # a duplicated row, an unread column that looks misspelled: say so now
+        if "repeat an earlier row" in note or "did you mean" in note:
             print(f"warning: {note}", file=sys.stderr)
     for spec in [reduce] if isinstance(reduce, str) else (reduce or []):  # in the order given
         table = reduce_replicates(table, spec)
@@ -273,7 +273,6 @@ def run_isoflop(*, runs: str, by: str | None = None, group: str | None = None,
     from .isoflop import isoflop
     from .problem import LOSSES
     from .row_filter import split_by
-    from .runs import load_runs
 
     if method not in LOSSES.values():  # the CLI's --loss name
         if method not in LOSSES:
@@ -288,7 +287,7 @@ def run_isoflop(*, runs: str, by: str | None = None, group: str | None = None,
     replicates = BIAS_REPLICATES if replicates is None else replicates
     if replicates < 1:
         raise ValueError(f"--replicates {replicates}: must be at least 1")
-    table = load_runs(runs, group=group, columns=column_mapping(columns, column), where=where)
+    table = _load(runs, group=group, columns=columns, column=column, where=where)
     parts = {None: table} if by is None else split_by(table, by)
     results = {}
     for value, part in parts.items():

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .interval_text import interval_text
 from .laws import Law, LawInputs, get_law
 from .problem import HUBER_THRESHOLD, OFFSET, offset_name
 from .runs import load_runs
@@ -392,9 +393,9 @@ class FitResult:
                 f"95% CI bootstrap ({self.n_bootstrap})" if self.ci_bootstrap else "95% CI bootstrap"]
         rows = []
         for name, value in self.params.items():
-            jac = format_interval(self.ci_jacobian[name]) + (" log" if name in self.jacobian_log else "")
-            prof = format_interval(self.ci_profile[name]) if self.ci_profile and name in self.ci_profile else "—"
-            boot = format_interval(self.ci_bootstrap[name]) if self.ci_bootstrap else "—"
+            jac = interval_text(self.ci_jacobian[name]) + (" log" if name in self.jacobian_log else "")
+            prof = interval_text(self.ci_profile[name]) if self.ci_profile and name in self.ci_profile else "—"
+            boot = interval_text(self.ci_bootstrap[name]) if self.ci_bootstrap else "—"
             rows.append([name, format_estimate(self, name), _g(self.stderr[name]), jac, prof, boot])
         for name, value in self.fixed.items():
             rows.append([name, _g(value), "(fixed)", "", "", ""])
@@ -409,7 +410,7 @@ class FitResult:
                      "profile interval): no estimate is printed.")
         lines.append("Jacobian CI: from the column-scaled Jacobian; 'log' = computed in log space "
                      "(positive scale). Profile CI: " + (self.profile_statistic or "not computed")
-                     + "; ±inf = not bounded by the data. Bootstrap: " + (self.bootstrap_scheme or "none") + ".")
+                     + "; unbounded = not bounded by the data. Bootstrap: " + (self.bootstrap_scheme or "none") + ".")
         lines.append("")
         lines.append("Identifiability flags:" if self.flags else "Identifiability flags: none")
         lines += [f"  ! {f}" for f in self.flags]
@@ -499,16 +500,6 @@ def _profile_interval(profile, value, crit: float, bounds, log: bool) -> tuple:
     return tuple(ends)
 
 
-def format_interval(pair) -> str:
-    """[lo, hi] with open ends as (-inf or inf); — for none."""
-    if pair is None:
-        return "—"
-    lo, hi = pair
-    left = "(-inf" if lo == -np.inf else f"[{_g(lo)}"
-    right = "inf)" if hi == np.inf else f"{_g(hi)}]"
-    return f"{left}, {right}"
-
-
 _KEYWORDS = {"depth": "D", "width": "W", "params": "N", "tokens": "T"}  # predict(params=...)
 
 
@@ -550,4 +541,29 @@ def predict_with(law, values: dict, runs=None, **columns) -> np.ndarray:
     law = get_law(law)
     x = runs if isinstance(runs, LawInputs) else _inputs(runs, **columns)[0]
     with np.errstate(all="ignore"):
-        return np.asarray(law(x, **values), dtype=float) * np.ones_like(x.D)
+        out = np.asarray(law(x, **values), dtype=float) * np.ones_like(x.D)
+    _check_inputs(law, x, out)
+    return out
+
+
+def _check_inputs(law, x: LawInputs, predicted: np.ndarray) -> None:
+    """Refuse a prediction left undefined because an input the law reads was not given (a NaN
+    prediction would look like an answer)."""
+    from .columns import LAW_INPUTS, law_columns
+
+    bad = ~np.isfinite(predicted)
+    if not bad.any():
+        return
+    reads = [c for c in law_columns(law) if c != "loss"]
+    missing = [col for key, col in LAW_INPUTS.items() if col in reads and not np.all(
+        np.isfinite(np.broadcast_to(getattr(x, key), predicted.shape)[bad]))]
+    if not missing:
+        return  # every input given: the law itself is undefined there
+    rows = np.flatnonzero(bad.ravel()) + 1
+    where = ("for every row" if bad.all() else f"for {len(rows)} of {bad.size} rows (row"
+             f"{'s' if len(rows) > 1 else ''} {', '.join(map(str, rows[:6]))}"
+             f"{', ...' if len(rows) > 6 else ''})")
+    raise ValueError(f"predict: law {law.name!r} reads {', '.join(reads)}; {', '.join(missing)} "
+                     f"{'is' if len(missing) == 1 else 'are'} missing {where}: give "
+                     f"{'it' if len(missing) == 1 else 'them'} (a column of the table, or "
+                     f"{', '.join(f'{c}=...' for c in missing)})")

@@ -28,7 +28,8 @@ from scipy import special
 
 from .columns import check_law_columns
 from .diagnostics import OUTLIER_Z, leverage, pooled_group_flag, pooled_groups, row_diagnostics
-from .fit_result import FitResult, StartsSummary, format_interval
+from .fit_result import FitResult, StartsSummary
+from .interval_text import interval_text
 from .laws import LawInputs, get_law
 from .problem import OFFSET, Problem
 from .profile import Statistic, profile_intervals
@@ -957,7 +958,7 @@ def _identifiability_flags(result: FitResult, problem: Problem) -> list[str]:
         lo, hi = result.ci_jacobian[nm]
         prof = result.ci_profile.get(nm) if result.ci_profile else None
         if prof is not None and prof[0] <= 0 <= prof[1]:
-            flags.append(f"{nm}: profile 95% interval {format_interval(prof)} includes 0")
+            flags.append(f"{nm}: profile 95% interval {interval_text(prof)} includes 0")
         elif np.isfinite(lo) and np.isfinite(hi) and lo < 0 < hi:
             flags.append(f"{nm}: Jacobian 95% interval [{_g(lo)}, {_g(hi)}] spans zero")
         elif result.ci_bootstrap and result.ci_bootstrap[nm][0] < 0 < result.ci_bootstrap[nm][1]:

@@ -9,9 +9,10 @@ N*(C), with Fieller's 95% interval (t quantile, m − 3 degrees of freedom for m
 x where |c₁ + 2c₂x| is not significantly different from zero. D*(C) = C/(6·N*).
 
 A budget is flagged — and left out of the exponent fit unless ``include_flagged`` — when it has
-fewer than 3 distinct sizes (no parabola), the parabola opens downwards (no minimum), or the
-vertex lies outside the sampled N range (an extrapolated optimum). Without a minimum a budget
-is never used. The exponents come from ordinary least squares of ln N* on ln C over the used
+fewer than 3 distinct sizes (no parabola), the parabola opens downwards (no minimum), it is so
+flat that its vertex is beyond any float N (no optimum: the losses lie on a line in ln N), or the
+vertex lies outside the sampled N range (an extrapolated optimum). Without a vertex a budget is
+never used. The exponents come from ordinary least squares of ln N* on ln C over the used
 budgets: N* ∝ C^a with the t interval (k − 2 degrees of freedom for k budgets); since
 D* = C/(6N*), ln D* = ln C − ln 6 − ln N* and b = 1 − a with the same interval width.
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+from .interval_text import interval_text
 from .runs import Runs, load_runs
 
 #: Relative tolerance on C within which runs form one budget.
@@ -38,6 +40,10 @@ BIAS_REPLICATES = 20
 LEVEL = 0.95
 
 FEW_POINTS, NO_MINIMUM, OUTSIDE = "fewer_than_3_sizes", "no_minimum", "vertex_outside_sampled_N"
+#: A minimum so flat that its vertex N* (or D* = C/(6N*)) is beyond any float: no optimum at all.
+FLAT = "flat_parabola"
+#: Flags of a budget without a usable vertex: never used, not even with include_flagged.
+NO_VERTEX = (FEW_POINTS, NO_MINIMUM, FLAT)
 
 
 @dataclass
@@ -113,13 +119,13 @@ class IsoflopResult:
         for b in self.budgets:
             lo, hi = b.n_opt_ci
             lines.append(f"{b.compute:10.3g} {b.points:4d} {_g(b.n_opt):>10} "
-                         f"{'[' + _g(lo) + ', ' + _g(hi) + ']':>23} {_g(b.d_opt):>10} "
+                         f"{interval_text((lo, hi), '.3g'):>23} {_g(b.d_opt):>10} "
                          f"{_g(b.loss_opt, 4):>7}  {', '.join(b.flags) or '-'}"
                          + ("" if b.used else "  (not used)"))
-        lines += ["", f"N* ∝ C^a: a = {self.a.value:.4f}, 95% CI [{_g(self.a.ci[0], 4)}, "
-                      f"{_g(self.a.ci[1], 4)}] ({self.a.method})",
-                  f"D* ∝ C^b: b = {self.b.value:.4f}, 95% CI [{_g(self.b.ci[0], 4)}, "
-                  f"{_g(self.b.ci[1], 4)}] ({self.b.method})"]
+        lines += ["", f"N* ∝ C^a: a = {self.a.value:.4f}, 95% CI {interval_text(self.a.ci)} "
+                      f"({self.a.method})",
+                  f"D* ∝ C^b: b = {self.b.value:.4f}, 95% CI {interval_text(self.b.ci)} "
+                  f"({self.b.method})"]
         if self.bias is not None:
             lines += ["", _bias_text(self.bias)]
         lines += [f"note: {n}" for n in self.notes]
@@ -179,8 +185,12 @@ def fit_budget(N: np.ndarray, loss: np.ndarray, compute: float, index) -> Budget
         budget.flags.append(NO_MINIMUM)
         return budget
     xv = -c1 / (2 * c2)
-    budget.n_opt = math.exp(centre + xv)
-    budget.d_opt = compute / (6.0 * budget.n_opt)
+    n_opt = _exp(centre + xv)
+    d_opt = compute / (6.0 * n_opt) if n_opt > 0 else math.inf
+    if not (0 < n_opt < math.inf and 0 < d_opt < math.inf):
+        budget.flags.append(FLAT)
+        return budget
+    budget.n_opt, budget.d_opt = n_opt, d_opt
     budget.loss_opt = c0 + c1 * xv + c2 * xv * xv
     df = len(N) - 3
     if df >= 1:
@@ -188,11 +198,16 @@ def fit_budget(N: np.ndarray, loss: np.ndarray, compute: float, index) -> Budget
         s2 = float(resid @ resid) / df
         V = s2 * np.linalg.pinv(X.T @ X)
         lo, hi = _fieller(c1, c2, V[1, 1], V[1, 2], V[2, 2], stats.t.ppf(0.5 + LEVEL / 2, df))
-        budget.n_opt_ci = (math.exp(centre + lo) if np.isfinite(lo) else 0.0,
-                           math.exp(centre + hi) if np.isfinite(hi) else math.inf)
+        budget.n_opt_ci = (_exp(centre + lo), _exp(centre + hi))
     if not budget.n_range[0] <= budget.n_opt <= budget.n_range[1]:
         budget.flags.append(OUTSIDE)
     return budget
+
+
+def _exp(x: float) -> float:
+    """e^x, 0 below and inf above the float range (a vertex or interval end beyond any N)."""
+    with np.errstate(over="ignore", under="ignore"):
+        return float(np.exp(x))
 
 
 def _fieller(c1, c2, v11, v12, v22, t):
@@ -226,15 +241,31 @@ def isoflop(runs, *, tolerance: float = TOLERANCE, include_flagged: bool = False
         result.notes.append("D* = C/(6·N*), so b = 1 − a by construction")
     else:
         result.notes.append("D* = C/(6·N*) (the compute column's C), so b = 1 − a by construction")
-    if bias and not np.isfinite(result.a.value):
-        result.notes.append("bias not simulated: Approach 2 gave no exponent on this table")
-    elif bias:
+    if len(result.used) < 2:
+        raise ValueError(_too_few_budgets(result, include_flagged))
+    if bias:
         try:
             result.bias = approach2_bias(runs, result, method=method, replicates=replicates,
                                          seed=seed, include_flagged=include_flagged)
         except ValueError as err:  # e.g. the Chinchilla law cannot be fitted to these runs
             result.notes.append(f"bias not simulated: {str(err).splitlines()[0]}")
     return result
+
+
+def _too_few_budgets(result: IsoflopResult, include_flagged: bool) -> str:
+    """Why a table gives no exponent: its budgets by what each lacks, and what is needed."""
+    kinds = {FEW_POINTS: "with fewer than 3 sizes", NO_MINIMUM: "without a minimum",
+             FLAT: "too flat for a vertex", OUTSIDE: "with the vertex outside their N"}
+    counts = [f"{len(result.used)} usable"] + [
+        f"{n} {text}" for flag, text in kinds.items()
+        if (n := sum(flag in b.flags and not b.used for b in result.budgets))]
+    hint = (" (--include-flagged uses a vertex outside the sampled N)"
+            if not include_flagged and any(OUTSIDE in b.flags for b in result.budgets) else "")
+    n = len(result.budgets)
+    return (f"{result.source}: {n} budget{'s' if n != 1 else ''}: {', '.join(counts)}. Approach 2 "
+            "needs at least 2 compute budgets (runs whose C agree within --tolerance "
+            f"{result.tolerance:g}), each with at least 3 distinct sizes N whose losses have a "
+            f"minimum between the smallest and largest N{hint}: an isoFLOP sweep")
 
 
 def _rows_text(rows: dict) -> str:
@@ -255,8 +286,7 @@ def _approach2(N, loss, compute, tolerance, include_flagged) -> IsoflopResult:
     budgets = [fit_budget(N[i], loss[i], float(np.exp(np.mean(np.log(compute[i])))), i)
                for i in group_budgets(compute, tolerance)]
     for b in budgets:
-        b.used = not (FEW_POINTS in b.flags or NO_MINIMUM in b.flags) and (
-            include_flagged or not b.flags)
+        b.used = not set(NO_VERTEX) & set(b.flags) and (include_flagged or not b.flags)
     used = [b for b in budgets if b.used]
     notes = []
     method = f"OLS of ln N* on ln C over {len(used)} budgets, t interval ({max(len(used) - 2, 0)} df)"
@@ -307,6 +337,9 @@ class Bias:
     seed: int
     method: str
     disagree: list
+    #: Simulations in which a budget the table used had no usable vertex (FLAT, NO_MINIMUM or,
+    #: without include_flagged, OUTSIDE): Approach 2 used fewer budgets there, as it would.
+    short: int = 0
 
     @property
     def a(self) -> float:
@@ -324,6 +357,7 @@ class Bias:
                 "law_a": {"value": _num(self.law_a), "ci": [_num(v) for v in self.law_a_ci]},
                 "law_b": {"value": _num(self.law_b), "ci": [_num(v) for v in self.law_b_ci]},
                 "replicates": self.replicates, "replicates_with_exponents": n,
+                "replicates_short": self.short,
                 "noise_sd": _num(self.noise_sd), "seed": self.seed, "fit_method": self.method,
                 "disagree": list(self.disagree)}
 
@@ -361,18 +395,19 @@ def approach2_bias(runs, iso: IsoflopResult, *, method: str = "lm",
     log_scale = method == "huber"
     sd = float(np.sqrt(np.mean((np.log(table.loss) - np.log(mean)) ** 2))) if log_scale else fit_result.rmse
     rng = np.random.default_rng(seed)
-    sim_a, sim_b = [], []
+    sim_a, sim_b, short = [], [], 0
     for _ in range(replicates):
         e = rng.normal(0.0, sd, len(mean))
         y = mean * np.exp(e) if log_scale else mean + e
         r = _approach2(table.params, y, compute, iso.tolerance, include_flagged)
+        short += any(ours.used and not sim.used for ours, sim in zip(iso.budgets, r.budgets))
         if np.isfinite(r.a.value):
             sim_a.append(r.a.value)
             sim_b.append(r.b.value)
     if not sim_a:
         raise ValueError(f"none of the {replicates} simulations had 2 usable budgets")
     bias = Bias(law_a, law_a_ci, law_b, law_b_ci, np.array(sim_a), np.array(sim_b), sd,
-                replicates, seed, method, [])
+                replicates, seed, method, [], short)
     for name, ours, law_ci in (("a", iso.a, law_a_ci), ("b", iso.b, law_b_ci)):
         lo, hi = ours.ci
         if np.isfinite(ours.value) and (hi < law_ci[0] or lo > law_ci[1]):
@@ -390,12 +425,18 @@ def _bias_text(bias: dict) -> str:
              + (", on ln loss" if bias["fit_method"] == "huber" else ", nats") + "), the same (N, D)"]
     for k in ("a", "b"):
         law = bias[f"law_{k}"]
-        lines.append(f"  {k}: law's own {law['value']:.4f} [{_g(law['ci'][0], 4)}, {_g(law['ci'][1], 4)}] "
+        # JSON's null here is an infinite end (the law's standard error is infinite)
+        ci = [end if v is None else v for v, end in zip(law["ci"], (-math.inf, math.inf))]
+        lines.append(f"  {k}: law's own {law['value']:.4f} {interval_text(ci)} "
                      f"(delta method from the Jacobian, t); Approach 2 on the simulations minus it: "
                      f"{bias[k]:+.4f} ± {_g(bias[k + '_mc_se'], 2)} (Monte Carlo s.e.)")
     if bias["replicates_with_exponents"] < bias["replicates"]:
         lines.append(f"  {bias['replicates'] - bias['replicates_with_exponents']} simulations had "
                      "fewer than 2 usable budgets (left out)")
+    if bias.get("replicates_short"):
+        lines.append(f"  {bias['replicates_short']} simulations lost a budget the table used (its "
+                     "parabola had no minimum, was too flat for a vertex, or its vertex left the "
+                     "sampled N): Approach 2 used the others there, as it would on such data")
     lines += [f"  {d}" for d in bias["disagree"]] or ["  Approach 2 and the Chinchilla fit agree "
                                                       "within their 95% intervals"]
     return "\n".join(lines)

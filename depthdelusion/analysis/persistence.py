@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, stats
 
+from .interval_text import interval_text
 from .reference import PAPER_KAPPA, PAPER_PERSISTENCE_EXPONENT
 from .runs import load_runs
 
@@ -89,15 +90,11 @@ class PersistenceFit:
                 f"{self.rate_ci[1]:+.3g}] ({self.ci_method}), R² {self.r2:.2f}")
         if self.status == "decay":
             return (f"{where}: decay towards the input, ℓ = {self.length:.3g} layers "
-                    f"[{self.ci[0]:.3g}, {_fmt_inf(self.ci[1])}]; {rate}{warn}")
+                    f"{interval_text(self.ci, '.3g')}; {rate}{warn}")
         if self.status == "growth":
             return (f"{where}: growth towards the input (gradients e-fold every "
                     f"{-self.length:.3g} layers going down); {rate}{warn}")
         return f"{where}: flat — no significant decay or growth; {rate}{warn}"
-
-
-def _fmt_inf(v: float) -> str:
-    return ("∞" if v > 0 else "−∞") if np.isinf(v) else f"{v:.3g}"
 
 
 def _status(rate_ci) -> str:
@@ -301,7 +298,7 @@ def length_statement(lo: float, hi: float) -> str:
     if not (np.isfinite(lo) and np.isfinite(hi)):
         return "no rate"
     if lo > 0:
-        return f"ℓ in [{1 / hi:.3g}, {_fmt_inf(1 / lo)}] layers (decay)"
+        return f"ℓ in {interval_text((1 / hi, 1 / lo), '.3g')} layers (decay)"
     if hi < 0:
         return f"growth towards the input (no decay; growth length {-1 / lo:.3g}–{-1 / hi:.3g} layers)"
     bound = 1 / max(abs(lo), abs(hi))
@@ -416,7 +413,7 @@ class PersistenceScaling:
                 f"{n - self.n_growth - self.n_flat} decay, {self.n_flat} flat, {self.n_growth} "
                 f"growth; none excluded), weighted by the rates' variances:\n"
                 f"  power law  ℓ = {self.c:.4g}·W^{self.p:.3f}  (p 95% profile-likelihood CI "
-                f"[{_fmt_inf(self.p_ci[0])}, {_fmt_inf(self.p_ci[1])}])  weighted R² on 1/ℓ = "
+                f"{interval_text(self.p_ci, '.3g')})  weighted R² on 1/ℓ = "
                 f"{self.r2_power:.3f}\n{sign}"
                 f"  log form   ℓ = {self.a:.4g}·ln W {self.b:+.4g}  weighted R² on 1/ℓ = {self.r2_log:.3f}\n"
                 f"  better by R²: {better}")

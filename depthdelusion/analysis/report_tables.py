@@ -12,6 +12,7 @@ import numpy as np
 
 from .consistency import CONVENTIONS
 from .fit_result import DRIFT, OK, parameter_status
+from .interval_text import end_text, interval_text
 from .laws import shape_kind
 from .reference import PAPER_FIT, PAPER_KAPPA, PAPER_SHAPE_EXPONENTS
 from .report_results import RANGE_TOL, ReportResults
@@ -23,16 +24,18 @@ SPAN_LIMIT = 1e3  # a scale parameter whose interval spans more than this factor
 
 # --- cells ---------------------------------------------------------------------------------------
 
+#: The report's open interval ends and infinite numbers: its tables' notation, explained in
+#: report.md's notes (the terminal writes "unbounded": interval_text.OPEN_ENDS).
+REPORT_OPEN_ENDS = ("−∞", "∞")
+
+
 def fmt(v, spec=".4g") -> str:
     """A number to ``spec``; "—" for None/NaN, "∞"/"−∞"; a signed zero as "0"."""
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "—" if v is None or math.isnan(v) else ("∞" if v > 0 else "−∞")
-    out = format(v, spec)
-    return "0" if out.lstrip("-+") in ("0", "0.0", "0.00", "0.000", "0.0000") and spec.endswith("g") else out
+    return end_text(v, spec, REPORT_OPEN_ENDS)
 
 
 def interval(ci, spec=".3g") -> str:
-    return "—" if not ci else f"[{fmt(ci[0], spec)}, {fmt(ci[1], spec)}]"
+    return interval_text(ci, spec, REPORT_OPEN_ENDS)
 
 
 def _is_scale(f, name: str) -> bool:

@@ -8,8 +8,9 @@ Grammar (parsed here, never evaluated as Python)::
     VALUE  := a number | true | false | a word | 'quoted text' | "quoted text"
 
 COLUMN is a canonical column name (``params``, ``tokens``, ``group``, ...), the table's own
-name for one (``N``, ``params_billions``: compared in the table's own unit) or any other column
-of the table (``lr``, ``seed``, ``dataset``). A number VALUE compares numerically: a cell that
+name for one, any alias the table reader reads (``N``, ``T``, ``W``, ``C``, ``params_billions``:
+:data:`.columns.FIELDS`; a scaled one such as ``params_billions`` compares in its own unit) or
+any other column of the table (``lr``, ``seed``, ``dataset``). A number VALUE compares numerically: a cell that
 is not a number satisfies only ``!=``. ``true`` / ``false`` (any case) compare with the cells'
 text case-insensitively; any other VALUE compares as text (``==`` and ``!=`` only).
 """
@@ -107,23 +108,33 @@ def _comparison(column: str, op: str, raw: str, *, quoted: bool, text: str) -> C
 
 
 def column_values(runs, column: str) -> np.ndarray:
-    """The values of ``column`` in ``runs`` (canonical name, the table's own name for one, or
+    """The values of ``column`` in ``runs`` (canonical name, the table's own name for one, any
+    alias the table reader reads (:data:`.columns.FIELDS`; ``params_billions`` in billions), or
     another column of the table); ValueError listing the columns when there is none."""
-    from .columns import FIELDS, scale_of
+    from .columns import FIELDS, field_of, scale_of
 
     sources = getattr(runs, "column_sources", {}) or {}
     if column in FIELDS and column in sources or column in FIELDS and runs.has(column):
         return np.asarray(getattr(runs, column))
     for canonical, source in sources.items():
         if source == column:
-            values = np.asarray(getattr(runs, canonical))
-            scale = scale_of(source)
-            return values / scale if scale != 1 and values.dtype != object else values
+            return _in_unit_of(np.asarray(getattr(runs, canonical)), source)
     if column in runs.extra:
         return np.asarray(runs.extra[column], dtype=object)
+    canonical = field_of(column)
+    if canonical is not None and (canonical in sources or runs.has(canonical)):
+        return _in_unit_of(np.asarray(getattr(runs, canonical)), column)
     known = list(dict.fromkeys([*sources.values(), *(c for c in FIELDS if runs.has(c)), *runs.extra]))
     raise ValueError(f"--where: no column {column!r} in {runs.source or 'the table'}; its "
                      f"columns: {', '.join(map(str, known)) or 'none'}")
+
+
+def _in_unit_of(values: np.ndarray, name: str) -> np.ndarray:
+    """Counts in the unit a column name says (``params_billions``: billions)."""
+    from .columns import scale_of
+
+    scale = scale_of(name)
+    return values / scale if scale != 1 and values.dtype != object else values
 
 
 def row_mask(runs, comparisons: list[Comparison]) -> np.ndarray:

@@ -18,7 +18,8 @@ import numpy as np
 from depthdelusion import rundir
 from depthdelusion.data.tokenizers import ByteTokenizer, vocab_size
 
-from .columns import AMBIGUOUS_D, AMBIGUOUS_L, FIELDS, read_d_column, resolve, scale_of
+from .columns import (AMBIGUOUS_D, AMBIGUOUS_L, FIELDS, TEXT_FIELDS, check_near_misses, read_d_column,
+                      resolve, scale_of)
 from .reference import PAPER_TOKENIZER
 
 #: The vocabulary of the paper's runs (its tokenizer's; the bundled table has no vocab column).
@@ -311,7 +312,6 @@ def _is_dataframe(obj) -> bool:
     return type(obj).__name__ == "DataFrame" and hasattr(obj, "columns")
 
 
-_TEXT = ("group", "name", "tokenizer", "loss_unit")
 _INTEGER = ("depth", "width", "vocab_size")
 _OPTIONAL = ("tokens", "loss_se", "vocab_size", "params_non_embedding", "compute")  # may be empty in some rows
 
@@ -337,11 +337,12 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
         if reading is not None:
             found[reading[0]] = AMBIGUOUS_D
             read_as[AMBIGUOUS_D] = reading[1]
+    misspelled = check_near_misses(header, found, columns, where, [r for _, r in finished])
     cols = {k: [] for k in found}
     for i, rec in finished:
         line = f"{where} row {i + 1}"
         for key, src in found.items():
-            if key in _TEXT:
+            if key in TEXT_FIELDS:
                 raw = rec.get(src)
                 is_empty = raw is None or (isinstance(raw, float) and math.isnan(raw))
                 cols[key].append("" if is_empty else str(raw).strip())
@@ -361,6 +362,7 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
         raise ValueError(f"{where}: column 'L' holds whole numbers only ({_some(np.unique(runs.loss))}): "
                          "layers, not a loss? Name the loss column with --columns loss=NAME "
                          "(and depth=L if L is the depth)")
+    runs.notes += misspelled
     dup = duplicated_rows(records, header)
     if dup:
         runs.notes.append(f"{where}: {len(dup)} row(s) repeat an earlier row in every column (rows "
@@ -427,10 +429,23 @@ def load_csv(path, *, columns: dict | None = None) -> Runs:
     except UnicodeDecodeError as err:
         raise ValueError(f"{path}: not UTF-8 text (byte {err.start}); save the table as UTF-8 "
                          "CSV, or give a parquet file") from None
-    records = list(csv.DictReader(io.StringIO(text, newline=""), delimiter=_delimiter(text, path)))
+    delimiter = _delimiter(text, path)
+    check_header(next(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter), []), str(path))
+    records = list(csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter))
     runs = runs_from_records(records, where=str(path), columns=columns)
     runs.source = str(path)
     return runs
+
+
+def check_header(names, where: str) -> None:
+    """Refuse a header that names a column twice: a reader keeps only one of the two (the last,
+    for csv and pandas), silently."""
+    names = [str(n) for n in names]
+    for name in dict.fromkeys(names):
+        at = [i + 1 for i, n in enumerate(names) if n == name]
+        if len(at) > 1:
+            raise ValueError(f"{where}: column {name!r} appears {len(at)} times in the header "
+                             f"(columns {', '.join(map(str, at))}); rename or remove all but one")
 
 
 def _delimiter(text: str, path) -> str:
@@ -460,6 +475,7 @@ def load_parquet(path, *, columns: dict | None = None) -> Runs:
     except (OSError, ValueError) as err:
         raise ValueError(f"{path}: not a readable parquet file ({type(err).__name__}: "
                          f"{str(err).splitlines()[0] if str(err) else 'no detail'})") from None
+    check_header(frame.columns, str(path))
     runs = runs_from_records(frame.to_dict(orient="records"), where=str(path), columns=columns)
     runs.source = str(path)
     return runs
@@ -467,6 +483,7 @@ def load_parquet(path, *, columns: dict | None = None) -> Runs:
 
 def runs_from_dataframe(frame, *, columns: dict | None = None) -> Runs:
     """Runs from a pandas DataFrame; columns as in :func:`runs_from_records`."""
+    check_header(frame.columns, "DataFrame")
     return runs_from_records(frame.to_dict(orient="records"), where="DataFrame", columns=columns)
 
 

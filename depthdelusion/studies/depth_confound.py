@@ -611,6 +611,7 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
     """report.md, points.csv, lr_curves.csv and loss_vs_depth.png from the finished runs in
     OUT/runs; OUT local or gs:// (the figure drawn locally and copied up)."""
     from depthdelusion import rundir
+    from depthdelusion.analysis.interval_text import interval_text
     from depthdelusion.analysis.tables import Table, markdown_table
     from depthdelusion.studies import depth_confound_laws as laws
 
@@ -702,7 +703,7 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
                  f"diverged; {dof} dof)." if sigma else
                  "not yet measured (no seed replicates): no intervals yet."), ""]
     rows = [[c["parametrization"], c["width"], c["depth"], c["lrs"], c["losses"],
-             f"{c['fit_lr']:.3g} [{c['fit_lr_lo']:.3g}, {c['fit_lr_hi']:.3g}]" if math.isfinite(c["fit_lr"]) else "–",
+             f"{c['fit_lr']:.3g} {interval_text((c['fit_lr_lo'], c['fit_lr_hi']), '.3g')}" if math.isfinite(c["fit_lr"]) else "–",
              f"{_fmt(c['fit_loss'])} [{_fmt(c['fit_loss_lo'])}, {_fmt(c['fit_loss_hi'])}]" if math.isfinite(c["fit_loss"]) else "–",
              c["note"]] for c in curves]
     lines += [markdown_table(["param", "W", "D", "lrs", "losses", "fitted lr* [95%]", "loss at lr* [95%]", "note"], rows), ""]

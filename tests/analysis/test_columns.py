@@ -137,3 +137,43 @@ def test_law_columns_are_found_by_probing_the_law_so_user_laws_need_no_declarati
     assert law_missing_columns("chinchilla", runs) == ["tokens"]
     with pytest.raises(ValueError, match="needs per-run token counts that vary"):
         check_law_columns("chinchilla", runs)
+
+
+def test_a_misspelled_law_column_is_an_error_with_a_did_you_mean(tmp_path, capsys):
+    """`tokenz` made `fit` fall back from chinchilla to kaplan without a word; `widht` from the
+    depth law to chinchilla. A column that is not read and is close to the name or an alias of
+    a law column the table lacks is an error: exit 2, naming the column and the one meant."""
+    from depthdelusion.cli import main
+
+    N, T, loss = chinchilla_rows()
+    path = write_csv(tmp_path / "t.csv", ["params", "tokenz", "loss"], zip(N, T, loss))
+    assert main(["fit", str(path), "--bootstrap", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(path) in err
+    assert "column 'tokenz' is not read: did you mean 'tokens'?" in err
+    assert "--columns tokens=tokenz" in err
+    rows = [{"depth": 4, "widht": 256, "params": n, "tokens": t, "loss": v} for n, t, v in zip(N, T, loss)]
+    with pytest.raises(ValueError, match="column 'widht' is not read: did you mean 'width'"):
+        load_runs(rows)
+    with pytest.raises(ValueError, match="column 'Params' is not read: did you mean 'params'"):
+        load_runs([{"Params": n, "loss": v} for n, v in zip(N, loss)])
+    with pytest.raises(ValueError, match=r"no loss column .* Column 'Loss': did you mean 'loss'\?"):
+        load_runs([{"params": n, "Loss": v} for n, v in zip(N, loss)])
+    # mapped, it is read; with other columns named by --columns it is left unread, said loudly
+    assert load_runs(path, columns={"tokens": "tokenz"}).has("tokens")
+    named = load_runs(path, columns={"loss": "loss"})
+    assert not named.has("tokens") and any("did you mean 'tokens'" in n for n in named.notes)
+    assert main(["fit", str(path), "--bootstrap", "0", "--columns", "loss=loss"]) == 0
+    assert "warning: " in capsys.readouterr().err
+
+
+def test_a_misspelled_optional_column_is_a_warning_and_far_names_are_not_flagged():
+    N, T, loss = chinchilla_rows(n=6)
+    rows = [{"params": n, "tokens": t, "loss": v, "loss_sterr": 0.01, "lr": 3e-4, "seed": 1,
+             "eval_loss": v, "dataset": "web", "params_convention": "total",
+             "model": "llama-8b", "layer": "all"}  # text: no d_model, no layers
+            for n, t, v in zip(N, T, loss)]
+    runs = load_runs(rows)
+    assert [n for n in runs.notes if "did you mean" in n] == [
+        "list of runs: column 'loss_sterr' is not read: did you mean 'loss_stderr' (loss_se)? "
+        "Rename it, or map it with --columns loss_se=loss_sterr"]

@@ -1,5 +1,6 @@
 """Intervals that mean what they say: scaled covariance, profile likelihood, cold bootstrap."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -75,7 +76,13 @@ def test_profile_is_open_ended_when_the_data_do_not_bound_a_parameter():
     r = fit(runs, "depth_delusion", bootstrap=0, leave_one_out=False)
     assert r.ci_profile["kappa"][1] == math.inf
     assert r.ci_profile["lam"][0] == 0.0  # λ → 0 fits as well: [0, ...]
-    assert "inf)" in r.summary()
+    # printed as "unbounded", in the table and in the flags: never inf, nan or None
+    text = r.summary()
+    kappa_row = next(line for line in text.splitlines() if line.startswith("kappa "))
+    assert ", unbounded]" in kappa_row
+    assert "kappa: profile 95% interval [0, unbounded] includes 0" in text
+    intervals = re.findall(r"\[[^\]]*\]", text)
+    assert len(intervals) > 12 and not [i for i in intervals if re.search(r"inf|nan|None", i)]
 
 
 def test_bootstrap_refits_start_from_the_optimum_and_cold_and_reach_each_resamples_own_optimum():
@@ -136,3 +143,14 @@ def test_huber_profile_intervals_are_as_wide_as_the_bootstrap_ones():
     (pl, ph), (bl, bh) = r.ci_profile["alpha"], r.ci_bootstrap["alpha"]
     assert 0.7 < (ph - pl) / (bh - bl) < 1.4, ((pl, ph), (bl, bh))
     assert "H the Huber objective" in r.profile_statistic
+
+
+def test_one_formatter_writes_every_interval_and_an_open_end_as_unbounded():
+    from depthdelusion.analysis.interval_text import interval_text
+    from depthdelusion.analysis.report_tables import interval
+
+    assert interval_text((0.0, math.inf)) == "[0, unbounded]"
+    assert interval_text((-math.inf, 1.5)) == "[unbounded, 1.5]"
+    assert interval_text((-0.0, 0.12345), ".3g") == "[0, 0.123]"
+    assert interval_text((math.nan, 2.0)) == "[—, 2]" and interval_text(None) == "—"
+    assert interval((0.0, math.inf)) == "[0, ∞]"  # the report's tables: their notation, same rules

@@ -75,17 +75,40 @@ def test_a_parameter_the_data_do_not_constrain_is_not_identified_and_no_warning_
             assert row.split()[1] == "n.i."
 
 
-def test_predict_takes_a_table_without_a_loss_column_and_named_inputs():
+def chinchilla_fit():
     import pandas as pd
 
     rng = np.random.default_rng(0)
     N, T = 10 ** rng.uniform(7, 10, 60), 10 ** rng.uniform(8, 11, 60)
     loss = 1.82 + 482 * N ** -0.3478 + 2085 * T ** -0.3658 + 0.01 * rng.standard_normal(60)
-    r = fit(pd.DataFrame({"params": N, "tokens": T, "loss": loss}), "chinchilla", bootstrap=0,
-            profile=False, leave_one_out=False)
+    return fit(pd.DataFrame({"params": N, "tokens": T, "loss": loss}), "chinchilla", bootstrap=0,
+               profile=False, leave_one_out=False)
+
+
+def test_predict_takes_a_table_without_a_loss_column_and_named_inputs():
+    import pandas as pd
+
+    r = chinchilla_fit()
     truth = 1.82 + 482 * 1e9 ** -0.3478 + 2085 * 2e10 ** -0.3658
     for got in (r.predict(pd.DataFrame({"params": [1e9], "tokens": [2e10]})),
                 r.predict([{"params": 1e9, "tokens": 2e10}]), r.predict(params=1e9, tokens=2e10)):
         assert float(np.ravel(got)[0]) == pytest.approx(truth, abs=0.02)
     with pytest.raises(ValueError, match="unknown input"):
         r.predict(parms=1e9)
+
+
+def test_predict_refuses_an_input_the_law_needs_and_was_not_given():
+    """A missing column made every prediction NaN; now the error names it and the law's columns."""
+    import pandas as pd
+
+    r = chinchilla_fit()
+    need = r"law 'chinchilla' reads params, tokens; tokens is missing"
+    with pytest.raises(ValueError, match=need + " for every row"):
+        r.predict(params=1e9)
+    with pytest.raises(ValueError, match=need + " for every row"):
+        r.predict(pd.DataFrame({"params": [1e9, 2e9]}))
+    with pytest.raises(ValueError, match=need + r" for 1 of 2 rows \(row 2\)"):
+        r.predict([{"params": 1e9, "tokens": 2e10}, {"params": 2e9, "tokens": ""}])
+    with pytest.raises(ValueError, match="params, tokens are missing"):
+        r.predict_range(pd.DataFrame({"depth": [4]}))
+    assert np.isfinite(r.predict(params=1e9, tokens=2e10)).all()

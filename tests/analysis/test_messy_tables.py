@@ -55,6 +55,19 @@ def test_duplicated_rows_are_counted_and_warned(tmp_path, capsys):
     assert "warning: " in capsys.readouterr().err
 
 
+def test_a_duplicated_header_is_refused_naming_the_file_and_the_column(tmp_path, capsys):
+    """`loss,loss` used to read the last column silently (R² = nan on this table)."""
+    path = write(tmp_path / "t.csv", header=("params", "loss", "loss"))
+    assert main(["fit", str(path), "--bootstrap", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(path) in err
+    assert "column 'loss' appears 2 times in the header (columns 2, 3)" in err
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(ROWS, columns=["params", "tokens", "tokens"])
+    with pytest.raises(ValueError, match="DataFrame: column 'tokens' appears 2 times"):
+        load_runs(frame)
+
+
 def replicate_table(tmp_path):
     rng = np.random.default_rng(0)
     lines = ["params,tokens,lr,seed,loss"]

@@ -46,6 +46,23 @@ def test_malformed_expressions_are_one_line_errors(expr, message):
         parse_where(expr)
 
 
+def test_every_alias_the_table_reader_reads_is_read_by_where():
+    """The README's `--where "N >= 1e8"` on a table whose column is `params`: --where reads the
+    names and aliases of the table reader (analysis/columns.py), in the alias's own unit."""
+    from depthdelusion.analysis.columns import FIELDS, scale_of
+
+    rows = [{"params": r["N"], "tokens": r["T"] * (i + 1), "loss": r["loss"], "width": 64 * (i + 1),
+             "compute": 6 * r["N"] * r["T"] * (i + 1)} for i, r in enumerate(ROWS)]
+    runs = load_runs(rows)
+    assert names(runs, "N >= 1e8") == ["run2", "run3", "run4"]
+    assert names(runs, "params_billions >= 1") == ["run3", "run4"]  # billions, as the name says
+    assert names(runs, "W <= 128 and T >= 2e9 and C > 1e17") == ["run2"]
+    for field in ("params", "tokens", "loss", "width", "compute"):
+        for alias in FIELDS[field].aliases:  # every alias, each in its own unit
+            value = float(getattr(runs, field)[2]) / scale_of(alias)
+            assert names(runs, f"{alias} == {value!r}") == ["run3"], alias
+
+
 def test_unknown_column_is_named_with_the_columns_there_are():
     with pytest.raises(ValueError, match=r"--where: no column 'size' in list of runs; its columns: "
                        r"N, T, loss, .*dataset, qc_ok, lr"):
