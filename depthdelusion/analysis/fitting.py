@@ -944,8 +944,7 @@ def _identifiability_flags(result: FitResult, problem: Problem) -> list[str]:
         c = result.correlation[i, j]
         if np.isfinite(c) and abs(c) >= STRONG_CORR:
             flags.append(f"{names[i]} and {names[j]} are correlated (r = {c:+.3f}): the Jacobian "
-                         "sees mostly a combination of them; where a profile interval is bounded "
-                         "the data still pin down each")
+                         "sees mostly a combination of them")
     for p in problem.free:
         nm, v = p.name, result.params[p.name]
         if nm in result.at_bound:
