@@ -125,7 +125,9 @@ def test_drop_outliers_leaves_out_exactly_the_rows_the_summary_names(tmp_path, c
     runs, bad = contaminated("chinchilla", 0)
     path = write(tmp_path / "t.csv", runs)
     assert main(["fit", str(path), "--bootstrap", "20", "--json"]) == 0
-    named = json.loads(capsys.readouterr().out)["outliers"]
+    res = json.loads(capsys.readouterr().out)
+    named = res["outliers"]
+    assert res["diagnostics"]["judged_by"].startswith("a Huber refit (δ = 1.345·σ̂")
     bad = {f"run{int(nm[1:]) + 1}" for nm in bad}  # the CSV's rows are named run1, run2, ...
     assert set(named) == bad
     assert main(["fit", str(path), "--bootstrap", "0", "--drop-outliers", "--json"]) == 0
