@@ -449,8 +449,8 @@ def add_row_options(p):
     p.add_argument("--drop-outliers", action="store_true", help="leave out the rows whose |robust "
                    "z| exceeds --outlier-threshold in a first fit (said in the output)")
     p.add_argument("--outlier-threshold", type=float, default=4.0, metavar="Z",
-                   help="|robust z| (residual / (1.4826·MAD)) above which a row is an outlier "
-                        "(default 4)")
+                   help="|robust z| (residual of a Huber fit / (1.4826·MAD)) above which a row is "
+                        "an outlier (default 4)")
 
 
 def add_row_selection(p):

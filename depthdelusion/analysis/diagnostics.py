@@ -3,9 +3,11 @@
 Per row, at the optimum θ̂ of a fit:
 
 - residual: observed − fitted loss (nats);
-- robust z: the working residual (loss for least squares, log-loss for Huber) over
-  1.4826·MAD, the median absolute deviation from the median residual scaled to σ under
-  Gaussian noise (so one wild row cannot inflate the scale that judges it);
+- robust z: the working residual (loss for least squares, log-loss for Huber) at a fit the
+  outliers cannot pull (:mod:`.robust_fit`: the Huber fit itself, or a Huber refit with
+  δ = 1.345·σ̂), over 1.4826·MAD of those residuals, the median absolute deviation from their
+  median scaled to σ under Gaussian noise (so wild rows inflate neither the fit nor the scale
+  that judge them);
 - leverage hᵢᵢ: the diagonal of the hat matrix of the (IRLS-weighted, column-scaled) Jacobian
   at θ̂, from its thin pivoted QR (Σ_j Qᵢⱼ² over the rank the data determine): cost O(n·k²),
   no n × n matrix;
@@ -27,12 +29,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .robust_fit import MAD_TO_SIGMA, mad_scale, robust_residuals
 from .solver import irls_weights
 
 #: |robust z| above which a row is an outlier (the default of --outlier-threshold).
 OUTLIER_Z = 4.0
-#: MAD → σ for Gaussian noise.
-MAD_TO_SIGMA = 1.4826
 #: Rows named in a summary line, then a count.
 NAMED_ROWS = 10
 #: A text column is a grouping when it has this many distinct values (and fewer than rows).
@@ -53,12 +54,13 @@ class RowDiagnostics:
     robust_z: np.ndarray
     leverage: np.ndarray
     cooks_distance: np.ndarray
-    scale: float  # 1.4826·MAD of the working residuals
+    scale: float  # 1.4826·MAD of the working residuals at the robust reference
     threshold: float
     outliers: list = field(default_factory=list)  # row names, by |z| descending
     without_outliers: dict | None = None  # {"params": {...}, "n": k}
     moved: str = ""  # one sentence on how the parameters moved without the outliers
     working: str = "loss residuals (nats)"
+    judged_by: str = ""  # the fit the robust z is measured from (:mod:`.robust_fit`)
 
     @property
     def outlier_mask(self) -> np.ndarray:
@@ -70,25 +72,25 @@ class RowDiagnostics:
 
         return {"threshold": self.threshold, "scale": self.scale,
                 "scale_method": f"{MAD_TO_SIGMA}·MAD of the {self.working}",
+                "judged_by": self.judged_by,
                 "robust_z": by_row(self.robust_z), "leverage": by_row(self.leverage),
                 "cooks_distance": by_row(self.cooks_distance), "moved": self.moved}
 
     def summary_lines(self) -> list[str]:
         lines = []
+        head = (f"Outlying rows (|robust z| > {self.threshold:g}; z = residual / ({MAD_TO_SIGMA}·MAD) "
+                f"of the {self.working}" + (f" of {self.judged_by}" if self.judged_by else "") + ")")
         if self.outliers:
             shown = []
             for nm in self.outliers[:NAMED_ROWS]:
                 i = self.names.index(nm)
                 shown.append(f"{nm} (z = {self.robust_z[i]:+.1f})")
             more = len(self.outliers) - NAMED_ROWS
-            lines.append(f"Outlying rows (|robust z| > {self.threshold:g}; z = residual / "
-                         f"({MAD_TO_SIGMA}·MAD) of the {self.working}): {len(self.outliers)}: "
-                         + ", ".join(shown) + (f" and {more} more" if more > 0 else ""))
+            lines.append(f"{head}: {len(self.outliers)}: " + ", ".join(shown)
+                         + (f" and {more} more" if more > 0 else ""))
             lines.append(f"  {self.moved}")
         else:
-            lines.append(f"Outlying rows (|robust z| > {self.threshold:g}; z = residual / "
-                         f"({MAD_TO_SIGMA}·MAD) of the {self.working}): none"
-                         f" (largest |z| {np.nanmax(np.abs(self.robust_z)):.1f})")
+            lines.append(f"{head}: none (largest |z| {np.nanmax(np.abs(self.robust_z)):.1f})")
         if len(self.cooks_distance) and np.any(np.isfinite(self.cooks_distance)):
             i = int(np.nanargmax(self.cooks_distance))
             lines.append(f"Most influential row: {self.names[i]} (Cook's distance "
@@ -104,7 +106,7 @@ def robust_z(e) -> tuple[np.ndarray, float]:
     if not len(ok):
         return np.full_like(e, np.nan), math.nan
     med = np.median(ok)
-    scale = MAD_TO_SIGMA * float(np.median(np.abs(ok - med)))
+    scale = mad_scale(ok)
     if scale <= 0:
         scale = math.sqrt(math.pi / 2) * float(np.mean(np.abs(ok - med)))
     if scale <= 0:
@@ -142,7 +144,8 @@ def row_diagnostics(problem, theta, J, *, names, stderr: dict, cold_starts=None,
     e = -problem.residuals(theta[None])[0]  # observed − fitted, working scale
     pred = problem.predict(theta)
     resid = problem.y - pred
-    z, scale = robust_z(e)
+    robust_e, judged_by = robust_residuals(problem, theta, cold_starts)
+    z, scale = robust_z(robust_e)
     w = irls_weights(-e, problem.huber, problem.overestimate_weight)
     h, rank = leverage(J, w)
     n = len(e)
@@ -157,7 +160,8 @@ def row_diagnostics(problem, theta, J, *, names, stderr: dict, cold_starts=None,
     diag = RowDiagnostics(names=names, residual=resid, robust_z=z, leverage=h, cooks_distance=cook,
                           scale=scale, threshold=float(threshold),
                           outliers=[names[i] for i in out_idx],
-                          working="log-loss residuals" if problem.huber else "loss residuals (nats)")
+                          working="log-loss residuals" if problem.huber else "loss residuals (nats)",
+                          judged_by=judged_by)
     if len(out_idx):
         diag.without_outliers, diag.moved = _refit_without(problem, theta, out_idx, stderr, cold_starts,
                                                            status)

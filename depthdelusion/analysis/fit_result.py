@@ -24,10 +24,12 @@ METHOD_DESCRIPTIONS = {
 #: Per-parameter status (:func:`parameter_status`): a value a table may print as an estimate
 #: only when it is ``OK``.
 OK, AT_BOUND, NOT_IDENTIFIED = "ok", "at_bound", "not_identified"
-#: |r| that prints as 1.000: the Jacobian then sees one combination of the two parameters.
-#: (Not 0.999: Chinchilla's B and β reach r = 0.9991 on 3000 noisy synthetic rows while each is
-#: determined to 1.5%, a parameterisation effect of ln B − β ln T with ln T ≈ 23.)
-NOT_IDENTIFIED_CORR = 0.9995
+#: |r| from which a parameter's summary row carries a note naming its partner (the fit's flags
+#: name the pair from the same threshold): the Jacobian then sees mostly one combination of
+#: the two, so their standard errors are the least trustworthy part of the row. Not a status:
+#: each may still be pinned down (Chinchilla's A and α at r = +1.000 on Gemstones' 220 rows,
+#: α's profile interval [0.246, 0.341]).
+STRONG_CORR = 0.95
 #: An estimate beyond this (or a scale below its inverse) is where the solver stopped drifting
 #: along a flat direction (the e^±700 clip), not a value the data chose.
 DRIFT = 1e30
@@ -35,9 +37,11 @@ DRIFT = 1e30
 
 def parameter_status(result: "FitResult", name: str) -> str:
     """``"at_bound"`` (the optimum sits on the parameter's physical bound), ``"not_identified"``
-    (infinite standard error, a ridge of tied starts, |r| ≥ ``NOT_IDENTIFIED_CORR`` with another
-    parameter, an estimate drifted beyond ``DRIFT``, or a profile interval open at an end) or
-    ``"ok"``. Tables print a value as an estimate only when it is ``"ok"``."""
+    (an infinite or undefined standard error, a ridge of tied starts, an estimate drifted beyond
+    ``DRIFT``, or a profile interval open at an end) or ``"ok"``. Tables print a value as an
+    estimate only when it is ``"ok"``. A strong correlation with another parameter is not a
+    status (:func:`correlation_note`): the data can bound each of two parameters that the
+    Jacobian sees mostly as one combination."""
     if name not in result.params:
         raise ValueError(f"{name!r} is not a free parameter of this fit; free: {', '.join(result.params)}")
     if name in result.at_bound:
@@ -47,15 +51,31 @@ def parameter_status(result: "FitResult", name: str) -> str:
         return NOT_IDENTIFIED
     if not np.isfinite(v) or abs(v) >= DRIFT or (name in result.jacobian_log and 0 < v <= 1 / DRIFT):
         return NOT_IDENTIFIED
-    j = list(result.params).index(name)
-    if j < len(result.correlation):
-        row = np.delete(np.asarray(result.correlation[j], float), j)
-        if np.any(np.isnan(row)) or np.any(np.abs(row) >= NOT_IDENTIFIED_CORR):
-            return NOT_IDENTIFIED
+    if np.any(np.isnan(_correlations(result, name))):  # an undefined covariance
+        return NOT_IDENTIFIED
     prof = (result.ci_profile or {}).get(name)
     if prof is not None and not (np.isfinite(prof[0]) and np.isfinite(prof[1])):
         return NOT_IDENTIFIED
     return OK
+
+
+def correlation_note(result: "FitResult", name: str) -> str:
+    """"r = +0.998 with B" for the parameter most correlated with ``name`` when |r| ≥
+    ``STRONG_CORR``, else ""."""
+    row = _correlations(result, name)
+    others = [nm for nm in result.params if nm != name]
+    if not len(row) or not np.any(np.abs(row) >= STRONG_CORR):
+        return ""
+    i = int(np.nanargmax(np.abs(row)))
+    return f"r = {row[i]:+.3f} with {others[i]}"
+
+
+def _correlations(result: "FitResult", name: str) -> np.ndarray:
+    """``name``'s correlations with the other free parameters (in ``params`` order)."""
+    j = list(result.params).index(name)
+    if j >= len(result.correlation):
+        return np.array([])
+    return np.delete(np.asarray(result.correlation[j], float), j)
 
 
 @dataclass
@@ -396,18 +416,23 @@ class FitResult:
             jac = interval_text(self.ci_jacobian[name]) + (" log" if name in self.jacobian_log else "")
             prof = interval_text(self.ci_profile[name]) if self.ci_profile and name in self.ci_profile else "—"
             boot = interval_text(self.ci_bootstrap[name]) if self.ci_bootstrap else "—"
-            rows.append([name, format_estimate(self, name), _g(self.stderr[name]), jac, prof, boot])
+            rows.append([name, format_estimate(self, name), _g(self.stderr[name]), jac, prof, boot,
+                         correlation_note(self, name)])
         for name, value in self.fixed.items():
-            rows.append([name, _g(value), "(fixed)", "", "", ""])
-        head = ["parameter", "value", "std.err", *cols]
+            rows.append([name, _g(value), "(fixed)", "", "", "", ""])
+        head = ["parameter", "value", "std.err", *cols, "note"]
+        if not any(r[-1] for r in rows):
+            rows, head = [r[:-1] for r in rows], head[:-1]
         width = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
         fmt = lambda r: "  ".join(str(c).rjust(w) if i in (1, 2) else str(c).ljust(w)
                                   for i, (c, w) in enumerate(zip(r, width))).rstrip()
         lines += [fmt(head), "-" * len(fmt(head))] + [fmt(r) for r in rows]
         lines.append("at bound: the optimum is on the parameter's physical bound (the data want it "
-                     "beyond); n.i.: not identified (infinite standard error, a ridge, |r| ≥ "
-                     f"{NOT_IDENTIFIED_CORR} with another parameter, a drifted estimate or an open "
-                     "profile interval): no estimate is printed.")
+                     "beyond); n.i.: not identified (an infinite or undefined standard error, a "
+                     "ridge, a drifted estimate or an open profile interval): no estimate is "
+                     f"printed; note r = … with X: |r| ≥ {STRONG_CORR:g}, the Jacobian sees mostly a "
+                     "combination of the two (its standard error is then the least reliable; the "
+                     "profile and bootstrap intervals say what the data bound).")
         lines.append("Jacobian CI: from the column-scaled Jacobian; 'log' = computed in log space "
                      "(positive scale). Profile CI: " + (self.profile_statistic or "not computed")
                      + "; unbounded = not bounded by the data. Bootstrap: " + (self.bootstrap_scheme or "none") + ".")

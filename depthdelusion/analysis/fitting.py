@@ -28,7 +28,7 @@ from scipy import special
 
 from .columns import check_law_columns
 from .diagnostics import OUTLIER_Z, leverage, pooled_group_flag, pooled_groups, row_diagnostics
-from .fit_result import FitResult, StartsSummary
+from .fit_result import STRONG_CORR, FitResult, StartsSummary
 from .interval_text import interval_text
 from .laws import LawInputs, get_law
 from .problem import OFFSET, Problem
@@ -70,7 +70,6 @@ LOO_REFIT_ROWS = 200  # exact leave-one-out refits up to this many rows, hat-mat
 BOOT_REFIT_ROWS = 2000  # cold bootstrap refits up to this many rows, one-step beyond
 PROFILE_ROWS = 2000  # profile intervals by default up to this many rows
 _CHUNK_ELEMENTS = 2_000_000  # numbers per block of resampling weights (≈ 16 MB)
-_CORR_FLAG = 0.95
 _COND_FLAG = 1e8
 _BOUND_TOL = 1e-6  # relative to the init range: closer than this to a bound is "at" it
 
@@ -944,9 +943,9 @@ def _identifiability_flags(result: FitResult, problem: Problem) -> list[str]:
     names = problem.names
     for i, j in itertools.combinations(range(len(names)), 2):
         c = result.correlation[i, j]
-        if np.isfinite(c) and abs(c) >= _CORR_FLAG:
-            flags.append(f"{names[i]} and {names[j]} are correlated (r = {c:+.3f}): the data "
-                         "pin down a combination of them, not each")
+        if np.isfinite(c) and abs(c) >= STRONG_CORR:
+            flags.append(f"{names[i]} and {names[j]} are correlated (r = {c:+.3f}): the Jacobian "
+                         "sees mostly a combination of them")
     for p in problem.free:
         nm, v = p.name, result.params[p.name]
         if nm in result.at_bound:

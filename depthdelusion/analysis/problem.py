@@ -199,11 +199,13 @@ class Problem:
         return idx, lambda r, target: np.exp(-(r + target))[:, :, None] * onehot[None]
 
     def solve(self, theta0_MxK, weights_MxN=None, frozen_MxK=None, max_iter=MAX_ITER,
-              losses_MxN=None) -> BatchResult:
+              losses_MxN=None, huber_threshold: float | None = None) -> BatchResult:
         """Solve M problems (rows) in batches small enough that one batched Jacobian
         evaluation stays near ``_BATCH_ELEMENTS`` numbers (the problems are independent, so
         batching does not change the results). ``losses_MxN``: each problem's own losses in
-        place of the runs' (replicates of a parametric bootstrap)."""
+        place of the runs' (replicates of a parametric bootstrap). ``huber_threshold``: a Huber
+        loss with this threshold on this problem's residuals in place of its own objective (the
+        robust fit that judges outliers, :mod:`.robust_fit`)."""
         theta0_MxK = np.atleast_2d(theta0_MxK)
         M, n = len(theta0_MxK), len(self.y)
         targets = self.target[None] if losses_MxN is None else self.targets_of(losses_MxN)
@@ -215,7 +217,8 @@ class Problem:
             parts.append(minimize(self._model_side, targets if len(targets) == 1 else targets[b],
                                   theta0_MxK[b], w, self.lo, self.hi,
                                   frozen_MxK=None if frozen_MxK is None else frozen_MxK[b],
-                                  huber_threshold=self.huber, max_iter=max_iter,
+                                  huber_threshold=self.huber if huber_threshold is None else huber_threshold,
+                                  max_iter=max_iter,
                                   known_columns=self._offset_columns(theta0_MxK),
                                   overestimate_weight=self.overestimate_weight))
         if len(parts) == 1:

@@ -232,7 +232,8 @@ def _fits_section(r: ReportResults) -> list:
     s = r.settings
     md = ["## Fits", "", "status: ok, at_bound (the optimum is on the physical bound) or "
           "not_identified (n.i.: a ridge of equally good fits, an open-ended profile interval, an "
-          "infinite standard error, |r| ≥ 0.9995 with another parameter, or a drifted estimate): "
+          "infinite or undefined standard error, or a drifted estimate; a strong correlation "
+          "with another parameter alone is not one): "
           "no point estimate is given unless ok. "
           + (f"Bootstrap intervals are percentiles of {s.bootstrap} refits, printed to 2 digits "
              "(their Monte Carlo error). " if s.bootstrap else "") +

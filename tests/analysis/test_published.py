@@ -23,7 +23,12 @@ EPOCH_CSV = os.environ.get("DEPTHDELUSION_EPOCH_CSV")
 # The Gemstones table's license (MIT) allows shipping it: the reproduction runs on the bundled
 # file, or on a downloaded copy given as DEPTHDELUSION_GEMSTONES_JSONL=wandb_df_for_fitting_hot.jsonl
 # (github.com/mcleish7/gemstone-scaling-laws) while it is not bundled.
-GEMSTONES_JSONL = os.environ.get("DEPTHDELUSION_GEMSTONES_JSONL")
+# On a machine with the project's reference mirror (shared/reference/published, the raw-file
+# host's layout) the file is read from there.
+_GEMSTONES_MIRROR = Path("/work/shared/reference/published/mcleish7/gemstone-scaling-laws/"
+                         "5f420478f6057b0cbb4d13405fb10ca64675bccb/wandb_dfs/wandb_df_for_fitting_hot.jsonl")
+GEMSTONES_JSONL = os.environ.get("DEPTHDELUSION_GEMSTONES_JSONL") or (
+    str(_GEMSTONES_MIRROR) if _GEMSTONES_MIRROR.is_file() else None)
 #: The authors' released optimum at full precision (parameters_delta-3/approach_3_parameters_
 #: grid_search_0_hot.json: exponents, log coefficients, log E) and its Huber objective.
 GEMSTONES_OPTIMUM = dict(E=math.exp(0.7622636901), A=math.exp(5.3613398367), alpha=0.2928686863,
