@@ -15,15 +15,17 @@ import csv
 import functools
 import io
 import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from depthdelusion import rundir
 
-from .published_files import SourceFile, fetch
-from .published_readers import isoflop_table
+from .published_files import SourceFile, fetch, files_under
+from .published_readers import gadre_runs, isoflop_table
 from .reference import PAPER_KAPPA, REFERENCE_DIR
 from .runs import Runs, load_reference, load_runs
 
@@ -274,6 +276,15 @@ TABLES = {t.name: t for t in (
     _gemstones_variant("gemstones_lr_half", "lr_ablation_hot",
                        "the 'cooler_' runs: the same shapes at half the learning rate, no cool-down", 200),
     _gemstones_variant("gemstones_cooldown", "cool_end", "each checkpoint after a learning-rate cool-down", 199),
+    PublishedTable(
+        "gadre2024", "Gadre et al.'s over-trained runs: 104 runs, 3 training sets (groups), several validation losses",
+        "Gadre, Smyrnis, Shankar, Gururangan, Wortsman, Shao, Mercat, Fang, Li, Keh, et al.: Language models "
+        "scale reliably with over-training and on downstream tasks (arXiv 2403.08540, 2024)",
+        "https://github.com/mlfoundations/scaling (exp_data/models/*.json, commit "
+        "a003c4913793ac2ae7ef87b28ecb562955d026d5)", "MIT (the repository's LICENSE.txt)", True, gadre_runs,
+        rows=104, files=files_under("mlfoundations/scaling", "a003c4913793ac2ae7ef87b28ecb562955d026d5", "exp_data/models"),
+        notes=("loss is the C4 validation loss (c4_val); the other validation sets are loss_<set> "
+               "columns; params and params_non_embedding as the files give them",)),
     _isoflops("isoflop_chinchilla", "epochai_chinchilla", "Chinchilla's isoFLOP runs (Epoch AI's digitisation)",
               "Hoffmann et al.: Training Compute-Optimal Large Language Models (arXiv 2203.15556, 2022); "
               "digitised by Besiroglu et al. (arXiv 2404.10102, 2024)", 123),
@@ -296,7 +307,9 @@ def load_table(name: str, path=None, *, all_rows: bool = False) -> Runs:
     Epoch's 5 highest losses) are left out unless ``all_rows``."""
     table = table_entry(name)
     if path is None and not table.shipped:
-        path = fetch(table.files[0], table.announcement())
+        paths = fetch(table.files, table.announcement())
+        # a table of several files is read from their folder (as from a clone's)
+        path = paths[0] if len(paths) == 1 else Path(os.path.commonpath(paths))
     runs = table.reader(path)
     status = runs.extra.get("status")
     if status is None or all_rows:

@@ -75,6 +75,13 @@ def registry() -> dict[str, str]:
     return entries
 
 
+def files_under(repo: str, commit: str, folder: str) -> tuple[SourceFile, ...]:
+    """Every registered file of ``repo`` at ``commit`` under ``folder`` (a table of many files)."""
+    prefix = f"{repo}/{commit}/{folder.rstrip('/')}/"
+    return tuple(SourceFile(repo, commit, key[len(f"{repo}/{commit}/"):])
+                 for key in sorted(registry()) if key.startswith(prefix))
+
+
 def cache_dir() -> Path:
     """``tables/`` in the package's cache: ``DEPTHDELUSION_CACHE`` (as for the data pipeline's
     cache), else the user cache directory platformdirs names (~/.cache/depthdelusion on Linux)."""
@@ -86,15 +93,28 @@ def cache_dir() -> Path:
     return platformdirs.user_cache_path("depthdelusion") / "tables"
 
 
-def fetch(file: SourceFile, announce: str = "") -> Path:
-    """The verified local copy of ``file``, downloaded first when the cache lacks it (then
-    ``announce`` — the table's licence and citation — is printed on stderr)."""
+def fetch(files, announce: str = "") -> list[Path]:
+    """The verified local copies of ``files`` (:class:`SourceFile`), each downloaded first when
+    the cache lacks it; after a download, ``announce`` (the table's licence and citation) is
+    printed on stderr, once."""
+    paths, fresh = [], []
+    for file in files:
+        missing = not file.cached()
+        paths.append(_retrieve(file))
+        if missing:
+            fresh.append(file.url())
+    if fresh and announce:
+        more = f" and {len(fresh) - 1} more file(s)" if len(fresh) > 1 else ""
+        print(f"downloaded {fresh[0]}{more} to {cache_dir()}\n{announce}", file=sys.stderr)
+    return paths
+
+
+def _retrieve(file: SourceFile) -> Path:
     import pooch
     import requests
 
     pooch.get_logger().setLevel("WARNING")  # its "Downloading ..." lines are ours to say
     target, url = file.cache_path(), file.url()
-    first = not target.is_file()
     try:
         path = pooch.retrieve(url, known_hash=f"sha256:{file.sha256}", fname=target.name,
                               path=target.parent, progressbar=False,
@@ -109,6 +129,4 @@ def fetch(file: SourceFile, announce: str = "") -> Path:
         target.unlink(missing_ok=True)
         raise TableUnavailable(f"{url}: refused, its sha256 is not the registered {file.sha256} "
                                f"({str(err).splitlines()[0]}); nothing was kept in {cache_dir()}") from None
-    if first and announce:
-        print(f"downloaded {url} to {path}\n{announce}", file=sys.stderr)
     return Path(path)

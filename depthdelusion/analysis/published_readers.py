@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import math
+import re
 
 import numpy as np
 
@@ -59,3 +62,52 @@ def isoflop_table(path, fitted_condition: str | None = None) -> Runs:
                           f"({', '.join(sorted(set(group) - {fitted_condition}))}) transform the same "
                           "points and stay in the table with status 'excluded'")
     return runs
+
+
+#: Gadre et al.'s model names: d=WIDTH_l=LAYERS_h=HEADS (the open_lm_1b/7b configs are not spelled out).
+_GADRE_SHAPE = re.compile(r"d=(\d+)_l=(\d+)_h=(\d+)")
+#: The validation set whose loss is ``loss`` (Gadre et al. fit C4 eval loss); the others are extra columns.
+GADRE_LOSS = "c4_val"
+
+
+def gadre_runs(path) -> Runs:
+    """Gadre et al. 2024's runs (mlfoundations/scaling ``exp_data/models/*.json``, one file per
+    run; ``path`` is that folder): width, depth and heads from the model name, tokens, lr,
+    params and params_no_embed from ``hyperparameters``, the C4 validation loss as ``loss`` and
+    every other validation set's loss as a ``loss_<set>`` column; the group is the training set."""
+    folder = rundir.as_path(path)
+    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if not files:
+        raise ValueError(f"{folder}: expected the folder of Gadre et al.'s run files (exp_data/models/*.json)")
+    records = [_gadre_record(f) for f in files]
+    keys = sorted({k for r in records for k in r if k.startswith("loss_")})
+    col = {k: np.array([r.get(k, math.nan) for r in records], dtype=float)
+           for k in ("depth", "width", "params", "params_non_embedding", "tokens", "loss")}
+    extra = {"lr": [r["lr"] for r in records], "heads": [r["heads"] for r in records]}
+    extra.update({k: [r.get(k, "") for r in records] for k in keys})
+    runs = Runs(**col, group=[r["group"] for r in records], name=[r["name"] for r in records],
+                source=str(folder), extra=extra)
+    runs.notes.append(f"Gadre et al.: {len(records)} runs, loss = the {GADRE_LOSS} validation loss; "
+                      "width and depth of open_lm_1b/7b are not in the files (left blank)")
+    return runs
+
+
+def _gadre_record(file) -> dict:
+    try:
+        doc = json.loads(file.read_text())
+        hp, results = doc["hyperparameters"], doc["results"]
+        shape = _GADRE_SHAPE.search(hp["model"])
+        record = {"name": doc["name"], "group": doc["dataset_name"], "tokens": float(hp["tokens"]),
+                  "params": float(hp["params"]), "params_non_embedding": float(hp["params_no_embed"]),
+                  "lr": float(hp["lr"]), "depth": math.nan, "width": math.nan, "heads": ""}
+        if shape:
+            record.update(width=float(shape[1]), depth=float(shape[2]), heads=int(shape[3]))
+        for result in results:
+            val = result["val_data"][0] if isinstance(result["val_data"], list) else result["val_data"]
+            kind = "c4_val" if "c4_val" in val else val.split("/")[-2]
+            record["loss" if kind == GADRE_LOSS else f"loss_{kind}"] = float(result["loss"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as err:
+        raise ValueError(f"{file}: not one of Gadre et al.'s run files ({type(err).__name__}: {err})") from None
+    if "loss" not in record:
+        raise ValueError(f"{file}: no {GADRE_LOSS} validation loss in its results")
+    return record

@@ -94,12 +94,12 @@ def run_table_rows(name: str) -> list[dict]:
     if t.flop_convention and np.isfinite(runs.compute).any():
         where += f" (flops: {t.flop_convention})"
     status = runs.extra.get("status", ["finished"] * len(runs))
-    steps, lrs = (runs.extra.get(k, [""] * len(runs)) for k in ("step", "lr"))
+    steps, lrs, heads = (runs.extra.get(k, [""] * len(runs)) for k in ("step", "lr", "heads"))
     rows = []
     for i in range(len(runs)):
         row = dict.fromkeys(COLUMNS, "")
         row.update(schema_version=SCHEMA_VERSION, name=runs.name[i], group=runs.group[i],
-                   status=status[i], steps=steps[i], lr=lrs[i], tokenizer=runs.tokenizer[i],
+                   status=status[i], steps=steps[i], lr=lrs[i], heads=heads[i], tokenizer=runs.tokenizer[i],
                    loss_unit=runs.loss_unit[i], source=where,
                    params_convention=f"as published ({t.name})" if np.isfinite(runs.params[i]) else "")
         row.update({col: _number(getattr(runs, attr)[i]) for col, attr in _NUMBERS.items()})

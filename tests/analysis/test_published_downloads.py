@@ -148,6 +148,7 @@ SCHEMA = {
     "gemstones": {"depth", "width", "params", "params_non_embedding", "tokens", "vocab_size"},
     "gemstones_lr_half": {"depth", "width", "params", "params_non_embedding", "tokens", "vocab_size"},
     "gemstones_cooldown": {"depth", "width", "params", "params_non_embedding", "tokens", "vocab_size"},
+    "gadre2024": {"params", "params_non_embedding", "tokens"},
     "isoflop_chinchilla": {"params", "tokens", "compute"},
     "isoflop_llama3": {"params", "tokens", "compute"},
     "isoflop_marin": {"params", "tokens", "compute"},
@@ -166,6 +167,16 @@ def test_each_reader_maps_its_source_to_the_run_table_schema(name, mirror_cache)
     assert SCHEMA[name] <= set(runs.columns) and np.all(runs.loss > 0)
     if runs.has("params_non_embedding"):
         assert np.all(runs.params_non_embedding < runs.params)
+
+
+def test_gadre_runs_read_shape_lr_and_the_c4_loss_of_each_file(mirror_cache):
+    runs = load_table("gadre2024")
+    i = list(runs.name).index("rpj-d=576_l=24_h=8-0.5")
+    assert (runs.width[i], runs.depth[i], runs.extra["heads"][i], runs.extra["lr"][i]) == (576, 24, 8, 0.003)
+    assert (runs.tokens[i], runs.params[i], runs.params_non_embedding[i]) == (1536773760, 153677376, 124628544)
+    assert runs.loss[i] == pytest.approx(3.7329098405267933, abs=1e-12)  # the c4_val result
+    assert runs.extra["loss_openlm"][i] == pytest.approx(3.324601093928019, abs=1e-12)
+    assert {g: int((runs.group == g).sum()) for g in runs.groups} == {"c4_original": 34, "rpj": 35, "rw_original": 35}
 
 
 def test_epoch_keeps_all_245_points_and_leaves_the_5_highest_losses_out_of_fits(mirror_cache):
@@ -278,3 +289,18 @@ def test_fit_pool_works_with_every_entry(name, mirror_cache, tmp_path):
     result = fit_pooled(str(ours), name, law, **NO_INTERVALS)
     assert result.n == len(theirs) + 6 and result.offset_groups == sorted(["ours", name])
     assert f"runs of the published table {name!r}" in result.notes[0]
+
+
+def test_report_takes_a_table_by_name(mirror_cache, tmp_path, capsys):
+    assert main(["report", "--table", "isoflop_chinchilla", "--out", str(tmp_path / "r"), "--bootstrap", "0",
+                 "--no-figures"]) == 0
+    assert "published table isoflop_chinchilla" in (tmp_path / "r" / "report.md").read_text()
+    assert main(["report", "--out", str(tmp_path / "r")]) == 2
+    assert "report: give RUNS or --table NAME" in capsys.readouterr().err
+
+
+def test_load_table_to_frame_is_the_table_as_a_dataframe(mirror_cache):
+    pd = pytest.importorskip("pandas")
+    frame = load_table("isoflop_misfitting").to_frame()
+    assert isinstance(frame, pd.DataFrame) and len(frame) == 176
+    assert {"params", "tokens", "loss"} <= set(frame.columns)
