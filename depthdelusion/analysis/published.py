@@ -287,7 +287,12 @@ TABLES = {t.name: t for t in (
                "columns; params and params_non_embedding as the files give them",)),
     _isoflops("isoflop_chinchilla", "epochai_chinchilla", "Chinchilla's isoFLOP runs (Epoch AI's digitisation)",
               "Hoffmann et al.: Training Compute-Optimal Large Language Models (arXiv 2203.15556, 2022); "
-              "digitised by Besiroglu et al. (arXiv 2404.10102, 2024)", 123),
+              "digitised by Besiroglu et al. (arXiv 2404.10102, 2024)", 123,
+              exponents=(PublishedExponents(
+                  "Approach 2 (isoFLOP profiles), Hoffmann et al. 2022 Table 2", (0.49, (0.462, 0.534)),
+                  (0.51, (0.483, 0.529)), "10th and 90th percentiles of a bootstrap (80% of the data, 100 times)",
+                  "the points are digitised from the paper's figure, so agreement within the interval is "
+                  "expected, not to the digit"),)),
     _isoflops("isoflop_llama3", "llama_3", "Llama 3's isoFLOP runs (digitised from its Figure 2)",
               "Llama Team, AI @ Meta: The Llama 3 Herd of Models (arXiv 2407.21783, 2024)", 266,
               reader=functools.partial(isoflop_table, fitted_condition="raw_loss"),

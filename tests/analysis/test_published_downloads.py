@@ -233,6 +233,15 @@ def test_approach2_on_llama3_reproduces_open_athenas_exponent(mirror_cache):
     assert result.a.value == pytest.approx(LLAMA3_APPROACH2_A, abs=5e-5)
 
 
+def test_approach2_on_the_chinchilla_isoflop_points_lands_in_hoffmanns_published_intervals(mirror_cache):
+    """Hoffmann et al.'s Table 2, Approach 2: a 0.49 (0.462, 0.534), b 0.51 (0.483, 0.529), read
+    from the registration; Approach 2 on the digitised points, every budget it does not flag."""
+    (published,) = TABLES["isoflop_chinchilla"].exponents
+    result = isoflop(load_table("isoflop_chinchilla"))
+    for ours, (_, (low, high)) in ((result.a, published.a), (result.b, published.b)):
+        assert low <= ours.value <= high, (ours.value, low, high)
+
+
 def test_isoflop_command_takes_a_table_by_name(mirror_cache, capsys):
     assert main(["isoflop", "--table", "isoflop_llama3", "--replicates", "2", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
