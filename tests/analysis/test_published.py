@@ -30,6 +30,8 @@ def test_the_paper_table_by_name_is_the_bundled_paper_data_with_provenance():
     assert "arXiv 2601.20994" in text and "license:" in text and "shipped in the package" in text
     with pytest.raises(ValueError, match="unknown published table 'chinchila'; known: depth_delusion, epoch_chinchilla, gemstones"):
         load_table("chinchila")
+    with pytest.raises(ValueError, match="'depth_delusion' ships in the package; it takes no path"):
+        load_table("depth_delusion", path="elsewhere.csv")
 
 
 def test_a_registered_table_without_a_license_is_not_shipped_and_says_where_it_is_downloaded_from():

@@ -270,6 +270,15 @@ def test_tables_show_json_gives_the_provenance_and_the_published_fit(mirror_cach
     assert "unknown published table 'nosuch'" in capsys.readouterr().err
 
 
+def test_showing_provenance_never_downloads(cache, monkeypatch, capsys):
+    monkeypatch.setenv("DEPTHDELUSION_TABLES_URL", "http://127.0.0.1:9")  # nothing listens: a download would fail
+    assert main(["tables", "show", "isoflop_marin"]) == 0
+    out = capsys.readouterr().out
+    assert "not cached yet" in out and "columns: known once downloaded" in out
+    assert "sha256 f2c307ac8152f0df9b2be720bfc5958fdc54688de152e3294cec12da34cfa7f2" in out
+    assert cached_files(cache) == []
+
+
 def test_tables_get_writes_the_run_table_that_fits_as_the_table_does(mirror_cache, tmp_path, capsys):
     out = tmp_path / "epoch.csv"
     assert main(["tables", "get", "epoch_chinchilla", "--out", str(out)]) == 0
