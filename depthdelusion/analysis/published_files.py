@@ -14,6 +14,7 @@ and every table downloads from it.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -65,6 +66,7 @@ class SourceFile:
         return self.cache_path().is_file()
 
 
+@functools.lru_cache(maxsize=None)
 def registry() -> dict[str, str]:
     """{OWNER/REPO/COMMIT/PATH: sha256} of every registered file."""
     entries = {}
