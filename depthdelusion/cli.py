@@ -50,6 +50,8 @@ COMMANDS = (
      "this grid"),
     ("runs", "depthdelusion.analysis.run_table:run_command",
      "runs export: one run table (docs/run_table.md) from run directories, MLflow or W&B"),
+    ("tables", "depthdelusion.analysis.tables_command:run_tables",
+     "published run tables by name: list, show (provenance, license), get (downloaded, as a run table)"),
     ("laws", "depthdelusion.analysis.commands:run_laws",
      "list the registered laws: formulas and the columns each needs"),
     ("persistence", "depthdelusion.analysis.commands:run_persistence",
@@ -117,9 +119,10 @@ def add_set(parser: argparse.ArgumentParser, help: str = "override a config fiel
                         help=help)
 
 
-def add_out(parser: argparse.ArgumentParser, help: str = "output directory", required: bool = True) -> None:
+def add_out(parser: argparse.ArgumentParser, help: str = "output directory", required: bool = True,
+            metavar: str = "DIR") -> None:
     """The one ``--out DIR`` option (the function gets ``out``; None when optional and absent)."""
-    parser.add_argument("--out", required=required, metavar="DIR", help=help)
+    parser.add_argument("--out", required=required, metavar=metavar, help=help)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -364,7 +367,8 @@ def _depth_confound(p):
 
 @_arguments("report", "Fit the laws and write report.md, report.tex, CSVs and plots.")
 def _report(p):
-    p.add_argument("runs", metavar="RUNS", help=RUNS_HELP)
+    p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
+    add_published_table(p)
     add_out(p)
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap refits per law (default 1000)")
     p.add_argument("--seed", type=int, default=0)
@@ -390,12 +394,10 @@ def _report(p):
             "choice and the reason are printed on stderr.")
 def _fit(p):
     p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
-    p.add_argument("--table", dest="table_name", metavar="NAME[=PATH]",
-                   help="a published table by name instead of RUNS (analysis/published.py: "
-                   "depth_delusion; gemstones[=PATH], shipped once bundled; epoch_chinchilla=PATH, not "
-                   "shipped: no license)")
+    add_published_table(p)
     p.add_argument("--pool", metavar="NAME[=PATH]", help="fit RUNS pooled with this published "
-                   "table, one offset E per source, the other parameters shared")
+                   "table (`depthdelusion tables list`), one offset E per source, the other "
+                   "parameters shared")
     p.add_argument("--law", help="registered law name (`depthdelusion laws`); default: picked "
                    "from the columns present")
     objective = p.add_mutually_exclusive_group()
@@ -472,7 +474,8 @@ def add_row_selection(p):
             "Chinchilla law fitted to the table is simulated at the same (N, D) with its residual "
             "noise, and Approach 2's exponents on the simulations are compared with the law's own.")
 def _isoflop(p):
-    p.add_argument("runs", metavar="RUNS", help=RUNS_HELP)
+    p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
+    add_published_table(p)
     add_row_selection(p)
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
     p.add_argument("--column", action="append", metavar="NAME=COLUMN",
@@ -496,6 +499,14 @@ def _isoflop(p):
     add_out(p, help="write the isoFLOP figure(s) here", required=False)
 
 
+def add_published_table(p):
+    """The one ``--table NAME[=PATH]`` option: a published run table instead of RUNS."""
+    p.add_argument("--table", dest="table_name", metavar="NAME[=PATH]",
+                   help="a published table by name instead of RUNS (`depthdelusion tables list`; "
+                   "downloaded from its source and cached on first use), or NAME=PATH for a local "
+                   "copy of its source file")
+
+
 def add_table_options(p):
     p.add_argument("--column", action="append", metavar="NAME=COLUMN",
                    help="read the table's COLUMN as NAME, e.g. --column loss=final_loss (repeatable)")
@@ -517,6 +528,19 @@ def _runs(p):
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else "
                    "MLflow's default)")
     p.add_argument("--wandb-dir", metavar="DIR", help="also the W&B run files (run-*.wandb) under DIR")
+
+
+@_arguments("tables", "Published run tables by name (Gemstones, Epoch's Chinchilla points, the isoFLOP "
+            "sweeps Open-Athena compiled, ...): `list` them, `show NAME` their provenance (source "
+            "URL, commit, sha256, license, citation, columns, published fit), `get NAME` the table in "
+            "the run-table schema. A table is downloaded from its source on first use, verified by "
+            "sha256 and cached (DEPTHDELUSION_CACHE); DEPTHDELUSION_TABLES_URL points downloads at a "
+            "mirror laid out as OWNER/REPO/COMMIT/PATH.")
+def _tables(p):
+    p.add_argument("action", choices=("list", "show", "get"))
+    p.add_argument("name", metavar="NAME", nargs="?", help="a table's name (`depthdelusion tables list`)")
+    p.add_argument("--json", dest="json_output", action="store_true", help="show: as JSON")
+    add_out(p, "get: the CSV to write (default: stdout)", required=False, metavar="FILE")
 
 
 @_arguments("laws", "List the registered laws: formula, parameters and the columns a table needs "

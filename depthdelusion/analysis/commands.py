@@ -90,7 +90,7 @@ def _need_matplotlib(what: str, instead: str) -> None:
                          f"matplotlib, or {instead}") from None
 
 
-def run_report(*, runs: str, out: str, bootstrap: int = 1000, seed: int = 0, method: str = "lm",
+def run_report(*, runs: str | None = None, out: str, table_name: str | None = None, bootstrap: int = 1000, seed: int = 0, method: str = "lm",
                step: int = 1000, columns: str | None = None, no_figures: bool = False,
                groups: str = "auto", params: str = "total", column=None,
                reduce: str | None = None, vocab: int | None = None, group: str | None = None,
@@ -98,6 +98,7 @@ def run_report(*, runs: str, out: str, bootstrap: int = 1000, seed: int = 0, met
                outlier_threshold: float = 4.0) -> int:
     if not no_figures:  # before the fits, not after them
         _need_matplotlib("the report's figures", "pass --no-figures")
+    runs, label = runs_or_table(runs, table_name, "report")
     table = _load(runs, group=group, columns=columns, column=column, reduce=reduce, vocab=vocab,
                   where=where)
     law = None
@@ -109,11 +110,11 @@ def run_report(*, runs: str, out: str, bootstrap: int = 1000, seed: int = 0, met
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="depthdelusion-report-") as tmp:
-            _write_reports(parts, Path(tmp), by, bootstrap, seed, method, step, no_figures, runs, groups, params)
+            _write_reports(parts, Path(tmp), by, bootstrap, seed, method, step, no_figures, label, groups, params)
             rundir.copy_tree(Path(tmp), out)
         print(f"copied to {out}")
         return exit_codes.OK
-    _write_reports(parts, Path(out), by, bootstrap, seed, method, step, no_figures, runs, groups, params)
+    _write_reports(parts, Path(out), by, bootstrap, seed, method, step, no_figures, label, groups, params)
     return exit_codes.OK
 
 
@@ -260,7 +261,7 @@ def _print_fits(results, parts, by, json_output, out) -> None:
         print(results[None].to_json() if json_output else results[None].summary())
 
 
-def run_isoflop(*, runs: str, by: str | None = None, group: str | None = None,
+def run_isoflop(*, runs: str | None = None, table_name: str | None = None, by: str | None = None, group: str | None = None,
                 where: str | None = None, columns: str | None = None, column=None,
                 json_output: bool = False,
                 out: str | None = None, tolerance: float | None = None,
@@ -287,6 +288,7 @@ def run_isoflop(*, runs: str, by: str | None = None, group: str | None = None,
     replicates = BIAS_REPLICATES if replicates is None else replicates
     if replicates < 1:
         raise ValueError(f"--replicates {replicates}: must be at least 1")
+    runs, _ = runs_or_table(runs, table_name, "isoflop")
     table = _load(runs, group=group, columns=columns, column=column, where=where)
     parts = {None: table} if by is None else split_by(table, by)
     results = {}
@@ -328,6 +330,17 @@ def load_runs_of_table(text: str, group: str | None = None, where: str | None = 
     from .runs import load_runs
 
     return load_runs(load_table(*parse_table_arg(text)), group=group, where=where)
+
+
+def runs_or_table(runs, table_name: str | None, command: str):
+    """RUNS or ``--table NAME[=PATH]`` (exactly one): what to load, and the label a report gives it."""
+    if (runs is None) == (table_name is None):
+        raise ValueError(f"{command}: give RUNS or --table NAME, not both and not neither")
+    if table_name is None:
+        return runs, str(runs)
+    from .published import load_table, parse_table_arg
+
+    return load_table(*parse_table_arg(table_name)), f"published table {table_name}"
 
 
 def run_laws(*, columns: bool = False) -> int:

@@ -2,25 +2,30 @@
 and pooled fits of our runs with one of them (one offset E per source).
 
 ``load_table(NAME)`` returns the same :class:`.runs.Runs` table the reader returns for a CSV;
-``depthdelusion fit --table NAME`` fits it. A table ships in the package only when its license
-allows (``redistributable``) and its file is bundled in ``reference/`` (``shipped``); otherwise
-it is *registered*: its reader knows the source's file format and selection, and
-``load_table(NAME, path=FILE)`` reads the file a user downloads (the error without ``path`` says
-where from). Each registration carries its paper's published fit and, where the paper reports
-them, its compute-optimal exponents (``exponents``: N* ∝ C^a, D* ∝ C^b).
+``depthdelusion fit --table NAME`` fits it. Only the paper's own table ships in the package
+(``file``, in ``reference/``); every other table is downloaded from its source repository,
+pinned by commit and sha256, into a cache (``files``; analysis/published_files.py), and its
+reader maps the source's file format to the run table. ``load_table(NAME, path=FILE)`` reads a
+local copy instead. Each registration carries its paper's published fit and, where the paper
+reports them, its compute-optimal exponents (``exponents``: N* ∝ C^a, D* ∝ C^b).
 """
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from depthdelusion import rundir
 
+from .published_files import SourceFile, fetch, files_under
+from .published_readers import gadre_runs, isoflop_table
 from .reference import PAPER_KAPPA, REFERENCE_DIR
 from .runs import Runs, load_reference, load_runs
 
@@ -60,25 +65,42 @@ class PublishedTable:
     license: str
     redistributable: bool
     reader: Callable[..., Runs]
-    #: the file's name in ``reference/`` when bundled (None: never bundled, the license forbids it)
+    #: the file's name in ``reference/`` when bundled (only the paper's own table)
     file: str | None = None
     fit: PublishedFit | None = None
     exponents: tuple = field(default_factory=tuple)
     notes: tuple = field(default_factory=tuple)
+    #: the source files downloaded for it (:class:`.published_files.SourceFile`), pinned by commit
+    files: tuple = field(default_factory=tuple)
+    #: rows of the table as published (before any selection for fitting)
+    rows: int = 0
+    #: how the source counts training compute, where the table gives it
+    flop_convention: str = ""
 
     @property
     def shipped(self) -> bool:
-        return self.redistributable and self.file is not None and (REFERENCE_DIR / self.file).is_file()
+        return self.file is not None and (REFERENCE_DIR / self.file).is_file()
+
+    @property
+    def cached(self) -> bool:
+        return bool(self.files) and all(f.cached() for f in self.files)
+
+    def announcement(self) -> str:
+        """The licence and citation, printed when the table is first downloaded."""
+        return f"{self.name}: license {self.license}; cite {self.paper}"
 
     def describe(self) -> str:
         if self.shipped:
             where = "shipped in the package"
-        elif self.redistributable:
-            where = f"not bundled in this installation, though its license allows it (download it: {self.source})"
         else:
-            where = f"not shipped: its license does not allow it (download it: {self.source})"
+            state = "cached" if self.cached else "not cached yet"
+            where = f"downloaded from its source on first use ({state})"
         lines = [f"{self.name}: {self.title}", f"  paper: {self.paper}", f"  source: {self.source}",
-                 f"  license: {self.license}", f"  {where}"]
+                 f"  license: {self.license}", f"  rows: {self.rows}", f"  {where}"]
+        for f in self.files:
+            lines.append(f"  file: {f.raw_url}\n    sha256 {f.sha256}")
+        if self.flop_convention:
+            lines.append(f"  compute: {self.flop_convention}")
         if self.fit:
             values = ", ".join(f"{k} {v:g} ± {tol:g}" for k, (v, tol) in self.fit.values.items())
             lines.append(f"  published fit ({self.fit.law}, {self.fit.method}): {values} ({self.fit.interval})")
@@ -88,7 +110,7 @@ class PublishedTable:
         return "\n".join(lines)
 
 
-def _depth_delusion(path=None) -> Runs:
+def _depth_delusion(path) -> Runs:
     if path is not None:
         raise ValueError("table 'depth_delusion' ships in the package; it takes no path")
     return load_reference("depth_delusion")
@@ -98,15 +120,12 @@ def _depth_delusion(path=None) -> Runs:
 EPOCH_EXCLUDED = 5
 
 
-def epoch_chinchilla(path=None) -> Runs:
+def epoch_chinchilla(path) -> Runs:
     """Epoch AI's reconstruction of Hoffmann et al.'s Figure 4 (``data/svg_extracted_data.csv``
     of github.com/epoch-research/analyzing-chinchilla): columns ``Model Size`` (N), ``Training
-    FLOP`` (C), ``loss``; tokens D = C / (6 N) and the 5 highest losses left out, as Epoch did."""
-    if path is None:
-        raise ValueError("table 'epoch_chinchilla' is not shipped: its source repository states no "
-                         "license. Download data/svg_extracted_data.csv from "
-                         "https://github.com/epoch-research/analyzing-chinchilla and give its path "
-                         "(load_table('epoch_chinchilla', path=FILE); fit --table epoch_chinchilla=FILE)")
+    FLOP`` (C), ``loss``; tokens D = C / (6 N). Every point is kept; the 5 highest losses, which
+    Epoch left out before fitting, have status ``excluded`` (extra column), so a fit leaves
+    them out too (:func:`load_table`)."""
     path = rundir.as_path(path)
     rows = list(csv.DictReader(io.StringIO(path.read_text(), newline="")))
     missing = {"Model Size", "Training FLOP", "loss"} - set(rows[0] if rows else ())
@@ -119,36 +138,29 @@ def epoch_chinchilla(path=None) -> Runs:
     except ValueError as err:
         raise ValueError(f"{path}: a value is not a number ({err})") from None
     keep = loss < np.sort(loss)[-EPOCH_EXCLUDED]
-    runs = Runs(params=n[keep], tokens=flop[keep] / (6 * n[keep]), loss=loss[keep], source=str(path),
-                tokenizer=["chinchilla-sentencepiece"] * int(keep.sum()))
+    status = np.where(keep, "finished", "excluded")
+    runs = Runs(params=n, tokens=flop / (6 * n), loss=loss, compute=flop, source=str(path),
+                tokenizer=["chinchilla-sentencepiece"] * len(rows), extra={"status": status})
     runs.notes.append(f"Epoch AI's selection: {len(rows)} points, the {EPOCH_EXCLUDED} with the highest "
-                      f"loss left out ({int(keep.sum())} fitted); tokens = FLOP / (6 N)")
+                      f"loss left out ({int(keep.sum())} fitted; all {len(rows)} would move β from "
+                      "0.366 to 0.453); tokens = FLOP / (6 N)")
     return runs
 
 
-#: The Gemstones file as the authors release it, bundled under this name when shipped.
-GEMSTONES_FILE = "gemstones_hot.jsonl"
-GEMSTONES_SOURCE = ("https://github.com/mcleish7/gemstone-scaling-laws (wandb_dfs/"
-                    "wandb_df_for_fitting_hot.jsonl, commit 5f420478f6057b0cbb4d13405fb10ca64675bccb)")
+GEMSTONES_REPO, GEMSTONES_COMMIT = "mcleish7/gemstone-scaling-laws", "5f420478f6057b0cbb4d13405fb10ca64675bccb"
+GEMSTONES_SOURCE = f"https://github.com/{GEMSTONES_REPO} (wandb_dfs/, commit {GEMSTONES_COMMIT})"
 _GEMSTONES_FIELDS = ("run_name", "width", "depth", "params_active_precise", "tokens", "final_loss")
 #: The authors' tokenizer's vocabulary (their depth_width.py, which subtracts 50304·width for
 #: non-embedding counts).
 GEMSTONES_VOCAB = 50304
 
 
-def gemstones(path=None) -> Runs:
+def gemstones(path) -> Runs:
     """The Gemstones suite's fitting table (McLeish et al. 2025): 22 shapes (width × depth), each
     one training run with a constant learning rate ("hot": no cool-down) read at 10 checkpoints
     from 10B to 100B tokens. JSON Lines as the authors release it, one object per checkpoint:
     ``run_name``, ``width``, ``depth``, ``params_active_precise`` (N, embeddings included),
-    ``tokens``, ``final_loss`` (nats/token; other keys are ignored)."""
-    if path is None:
-        path = REFERENCE_DIR / GEMSTONES_FILE
-        if not path.is_file():
-            raise ValueError("table 'gemstones' is not bundled in this installation (its MIT license "
-                             f"allows it; reference/PROVENANCE.md): download it from {GEMSTONES_SOURCE} "
-                             "and give its path (load_table('gemstones', path=FILE); "
-                             "fit --table gemstones=FILE)")
+    ``tokens``, ``step``, ``final_loss`` (nats/token; other keys are ignored)."""
     path = rundir.as_path(path)
     rows = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
@@ -174,12 +186,42 @@ def gemstones(path=None) -> Runs:
     names = [f"{r['run_name']}@{float(r['tokens']) / 1e9:.0f}B" for r in rows]
     runs = Runs(depth=column["depth"], width=column["width"], params=column["params_active_precise"],
                 tokens=column["tokens"], loss=column["final_loss"], name=names, source=str(path),
-                vocab_size=np.full(len(rows), GEMSTONES_VOCAB))
+                vocab_size=np.full(len(rows), GEMSTONES_VOCAB),
+                params_non_embedding=column["params_active_precise"] - GEMSTONES_VOCAB * column["width"],
+                extra={"step": [r.get("step", "") for r in rows]})
     shapes = len({(r["width"], r["depth"]) for r in rows})
     runs.notes.append(f"Gemstones: {len(rows)} checkpoints of {shapes} shapes (width × depth); the "
                       "checkpoints of one shape come from one constant-learning-rate run, so they are "
                       "not independent runs (a bootstrap over rows understates the spread)")
     return runs
+
+
+GEMSTONES_LICENSE = "MIT (the repository's LICENSE, © 2025 the authors)"
+GEMSTONES_PAPER = ("McLeish, Kirchenbauer, Miller, Singh, Bhatele, Goldblum, Panda, Goldstein: Gemstones: "
+                   "A Model Suite for Multi-Faceted Scaling Laws (arXiv 2502.06857, NeurIPS 2025)")
+#: Approach 2's exponent a (N* ∝ C^a) on the digitised Llama 3 points, in Open-Athena's analysis.
+LLAMA3_APPROACH2_A = 0.4632
+OPEN_ATHENA = ("Open-Athena/scaling-law-analysis", "3e0656ee3dce1a2c89aa67691920f5eb9d30f0fc")
+OPEN_ATHENA_LICENSE = "none stated (no LICENSE file in the repository; so not redistributed here)"
+
+
+def _gemstones_file(kind: str) -> SourceFile:
+    return SourceFile(GEMSTONES_REPO, GEMSTONES_COMMIT, f"wandb_dfs/wandb_df_for_fitting_{kind}.jsonl")
+
+
+def _gemstones_variant(name: str, kind: str, what: str, rows: int) -> PublishedTable:
+    return PublishedTable(name, f"The Gemstones suite, {what}", GEMSTONES_PAPER, GEMSTONES_SOURCE,
+                          GEMSTONES_LICENSE, True, gemstones, rows=rows, files=(_gemstones_file(kind),))
+
+
+def _isoflops(name: str, folder: str, what: str, paper: str, rows: int, reader=isoflop_table,
+              **more) -> PublishedTable:
+    return PublishedTable(
+        name, f"{what} (isoFLOP sweeps as compiled by Open-Athena/scaling-law-analysis)", paper,
+        f"https://github.com/{OPEN_ATHENA[0]} (data/isoflops/extract/{folder}/isoflops.csv, commit "
+        f"{OPEN_ATHENA[1]})", OPEN_ATHENA_LICENSE, False, reader, rows=rows,
+        files=(SourceFile(*OPEN_ATHENA, f"data/isoflops/extract/{folder}/isoflops.csv"),),
+        flop_convention="the sweep's nominal budget C (≈ 6·N·D), as compiled", **more)
 
 
 TABLES = {t.name: t for t in (
@@ -188,7 +230,7 @@ TABLES = {t.name: t for t in (
         "The Depth Delusion: Why Transformers Should Be Wider, Not Deeper (arXiv 2601.20994, 2026)",
         "the paper's Appendix C (reference/PROVENANCE.md)",
         "numbers transcribed from the paper (facts; its printed inconsistencies are in PROVENANCE.md)",
-        True, _depth_delusion, file="depth_delusion_runs.csv",
+        True, _depth_delusion, file="depth_delusion_runs.csv", rows=30,
         notes=(f"The paper's own fit (κ = {PAPER_KAPPA} [2.09, 2.77], R² 0.922) is not reproduced by a "
                "refit of its printed table: analysis/paper_refit/ compares them.",)),
     PublishedTable(
@@ -196,8 +238,11 @@ TABLES = {t.name: t for t in (
         "Besiroglu, Erdil, Barnett, You: Chinchilla Scaling: A replication attempt (arXiv 2404.10102, 2024)",
         "https://github.com/epoch-research/analyzing-chinchilla (data/svg_extracted_data.csv, "
         "commit 92258837425e1b5f2851d624287f0120583a3d0e)",
-        "none: no LICENSE file in any commit of the repository (so not redistributed here)",
-        False, epoch_chinchilla,
+        "none stated (no LICENSE file in any commit of the repository; so not redistributed here)",
+        False, epoch_chinchilla, rows=245,
+        files=(SourceFile("epoch-research/analyzing-chinchilla", "92258837425e1b5f2851d624287f0120583a3d0e",
+                          "data/svg_extracted_data.csv"),),
+        flop_convention="Training FLOP as digitised from Hoffmann et al.'s Figure 4 (their C ≈ 6·N·D); tokens = C / (6 N)",
         fit=PublishedFit("chinchilla", "huber",
                          {"E": (1.82, 0.03), "alpha": (0.35, 0.02), "beta": (0.37, 0.02)},
                          "Huber loss (δ = 1e-3) of log-loss residuals, L = E + A·N^−α + B·D^−β "
@@ -219,8 +264,8 @@ TABLES = {t.name: t for t in (
         "gemstones", "The Gemstones suite: 22 shapes (width × depth) at 10 checkpoints each, 10B–100B tokens",
         "McLeish, Kirchenbauer, Miller, Singh, Bhatele, Goldblum, Panda, Goldstein: Gemstones: A Model "
         "Suite for Multi-Faceted Scaling Laws (arXiv 2502.06857, NeurIPS 2025)",
-        GEMSTONES_SOURCE, "MIT (the repository's LICENSE, © 2025 the authors)", True, gemstones,
-        file=GEMSTONES_FILE,
+        GEMSTONES_SOURCE, GEMSTONES_LICENSE, True, gemstones, rows=220,
+        files=(_gemstones_file("hot"),),
         fit=PublishedFit("chinchilla", "huber",
                          {"E": (2.1431, 0.002), "alpha": (0.29287, 0.002), "beta": (0.71287, 0.002)},
                          "the authors' released optimum (parameters_delta-3/approach_3_parameters_"
@@ -230,15 +275,59 @@ TABLES = {t.name: t for t in (
                          interval="no interval is released: ± the optimiser's tolerance"),
         notes=("N is params_active_precise (embeddings included); the authors also fit width and "
                "depth laws (their depth_width.py), which are not registered here.",)),
+    _gemstones_variant("gemstones_lr_half", "lr_ablation_hot",
+                       "the 'cooler_' runs: the same shapes at half the learning rate, no cool-down", 200),
+    _gemstones_variant("gemstones_cooldown", "cool_end", "each checkpoint after a learning-rate cool-down", 199),
+    PublishedTable(
+        "gadre2024", "Gadre et al.'s over-trained runs: 104 runs, 3 training sets (groups), several validation losses",
+        "Gadre, Smyrnis, Shankar, Gururangan, Wortsman, Shao, Mercat, Fang, Li, Keh, et al.: Language models "
+        "scale reliably with over-training and on downstream tasks (arXiv 2403.08540, 2024)",
+        "https://github.com/mlfoundations/scaling (exp_data/models/*.json, commit "
+        "a003c4913793ac2ae7ef87b28ecb562955d026d5)", "MIT (the repository's LICENSE.txt)", True, gadre_runs,
+        rows=104, files=files_under("mlfoundations/scaling", "a003c4913793ac2ae7ef87b28ecb562955d026d5", "exp_data/models"),
+        notes=("loss is the C4 validation loss (c4_val); the other validation sets are loss_<set> "
+               "columns; params and params_non_embedding as the files give them",)),
+    _isoflops("isoflop_chinchilla", "epochai_chinchilla", "Chinchilla's isoFLOP runs (Epoch AI's digitisation)",
+              "Hoffmann et al.: Training Compute-Optimal Large Language Models (arXiv 2203.15556, 2022); "
+              "digitised by Besiroglu et al. (arXiv 2404.10102, 2024)", 123,
+              exponents=(PublishedExponents(
+                  "Approach 2 (isoFLOP profiles), Hoffmann et al. 2022 Table 2", (0.49, (0.462, 0.534)),
+                  (0.51, (0.483, 0.529)), "10th and 90th percentiles of a bootstrap (80% of the data, 100 times)",
+                  "the points are digitised from the paper's figure, so agreement within the interval is "
+                  "expected, not to the digit"),)),
+    _isoflops("isoflop_llama3", "llama_3", "Llama 3's isoFLOP runs (digitised from its Figure 2)",
+              "Llama Team, AI @ Meta: The Llama 3 Herd of Models (arXiv 2407.21783, 2024)", 266,
+              reader=functools.partial(isoflop_table, fitted_condition="raw_loss"),
+              notes=(f"Open-Athena's Approach 2 fit of these points: N* ∝ C^{LLAMA3_APPROACH2_A} "
+                     "(no interval given)",)),
+    _isoflops("isoflop_marin", "marin_202603", "Marin's 2026-03 isoFLOP ladders on three datasets (groups)",
+              "the Marin project's isoFLOP scaling ladders (W&B exports isoflop-comma/dclm/nemotron, 2026-03)", 258),
+    _isoflops("isoflop_misfitting", "misfitting", "the isoFLOP sweeps of (Mis)Fitting Scaling Laws",
+              "Li, Kudugunta, Zettlemoyer: (Mis)Fitting Scaling Laws (ICLR 2025)", 176),
 )}
 
 
-def load_table(name: str, path=None) -> Runs:
-    """The published table ``name`` (:data:`TABLES`) as :class:`.runs.Runs`; ``path`` for a
-    registered table that is not shipped (its source file)."""
+def load_table(name: str, path=None, *, all_rows: bool = False) -> Runs:
+    """The published table ``name`` (:data:`TABLES`) as :class:`.runs.Runs`, read from ``path``
+    (a local copy of its source file) or else from the package or the download cache (downloaded
+    first when missing). Rows the source's own analysis leaves out (status ``excluded``, e.g.
+    Epoch's 5 highest losses) are left out unless ``all_rows``."""
+    table = table_entry(name)
+    if path is None and not table.shipped:
+        paths = fetch(table.files, table.announcement())
+        # a table of several files is read from their folder (as from a clone's)
+        path = paths[0] if len(paths) == 1 else Path(os.path.commonpath(paths))
+    runs = table.reader(path)
+    status = runs.extra.get("status")
+    if status is None or all_rows:
+        return runs
+    return runs.subset(status == "finished")
+
+
+def table_entry(name: str) -> PublishedTable:
     if name not in TABLES:
         raise ValueError(f"unknown published table {name!r}; known: {', '.join(TABLES)}")
-    return TABLES[name].reader(path)
+    return TABLES[name]
 
 
 def parse_table_arg(text: str) -> tuple[str, str | None]:

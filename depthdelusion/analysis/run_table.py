@@ -295,8 +295,9 @@ def export(sources, *, mlflow_experiment: str | None = None, tracking_uri: str |
     return rows
 
 
-def to_csv(rows: list[dict]) -> str:
-    return csv_text(COLUMNS, [{k: _cell(r.get(k)) for k in COLUMNS} for r in rows])
+def to_csv(rows: list[dict], columns=COLUMNS) -> str:
+    """The rows as CSV with ``columns`` (all of the schema's, or the ones a source gives, in order)."""
+    return csv_text(columns, [{k: _cell(r.get(k)) for k in columns} for r in rows])
 
 
 def _cell(value) -> str:
@@ -307,11 +308,11 @@ def _cell(value) -> str:
     return str(value)
 
 
-def write(rows: list[dict], out: str | os.PathLike) -> None:
+def write(rows: list[dict], out: str | os.PathLike, columns=COLUMNS) -> None:
     """The table as CSV at ``out`` (local or gs://)."""
     path = rundir.as_path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(to_csv(rows))
+    path.write_text(to_csv(rows, columns))
 
 
 def read_csv_rows(path) -> list[dict[str, str]]:

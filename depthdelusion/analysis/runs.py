@@ -203,6 +203,8 @@ class Runs:
 
         return pd.DataFrame(self.rows())
 
+    to_frame = to_dataframe  # the name load_table(NAME).to_frame() is documented with
+
 
 def loss_unit_of(tokenizer: str) -> str:
     """The unit of a loss measured with ``tokenizer``: nats per byte for the byte tokenizer,

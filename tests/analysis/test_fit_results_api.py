@@ -1,6 +1,5 @@
 """The results API people expect (statsmodels / lmfit names), and parameters at a bound or not
 identified flagged as such instead of printed as estimates."""
-import re
 import warnings
 
 import numpy as np
@@ -8,10 +7,8 @@ import pytest
 
 from depthdelusion.analysis import fit
 from depthdelusion.analysis.fit_result import parameter_status
-from depthdelusion.cli import main
 
 from .test_fit_engine import kaplan_runs
-from .test_published import gemstones_source
 from .test_laws_and_fitting import synthetic_runs
 
 
@@ -76,27 +73,6 @@ def test_a_parameter_the_data_do_not_constrain_is_not_identified_and_no_warning_
         row = next(line for line in r.summary().splitlines() if line.split()[:1] == [name])
         if status == "not_identified":
             assert row.split()[1] == "n.i."
-
-
-def test_what_the_profile_bounds_is_printed_with_its_intervals_and_a_correlation_is_a_note(capsys):
-    # Chinchilla's scale degeneracy on Gemstones' 220 checkpoints: A and α correlate at
-    # r = +1.000 (B and β too), yet every profile interval is bounded on both sides. The summary
-    # prints the estimates (the authors' released Huber optimum: E 2.1431, α 0.2929, β 0.7129;
-    # tolerance 5e-4, the printed digits) with their three intervals, the correlation beside.
-    path = gemstones_source()
-    assert main(["fit", "--table", f"gemstones={path}", "--law", "chinchilla", "--method", "huber",
-                 "--bootstrap", "50"]) == 0
-    out = capsys.readouterr().out
-    rows = {line.split()[0]: line for line in out.splitlines()
-            if line.split()[:1] in (["E"], ["A"], ["alpha"], ["B"], ["beta"])}
-    for name, published, partner in (("E", 2.1431, None), ("alpha", 0.2929, "A"), ("beta", 0.7129, "B")):
-        value = float(rows[name].split()[1])
-        assert value == pytest.approx(published, abs=5e-4), name
-        intervals = [(float(lo), float(hi)) for lo, hi in re.findall(r"\[([-\d.e+]+), ([-\d.e+]+)\]", rows[name])]
-        assert len(intervals) == 3 and all(lo < value < hi for lo, hi in intervals), rows[name]
-        if partner:
-            assert rows[name].rstrip().endswith(f"r = +1.000 with {partner}")
-    assert not any("n.i." in row for row in rows.values())
 
 
 def chinchilla_fit():

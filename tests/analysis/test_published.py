@@ -3,33 +3,20 @@ import csv
 import fnmatch
 import json
 import math
-import os
 import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from depthdelusion.analysis import published
 from depthdelusion.analysis.fitting import fit
 from depthdelusion.analysis.published import TABLES, fit_pooled, load_table, pool
+from depthdelusion.analysis.published_files import REGISTRY
 from depthdelusion.analysis.runs import load_runs
 from depthdelusion.cli import main
 
-# Epoch AI's CSV is not redistributable (its repository states no license): the reproduction
-# test reads it where a copy is given, e.g.
-# DEPTHDELUSION_EPOCH_CSV=svg_extracted_data.csv (github.com/epoch-research/analyzing-chinchilla).
-EPOCH_CSV = os.environ.get("DEPTHDELUSION_EPOCH_CSV")
-# The Gemstones table's license (MIT) allows shipping it: the reproduction runs on the bundled
-# file, or on a downloaded copy given as DEPTHDELUSION_GEMSTONES_JSONL=wandb_df_for_fitting_hot.jsonl
-# (github.com/mcleish7/gemstone-scaling-laws) while it is not bundled.
-# On a machine with the project's reference mirror (shared/reference/published, the raw-file
-# host's layout) the file is read from there.
-_GEMSTONES_MIRROR = Path("/work/shared/reference/published/mcleish7/gemstone-scaling-laws/"
-                         "5f420478f6057b0cbb4d13405fb10ca64675bccb/wandb_dfs/wandb_df_for_fitting_hot.jsonl")
-GEMSTONES_JSONL = os.environ.get("DEPTHDELUSION_GEMSTONES_JSONL") or (
-    str(_GEMSTONES_MIRROR) if _GEMSTONES_MIRROR.is_file() else None)
-#: The authors' released optimum at full precision (parameters_delta-3/approach_3_parameters_
+# The published numbers are reproduced from downloaded files in test_published_downloads.py.
+#: The Gemstones authors' released optimum at full precision (parameters_delta-3/approach_3_parameters_
 #: grid_search_0_hot.json: exponents, log coefficients, log E) and its Huber objective.
 GEMSTONES_OPTIMUM = dict(E=math.exp(0.7622636901), A=math.exp(5.3613398367), alpha=0.2928686863,
                          B=math.exp(15.415994531), beta=0.712872206)
@@ -43,12 +30,18 @@ def test_the_paper_table_by_name_is_the_bundled_paper_data_with_provenance():
     assert "arXiv 2601.20994" in text and "license:" in text and "shipped in the package" in text
     with pytest.raises(ValueError, match="unknown published table 'chinchila'; known: depth_delusion, epoch_chinchilla, gemstones"):
         load_table("chinchila")
+    with pytest.raises(ValueError, match="'depth_delusion' ships in the package; it takes no path"):
+        load_table("depth_delusion", path="elsewhere.csv")
 
 
-def test_a_registered_table_without_a_license_is_not_shipped_and_says_where_to_get_it():
-    assert not TABLES["epoch_chinchilla"].shipped
-    with pytest.raises(ValueError, match="no license.*github.com/epoch-research/analyzing-chinchilla"):
-        load_table("epoch_chinchilla")
+def test_a_registered_table_without_a_license_is_not_shipped_and_says_where_it_is_downloaded_from():
+    table = TABLES["epoch_chinchilla"]
+    assert not table.shipped and not table.redistributable
+    text = table.describe()
+    assert "license: none stated" in text and "downloaded from its source on first use" in text
+    assert ("file: https://raw.githubusercontent.com/epoch-research/analyzing-chinchilla/"
+            "92258837425e1b5f2851d624287f0120583a3d0e/data/svg_extracted_data.csv") in text
+    assert "sha256 193478df4e90f040016431996c45682659306840ecdadf83cfb9cd5ca0aa1b30" in text
 
 
 def test_epoch_format_tokens_from_flops_and_the_five_highest_losses_left_out(tmp_path):
@@ -60,27 +53,19 @@ def test_epoch_format_tokens_from_flops_and_the_five_highest_losses_left_out(tmp
         for i, loss in enumerate(losses):
             w.writerow([0, 0, "#000", 1e8 * (i + 1), 6e17 * (i + 1), "#000", loss])
     runs = load_table("epoch_chinchilla", path=path)
-    assert list(runs.loss) == pytest.approx(losses[:3])  # 8 points, the 5 highest out
+    assert list(runs.loss) == pytest.approx(losses[:3])  # 8 points, the 5 highest out of fits
+    every = load_table("epoch_chinchilla", path=path, all_rows=True)
+    assert list(every.extra["status"]) == ["finished"] * 3 + ["excluded"] * 5
     assert list(runs.tokens) == pytest.approx([1e9, 1e9, 1e9])  # FLOP / (6 N)
     (tmp_path / "other.csv").write_text("params,loss\n1,2\n")
     with pytest.raises(ValueError, match="not Epoch AI's svg_extracted_data.csv"):
         load_table("epoch_chinchilla", path=tmp_path / "other.csv")
 
 
-@pytest.mark.skipif(not EPOCH_CSV, reason="Epoch AI's CSV is not shipped (no license): set DEPTHDELUSION_EPOCH_CSV")
-def test_epoch_chinchilla_reproduces_the_published_huber_fit():
-    published = TABLES["epoch_chinchilla"].fit
-    runs = load_table("epoch_chinchilla", path=EPOCH_CSV)
-    assert len(runs) == 240
-    result = fit(runs, published.law, published.method, bootstrap=0, profile=False, leave_one_out=False)
-    for name, (value, half_width) in published.values.items():
-        assert abs(result.params[name] - value) <= half_width, (name, result.params[name])
-
-
 def test_the_epoch_registration_carries_the_papers_isoflop_exponents():
     text = TABLES["epoch_chinchilla"].describe()
     assert "published exponents, Approach 2 (isoFLOP profiles)" in text
-    assert "a 0.49 [0.462, 0.534], b 0.51 [0.483, 0.529]" in text and "not shipped: its license" in text
+    assert "a 0.49 [0.462, 0.534], b 0.51 [0.483, 0.529]" in text and "license: none stated" in text
 
 
 def write_gemstones(path, rows):
@@ -131,58 +116,13 @@ def test_gemstones_reader_names_the_line_and_field_of_bad_input(tmp_path, line, 
         load_table("gemstones", path=path)
 
 
-def test_a_licensed_table_is_shipped_once_its_file_is_bundled(tmp_path, monkeypatch):
-    table = TABLES["gemstones"]
-    assert table.redistributable
-    if not table.shipped:
-        with pytest.raises(ValueError, match="not bundled in this installation.*MIT.*gemstone-scaling-laws"):
-            load_table("gemstones")
-        assert "though its license allows it" in table.describe()
-    monkeypatch.setattr(published, "REFERENCE_DIR", tmp_path)
-    write_gemstones(tmp_path / published.GEMSTONES_FILE, gemstones_rows())
-    assert table.shipped and "shipped in the package" in table.describe()
-    assert len(load_table("gemstones")) == 12
-
-
 def test_every_bundled_table_file_is_in_the_package_data():
     """A file in reference/ that the package-data globs miss would be absent from a wheel."""
     pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     globs = pyproject["tool"]["setuptools"]["package-data"]["depthdelusion"]
-    for table in TABLES.values():
-        if table.file:
-            path = f"analysis/reference/{table.file}"
-            assert any(fnmatch.fnmatch(path, g) for g in globs), (table.name, path, globs)
-
-
-def gemstones_source():
-    if TABLES["gemstones"].shipped:
-        return None
-    if not GEMSTONES_JSONL:
-        pytest.skip("the Gemstones file is not bundled: set DEPTHDELUSION_GEMSTONES_JSONL")
-    return GEMSTONES_JSONL
-
-
-def test_gemstones_reproduces_the_authors_huber_fit():
-    """The authors' optimum (Huber δ = 1e-3 on log-loss, L-BFGS-B from a grid) is reproduced:
-    every parameter within the optimiser's tolerance, and our optimum is no worse under their own
-    objective (scipy's huber summed over all 220 rows)."""
-    from scipy.special import huber
-
-    runs = load_table("gemstones", path=gemstones_source())
-    assert len(runs) == 220 and len({(w, d) for w, d in zip(runs.width, runs.depth)}) == 22
-    published_fit = TABLES["gemstones"].fit
-    result = fit(runs, published_fit.law, published_fit.method, bootstrap=0, profile=False, leave_one_out=False)
-    for name, (value, tolerance) in published_fit.values.items():
-        assert abs(result.params[name] - value) <= tolerance, (name, result.params[name])
-    for name in ("A", "B"):  # weakly identified (r = 1 with their exponent), yet the same optimum
-        assert result.params[name] == pytest.approx(GEMSTONES_OPTIMUM[name], rel=0.01)
-
-    def objective(p):
-        predicted = p["E"] + p["A"] * runs.params ** -p["alpha"] + p["B"] * runs.tokens ** -p["beta"]
-        return float(huber(1e-3, np.log(runs.loss) - np.log(predicted)).sum())
-
-    assert objective(GEMSTONES_OPTIMUM) == pytest.approx(GEMSTONES_OBJECTIVE, rel=1e-6)
-    assert objective(result.params) <= GEMSTONES_OBJECTIVE * (1 + 1e-6)
+    files = [f"analysis/reference/{t.file}" for t in TABLES.values() if t.file]
+    for path in files + [f"analysis/reference/{REGISTRY.name}"]:  # and the sha256 registry
+        assert any(fnmatch.fnmatch(path, g) for g in globs), (path, globs)
 
 
 def test_fit_command_takes_a_registered_table_from_a_file(tmp_path, capsys):
