@@ -337,9 +337,11 @@ def run_command(*, action: str, sources: list[str], csv_path: str | None = None,
                 wandb_dir: str | None = None) -> int:
     """``depthdelusion runs export``: the run table of the sources, to --csv FILE or stdout."""
     from depthdelusion import exit_codes
+    from depthdelusion.outputs import refuse_input_as_output
 
     if action != "export":
         raise ValueError(f"runs {action!r}: the only action is 'export'")
+    refuse_input_as_output("--csv", csv_path, sources)
     rows = export(sources, mlflow_experiment=mlflow_experiment, tracking_uri=tracking_uri,
                   wandb_dir=wandb_dir)
     if csv_path is None:
