@@ -20,6 +20,7 @@ import sys
 from typing import Callable
 
 from depthdelusion import exit_codes
+from depthdelusion.outputs import unwritable
 
 #: (command, "module:function" that runs it, one-line help), in listing order.
 COMMANDS = (
@@ -121,13 +122,61 @@ def add_set(parser: argparse.ArgumentParser, help: str = "override a config fiel
 
 def add_out(parser: argparse.ArgumentParser, help: str = "output directory", required: bool = True,
             metavar: str = "DIR") -> None:
-    """The one ``--out DIR`` option (the function gets ``out``; None when optional and absent)."""
-    parser.add_argument("--out", required=required, metavar=metavar, help=help)
+    """The one ``--out`` option, a directory (``DIR``) or a file (``FILE``); the function gets
+    ``out``, None when optional and absent. Refused at parse time, before any work, when it
+    cannot be written."""
+    parser.add_argument("--out", required=required, metavar=metavar, help=help,
+                        type=writable_path(directory=metavar == "DIR"))
+
+
+def writable_path(directory: bool = True) -> Callable[[str], str]:
+    """An argparse ``type`` accepting a path a command can write: a directory (or a file) that
+    exists and is writable, or one that can be created (its nearest existing ancestor is a
+    writable directory). Remote paths (gs://) are the writer's to check."""
+    def parse(text: str) -> str:
+        why = unwritable(text, directory=directory)
+        if why:
+            raise argparse.ArgumentTypeError(f"{why}; give a {'directory' if directory else 'file'} "
+                                             "path that can be written")
+        return text
+    parse.__name__ = "directory" if directory else "file"
+    return parse
+
+
+def bounded(kind: type, minimum: float, inclusive: bool = True) -> Callable[[str], float]:
+    """An argparse ``type``: a number of ``kind`` (int or float) at least ``minimum`` (above
+    it when not ``inclusive``); the error says the valid range."""
+    valid = f"{'an integer' if kind is int else 'a number'} {'>=' if inclusive else '>'} {minimum:g}"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {valid}") from None
+        if not (value >= minimum if inclusive else value > minimum) or value != value:
+            raise argparse.ArgumentTypeError(f"{text}: must be {valid}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+COUNT = bounded(int, 0)  # a number of refits, replicates, ...: 0 or more
+POSITIVE = bounded(int, 1)  # a number of starts, points, steps, ...: 1 or more
+POSITIVE_FLOAT = bounded(float, 0.0, inclusive=False)
+SEED_HELP = "random seed (an integer >= 0): the bootstrap's resamples and any other random draw"
+
+
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line on stderr (exit 2), naming the flag, and where the help is;
+    the usage block is left to --help."""
+
+    def error(self, message):
+        self.exit(exit_codes.USAGE, f"{self.prog}: error: {message} (usage: {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every command; imports none of the modules that run them."""
-    parser = argparse.ArgumentParser(prog="depthdelusion", epilog=EPILOG,
+    parser = _Parser(prog="depthdelusion", epilog=EPILOG,
                                      description="Depth x width scaling-law training and analysis.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_commands(parser.add_subparsers(dest="command", metavar="COMMAND", required=True))
@@ -223,8 +272,8 @@ def _train(p):
     add_out(p, "run directory; an existing one is resumed from its latest checkpoint")
     multi = p.add_argument_group("multi-process (not needed on TPU VMs, found automatically)")
     multi.add_argument("--coordinator", metavar="HOST:PORT", help="process 0's address")
-    multi.add_argument("--num-processes", type=int, metavar="N")
-    multi.add_argument("--process-id", type=int, metavar="I")
+    multi.add_argument("--num-processes", type=POSITIVE, metavar="N", help="how many processes train together")
+    multi.add_argument("--process-id", type=COUNT, metavar="I", help="this process's index, 0 to N-1")
 
 
 @_arguments("prepare-data", "Tokenize SOURCE (a SlimPajama root, .jsonl/.jsonl.zst/.txt files, a TFDS "
@@ -237,13 +286,15 @@ def _prepare_data(p):
     p.add_argument("source", metavar="SOURCE",
                    help="dataset path (local or gs://), tfds:NAME[:CONFIG], or 'builtin'")
     add_out(p, "the prepared dataset's directory (local or gs://)")
-    p.add_argument("--tokenizer", default="gpt2", choices=["gpt2", "bytes"])
-    p.add_argument("--seq-len", type=int, default=1024)
+    p.add_argument("--tokenizer", default="gpt2", choices=["gpt2", "bytes"],
+                   help="gpt2 (BPE, default) or bytes (one token per byte)")
+    p.add_argument("--seq-len", type=POSITIVE, default=1024, help="tokens per training sequence (default 1024)")
     p.add_argument("--format", dest="data_format", default="auto",
-                   choices=["auto", "slimpajama", "jsonl", "text"])
-    p.add_argument("--max-train-tokens", type=int, default=None,
+                   choices=["auto", "slimpajama", "jsonl", "text"],
+                   help="SOURCE's format (default auto: from its files)")
+    p.add_argument("--max-train-tokens", type=POSITIVE, default=None,
                    help="stop after about this many training tokens (default: all)")
-    p.add_argument("--seed", type=int, default=42, help="built-in corpus documents (builtin only)")
+    p.add_argument("--seed", type=COUNT, default=42, help="built-in corpus documents (builtin only)")
     p.add_argument("--tfds-dir", default=None, metavar="DIR",
                    help="TFDS data directory for a tfds: SOURCE (default: $TFDS_DATA_DIR or ~/tensorflow_datasets)")
     p.add_argument("--tfds-text-feature", default="text", metavar="NAME",
@@ -255,13 +306,13 @@ def _prepare_data(p):
             "resumed), record failures without stopping, write OUT/runs.csv and OUT/report/. Exit "
             "code 1 if a run failed.")
 def _sweep(p):
-    p.add_argument("experiment", metavar="EXPERIMENT.yaml")
+    p.add_argument("experiment", metavar="EXPERIMENT.yaml", help="the experiment grid (experiments/README.md)")
     add_out(p, "sweep directory (local or gs://)")
     p.add_argument("--only", metavar="PATTERN", help="run only names matching this glob (e.g. 'd16_*'; "
                    "comma-separated alternatives)")
     p.add_argument("--dry-run", action="store_true", help="list the runs and their state; run nothing")
     add_set(p, "override a field of every run, e.g. --set data.path=gs://b/sp (repeatable)")
-    p.add_argument("--bootstrap", type=int, default=200, help="bootstrap refits in the report (default 200)")
+    p.add_argument("--bootstrap", type=COUNT, default=200, help="bootstrap refits in the report (default 200)")
     p.add_argument("--no-report", action="store_true", help="write runs.csv only, no fit")
 
 
@@ -271,9 +322,9 @@ def _sweep(p):
             "resource, run on each slice; reservation; service account) and DIR/launch.sh. Checked by "
             "SkyPilot's own parser when it is installed (the skypilot extra); see tpu/README.md.")
 def _sky_jobs(p):
-    p.add_argument("grid", metavar="EXPERIMENT.yaml")
+    p.add_argument("grid", metavar="EXPERIMENT.yaml", help="the experiment grid (experiments/README.md)")
     add_out(p, "the sweep directory every job writes (gs://)")
-    p.add_argument("--dir", dest="directory", required=True, help="where the job files and launch.sh go")
+    p.add_argument("--dir", dest="directory", required=True, type=writable_path(), help="where the job files and launch.sh go")
     add_set(p)
     p.add_argument("--only", metavar="PATTERN", help="only runs matching this glob")
     p.add_argument("--topology", help="the TPU slice per job (default: the grid's topology)")
@@ -283,7 +334,7 @@ def _sky_jobs(p):
     p.add_argument("--service-account", action="store_true", help="the slices run as SkyPilot's service "
                    "account (skypilot-v1@PROJECT; give it the bucket), not with your uploaded credentials")
     p.add_argument("--zone", help="e.g. us-east5-b (default: any zone SkyPilot finds capacity in)")
-    p.add_argument("--max-restarts", type=int, default=3, help="retries of a job that failed (not preempted)")
+    p.add_argument("--max-restarts", type=POSITIVE, default=3, help="retries of a job that failed (not preempted)")
     p.add_argument("--secret", dest="secrets", action="append", default=[], metavar="NAME",
                    help="an environment variable for the runs whose value launch.sh reads from its own "
                    "environment (repeatable): never written to a file")
@@ -297,7 +348,7 @@ def _sky_jobs(p):
             "a config YAML, a preset, or an experiment grid (every run is planned). Exit code 1 if "
             "any run does not fit.")
 def _plan(p):
-    p.add_argument("config", metavar="CONFIG")
+    p.add_argument("config", metavar="CONFIG", help="a config YAML, a preset name, or an experiment grid")
     p.add_argument("--topology", help="v4-32, v5e-16, v6e-64, v5p-128, ... (default: the grid's topology)")
     add_set(p)
     p.add_argument("--only", metavar="PATTERN", help="grids: plan only runs matching this glob")
@@ -305,8 +356,8 @@ def _plan(p):
                    "(default: fsdp over every chip)")
     p.add_argument("--remat", default="auto", help="auto (none -> save_dots -> full, first that fits) "
                    "or check one of none, save_dots, full")
-    p.add_argument("--margin", type=float, default=0.9, help="usable fraction of HBM (default 0.9)")
-    p.add_argument("--table", metavar="FILE.md", help="also write the table and details here")
+    p.add_argument("--margin", type=POSITIVE_FLOAT, default=0.9, help="usable fraction of HBM (default 0.9)")
+    p.add_argument("--table", metavar="FILE.md", type=writable_path(directory=False), help="also write the table and details here")
 
 
 @_arguments("bench", "Benchmark the train step of CONFIG (YAML or preset; default quickstart) on "
@@ -315,8 +366,8 @@ def _plan(p):
 def _bench(p):
     _config_argument(p)
     add_set(p)
-    p.add_argument("--steps", type=int, default=20, help="timed steps (0: compile only)")
-    p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    p.add_argument("--steps", type=COUNT, default=20, help="timed steps (0: compile only)")
+    p.add_argument("--warmup", type=COUNT, default=3, help="untimed steps first")
     p.add_argument("--layer-stats", default="never", metavar="never|every|N|compare",
                    help="which steps also compute per-layer norms; compare alternates plain and "
                    "layer-stats steps and reports the logging cost as their ratio")
@@ -329,16 +380,16 @@ def _bench(p):
 def _coord_check(p):
     p.add_argument("--widths", default=LIBRARY_DEFAULT, help="comma-separated")
     p.add_argument("--depths", default=LIBRARY_DEFAULT, help="comma-separated")
-    p.add_argument("--steps", type=int, default=LIBRARY_DEFAULT, help="updates per shape")
+    p.add_argument("--steps", type=POSITIVE, default=LIBRARY_DEFAULT, help="updates per shape")
     p.add_argument("--parametrization", default=LIBRARY_DEFAULT,
                    help="comma-separated: sp, mup, depth_mup, completep (one panel each)")
-    p.add_argument("--lr", type=float, default=LIBRARY_DEFAULT, help="base learning rate (constant)")
-    p.add_argument("--batch-size", type=int, default=LIBRARY_DEFAULT, help="sequences per step")
-    p.add_argument("--seq-len", type=int, default=LIBRARY_DEFAULT, help="tokens per sequence")
-    p.add_argument("--head-dim", type=int, default=LIBRARY_DEFAULT, help="per-head dimension")
-    p.add_argument("--base-width", type=int, default=LIBRARY_DEFAULT, help="the shape where the "
+    p.add_argument("--lr", type=POSITIVE_FLOAT, default=LIBRARY_DEFAULT, help="base learning rate (constant)")
+    p.add_argument("--batch-size", type=POSITIVE, default=LIBRARY_DEFAULT, help="sequences per step")
+    p.add_argument("--seq-len", type=POSITIVE, default=LIBRARY_DEFAULT, help="tokens per sequence")
+    p.add_argument("--head-dim", type=POSITIVE, default=LIBRARY_DEFAULT, help="per-head dimension")
+    p.add_argument("--base-width", type=POSITIVE, default=LIBRARY_DEFAULT, help="the shape where the "
                    "multipliers are 1")
-    p.add_argument("--base-depth", type=int, default=LIBRARY_DEFAULT, help="the shape where the "
+    p.add_argument("--base-depth", type=POSITIVE, default=LIBRARY_DEFAULT, help="the shape where the "
                    "multipliers are 1")
     add_out(p)
 
@@ -361,7 +412,7 @@ def _depth_confound(p):
     p.add_argument("experiment", metavar="EXPERIMENT", help="YAML file: base, widths, depths, lrs, "
                    "lr_bounds, seeds, arm_a_depth, completep, iso_flop, metric")
     add_out(p)
-    p.add_argument("--max-runs", type=int, default=None, help="train at most N runs this time")
+    p.add_argument("--max-runs", type=COUNT, default=None, help="train at most N runs this time")
     p.add_argument("--report-only", action="store_true", help="train nothing; report what finished")
 
 
@@ -370,10 +421,11 @@ def _report(p):
     p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
     add_published_table(p)
     add_out(p)
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap refits per law (default 1000)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--method", choices=("lm", "huber"), default="lm")
-    p.add_argument("--step", type=int, default=1000, help="step for persistence lengths")
+    p.add_argument("--bootstrap", type=COUNT, default=1000, help="bootstrap refits per law (default 1000)")
+    p.add_argument("--seed", type=COUNT, default=0, help=SEED_HELP + " (default 0)")
+    p.add_argument("--method", choices=("lm", "huber"), default="lm",
+                   help="lm: least squares (default); huber: Huber on log-loss, robust to outlying runs")
+    p.add_argument("--step", type=COUNT, default=1000, help="step for persistence lengths")
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
     p.add_argument("--no-figures", action="store_true", help="skip the PNGs (matplotlib not needed)")
     p.add_argument("--groups", choices=("auto", "offsets", "pooled"), default="auto",
@@ -408,19 +460,20 @@ def _fit(p):
                                 "robust to outlying runs; asymmetric: squares with overestimates "
                                 "weighted more, for small runs that were under-tuned: fits the "
                                 "lower envelope (an expectile), not the mean")
-    p.add_argument("--overestimate-weight", type=float, metavar="W",
+    p.add_argument("--overestimate-weight", type=POSITIVE_FLOAT, metavar="W",
                    help="--loss asymmetric: weight of a prediction above the loss relative to one "
                         "below (the fit is the 1/(1+W) expectile; default 4)")
     p.add_argument("--validate", choices=("rollout",),
                    help="rollout: fit on the k smallest compute levels and predict the next, for "
-                        "each k; prints the error per step and writes rollout.csv under --out")
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap refits (0 to skip)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--starts", type=int, metavar="N",
+                        "each k; prints the error per step (with --json: in the JSON, key "
+                        "rollout) and writes rollout.csv under --out")
+    p.add_argument("--bootstrap", type=COUNT, default=1000, help="bootstrap refits (0 to skip)")
+    p.add_argument("--seed", type=COUNT, default=0, help=SEED_HELP + " (default 0)")
+    p.add_argument("--starts", type=POSITIVE, metavar="N",
                    help="multi-start: at most N starting points: the full grid if it has at most N "
                         "points, else the centre and a seeded scrambled Sobol design (default 64; "
                         "giving it selects --search multistart)")
-    p.add_argument("--grid-points", type=int, metavar="K",
+    p.add_argument("--grid-points", type=POSITIVE, metavar="K",
                    help="multi-start: grid values per parameter over its init range (default 3; "
                         "giving it selects --search multistart)")
     p.add_argument("--search", choices=("varpro", "multistart"),
@@ -439,7 +492,7 @@ def _fit(p):
     add_vocab(p)
     add_out(p, help="also write DIR/rows.csv (per row: inputs, loss, fitted, residual, robust z, "
             "leverage, Cook's distance, group), DIR/residuals.png and, with --validate, "
-            "rollout.csv (default for it: the current directory)", required=False)
+            "rollout.csv (without --out, the rollout is printed only)", required=False)
     add_table_options(p)
     add_row_options(p)
 
@@ -450,7 +503,7 @@ def add_row_options(p):
     add_row_selection(p)
     p.add_argument("--drop-outliers", action="store_true", help="leave out the rows whose |robust "
                    "z| exceeds --outlier-threshold in a first fit (said in the output)")
-    p.add_argument("--outlier-threshold", type=float, default=4.0, metavar="Z",
+    p.add_argument("--outlier-threshold", type=POSITIVE_FLOAT, default=4.0, metavar="Z",
                    help="|robust z| (residual of a Huber fit / (1.4826·MAD)) above which a row is "
                         "an outlier (default 4)")
 
@@ -480,7 +533,7 @@ def _isoflop(p):
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
     p.add_argument("--column", action="append", metavar="NAME=COLUMN",
                    help="read the table's COLUMN as NAME, e.g. --column loss=final_loss (repeatable)")
-    p.add_argument("--tolerance", type=float,
+    p.add_argument("--tolerance", type=bounded(float, 0.0),
                    help="relative tolerance on C within which runs form one budget (default: the "
                         "library's, printed in the summary and the JSON)")
     p.add_argument("--include-flagged", action="store_true",
@@ -490,10 +543,10 @@ def _isoflop(p):
                    help="skip the simulated bias of Approach 2 on this grid")
     p.add_argument("--loss", dest="method", choices=("ls", "huber"), default="ls",
                    help="objective of the Chinchilla fit the bias simulation starts from (default ls)")
-    p.add_argument("--replicates", type=int,
+    p.add_argument("--replicates", type=POSITIVE,
                    help="simulated replicates of the grid for the bias (default: the library's, "
                         "printed with the bias)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=COUNT, default=0, help=SEED_HELP + " (default 0)")
     p.add_argument("--json", dest="json_output", action="store_true",
                    help="print {a, b, budgets[, bias]} as JSON")
     add_out(p, help="write the isoFLOP figure(s) here", required=False)
@@ -520,10 +573,11 @@ def add_table_options(p):
 @_arguments("runs", "`runs export SOURCE...`: the run table (docs/run_table.md, one row per run, "
             "every status) of run directories or sweeps, an MLflow experiment and W&B run files.")
 def _runs(p):
-    p.add_argument("action", choices=("export",))
+    p.add_argument("action", choices=("export",), help="export: write the run table")
     p.add_argument("sources", metavar="SOURCE", nargs="*",
                    help="run directories or sweep directories (searched for summary.json)")
-    p.add_argument("--csv", dest="csv_path", metavar="FILE", help="the CSV to write (default: stdout)")
+    p.add_argument("--csv", dest="csv_path", metavar="FILE", type=writable_path(directory=False),
+                   help="the CSV to write (default: stdout)")
     p.add_argument("--mlflow-experiment", metavar="NAME", help="also the runs of this MLflow experiment")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else "
                    "MLflow's default)")
@@ -553,8 +607,9 @@ def _laws(p):
 @_arguments("persistence")
 def _persistence(p):
     p.add_argument("runs", metavar="RUNS", help="a directory of run directories")
-    p.add_argument("--step", type=int, default=1000, help="training step (nearest logged is used)")
-    p.add_argument("--kind", choices=("weight", "activation"), default="weight")
+    p.add_argument("--step", type=COUNT, default=1000, help="training step (nearest logged is used)")
+    p.add_argument("--kind", choices=("weight", "activation"), default="weight",
+                   help="which per-layer gradient norms: weight (default) or activation")
 
 
 @_arguments("audit")
@@ -565,7 +620,7 @@ def _audit(p):
 
 
 def add_vocab(p):
-    p.add_argument("--vocab", type=int, metavar="V", help="vocabulary size for the parameter-count "
+    p.add_argument("--vocab", type=POSITIVE, metavar="V", help="vocabulary size for the parameter-count "
                    "audit when the table has no vocab_size column (never assumed)")
 
 
@@ -580,12 +635,12 @@ def _expand(p):
     p.add_argument("--after", metavar="K[,K...]", help="insert a block after each of these blocks")
     add_out(p, "the new run directory (--probe: where probe.json/md go; default RUN/expansion_probe, "
             "which the report's persistence figure reads)", required=False)
-    p.add_argument("--seed", type=int, default=0, help="draw of the inserted blocks (default 0)")
+    p.add_argument("--seed", type=COUNT, default=0, help="draw of the inserted blocks (default 0)")
     add_set(p, "train.* fields of the new run, e.g. --set train.steps=600 (repeatable)")
     p.add_argument("--probe", action="store_true", help="measure instead of expanding")
-    p.add_argument("--batches", type=int, default=16, help="--probe: train and held-out batches each")
+    p.add_argument("--batches", type=POSITIVE, default=16, help="--probe: train and held-out batches each")
     p.add_argument("--etas", metavar="E[,E...]", help="--probe: jumpboard step sizes")
-    p.add_argument("--step", type=int, help="--after: the parent's checkpoint to expand (default the newest)")
+    p.add_argument("--step", type=COUNT, help="--after: the parent's checkpoint to expand (default the newest)")
 
 
 @_arguments("expansion-prediction", "For every parent run under --runs (a finished sweep of "
@@ -596,8 +651,8 @@ def _expand(p):
 def _expansion_prediction(p):
     p.add_argument("--runs", required=True, help="the parents' sweep directory")
     add_out(p)
-    p.add_argument("--steps", type=int, default=100, help="training steps of each child after expansion")
-    p.add_argument("--probe-batches", type=int, default=12)
+    p.add_argument("--steps", type=POSITIVE, default=100, help="training steps of each child after expansion")
+    p.add_argument("--probe-batches", type=POSITIVE, default=12, help="batches per probe (default 12)")
 
 
 @_arguments("expansion-growth", "For a finished sweep of experiments/depth_expansion_growth_matched.yaml: "
@@ -608,7 +663,7 @@ def _expansion_prediction(p):
 def _expansion_growth(p):
     p.add_argument("--runs", required=True, help="the growth sweep directory")
     add_out(p)
-    p.add_argument("--switch-step", type=int, default=150, help="the parents' checkpoint to grow from")
+    p.add_argument("--switch-step", type=POSITIVE, default=150, help="the parents' checkpoint to grow from")
     p.add_argument("--test-seeds", default="", metavar="S[,S...]",
                    help="seeds kept out of the lr choice, on which the difference is measured at each "
                         "arm's chosen lr (default: none; the difference is then measured on the seeds "
@@ -619,11 +674,12 @@ def _expansion_growth(p):
             "expands each growth parent and trains it on, probes every depth-grid run, and writes "
             "tables and figures to --out (probes are cached under OUT/probes).")
 def _expansion_study(p):
-    p.add_argument("--depth-grid", default="experiments/depth_expansion.yaml")
-    p.add_argument("--growth-grid", default="experiments/depth_expansion_growth.yaml")
+    p.add_argument("--depth-grid", default="experiments/depth_expansion.yaml", help="the depth grid's YAML")
+    p.add_argument("--growth-grid", default="experiments/depth_expansion_growth.yaml",
+                   help="the growth grid's YAML")
     p.add_argument("--runs", default="runs", help="parent folder of the two sweeps' run directories")
     add_out(p)
-    p.add_argument("--probe-batches", type=int, default=16)
+    p.add_argument("--probe-batches", type=POSITIVE, default=16, help="batches per probe (default 16)")
     p.add_argument("--train", choices=("all", "growth", "none"), default="all",
                    help="what to train before probing: both grids and the grown runs (all), "
                    "the growth grid and grown runs only (growth), nothing (none)")
@@ -638,17 +694,17 @@ def _persistence_probe(p):
 
     p.add_argument("--widths", default=LIBRARY_DEFAULT, help="comma-separated")
     p.add_argument("--depths", default=LIBRARY_DEFAULT, help="comma-separated")
-    p.add_argument("--steps", type=int, default=LIBRARY_DEFAULT, help="K, AdamW updates after init")
-    p.add_argument("--batch-size", type=int, default=LIBRARY_DEFAULT, help="sequences per step")
-    p.add_argument("--seq-len", type=int, default=LIBRARY_DEFAULT, help="tokens per sequence")
-    p.add_argument("--head-dim", type=int, default=LIBRARY_DEFAULT, help="per-head dimension")
-    p.add_argument("--lr", type=float, default=LIBRARY_DEFAULT, help="AdamW learning rate")
+    p.add_argument("--steps", type=POSITIVE, default=LIBRARY_DEFAULT, help="K, AdamW updates after init")
+    p.add_argument("--batch-size", type=POSITIVE, default=LIBRARY_DEFAULT, help="sequences per step")
+    p.add_argument("--seq-len", type=POSITIVE, default=LIBRARY_DEFAULT, help="tokens per sequence")
+    p.add_argument("--head-dim", type=POSITIVE, default=LIBRARY_DEFAULT, help="per-head dimension")
+    p.add_argument("--lr", type=POSITIVE_FLOAT, default=LIBRARY_DEFAULT, help="AdamW learning rate")
     p.add_argument("--parametrization", default=LIBRARY_DEFAULT, choices=PARAMETRIZATIONS,
                    help="one of sp, mup, depth_mup, completep")
     p.add_argument("--compute-dtype", default=LIBRARY_DEFAULT, choices=("auto", "float32", "bfloat16"),
                    help="auto: bfloat16 on accelerators, float32 on CPU")
-    p.add_argument("--seed", type=int, default=LIBRARY_DEFAULT, help="initialisation and data seed")
-    p.add_argument("--max-params", type=float, default=LIBRARY_DEFAULT,
+    p.add_argument("--seed", type=COUNT, default=LIBRARY_DEFAULT, help="initialisation and data seed")
+    p.add_argument("--max-params", type=POSITIVE_FLOAT, default=LIBRARY_DEFAULT,
                    help="skip shapes with more parameters (at the default: about 2 GB with Adam)")
     add_out(p)
 
@@ -660,10 +716,10 @@ def _persistence_probe(p):
             "persistence_width.yaml, or another sweep logging per-layer gradient norms); each is a "
             "study of its own.")
 def _persistence_study(p):
-    p.add_argument("runs", metavar="RUNS", nargs="+")
+    p.add_argument("runs", metavar="RUNS", nargs="+", help="sweep output directories")
     add_out(p)
-    p.add_argument("--step", type=int, default=LIBRARY_DEFAULT, help="requested step")
-    p.add_argument("--window", type=float, default=LIBRARY_DEFAULT,
+    p.add_argument("--step", type=COUNT, default=LIBRARY_DEFAULT, help="requested step")
+    p.add_argument("--window", type=POSITIVE_FLOAT, default=LIBRARY_DEFAULT,
                    help="relative half-width of the step window (0.2 at step 1000: steps 800-1200)")
     p.add_argument("--grid", action="append",
                    help="a grid file, to list the runs that have not finished (repeatable)")
@@ -673,9 +729,9 @@ def _persistence_study(p):
             "every block, over held-out tokens, with a tail-index fit per layer.")
 def _spectrum(p):
     p.add_argument("run", metavar="RUN", help="a run directory written by `depthdelusion train`")
-    p.add_argument("--tokens", type=int, default=LIBRARY_DEFAULT,
+    p.add_argument("--tokens", type=POSITIVE, default=LIBRARY_DEFAULT,
                    help="held-out tokens to use")
-    p.add_argument("--rows", type=int, default=LIBRARY_DEFAULT,
+    p.add_argument("--rows", type=POSITIVE, default=LIBRARY_DEFAULT,
                    help="sequences per forward pass")
     add_out(p, "output directory (default RUN/spectrum)", required=False)
 
@@ -686,7 +742,7 @@ def _spectrum(p):
 def _data_exponent(p):
     p.add_argument("root", metavar="ROOT", help="a directory of token sweeps: ROOT/SWEEP/RUN/")
     add_out(p, "the study directory to write")
-    p.add_argument("--tokens", type=int, default=LIBRARY_DEFAULT,
+    p.add_argument("--tokens", type=POSITIVE, default=LIBRARY_DEFAULT,
                    help="held-out tokens per run for the spectra")
     p.add_argument("--largest-only", action="store_true",
                    help="spectra and readout of each sweep's largest budget only (default: every run)")
@@ -705,17 +761,17 @@ def _data_exponent(p):
 def _data_exponent_ridge(p):
     p.add_argument("run", metavar="RUN", help="a run directory written by `depthdelusion train`")
     add_out(p, "the directory to write ridge.csv, curves.csv and ridge.md into")
-    p.add_argument("--tokens", type=int, default=LIBRARY_DEFAULT,
+    p.add_argument("--tokens", type=POSITIVE, default=LIBRARY_DEFAULT,
                    help="held-out tokens in the feature pool")
-    p.add_argument("--rows", type=int, default=LIBRARY_DEFAULT, help="sequences per forward pass")
-    p.add_argument("--n-min", type=int, default=LIBRARY_DEFAULT, help="smallest training sample")
-    p.add_argument("--n-max", type=int, default=LIBRARY_DEFAULT,
+    p.add_argument("--rows", type=POSITIVE, default=LIBRARY_DEFAULT, help="sequences per forward pass")
+    p.add_argument("--n-min", type=POSITIVE, default=LIBRARY_DEFAULT, help="smallest training sample")
+    p.add_argument("--n-max", type=POSITIVE, default=LIBRARY_DEFAULT,
                    help="largest training sample (the grid doubles from --n-min)")
-    p.add_argument("--reps", type=int, default=LIBRARY_DEFAULT, help="independent replicates")
-    p.add_argument("--seed", type=int, default=LIBRARY_DEFAULT, help="seed of the subsamples and noise")
-    p.add_argument("--noise", type=float, default=LIBRARY_DEFAULT,
+    p.add_argument("--reps", type=POSITIVE, default=LIBRARY_DEFAULT, help="independent replicates")
+    p.add_argument("--seed", type=COUNT, default=LIBRARY_DEFAULT, help="seed of the subsamples and noise")
+    p.add_argument("--noise", type=POSITIVE_FLOAT, default=LIBRARY_DEFAULT,
                    help="noise standard deviation over the target signal's")
-    p.add_argument("--target-rank", type=int, default=LIBRARY_DEFAULT,
+    p.add_argument("--target-rank", type=POSITIVE, default=LIBRARY_DEFAULT,
                    help="the target readout: the head's column of the k-th most frequent next token")
 
 
@@ -725,8 +781,8 @@ def _data_exponent_ridge(p):
             "report.md, learning_curves.png).")
 def _redundancy_study(p):
     add_out(p)
-    p.add_argument("--seeds", type=int, default=LIBRARY_DEFAULT, help="seeds per case")
-    p.add_argument("--no-figures", action="store_true")
+    p.add_argument("--seeds", type=POSITIVE, default=LIBRARY_DEFAULT, help="seeds per case")
+    p.add_argument("--no-figures", action="store_true", help="skip the PNGs (matplotlib not needed)")
     p.add_argument("--report-only", action="store_true",
                    help="rewrite report.md from the tables already in --out")
 

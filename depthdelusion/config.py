@@ -414,7 +414,11 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | tu
         if not path.is_file():
             raise FileNotFoundError(f"config file not found: {path}")
         source = str(path)
-        raw = read_yaml(path) or {}
+        raw = read_yaml(path)
+        if raw is None:  # empty (or comments only): the defaults are the paper's scale, not a start
+            raise ValueError(f"{path}: the config file is empty; it should hold the sections model, "
+                             "data, train, mesh (e.g. depthdelusion/presets/quickstart.yaml), or "
+                             f"name a preset instead: {', '.join(PRESETS)}")
     cfg = from_dict(raw, source)
     for text in overrides:
         key, value = parse_override(text)

@@ -100,6 +100,7 @@ def load_grid(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
                 raise ValueError(f"{path}: {key}={raw[key]!r} must be a positive number")
             raw[key] = value
 
+    _refuse_steps_under_budget(path, raw, overrides)
     axes = raw.get("grid") or {}
     if not isinstance(axes, dict):
         raise ValueError(f"{path}: grid must be a mapping of section.field: [values]")
@@ -155,6 +156,17 @@ def load_grid(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
         raise ValueError(f"{path}: overrides for unknown run(s) {', '.join(missing)}; runs are {', '.join(sorted(seen))}")
     return Grid(str(raw.get("name") or path.stem), str(raw.get("description") or ""),
                 raw.get("topology"), runs, str(path))
+
+
+def _refuse_steps_under_budget(path, raw: dict, overrides) -> None:
+    """--set train.steps on a grid with a token budget would be overwritten by the budget's
+    steps without a word: refused, saying what sets the steps."""
+    budget = next((key for key in ("tokens", "tokens_per_param") if key in raw), None)
+    for text in overrides if budget else ():
+        if parse_override(text)[0] == "train.steps":
+            raise ValueError(f"--set {text}: train.steps is set by the grid's token budget "
+                             f"({budget}: {raw[budget]:g} in {path}): change the grid's {budget} "
+                             "instead")
 
 
 def select(runs: list[tuple[str, Config]], only: str | None) -> list[tuple[str, Config]]:

@@ -52,8 +52,10 @@ def run_plan_command(*, config: str, overrides: list[str], topology: str | None 
                      margin: float = 0.9, table: str | None = None) -> int:
     from depthdelusion.config import load_config, resolve_config_path
     from depthdelusion.plan import markdown_table, plan_config, resolve_topology, topology_devices
+    from depthdelusion.outputs import refuse_input_as_output
     from depthdelusion.sweep import load_grid, select
 
+    refuse_input_as_output("--table", table, [config])
     if _is_grid(config):
         grid = load_grid(config, overrides)
         runs = select(grid.runs, only)

@@ -149,3 +149,33 @@ def test_redundancy_study_command_rewrites_the_committed_report(tmp_path, capsys
     assert cli.main(["redundancy-study", "--out", str(tmp_path), "--report-only"]) == exit_codes.OK
     assert (tmp_path / "report.md").read_text() == (committed / "report.md").read_text()
     assert "`depthdelusion redundancy-study --out analysis/redundancy`" in (tmp_path / "report.md").read_text()
+
+
+@pytest.mark.parametrize("name", [n for n, _, _ in cli.COMMANDS])
+def test_every_argument_of_every_command_has_help(name):
+    # argparse has no public way to list a parser's options: its actions are read directly.
+    bare = [a.option_strings[0] if a.option_strings else a.dest for a in _parsers()[name]._actions
+            if not isinstance(a, argparse._HelpAction) and not a.help]
+    assert not bare, f"{name}: no help text for {', '.join(bare)}"
+
+
+@pytest.mark.parametrize("argv", [["train", "--out"], ["sweep", "experiments/tiny.yaml", "--out"],
+                                  ["prepare-data", "builtin", "--out"]])
+def test_training_commands_refuse_an_out_under_a_file_before_starting(tmp_path, capsys, argv):
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("a file\n")
+    out = str(blocker / "run")
+    with pytest.raises(SystemExit) as exit:
+        cli.main([*argv, out])
+    stderr = capsys.readouterr().err
+    assert exit.value.code == exit_codes.USAGE
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert "--out" in stderr and out in stderr and "is a file, not a directory" in stderr
+
+
+def test_a_usage_error_is_one_line_naming_the_flag(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["sweep", "experiments/tiny.yaml", "--out", str(tmp_path), "--bootstrap", "-1"])
+    stderr = capsys.readouterr().err
+    assert exit.value.code == exit_codes.USAGE
+    assert stderr.count("\n") == 1 and "argument --bootstrap: -1: must be an integer >= 0" in stderr

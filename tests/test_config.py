@@ -145,3 +145,22 @@ def test_one_yaml_file_reader(tmp_path):
     bad.write_text("model: [1,\n")
     with pytest.raises(ValueError, match=r"bad\.yaml: not valid YAML \(line 2, column 1\): expected the node content"):
         read_yaml(bad)
+
+
+def test_an_empty_config_file_is_refused_saying_what_it_should_hold(tmp_path):
+    # Read as defaults, an empty file would train at the paper's scale (hundreds of GB).
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing yet\n")
+    with pytest.raises(ValueError, match=r"empty\.yaml: the config file is empty; it should hold "
+                       r"the sections model, data, train, mesh.*quickstart"):
+        load_config(str(empty))
+
+
+def test_train_refuses_an_empty_config_with_exit_2(tmp_path, capsys):
+    from depthdelusion import cli, exit_codes
+
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    assert cli.main(["train", str(empty), "--out", str(tmp_path / "run")]) == exit_codes.USAGE
+    assert "the config file is empty" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

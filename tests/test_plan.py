@@ -68,3 +68,13 @@ def test_a_model_that_cannot_fit_one_v5e_chip_is_reported_not_fitting(tmp_path, 
     assert "does not fit" in out and "remat=full" in out
     table = (tmp_path / "plan.md").read_text()
     assert "| NO |" in table and "v5e-1" in table
+
+
+def test_plan_refuses_a_table_that_is_its_own_config(tmp_path, capsys):
+    from depthdelusion.cli import main
+
+    config = tmp_path / "small.yaml"
+    config.write_text("model: {depth: 2, width: 64, head_dim: 16, seq_len: 64}\n")
+    before = config.read_text()
+    assert main(["plan", str(config), "--topology", "v4-8", "--table", str(config)]) == 2
+    assert "--table" in capsys.readouterr().err and config.read_text() == before

@@ -111,8 +111,10 @@ def test_hidden_states_are_the_embeddings_and_each_blocks_output(loaded):
 def test_bad_run_directory_is_one_clear_line(tmp_path, capsys):
     assert main(["spectrum", str(tmp_path)]) == 2
     assert "config.yaml" in capsys.readouterr().err
-    assert main(["spectrum", str(tmp_path), "--tokens", "0"]) == 2
-    assert "--tokens=0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit:  # refused by the parser, before any work
+        main(["spectrum", str(tmp_path), "--tokens", "0"])
+    assert exit.value.code == 2
+    assert "argument --tokens: 0: must be an integer >= 1" in capsys.readouterr().err
 
 
 def test_data_exponent_ridge_on_the_tiny_run(run_dir, loaded, tmp_path):

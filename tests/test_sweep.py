@@ -300,3 +300,26 @@ def test_a_run_after_another_of_its_shape_reuses_its_programs_bound_to_its_own_n
         step_module.build_trainer(splash, mesh)
     with pytest.raises(ValueError, match="runs on TPU only"):
         step_module.build_trainer(splash, mesh)
+
+
+def test_set_train_steps_on_a_grid_with_a_token_budget_is_refused_with_the_reason():
+    # The budget sets every run's steps; a --set of them would be overwritten without a word.
+    with pytest.raises(ValueError, match=r"--set train\.steps=30: train\.steps is set by the "
+                       r"grid's token budget \(tokens: 307200 in .*tiny\.yaml\): change the grid's "
+                       r"tokens instead"):
+        load_grid(EXPERIMENTS / "tiny.yaml", ["train.steps=30"])
+
+
+def test_sweep_dry_run_refuses_set_train_steps_under_a_budget(tmp_path, capsys):
+    from depthdelusion import cli, exit_codes
+
+    code = cli.main(["sweep", str(EXPERIMENTS / "tiny.yaml"), "--out", str(tmp_path / "s"),
+                     "--dry-run", "--set", "train.steps=30"])
+    assert code == exit_codes.USAGE
+    assert "train.steps is set by the grid's token budget" in capsys.readouterr().err
+
+
+def test_set_of_another_train_field_still_applies_under_a_budget():
+    grid = load_grid(EXPERIMENTS / "tiny.yaml", ["train.lr=0.001"])
+    assert {cfg.train.lr for _, cfg in grid.runs} == {0.001}
+    assert {cfg.train.steps for _, cfg in grid.runs} == {300}

@@ -3,7 +3,9 @@ logs to TensorBoard, W&B (offline: no key is configured) and a real `mlflow serv
 127.0.0.1 started and stopped here; each is read back and compared with metrics.jsonl. The run
 table (depthdelusion/analysis/run_table.py) is exported from all three sources."""
 import contextlib
+import csv
 import importlib.util
+import io
 import os
 import socket
 import subprocess
@@ -176,22 +178,30 @@ def test_runs_export_gives_one_table_from_run_dirs_mlflow_and_wandb(run, tmp_pat
     assert main(["runs", "export", str(out.parent), *mlflow_args, "--wandb-dir", str(out / "wandb"),
                  "--csv", str(table)]) == 0
     rows = run_table.read_csv_rows(table)
-    n = 2 + HAVE_MLFLOW
-    assert [r["schema_version"] for r in rows] == ["1"] * n
+    # one run, recorded by its directory, W&B and MLflow: one row, naming every source
+    (merged,) = rows
+    assert merged["schema_version"] == "1"
+    sources = merged["source"].split(" + ")
+    assert len(sources) == 2 + HAVE_MLFLOW
+    assert sources[0] == str(out) and sources[-1].endswith(".wandb")
+    assert not HAVE_MLFLOW or sources[1].startswith("mlflow:")
     summary = read_summary(out)
+    assert merged["loss"] == repr(summary["final_loss"]) and merged["depth"] == "2"
+    assert merged["profile"].endswith("metrics.jsonl")
+    # each source alone gives the same cells (what identifies the run and more)
     same = ("name", "status", "depth", "width", "heads", "ffn", "params", "params_non_embedding",
             "tokens", "flops", "lr", "schedule", "parametrization", "seed", "loss", "eval_loss",
             "hardware", "code_version", "tokenizer", "loss_unit")
-    for r in rows[1:]:
-        assert {k: r[k] for k in same} == {k: rows[0][k] for k in same}, r["source"]
-    assert rows[0]["loss"] == repr(summary["final_loss"]) and rows[0]["depth"] == "2"
-    assert rows[0]["profile"].endswith("metrics.jsonl") and rows[-1]["source"].endswith(".wandb")
-    assert not HAVE_MLFLOW or rows[1]["source"].startswith("mlflow:")
+    alone = run_table.from_run_dirs(out) + run_table.from_wandb(out / "wandb") + (
+        run_table.from_mlflow("depthdelusion", uri) if HAVE_MLFLOW else [])
+    assert len(alone) == len(sources)
+    for r in csv.DictReader(io.StringIO(run_table.to_csv(alone))):
+        assert {k: r[k] for k in same} == {k: merged[k] for k in same}, r["source"]
     # the fitting API reads the table with no column flags; unfinished runs are listed, not fitted
-    failed = dict(rows[0], name="broken", status="failed", loss="")
-    table.write_text(run_table.to_csv(rows + [failed]))
+    failed = dict(merged, name="broken", status="failed", loss="")
+    table.write_text(run_table.to_csv([merged, failed]))
     runs = load_runs(str(table))
-    assert len(runs) == n and list(runs.depth) == [2] * n
+    assert len(runs) == 1 and list(runs.depth) == [2]
     assert runs.has("params") and runs.has("tokens") and runs.has("loss")
     assert any("broken (failed)" in note for note in runs.notes)
 

@@ -12,7 +12,13 @@ from pathlib import Path
 import numpy as np
 
 from depthdelusion import exit_codes, rundir
+from depthdelusion.outputs import refuse_own_inputs
 
+#: The files `fit --out DIR` writes (in DIR, or a folder of it per --by value).
+FIT_FILES = ("rows.csv", "residuals.png", "rollout.csv")
+#: The files `report --out DIR` writes: report.md, report.tex, numerics.md, the tables' CSVs and
+#: the figures (in DIR, or a folder of it per --by value).
+REPORT_FILES = ("*.md", "*.tex", "*.csv", "*.png")
 #: Laws `fit` picks when --law is not given: the first whose columns the table has.
 FIT_PREFERENCE = ("depth_delusion", "chinchilla", "kaplan")
 
@@ -98,6 +104,7 @@ def run_report(*, runs: str | None = None, out: str, table_name: str | None = No
                outlier_threshold: float = 4.0) -> int:
     if not no_figures:  # before the fits, not after them
         _need_matplotlib("the report's figures", "pass --no-figures")
+    refuse_own_inputs("--out", out, REPORT_FILES, [runs])
     runs, label = runs_or_table(runs, table_name, "report")
     table = _load(runs, group=group, columns=columns, column=column, reduce=reduce, vocab=vocab,
                   where=where)
@@ -173,6 +180,7 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
 
     method = _check_fit_options(runs, table_name, pool, by, drop_outliers, outlier_threshold,
                                 starts, grid_points, loss, method, overestimate_weight, validate)
+    refuse_own_inputs("--out", out, FIT_FILES, [runs])
     table = (_load(runs, group=group, columns=columns, column=column, reduce=reduce, where=where)
              if runs is not None else load_runs_of_table(table_name, group, where))
     if params is not None:  # the convention as asked, said in the fit's notes
@@ -196,17 +204,14 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
     else:
         parts = split_rows(table, by, law, method, drop_outliers, outlier_threshold, seed)
         results = {v: fit(part, law, method, **options) for v, part in parts.items()}
-    with rundir.local_dir(out) as local_out:  # a gs:// OUT: written here, then copied up
-        _print_fits(results, parts, by, json_output, local_out)
-        if validate == "rollout":
-            from .rollout import rollout
+    checked = None
+    if validate == "rollout":
+        from .rollout import rollout
 
-            checked = rollout(table, law, method, seed=seed, overestimate_weight=overestimate_weight,
-                              grid_points=grid_points, max_starts=starts)
-            Path(local_out or ".").mkdir(parents=True, exist_ok=True)
-            path = checked.write_csv(Path(local_out or ".") / "rollout.csv")
-            print(checked.summary(), file=sys.stderr if json_output else sys.stdout)
-            print(f"wrote {path}", file=sys.stderr)
+        checked = rollout(table, law, method, seed=seed, overestimate_weight=overestimate_weight,
+                          grid_points=grid_points, max_starts=starts)
+    with rundir.local_dir(out) as local_out:  # a gs:// OUT: written here, then copied up
+        _print_fits(results, parts, by, json_output, local_out, checked)
     if out is not None and not rundir.is_local(out):
         print(f"copied to {out}", file=sys.stderr)
     return exit_codes.OK
@@ -239,8 +244,9 @@ def _check_fit_options(runs, table_name, pool, by, drop_outliers, outlier_thresh
     return method
 
 
-def _print_fits(results, parts, by, json_output, out) -> None:
-    """Each fit's summary (or JSON), and its rows under ``out``."""
+def _print_fits(results, parts, by, json_output, out, checked=None) -> None:
+    """Each fit's summary (or JSON), and its rows under ``out``; the rollout ``checked`` (when
+    asked for) printed after them, or inside the JSON, and written to ``out``/rollout.csv."""
     import json
     from pathlib import Path
 
@@ -251,14 +257,21 @@ def _print_fits(results, parts, by, json_output, out) -> None:
             folder = Path(out) if value is None else Path(out) / _safe_dir(f"{by}={value}")
             written = write_rows(folder, parts[value], result)
             print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
+        if checked is not None:
+            print(f"wrote {checked.write_csv(Path(out) / 'rollout.csv')}", file=sys.stderr)
+    if json_output:
+        doc = ({"by": by, "groups": {v: json.loads(r.to_json()) for v, r in results.items()}} if by
+               else json.loads(results[None].to_json()))
+        if checked is not None:
+            doc["rollout"] = checked.to_dict()
+        print(json.dumps(doc, indent=2, allow_nan=False))
+        return
     if by:
-        if json_output:
-            print(json.dumps({"by": by, "groups": {v: json.loads(r.to_json()) for v, r in results.items()}},
-                             indent=2, allow_nan=False))
-        else:
-            print("\n\n".join(f"== {by} = {v} ({r.n} rows) ==\n{r.summary()}" for v, r in results.items()))
+        print("\n\n".join(f"== {by} = {v} ({r.n} rows) ==\n{r.summary()}" for v, r in results.items()))
     else:
-        print(results[None].to_json() if json_output else results[None].summary())
+        print(results[None].summary())
+    if checked is not None:
+        print(checked.summary())
 
 
 def run_isoflop(*, runs: str | None = None, table_name: str | None = None, by: str | None = None, group: str | None = None,
@@ -288,6 +301,7 @@ def run_isoflop(*, runs: str | None = None, table_name: str | None = None, by: s
     replicates = BIAS_REPLICATES if replicates is None else replicates
     if replicates < 1:
         raise ValueError(f"--replicates {replicates}: must be at least 1")
+    refuse_own_inputs("--out", out, ("isoflop*.png",), [runs])
     runs, _ = runs_or_table(runs, table_name, "isoflop")
     table = _load(runs, group=group, columns=columns, column=column, where=where)
     parts = {None: table} if by is None else split_by(table, by)

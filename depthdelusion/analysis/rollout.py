@@ -79,6 +79,22 @@ class Rollout:
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
+    def to_dict(self) -> dict:
+        """The rollout for ``--json``: per step its errors (observed − predicted, nats, one per
+        predicted run) and their mean, RMSE and max |error|; then the same over every predicted
+        run of the fitted steps (``summary``). Numbers rounded as in rollout.csv; none is NaN."""
+        steps = [dict(zip(COLUMNS, (_json(v) for v in s.row())), errors=[_r(e) for e in s.errors])
+                 for s in self.steps]
+        errors = np.concatenate([s.errors for s in self.steps] + [np.array([])])
+        summary = {"steps": len(self.steps), "steps_fitted": sum(len(s.errors) > 0 for s in self.steps),
+                   "runs_predicted": len(errors),
+                   "mean_error": _json(_r(np.mean(errors))) if len(errors) else None,
+                   "rmse": _json(_r(np.sqrt(np.mean(errors ** 2)))) if len(errors) else None,
+                   "max_abs_error": _json(_r(np.max(np.abs(errors)))) if len(errors) else None}
+        return {"law": self.law, "method": self.method, "levels": self.level_source,
+                "error": "observed - predicted loss (nats)", "steps": steps, "summary": summary,
+                "notes": list(self.notes)}
+
     def write_csv(self, path):
         from .tables import write_csv
 
@@ -147,6 +163,11 @@ def _r(v, digits: int = 5):
     if v is None or not np.isfinite(v):
         return ""
     return float(f"{v:.{digits}g}")
+
+
+def _json(v):
+    """A CSV cell for JSON: the empty cell (no number) as null."""
+    return None if v == "" else v
 
 
 def _f(v, spec: str) -> str:

@@ -107,10 +107,11 @@ def _comparison(column: str, op: str, raw: str, *, quoted: bool, text: str) -> C
     return Comparison(column, op, value, kind)
 
 
-def column_values(runs, column: str) -> np.ndarray:
+def column_values(runs, column: str, flag: str = "--where") -> np.ndarray:
     """The values of ``column`` in ``runs`` (canonical name, the table's own name for one, any
     alias the table reader reads (:data:`.columns.FIELDS`; ``params_billions`` in billions), or
-    another column of the table); ValueError listing the columns when there is none."""
+    another column of the table); ValueError naming ``flag`` and listing the columns when there
+    is none."""
     from .columns import FIELDS, field_of, scale_of
 
     sources = getattr(runs, "column_sources", {}) or {}
@@ -125,7 +126,7 @@ def column_values(runs, column: str) -> np.ndarray:
     if canonical is not None and (canonical in sources or runs.has(canonical)):
         return _in_unit_of(np.asarray(getattr(runs, canonical)), column)
     known = list(dict.fromkeys([*sources.values(), *(c for c in FIELDS if runs.has(c)), *runs.extra]))
-    raise ValueError(f"--where: no column {column!r} in {runs.source or 'the table'}; its "
+    raise ValueError(f"{flag}: no column {column!r} in {runs.source or 'the table'}; its "
                      f"columns: {', '.join(map(str, known)) or 'none'}")
 
 
@@ -178,7 +179,7 @@ def apply_where(runs, text: str):
 
 def split_by(runs, column: str) -> dict:
     """{value: the runs whose ``column`` holds it}, values in sorted order (``--by COL``)."""
-    values = np.array([str(v) for v in column_values(runs, column)], dtype=object)
+    values = np.array([str(v) for v in column_values(runs, column, "--by")], dtype=object)
     out = {}
     for value in sorted(set(values)):
         part = runs.subset(values == value)

@@ -15,6 +15,7 @@ import io
 import json
 import os
 import struct
+import sys
 from typing import Any
 
 import yaml
@@ -62,7 +63,7 @@ COLUMNS = {
     "hardware": "devices x device kind",
     "code_version": "git:SHA[+dirty] or depthdelusion==VERSION; blank if not recorded",
     "profile": "where the per-layer gradient norms are: metrics.jsonl path, mlflow run, W&B file",
-    "source": "where this row was read from",
+    "source": "where this row was read from; a run found in several sources: each, joined by ' + '",
 }
 PARAMS_CONVENTION = ("every parameter the model creates: blocks, final norm, input embedding, "
                      "untied LM head with its bias, learned positions if any")
@@ -292,7 +293,35 @@ def export(sources, *, mlflow_experiment: str | None = None, tracking_uri: str |
     if not rows:
         raise ValueError("runs export: nothing to export; give run directories, --mlflow-experiment "
                          "or --wandb-dir")
-    return rows
+    return merge_duplicates(rows)
+
+
+#: A run is the same run in every source that records it when these cells agree: its name and
+#: shape, what it trained on and with which seeds, and its final loss to the last digit.
+IDENTITY = ("name", "status", "depth", "width", "params", "tokens", "steps", "lr", "seed",
+            "data_seed", "dataset", "loss", "eval_loss", "code_version")
+
+
+def merge_duplicates(rows: list[dict]) -> list[dict]:
+    """One row per run (:data:`IDENTITY`), in first-seen order: a run read from several sources
+    (its directory, MLflow, W&B; or one directory reached twice) keeps the first source's row,
+    with every source in ``source`` joined by ' + '; each merge is said on stderr."""
+    merged: dict[tuple, dict] = {}
+    for r in rows:
+        key = tuple(_cell(r.get(k)) for k in IDENTITY)
+        if key not in merged:
+            merged[key] = dict(r)
+            continue
+        first = merged[key]
+        sources = first["source"].split(" + ")
+        if r["source"] not in sources:
+            first["source"] = " + ".join([*sources, r["source"]])
+        first["profile"] = first.get("profile") or r.get("profile", "")
+    for r in merged.values():
+        if " + " in r["source"]:
+            print(f"runs export: {r['name']}: one row from {r['source'].count(' + ') + 1} sources "
+                  f"(the same run): {r['source']}", file=sys.stderr)
+    return list(merged.values())
 
 
 def to_csv(rows: list[dict], columns=COLUMNS) -> str:
@@ -338,9 +367,11 @@ def run_command(*, action: str, sources: list[str], csv_path: str | None = None,
                 wandb_dir: str | None = None) -> int:
     """``depthdelusion runs export``: the run table of the sources, to --csv FILE or stdout."""
     from depthdelusion import exit_codes
+    from depthdelusion.outputs import refuse_input_as_output
 
     if action != "export":
         raise ValueError(f"runs {action!r}: the only action is 'export'")
+    refuse_input_as_output("--csv", csv_path, sources)
     rows = export(sources, mlflow_experiment=mlflow_experiment, tracking_uri=tracking_uri,
                   wandb_dir=wandb_dir)
     if csv_path is None:

@@ -14,6 +14,8 @@ tried, with a warning naming the bad step.
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 import os
 import signal
@@ -29,6 +31,43 @@ import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 from jax.sharding import NamedSharding
+
+
+@contextlib.contextmanager
+def _reads_settled_on_error():
+    """Orbax runs a restore's reads on a fresh event loop that it closes as soon as the first
+    read fails (asyncio_utils._run_sync_via_new_loop: run_until_complete, then close), leaving
+    the other reads pending: each then reports "Event loop is closed" from TensorStore's thread
+    and "Task exception was never retrieved", dozens of tracebacks for one damaged checkpoint.
+    Within this block a failed run cancels the loop's remaining tasks and waits for them before
+    the loop closes, as asyncio.run does; the error raised is the same. (Orbax's private
+    function, replaced for the block's duration only; an orbax without it is left as it is.)"""
+    from orbax.checkpoint._src import asyncio_utils
+
+    original = getattr(asyncio_utils, "_run_sync_via_new_loop", None)
+    if original is None:  # another orbax: restore as it does (the noise may come back)
+        yield
+        return
+
+    def run_settled(coro):
+        loop = asyncio.new_event_loop()
+        try:
+            asyncio.set_event_loop(loop)
+            return loop.run_until_complete(coro)
+        finally:
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            # their errors are the one already raised, or its consequences: gathered, not raised
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            asyncio.set_event_loop(None)
+            loop.close()
+
+    asyncio_utils._run_sync_via_new_loop = run_settled
+    try:
+        yield
+    finally:
+        asyncio_utils._run_sync_via_new_loop = original
 
 
 class FrozenIteratorState(grain.DatasetIterator):
@@ -180,10 +219,11 @@ class Checkpointer:
         errors = []
         for step in steps:
             try:
-                restored = self.manager.restore(step, args=ocp.args.Composite(
-                    state=ocp.args.StandardRestore(target),
-                    data=grain.checkpoint.CheckpointRestore(data_iterator),
-                ))
+                with _reads_settled_on_error():
+                    restored = self.manager.restore(step, args=ocp.args.Composite(
+                        state=ocp.args.StandardRestore(target),
+                        data=grain.checkpoint.CheckpointRestore(data_iterator),
+                    ))
             except Exception as err:  # orbax/tensorstore raise many types for damaged files
                 errors.append(f"step {step}: {type(err).__name__}: {str(err)[:200]}")
                 warnings.warn(f"checkpoint at step {step} in {self.directory} is unreadable "

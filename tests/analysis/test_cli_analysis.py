@@ -138,8 +138,10 @@ def test_fit_start_options_reach_the_fitter(tmp_path, capsys):
     assert main(["fit", str(csv), "--law", "kaplan", "--bootstrap", "0", "--json",
                  "--grid-points", "2"]) == 0
     assert json.loads(capsys.readouterr().out)["starts"]["n_starts"] == 8
-    assert main(["fit", str(csv), "--law", "kaplan", "--starts", "0"]) == 2
-    assert "--starts=0: must be a positive integer" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit:
+        main(["fit", str(csv), "--law", "kaplan", "--starts", "0"])
+    assert exit.value.code == 2
+    assert "argument --starts: 0: must be an integer >= 1" in capsys.readouterr().err
     assert main(["fit", str(csv), "--columns", "loss"]) == 2
     assert "'loss' is not NAME=COLUMN" in capsys.readouterr().err
 
@@ -152,3 +154,127 @@ def test_laws_lists_formulas_and_required_columns(capsys):
     assert "columns: depth,width,params,loss  (+ tokens when they vary" in out
     assert "params     parameter count N" in out and "D          tokens when C ≈ 6·N·D" in out
     assert "compute    training compute in FLOPs (about 6·N·tokens); aliases: C, flops, FLOPs, budget_flops" in out
+
+
+# ---- nothing lost: where a command writes is checked first, and never over its input ----------
+
+def exit_code(argv, capsys) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of the CLI in this process; argparse's exit included."""
+    try:
+        code = main(argv)
+    except SystemExit as exit:
+        code = exit.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def a_file(tmp_path) -> Path:
+    path = tmp_path / "notes.txt"
+    path.write_text("not a directory\n")
+    return path
+
+
+@pytest.mark.parametrize("command", [["fit"], ["report", "--no-figures"], ["isoflop"]])
+@pytest.mark.parametrize("kind", ["under a file", "a file"])
+def test_an_out_that_cannot_be_a_directory_is_refused_before_any_work(tmp_path, capsys, command, kind):
+    table = shape_table(tmp_path / "runs.csv", tokens_vary=True)
+    out = str(a_file(tmp_path) / "sub") if kind == "under a file" else str(a_file(tmp_path))
+    code, stdout, stderr = exit_code([command[0], str(table), "--out", out, *command[1:]], capsys)
+    assert code == 2 and stdout == ""
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert "--out" in stderr and out in stderr and "is a file, not a directory" in stderr
+    assert "law:" not in stderr  # refused before the law was even picked
+
+
+@pytest.mark.skipif(__import__("os").access("/proc/sys", __import__("os").W_OK),
+                    reason="needs a read-only directory (/proc/sys is read-only in containers)")
+def test_an_out_under_a_read_only_directory_is_refused(tmp_path, capsys):
+    table = shape_table(tmp_path / "runs.csv")
+    code, _, stderr = exit_code(["fit", str(table), "--out", "/proc/sys/depthdelusion_fit"], capsys)
+    assert code == 2 and "--out" in stderr and "/proc/sys is not writable" in stderr
+
+
+def test_runs_export_refuses_a_csv_path_under_a_file(tmp_path, capsys):
+    target = str(a_file(tmp_path) / "runs.csv")
+    code, _, stderr = exit_code(["runs", "export", str(tmp_path), "--csv", target], capsys)
+    assert code == 2 and "--csv" in stderr and target in stderr
+    assert "is a file, not a directory" in stderr
+
+
+def test_fit_refuses_to_write_its_rows_over_its_own_input(tmp_path, capsys):
+    table = shape_table(tmp_path / "rows.csv")
+    before = table.read_text()
+    code, _, stderr = exit_code(["fit", str(table), "--out", str(tmp_path), "--bootstrap", "0"], capsys)
+    assert code == 2
+    assert "--out" in stderr and "would overwrite the input" in stderr and str(table) in stderr
+    assert table.read_text() == before
+
+
+def test_runs_export_refuses_to_write_over_its_source(tmp_path, capsys):
+    table = shape_table(tmp_path / "runs.csv")
+    code, _, stderr = exit_code(["runs", "export", str(table), "--csv", str(table)], capsys)
+    assert code == 2 and "--csv" in stderr and "is the input" in stderr
+
+
+def test_rollout_without_out_is_printed_and_nothing_is_written(tmp_path, capsys, monkeypatch):
+    table = shape_table(tmp_path / "runs.csv", tokens_vary=True)
+    here = tmp_path / "cwd"
+    here.mkdir()
+    (here / "rollout.csv").write_text("mine\n")
+    monkeypatch.chdir(here)
+    code, stdout, _ = exit_code(["fit", str(table), "--law", "chinchilla", "--bootstrap", "0",
+                                 "--validate", "rollout"], capsys)
+    assert code == 0 and "Rollout validation" in stdout
+    assert sorted(p.name for p in here.iterdir()) == ["rollout.csv"]
+    assert (here / "rollout.csv").read_text() == "mine\n"
+
+
+def test_rollout_with_json_is_inside_the_json_with_its_errors_and_summary(tmp_path, capsys):
+    table = shape_table(tmp_path / "runs.csv", tokens_vary=True)
+    code, stdout, stderr = exit_code(["fit", str(table), "--law", "chinchilla", "--bootstrap", "0",
+                                      "--validate", "rollout", "--json"], capsys)
+    assert code == 0
+    doc = json.loads(stdout)  # stdout is pure JSON
+    rollout = doc["rollout"]
+    assert "Rollout validation" not in stderr
+    fitted = [s for s in rollout["steps"] if s["errors"]]
+    assert fitted, rollout
+    for step in fitted:
+        assert len(step["errors"]) == step["runs_predicted"]
+        assert step["max_abs_error"] == pytest.approx(max(abs(e) for e in step["errors"]), rel=1e-3)
+    every = [e for s in fitted for e in s["errors"]]
+    assert rollout["summary"]["runs_predicted"] == len(every)
+    assert rollout["summary"]["rmse"] == pytest.approx(np.sqrt(np.mean(np.square(every))), rel=1e-3)
+
+
+# ---- errors name the flag and what is valid ------------------------------------------------------
+
+@pytest.mark.parametrize("argv, flag, valid", [
+    (["fit", "--bootstrap", "-5"], "--bootstrap", "an integer >= 0"),
+    (["fit", "--seed", "-1"], "--seed", "an integer >= 0"),
+    (["fit", "--starts", "0"], "--starts", "an integer >= 1"),
+    (["fit", "--grid-points", "0"], "--grid-points", "an integer >= 1"),
+    (["fit", "--outlier-threshold", "0"], "--outlier-threshold", "a number > 0"),
+    (["fit", "--loss", "asymmetric", "--overestimate-weight", "-1"], "--overestimate-weight", "a number > 0"),
+    (["fit", "--bootstrap", "many"], "--bootstrap", "an integer >= 0"),
+    (["report", "--out", "OUT", "--bootstrap", "-1"], "--bootstrap", "an integer >= 0"),
+    (["report", "--out", "OUT", "--step", "-1"], "--step", "an integer >= 0"),
+    (["isoflop", "--replicates", "0"], "--replicates", "an integer >= 1"),
+    (["isoflop", "--tolerance", "-0.1"], "--tolerance", "a number >= 0"),
+    (["isoflop", "--seed", "-3"], "--seed", "an integer >= 0"),
+])
+def test_a_bad_number_is_refused_naming_the_flag_and_its_range(tmp_path, capsys, argv, flag, valid):
+    table = shape_table(tmp_path / "runs.csv")
+    argv = [a.replace("OUT", str(tmp_path / "out")) for a in argv]
+    code, stdout, stderr = exit_code([argv[0], str(table), *argv[1:]], capsys)
+    assert code == 2 and stdout == ""
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert f"argument {flag}:" in stderr and valid in stderr
+
+
+def test_by_an_unknown_column_names_by_and_lists_the_columns(tmp_path, capsys):
+    table = shape_table(tmp_path / "runs.csv")
+    code, _, stderr = exit_code(["fit", str(table), "--bootstrap", "0", "--by", "nosuch"], capsys)
+    assert code == 2
+    assert "--by: no column 'nosuch'" in stderr and "--where" not in stderr
+    assert "depth, width, params, tokens, loss" in stderr

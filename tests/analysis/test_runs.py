@@ -3,6 +3,7 @@ import pytest
 
 from depthdelusion.analysis import Runs, load_reference, load_runs
 from depthdelusion.analysis.reference import REFERENCE_DIR
+from .conftest import write_run
 
 
 def test_run_directories_load_and_unfinished_runs_are_skipped_and_counted(run_factory, tmp_path):
@@ -110,3 +111,23 @@ def test_tables_and_runs_are_checked_too_and_unrecorded_tokenizers_are_noted(run
         "model:\n  depth: 8\n  vocab_size: 50257\ndata:\n  tokenizer: gpt2\n")
     with pytest.raises(ValueError, match=r"nats/byte: a; nats/token: old"):
         load_runs(tmp_path / "runs")
+
+
+def test_runs_export_lists_a_run_once_when_two_sources_hold_it_and_says_which(run_factory, tmp_path,
+                                                                             capsys):
+    import shutil
+
+    from depthdelusion.analysis.run_table import export
+
+    first = run_factory("d2_w64", 2, 64, 3.1)
+    run_factory("d4_w64", 4, 64, 3.0)
+    copy = tmp_path / "bucket_copy" / "d2_w64"  # the same run, downloaded elsewhere
+    shutil.copytree(first, copy)
+    other = write_run(tmp_path / "other_sweep", "d2_w64", 2, 64, 3.2)  # same name, another run
+    rows = export([str(first.parent), str(first), str(copy), str(other)])
+    assert [(r["name"], r["loss"]) for r in rows] == [("d2_w64", 3.1), ("d4_w64", 3.0),
+                                                      ("d2_w64", 3.2)]
+    assert rows[0]["source"] == f"{first} + {copy}"  # reached twice, found in two places
+    assert rows[2]["source"] == str(other)
+    err = capsys.readouterr().err
+    assert f"runs export: d2_w64: one row from 2 sources (the same run): {first} + {copy}" in err

@@ -100,8 +100,10 @@ def test_sweep_mixing_corpora_is_refused(study, tmp_path):
 def test_a_root_without_finished_runs_is_one_clear_line(tmp_path, capsys):
     assert main(["data-exponent", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     assert "no finished runs in ROOT/SWEEP/RUN/summary.json" in capsys.readouterr().err
-    assert main(["data-exponent", str(tmp_path), "--out", str(tmp_path / "out"), "--tokens", "0"]) == 2
-    assert "--tokens=0: must be a positive integer" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit:  # refused by the parser, before any work
+        main(["data-exponent", str(tmp_path), "--out", str(tmp_path / "out"), "--tokens", "0"])
+    assert exit.value.code == 2
+    assert "argument --tokens: 0: must be an integer >= 1" in capsys.readouterr().err
 
 
 def test_a_run_without_its_config_or_summary_fields_is_named(tmp_path):
