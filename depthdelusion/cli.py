@@ -591,7 +591,9 @@ def _runs(p):
             "sha256 and cached (DEPTHDELUSION_CACHE); DEPTHDELUSION_TABLES_URL points downloads at a "
             "mirror laid out as OWNER/REPO/COMMIT/PATH.")
 def _tables(p):
-    p.add_argument("action", choices=("list", "show", "get"))
+    p.add_argument("action", choices=("list", "show", "get"),
+                   help="list: one line per table; show NAME: its provenance, columns and published "
+                        "fit; get NAME: the table in the run-table schema")
     p.add_argument("name", metavar="NAME", nargs="?", help="a table's name (`depthdelusion tables list`)")
     p.add_argument("--json", dest="json_output", action="store_true", help="show: as JSON")
     add_out(p, "get: the CSV to write (default: stdout)", required=False, metavar="FILE")
