@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .persistence import DEFAULT_STEP
-from .report_markdown import first_lines, markdown, numerics_markdown, verdict_text
+from .report_markdown import first_lines, in_short, markdown, numerics_markdown, verdict_text
 from .report_results import (GROUP_MODES, MIN_RUNS_ALONE, SIZE_CLASS_GAP, ReportResults, compute,
                              derived_quantities_blocked, design_forms, design_matrix, mixed_budgets,
                              size_classes)
@@ -42,6 +42,7 @@ class Report:
     tables: list
     files: list = field(default_factory=list)
     verdict: str = ""
+    in_short: str = ""  # the report's "In short" paragraph ("" for a table without shapes)
     verdicts: list = field(default_factory=list)
     first_lines: list = field(default_factory=list)
     persistence: dict = field(default_factory=dict)
@@ -76,7 +77,7 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
                             step=step, runs_label=runs_label, shape_draws=shape_draws,
                             groups=groups, params=params, design=design, fit_options=fit_options,
                             lr_replicates=lr_replicates))
-    report = Report(Path("."), r.fits, list(r.tables), verdict=verdict_text(r),
+    report = Report(Path("."), r.fits, list(r.tables), verdict=verdict_text(r), in_short=in_short(r),
                     verdicts=list(r.verdicts), first_lines=first_lines(r),
                     persistence=r.persistence.as_dict(), runs=r.runs, results=r)
     return report, markdown(r), latex(r)
