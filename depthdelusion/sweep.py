@@ -26,6 +26,7 @@ from etils import epath
 from depthdelusion import rundir
 from depthdelusion.analysis.tables import write_csv
 from depthdelusion.config import Config, set_field, from_dict, parse_override, read_yaml
+from depthdelusion.progress import Stages
 
 GRID_KEYS = ("name", "description", "topology", "fixed", "grid", "runs", "overrides",
              "tokens", "tokens_per_param", "name_format")
@@ -237,8 +238,10 @@ def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, bootstrap
             laws, dropped = list(DEFAULT_LAWS), []
             while True:
                 try:  # from the run directories (local or remote): gradient profiles included
-                    report = write_report(str(out), Path(tmp) / "report", laws=laws, bootstrap=bootstrap,
-                                          figures=figures, runs_label=str(out))
+                    with Stages("report") as progress:  # on stderr
+                        report = write_report(str(out), Path(tmp) / "report", laws=laws,
+                                              bootstrap=bootstrap, figures=figures,
+                                              runs_label=str(out), progress=progress)
                     break
                 except ValueError as err:
                     match = re.match(r"law '([\w]+)' has \d+ free parameters", str(err))

@@ -203,7 +203,7 @@ def test_sweep_trains_records_failures_and_skips_finished_runs(tmp_path):
     assert calls == []
 
 
-def test_the_sweep_ends_with_the_reports_in_short_answer_and_its_path(tmp_path):
+def test_the_sweep_ends_with_the_reports_in_short_answer_and_its_path(tmp_path, capsys):
     """The smoke grid's 9 shapes, each run directory written as a finished run would be (no
     training: losses and per-layer gradient norms from analysis/conftest.write_run, logged
     every 10 of 300 steps as the smoke grid logs them); the sweep's last two lines are the
@@ -227,6 +227,10 @@ def test_the_sweep_ends_with_the_reports_in_short_answer_and_its_path(tmp_path):
     assert answer.startswith("In short: 9 runs (depth 2–8 × width 16–64)")
     assert "\n" not in answer and answer in (out / "report" / "report.md").read_text()
     assert where == f"report: {out / 'report' / 'report.md'}"
+    # the analysis phase's progress: a line per stage on stderr (not a terminal here)
+    err = capsys.readouterr().err
+    assert re.search(r"^report: \[1/\d+\] fitting depth_delusion \(0 bootstraps\)$", err, re.M)
+    assert re.search(r"^report: done in \d+ s$", err, re.M)
 
 
 def test_unfinished_run_dir_is_handed_back_to_train_for_resuming(tmp_path):

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from depthdelusion import exit_codes, rundir
+from depthdelusion.progress import Stages
 
 #: Laws `fit` picks when --law is not given: the first whose columns the table has.
 FIT_PREFERENCE = ("depth_delusion", "chinchilla", "kaplan")
@@ -125,9 +126,10 @@ def _write_reports(parts, out, by, bootstrap, seed, method, step, no_figures, ru
         for note in part.notes:
             if note.startswith(("--where", "--drop-outliers")):
                 print(note, file=sys.stderr)
-        report = write_report(part, where_to, bootstrap=bootstrap, seed=seed, method=method,
-                              step=step, figures=not no_figures, runs_label=str(runs),
-                              groups=groups, params=params)
+        with Stages("report" if value is None else f"report {by}={value}") as progress:
+            report = write_report(part, where_to, bootstrap=bootstrap, seed=seed, method=method,
+                                  step=step, figures=not no_figures, runs_label=str(runs),
+                                  groups=groups, params=params, progress=progress)
         print(f"wrote {len(report.files)} files to {report.out}")
         print(report.verdict)
 
@@ -185,8 +187,10 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
     if law is None:
         law, why = pick_law(table)
         print(why, file=sys.stderr)
+    progress = Stages("fit")  # stderr: a bar on a terminal, a line per stage in a log
     options = dict(bootstrap=bootstrap, seed=seed, grid_points=grid_points, max_starts=starts,
-                   diagnostics=True, outlier_threshold=outlier_threshold, search=search)
+                   diagnostics=True, outlier_threshold=outlier_threshold, search=search,
+                   progress=progress)
     if overestimate_weight is not None:
         options["overestimate_weight"] = overestimate_weight
     if pooled:
@@ -195,6 +199,7 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
     else:
         parts = split_rows(table, by, law, method, drop_outliers, outlier_threshold, seed)
         results = {v: fit(part, law, method, **options) for v, part in parts.items()}
+    progress.close()
     with rundir.local_dir(out) as local_out:  # a gs:// OUT: written here, then copied up
         _print_fits(results, parts, by, json_output, local_out)
         if validate == "rollout":
