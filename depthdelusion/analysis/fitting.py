@@ -69,6 +69,7 @@ LOO_REFIT_ROWS = 200  # exact leave-one-out refits up to this many rows, hat-mat
 BOOT_REFIT_ROWS = 2000  # cold bootstrap refits up to this many rows, one-step beyond
 PROFILE_ROWS = 2000  # profile intervals by default up to this many rows
 _CHUNK_ELEMENTS = 2_000_000  # numbers per block of resampling weights (≈ 16 MB)
+ONE_STEP_BLOCK = 16  # one-step bootstrap resamples per block at least (3M rows: 384 MB of weights)
 _CORR_FLAG = 0.95
 _COND_FLAG = 1e8
 _BOUND_TOL = 1e-6  # relative to the init range: closer than this to a bound is "at" it
@@ -910,8 +911,10 @@ def _bootstrap_one_step(problem: Problem, theta, J, r, n_boot: int, seed: int, s
     spread, i.e. on large tables."""
     n, k = J.shape
     step = _OneStep(problem, theta, J, r)
-    samples = [problem.natural(step(W))
-               for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, _rows_per_block(n, 1))]
+    # at least ONE_STEP_BLOCK resamples per block: (block × n) @ (n × k²) then reads the n × k²
+    # matrix once per block, not once per resample (millions of rows: memory-bound otherwise)
+    block = max(_rows_per_block(n, 1), ONE_STEP_BLOCK)
+    samples = [problem.natural(step(W)) for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, block)]
     return np.concatenate(samples).reshape(-1, k)
 
 
