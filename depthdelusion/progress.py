@@ -19,8 +19,8 @@ def on_terminal(stream) -> bool:
 
 class Stages:
     """The named stages of one command. On a terminal a tqdm bar over the stages, the current
-    one as its postfix; in a log one line as each stage starts, ``WHAT: [i/n] TEXT``, and one
-    at the end with the elapsed time. ``enabled=False`` shows nothing. Stages may be added as
+    one as its postfix; in a log one line as each stage starts, ``WHAT: [i/n] TEXT (at T s)``
+    (T: seconds since the start), and one at the end with the elapsed time. ``enabled=False`` shows nothing. Stages may be added as
     they become known (:meth:`expect`)."""
 
     def __init__(self, what: str, total: int = 0, stream=None, enabled: bool = True):
@@ -55,7 +55,8 @@ class Stages:
             self.bar.set_postfix_str(text, refresh=False)
             self.bar.update(self.started - 1 - self.bar.n)
         else:
-            self.stream.write(f"{self.what}: [{self.started}/{self.total}] {text}\n")
+            self.stream.write(f"{self.what}: [{self.started}/{self.total}] {text} "
+                              f"(at {time.perf_counter() - self.t0:.0f} s)\n")
             self.stream.flush()
 
     def close(self) -> None:

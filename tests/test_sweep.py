@@ -229,7 +229,7 @@ def test_the_sweep_ends_with_the_reports_in_short_answer_and_its_path(tmp_path, 
     assert where == f"report: {out / 'report' / 'report.md'}"
     # the analysis phase's progress: a line per stage on stderr (not a terminal here)
     err = capsys.readouterr().err
-    assert re.search(r"^report: \[1/\d+\] fitting depth_delusion \(0 bootstraps\)$", err, re.M)
+    assert re.search(r"^report: \[1/\d+\] fitting depth_delusion \(0 bootstraps\) \(at \d+ s\)$", err, re.M)
     assert re.search(r"^report: done in \d+ s$", err, re.M)
 
 
