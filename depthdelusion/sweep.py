@@ -26,6 +26,7 @@ from etils import epath
 from depthdelusion import rundir
 from depthdelusion.analysis.tables import write_csv
 from depthdelusion.config import Config, set_field, from_dict, parse_override, read_yaml
+from depthdelusion.progress import Stages
 
 GRID_KEYS = ("name", "description", "topology", "fixed", "grid", "runs", "overrides",
              "tokens", "tokens_per_param", "name_format")
@@ -233,8 +234,9 @@ def _default_train(cfg: Config, run_dir: epath.Path) -> dict[str, Any]:
 
 def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, bootstrap: int = 200,
                        figures: bool = True) -> str:
-    """Fit the laws to the finished runs and write OUT/report/. Returns a one-line verdict;
-    with too few finished runs (or a fit that cannot be made), writes report.md saying so."""
+    """Fit the laws to the finished runs and write OUT/report/. Returns the report's answer,
+    its "In short" paragraph (the verdict where there is none); with too few finished runs (or
+    a fit that cannot be made), writes report.md saying so and returns "no fit: <why>"."""
     from depthdelusion.analysis.report import DEFAULT_LAWS, write_report
 
     report_dir = out / "report"
@@ -248,8 +250,10 @@ def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, bootstrap
             laws, dropped = list(DEFAULT_LAWS), []
             while True:
                 try:  # from the run directories (local or remote): gradient profiles included
-                    report = write_report(str(out), Path(tmp) / "report", laws=laws, bootstrap=bootstrap,
-                                          figures=figures, runs_label=str(out))
+                    with Stages("report") as progress:  # on stderr
+                        report = write_report(str(out), Path(tmp) / "report", laws=laws,
+                                              bootstrap=bootstrap, figures=figures,
+                                              runs_label=str(out), progress=progress)
                     break
                 except ValueError as err:
                     match = re.match(r"law '([\w]+)' has \d+ free parameters", str(err))
@@ -262,7 +266,8 @@ def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, bootstrap
                 md.write_text(md.read_text() + "\n## Laws not fitted\n\n"
                               + "".join(f"- {d}\n" for d in dropped))
             rundir.copy_tree(Path(tmp) / "report", report_dir)
-        return report.verdict + (f" (not fitted, too few runs: {len(dropped)} law(s))" if dropped else "")
+        return ((report.in_short or report.verdict)
+                + (f" (Not fitted, too few runs: {len(dropped)} law(s).)" if dropped else ""))
     except (ValueError, RuntimeError, FloatingPointError, ArithmeticError) as err:
         text = ("# Scaling-law analysis report\n\n"
                 f"No fit was made: {err}. Runs finished: {len(finished)} of {len(rows)} "
@@ -374,7 +379,11 @@ def _run_all(grid: Grid, out: epath.Path, runs: list[tuple[str, Config]], train_
     table = grid_rows(grid.runs, out, rows)
     if primary:
         write_runs_csv(table, out / "runs.csv")
+    done = sum(r["status"] == "finished" for r in rows)
+    log(f"{done} of {len(rows)} run(s) finished; table: {out / 'runs.csv'}")
     if report and primary:  # every finished run of the grid, whichever slice trained it
-        verdict = write_sweep_report(out, table, bootstrap=bootstrap)
-        log(f"report: {out / 'report'}: {verdict}")
+        # the sweep ends with its answer: the report's "In short", then where the report is
+        answer = write_sweep_report(out, table, bootstrap=bootstrap)
+        log(answer)
+        log(f"report: {out / 'report' / 'report.md'}")
     return rows

@@ -39,8 +39,6 @@ def run_sweep_command(*, experiment: str, out: str, overrides: list[str], only: 
     if any(r["status"] == "preempted" for r in rows):
         return exit_codes.PREEMPTED
     failed = [r["name"] for r in rows if r["status"] == "failed"]
-    print(f"{len(rows) - len(failed)} of {len(rows)} run(s) finished; table: "
-          f"{epath.Path(out) / 'runs.csv'}")
     if failed:
         print(f"failed: {', '.join(failed)} (errors in runs.csv and <run>/error.txt)", file=sys.stderr)
         return exit_codes.FAILED

@@ -37,6 +37,24 @@ def test_smoke_grid_has_enough_runs_for_every_default_law_and_three_widths_for_p
         assert cfg.train.steps // cfg.train.layer_stats_every >= 10
 
 
+def test_smoke_yaml_says_what_the_report_concludes_of_its_kink_laws():
+    """Every default kink law is fitted to the 9 runs, but each has too many parameters for a
+    penalty test on 9 (verdict.MIN_RESIDUAL_DF), so the report calls it uninformative: the
+    YAML's own description says so rather than promising a test."""
+    from depthdelusion.analysis.laws import get_law
+    from depthdelusion.analysis.report import DEFAULT_LAWS
+    from depthdelusion.analysis.verdict import MIN_RESIDUAL_DF
+
+    n = len(load_grid(EXPERIMENTS / "smoke.yaml").runs)
+    kinks = [get_law(name) for name in DEFAULT_LAWS if "lam" in get_law(name).param_names]
+    big_k = [len(law.param_names) - len(law.token_params) + 1 for law in kinks]
+    assert kinks and all(n - k - 1 <= MIN_RESIDUAL_DF for k in big_k)
+    said = " ".join(line.lstrip("# ") for line in (EXPERIMENTS / "smoke.yaml").read_text().splitlines()
+                    if line.startswith("#"))
+    assert "every kink law's test uninformative" in said
+    assert f"at least {min(big_k) + MIN_RESIDUAL_DF + 2} runs" in said
+
+
 def test_tiny_grid_is_six_tiny_shapes_on_builtin_data():
     grid = load_grid(EXPERIMENTS / "tiny.yaml")
     names = [n for n, _ in grid.runs]
@@ -183,6 +201,36 @@ def test_sweep_trains_records_failures_and_skips_finished_runs(tmp_path):
     with pytest.raises(ConfigChanged, match=r"d1_w16 holds a finished run .*train\.lr: 0\.0003 -> 0\.01.*new --out"):
         run_sweep(changed, out, train_fn=spy, report=False, log=lambda _: None)
     assert calls == []
+
+
+def test_the_sweep_ends_with_the_reports_in_short_answer_and_its_path(tmp_path, capsys):
+    """The smoke grid's 9 shapes, each run directory written as a finished run would be (no
+    training: losses and per-layer gradient norms from analysis/conftest.write_run, logged
+    every 10 of 300 steps as the smoke grid logs them); the sweep's last two lines are the
+    report's "In short" paragraph, as report.md states it, then report.md's path."""
+    from analysis.conftest import write_run
+
+    grid = load_grid(EXPERIMENTS / "smoke.yaml")
+
+    def finished_run(cfg, run_dir):
+        d, w = cfg.model.depth, cfg.model.width
+        loss = 1.5 + 8.0 / w ** 0.5 + 0.4 / d + 0.01 * (d % 3)
+        write_run(run_dir.parent, run_dir.name, d, w, loss, tokens=153600, ell=2.0,
+                  steps=tuple(range(0, 301, 10)), seed=d * w)
+        return json.loads((run_dir / "summary.json").read_text())
+
+    logs = []
+    out = tmp_path / "sweep"
+    run_sweep(grid, out, train_fn=finished_run, bootstrap=0, log=logs.append)
+    *_, table_line, answer, where = logs
+    assert table_line == f"9 of 9 run(s) finished; table: {out / 'runs.csv'}"
+    assert answer.startswith("In short: 9 runs (depth 2–8 × width 16–64)")
+    assert "\n" not in answer and answer in (out / "report" / "report.md").read_text()
+    assert where == f"report: {out / 'report' / 'report.md'}"
+    # the analysis phase's progress: a line per stage on stderr (not a terminal here)
+    err = capsys.readouterr().err
+    assert re.search(r"^report: \[1/\d+\] fitting depth_delusion \(0 bootstraps\) \(at \d+ s\)$", err, re.M)
+    assert re.search(r"^report: done in \d+ s$", err, re.M)
 
 
 def test_unfinished_run_dir_is_handed_back_to_train_for_resuming(tmp_path):

@@ -13,6 +13,7 @@ import numpy as np
 
 from depthdelusion import exit_codes, rundir
 from depthdelusion.outputs import refuse_own_inputs
+from depthdelusion.progress import Stages
 
 #: The files `fit --out DIR` writes (in DIR, or a folder of it per --by value).
 FIT_FILES = ("rows.csv", "residuals.png", "rollout.csv")
@@ -133,9 +134,10 @@ def _write_reports(parts, out, by, bootstrap, seed, method, step, no_figures, ru
         for note in part.notes:
             if note.startswith(("--where", "--drop-outliers")):
                 print(note, file=sys.stderr)
-        report = write_report(part, where_to, bootstrap=bootstrap, seed=seed, method=method,
-                              step=step, figures=not no_figures, runs_label=str(runs),
-                              groups=groups, params=params)
+        with Stages("report" if value is None else f"report {by}={value}") as progress:
+            report = write_report(part, where_to, bootstrap=bootstrap, seed=seed, method=method,
+                                  step=step, figures=not no_figures, runs_label=str(runs),
+                                  groups=groups, params=params, progress=progress)
         print(f"wrote {len(report.files)} files to {report.out}")
         print(report.verdict)
 
@@ -194,8 +196,10 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
     if law is None:
         law, why = pick_law(table)
         print(why, file=sys.stderr)
+    progress = Stages("fit")  # stderr: a bar on a terminal, a line per stage in a log
     options = dict(bootstrap=bootstrap, seed=seed, grid_points=grid_points, max_starts=starts,
-                   diagnostics=True, outlier_threshold=outlier_threshold, search=search)
+                   diagnostics=True, outlier_threshold=outlier_threshold, search=search,
+                   progress=progress)
     if overestimate_weight is not None:
         options["overestimate_weight"] = overestimate_weight
     if pooled:
@@ -210,6 +214,7 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
 
         checked = rollout(table, law, method, seed=seed, overestimate_weight=overestimate_weight,
                           grid_points=grid_points, max_starts=starts)
+    progress.close()
     with rundir.local_dir(out) as local_out:  # a gs:// OUT: written here, then copied up
         _print_fits(results, parts, by, json_output, local_out, checked)
     if out is not None and not rundir.is_local(out):

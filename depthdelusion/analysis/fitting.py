@@ -70,6 +70,7 @@ LOO_REFIT_ROWS = 200  # exact leave-one-out refits up to this many rows, hat-mat
 BOOT_REFIT_ROWS = 2000  # cold bootstrap refits up to this many rows, one-step beyond
 PROFILE_ROWS = 2000  # profile intervals by default up to this many rows
 _CHUNK_ELEMENTS = 2_000_000  # numbers per block of resampling weights (≈ 16 MB)
+ONE_STEP_BLOCK = 16  # one-step bootstrap resamples per block at least (3M rows: 384 MB of weights)
 _COND_FLAG = 1e8
 _BOUND_TOL = 1e-6  # relative to the init range: closer than this to a bound is "at" it
 
@@ -116,7 +117,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
         group_offsets: bool = False, groups=None, refit_starts: int = REFIT_STARTS,
         bootstrap_refit: bool | None = None, overestimate_weight: float | None = None,
         diagnostics: bool | None = None, outlier_threshold: float = OUTLIER_Z,
-        search: str | None = None) -> FitResult:
+        search: str | None = None, progress=None) -> FitResult:
     """Fit ``law`` (a registered name or Law) to ``runs`` (anything :func:`load_runs` takes).
 
     ``method``: ``"lm"`` (least squares on loss residuals) or ``"huber"`` (Huber on log-loss
@@ -157,6 +158,8 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
     distance, the rows with |robust z| > ``outlier_threshold`` and the fit refitted without
     them (``result.diagnostics``); by default computed unless the fit is bare (bootstrap=0,
     profile=False, leave_one_out=False). Text columns the fit pooled are always flagged.
+
+    ``progress``: a ``depthdelusion.progress.Stages`` told as each stage starts (none: silent).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
@@ -170,24 +173,48 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
     n = len(problem.y)
     leave_one_out, profile, bootstrap_refit = _stage_sizes(n, bootstrap, leave_one_out, profile,
                                                            bootstrap_refit, notes)
+    diagnostics = diagnostics if diagnostics is not None else bool(bootstrap or profile or leave_one_out)
+    stage = _stages(progress, law, n, bootstrap, profile, leave_one_out, diagnostics)
+    stage("search")
     found = _search(problem, search, grid_points, max_starts, seed, refit_starts, notes)
+    stage("profile intervals" if profile else "")
     theta, jac, statistic, profiles = _optimum(problem, found, profile, notes)
     strata = setup.gidx if setup.offset_groups is not None else None
+    stage(f"bootstrap ({bootstrap} resamples)" if bootstrap else "")
     boot = _bootstrap_stage(problem, found, theta, jac, bootstrap, bootstrap_refit, seed, strata, notes)
+    stage(f"leave-one-out ({leave_one_out})" if leave_one_out else "")
     loo = _loo_stage(problem, found, theta, jac, leave_one_out, notes)
     result = _fit_result(problem, setup, runs, theta, jac, found, boot, loo, seed)
+    _set_profiles(result, problem, theta, statistic, found, jac, profiles, profile)
+    _add_flags_and_notes(result, problem, jac, runs, setup, law, method)
+    stage("row diagnostics" if diagnostics else "")
+    _add_row_diagnostics(result, runs, problem, theta, jac.J, found.cold_starts, setup.offset_groups,
+                         groups is None, diagnostics, outlier_threshold)
+    return result
+
+
+def _stages(progress, law, n, bootstrap, profile, leave_one_out, diagnostics):
+    """``stage(text)``: tells ``progress`` that the stage ``text`` starts ("" : a stage this
+    fit skips), having first announced how many there are."""
+    if progress is None:
+        return lambda text: None
+    progress.expect(1 + sum(map(bool, (profile, bootstrap, leave_one_out, diagnostics))))
+    return lambda text: progress.stage(f"{law.name}, {n:,} rows: {text}") if text else None
+
+
+def _add_flags_and_notes(result, problem, jac, runs, setup, law, method) -> None:
+    result.flags = (jac.flags + _identifiability_flags(result, problem)
+                    + _pooling_flags(runs, setup.labels, law, setup.token_term, setup.offset_groups))
+    result.notes += _method_notes(problem, law, method)
+
+
+def _set_profiles(result, problem, theta, statistic, found, jac, profiles, profile) -> None:
+    """The profile intervals, or the function that computes them when first asked."""
     result.ci_profile = {nm: p.interval for nm, p in profiles.items()} if profile else None
     result.profiles = profiles
     result.profile_statistic = f"{statistic.describe}, {statistic.cut}" if profile else ""
     if not profile:
         result.profile_fn = _later_profiles(problem, theta, statistic, found, jac.se_theta)
-    result.flags = (jac.flags + _identifiability_flags(result, problem)
-                    + _pooling_flags(runs, setup.labels, law, setup.token_term, setup.offset_groups))
-    result.notes += _method_notes(problem, law, method)
-    _add_row_diagnostics(result, runs, problem, theta, jac.J, found.cold_starts, setup.offset_groups,
-                         groups is None, diagnostics if diagnostics is not None else
-                         bool(bootstrap or profile or leave_one_out), outlier_threshold)
-    return result
 
 
 class _Setup:
@@ -884,8 +911,10 @@ def _bootstrap_one_step(problem: Problem, theta, J, r, n_boot: int, seed: int, s
     spread, i.e. on large tables."""
     n, k = J.shape
     step = _OneStep(problem, theta, J, r)
-    samples = [problem.natural(step(W))
-               for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, _rows_per_block(n, 1))]
+    # at least ONE_STEP_BLOCK resamples per block: (block × n) @ (n × k²) then reads the n × k²
+    # matrix once per block, not once per resample (millions of rows: memory-bound otherwise)
+    block = max(_rows_per_block(n, 1), ONE_STEP_BLOCK)
+    samples = [problem.natural(step(W)) for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, block)]
     return np.concatenate(samples).reshape(-1, k)
 
 

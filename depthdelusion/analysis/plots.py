@@ -19,9 +19,11 @@ def colors(n: int):
 
 
 def save_figure(fig, path: Path) -> Path:
-    """Write and close `fig` (no software tag, so the file is the same on every machine)."""
+    """Write and close `fig` (no software tag, so the file is the same on every machine; the
+    figure's title, if any, also as the PNG's Title, where a reader finds it without the image)."""
     fig.tight_layout()
-    fig.savefig(path, dpi=_DPI, metadata={"Software": None})
+    title = fig.get_suptitle()
+    fig.savefig(path, dpi=_DPI, metadata={"Software": None, **({"Title": title} if title else {})})
     plt.close(fig)
     return path
 
@@ -109,6 +111,7 @@ def gradient_profiles(runs, fits_by_run: dict, path: Path, kind: str = "weight",
     """ln(g_l / g_D) vs distance from the top, one panel per width, one line per depth: the
     logged profiles the windowed fit averaged (``fits_by_run[name].steps``)."""
     by_width: dict = {}
+    steps_drawn: set = set()
     for i, profile in enumerate(runs.profiles):
         if profile is None or not profile.steps(kind):
             continue
@@ -117,12 +120,21 @@ def gradient_profiles(runs, fits_by_run: dict, path: Path, kind: str = "weight",
         used = [s for s in (f.steps if f is not None and f.steps else ()) if s in table]
         if not used:
             used = [profile.nearest(step, kind)[0]]
+        steps_drawn.update(used)
         g = np.exp(np.mean([np.log(table[s]) for s in used], axis=0))
         by_width.setdefault(int(runs.width[i]), []).append((int(runs.depth[i]), g, f,
                                                              profile.insertion_signal))
     return gradient_profile_panels(by_width, path, kind=kind,
-                                   title=f"Per-layer {kind}-gradient norms, mean of ln g over the "
-                                         f"logged steps around step {step}")
+                                   title=f"Per-layer {kind}-gradient norms, {_steps_words(steps_drawn)}")
+
+
+def _steps_words(steps) -> str:
+    """The logged steps a figure averaged, as its title states them (the window actually used,
+    which moves to the end of training when the runs stop before the requested step)."""
+    if not steps:
+        return "no logged step"
+    lo, hi = min(steps), max(steps)
+    return f"at step {lo}" if lo == hi else f"mean of ln g over the logged steps {lo}–{hi}"
 
 
 def _fit_label(f) -> str:

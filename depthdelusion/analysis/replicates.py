@@ -80,7 +80,20 @@ def _cell_index(runs: Runs, columns) -> np.ndarray:
     for c in columns:
         a = np.asarray(getattr(runs, c), float)
         arrays.append(np.where(np.isfinite(a), _round12(a), -np.inf))
-    return np.unique(np.stack(arrays, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+    return _row_ids(np.stack(arrays, axis=1))
+
+
+def _row_ids(rows: np.ndarray) -> np.ndarray:
+    """Per row of ``rows`` (n, c), the index of its value among the distinct rows in
+    lexicographic order: ``np.unique(rows, axis=0, return_inverse=True)[1]``, by one lexsort
+    (np.unique's row sort is several times slower on millions of rows)."""
+    order = np.lexsort(rows.T[::-1])
+    ranked = rows[order]
+    new = np.ones(len(rows), bool)
+    new[1:] = np.any(ranked[1:] != ranked[:-1], axis=1)
+    ids = np.empty(len(rows), int)
+    ids[order] = np.cumsum(new) - 1
+    return ids
 
 
 def _round12(a: np.ndarray) -> np.ndarray:
@@ -97,8 +110,9 @@ def replicate_cells(runs: Runs) -> ReplicateCells:
     inverse = _cell_index(runs, cols)
     counts = np.bincount(inverse)
     order = np.argsort(inverse, kind="stable")
-    bounds = np.cumsum(counts)[:-1]
-    cells = [c for c in np.split(order, bounds) if len(c) > 1]
+    starts = np.cumsum(counts) - counts
+    # only the cells of two rows or more are made (a table of distinct rows has n cells of one)
+    cells = [order[starts[c]:starts[c] + counts[c]] for c in np.flatnonzero(counts > 1)]
     varying = []
     others = {**runs.extra, "group": runs.group}
     for name, values in others.items():

@@ -17,8 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..progress import SILENT
 from .persistence import DEFAULT_STEP
-from .report_markdown import first_lines, markdown, numerics_markdown, verdict_text
+from .report_markdown import first_lines, in_short, markdown, numerics_markdown, verdict_text
 from .report_results import (GROUP_MODES, MIN_RUNS_ALONE, SIZE_CLASS_GAP, ReportResults, compute,
                              derived_quantities_blocked, design_forms, design_matrix, mixed_budgets,
                              size_classes)
@@ -42,6 +43,7 @@ class Report:
     tables: list
     files: list = field(default_factory=list)
     verdict: str = ""
+    in_short: str = ""  # the report's "In short" paragraph ("" for a table without shapes)
     verdicts: list = field(default_factory=list)
     first_lines: list = field(default_factory=list)
     persistence: dict = field(default_factory=dict)
@@ -60,7 +62,7 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
                  method: str = "lm", step: int = DEFAULT_STEP, runs_label: str | None = None,
                  shape_draws: int = 200, groups: str = "auto", params: str = "total",
                  design: bool = True, fit_options: dict | None = None,
-                 lr_replicates: int | None = None) -> tuple[Report, str, str]:
+                 lr_replicates: int | None = None, progress=SILENT) -> tuple[Report, str, str]:
     """Fit and tabulate; returns (report, markdown, latex) without writing anything.
 
     ``groups``: ``"auto"`` (per-group offsets E_g when the groups' token budgets differ or are
@@ -71,12 +73,13 @@ def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 
     ``lr_replicates``: parametric-bootstrap replicates of the main fits' likelihood-ratio tests
     (0: Davies' bound for λ = 0, and no kink-vs-smooth test); default ``DEFAULT_REPLICATES``,
     or ``bootstrap`` when that is smaller (0: a quick look without resampling).
+    ``progress``: a ``depthdelusion.progress.Stages`` told as each stage starts.
     """
     r = with_tables(compute(runs, laws=laws, bootstrap=bootstrap, seed=seed, method=method,
                             step=step, runs_label=runs_label, shape_draws=shape_draws,
                             groups=groups, params=params, design=design, fit_options=fit_options,
-                            lr_replicates=lr_replicates))
-    report = Report(Path("."), r.fits, list(r.tables), verdict=verdict_text(r),
+                            lr_replicates=lr_replicates, progress=progress))
+    report = Report(Path("."), r.fits, list(r.tables), verdict=verdict_text(r), in_short=in_short(r),
                     verdicts=list(r.verdicts), first_lines=first_lines(r),
                     persistence=r.persistence.as_dict(), runs=r.runs, results=r)
     return report, markdown(r), latex(r)
@@ -127,18 +130,20 @@ def _figures_markdown(r: ReportResults, names) -> str:
 def write_report(runs, out, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 0,
                  method: str = "lm", step: int = DEFAULT_STEP, figures: bool = True,
                  runs_label: str | None = None, groups: str = "auto", params: str = "total",
-                 design: bool = True, lr_replicates: int | None = None) -> Report:
+                 design: bool = True, lr_replicates: int | None = None, progress=SILENT) -> Report:
     """Write report.md, report.tex, <table>.csv and (if ``figures``) PNGs into ``out``
-    (``groups``, ``params``, ``design``: see :func:`build_report`)."""
+    (``groups``, ``params``, ``design``, ``progress``: see :func:`build_report`)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    progress.expect(bool(figures))
     report, md, tex = build_report(runs, laws=laws, bootstrap=bootstrap, seed=seed, method=method,
                                    step=step, runs_label=runs_label, groups=groups, params=params,
-                                   design=design, lr_replicates=lr_replicates)
+                                   design=design, lr_replicates=lr_replicates, progress=progress)
     report.out = out
     to_draw = _figures(report.results)
     md += _figures_markdown(report.results, to_draw)
     if figures:
+        progress.stage(f"{len(to_draw)} figures")
         report.files += [draw(out / f"{name}.png") for name, draw in to_draw.items()]
     (out / "report.md").write_text(md)
     (out / "numerics.md").write_text(numerics_markdown(report.results))

@@ -99,6 +99,14 @@ def verdict_text(r: ReportResults) -> str:
     return text
 
 
+def in_short(r: ReportResults) -> str:
+    """The report's "In short" paragraph (what the runs show), where the table has shapes and
+    is not the paper's; "" otherwise."""
+    if r.paper_data or not r.has_shapes:
+        return ""
+    return opening_paragraph(r.runs, r.fits, r.persistence.as_dict())
+
+
 def opening_paragraph(runs, fits: dict, persist: dict) -> str:
     """Two or three sentences: what the runs show (best shape, depth trend, gradient profile)."""
     best = int(np.argmin(runs.loss))
@@ -154,8 +162,7 @@ def _head(r: ReportResults) -> list:
     # what the runs show opens the report, after any warning that invalidates a fit (the
     # paper's first lines are its conclusions; a table without shapes has no depth trend)
     warnings, rest = _warnings(r), first_lines(r)[len(_warnings(r)):]
-    opening = ([opening_paragraph(runs, r.fits, r.persistence.as_dict()), ""]
-               if not r.paper_data and r.has_shapes else [])
+    opening = [in_short(r), ""] if in_short(r) else []
     return ["# Scaling-law analysis report", "", *[line + "\n" for line in warnings], *opening,
             *[line + "\n" for line in rest],
             f"Data: {runs.source} — {len(runs)} runs, groups: "

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..progress import SILENT
 from .columns import law_missing_columns
 from .consistency import ConsistencyAudit, audit_param_counts, with_param_convention
 from .fit_result import OK, parameter_status
@@ -481,9 +482,10 @@ def _shape(fits, verdicts, critical, runs, raw, s: Settings) -> ShapeResults | N
 
 def compute(runs, *, laws, bootstrap: int, seed: int, method: str, step: int,
             runs_label: str | None, shape_draws: int, groups: str, params: str, design: bool,
-            fit_options: dict | None, lr_replicates: int | None) -> ReportResults:
+            fit_options: dict | None, lr_replicates: int | None, progress=SILENT) -> ReportResults:
     """Fit and test (arguments: see ``report.build_report``); writes nothing. The tables are
-    added by ``report_tables.with_tables``."""
+    added by ``report_tables.with_tables``. ``progress`` (``depthdelusion.progress.Stages``)
+    is told as each stage starts."""
     s = _settings(runs, laws, bootstrap, seed, method, step, runs_label, shape_draws, groups,
                   params, lr_replicates)
     raw = load_runs(runs)
@@ -491,23 +493,34 @@ def compute(runs, *, laws, bootstrap: int, seed: int, method: str, step: int,
     mixed = mixed_budgets(runs)
     offsets = groups == "offsets" or (groups == "auto" and mixed is not None)
     laws, skipped = _laws_to_fit(runs, laws, s.label)
-    fits = {name: fit_form(runs, name, method, offsets, bootstrap=bootstrap, seed=seed,
-                           **(fit_options or {})) for name in laws}
-    verdicts = penalty_verdicts(fits, runs, replicates=s.lr_replicates, seed=seed)
     primary = primary_law(laws)
+    with_matrix = bool(design and primary and len(raw.groups) >= 2)
+    progress.expect(len(laws) + 3 + with_matrix)
+    fits = {}
+    for name in laws:
+        progress.stage(f"fitting {name} ({bootstrap} bootstraps)")
+        fits[name] = fit_form(runs, name, method, offsets, bootstrap=bootstrap, seed=seed,
+                              **(fit_options or {}))
+    progress.stage("penalty and critical-depth tests")
+    verdicts = penalty_verdicts(fits, runs, replicates=s.lr_replicates, seed=seed)
     critical = (critical_depth_verdict(fits, runs, primary,
                                        next((v for v in verdicts if v.law == primary), None),
                                        replicates=s.lr_replicates, seed=seed)
                 if primary in fits else None)
-    matrix = design_matrix(raw, primary, method, seed) if (design and primary and len(raw.groups) >= 2) else {}
+    if with_matrix:
+        progress.stage(f"{primary} in every design form")
+    matrix = design_matrix(raw, primary, method, seed) if with_matrix else {}
     notes = sorted({n for f in fits.values() for n in f.notes if "token" in n} | set(runs.notes)
                    | set(n_notes))
     audit = (audit_param_counts(raw, vocab=runs_vocab(raw))
              if raw.has("depth") and raw.has("width") and runs_vocab(raw) is not None else None)
+    progress.stage("extrapolation")
+    extrapolated = extrapolate(runs, laws, method, offsets, seed)
+    progress.stage("optimal shape, persistence")
     return ReportResults(
         settings=s, raw=raw, runs=runs, notes=tuple(notes), skipped=skipped, fits=fits,
         verdicts=tuple(verdicts), overall=overall(verdicts), primary=primary, critical=critical,
         design=Design(mixed, offsets, params, matrix), replicates=replicate_cells(runs),
-        extrapolation=extrapolate(runs, laws, method, offsets, seed), audit=audit,
+        extrapolation=extrapolated, audit=audit,
         shape=_shape(fits, verdicts, critical, runs, raw, s), persistence=persistence(runs, step),
         studies=tuple(spectrum_section(runs.source)) + tuple(readout_section(runs.source)))

@@ -340,18 +340,7 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
             found[reading[0]] = AMBIGUOUS_D
             read_as[AMBIGUOUS_D] = reading[1]
     misspelled = check_near_misses(header, found, columns, where, [r for _, r in finished])
-    cols = {k: [] for k in found}
-    for i, rec in finished:
-        line = f"{where} row {i + 1}"
-        for key, src in found.items():
-            if key in TEXT_FIELDS:
-                raw = rec.get(src)
-                is_empty = raw is None or (isinstance(raw, float) and math.isnan(raw))
-                cols[key].append("" if is_empty else str(raw).strip())
-            else:
-                value = _number(rec, src, line, integer=key in _INTEGER and scale_of(src) == 1,
-                                optional=key in _OPTIONAL, allow_zero=key == "loss_se")
-                cols[key].append(value * scale_of(src))
+    cols = _columns_at_once(finished, found) or _columns_by_row(finished, found, where)
     if "params" in cols and scale_of(found["params"]) != 1:
         cols["params"] = [float(round(v)) for v in cols["params"]]  # counts are whole
     if "group" in cols:
@@ -374,6 +363,47 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
         runs.notes.append(f"skipped {len(unfinished)} run(s) not finished: "
                           f"{_some(str(r.get('name', '?')) + ' (' + str(r['status']) + ')' for r in unfinished)}")
     return runs
+
+
+def _columns_by_row(finished, found: dict, where: str) -> dict:
+    """The columns read row by row, each field checked (the first bad one raises, naming its
+    row)."""
+    cols = {k: [] for k in found}
+    for i, rec in finished:
+        line = f"{where} row {i + 1}"
+        for key, src in found.items():
+            if key in TEXT_FIELDS:
+                raw = rec.get(src)
+                is_empty = raw is None or (isinstance(raw, float) and math.isnan(raw))
+                cols[key].append("" if is_empty else str(raw).strip())
+            else:
+                value = _number(rec, src, line, integer=key in _INTEGER and scale_of(src) == 1,
+                                optional=key in _OPTIONAL, allow_zero=key == "loss_se")
+                cols[key].append(value * scale_of(src))
+    return cols
+
+
+def _columns_at_once(finished, found: dict) -> dict | None:
+    """The numeric columns converted a column at a time (millions of rows: no Python float per
+    field), the text ones as :func:`_columns_by_row` reads them; None when a numeric field is
+    empty, not a number or out of range, so that the row-by-row reading names the first one."""
+    cols = {}
+    for key, src in found.items():
+        raw = [rec.get(src) for _, rec in finished]
+        if key in TEXT_FIELDS:
+            cols[key] = ["" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v).strip()
+                         for v in raw]
+            continue
+        try:
+            values = np.array(raw, dtype=np.float64)
+        except (TypeError, ValueError):
+            return None
+        integer = key in _INTEGER and scale_of(src) == 1
+        low_ok = values >= 0 if key == "loss_se" else values > 0
+        if not (np.all(np.isfinite(values) & low_ok) and (not integer or np.all(values == np.trunc(values)))):
+            return None  # None (NaN here), empty, 0, negative, inf or fractional: read by row
+        cols[key] = values.astype(np.int64) if integer else values * scale_of(src)
+    return cols
 
 
 def duplicated_rows(records: list[dict], header) -> list[int]:

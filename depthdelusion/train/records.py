@@ -16,6 +16,7 @@ from etils import epath
 from tqdm import tqdm
 
 from depthdelusion import rundir
+from depthdelusion.progress import on_terminal
 from depthdelusion.config import Config
 from depthdelusion import model_size as size
 from depthdelusion.train.trackers import open_trackers
@@ -46,7 +47,7 @@ class Progress:
         # replaced it meanwhile with a capture stream it has since closed)
         stream = sys.stderr if stream is None else stream
         self.total, self.stream, self.enabled = total, stream, enabled
-        self.tty = stream.isatty()
+        self.tty = on_terminal(stream)  # the one terminal-or-log decision (progress.py)
         self.bar = None  # opened at the first update: a resumed run's bar starts at its step
 
     def update(self, record: dict[str, Any]) -> None:

@@ -130,6 +130,41 @@ def test_fit_without_law_picks_from_the_columns_never_a_depth_law_on_shapeless_d
     assert json.loads(capsys.readouterr().out)["law"] == "depth_delusion"
 
 
+def nt_table(path, n=20, seed=1):
+    rng = np.random.default_rng(seed)
+    N = np.geomspace(1e7, 1e9, n)
+    T = np.geomspace(1e9, 1e11, n)[rng.permutation(n)]
+    loss = 1.7 + 400 * N ** -0.34 + 400 * T ** -0.28 + 0.002 * rng.standard_normal(n)
+    path.write_text("params,tokens,loss\n" + "".join(f"{a},{b},{c}\n" for a, b, c in zip(N, T, loss)))
+    return path
+
+
+def test_fit_json_stays_pure_json_and_its_stages_are_plain_lines_on_a_log(tmp_path, capsys):
+    """stderr here is a capture, not a terminal: one line per stage of the fit (none per
+    bootstrap draw, no bar redraws), and stdout is the JSON alone."""
+    assert main(["fit", str(nt_table(tmp_path / "nt.csv")), "--law", "chinchilla",
+                 "--bootstrap", "20", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["law"] == "chinchilla"
+    lines = [re.sub(r" \(at \d+ s\)$", "", line) for line in err.splitlines() if line.startswith("fit: ")]
+    assert lines[0] == "fit: [1/5] chinchilla, 20 rows: search"
+    assert [line.split(": ", 2)[-1] for line in lines[1:-1]] == [
+        "profile intervals", "bootstrap (20 resamples)", "leave-one-out (refit)", "row diagnostics"]
+    assert re.fullmatch(r"fit: done in \d+ s", lines[-1]) and "\r" not in err
+
+
+def test_report_logs_one_line_per_stage(tmp_path, capsys):
+    assert main(["report", str(nt_table(tmp_path / "nt.csv")), "--out", str(tmp_path / "rep"),
+                 "--bootstrap", "0", "--no-figures"]) == 0
+    out, err = capsys.readouterr()
+    lines = [re.sub(r" \(at \d+ s\)$", "", line) for line in err.splitlines() if line.startswith("report: ")]
+    assert lines[:2] == ["report: [1/5] fitting kaplan (0 bootstraps)",
+                         "report: [2/5] fitting chinchilla (0 bootstraps)"]
+    assert lines[2:-1] == ["report: [3/5] penalty and critical-depth tests", "report: [4/5] extrapolation",
+                           "report: [5/5] optimal shape, persistence"]
+    assert re.fullmatch(r"report: done in \d+ s", lines[-1]) and "report:" not in out
+
+
 def test_fit_start_options_reach_the_fitter(tmp_path, capsys):
     csv = shape_table(tmp_path / "runs.csv")
     assert main(["fit", str(csv), "--law", "kaplan", "--bootstrap", "0", "--json",

@@ -246,3 +246,25 @@ def test_the_sweep_report_uses_the_study_rules_seeds_per_shape_and_the_papers_im
     assert "- weight gradients per shape (1 shape(s) with ≥ 3 seeds): 1 decay, 0 flat, 0 growth." in md
     assert "- weight gradients, W = 64: the paper's κ implies ℓ = 4.39, 2.19, 1.46 layers" in md
     assert "8L (3 seeds): ℓ in [" in md and "— not consistent." in md
+
+
+def test_the_gradient_profile_figure_states_the_window_it_averaged(run_factory, tmp_path):
+    """Runs of 300 steps (per-layer norms every 10) end before the window around step 1000,
+    so the report moves the window to the end of training; the figure's title names the
+    logged steps actually averaged, not the requested step."""
+    from PIL import Image
+
+    from depthdelusion.analysis.plots import gradient_profiles
+    from depthdelusion.analysis.report_results import persistence
+
+    for i, (d, w) in enumerate([(4, 16), (8, 16), (4, 32), (8, 32)]):
+        run_factory(f"d{d}_w{w}", d, w, 3.0 - 0.1 * i, ell=3.0, steps=tuple(range(0, 301, 10)), seed=i)
+    runs = load_runs(tmp_path / "runs")
+    measured = persistence(runs, 1000)
+    fits = {f.name: f for f in measured.fits["weight"]}
+    used = sorted({s for f in fits.values() for s in f.steps})
+    assert measured.step == 300  # moved from the requested 1000, which the report passes on
+    path = gradient_profiles(runs, fits, tmp_path / "g.png", step=1000)
+    title = Image.open(path).text["Title"]
+    assert f"steps {used[0]}–{used[-1]}" in title and (used[0], used[-1]) == (240, 300)
+    assert "1000" not in title
