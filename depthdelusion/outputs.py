@@ -37,7 +37,8 @@ def unwritable(text: str, directory: bool = True) -> str | None:
 def refuse_own_inputs(flag: str, out: str | None, names: Iterable[str],
                       inputs: Iterable[str | None]) -> None:
     """ValueError when a file that ``out`` would receive (a name matching one of ``names``,
-    glob patterns allowed, in ``out`` or a folder under it) is one of the input files."""
+    glob patterns allowed, in ``out`` or in a folder of it, where a command writes per ``--by``
+    value) is one of the input files."""
     if out is None or "://" in out:
         return
     out_dir = Path(out).resolve()
@@ -46,7 +47,7 @@ def refuse_own_inputs(flag: str, out: str | None, names: Iterable[str],
         if text is None or "://" in str(text) or not Path(text).is_file():
             continue
         path = Path(text).resolve()
-        if out_dir in path.parents and any(fnmatch.fnmatch(path.name, n) for n in names):
+        if out_dir in path.parents[:2] and any(fnmatch.fnmatch(path.name, n) for n in names):
             raise ValueError(f"{flag} {out} would overwrite the input {text} ({path.name} is one of "
                              "the files written there); choose another output directory")
 

@@ -17,9 +17,12 @@ from depthdelusion.progress import Stages
 
 #: The files `fit --out DIR` writes (in DIR, or a folder of it per --by value).
 FIT_FILES = ("rows.csv", "residuals.png", "rollout.csv")
-#: The files `report --out DIR` writes: report.md, report.tex, numerics.md, the tables' CSVs and
-#: the figures (in DIR, or a folder of it per --by value).
-REPORT_FILES = ("*.md", "*.tex", "*.csv", "*.png")
+#: The report's tables, each written as NAME.csv (tests/analysis/test_cli_analysis.py checks this
+#: list against every ``Table("NAME", ...)`` the package makes).
+REPORT_TABLES = ("consistency", "design_parameters", "design_verdicts", "extrapolation",
+                 "law_comparison", "llm_audit", "paper_comparison", "parameters", "persistence")
+#: The files `report --out DIR` writes (in DIR, or a folder of it per --by value).
+REPORT_FILES = ("report.md", "report.tex", "numerics.md", "*.png", *(f"{t}.csv" for t in REPORT_TABLES))
 #: Laws `fit` picks when --law is not given: the first whose columns the table has.
 FIT_PREFERENCE = ("depth_delusion", "chinchilla", "kaplan")
 
@@ -183,8 +186,8 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
     method = _check_fit_options(runs, table_name, pool, by, drop_outliers, outlier_threshold,
                                 starts, grid_points, loss, method, overestimate_weight, validate)
     refuse_own_inputs("--out", out, FIT_FILES, [runs])
-    table = (_load(runs, group=group, columns=columns, column=column, reduce=reduce, where=where)
-             if runs is not None else load_runs_of_table(table_name, group, where))
+    runs, _ = runs_or_table(runs, table_name, "fit")
+    table = _load(runs, group=group, columns=columns, column=column, reduce=reduce, where=where)
     if params is not None:  # the convention as asked, said in the fit's notes
         from .consistency import with_param_convention
 
@@ -227,8 +230,6 @@ def _check_fit_options(runs, table_name, pool, by, drop_outliers, outlier_thresh
     """The `fit` options checked together (one-line errors); returns the method --loss names."""
     from .problem import LOSSES
 
-    if (runs is None) == (table_name is None):
-        raise ValueError("fit: give RUNS or --table NAME, not both and not neither")
     if pool and runs is None:
         raise ValueError("fit --pool NAME pools RUNS (our runs) with a published table: give RUNS")
     if pool and (by or drop_outliers):
@@ -340,15 +341,6 @@ def run_isoflop(*, runs: str | None = None, table_name: str | None = None, by: s
         print("\n\n".join((r.summary() if k is None else f"== {by} = {k} ==\n{r.summary()}")
                           for k, r in results.items()))
     return exit_codes.OK
-
-
-def load_runs_of_table(text: str, group: str | None = None, where: str | None = None):
-    """``--table NAME[=PATH]``: a published table (analysis/published.py), optionally its rows
-    satisfying ``where`` and one group."""
-    from .published import load_table, parse_table_arg
-    from .runs import load_runs
-
-    return load_runs(load_table(*parse_table_arg(text)), group=group, where=where)
 
 
 def runs_or_table(runs, table_name: str | None, command: str):

@@ -245,6 +245,25 @@ def test_fit_refuses_to_write_its_rows_over_its_own_input(tmp_path, capsys):
     assert table.read_text() == before
 
 
+def test_report_refuses_only_the_files_it_writes_and_the_list_names_every_table(tmp_path, capsys):
+    from depthdelusion.analysis.commands import REPORT_TABLES
+
+    made = set(re.findall(r'Table\("([a-z_]+)"', "".join(
+        p.read_text() for p in Path(main.__code__.co_filename).parent.joinpath("analysis").rglob("*.py"))))
+    assert made == set(REPORT_TABLES)
+    clash = shape_table(tmp_path / "parameters.csv")  # a table the report writes under that name
+    code, _, stderr = exit_code(["report", str(clash), "--out", str(tmp_path), "--bootstrap", "0",
+                                 "--no-figures"], capsys)
+    assert code == 2 and "would overwrite the input" in stderr
+    (tmp_path / "sweep" / "a" / "b").mkdir(parents=True)
+    deep = shape_table(tmp_path / "sweep" / "a" / "b" / "report.md")  # not where the report writes
+    kept = shape_table(tmp_path / "sweep" / "runs.csv")  # in --out, but no file of the report's
+    from depthdelusion.outputs import refuse_own_inputs
+    from depthdelusion.analysis.commands import REPORT_FILES
+
+    refuse_own_inputs("--out", str(tmp_path / "sweep"), REPORT_FILES, [str(deep), str(kept)])
+
+
 def test_runs_export_refuses_to_write_over_its_source(tmp_path, capsys):
     table = shape_table(tmp_path / "runs.csv")
     code, _, stderr = exit_code(["runs", "export", str(table), "--csv", str(table)], capsys)
