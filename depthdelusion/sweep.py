@@ -119,6 +119,7 @@ def load_grid(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
     if not isinstance(per_run, dict):
         raise ValueError(f"{path}: overrides must map a run name to section.field: value")
     name_format = raw.get("name_format", "d{depth}_w{width}")
+    _refuse_sets_the_grid_overrides(path, overrides, points, per_run)
 
     runs: list[tuple[str, Config]] = []
     seen: set[str] = set()
@@ -168,6 +169,21 @@ def _refuse_steps_under_budget(path, raw: dict, overrides) -> None:
             raise ValueError(f"--set {text}: train.steps is set by the grid's token budget "
                              f"({budget}: {raw[budget]:g} in {path}): change the grid's {budget} "
                              "instead")
+
+
+def _refuse_sets_the_grid_overrides(path, overrides, points: list[dict], per_run: dict) -> None:
+    """--set of a field that the grid's axes, its runs list or its per-run overrides set would
+    be overwritten for those runs without a word: refused, saying where the grid sets it."""
+    by_grid = {key for point in points for key in point}
+    by_overrides = {key for name, fields in per_run.items()
+                    for key in _dotted(fields or {}, f"{path}: overrides.{name}")}
+    for text in overrides:
+        key = parse_override(text)[0]
+        where = ("its grid axes or runs list" if key in by_grid
+                 else "its per-run overrides" if key in by_overrides else None)
+        if where:
+            raise ValueError(f"--set {text}: {key} is set by {where} in {path}, which would win "
+                             "over --set: change it there")
 
 
 def select(runs: list[tuple[str, Config]], only: str | None) -> list[tuple[str, Config]]:

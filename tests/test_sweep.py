@@ -367,6 +367,17 @@ def test_sweep_dry_run_refuses_set_train_steps_under_a_budget(tmp_path, capsys):
     assert "train.steps is set by the grid's token budget" in capsys.readouterr().err
 
 
+def test_set_of_a_field_the_grid_sets_is_refused_naming_where(tmp_path):
+    grid = tmp_path / "g.yaml"
+    grid.write_text("fixed: {model: {head_dim: 16, seq_len: 32}}\ngrid: {model.depth: [1, 2]}\n"
+                    "overrides: {d2_w32: {train: {lr: 0.01}}}\nname_format: d{depth}_w32\n"
+                    "runs: []\n")
+    with pytest.raises(ValueError, match="model.depth is set by its grid axes or runs list"):
+        load_grid(grid, ["model.depth=3"])
+    with pytest.raises(ValueError, match="train.lr is set by its per-run overrides"):
+        load_grid(grid, ["train.lr=0.1"])
+
+
 def test_set_of_another_train_field_still_applies_under_a_budget():
     grid = load_grid(EXPERIMENTS / "tiny.yaml", ["train.lr=0.001"])
     assert {cfg.train.lr for _, cfg in grid.runs} == {0.001}
