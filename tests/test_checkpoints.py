@@ -451,3 +451,40 @@ def test_a_metadata_preemption_notice_saves_and_exits_75(config_file, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "preempted" and 0 < summary["steps"] < 100000
     assert (out / "checkpoints" / str(summary["steps"])).is_dir()
+
+
+def test_a_failed_restore_run_cancels_and_awaits_its_other_reads_before_its_loop_closes():
+    """Deterministic form of the race behind "Event loop is closed": the first read fails while
+    a sibling read is still pending. Orbax's own runner closes the loop with the sibling never
+    finished; within the restore's block the sibling is cancelled and awaited, and the first
+    read's error is the one raised."""
+    import asyncio
+
+    from orbax.checkpoint._src import asyncio_utils
+
+    from depthdelusion.train.checkpoints import _reads_settled_on_error
+
+    def run_failing_restore() -> list[str]:
+        seen = []
+
+        async def sibling_read():
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                seen.append("cancelled and awaited")
+                raise
+
+        async def restore():
+            asyncio.ensure_future(sibling_read())
+            await asyncio.sleep(0)  # the sibling starts, then the first read fails
+            raise OSError("damaged array data")
+
+        with pytest.raises(OSError, match="damaged array data"):
+            asyncio_utils._run_sync_via_new_loop(restore())
+        return seen
+
+    with _reads_settled_on_error():
+        assert run_failing_restore() == ["cancelled and awaited"]
+    with warnings.catch_warnings():  # orbax's runner: the sibling is destroyed while pending
+        warnings.simplefilter("ignore")
+        assert run_failing_restore() == []

@@ -41,11 +41,14 @@ def _reads_settled_on_error():
     and "Task exception was never retrieved", dozens of tracebacks for one damaged checkpoint.
     Within this block a failed run cancels the loop's remaining tasks and waits for them before
     the loop closes, as asyncio.run does; the error raised is the same. (Orbax's private
-    function, replaced for the block's duration only; an orbax without it is left as it is.)"""
-    from orbax.checkpoint._src import asyncio_utils
-
+    function, replaced for the block's duration only; an orbax without that module or
+    function is left as it is.)"""
+    try:
+        from orbax.checkpoint._src import asyncio_utils
+    except ImportError:  # another orbax layout: restore as it does (the noise may come back)
+        asyncio_utils = None
     original = getattr(asyncio_utils, "_run_sync_via_new_loop", None)
-    if original is None:  # another orbax: restore as it does (the noise may come back)
+    if original is None:
         yield
         return
 
@@ -54,12 +57,14 @@ def _reads_settled_on_error():
         try:
             asyncio.set_event_loop(loop)
             return loop.run_until_complete(coro)
-        finally:
-            pending = asyncio.all_tasks(loop)
+        except BaseException:
+            pending = asyncio.all_tasks(loop)  # this thread owns the loop, which has stopped
             for task in pending:
                 task.cancel()
-            # their errors are the one already raised, or its consequences: gathered, not raised
+            # their errors are the one being raised, or its consequences: gathered, not raised
             loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            raise
+        finally:
             asyncio.set_event_loop(None)
             loop.close()
 
