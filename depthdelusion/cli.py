@@ -334,7 +334,7 @@ def _sky_jobs(p):
     p.add_argument("--service-account", action="store_true", help="the slices run as SkyPilot's service "
                    "account (skypilot-v1@PROJECT; give it the bucket), not with your uploaded credentials")
     p.add_argument("--zone", help="e.g. us-east5-b (default: any zone SkyPilot finds capacity in)")
-    p.add_argument("--max-restarts", type=POSITIVE, default=3, help="retries of a job that failed (not preempted)")
+    p.add_argument("--max-restarts", type=COUNT, default=3, help="retries of a job that failed (not preempted)")
     p.add_argument("--secret", dest="secrets", action="append", default=[], metavar="NAME",
                    help="an environment variable for the runs whose value launch.sh reads from its own "
                    "environment (repeatable): never written to a file")

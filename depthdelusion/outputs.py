@@ -17,6 +17,8 @@ def unwritable(text: str, directory: bool = True) -> str | None:
     False, as a file), or None when it can (or is remote)."""
     if "://" in text:
         return None
+    if not text.strip():
+        return "an empty path"
     path = Path(text)
     if path.exists():
         if directory and not path.is_dir():

@@ -1,6 +1,7 @@
-"""How an interval is written for a reader: the one formatter of an interval's ends for the
+"""How an interval is written for a reader: the formatter of an interval's ends for the
 terminal (``fit``, ``isoflop``, ``persistence`` summaries, a fit's flags) and the report's
-tables, so that an open end reads the same everywhere and is never ``None``, ``nan`` or ``inf``."""
+tables, so that an open end reads the same there and is never ``None``, ``nan`` or ``inf``.
+(The studies' t and bootstrap intervals, always finite, are still written by their own code.)"""
 from __future__ import annotations
 
 import math

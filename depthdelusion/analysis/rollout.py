@@ -83,7 +83,7 @@ class Rollout:
         """The rollout for ``--json``: per step its errors (observed − predicted, nats, one per
         predicted run) and their mean, RMSE and max |error|; then the same over every predicted
         run of the fitted steps (``summary``). Numbers rounded as in rollout.csv; none is NaN."""
-        steps = [dict(zip(COLUMNS, (_json(v) for v in s.row())), errors=[_r(e) for e in s.errors])
+        steps = [dict(zip(COLUMNS, (_json(v) for v in s.row())), errors=[_json(_r(e)) for e in s.errors])
                  for s in self.steps]
         errors = np.concatenate([s.errors for s in self.steps] + [np.array([])])
         summary = {"steps": len(self.steps), "steps_fitted": sum(len(s.errors) > 0 for s in self.steps),

@@ -221,6 +221,12 @@ def test_an_out_that_cannot_be_a_directory_is_refused_before_any_work(tmp_path, 
     assert "law:" not in stderr  # refused before the law was even picked
 
 
+def test_an_empty_out_is_refused_before_any_work(tmp_path, capsys):
+    table = shape_table(tmp_path / "runs.csv")
+    code, _, stderr = exit_code(["fit", str(table), "--out", ""], capsys)
+    assert code == 2 and "--out" in stderr and "an empty path" in stderr
+
+
 @pytest.mark.skipif(__import__("os").access("/proc/sys", __import__("os").W_OK),
                     reason="needs a read-only directory (/proc/sys is read-only in containers)")
 def test_an_out_under_a_read_only_directory_is_refused(tmp_path, capsys):

@@ -50,6 +50,15 @@ class Server:
         self.thread.join()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def no_proxy_for_the_local_mirror():
+    """requests would send http://127.0.0.1 through HTTP(S)_PROXY where a machine sets one."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NO_PROXY", "127.0.0.1,localhost")
+        mp.setenv("no_proxy", "127.0.0.1,localhost")
+        yield
+
+
 @pytest.fixture
 def serve():
     servers = []
