@@ -308,6 +308,8 @@ def run_isoflop(*, runs: str | None = None, table_name: str | None = None, by: s
     if replicates < 1:
         raise ValueError(f"--replicates {replicates}: must be at least 1")
     refuse_own_inputs("--out", out, ("isoflop*.png",), [runs])
+    if out is not None:  # the figure is all --out holds: known before the fits, not after
+        _need_matplotlib("isoflop --out (the isoFLOP figure)", "leave out --out")
     runs, _ = runs_or_table(runs, table_name, "isoflop")
     table = _load(runs, group=group, columns=columns, column=column, where=where)
     parts = {None: table} if by is None else split_by(table, by)
