@@ -25,7 +25,7 @@ import numpy as np
 from depthdelusion import rundir
 
 from .published_files import SourceFile, fetch, files_under
-from .published_readers import gadre_runs, isoflop_table
+from .published_readers import gadre_runs, isoflop_table, olmo_ladder_runs
 from .reference import PAPER_KAPPA, REFERENCE_DIR
 from .runs import Runs, load_reference, load_runs
 
@@ -287,6 +287,18 @@ TABLES = {t.name: t for t in (
         rows=104, files=files_under("mlfoundations/scaling", "a003c4913793ac2ae7ef87b28ecb562955d026d5", "exp_data/models"),
         notes=("loss is the C4 validation loss (c4_val); the other validation sets are loss_<set> "
                "columns; params and params_non_embedding as the files give them",)),
+    PublishedTable(
+        "olmo_ladder", "The OLMo model ladder: 5 sizes (190M-3B) x 5 token multiples (0.5-10x Chinchilla)",
+        "Bhagia, Liu, Wettig, Heineman, Tafjord, Jha, Soldaini, Smith, Groeneveld, Koh, Dodge, "
+        "Hajishirzi: Establishing Task Scaling Laws via Compute-Efficient Model Ladders (arXiv "
+        "2412.04403, 2024)",
+        "https://github.com/allenai/OLMo-ladder (src/scripts/paper/data/ladder-runs/, commit "
+        "67a3f440f787d020da35e3ca8eeae475fae754f5)", "Apache-2.0 (the repository's LICENSE)", True,
+        olmo_ladder_runs, rows=25,
+        files=files_under("allenai/OLMo-ladder", "67a3f440f787d020da35e3ca8eeae475fae754f5",
+                          "src/scripts/paper/data/ladder-runs"),
+        notes=("N is the nominal size in each file's name, not an exact count; D = multiple x 20 x N; "
+               "the 1xC '-rerun' files (the same runs again, ending at the same step) are not read",)),
     _isoflops("isoflop_chinchilla", "epochai_chinchilla", "Chinchilla's isoFLOP runs (Epoch AI's digitisation)",
               "Hoffmann et al.: Training Compute-Optimal Large Language Models (arXiv 2203.15556, 2022); "
               "digitised by Besiroglu et al. (arXiv 2404.10102, 2024)", 123,

@@ -111,3 +111,41 @@ def _gadre_record(file) -> dict:
     if "loss" not in record:
         raise ValueError(f"{file}: no {GADRE_LOSS} validation loss in its results")
     return record
+
+
+#: The OLMo ladder's run files: SIZE-MULTIPLExC.csv (the "-rerun" copies and the peteish
+#: evaluations are other files). Chinchilla's 20 tokens per parameter make 1xC.
+_OLMO_RUN = re.compile(r"^(\d+(?:\.\d+)?)([MB])-(\d+(?:\.\d+)?)xC\.csv$")
+OLMO_TOKENS_PER_PARAM = 20
+#: The validation loss used as ``loss`` (the files log a dozen sets; C4 as for Gadre et al.).
+OLMO_LOSS = "eval/c4_en-validation/CrossEntropyLoss"
+
+
+def olmo_ladder_runs(path) -> Runs:
+    """The OLMo model ladder (allenai/OLMo-ladder ``src/scripts/paper/data/ladder-runs/``;
+    ``path`` is that folder): one run per SIZE-MULTIPLExC.csv, its last logged step (the end of
+    training: the files of one size end at steps proportional to MULTIPLE). N is the nominal size
+    in the file name, D = MULTIPLE · 20 · N; the loss is the C4 validation cross-entropy there."""
+    folder = rundir.as_path(path)
+    files = sorted(f for f in (folder.glob("*.csv") if folder.is_dir() else []) if _OLMO_RUN.match(f.name))
+    if not files:
+        raise ValueError(f"{folder}: expected the OLMo ladder's run files (SIZE-MULTIPLExC.csv, "
+                         "e.g. 190M-1xC.csv)")
+    names, params, tokens, loss, steps = [], [], [], [], []
+    for file in files:
+        size, unit, multiple = _OLMO_RUN.match(file.name).groups()
+        rows = read_csv_records(file, ("_step", OLMO_LOSS), "an OLMo ladder run file")
+        last = rows[-1]
+        n = float(size) * (1e6 if unit == "M" else 1e9)
+        names.append(file.stem)
+        params.append(n)
+        tokens.append(float(multiple) * OLMO_TOKENS_PER_PARAM * n)
+        loss.append(numbers([last], OLMO_LOSS, file)[0])
+        steps.append(int(numbers([last], "_step", file)[0]))
+    runs = Runs(params=np.array(params), tokens=np.array(tokens), loss=np.array(loss),
+                group=["olmo_ladder"] * len(files), name=names, source=str(folder),
+                extra={"step": steps})
+    runs.notes.append(f"OLMo ladder: {len(files)} runs, each at its last logged step; N is the "
+                      "nominal size in the file name (190M … 3B), D = multiple × 20 × N (the "
+                      f"ladder's 'xC', Chinchilla multiples); loss = {OLMO_LOSS}")
+    return runs

@@ -163,6 +163,7 @@ SCHEMA = {
     "isoflop_llama3": {"params", "tokens", "compute"},
     "isoflop_marin": {"params", "tokens", "compute"},
     "isoflop_misfitting": {"params", "tokens", "compute"},
+    "olmo_ladder": {"params", "tokens"},
 }
 
 
@@ -352,3 +353,16 @@ def test_what_the_profile_bounds_is_printed_with_its_intervals_and_a_correlation
         if partner:
             assert rows[name].rstrip().endswith(f"r = +1.000 with {partner}")
     assert not any("n.i." in row for row in rows.values())
+
+
+def test_the_olmo_ladder_is_one_run_per_size_and_multiple_at_its_last_step(mirror_cache):
+    runs = load_table("olmo_ladder")
+    assert len(runs) == 25 and len(set(runs.params)) == 5
+    assert sorted(set(np.round(runs.tokens / (20 * runs.params), 3))) == [0.5, 1, 2, 5, 10]
+    one = runs.subset(np.array(runs.name) == "190M-1xC")
+    # its file's last row: step 7272, C4 validation loss 3.600973 (the source's digits)
+    assert one.extra["step"] == [7272] and one.loss[0] == pytest.approx(3.600973129, abs=1e-9)
+    # at each size, more tokens give a lower loss (the ladder trains to 0.5-10x Chinchilla)
+    for n in set(runs.params):
+        at = runs.subset(runs.params == n)
+        assert np.all(np.diff(at.loss[np.argsort(at.tokens)]) < 0)
