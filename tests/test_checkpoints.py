@@ -194,19 +194,18 @@ def test_resuming_past_damaged_array_data_prints_no_tracebacks(config_file, refe
     # Damaged array chunks (the metadata intact) fail inside orbax's concurrent reads; the reads
     # still in flight must end quietly, not as "Event loop is closed" tracebacks from
     # TensorStore's thread or "Task exception was never retrieved". Whether reads are still in
-    # flight when the first fails is a race (about one resume in three here), so five resumes.
-    stopped = tmp_path / "stopped"
-    stopped_run(config_file, stopped, before_step=11)
-    for chunk in (stopped / "checkpoints" / "8" / "state").glob("ocdbt.process_*/d/*"):
+    # flight when the first fails is a race (about one resume in three here): this end-to-end
+    # resume shows the whole path; the deterministic test of the mechanism is
+    # test_a_failed_restore_run_cancels_and_awaits_its_other_reads_before_its_loop_closes.
+    out = tmp_path / "run"
+    stopped_run(config_file, out, before_step=11)
+    for chunk in (out / "checkpoints" / "8" / "state").glob("ocdbt.process_*/d/*"):
         chunk.write_bytes(b"\0garbage" * 2)
-    for attempt in range(5):
-        out = tmp_path / f"resume{attempt}"
-        shutil.copytree(stopped, out)
-        proc = subprocess.run(cli(out / "config.yaml", "--out", out), capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stderr
-        assert "checkpoint at step 8" in proc.stderr and "from the checkpoint at step 4" in proc.stderr
-        assert "Event loop is closed" not in proc.stderr, proc.stderr[:3000]
-        assert "never retrieved" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[:3000]
+    proc = subprocess.run(cli(out / "config.yaml", "--out", out), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "checkpoint at step 8" in proc.stderr and "from the checkpoint at step 4" in proc.stderr
+    assert "Event loop is closed" not in proc.stderr, proc.stderr[:3000]
+    assert "never retrieved" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[:3000]
     assert_same_losses(out, reference)
 
 

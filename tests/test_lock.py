@@ -43,7 +43,8 @@ def lock_extras() -> set[str]:
 def installed_extras(text: str) -> set[str]:
     """The extras of the one install of this checkout with extras; every install of it (but the
     analysis-only --no-deps one) goes through the lock."""
-    installs = [line for line in text.splitlines() if re.match(r"python3 -m pip install .*-e \"?\.", line)
+    lines = text.replace("\\\n", " ").splitlines()  # a command continued with \ is one line
+    installs = [line for line in lines if re.match(r"python3 -m (uv )?pip install .*-e \"?\.", line)
                 and "--no-deps" not in line]
     for install in installs:
         assert "-c constraints.txt" in install, f"installs without the lock: {install!r}"
