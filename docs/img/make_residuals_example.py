@@ -1,4 +1,4 @@
-"""Regenerate residuals_example.png (README, "Checking a fit"): a synthetic 120-row table drawn
+"""Regenerate residuals_example.png (docs/fitting.md, "Checking a fit"): a synthetic 120-row table drawn
 from Epoch AI's Chinchilla fit with N(0, 0.02²) noise, three rows pushed up by 0.6 nats and one
 dataset 0.12 nats higher. Run: python3 docs/img/make_residuals_example.py"""
 from pathlib import Path
