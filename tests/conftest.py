@@ -4,6 +4,7 @@ on real meshes; JAX's persistent compilation cache; a private data cache."""
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from importlib.metadata import version
 
@@ -31,26 +32,33 @@ if "DEPTHDELUSION_CACHE" not in os.environ:
 import pytest  # noqa: E402 - after the environment above, which must be set before jax loads
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
+# The helpers every part of the suite shares (the GCS emulator, the fake gcloud, ...) live in
+# tests/helpers/ and are imported by module name from any test directory.
+sys.path.insert(0, os.path.join(TESTS, "helpers"))
 # Markers by file (registered in pyproject.toml). slow: most of each test is training or compiling
 # (JAX on CPU, or libtpu ahead of time) or several processes; `pytest -m "not slow"` is the fast
 # part, for a developer between edits. subprocess: tests that start processes.
 SLOW = {
-    "test_checkpoints.py", "test_coord_check.py", "test_expansion.py", "test_expansion_probe.py",
-    "test_expansion_study.py", "test_expansion_trials.py", "test_gcs_runs.py",
-    "test_gcs_studies.py", "test_grad_accum.py", "test_grad_accum_plan.py", "test_lr_transfer.py",
-    "test_multihost.py", "test_parametrization.py", "test_plan.py", "test_profile.py",
-    "test_residual_dtype.py", "test_rundir.py", "test_sharding.py", "test_speed.py",
-    "test_splash.py", "test_spectrum.py", "test_sweep.py", "test_tpu_babysit.py",
-    "test_tpu_scripts.py", "test_train_command.py",
-    "test_tpu_failfast.py", "test_tpu_gcs.py", "test_tpu_sweep.py", "test_trackers.py",
+    "model/test_parametrization.py", "model/test_residual_dtype.py", "model/test_splash.py",
+    "parallel/test_multihost.py", "parallel/test_sharding.py", "studies/test_coord_check.py",
     "studies/test_data_exponent.py", "studies/test_depth_confound.py",
+    "studies/test_expansion.py", "studies/test_expansion_probe.py",
+    "studies/test_expansion_study.py", "studies/test_expansion_trials.py",
+    "studies/test_gcs_studies.py", "studies/test_lr_transfer.py",
     "studies/test_persistence_probe.py", "studies/test_persistence_study.py",
+    "studies/test_spectrum.py", "test_rundir.py", "test_sweep.py",
+    "tpu/test_grad_accum_plan.py", "tpu/test_plan.py", "tpu/test_tpu_babysit.py",
+    "tpu/test_tpu_failfast.py", "tpu/test_tpu_gcs.py", "tpu/test_tpu_scripts.py",
+    "tpu/test_tpu_sweep.py", "train/test_checkpoints.py", "train/test_gcs_runs.py",
+    "train/test_grad_accum.py", "train/test_profile.py", "train/test_speed.py",
+    "train/test_trackers.py", "train/test_train_command.py",
 }
 SUBPROCESS = {
-    "test_checkpoints.py", "test_cli.py", "test_gcs_runs.py", "test_gcs_studies.py",
-    "test_multihost.py", "test_tfds.py", "test_tpu_babysit.py", "test_tpu_failfast.py",
-    "test_tpu_scripts.py", "test_train_command.py", "analysis/test_cli_analysis.py",
-    "analysis/test_import.py", "analysis/test_report_latex.py",
+    "analysis/test_cli_analysis.py", "analysis/test_import.py", "analysis/test_report_latex.py",
+    "data/test_tfds.py", "parallel/test_multihost.py", "studies/test_gcs_studies.py",
+    "test_cli.py", "tpu/test_tpu_babysit.py", "tpu/test_tpu_failfast.py",
+    "tpu/test_tpu_scripts.py", "train/test_checkpoints.py", "train/test_gcs_runs.py",
+    "train/test_train_command.py",
 }
 _missing = sorted(name for name in SLOW | SUBPROCESS if not os.path.isfile(os.path.join(TESTS, name)))
 if _missing:

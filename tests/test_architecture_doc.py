@@ -76,3 +76,19 @@ def test_the_layer_table_allows_every_import_in_the_package():
             if b not in allowed[a] and package not in allowed[a]:  # `data/` allows `data/tokenizers.py`
                 breaches.add(f"{importer} -> {imported} ({a} may import {sorted(allowed[a])})")
     assert not breaches, "imports the layer table does not allow:\n" + "\n".join(sorted(breaches))
+
+
+TOP_LEVEL_TEST_MODULES_MAX = 15  # issue 49: tests of the package's top-level modules only
+
+
+def test_tests_mirror_the_package():
+    """Every test folder but helpers/ is named for a subpackage of depthdelusion/ (or for the
+    repository's tpu/ scripts), and few test modules sit directly in tests/."""
+    tests = ROOT / "tests"
+    subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name not in ("helpers", "__pycache__")}
+    assert not folders - subpackages - {"tpu"}, f"test folders that mirror nothing: {sorted(folders - subpackages - {'tpu'})}"
+    top = sorted(p.name for p in tests.glob("test_*.py"))
+    assert len(top) <= TOP_LEVEL_TEST_MODULES_MAX, f"{len(top)} test modules directly in tests/: {top}"
+    assert not list(tests.glob("*.py")) or {p.name for p in tests.glob("*.py")} - set(top) == {"conftest.py"}, \
+        "shared helpers belong in tests/helpers/"

@@ -60,7 +60,7 @@ def test_a_bad_line_that_is_not_the_last_is_an_error_naming_it(tmp_path):
 
 def test_remote_run_directories_get_the_metrics_copied_at_flush(tmp_path, monkeypatch):
     """gs:// cannot append: the writer appends to a local copy and copies it up at flush (here
-    exercised on a local path with the remote code path forced; tests/test_tpu_gcs.py on gs://)."""
+    exercised on a local path with the remote code path forced; tests/tpu/test_tpu_gcs.py on gs://)."""
     monkeypatch.setattr(rundir, "is_local", lambda path: False)
     (tmp_path / rundir.METRICS).write_text(json.dumps({"step": 1, "loss": 3.0}) + "\n")
     writer = MetricsWriter(tmp_path)
@@ -127,7 +127,7 @@ def test_the_command_line_gives_that_error_and_the_same_settings_give_the_summar
 
 
 def test_gs_sweeps_are_analysed_from_their_run_directories(bucket, tmp_path):
-    """The sweep's report on gs:// (a real GCS server, tests/gcs_emulator.py) reads the run
+    """The sweep's report on gs:// (a real GCS server, tests/helpers/gcs_emulator.py) reads the run
     directories through epath: the gradient profiles, hence the persistence section, are there
     as for a local sweep; the report is written to the bucket."""
     import numpy as np

@@ -7,7 +7,7 @@ import pytest
 
 from depthdelusion.config import DataConfig
 
-SCRIPTS = Path(__file__).parent.parent / "analysis" / "open_points"
+SCRIPTS = Path(__file__).resolve().parents[2] / "analysis" / "open_points"
 
 
 def load(name: str):

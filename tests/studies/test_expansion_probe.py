@@ -13,7 +13,7 @@ from depthdelusion.model.transformer import Transformer, _norm, rope
 from depthdelusion.studies.expansion import surgery
 from depthdelusion.studies.expansion import probe
 from depthdelusion.train.step import cross_entropy
-from tests.test_expansion import tiny_model, trained_like_params
+from tests.studies.test_expansion import tiny_model, trained_like_params
 
 
 def explicit_signal(model, params, k, block, tokens_BxS1, residual=None):

@@ -1,7 +1,7 @@
 """Fingerprint of the SP model and optimizer: sha256 of every initial parameter and three
-training losses on a fixed batch. `tests/data/sp_skeleton.json` holds it as computed by the
+training losses on a fixed batch. `tests/helpers/sp_skeleton.json` holds it as computed by the
 skeleton commit 9b0781f (before parameterizations existed):
-    PYTHONPATH=<checkout of 9b0781f> python tests/sp_fingerprint.py > tests/data/sp_skeleton.json
+    PYTHONPATH=<checkout of 9b0781f> python tests/helpers/sp_fingerprint.py > tests/helpers/sp_skeleton.json
 """
 import hashlib
 import json

@@ -1,4 +1,4 @@
-"""Studies and analysis outputs on gs:// against a real GCS server (tests/gcs_emulator.py): the
+"""Studies and analysis outputs on gs:// against a real GCS server (tests/helpers/gcs_emulator.py): the
 depth-expansion study trains its two sweeps, grows the growth parent and trains it on, probes,
 and writes its tables and figures, with --runs and --out both in the bucket; the prediction
 study; `fit --out` and `isoflop --out`; the report's spectrum sections; the other studies
@@ -91,7 +91,7 @@ def test_the_probe_tables_rerender_from_the_caches_on_gs(bucket, tmp_path):
 
     from depthdelusion.studies.expansion import study
 
-    committed = Path(__file__).resolve().parents[1] / "analysis" / "depth_expansion"
+    committed = Path(__file__).resolve().parents[2] / "analysis" / "depth_expansion"
     out = epath.Path(f"{bucket}/depth_expansion")
     rundir.copy_tree(committed, out)
     study.rerender_probe_tables(str(out))
@@ -100,13 +100,13 @@ def test_the_probe_tables_rerender_from_the_caches_on_gs(bucket, tmp_path):
 
 
 def test_the_expansion_prediction_study_runs_on_gs(bucket):
-    """`expansion-prediction` in miniature (tests/test_expansion_trials.py's) with the parents,
+    """`expansion-prediction` in miniature (tests/studies/test_expansion_trials.py's) with the parents,
     the children it expands and trains, and its tables in the bucket."""
     import dataclasses
 
     from depthdelusion.studies.expansion import trials
     from depthdelusion.train.loop import train
-    from tests.test_expansion import RUN
+    from tests.studies.test_expansion import RUN
 
     cfg = dataclasses.replace(RUN, train=dataclasses.replace(RUN.train, eval_batches=3, eval_every=100))
     parents, out = epath.Path(f"{bucket}/parents"), epath.Path(f"{bucket}/prediction")
@@ -217,7 +217,7 @@ def test_the_redundancy_report_and_the_data_exponent_refit_read_and_write_gs(buc
 
     from depthdelusion.cli import main
 
-    analysis = Path(__file__).resolve().parents[1] / "analysis"
+    analysis = Path(__file__).resolve().parents[2] / "analysis"
     out = epath.Path(f"{bucket}/redundancy")
     for name in ("rates.csv", "invariance.csv", "mixture.csv", "run.json"):
         (out / name).write_text((analysis / "redundancy" / name).read_text())
@@ -238,7 +238,7 @@ def test_the_redundancy_report_and_the_data_exponent_refit_read_and_write_gs(buc
 
 def test_the_coord_check_and_the_persistence_probe_write_their_out_to_gs(bucket, capsys):
     """The two probes of fresh models with --out in the bucket, each at one shape of its local
-    test (tests/test_coord_check.py, tests/studies/test_persistence_probe.py), whose compiled
+    test (tests/studies/test_coord_check.py, tests/studies/test_persistence_probe.py), whose compiled
     programs it shares."""
     from depthdelusion.cli import main
 
@@ -262,7 +262,7 @@ def test_the_coord_check_and_the_persistence_probe_write_their_out_to_gs(bucket,
 
 def test_lr_transfer_trains_into_gs_and_writes_its_tables_there(bucket, tmp_path, capsys):
     """`lr-transfer --out gs://…` trains its grids (here one run: the depth sweep's is the lr
-    grid's; tests/test_lr_transfer.py's recipe) into the bucket through the sweep runner and
+    grid's; tests/studies/test_lr_transfer.py's recipe) into the bucket through the sweep runner and
     writes its tables and figures there."""
     from depthdelusion.cli import main
 

@@ -1,4 +1,4 @@
-"""Runs on gs:// against a real GCS server (tests/gcs_emulator.py): checkpoints through orbax and
+"""Runs on gs:// against a real GCS server (tests/helpers/gcs_emulator.py): checkpoints through orbax and
 tensorstore, records through etils.epath and gcsfs, as on a pod. A kill during a save, then a
 resume; server errors during a save: a 503 is retried (by gcsfs and by tensorstore, each with its
 own backoff), a refusal or a 503 on every try ends the run with a clear error and the previous

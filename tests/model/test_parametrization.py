@@ -15,10 +15,10 @@ from depthdelusion.model import parametrization as pz
 from depthdelusion.model_size import count_params, flops_per_token
 from depthdelusion.model.transformer import Transformer, block
 from depthdelusion.train.optimizer import make_optimizer, param_groups
-from tests import sp_fingerprint
+import sp_fingerprint
 
 PARAMETRIZATIONS = ("sp", "mup", "depth_mup", "completep")
-SKELETON = json.loads((Path(__file__).parent / "data" / "sp_skeleton.json").read_text())
+SKELETON = json.loads((Path(sp_fingerprint.__file__).parent / "sp_skeleton.json").read_text())
 
 
 def fingerprint(**model_overrides):

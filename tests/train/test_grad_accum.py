@@ -15,7 +15,7 @@ CFG = Config(
     train=TrainConfig(steps=2, batch_size=16, lr=1e-2, warmup_steps=1),
 )
 # Float32 sums in a different order (per microbatch, then over microbatches, and over devices):
-# losses agree to 1e-5 relative, gradient norms to 1e-4 (as in tests/test_sharding.py). After two Adam updates, as in tests/test_sharding.py, an element with
+# losses agree to 1e-5 relative, gradient norms to 1e-4 (as in tests/parallel/test_sharding.py). After two Adam updates, as in tests/parallel/test_sharding.py, an element with
 # a ~0 gradient may move by a visible part of one step: elementwise 5% of lr, mean below 1e-6.
 LOSS_RTOL = 1e-5
 NORM_RTOL = 1e-4
@@ -38,7 +38,7 @@ def run(grad_accum_steps: int, mesh):
     batches = [jax.device_put(rng.integers(0, 257, (16, 33), dtype=np.int32), trainer.batch_sharding)
                for _ in range(2)]
     # The layer-stats variant (the plain one runs the same accumulation with no probes; the loop
-    # test in tests/test_profile.py trains with both variants and grad_accum_steps=2).
+    # test in tests/train/test_profile.py trains with both variants and grad_accum_steps=2).
     metrics = []
     for batch in batches:
         state, step_metrics = step(state, batch)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from depthdelusion.studies.expansion import trials
-from tests.test_expansion import RUN
+from tests.studies.test_expansion import RUN
 
 
 def test_rank_agreement_detects_agreement_and_its_absence():

@@ -1,4 +1,4 @@
-"""tpu/babysit.sh against the fake cloud (tests/fake_tpu.py), its real control flow with the poll
+"""tpu/babysit.sh against the fake cloud (tests/helpers/fake_tpu.py), its real control flow with the poll
 and backoff times cut to fractions of a second: a spot slice preempted twice is deleted,
 re-created, set up and the same command re-run until it finishes; the restart budget counts
 restarts without progress; no capacity is waited out apart from it; a transient gcloud error is
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fake_tpu import calls, make_fake_cloud, run_calls
 
-TPU = Path(__file__).resolve().parents[1] / "tpu"
+TPU = Path(__file__).resolve().parents[2] / "tpu"
 COMMAND = ["--", "sweep", "experiments/paper_large.yaml", "--out", "gs://bkt/runs/large",
            "--set", "data.path=gs://bkt/sp"]
 STOCKOUT = 'There is no more capacity in the zone "us-east5-b"'

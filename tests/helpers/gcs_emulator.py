@@ -253,7 +253,7 @@ def this_process_through_proxy(server: Emulator, rule=lambda method, url: None):
 def cli_env(server: Emulator, url: str | None = None) -> dict[str, str]:
     """The environment of a `python -m depthdelusion` subprocess that talks to the server."""
     env = {**os.environ, **server.client_env(url)}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parents[1]), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parents[2]), env.get("PYTHONPATH")]))
     env.setdefault("JAX_PLATFORMS", "cpu")
     return env
 

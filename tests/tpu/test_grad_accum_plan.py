@@ -2,7 +2,7 @@
 
 The search is the thing under test, so the real train step is compiled, but by the host's CPU
 compiler (its memory_analysis is what the TPU plan reads too) with an artificially small budget:
-TPU compiles take ~20 s each here, and one is spent in tests/test_splash.py.
+TPU compiles take ~20 s each here, and one is spent in tests/model/test_splash.py.
 """
 import jax
 

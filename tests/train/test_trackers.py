@@ -122,7 +122,7 @@ def jsonl_scalars(out) -> dict[str, dict[int, float]]:
 
 
 def test_tensorboard_and_wandb_get_the_same_scalars_and_metadata(run):
-    from tests.test_checkpoints import read_events
+    from tests.train.test_checkpoints import read_events
 
     out, _ = run
     expected = jsonl_scalars(out)
@@ -222,7 +222,7 @@ def test_a_tracker_that_fails_is_reported_once_and_the_others_go_on(env, tmp_pat
     err = capsys.readouterr().err
     assert err.count("tracker mlflow failed") == 1
     assert "which goes on" in err and list((out / "tensorboard").glob("events.out.tfevents.*"))
-    from tests.test_checkpoints import read_events
+    from tests.train.test_checkpoints import read_events
 
     assert read_events(out / "tensorboard")["loss"] == pytest.approx({1: 1.0, 2: 0.5, 3: 1 / 3})
 

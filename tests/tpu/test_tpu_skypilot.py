@@ -12,7 +12,7 @@ import yaml
 from depthdelusion import exit_codes
 from depthdelusion.skypilot_jobs import job_name, label_value, render, run_sky_jobs, sky_config, validate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GRIDS = {"experiments/paper_baseline.yaml": ("tpu-v4-32", "tpu-ubuntu2204-base", 18),
          "experiments/paper_large.yaml": ("tpu-v6e-64", "v2-alpha-tpuv6e", 12)}
 NEEDS_SKY = "SkyPilot is not installed: pip install -e '.[skypilot]' (42 packages, kept out of the test extra)"

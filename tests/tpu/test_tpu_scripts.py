@@ -1,4 +1,4 @@
-"""The tpu/ pod scripts, run for real against a fake `gcloud` on PATH (tests/fake_tpu.py): the
+"""The tpu/ pod scripts, run for real against a fake `gcloud` on PATH (tests/helpers/fake_tpu.py): the
 exact gcloud calls, and, in exec mode, what runs on the workers (executed per worker directory)."""
 import os
 import shutil
@@ -10,7 +10,7 @@ import pytest
 
 from fake_tpu import calls, make_fake_cloud, run_calls, worker_home
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TPU = ROOT / "tpu"
 SCRIPTS = sorted(TPU.glob("*.sh"))
 

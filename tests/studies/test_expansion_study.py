@@ -67,7 +67,7 @@ def test_a_probe_cached_by_an_older_version_is_refused_not_reused(tmp_path):
     import shutil
     from pathlib import Path
 
-    committed = Path(__file__).resolve().parents[1] / "analysis" / "depth_expansion"
+    committed = Path(__file__).resolve().parents[2] / "analysis" / "depth_expansion"
     out = tmp_path / "depth_expansion"
     shutil.copytree(committed, out)
     stale = out / "probes" / "d4_w64.json"
@@ -86,7 +86,7 @@ def test_the_committed_tables_rerender_from_the_cached_probes_unchanged(tmp_path
     import shutil
     from pathlib import Path
 
-    committed = Path(__file__).resolve().parents[1] / "analysis" / "depth_expansion"
+    committed = Path(__file__).resolve().parents[2] / "analysis" / "depth_expansion"
     out = tmp_path / "depth_expansion"
     shutil.copytree(committed, out)
     expansion_study.rerender_probe_tables(out)

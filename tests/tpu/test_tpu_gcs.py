@@ -1,5 +1,5 @@
 """gs:// end to end: a sweep, its rerun and its report, with the grid file, the data, every run
-record, the checkpoints, runs.csv and the report on a real GCS server (tests/gcs_emulator.py),
+record, the checkpoints, runs.csv and the report on a real GCS server (tests/helpers/gcs_emulator.py),
 reached through etils.epath/gcsfs and orbax/tensorstore as on a pod. A local-only call (open(),
 pathlib, .absolute()) on a gs:// path fails here.
 """
