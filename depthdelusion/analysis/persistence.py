@@ -192,7 +192,7 @@ def windowed_norms(profile, step: int, window: float = DEFAULT_WINDOW, kind: str
     """(steps used, norms [S, D], warning or None): every logged step in the window; if none,
     the nearest logged step, with a warning naming how far it is."""
     lo, hi = window_bounds(step, window)
-    table = profile._by_kind(kind)
+    table = profile.by_kind(kind)
     used = [s for s in sorted(table) if lo <= s <= hi]
     warning = None
     if not used:

@@ -116,7 +116,7 @@ def gradient_profiles(runs, fits_by_run: dict, path: Path, kind: str = "weight",
         if profile is None or not profile.steps(kind):
             continue
         f = fits_by_run.get(str(runs.name[i]))
-        table = profile._by_kind(kind)
+        table = profile.by_kind(kind)
         used = [s for s in (f.steps if f is not None and f.steps else ()) if s in table]
         if not used:
             used = [profile.nearest(step, kind)[0]]

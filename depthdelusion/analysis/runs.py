@@ -41,17 +41,19 @@ class GradientProfile:
     insertion_signal: np.ndarray | None = None
 
     def steps(self, kind: str = "weight") -> list[int]:
-        return sorted(self._by_kind(kind))
+        return sorted(self.by_kind(kind))
 
     def nearest(self, step: int, kind: str = "weight") -> tuple[int, np.ndarray]:
         """The logged (step, norms) nearest to ``step``; ties go to the earlier step."""
-        table = self._by_kind(kind)
+        table = self.by_kind(kind)
         if not table:
             raise ValueError(f"no per-layer {kind} gradient norms were logged")
         used = min(sorted(table), key=lambda s: abs(s - step))
         return used, table[used]
 
-    def _by_kind(self, kind: str) -> dict[int, np.ndarray]:
+    def by_kind(self, kind: str) -> dict[int, np.ndarray]:
+        """The logged norms of one kind, 'weight' or 'activation': step -> norms (index 0 the
+        bottom block)."""
         if kind == "weight":
             return self.weight
         if kind == "activation":
