@@ -75,6 +75,37 @@ def run_name(cfg: Config, name_format: str) -> str:
                          "(e.g. {depth}, {width}) or train fields as {train_lr}") from None
 
 
+def _positive_budget(path, key: str, value):
+    """A token budget (tokens or tokens_per_param) as a positive number; YAML reads 1e9 as text."""
+    number = value
+    if isinstance(number, str):
+        try:
+            number = float(number)
+        except ValueError:
+            pass
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or not number > 0:
+        raise ValueError(f"{path}: {key}={value!r} must be a positive number")
+    return number
+
+
+def _grid_points(path, raw: dict) -> list[dict]:
+    """The grid's runs before names: every combination of the grid axes, then the runs list."""
+    axes = raw.get("grid") or {}
+    if not isinstance(axes, dict):
+        raise ValueError(f"{path}: grid must be a mapping of section.field: [values]")
+    for key, values in axes.items():
+        if not isinstance(values, list) or not values:
+            raise ValueError(f"{path}: grid.{key} must be a non-empty list of values")
+    points = [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())] if axes else []
+    explicit = raw.get("runs") or []
+    if not isinstance(explicit, list):
+        raise ValueError(f"{path}: runs must be a list of mappings (section.field: value)")
+    points += [_dotted(p, f"{path}: runs[{i}]") for i, p in enumerate(explicit)]
+    if not points:
+        raise ValueError(f"{path}: no runs: give grid axes and/or a runs list")
+    return points
+
+
 def load_grid(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Grid:
     """Read and expand a grid file. `overrides` (`section.field=value`) apply to every run,
     after the grid's fixed fields and before its axes."""
@@ -91,30 +122,9 @@ def load_grid(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> 
         raise ValueError(f"{path}: give either tokens or tokens_per_param, not both")
     for key in ("tokens", "tokens_per_param"):
         if key in raw:
-            value = raw[key]
-            if isinstance(value, str):
-                try:
-                    value = float(value)
-                except ValueError:
-                    pass
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"{path}: {key}={raw[key]!r} must be a positive number")
-            raw[key] = value
-
+            raw[key] = _positive_budget(path, key, raw[key])
     _refuse_steps_under_budget(path, raw, overrides)
-    axes = raw.get("grid") or {}
-    if not isinstance(axes, dict):
-        raise ValueError(f"{path}: grid must be a mapping of section.field: [values]")
-    for key, values in axes.items():
-        if not isinstance(values, list) or not values:
-            raise ValueError(f"{path}: grid.{key} must be a non-empty list of values")
-    points = [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())] if axes else []
-    explicit = raw.get("runs") or []
-    if not isinstance(explicit, list):
-        raise ValueError(f"{path}: runs must be a list of mappings (section.field: value)")
-    points += [_dotted(p, f"{path}: runs[{i}]") for i, p in enumerate(explicit)]
-    if not points:
-        raise ValueError(f"{path}: no runs: give grid axes and/or a runs list")
+    points = _grid_points(path, raw)
     per_run = raw.get("overrides") or {}
     if not isinstance(per_run, dict):
         raise ValueError(f"{path}: overrides must map a run name to section.field: value")

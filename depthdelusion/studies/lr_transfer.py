@@ -213,20 +213,7 @@ def markdown(rows: list[dict], depth_rows: list[dict], exp: dict, path: Path,
         "a few hundredths of a nat should be read as a tie.", "",
         f"## Optimal learning rate per shape (grid {', '.join(f'{lr:g}' for lr in lrs)})", "",
     ]
-    optima, table = {}, []
-    for name in names:
-        for depth in depths:
-            cells = []
-            for width in widths:
-                lr, loss = best_lr(rows, name, width, depth)
-                others = [r["eval_loss"] for r in rows if (r["parametrization"], r["width"], r["depth"])
-                          == (name, width, depth) and r["lr"] != lr and math.isfinite(r["eval_loss"])]
-                margin = f", +{min(others) - loss:.3f}" if others else ""
-                grid = shape_lrs(rows, name, width, depth)
-                optima[name, width, depth] = optimum_label(lr, grid)
-                edge = "" if optimum_label(lr, grid) == f"{lr:g}" else " (edge)"
-                cells.append(f"{optimum_label(lr, grid)}{edge} ({loss:.3f}{margin})")
-            table.append([name, depth, *cells])
+    optima, table = _optima(rows, exp)
     lines.append(markdown_table(["parametrization", "depth", *(f"W={w}" for w in widths)], table))
     lines += ["", "Cell: optimal lr (its validation loss, + margin of the runner-up lr). An optimum on the "
               "edge of the lrs trained for that shape is a bound (≤ lowest / ≥ highest lr), not an optimum. "
@@ -243,6 +230,35 @@ def markdown(rows: list[dict], depth_rows: list[dict], exp: dict, path: Path,
                   "trained again by the next invocation):** " + ", ".join(f"`{n}`" for n in failed)
                   + " (errors in `runs/<run>/error.txt`).", ""]
     lines += ["## Transfer summary", ""]
+    lines += _transfer_summary(rows, exp, optima)
+    lines += _depth_sweep_section(depth_rows, exp)
+    return "\n".join(lines)
+
+
+def _optima(rows: list[dict], exp: dict) -> tuple[dict, list[list]]:
+    """Per shape: the optimal lr's label, and the table row of cells "lr (loss, + margin)"."""
+    names, widths, depths = exp["parametrizations"], exp["widths"], exp["depths"]
+    optima, table = {}, []
+    for name in names:
+        for depth in depths:
+            cells = []
+            for width in widths:
+                lr, loss = best_lr(rows, name, width, depth)
+                others = [r["eval_loss"] for r in rows if (r["parametrization"], r["width"], r["depth"])
+                          == (name, width, depth) and r["lr"] != lr and math.isfinite(r["eval_loss"])]
+                margin = f", +{min(others) - loss:.3f}" if others else ""
+                grid = shape_lrs(rows, name, width, depth)
+                optima[name, width, depth] = optimum_label(lr, grid)
+                edge = "" if optimum_label(lr, grid) == f"{lr:g}" else " (edge)"
+                cells.append(f"{optimum_label(lr, grid)}{edge} ({loss:.3f}{margin})")
+            table.append([name, depth, *cells])
+    return optima, table
+
+
+def _transfer_summary(rows: list[dict], exp: dict, optima: dict) -> list[str]:
+    names, lrs, widths, depths = exp["parametrizations"], exp["lrs"], exp["widths"], exp["depths"]
+    shapes = [(w, d) for d in depths for w in widths]
+    lines = []
     base_w, base_d = widths[0], depths[0]
     for name in names:
         labels = [optima[name, w, d] for w, d in shapes]
@@ -265,6 +281,12 @@ def markdown(rows: list[dict], depth_rows: list[dict], exp: dict, path: Path,
             f"mean {sum(p[0] for p in penalty) / len(penalty):.3f}"
             + ("" if len(penalty) == len(shapes) else
                f" (over the {len(penalty)} shapes where lr {base_lr:g} was trained)") + ".")
+    return lines
+
+
+def _depth_sweep_section(depth_rows: list[dict], exp: dict) -> list[str]:
+    names, base_w, base_d = exp["parametrizations"], exp["widths"][0], exp["depths"][0]
+    lines: list[str] = []
     sweep = exp["depth_sweep"]
     lines += ["", f"## Depth sweep at width {sweep['width']}, lr tuned at the base shape "
               f"({base_w}×{base_d}), validation loss", ""]
@@ -279,7 +301,7 @@ def markdown(rows: list[dict], depth_rows: list[dict], exp: dict, path: Path,
     lines += ["", "U-shaped: the minimum over depth is interior and beats both ends by > 0.01 nats "
               "(validation loss; final_loss in `depth_sweep.csv`). The lr is fixed per parameterization, "
               "tuned at the base shape only, and every depth trains the same number of steps.", ""]
-    return "\n".join(lines)
+    return lines
 
 
 def plot_lr_curves(rows: list[dict], exp: dict, path: Path) -> None:

@@ -172,6 +172,47 @@ def _seed_data(seed: int) -> np.ndarray:
     return np.asarray(jax.random.key_data(jax.random.key(seed)))
 
 
+def _microbatched_grads(grad_fn, n_micro: int, params_sharding):
+    """grad_fn (params, probes_D, tokens) -> (loss, (grads, probe_grads_D)) over k = n_micro
+    microbatches in turn: the mean loss, its gradient and the probes' (‖∂L/∂h_l‖²).
+    L = (1/k) Σ_i L_i, so ∂L/∂θ = (1/k) Σ_i ∂L_i/∂θ and, as ∂L/∂h_l is (1/k) ∂L_i/∂h_l on
+    microbatch i's rows, ‖∂L/∂h_l‖² = (1/k²) Σ_i ‖∂L_i/∂h_l‖². Sums are kept in float32."""
+    if n_micro == 1:
+        return grad_fn
+    f32 = lambda tree: jax.tree.map(lambda x: x.astype(jnp.float32), tree)
+
+    def loss_and_grads(params, probes_D, tokens_BxS1):
+        def one(carry, micro_MxS1):
+            loss, (grads, probe_grads_D) = grad_fn(params, probes_D, micro_MxS1)
+            return jax.tree.map(jnp.add, carry, f32((loss, grads, probe_grads_D))), None
+
+        zeros = jax.tree.map(lambda x: jnp.zeros(x.shape, jnp.float32), (jnp.zeros(()), params, probes_D))
+        zeros = (zeros[0], jax.lax.with_sharding_constraint(zeros[1], params_sharding), zeros[2])
+        (loss, grads, probe_grads_D), _ = jax.lax.scan(one, zeros, microbatches(tokens_BxS1, n_micro))
+        grads = jax.tree.map(lambda g, p: (g / n_micro).astype(p.dtype), grads, params)
+        return loss / n_micro, (grads, None if probe_grads_D is None else probe_grads_D / n_micro**2)
+
+    return loss_and_grads
+
+
+def _drop_nonfinite(state: TrainState, loss, grad_norm, sq_D, params, opt_state):
+    """A non-finite loss or gradient never reaches the parameters: the update is dropped, and
+    state.nonfinite counts such steps and keeps the first one's step and first bad block."""
+    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+    keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)
+    params, opt_state = keep(params, state.params), keep(opt_state, state.opt_state)
+    bad_D = ~jnp.isfinite(sq_D)
+    bad_layer = jnp.where(bad_D.any(), jnp.argmax(bad_D), -1).astype(jnp.int32)
+    count, first_step, first_layer = state.nonfinite
+    first = ~finite & (count == 0)
+    nonfinite = jnp.stack([
+        count + (~finite).astype(jnp.int32),
+        jnp.where(first, state.step + 1, first_step),
+        jnp.where(first, bad_layer, first_layer),
+    ])
+    return params, opt_state, nonfinite
+
+
 def _build_programs(cfg: Config, mesh: Mesh) -> Trainer:
     """The Trainer of a shape with its init and steps not yet bound to a run's seed and
     schedule (build_trainer binds them)."""
@@ -198,24 +239,8 @@ def _build_programs(cfg: Config, mesh: Mesh) -> Trainer:
         logits_BxSxV = model(tokens_BxS1[:, :-1], probes_D)
         return cross_entropy(logits_BxSxV, tokens_BxS1[:, 1:])
 
-    def loss_and_grads(params, probes_D, tokens_BxS1):
-        """Mean loss, its gradient and the probes' (‖∂L/∂h_l‖²), over k = n_micro microbatches in turn.
-        L = (1/k) Σ_i L_i, so ∂L/∂θ = (1/k) Σ_i ∂L_i/∂θ and, as ∂L/∂h_l is (1/k) ∂L_i/∂h_l on
-        microbatch i's rows, ‖∂L/∂h_l‖² = (1/k²) Σ_i ‖∂L_i/∂h_l‖². Sums are kept in float32."""
-        grad_fn = jax.value_and_grad(loss_fn, argnums=(0, 1))
-        if n_micro == 1:
-            return grad_fn(params, probes_D, tokens_BxS1)
-        f32 = lambda tree: jax.tree.map(lambda x: x.astype(jnp.float32), tree)
-
-        def one(carry, micro_MxS1):
-            loss, (grads, probe_grads_D) = grad_fn(params, probes_D, micro_MxS1)
-            return jax.tree.map(jnp.add, carry, f32((loss, grads, probe_grads_D))), None
-
-        zeros = jax.tree.map(lambda x: jnp.zeros(x.shape, jnp.float32), (jnp.zeros(()), params, probes_D))
-        zeros = (zeros[0], jax.lax.with_sharding_constraint(zeros[1], state_sharding.params), zeros[2])
-        (loss, grads, probe_grads_D), _ = jax.lax.scan(one, zeros, microbatches(tokens_BxS1, n_micro))
-        grads = jax.tree.map(lambda g, p: (g / n_micro).astype(p.dtype), grads, params)
-        return loss / n_micro, (grads, None if probe_grads_D is None else probe_grads_D / n_micro**2)
+    loss_and_grads = _microbatched_grads(jax.value_and_grad(loss_fn, argnums=(0, 1)), n_micro,
+                                         state_sharding.params)
 
     def train_step(state: TrainState, tokens_BxS1: jax.Array, values: dict, layer_stats: bool):
         schedule = lambda count: lr_at(count, values)
@@ -229,19 +254,7 @@ def _build_programs(cfg: Config, mesh: Mesh) -> Trainer:
         grad_norm = jnp.sqrt(jnp.sum(sq_D) + _tree_sq_norm(rest))
         updates, opt_state = step_tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        # A non-finite loss or gradient never reaches the parameters: the update is dropped.
-        finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
-        keep = lambda new, old: jax.tree.map(lambda n, o: jnp.where(finite, n, o), new, old)
-        params, opt_state = keep(params, state.params), keep(opt_state, state.opt_state)
-        bad_D = ~jnp.isfinite(sq_D)
-        bad_layer = jnp.where(bad_D.any(), jnp.argmax(bad_D), -1).astype(jnp.int32)
-        count, first_step, first_layer = state.nonfinite
-        first = ~finite & (count == 0)
-        nonfinite = jnp.stack([
-            count + (~finite).astype(jnp.int32),
-            jnp.where(first, state.step + 1, first_step),
-            jnp.where(first, bad_layer, first_layer),
-        ])
+        params, opt_state, nonfinite = _drop_nonfinite(state, loss, grad_norm, sq_D, params, opt_state)
         metrics = {"loss": loss, "lr": schedule(state.step), "grad_norm": grad_norm,
                    "nonfinite": nonfinite}
         if layer_stats:

@@ -1,15 +1,16 @@
-"""No function of the analysis package is longer than a screen: computation, verdicts and
-rendering each in their own small function (the report's numbers apart from its text)."""
+"""No function of the package is longer than a screen: computation, verdicts and rendering each
+in their own small function (a report's numbers apart from its text)."""
 import ast
 from pathlib import Path
 
-ANALYSIS = Path(__file__).resolve().parents[2] / "depthdelusion" / "analysis"
+PACKAGE = Path(__file__).resolve().parents[2] / "depthdelusion"
 MAX_LINES = 80
 # Still to be split; take a name out of this set once its function is under the limit.
-NOT_YET: set = set()  # functions allowed over the limit for now: none
+NOT_YET = {"studies/depth_confound.py:write_report", "studies/expansion/study.py:write_report",
+           "studies/persistence_study.py:build"}
 
 
-def long_functions(root: Path = ANALYSIS, limit: int = MAX_LINES) -> dict[str, int]:
+def long_functions(root: Path = PACKAGE, limit: int = MAX_LINES) -> dict[str, int]:
     out = {}
     for path in sorted(root.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -20,9 +21,13 @@ def long_functions(root: Path = ANALYSIS, limit: int = MAX_LINES) -> dict[str, i
     return out
 
 
-def test_no_function_in_analysis_is_over_the_limit():
+def test_no_function_in_the_package_is_over_the_limit():
     too_long = {k: n for k, n in long_functions().items() if k not in NOT_YET}
     assert not too_long, f"functions over {MAX_LINES} lines (split them): {too_long}"
+
+
+def test_not_yet_names_only_functions_still_over_the_limit():
+    assert NOT_YET <= set(long_functions()), f"split already, take out of NOT_YET: {NOT_YET - set(long_functions())}"
 
 
 def test_the_check_sees_a_long_function(tmp_path):
