@@ -254,6 +254,26 @@ def main(argv: list[str] | None = None) -> int:
         return exit_codes.USAGE
 
 
+class _DeprecatedMethod(argparse.Action):
+    """`--method lm|huber`, the older spelling of `--loss ls|huber`: sets --loss and says so."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        loss = {"lm": "ls", "huber": "huber"}[value]
+        print(f"{parser.prog}: warning: --method {value} is deprecated; it is --loss {loss}",
+              file=sys.stderr)
+        setattr(namespace, "loss", loss)
+
+
+def add_loss(p, choices: tuple[str, ...], help: str, deprecated_method: bool = True) -> None:
+    """The fit's objective, one name in every command: --loss (fit, report, isoflop)."""
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--loss", choices=choices, default="ls", help=help)
+    if deprecated_method:
+        group.add_argument("--method", choices=("lm", "huber"), action=_DeprecatedMethod, dest="loss",
+                           default=argparse.SUPPRESS, help="deprecated: the older spelling of --loss "
+                           "(lm = ls, huber = huber)")
+
+
 # ---- the arguments of each command, in COMMANDS order -------------------------------------------
 
 def _config_argument(parser: argparse.ArgumentParser) -> None:
@@ -423,8 +443,8 @@ def _report(p):
     add_out(p)
     p.add_argument("--bootstrap", type=COUNT, default=1000, help="bootstrap refits per law (default 1000)")
     p.add_argument("--seed", type=COUNT, default=0, help=SEED_HELP + " (default 0)")
-    p.add_argument("--method", choices=("lm", "huber"), default="lm",
-                   help="lm: least squares (default); huber: Huber on log-loss, robust to outlying runs")
+    add_loss(p, ("ls", "huber"), "ls: least squares on loss, the mean (default); huber: Huber on "
+             "log-loss, robust to outlying runs")
     p.add_argument("--step", type=COUNT, default=1000, help="step for persistence lengths")
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
     p.add_argument("--no-figures", action="store_true", help="skip the PNGs (matplotlib not needed)")
@@ -452,14 +472,10 @@ def _fit(p):
                    "parameters shared")
     p.add_argument("--law", help="registered law name (`depthdelusion laws`); default: picked "
                    "from the columns present")
-    objective = p.add_mutually_exclusive_group()
-    objective.add_argument("--method", choices=("lm", "huber"), default="lm",
-                           help="lm: least squares (= --loss ls); huber (= --loss huber)")
-    objective.add_argument("--loss", choices=("ls", "huber", "asymmetric"),
-                           help="ls: least squares on loss (the mean); huber: Huber on log-loss, "
-                                "robust to outlying runs; asymmetric: squares with overestimates "
-                                "weighted more, for small runs that were under-tuned: fits the "
-                                "lower envelope (an expectile), not the mean")
+    add_loss(p, ("ls", "huber", "asymmetric"),
+             "ls: least squares on loss, the mean (default); huber: Huber on log-loss, robust to "
+             "outlying runs; asymmetric: squares with overestimates weighted more, for small runs "
+             "that were under-tuned: fits the lower envelope (an expectile), not the mean")
     p.add_argument("--overestimate-weight", type=POSITIVE_FLOAT, metavar="W",
                    help="--loss asymmetric: weight of a prediction above the loss relative to one "
                         "below (the fit is the 1/(1+W) expectile; default 4)")
@@ -541,8 +557,8 @@ def _isoflop(p):
                         "N range (budgets without a minimum are never used)")
     p.add_argument("--no-bias", dest="bias", action="store_false",
                    help="skip the simulated bias of Approach 2 on this grid")
-    p.add_argument("--loss", dest="method", choices=("ls", "huber"), default="ls",
-                   help="objective of the Chinchilla fit the bias simulation starts from (default ls)")
+    add_loss(p, ("ls", "huber"), "objective of the Chinchilla fit the bias simulation starts from "
+             "(default ls)", deprecated_method=False)
     p.add_argument("--replicates", type=POSITIVE,
                    help="simulated replicates of the grid for the bias (default: the library's, "
                         "printed with the bias)")

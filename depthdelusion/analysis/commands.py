@@ -100,15 +100,18 @@ def _need_matplotlib(what: str, instead: str) -> None:
                          f"matplotlib, or {instead}") from None
 
 
-def run_report(*, runs: str | None = None, out: str, table_name: str | None = None, bootstrap: int = 1000, seed: int = 0, method: str = "lm",
+def run_report(*, runs: str | None = None, out: str, table_name: str | None = None, bootstrap: int = 1000, seed: int = 0, loss: str = "ls",
                step: int = 1000, columns: str | None = None, no_figures: bool = False,
                groups: str = "auto", params: str = "total", column=None,
                reduce: str | None = None, vocab: int | None = None, group: str | None = None,
                by: str | None = None, where: str | None = None, drop_outliers: bool = False,
                outlier_threshold: float = 4.0) -> int:
+    from .problem import LOSSES
+
     if not no_figures:  # before the fits, not after them
         _need_matplotlib("the report's figures", "pass --no-figures")
     refuse_own_inputs("--out", out, REPORT_FILES, [runs])
+    method = LOSSES[loss]
     runs, label = runs_or_table(runs, table_name, "report")
     table = _load(runs, group=group, columns=columns, column=column, reduce=reduce, vocab=vocab,
                   where=where)
@@ -171,11 +174,11 @@ def pick_law(runs) -> tuple[str, str]:
                      f"{', '.join(fitting) or 'none'}. Give --law, or map columns with --columns")
 
 
-def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "lm", bootstrap: int = 1000,
+def run_fit(*, runs: str | None = None, law: str | None = None, bootstrap: int = 1000,
             seed: int = 0, starts: int | None = None, grid_points: int | None = None, group: str | None = None,
             columns: str | None = None, json_output: bool = False, column=None,
             reduce: str | None = None, table_name: str | None = None, pool: str | None = None,
-            loss: str | None = None, overestimate_weight: float | None = None,
+            loss: str = "ls", overestimate_weight: float | None = None,
             validate: str | None = None, by: str | None = None, where: str | None = None,
             drop_outliers: bool = False, outlier_threshold: float = 4.0,
             params: str | None = None, vocab: int | None = None, out: str | None = None,
@@ -184,7 +187,7 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
     from .published import fit_pooled, parse_table_arg, pool as pool_runs
 
     method = _check_fit_options(runs, table_name, pool, by, drop_outliers, outlier_threshold,
-                                starts, grid_points, loss, method, overestimate_weight, validate)
+                                starts, grid_points, loss, overestimate_weight, validate)
     refuse_own_inputs("--out", out, FIT_FILES, [runs])
     runs, _ = runs_or_table(runs, table_name, "fit")
     table = _load(runs, group=group, columns=columns, column=column, reduce=reduce, where=where)
@@ -226,7 +229,7 @@ def run_fit(*, runs: str | None = None, law: str | None = None, method: str = "l
 
 
 def _check_fit_options(runs, table_name, pool, by, drop_outliers, outlier_threshold, starts,
-                       grid_points, loss, method, overestimate_weight, validate) -> str:
+                       grid_points, loss, overestimate_weight, validate) -> str:
     """The `fit` options checked together (one-line errors); returns the method --loss names."""
     from .problem import LOSSES
 
@@ -239,10 +242,9 @@ def _check_fit_options(runs, table_name, pool, by, drop_outliers, outlier_thresh
     for flag, value in (("--starts", starts), ("--grid-points", grid_points)):
         if value is not None and value < 1:
             raise ValueError(f"{flag}={value}: must be a positive integer")
-    if loss is not None:
-        if loss not in LOSSES:
-            raise ValueError(f"--loss {loss!r}: valid: {', '.join(LOSSES)}")
-        method = LOSSES[loss]
+    if loss not in LOSSES:
+        raise ValueError(f"--loss {loss!r}: valid: {', '.join(LOSSES)}")
+    method = LOSSES[loss]
     if overestimate_weight is not None and method != "asymmetric":
         raise ValueError("--overestimate-weight applies to --loss asymmetric only")
     if validate not in (None, "rollout"):
@@ -284,7 +286,7 @@ def run_isoflop(*, runs: str | None = None, table_name: str | None = None, by: s
                 where: str | None = None, columns: str | None = None, column=None,
                 json_output: bool = False,
                 out: str | None = None, tolerance: float | None = None,
-                include_flagged: bool = False, bias: bool = True, method: str = "lm",
+                include_flagged: bool = False, bias: bool = True, loss: str = "ls",
                 replicates: int | None = None, seed: int = 0) -> int:
     """``depthdelusion isoflop``: Approach 2 per table (or per value of ``by``), its bias on the
     grid, the JSON, and the figure under ``out``."""
@@ -294,10 +296,9 @@ def run_isoflop(*, runs: str | None = None, table_name: str | None = None, by: s
     from .problem import LOSSES
     from .row_filter import split_by
 
-    if method not in LOSSES.values():  # the CLI's --loss name
-        if method not in LOSSES:
-            raise ValueError(f"--loss {method!r}: valid: ls, huber")
-        method = LOSSES[method]
+    if loss not in LOSSES:
+        raise ValueError(f"--loss {loss!r}: valid: ls, huber")
+    method = LOSSES[loss]
     if method == "asymmetric":
         raise ValueError("--loss asymmetric: the bias simulation draws symmetric noise around the "
                          "fitted law's mean; use ls or huber")

@@ -64,7 +64,7 @@ class Settings:
     @property
     def command(self) -> str:
         return (f"depthdelusion report {self.label} --out DIR --bootstrap {self.bootstrap} --seed {self.seed}"
-                + ("" if self.method == "lm" else f" --method {self.method}") + f" --groups {self.groups}"
+                + ("" if self.method == "lm" else f" --loss {self.method}") + f" --groups {self.groups}"
                 + (f" --params {self.params}" if self.params != "total" else ""))
 
 

@@ -338,3 +338,26 @@ def test_by_an_unknown_column_names_by_and_lists_the_columns(tmp_path, capsys):
     assert code == 2
     assert "--by: no column 'nosuch'" in stderr and "--where" not in stderr
     assert "depth, width, params, tokens, loss" in stderr
+
+
+@pytest.mark.parametrize("name", ["fit", "report", "isoflop"])
+def test_every_analysis_command_names_its_objective_loss(name):
+    """One name for the fit's objective: --loss in fit, report and isoflop (default ls)."""
+    from depthdelusion.cli import command
+
+    args = ["--out", "o"] if name == "report" else []
+    assert command([name, "paper", *args])[1].keywords["loss"] == "ls"
+    assert command([name, "paper", *args, "--loss", "huber"])[1].keywords["loss"] == "huber"
+
+
+@pytest.mark.parametrize("name", ["fit", "report"])
+def test_the_older_method_spelling_is_the_loss_and_says_so(name, capsys):
+    from depthdelusion.cli import command
+
+    args = ["--out", "o"] if name == "report" else []
+    run = command([name, "paper", *args, "--method", "lm"])[1]
+    assert run.keywords["loss"] == "ls" and "method" not in run.keywords
+    assert "--method lm is deprecated; it is --loss ls" in capsys.readouterr().err
+    assert command([name, "paper", *args, "--method", "huber"])[1].keywords["loss"] == "huber"
+    with pytest.raises(SystemExit):  # one or the other
+        command([name, "paper", *args, "--method", "lm", "--loss", "huber"])

@@ -128,7 +128,7 @@ def test_every_bundled_table_file_is_in_the_package_data():
 def test_fit_command_takes_a_registered_table_from_a_file(tmp_path, capsys):
     path = tmp_path / "hot.jsonl"
     write_gemstones(path, gemstones_rows())
-    assert main(["fit", "--table", f"gemstones={path}", "--law", "chinchilla", "--method", "huber",
+    assert main(["fit", "--table", f"gemstones={path}", "--law", "chinchilla", "--loss", "huber",
                  "--bootstrap", "0"]) == 0
     out = capsys.readouterr().out
     assert "Law 'chinchilla'" in out and "12 runs" in out and "12 checkpoints of 3 shapes" in out

@@ -340,7 +340,7 @@ def test_what_the_profile_bounds_is_printed_with_its_intervals_and_a_correlation
     # r = +1.000 (B and β too), yet every profile interval is bounded on both sides. The summary
     # prints the estimates (the authors' released Huber optimum: E 2.1431, α 0.2929, β 0.7129;
     # tolerance 5e-4, the printed digits) with their three intervals, the correlation beside.
-    assert main(["fit", "--table", "gemstones", "--law", "chinchilla", "--method", "huber",
+    assert main(["fit", "--table", "gemstones", "--law", "chinchilla", "--loss", "huber",
                  "--bootstrap", "50"]) == 0
     out = capsys.readouterr().out
     rows = {line.split()[0]: line for line in out.splitlines()

@@ -147,7 +147,7 @@ def test_fit_command_prints_json(capsys):
 
 def test_fit_command_summary_and_errors(capsys, tmp_path):
     run = _command(["fit", "paper", "--law", "depth_delusion", "--bootstrap", "10",
-                                 "--method", "huber", "--group", "baseline"])
+                                 "--loss", "huber", "--group", "baseline"])
     assert run() == 0
     assert "Huber" in capsys.readouterr().out
     run = _command(["fit", "paper", "--law", "nope"])
