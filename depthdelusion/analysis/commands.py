@@ -110,7 +110,7 @@ def run_report(*, runs: str | None = None, out: str, table_name: str | None = No
 
     if not no_figures:  # before the fits, not after them
         _need_matplotlib("the report's figures", "pass --no-figures")
-    refuse_own_inputs("--out", out, REPORT_FILES, [runs])
+    refuse_own_inputs("--out", out, REPORT_FILES, [runs, *_table_files(table_name)])
     method = LOSSES[loss]
     runs, label = runs_or_table(runs, table_name, "report")
     table = _load(runs, group=group, columns=columns, column=column, reduce=reduce, vocab=vocab,
@@ -186,9 +186,9 @@ def run_fit(*, runs: str | None = None, law: str | None = None, bootstrap: int =
     from .fitting import fit
     from .published import fit_pooled, parse_table_arg, pool as pool_runs
 
-    method = _check_fit_options(runs, table_name, pool, by, drop_outliers, outlier_threshold,
-                                starts, grid_points, loss, overestimate_weight, validate)
-    refuse_own_inputs("--out", out, FIT_FILES, [runs])
+    method = _check_fit_options(runs, table_name, pool, by, drop_outliers, loss, overestimate_weight,
+                                validate)
+    refuse_own_inputs("--out", out, FIT_FILES, [runs, *_table_files(table_name, pool)])
     runs, _ = runs_or_table(runs, table_name, "fit")
     table = _load(runs, group=group, columns=columns, column=column, reduce=reduce, where=where)
     if params is not None:  # the convention as asked, said in the fit's notes
@@ -228,8 +228,15 @@ def run_fit(*, runs: str | None = None, law: str | None = None, bootstrap: int =
     return exit_codes.OK
 
 
-def _check_fit_options(runs, table_name, pool, by, drop_outliers, outlier_threshold, starts,
-                       grid_points, loss, overestimate_weight, validate) -> str:
+def _table_files(*table_args: str | None) -> list[str]:
+    """The local files named by --table / --pool NAME=PATH: inputs that no output may replace."""
+    from .published import parse_table_arg
+
+    return [path for arg in table_args if arg for path in [parse_table_arg(arg)[1]] if path]
+
+
+def _check_fit_options(runs, table_name, pool, by, drop_outliers, loss, overestimate_weight,
+                       validate) -> str:
     """The `fit` options checked together (one-line errors); returns the method --loss names."""
     from .problem import LOSSES
 
@@ -237,11 +244,6 @@ def _check_fit_options(runs, table_name, pool, by, drop_outliers, outlier_thresh
         raise ValueError("fit --pool NAME pools RUNS (our runs) with a published table: give RUNS")
     if pool and (by or drop_outliers):
         raise ValueError("fit --pool fits one pooled table: --by and --drop-outliers do not apply")
-    if not outlier_threshold > 0:
-        raise ValueError(f"--outlier-threshold {outlier_threshold}: must be a positive robust z")
-    for flag, value in (("--starts", starts), ("--grid-points", grid_points)):
-        if value is not None and value < 1:
-            raise ValueError(f"{flag}={value}: must be a positive integer")
     if loss not in LOSSES:
         raise ValueError(f"--loss {loss!r}: valid: {', '.join(LOSSES)}")
     method = LOSSES[loss]
@@ -308,7 +310,7 @@ def run_isoflop(*, runs: str | None = None, table_name: str | None = None, by: s
     replicates = BIAS_REPLICATES if replicates is None else replicates
     if replicates < 1:
         raise ValueError(f"--replicates {replicates}: must be at least 1")
-    refuse_own_inputs("--out", out, ("isoflop*.png",), [runs])
+    refuse_own_inputs("--out", out, ("isoflop*.png",), [runs, *_table_files(table_name)])
     if out is not None:  # the figure is all --out holds: known before the fits, not after
         _need_matplotlib("isoflop --out (the isoFLOP figure)", "leave out --out")
     runs, _ = runs_or_table(runs, table_name, "isoflop")

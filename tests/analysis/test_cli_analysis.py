@@ -251,6 +251,16 @@ def test_fit_refuses_to_write_its_rows_over_its_own_input(tmp_path, capsys):
     assert table.read_text() == before
 
 
+@pytest.mark.parametrize("flag", ["--table", "--pool"])
+def test_fit_refuses_to_write_over_a_local_copy_named_by_table_or_pool(tmp_path, capsys, flag):
+    copy = tmp_path / "rows.csv"  # a local copy of a published table, where --out writes rows.csv
+    copy.write_text("kept\n")
+    args = [str(shape_table(tmp_path / "ours.csv"))] if flag == "--pool" else []
+    code, _, stderr = exit_code(["fit", *args, flag, f"gemstones={copy}", "--out", str(tmp_path)], capsys)
+    assert code == 2 and "would overwrite the input" in stderr and str(copy) in stderr
+    assert copy.read_text() == "kept\n"
+
+
 def test_report_refuses_only_the_files_it_writes_and_the_list_names_every_table(tmp_path, capsys):
     from depthdelusion.analysis.commands import REPORT_TABLES
 
