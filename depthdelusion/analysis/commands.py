@@ -316,7 +316,7 @@ def run_isoflop(*, runs: str | None = None, table_name: str | None = None, by: s
     runs, _ = runs_or_table(runs, table_name, "isoflop")
     table = _load(runs, group=group, columns=columns, column=column, where=where)
     parts = {None: table} if by is None else split_by(table, by)
-    results = {}
+    results, not_fitted = {}, {}
     for value, part in parts.items():
         try:
             results[value] = isoflop(part, tolerance=tolerance, include_flagged=include_flagged,
@@ -324,7 +324,11 @@ def run_isoflop(*, runs: str | None = None, table_name: str | None = None, by: s
         except ValueError as err:
             if by is None:
                 raise
-            raise ValueError(f"{by} = {value}: {err}") from None
+            not_fitted[value] = str(err)  # one unusable group does not hide the others
+            print(f"isoflop: {by} = {value} not fitted: {err}", file=sys.stderr)
+    if not results:
+        raise ValueError(f"no value of {by} has a usable isoFLOP sweep: "
+                         + "; ".join(f"{by} = {v}: {why}" for v, why in not_fitted.items()))
     if out is not None:
         from .isoflop import file_label
         from .plots import isoflop_profiles
@@ -340,11 +344,13 @@ def run_isoflop(*, runs: str | None = None, table_name: str | None = None, by: s
             print(f"copied to {out}", file=sys.stderr)
     if json_output:
         doc = (results[None].to_dict() if by is None
-               else {"by": by, "groups": {str(k): r.to_dict() for k, r in results.items()}})
+               else {"by": by, "groups": {str(k): r.to_dict() for k, r in results.items()},
+                     "not_fitted": {str(k): why for k, why in not_fitted.items()}})
         print(json.dumps(doc, indent=2, allow_nan=False))
     else:
-        print("\n\n".join((r.summary() if k is None else f"== {by} = {k} ==\n{r.summary()}")
-                          for k, r in results.items()))
+        print("\n\n".join([(r.summary() if k is None else f"== {by} = {k} ==\n{r.summary()}")
+                            for k, r in results.items()]
+                           + [f"== {by} = {k} ==\nnot fitted: {why}" for k, why in not_fitted.items()]))
     return exit_codes.OK
 
 

@@ -136,6 +136,21 @@ def test_cli_json_shape_compute_column_and_by(tmp_path, capsys):
     assert "(kept 35 of 70 rows: arch == wide)" in capsys.readouterr().out
 
 
+def test_by_reports_the_usable_groups_and_names_the_one_that_is_not(tmp_path, capsys):
+    rows = [{"N": f"{r['params']:.6g}", "loss": f"{r['loss']:.5f}", "arch": "wide",
+             "flops": f"{6 * r['params'] * r['tokens']:.6g}"} for r in sweep(seed=0, k=7)]
+    rows += [{"N": "1e8", "loss": "3.0", "arch": "one", "flops": "6e17"},  # one budget, one point
+             {"N": "2e8", "loss": "2.9", "arch": "one", "flops": "6e17"}]
+    path = _csv(tmp_path / "iso.csv", rows)
+    assert main(["isoflop", path, "--json", "--no-bias", "--by", "arch"]) == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert list(doc["groups"]) == ["wide"] and list(doc["not_fitted"]) == ["one"]
+    assert "budget" in doc["not_fitted"]["one"] and "arch = one not fitted" in captured.err
+    assert main(["isoflop", path, "--no-bias", "--by", "arch", "--where", "arch == one"]) == 2
+    assert "no value of arch has a usable isoFLOP sweep" in capsys.readouterr().err
+
+
 def test_cli_error_without_compute_or_tokens(tmp_path, capsys):
     path = _csv(tmp_path / "t.csv", [{"params": 1e8, "loss": 3.0}, {"params": 2e8, "loss": 2.9}])
     assert main(["isoflop", path]) == 2
