@@ -13,6 +13,7 @@ an ``@_arguments("name")`` function.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -211,15 +212,19 @@ class _Formatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action):
         text = action.help or ""
-        if action.default is not LIBRARY_DEFAULT or not self._target:
+        if action.default is not LIBRARY_DEFAULT or not self._target or isinstance(action, _DeprecatedMethod):
             return text
         try:
             module, function = self._target.split(":")
-            parameter = inspect.signature(getattr(importlib.import_module(module), function)).parameters
-            default = parameter[action.dest].default
-        except (ImportError, KeyError):  # e.g. help in an install without the training stack
+            run = getattr(importlib.import_module(module), function)
+        except ImportError:  # e.g. help in an install without the training stack
             return text
-        return f"{text}; default {default}"
+        defaults = {name: p.default for name, p in inspect.signature(run).parameters.items()}
+        for options in getattr(run, "option_groups", {}).values():  # FitOptions, RowOptions
+            defaults.update({f.name: f.default for f in dataclasses.fields(options)})
+        if action.dest not in defaults:
+            return text
+        return f"{text}; default {defaults[action.dest]}"
 
 
 def _missing_package(err: ModuleNotFoundError) -> bool:
@@ -232,7 +237,10 @@ def command(argv: list[str]) -> tuple[str, Callable[[], int]]:
     args = vars(build_parser().parse_args(list(argv)))
     name, target = args.pop("command"), args.pop("target")
     module, function = target.split(":")
-    return name, functools.partial(getattr(importlib.import_module(module), function), **args)
+    run = getattr(importlib.import_module(module), function)
+    for parameter, options in getattr(run, "option_groups", {}).items():  # e.g. FitOptions
+        args[parameter] = options.from_arguments(args)
+    return name, functools.partial(run, **args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,7 +275,7 @@ class _DeprecatedMethod(argparse.Action):
 def add_loss(p, choices: tuple[str, ...], help: str, deprecated_method: bool = True) -> None:
     """The fit's objective, one name in every command: --loss (fit, report, isoflop)."""
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--loss", choices=choices, default="ls", help=help)
+    group.add_argument("--loss", choices=choices, default=LIBRARY_DEFAULT, help=help)
     if deprecated_method:
         group.add_argument("--method", choices=("lm", "huber"), action=_DeprecatedMethod, dest="loss",
                            default=argparse.SUPPRESS, help="deprecated: the older spelling of --loss "
@@ -332,7 +340,7 @@ def _sweep(p):
                    "comma-separated alternatives)")
     p.add_argument("--dry-run", action="store_true", help="list the runs and their state; run nothing")
     add_set(p, "override a field of every run, e.g. --set data.path=gs://b/sp (repeatable)")
-    p.add_argument("--bootstrap", type=COUNT, default=200, help="bootstrap refits in the report (default 200)")
+    p.add_argument("--bootstrap", type=COUNT, default=LIBRARY_DEFAULT, help="bootstrap refits in the report")
     p.add_argument("--no-report", action="store_true", help="write runs.csv only, no fit")
 
 
@@ -441,10 +449,10 @@ def _report(p):
     p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
     add_published_table(p)
     add_out(p)
-    p.add_argument("--bootstrap", type=COUNT, default=1000, help="bootstrap refits per law (default 1000)")
-    p.add_argument("--seed", type=COUNT, default=0, help=SEED_HELP + " (default 0)")
-    add_loss(p, ("ls", "huber"), "ls: least squares on loss, the mean (default); huber: Huber on "
-             "log-loss, robust to outlying runs")
+    p.add_argument("--bootstrap", type=COUNT, default=LIBRARY_DEFAULT, help="bootstrap refits per law")
+    p.add_argument("--seed", type=COUNT, default=LIBRARY_DEFAULT, help=SEED_HELP)
+    add_loss(p, ("ls", "huber"), "ls: least squares on loss, the mean; huber: Huber on log-loss, "
+             "robust to outlying runs")
     p.add_argument("--step", type=COUNT, default=1000, help="step for persistence lengths")
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
     p.add_argument("--no-figures", action="store_true", help="skip the PNGs (matplotlib not needed)")
@@ -473,7 +481,7 @@ def _fit(p):
     p.add_argument("--law", help="registered law name (`depthdelusion laws`); default: picked "
                    "from the columns present")
     add_loss(p, ("ls", "huber", "asymmetric"),
-             "ls: least squares on loss, the mean (default); huber: Huber on log-loss, robust to "
+             "ls: least squares on loss, the mean; huber: Huber on log-loss, robust to "
              "outlying runs; asymmetric: squares with overestimates weighted more, for small runs "
              "that were under-tuned: fits the lower envelope (an expectile), not the mean")
     p.add_argument("--overestimate-weight", type=POSITIVE_FLOAT, metavar="W",
@@ -483,8 +491,8 @@ def _fit(p):
                    help="rollout: fit on the k smallest compute levels and predict the next, for "
                         "each k; prints the error per step (with --json: in the JSON, key "
                         "rollout) and writes rollout.csv under --out")
-    p.add_argument("--bootstrap", type=COUNT, default=1000, help="bootstrap refits (0 to skip)")
-    p.add_argument("--seed", type=COUNT, default=0, help=SEED_HELP + " (default 0)")
+    p.add_argument("--bootstrap", type=COUNT, default=LIBRARY_DEFAULT, help="bootstrap refits (0 to skip)")
+    p.add_argument("--seed", type=COUNT, default=LIBRARY_DEFAULT, help=SEED_HELP)
     p.add_argument("--starts", type=POSITIVE, metavar="N",
                    help="multi-start: at most N starting points: the full grid if it has at most N "
                         "points, else the centre and a seeded scrambled Sobol design (default 64; "
@@ -519,9 +527,9 @@ def add_row_options(p):
     add_row_selection(p)
     p.add_argument("--drop-outliers", action="store_true", help="leave out the rows whose |robust "
                    "z| exceeds --outlier-threshold in a first fit (said in the output)")
-    p.add_argument("--outlier-threshold", type=POSITIVE_FLOAT, default=4.0, metavar="Z",
+    p.add_argument("--outlier-threshold", type=POSITIVE_FLOAT, default=LIBRARY_DEFAULT, metavar="Z",
                    help="|robust z| (residual of a Huber fit / (1.4826·MAD)) above which a row is "
-                        "an outlier (default 4)")
+                        "an outlier")
 
 
 def add_row_selection(p):
@@ -557,12 +565,12 @@ def _isoflop(p):
                         "N range (budgets without a minimum are never used)")
     p.add_argument("--no-bias", dest="bias", action="store_false",
                    help="skip the simulated bias of Approach 2 on this grid")
-    add_loss(p, ("ls", "huber"), "objective of the Chinchilla fit the bias simulation starts from "
-             "(default ls)", deprecated_method=False)
+    add_loss(p, ("ls", "huber"), "objective of the Chinchilla fit the bias simulation starts from",
+             deprecated_method=False)
     p.add_argument("--replicates", type=POSITIVE,
                    help="simulated replicates of the grid for the bias (default: the library's, "
                         "printed with the bias)")
-    p.add_argument("--seed", type=COUNT, default=0, help=SEED_HELP + " (default 0)")
+    p.add_argument("--seed", type=COUNT, default=LIBRARY_DEFAULT, help=SEED_HELP)
     p.add_argument("--json", dest="json_output", action="store_true",
                    help="print {a, b, budgets[, bias]} as JSON")
     add_out(p, help="write the isoFLOP figure(s) here", required=False)

@@ -24,6 +24,7 @@ from typing import Any, Callable, NamedTuple
 from etils import epath
 
 from depthdelusion import rundir
+from depthdelusion.analysis.fit_options import SWEEP_BOOTSTRAP
 from depthdelusion.analysis.tables import write_csv
 from depthdelusion.config import Config, set_field, from_dict, parse_override, read_yaml
 from depthdelusion.progress import Stages
@@ -258,7 +259,7 @@ def _default_train(cfg: Config, run_dir: epath.Path) -> dict[str, Any]:
     return train(cfg, run_dir)
 
 
-def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, bootstrap: int = 200,
+def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, bootstrap: int = SWEEP_BOOTSTRAP,
                        figures: bool = True) -> str:
     """Fit the laws to the finished runs and write OUT/report/. Returns the report's answer,
     its "In short" paragraph (the verdict where there is none); with too few finished runs (or
@@ -304,7 +305,7 @@ def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, bootstrap
 
 def run_sweep(grid: Grid, out: str | Path, *, only: str | None = None, dry_run: bool = False,
               train_fn: Callable[[Config, epath.Path], dict] | None = None,
-              report: bool = True, bootstrap: int = 200, log=print) -> list[dict[str, Any]]:
+              report: bool = True, bootstrap: int = SWEEP_BOOTSTRAP, log=print) -> list[dict[str, Any]]:
     """Train every selected run of `grid` under OUT/<name>/ and return the runs.csv rows.
 
     finished (summary.json status "finished") -> skipped; anything else -> train(cfg, run_dir),

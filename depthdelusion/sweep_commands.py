@@ -9,6 +9,7 @@ import sys
 from etils import epath
 
 from depthdelusion import exit_codes
+from depthdelusion.analysis.fit_options import SWEEP_BOOTSTRAP
 from depthdelusion.config import read_yaml
 
 
@@ -24,7 +25,7 @@ def _is_grid(path: str) -> bool:
 
 
 def run_sweep_command(*, experiment: str, out: str, overrides: list[str], only: str | None = None,
-                      dry_run: bool = False, bootstrap: int = 200, no_report: bool = False) -> int:
+                      dry_run: bool = False, bootstrap: int = SWEEP_BOOTSTRAP, no_report: bool = False) -> int:
     from depthdelusion.parallel.distributed import initialize
     from depthdelusion.sweep import load_grid, run_sweep
 

@@ -15,6 +15,8 @@ from depthdelusion import exit_codes, rundir
 from depthdelusion.outputs import refuse_own_inputs
 from depthdelusion.progress import Stages
 
+from .fit_options import FitOptions, RowOptions
+
 #: The files `fit --out DIR` writes (in DIR, or a folder of it per --by value).
 FIT_FILES = ("rows.csv", "residuals.png", "rollout.csv")
 #: The report's tables, each written as NAME.csv (tests/analysis/test_cli_analysis.py checks this
@@ -54,12 +56,15 @@ def column_mapping(columns: str | None = None, column=None) -> dict | None:
     return mapping or None
 
 
-def _load(runs: str, group: str | None = None, columns: str | None = None, column=None,
-          reduce: str | list | None = None, vocab: int | None = None, where: str | None = None):
+def _load(runs: str, rows: RowOptions = RowOptions()):
+    """The table of RUNS with the rows and columns ``rows`` asks for (``by`` and
+    ``drop_outliers`` apart: :func:`split_rows`)."""
     from .replicates import reduce_replicates
     from .runs import load_runs
 
-    table = load_runs(runs, group=group, columns=column_mapping(columns, column), where=where)
+    table = load_runs(runs, group=rows.group, columns=column_mapping(rows.columns, rows.column),
+                      where=rows.where)
+    vocab, reduce = rows.vocab, rows.reduce
     if vocab is not None:
         if vocab < 1:
             raise ValueError(f"--vocab {vocab}: must be a positive vocabulary size")
@@ -76,19 +81,18 @@ def _load(runs: str, group: str | None = None, columns: str | None = None, colum
     return table
 
 
-def split_rows(table, by: str | None, law=None, method: str = "lm", drop_outliers: bool = False,
-               outlier_threshold: float = 4.0, seed: int = 0) -> dict:
+def split_rows(table, rows: RowOptions, law=None, options: FitOptions = FitOptions()) -> dict:
     """{value: runs} for ``--by COL`` (every value of COL side by side; {None: table} without
-    it), each without its outlying rows under ``law`` when ``drop_outliers`` (which says so in
-    the runs' notes and selection). The one meaning of --by and --drop-outliers for every
+    it), each without its outlying rows under ``law`` when ``rows.drop_outliers`` (which says so
+    in the runs' notes and selection). The one meaning of --by and --drop-outliers for every
     command that reads a table."""
     from .outlier_rows import without_outliers
     from .row_filter import split_by
 
-    parts = split_by(table, by) if by else {None: table}
-    if drop_outliers:
-        parts = {v: without_outliers(part, law, method, threshold=outlier_threshold, seed=seed)
-                 for v, part in parts.items()}
+    parts = split_by(table, rows.by) if rows.by else {None: table}
+    if rows.drop_outliers:
+        parts = {v: without_outliers(part, law, options.method, threshold=options.outlier_threshold,
+                                     seed=options.seed) for v, part in parts.items()}
     return parts
 
 
@@ -100,39 +104,35 @@ def _need_matplotlib(what: str, instead: str) -> None:
                          f"matplotlib, or {instead}") from None
 
 
-def run_report(*, runs: str | None = None, out: str, table_name: str | None = None, bootstrap: int = 1000, seed: int = 0, loss: str = "ls",
-               step: int = 1000, columns: str | None = None, no_figures: bool = False,
-               groups: str = "auto", params: str = "total", column=None,
-               reduce: str | None = None, vocab: int | None = None, group: str | None = None,
-               by: str | None = None, where: str | None = None, drop_outliers: bool = False,
-               outlier_threshold: float = 4.0) -> int:
-    from .problem import LOSSES
-
+def run_report(*, runs: str | None = None, out: str, table_name: str | None = None,
+               options: FitOptions = FitOptions(), rows: RowOptions = RowOptions(),
+               step: int = 1000, no_figures: bool = False, groups: str = "auto",
+               params: str = "total") -> int:
     if not no_figures:  # before the fits, not after them
         _need_matplotlib("the report's figures", "pass --no-figures")
     refuse_own_inputs("--out", out, REPORT_FILES, [runs, *_table_files(table_name)])
-    method = LOSSES[loss]
     runs, label = runs_or_table(runs, table_name, "report")
-    table = _load(runs, group=group, columns=columns, column=column, reduce=reduce, vocab=vocab,
-                  where=where)
+    table = _load(runs, rows)
     law = None
-    if drop_outliers:
+    if rows.drop_outliers:
         law, why = pick_law(table)
         print(f"--drop-outliers: outliers judged by the {why}", file=sys.stderr)
-    parts = split_rows(table, by, law, method, drop_outliers, outlier_threshold, seed)
+    parts = split_rows(table, rows, law, options)
+    settings = dict(by=rows.by, options=options, step=step, figures=not no_figures, label=label,
+                    groups=groups, params=params)
     if not rundir.is_local(out):  # the report's writers (csv, matplotlib) write local files
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="depthdelusion-report-") as tmp:
-            _write_reports(parts, Path(tmp), by, bootstrap, seed, method, step, no_figures, label, groups, params)
+            _write_reports(parts, Path(tmp), **settings)
             rundir.copy_tree(Path(tmp), out)
         print(f"copied to {out}")
         return exit_codes.OK
-    _write_reports(parts, Path(out), by, bootstrap, seed, method, step, no_figures, label, groups, params)
+    _write_reports(parts, Path(out), **settings)
     return exit_codes.OK
 
 
-def _write_reports(parts, out, by, bootstrap, seed, method, step, no_figures, runs, groups, params) -> None:
+def _write_reports(parts, out, *, by, options: FitOptions, step, figures, label, groups, params) -> None:
     from .report import write_report
 
     for value, part in parts.items():
@@ -141,9 +141,10 @@ def _write_reports(parts, out, by, bootstrap, seed, method, step, no_figures, ru
             if note.startswith(("--where", "--drop-outliers")):
                 print(note, file=sys.stderr)
         with Stages("report" if value is None else f"report {by}={value}") as progress:
-            report = write_report(part, where_to, bootstrap=bootstrap, seed=seed, method=method,
-                                  step=step, figures=not no_figures, runs_label=str(runs),
-                                  groups=groups, params=params, progress=progress)
+            report = write_report(part, where_to, bootstrap=options.bootstrap, seed=options.seed,
+                                  method=options.method, step=step, figures=figures,
+                                  runs_label=str(label), groups=groups, params=params,
+                                  progress=progress)
         print(f"wrote {len(report.files)} files to {report.out}")
         print(report.verdict)
 
@@ -174,27 +175,22 @@ def pick_law(runs) -> tuple[str, str]:
                      f"{', '.join(fitting) or 'none'}. Give --law, or map columns with --columns")
 
 
-def run_fit(*, runs: str | None = None, law: str | None = None, bootstrap: int = 1000,
-            seed: int = 0, starts: int | None = None, grid_points: int | None = None, group: str | None = None,
-            columns: str | None = None, json_output: bool = False, column=None,
-            reduce: str | None = None, table_name: str | None = None, pool: str | None = None,
-            loss: str = "ls", overestimate_weight: float | None = None,
-            validate: str | None = None, by: str | None = None, where: str | None = None,
-            drop_outliers: bool = False, outlier_threshold: float = 4.0,
-            params: str | None = None, vocab: int | None = None, out: str | None = None,
-            search: str | None = None) -> int:
+def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str | None = None,
+            law: str | None = None, options: FitOptions = FitOptions(),
+            rows: RowOptions = RowOptions(), validate: str | None = None, params: str | None = None,
+            json_output: bool = False, out: str | None = None) -> int:
     from .fitting import fit
     from .published import fit_pooled, parse_table_arg, pool as pool_runs
 
-    method = _check_fit_options(runs, table_name, pool, by, drop_outliers, loss, overestimate_weight,
-                                validate)
+    _check_fit_options(runs, pool, rows, validate)
     refuse_own_inputs("--out", out, FIT_FILES, [runs, *_table_files(table_name, pool)])
     runs, _ = runs_or_table(runs, table_name, "fit")
-    table = _load(runs, group=group, columns=columns, column=column, reduce=reduce, where=where)
+    table = _load(runs, RowOptions(group=rows.group, where=rows.where, columns=rows.columns,
+                                   column=rows.column, reduce=rows.reduce))
     if params is not None:  # the convention as asked, said in the fit's notes
         from .consistency import with_param_convention
 
-        table, conv_notes = with_param_convention(table, params, vocab=vocab)
+        table, conv_notes = with_param_convention(table, params, vocab=rows.vocab)
         table.notes = list(table.notes) + conv_notes
     ours, pooled = table, (parse_table_arg(pool) if pool else None)
     if pooled:
@@ -203,26 +199,23 @@ def run_fit(*, runs: str | None = None, law: str | None = None, bootstrap: int =
         law, why = pick_law(table)
         print(why, file=sys.stderr)
     progress = Stages("fit")  # stderr: a bar on a terminal, a line per stage in a log
-    options = dict(bootstrap=bootstrap, seed=seed, grid_points=grid_points, max_starts=starts,
-                   diagnostics=True, outlier_threshold=outlier_threshold, search=search,
-                   progress=progress)
-    if overestimate_weight is not None:
-        options["overestimate_weight"] = overestimate_weight
+    kwargs = dict(options.fit_kwargs(), diagnostics=True, progress=progress)
     if pooled:
         parts = {None: table}
-        results = {None: fit_pooled(ours, pooled[0], law, method, path=pooled[1], **options)}
+        results = {None: fit_pooled(ours, pooled[0], law, options.method, path=pooled[1], **kwargs)}
     else:
-        parts = split_rows(table, by, law, method, drop_outliers, outlier_threshold, seed)
-        results = {v: fit(part, law, method, **options) for v, part in parts.items()}
+        parts = split_rows(table, rows, law, options)
+        results = {v: fit(part, law, options.method, **kwargs) for v, part in parts.items()}
     checked = None
     if validate == "rollout":
         from .rollout import rollout
 
-        checked = rollout(table, law, method, seed=seed, overestimate_weight=overestimate_weight,
-                          grid_points=grid_points, max_starts=starts)
+        checked = rollout(table, law, options.method, seed=options.seed,
+                          overestimate_weight=options.overestimate_weight,
+                          grid_points=options.grid_points, max_starts=options.starts)
     progress.close()
     with rundir.local_dir(out) as local_out:  # a gs:// OUT: written here, then copied up
-        _print_fits(results, parts, by, json_output, local_out, checked)
+        _print_fits(results, parts, rows.by, json_output, local_out, checked)
     if out is not None and not rundir.is_local(out):
         print(f"copied to {out}", file=sys.stderr)
     return exit_codes.OK
@@ -235,23 +228,14 @@ def _table_files(*table_args: str | None) -> list[str]:
     return [path for arg in table_args if arg for path in [parse_table_arg(arg)[1]] if path]
 
 
-def _check_fit_options(runs, table_name, pool, by, drop_outliers, loss, overestimate_weight,
-                       validate) -> str:
-    """The `fit` options checked together (one-line errors); returns the method --loss names."""
-    from .problem import LOSSES
-
+def _check_fit_options(runs, pool, rows: RowOptions, validate) -> None:
+    """The `fit` options checked together (one-line errors)."""
     if pool and runs is None:
         raise ValueError("fit --pool NAME pools RUNS (our runs) with a published table: give RUNS")
-    if pool and (by or drop_outliers):
+    if pool and (rows.by or rows.drop_outliers):
         raise ValueError("fit --pool fits one pooled table: --by and --drop-outliers do not apply")
-    if loss not in LOSSES:
-        raise ValueError(f"--loss {loss!r}: valid: {', '.join(LOSSES)}")
-    method = LOSSES[loss]
-    if overestimate_weight is not None and method != "asymmetric":
-        raise ValueError("--overestimate-weight applies to --loss asymmetric only")
     if validate not in (None, "rollout"):
         raise ValueError(f"--validate {validate!r}: valid: rollout")
-    return method
 
 
 def _print_fits(results, parts, by, json_output, out, checked=None) -> None:
@@ -284,24 +268,19 @@ def _print_fits(results, parts, by, json_output, out, checked=None) -> None:
         print(checked.summary())
 
 
-def run_isoflop(*, runs: str | None = None, table_name: str | None = None, by: str | None = None, group: str | None = None,
-                where: str | None = None, columns: str | None = None, column=None,
-                json_output: bool = False,
-                out: str | None = None, tolerance: float | None = None,
-                include_flagged: bool = False, bias: bool = True, loss: str = "ls",
-                replicates: int | None = None, seed: int = 0) -> int:
-    """``depthdelusion isoflop``: Approach 2 per table (or per value of ``by``), its bias on the
-    grid, the JSON, and the figure under ``out``."""
+def run_isoflop(*, runs: str | None = None, table_name: str | None = None,
+                rows: RowOptions = RowOptions(), options: FitOptions = FitOptions(),
+                json_output: bool = False, out: str | None = None, tolerance: float | None = None,
+                include_flagged: bool = False, bias: bool = True, replicates: int | None = None) -> int:
+    """``depthdelusion isoflop``: Approach 2 per table (or per value of ``rows.by``), its bias on
+    the grid (from a Chinchilla fit with ``options.loss``, seeded by ``options.seed``), the
+    JSON, and the figure under ``out``."""
     import json
 
     from .isoflop import isoflop
-    from .problem import LOSSES
     from .row_filter import split_by
 
-    if loss not in LOSSES:
-        raise ValueError(f"--loss {loss!r}: valid: ls, huber")
-    method = LOSSES[loss]
-    if method == "asymmetric":
+    if options.method == "asymmetric":
         raise ValueError("--loss asymmetric: the bias simulation draws symmetric noise around the "
                          "fitted law's mean; use ls or huber")
     from .isoflop import BIAS_REPLICATES, TOLERANCE
@@ -314,13 +293,15 @@ def run_isoflop(*, runs: str | None = None, table_name: str | None = None, by: s
     if out is not None:  # the figure is all --out holds: known before the fits, not after
         _need_matplotlib("isoflop --out (the isoFLOP figure)", "leave out --out")
     runs, _ = runs_or_table(runs, table_name, "isoflop")
-    table = _load(runs, group=group, columns=columns, column=column, where=where)
+    table = _load(runs, rows)
+    by = rows.by
     parts = {None: table} if by is None else split_by(table, by)
     results, not_fitted = {}, {}
     for value, part in parts.items():
         try:
             results[value] = isoflop(part, tolerance=tolerance, include_flagged=include_flagged,
-                                     bias=bias, method=method, replicates=replicates, seed=seed)
+                                     bias=bias, method=options.method, replicates=replicates,
+                                     seed=options.seed)
         except ValueError as err:
             if by is None:
                 raise
@@ -399,13 +380,21 @@ def run_persistence(*, runs: str, step: int = 1000, kind: str = "weight") -> int
     return exit_codes.OK
 
 
-def run_audit(*, runs: str, columns: str | None = None, vocab: int | None = None) -> int:
+def run_audit(*, runs: str, rows: RowOptions = RowOptions()) -> int:
     from .consistency import audit_param_counts, table_vocab
 
-    table = _load(runs, columns=columns, vocab=vocab)
+    table = _load(runs, rows)
     v = table_vocab(table)
     if v is None:
         raise ValueError(f"{table.source}: the audit needs the vocabulary size (embedding "
                          "parameters): the table has no vocab_size column; give --vocab V")
     print(audit_param_counts(table, vocab=v).summary())
     return exit_codes.OK
+
+
+# The option objects each command gets whole: depthdelusion.cli builds them from the parsed
+# arguments (their fields' names are the options' dests).
+run_fit.option_groups = {"options": FitOptions, "rows": RowOptions}
+run_report.option_groups = {"options": FitOptions, "rows": RowOptions}
+run_isoflop.option_groups = {"options": FitOptions, "rows": RowOptions}
+run_audit.option_groups = {"rows": RowOptions}

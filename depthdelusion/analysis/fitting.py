@@ -27,6 +27,7 @@ import numpy as np
 from scipy import special
 
 from .columns import check_law_columns
+from .fit_options import BOOTSTRAP
 from .diagnostics import OUTLIER_Z, leverage, pooled_group_flag, pooled_groups, row_diagnostics
 from .fit_result import STRONG_CORR, FitResult, StartsSummary
 from .interval_text import interval_text
@@ -111,7 +112,7 @@ def _init_box(problem: Problem):
     return np.array(lo, float), np.array(hi, float)
 
 
-def fit(runs, law, method: str = "lm", *, bootstrap: int = 1000, seed: int = 0,
+def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int = 0,
         fixed: dict | None = None, grid_points: int | None = None, max_starts: int | None = None,
         leave_one_out: bool | str | None = None, profile: bool | None = None,
         group_offsets: bool = False, groups=None, refit_starts: int = REFIT_STARTS,

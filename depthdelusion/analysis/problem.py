@@ -18,8 +18,6 @@ HUBER_THRESHOLD = 1e-3  # on log-loss residuals, as in Hoffmann et al. 2022
 #: Default weight of an overestimate (prediction above the loss) in the asymmetric loss: the
 #: fit is the 1/(1 + 4) = 20% expectile, near the lower envelope of the runs.
 OVERESTIMATE_WEIGHT = 4.0
-#: The objectives a user chooses by name (``--loss``) and the method each is.
-LOSSES = {"ls": "lm", "huber": "huber", "asymmetric": "asymmetric"}
 OFFSET = "E"  # the additive offset a law must have for per-group offsets
 _BATCH_ELEMENTS = 4_000_000  # numbers per batched Jacobian evaluation (≈ 32 MB)
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..progress import SILENT
+from .fit_options import BOOTSTRAP
 from .persistence import DEFAULT_STEP
 from .report_markdown import first_lines, in_short, markdown, numerics_markdown, verdict_text
 from .report_results import (GROUP_MODES, MIN_RUNS_ALONE, SIZE_CLASS_GAP, ReportResults, compute,
@@ -58,7 +59,7 @@ def latex(r: ReportResults) -> str:
                           + r.settings.command)
 
 
-def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 0,
+def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = BOOTSTRAP, seed: int = 0,
                  method: str = "lm", step: int = DEFAULT_STEP, runs_label: str | None = None,
                  shape_draws: int = 200, groups: str = "auto", params: str = "total",
                  design: bool = True, fit_options: dict | None = None,
@@ -127,7 +128,7 @@ def _figures_markdown(r: ReportResults, names) -> str:
     return md
 
 
-def write_report(runs, out, *, laws=DEFAULT_LAWS, bootstrap: int = 1000, seed: int = 0,
+def write_report(runs, out, *, laws=DEFAULT_LAWS, bootstrap: int = BOOTSTRAP, seed: int = 0,
                  method: str = "lm", step: int = DEFAULT_STEP, figures: bool = True,
                  runs_label: str | None = None, groups: str = "auto", params: str = "total",
                  design: bool = True, lr_replicates: int | None = None, progress=SILENT) -> Report:

@@ -356,8 +356,8 @@ def test_every_analysis_command_names_its_objective_loss(name):
     from depthdelusion.cli import command
 
     args = ["--out", "o"] if name == "report" else []
-    assert command([name, "paper", *args])[1].keywords["loss"] == "ls"
-    assert command([name, "paper", *args, "--loss", "huber"])[1].keywords["loss"] == "huber"
+    assert command([name, "paper", *args])[1].keywords["options"].loss == "ls"
+    assert command([name, "paper", *args, "--loss", "huber"])[1].keywords["options"].loss == "huber"
 
 
 @pytest.mark.parametrize("name", ["fit", "report"])
@@ -366,8 +366,22 @@ def test_the_older_method_spelling_is_the_loss_and_says_so(name, capsys):
 
     args = ["--out", "o"] if name == "report" else []
     run = command([name, "paper", *args, "--method", "lm"])[1]
-    assert run.keywords["loss"] == "ls" and "method" not in run.keywords
+    assert run.keywords["options"].loss == "ls" and "method" not in run.keywords
     assert "--method lm is deprecated; it is --loss ls" in capsys.readouterr().err
-    assert command([name, "paper", *args, "--method", "huber"])[1].keywords["loss"] == "huber"
+    assert command([name, "paper", *args, "--method", "huber"])[1].keywords["options"].loss == "huber"
     with pytest.raises(SystemExit):  # one or the other
         command([name, "paper", *args, "--method", "lm", "--loss", "huber"])
+
+
+def test_a_fit_command_gets_its_options_whole_and_each_default_once():
+    """fit, report and isoflop each get one FitOptions and one RowOptions built from the command
+    line; an option left out keeps the one default in depthdelusion.analysis.fit_options."""
+    from depthdelusion.analysis.fit_options import BOOTSTRAP, FitOptions, RowOptions
+    from depthdelusion.cli import command
+
+    run = command(["fit", "paper", "--bootstrap", "7", "--where", "N >= 1e8", "--by", "group"])[1]
+    assert run.keywords["options"] == FitOptions(bootstrap=7)
+    assert run.keywords["rows"] == RowOptions(where="N >= 1e8", by="group")
+    report = command(["report", "paper", "--out", "o", "--loss", "huber", "--seed", "3"])[1]
+    assert report.keywords["options"] == FitOptions(loss="huber", seed=3, bootstrap=BOOTSTRAP)
+    assert not {"bootstrap", "seed", "loss", "where", "by", "group"} & set(report.keywords)

@@ -34,3 +34,31 @@ def test_the_check_sees_a_long_function(tmp_path):
     body = "\n".join(f"    x{i} = {i}" for i in range(MAX_LINES))
     (tmp_path / "m.py").write_text(f"def short():\n    return 1\n\n\ndef long():\n{body}\n")
     assert long_functions(tmp_path) == {"m.py:long": MAX_LINES + 1}
+
+
+MAX_PARAMETERS = 12  # issue 49: options travel as one object (fit_options.FitOptions), not one by one
+PUBLIC_KEYWORDS = {"analysis/fitting.py:fit"}  # the public fit() keeps its keyword arguments
+PARAMETERS_NOT_YET = {"analysis/report_results.py:compute", "analysis/report.py:build_report",
+                      "analysis/report.py:write_report", "analysis/solver.py:minimize"}
+
+
+def many_parameters(paths, limit: int = MAX_PARAMETERS) -> dict[str, int]:
+    out = {}
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs] + [
+                    x.arg for x in (a.vararg, a.kwarg) if x]
+                n = len([x for x in names if x not in ("self", "cls")])
+                if n > limit:
+                    out[f"{path.relative_to(PACKAGE).as_posix()}:{node.name}"] = n
+    return out
+
+
+def test_no_function_of_the_analysis_or_the_sweep_takes_more_than_12_parameters():
+    paths = [*sorted((PACKAGE / "analysis").rglob("*.py")), PACKAGE / "sweep.py", PACKAGE / "sweep_commands.py"]
+    found = many_parameters(paths)
+    too_many = {k: n for k, n in found.items() if k not in PUBLIC_KEYWORDS | PARAMETERS_NOT_YET}
+    assert not too_many, f"functions with over {MAX_PARAMETERS} parameters (pass an options object): {too_many}"
+    assert PARAMETERS_NOT_YET <= set(found), f"take out of PARAMETERS_NOT_YET: {PARAMETERS_NOT_YET - set(found)}"
