@@ -26,6 +26,7 @@ import math
 import numpy as np
 from scipy import special
 
+from ..progress import SILENT
 from .columns import check_law_columns
 from .fit_options import BOOTSTRAP
 from .diagnostics import OUTLIER_Z, leverage, pooled_group_flag, pooled_groups, row_diagnostics
@@ -118,7 +119,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
         group_offsets: bool = False, groups=None, refit_starts: int = REFIT_STARTS,
         bootstrap_refit: bool | None = None, overestimate_weight: float | None = None,
         diagnostics: bool | None = None, outlier_threshold: float = OUTLIER_Z,
-        search: str | None = None, progress=None) -> FitResult:
+        search: str | None = None, progress=SILENT) -> FitResult:
     """Fit ``law`` (a registered name or Law) to ``runs`` (anything :func:`load_runs` takes).
 
     ``method``: ``"lm"`` (least squares on loss residuals) or ``"huber"`` (Huber on log-loss
@@ -160,7 +161,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
     them (``result.diagnostics``); by default computed unless the fit is bare (bootstrap=0,
     profile=False, leave_one_out=False). Text columns the fit pooled are always flagged.
 
-    ``progress``: a ``depthdelusion.progress.Stages`` told as each stage starts (none: silent).
+    ``progress``: a ``depthdelusion.progress.Stages`` told as each stage starts (default silent).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
@@ -197,8 +198,6 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
 def _stages(progress, law, n, bootstrap, profile, leave_one_out, diagnostics):
     """``stage(text)``: tells ``progress`` that the stage ``text`` starts ("" : a stage this
     fit skips), having first announced how many there are."""
-    if progress is None:
-        return lambda text: None
     progress.expect(1 + sum(map(bool, (profile, bootstrap, leave_one_out, diagnostics))))
     return lambda text: progress.stage(f"{law.name}, {n:,} rows: {text}") if text else None
 
