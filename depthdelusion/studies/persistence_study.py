@@ -561,8 +561,9 @@ def build(roots, out: Path, *, step: int = DEFAULT_STEP, window: float = DEFAULT
         groups.setdefault(cell_key(r), []).append(r)
     loss_rows = []
     md += ["## Loss against depth and the loss-optimal depth", "",
-           "Final loss = mean over the last 10% of tokens (nats/byte). Error bars: the run's SE, or "
-           "the SE over seeds where the shape was repeated.", ""]
+           "Final loss = mean over the last 10% of tokens (nats/byte). Table: mean ± SD over seeds where "
+           "the shape was repeated, else the run's ± SE over its evaluation; figure error bars: the run's "
+           "SE, or the SE over seeds.", ""]
     table = []
     for (study, pz, lr, dt) in sorted({(k[0], k[1], k[4], k[5]) for k in groups}, key=_sort_key):
         depths = sorted({k[2] for k in groups if (k[0], k[1], k[4], k[5]) == (study, pz, lr, dt)})
@@ -575,7 +576,7 @@ def build(roots, out: Path, *, step: int = DEFAULT_STEP, window: float = DEFAULT
                     continue
                 if len(rs) > 1:
                     m, se = _mean_se([r["loss"] for r in rs])
-                    cells_.append(f"D={d}: {m:.4f} ± {se:.4f} ({len(rs)} seeds)")
+                    cells_.append(f"D={d}: {m:.4f} ± {se * math.sqrt(len(rs)):.4f} SD ({len(rs)} seeds)")
                 else:
                     m, se = rs[0]["loss"], rs[0]["loss_se"]
                     cells_.append(f"D={d}: {m:.4f} ± {rs[0]['loss_se']:.4f}")
