@@ -17,7 +17,9 @@ is not even nested. So p-values here come from:
   alike, and costs B refits of each law.
 - ``"Davies bound"`` (fast, nested one-sided nulls only): P(sup Z > √u) ≤ Φ(−√u) +
   V·e^(−u/2)/(2π), with V the total variation of √LR(κ) along the unidentified parameter's
-  profile (Davies 1987, eq. 3.4 for one degree of freedom). An upper bound on p: conservative.
+  profile (Davies 1987, eq. 3.4 for one degree of freedom). An upper bound on p asymptotically
+  (a Gaussian LR process); not guaranteed in small samples: on the paper's 30 runs it gives
+  0.098 where the parametric bootstrap of the same fit gives 0.24 ± 0.03.
 - ``"chi-bar-squared"`` (fastest): the ½χ²₀ + ½χ²₁ mixture of a single parameter on its bound
   (Self & Liang 1987). It ignores unidentified parameters, so it is anti-conservative for the
   kink laws; used only when neither of the above is available, and then says so.

@@ -23,7 +23,8 @@ likelihood (Gaussian errors of unknown scale: n·ln(RSS(p)/RSS_min) ≤ χ²₁,
 The quantitative test of the paper's numbers: D_crit = κ·ln W and D_crit = ℓ·ln(1/ε) give
 ℓ(W) = κ·ln W / ln(1/ε) (:func:`paper_implied_length`, κ from :mod:`.reference`), compared with
 the measured rate's interval (:func:`compare_with_paper`); the paper's ℓ ∝ W^p across widths is tested by
-:func:`power_law_test`.
+:func:`power_law_test` on seed rows (a lack-of-fit F, calibrated at 3 seeds; widths with one run
+are not tested, since a run's own bootstrap variance is no yardstick for seed-to-seed scatter).
 """
 from __future__ import annotations
 
@@ -316,55 +317,61 @@ def compare_with_paper(width: int, lo: float, hi: float, epsilons=PAPER_EPSILONS
 
 @dataclass
 class PowerLawTest:
-    """rate = k·W^−p at the paper's fixed p across widths (weighted least squares, weights
-    1/SE²): k with its normal 95% interval (the SEs taken as known), and the χ² of the residuals
-    with its p-value (n − 1 df)."""
+    """rate = k·W^−p at the paper's fixed p across widths, fitted to the seed rows (least squares,
+    one seed variance): k with its t interval on n − 1 df, and the lack-of-fit F of the width
+    means about k·W^−p against the seeds' scatter (:func:`.seed_intervals.lack_of_fit`), whose
+    null distribution holds at 3 seeds. No test without replicated widths."""
 
     p: float
     widths: tuple
-    rates: tuple
-    se: tuple
+    rates: tuple  # the seed mean per width
+    sd: tuple     # the seed SD per width
     k: float
     k_ci: tuple
-    chi2: float
-    dof: int
+    f: float
+    dof: tuple    # (widths − 1, rows − widths)
     pvalue: float
 
     @property
     def consistent(self) -> bool:
         """The paper's law holds if the common factor is a decay (k's interval above 0) and the
-        rates follow W^−p within their errors (χ² p-value ≥ 0.05)."""
+        width means follow W^−p within the seed noise (lack-of-fit p ≥ 0.05)."""
         return self.k_ci[0] > 0 and self.pvalue >= 0.05
 
     def summary(self) -> str:
-        pts = ", ".join(f"W={w}: {r:+.4f} ± {s:.4f}" for w, r, s in zip(self.widths, self.rates, self.se))
-        why = ("consistent" if self.consistent else
-               "not consistent: " + ("k is not a decay (its interval reaches 0 or below)"
-                                     if self.k_ci[0] <= 0 else "") +
-               ("; " if self.k_ci[0] <= 0 and self.pvalue < 0.05 else "") +
-               (f"the rates do not scale as W^−{self.p:g} (χ² {self.chi2:.3g} on {self.dof} df, "
-                f"p = {self.pvalue:.2g})" if self.pvalue < 0.05 else ""))
+        pts = ", ".join(f"W={w}: {r:+.4f} ± {s:.4f}" for w, r, s in zip(self.widths, self.rates, self.sd))
+        fails = ([f"k is not a decay (its interval reaches 0 or below)"] if self.k_ci[0] <= 0 else []) + (
+            [f"the rates do not scale as W^−{self.p:g} (F {self.f:.3g} on {self.dof} df, p = {self.pvalue:.2g})"]
+            if self.pvalue < 0.05 else [])
+        why = "consistent" if self.consistent else "not consistent: " + "; ".join(fails)
         return (f"rate = k·W^−{self.p:g}: k = {self.k:+.3g} [{self.k_ci[0]:+.3g}, {self.k_ci[1]:+.3g}], "
-                f"χ² {self.chi2:.3g} on {self.dof} df (p = {self.pvalue:.2g}); rates {pts} — {why}")
+                f"lack of fit F {self.f:.3g} on {self.dof} df (p = {self.pvalue:.2g}); rates "
+                f"(mean ± SD over seeds) {pts} — {why}")
 
 
-def power_law_test(widths, rates, se, p: float = PAPER_PERSISTENCE_EXPONENT) -> PowerLawTest:
-    """Test rate ∝ W^−p (ℓ ∝ W^p, the paper's p by default) on per-width rates with standard
-    errors; needs at least 2 distinct widths and positive, finite SEs."""
-    W, r, s = (np.asarray(v, float) for v in (widths, rates, se))
-    if len(set(W.tolist())) < 2:
-        raise ValueError(f"the W^-p test needs rates at 2 or more widths; got {sorted(set(W.tolist()))}")
-    if not (np.all(np.isfinite(s)) and np.all(s > 0)):
-        raise ValueError(f"the W^-p test needs positive finite standard errors; got {s.tolist()}")
-    x, w = W ** -p, 1 / s ** 2
-    k = float(np.sum(w * r * x) / np.sum(w * x * x))
-    k_se = float(1 / math.sqrt(np.sum(w * x * x)))
-    chi2 = float(np.sum(w * (r - k * x) ** 2))
-    dof = len(r) - 1
-    z = stats.norm.ppf(0.975)
-    return PowerLawTest(p=p, widths=tuple(int(v) for v in W), rates=tuple(float(v) for v in r),
-                        se=tuple(float(v) for v in s), k=k, k_ci=(k - z * k_se, k + z * k_se),
-                        chi2=chi2, dof=dof, pvalue=float(stats.chi2.sf(chi2, dof)))
+def power_law_test(widths, seed_rates, p: float = PAPER_PERSISTENCE_EXPONENT) -> PowerLawTest:
+    """Test rate ∝ W^−p (ℓ ∝ W^p, the paper's p by default) on per-width seed rates (one
+    sequence per width, ≥ 2 seeds each); needs at least 2 distinct widths."""
+    from .seed_intervals import lack_of_fit, mean_se
+
+    W = [int(w) for w in widths]
+    if len(set(W)) < 2:
+        raise ValueError(f"the W^-p test needs rates at 2 or more widths; got {sorted(set(W))}")
+    if any(len(r) < 2 for r in seed_rates):
+        raise ValueError("the W^-p test needs at least 2 seeds at every width (the seed noise "
+                         "is its yardstick)")
+    x = np.concatenate([np.full(len(r), w ** -p) for w, r in zip(W, seed_rates)])
+    y = np.concatenate([np.asarray(r, float) for r in seed_rates])
+    k = float(x @ y / (x @ x))
+    dof = len(y) - 1
+    k_se = math.sqrt(float(np.sum((y - k * x) ** 2)) / dof / float(x @ x))
+    t = stats.t.ppf(0.975, dof)
+    cells = np.concatenate([np.full(len(r), w) for w, r in zip(W, seed_rates)])
+    lof = lack_of_fit(y, k * x, cells.tolist(), 1)
+    stats_ = [mean_se(r) for r in seed_rates]
+    return PowerLawTest(p=p, widths=tuple(W), rates=tuple(m for m, _, _ in stats_),
+                        sd=tuple(sd for _, sd, _ in stats_), k=k, k_ci=(k - t * k_se, k + t * k_se),
+                        f=lof.f, dof=(lof.df_lof, lof.df_pure), pvalue=lof.p)
 
 
 @dataclass

@@ -44,8 +44,10 @@ def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
             continue
         answers["not fitted" if isinstance(v, str) else v.answer].append((form, conv))
         if not isinstance(v, str) and v.significant and lf is not None and "kappa" in lf.params:
-            kappas.append(f"{value(lf, 'kappa', '.2f')} {interval(profile_ci(lf, 'kappa'), '.2f')} "
-                          f"({form}, {conv.replace('_', '-')} N)")
+            ci = profile_ci(lf, 'kappa')
+            kappas.append(f"{value(lf, 'kappa', '.2f')} {interval(ci, '.2f')} "
+                          + ("— its interval includes 0, i.e. no critical depth at all — " if ci is not None and ci[0] <= 0 else "")
+                          + f"({form}, {conv.replace('_', '-')} N)")
     said = [f"{_ANSWER_WORDS[a]} for {_cells_text(c)}" for a, c in answers.items() if c]
     text = ("Which of the paper's conclusions hold depends on two choices it leaves implicit: how "
             "runs trained on different token budgets are combined, and which parameter count N is "

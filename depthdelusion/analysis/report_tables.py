@@ -161,7 +161,9 @@ def design_verdicts(r: ReportResults) -> Table:
     convs = design_conventions(matrix)
     mt = Table("design_verdicts", f"Verdict on the {r.primary} penalty in every form the design "
                "allows, under total and non-embedding N (vs the same-data-term baseline; p: "
-               "Davies' upper bound for λ = 0 with the kink location unidentified)",
+               "Davies' bound for λ = 0 with the kink location unidentified — an upper bound only "
+               "asymptotically: at these n it can fall below the parametric-bootstrap p of the same fit, "
+               "so a 'Yes' resting on it needs the bootstrap)",
                ["form", "runs"] + [f"{c.replace('_', '-')} N" for c in convs] + ["caveat"])
     for form in dict.fromkeys(lbl for lbl, _ in matrix):
         cells = [matrix[(form, c)] for c in convs]

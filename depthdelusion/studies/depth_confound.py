@@ -401,44 +401,19 @@ def points(exp: dict, losses: dict[str, float], iso: bool = False) -> list[Point
     return out
 
 
-def _seed_resamples(pts: list[Point], resamples: int, seed: int):
-    """(the points whose every seed finished, with >= 2 seeds; their seed means recomputed on
-    `resamples` resamples of the seeds within each point: resamples x points)."""
-    import numpy as np
+def depth_penalty(pts: list[Point]) -> dict[int, object]:
+    """Per depth, loss(D) − loss(best D) of the seed means with Welch's 95% t interval
+    (:mod:`..analysis.seed_intervals`), the best depth (lowest seed mean) taken as given: the
+    interval does not count its choice. The best depth itself: 0 and no interval. Only over
+    depths whose every seed finished (≥ 2 seeds); {} when fewer than two such depths."""
+    from depthdelusion.analysis.seed_intervals import Interval, welch_interval
 
     full = [p for p in pts if p.losses and math.isfinite(p.mean) and len(p.losses) >= 2]
-    rng = np.random.default_rng(seed)
-    arrays = [np.array(p.losses) for p in full]
-    boot = np.stack([np.array([a[rng.integers(0, len(a), len(a))].mean() for a in arrays])
-                     for _ in range(resamples)]) if full else np.zeros((resamples, 0))
-    return full, boot
-
-
-def optimal_depth(pts: list[Point], resamples: int = 2000, seed: int = 0) -> dict[int, float]:
-    """{depth: share of seed resamples in which it has the lowest mean loss}, over the depths
-    whose every seed finished; {} when fewer than two such depths. The depths with a share of at
-    least 2.5% form the set the seeds cannot tell apart from the optimum."""
-    full, boot = _seed_resamples(pts, resamples, seed)
     if len(full) < 2:
         return {}
-    wins = boot.argmin(axis=1)
-    return {p.depth: float((wins == i).mean()) for i, p in enumerate(full)}
-
-
-def depth_penalty(pts: list[Point], resamples: int = 2000, seed: int = 0) -> dict[int, tuple[float, float, float]]:
-    """Per depth, loss(D) - min over depths of the seed means, with a 95% percentile interval
-    from resampling the seeds within every depth (the min is recomputed in each resample).
-    Only over depths whose every seed finished; {} when fewer than two such depths."""
-    import numpy as np
-
-    full, boot = _seed_resamples(pts, resamples, seed)
-    if len(full) < 2:
-        return {}
-    boot = boot - boot.min(axis=1, keepdims=True)
-    means = np.array([p.mean for p in full])
-    est = means - means.min()
-    lo, hi = np.percentile(boot, [2.5, 97.5], axis=0)
-    return {p.depth: (float(e), float(a), float(b)) for p, e, a, b in zip(full, est, lo, hi)}
+    best = min(full, key=lambda p: p.mean)
+    return {p.depth: (Interval(0.0, 0.0, math.nan, math.nan, math.nan) if p is best
+                      else welch_interval(p.losses, best.losses)) for p in full}
 
 
 def arm_records(exp: dict, losses: dict, summaries: dict, arm: str) -> tuple[list[dict], int]:
@@ -473,12 +448,11 @@ def arm_laws(exp: dict, losses: dict, summaries: dict, *, seed: int = 0) -> list
             for arm, _ in ARMS]
 
 
-def transfer_cost(exp: dict, losses: dict[str, float], resamples: int = 2000,
-                  seed: int = 0) -> list[dict]:
+def transfer_cost(exp: dict, losses: dict[str, float]) -> list[dict]:
     """On each of `completep.tuned_cells`: CompleteP at the transferred lr against CompleteP at
-    the lr tuned for that cell (both over every seed), the difference transferred − tuned with a
-    95% percentile interval from resampling the seeds of each point."""
-    import numpy as np
+    the lr tuned for that cell (both over every seed), the difference transferred − tuned with
+    Welch's 95% t interval."""
+    from depthdelusion.analysis.seed_intervals import welch_interval
 
     rows = []
     lr_c = arm_lr(exp, losses, "C", 0, 0)
@@ -492,11 +466,8 @@ def transfer_cost(exp: dict, losses: dict[str, float], resamples: int = 2000,
         pts = [Point("C", w, d, None, lr, g) for lr, g in zip((lr_c, lr_t), got)]
         diff = lo = hi = math.nan
         if all(len(p.losses) >= 2 and math.isfinite(p.mean) for p in pts):
-            rng = np.random.default_rng(seed)
-            a, b = (np.array(p.losses) for p in pts)
-            boot = [a[rng.integers(0, len(a), len(a))].mean() - b[rng.integers(0, len(b), len(b))].mean()
-                    for _ in range(resamples)]
-            diff, (lo, hi) = pts[0].mean - pts[1].mean, np.percentile(boot, [2.5, 97.5])
+            iv = welch_interval(pts[0].losses, pts[1].losses)
+            diff, lo, hi = iv.estimate, iv.lo, iv.hi
         rows.append({"width": w, "depth": d, "transferred": pts[0], "tuned": pts[1],
                      "cost": diff, "cost_lo": float(lo), "cost_hi": float(hi)})
     return rows
@@ -566,18 +537,49 @@ def seed_noise(pts: list[Point]) -> tuple[float | None, int | None]:
     return math.sqrt(med), dof
 
 
-def _optimum_text(shares: dict[int, float]) -> str:
-    kept = sorted(((v, d) for d, v in shares.items() if v >= 0.025), reverse=True)
-    return ", ".join(f"D = {d} {100 * v:.0f}%" for v, d in kept)
+def _iv_text(iv) -> str:
+    return f"{_fmt(iv.estimate)} [{_fmt(iv.lo)}, {_fmt(iv.hi)}]"
 
 
-def verdict_lines(exp: dict, pts: list[Point], penalties: dict, optima: dict | None = None) -> list[str]:
-    """One sentence per width: each arm's best depth (with how often each depth is the best over
-    seed resamples, ``optima``) and its penalty at the deepest depth, then how much of arm A's
-    penalty survives in B and C. Only over points whose seeds all finished."""
+def _arm_part(arm: str, arm_pts: list[Point], got: dict, dmax: int) -> str:
+    """One arm's clause: its best depth, the depths Welch's t cannot tell from it, its penalty
+    at the deepest depth."""
+    best = min(arm_pts, key=lambda p: p.mean)
+    ties = [f"D = {d} +{_iv_text(iv)}" for d, iv in sorted(got.items())
+            if d != best.depth and iv.lo <= 0]
+    pen = got[dmax]
+    return (f"arm {arm} is best at D = {best.depth} ({len(arm_pts)} depths; "
+            + (f"not distinguishable from it: {', '.join(ties)}" if ties else "every other depth worse beyond its seeds")
+            + f"), penalty at D = {dmax} " + ("0 (its best depth)" if dmax == best.depth else _iv_text(pen)))
+
+
+def _kept_text(pen: dict, dmax: int) -> str:
+    """How much of arm A's penalty B and C keep: Fieller's interval of the ratio."""
+    from depthdelusion.analysis.seed_intervals import fieller_ratio
+
+    a = pen["A"]
+    if not a.lo > 0:
+        return f" Arm A's own penalty at D = {dmax} is not distinguishable from 0, so there is no penalty to explain here."
+    out = ""
+    for arm in ("B", "C"):
+        if arm not in pen:
+            continue
+        if pen[arm].se == 0:
+            out += f" {arm} keeps none of A's penalty (D = {dmax} is its best depth)."
+            continue
+        r, lo, hi = fieller_ratio(pen[arm], a)
+        out += (f" {arm} keeps {100 * r:.0f}% [{100 * lo:.0f}%, {100 * hi:.0f}%] of A's penalty"
+                + (" (its own penalty's interval includes 0)" if pen[arm].lo <= 0 else "") + ".")
+    return out
+
+
+def verdict_lines(exp: dict, pts: list[Point], penalties: dict, *, iso: bool = False) -> list[str]:
+    """One sentence per width (or the iso-FLOP slice): each arm's best depth, the depths its
+    seeds cannot tell from it and its penalty at the deepest depth (Welch), then how much of arm
+    A's penalty B and C keep (Fieller). Only over points whose seeds all finished."""
     lines = []
-    dmax = max(exp["depths"])
-    for w in exp["widths"]:
+    dmax = max(exp["iso_flop"]["depths"] if iso else exp["depths"])
+    for w in ([exp["iso_flop"]["width"]] if iso else exp["widths"]):
         parts, pen = [], {}
         for arm, _ in ARMS:
             arm_pts = [p for p in pts if p.arm == arm and p.width == w and math.isfinite(p.mean)]
@@ -585,26 +587,66 @@ def verdict_lines(exp: dict, pts: list[Point], penalties: dict, optima: dict | N
             if len(arm_pts) < 2 or dmax not in got:
                 parts.append(f"arm {arm}: not enough finished points yet")
                 continue
-            best = min(arm_pts, key=lambda p: p.mean)
-            e, lo, hi = got[dmax]
-            pen[arm] = (e, lo, hi)
-            shares = (optima or {}).get((arm, w))
-            parts.append(f"arm {arm} is best at D = {best.depth} ({len(arm_pts)} depths"
-                         + (f"; the best over seed resamples: {_optimum_text(shares)}" if shares else "")
-                         + f"), penalty at D = {dmax} {_fmt(e)} [{_fmt(lo)}, {_fmt(hi)}]")
-        line = f"- **W = {w}**: " + "; ".join(parts) + "."
-        if "A" in pen:
-            e_a, lo_a, _ = pen["A"]
-            if lo_a <= 0:
-                line += f" Arm A's own penalty at D = {dmax} is not distinguishable from 0, so there is no penalty to explain here."
-            else:
-                for arm in ("B", "C"):
-                    if arm in pen:
-                        e, lo, hi = pen[arm]
-                        line += (f" {arm} keeps {100 * e / e_a:.0f}% of A's penalty"
-                                 + (" (its interval includes 0)" if lo <= 0 else "") + ".")
-        lines.append(line)
+            pen[arm] = got[dmax]
+            parts.append(_arm_part(arm, arm_pts, got, dmax))
+        head = f"- **fixed compute, W = {w}**: " if iso else f"- **W = {w}**: "
+        lines.append(head + "; ".join(parts) + "." + (_kept_text(pen, dmax) if "A" in pen else ""))
     return lines
+
+
+def _fixed_width_records(exp: dict, losses: dict, summaries: dict, arm: str) -> list[dict]:
+    """Every finished finite seed of the arm at the iso-FLOP width: its equal-token cells and
+    its iso-FLOP cells (the reference depth is in both, once)."""
+    w, recs = exp["iso_flop"]["width"], {}
+    for p in points(exp, losses) + points(exp, losses, iso=True):
+        if p.arm != arm or p.width != w or p.lr is None:
+            continue
+        for s in exp["seeds"]:
+            name = run_name(trained_as(exp, "completep" if arm == "C" else "sp", w, p.depth), w, p.depth, p.lr, s, p.steps)
+            summary = summaries.get(name, {})
+            if name in losses and math.isfinite(losses[name]) and summary.get("params") and summary.get("tokens"):
+                recs[name] = {"name": name, "depth": p.depth, "width": w, "params": summary["params"],
+                              "tokens": summary["tokens"], "loss": losses[name]}
+    return list(recs.values())
+
+
+def no_depth_lines(exp: dict, losses: dict, summaries: dict) -> list[str]:
+    """Is the fixed-compute penalty more than size and steps? Per arm, the law in parameters and
+    tokens only fitted to the seed rows of every cell at the iso-FLOP width, tested against the
+    seed noise (lack-of-fit F)."""
+    from depthdelusion.studies.depth_confound_laws import NO_DEPTH, no_depth_term
+
+    parts = []
+    for arm, _ in ARMS:
+        got = no_depth_term(_fixed_width_records(exp, losses, summaries, arm))
+        if got:
+            t = got[1]
+            parts.append(f"arm {arm}: largest cell-mean residual {t.max_cell_residual:.3f} nats, "
+                         f"F = {t.f:.2f} on ({t.df_lof}, {t.df_pure}) df, p = {t.p:.2g}")
+    if not parts:
+        return []
+    return [f"**Depth beyond size and steps at fixed width** (W = {exp['iso_flop']['width']}, every "
+            f"equal-token and iso-FLOP cell): the law with parameters and tokens only (`{NO_DEPTH}`, "
+            "no depth term) fitted to the seed rows, against the seed noise by the lack-of-fit F test "
+            "(assumes one Gaussian seed variance across cells): " + "; ".join(parts)
+            + ". A large p: the cells are explained by N and T, with no depth term needed.", ""]
+
+
+def held_out_lines(exp: dict, pts: list[Point]) -> list[str]:
+    """The penalties at the deepest depth from the seeds that did not choose the lrs (every lr
+    grid ran at the first seed, which is also a reported seed)."""
+    held = [p._replace(losses=p.losses[1:]) for p in pts]
+    dmax = max(exp["depths"])
+    parts = []
+    for arm, _ in ARMS:
+        for w in exp["widths"]:
+            got = depth_penalty([p for p in held if p.arm == arm and p.width == w])
+            if dmax in got:
+                parts.append(f"{arm}, W = {w}: " + ("0 (best)" if got[dmax].se == 0 else _iv_text(got[dmax])))
+    return ([f"Seed {exp['seeds'][0]} chose every lr and is one of the reported seeds, which biases "
+             "the tuned arms' means down. Penalty at D = %d from the other seeds %s alone (Welch, "
+             "2 seeds a side): " % (dmax, exp["seeds"][1:]) + "; ".join(parts) + ".", ""]
+            if parts and len(exp["seeds"]) >= 3 else [])
 
 
 def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0) -> Path:
@@ -621,11 +663,9 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
     iso_pts = points(exp, losses, iso=True)
     sigma, dof = seed_noise(pts + iso_pts)
     curves = lr_curves(exp, losses, sigma, dof)
-    penalties = {(arm, w): depth_penalty([p for p in pts if p.arm == arm and p.width == w], seed=seed)
+    penalties = {(arm, w): depth_penalty([p for p in pts if p.arm == arm and p.width == w])
                  for arm, _ in ARMS for w in exp["widths"]}
-    optima = {(arm, w): optimal_depth([p for p in pts if p.arm == arm and p.width == w], seed=seed)
-              for arm, _ in ARMS for w in exp["widths"]}
-    iso_pen = {arm: depth_penalty([p for p in iso_pts if p.arm == arm], seed=seed) for arm, _ in ARMS}
+    iso_pen = {arm: depth_penalty([p for p in iso_pts if p.arm == arm]) for arm, _ in ARMS}
     fitted_laws = arm_laws(exp, losses, summaries, seed=seed)
     done = sum(1 for r in plan(exp, losses) if r.name in losses)
     todo = [r for r in plan(exp, losses) if r.name not in losses]
@@ -635,7 +675,8 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
     point_rows = []
     for kind, group, pen in (("equal tokens", pts, penalties), ("iso-FLOP", iso_pts, None)):
         for p in group:
-            e, lo, hi = ((pen or {}).get((p.arm, p.width), {}) if pen else iso_pen[p.arm]).get(p.depth, (math.nan,) * 3)
+            iv = ((pen or {}).get((p.arm, p.width), {}) if pen else iso_pen[p.arm]).get(p.depth)
+            e, lo, hi = (iv.estimate, iv.lo, iv.hi) if iv else (math.nan,) * 3
             point_rows.append({"slice": kind, "arm": p.arm, "width": p.width, "depth": p.depth,
                                "steps": p.steps or exp["base"]["train"]["steps"], "lr": _lr_fmt(p.lr),
                                "seeds": len(p.losses), "loss_mean": _fmt(p.mean, 4), "loss_sd": _fmt(p.sd, 4),
@@ -663,12 +704,16 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
         f"{wall / 60:.0f} min ({len(summaries)} runs, on a shared 2-core CPU).", "",
         "Arms: " + "; ".join(f"**{a}** {text}" for a, text in ARMS) + ".", "",
         "## Verdict", "",
-        *verdict_lines(exp, pts, penalties, optima), "",
+        *verdict_lines(exp, pts, penalties),
+        *verdict_lines(exp, iso_pts, {(arm, exp["iso_flop"]["width"]): v for arm, v in iso_pen.items()}, iso=True), "",
+        *no_depth_lines(exp, losses, summaries),
+        *held_out_lines(exp, pts),
         "Assumptions: one token budget for every cell (no compute matching except the iso-FLOP slice); "
-        "the penalty is loss(D) − min over D of seed means, its 95% interval a percentile bootstrap over "
-        "seeds within each depth (2000 resamples, the minimum recomputed in each); points with fewer "
-        "than 2 finished seeds are left out; the best depth's shares are over the same resamples "
-        "(depths best in fewer than 2.5% of them not listed).", "",
+        "the penalty is loss(D) − loss(best D) of seed means, its 95% interval Welch's t (Welch–"
+        "Satterthwaite df) with the best depth taken as given; a depth is \"not distinguishable\" from "
+        "the best when that interval includes 0; the share of A's penalty kept is Fieller's 95% "
+        "interval of the ratio (t on the smaller df); points with fewer than 2 finished seeds are left "
+        "out; ± is the SD over seeds.", "",
         "## Loss against depth (mean ± SD over seeds)", ""]
     for kind, group in (("equal tokens", pts), ("iso-FLOP", iso_pts)):
         lines += [f"### {kind}", ""]
@@ -680,12 +725,12 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
                 rows.append([arm, w] + [f"{_fmt(p.mean)} ± {_fmt(p.sd)} (n={len(p.losses)}, lr {_lr_fmt(p.lr)})"
                                         if p.losses else "–" for p in cells])
         lines += [markdown_table(header, rows), ""]
-    transfer = transfer_cost(exp, losses, seed=seed)
+    transfer = transfer_cost(exp, losses)
     if transfer:
         lines += ["## What transfer loses (CompleteP, tuned cells)", "",
                   "CompleteP at the lr transferred from its base shape against CompleteP with the lr "
-                  "tuned for the cell (B's rule), every seed of both; cost = transferred − tuned, 95% "
-                  "percentile interval over seed resamples (2000).", ""]
+                  "tuned for the cell (B's rule), every seed of both; cost = transferred − tuned, "
+                  "Welch's 95% t interval.", ""]
         rows = [[r["width"], r["depth"],
                  *(f"{_fmt(p.mean)} ± {_fmt(p.sd)} (n={len(p.losses)}, lr {_lr_fmt(p.lr)})"
                    for p in (r["transferred"], r["tuned"])),

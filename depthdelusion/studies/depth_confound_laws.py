@@ -99,3 +99,23 @@ def report_lines(results: list[ArmLaws]) -> list[str]:
                   f"- λ = 0: {a.penalty.sentence()}",
                   f"- Critical depth: {a.critical.sentence()}", ""]
     return lines
+
+
+NO_DEPTH = "chinchilla"  # E + A·N^(−α) + B·T^(−β): parameters and tokens, no depth term
+
+
+def no_depth_term(records: list[dict]):
+    """The law with parameters and tokens only (:data:`NO_DEPTH`) fitted to seed rows, tested
+    against the seed noise by the lack-of-fit F test (:func:`..analysis.seed_intervals.lack_of_fit`):
+    a small p says the cell means leave the no-depth law by more than their seeds scatter, i.e.
+    depth (or shape) matters beyond N and T. (fit, LackOfFit); None when too few cells."""
+    from depthdelusion.analysis import fit
+    from depthdelusion.analysis.runs import load_runs
+    from depthdelusion.analysis.seed_intervals import lack_of_fit
+
+    cells = [(r["params"], r["tokens"]) for r in records]
+    if len(set(cells)) <= 5:
+        return None
+    f = fit(load_runs(records), NO_DEPTH, bootstrap=0, profile=False, leave_one_out=False)
+    y = [r["loss"] for r in records]
+    return f, lack_of_fit(y, f.predict(load_runs(records)), cells, f.k)

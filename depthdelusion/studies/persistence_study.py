@@ -193,11 +193,86 @@ def _trend(cells_by_depth: list[tuple[int, object]]) -> str:
     return "none"
 
 
-def _cell_se(iv, fits_of_cell) -> float:
-    """The rate's standard error for the W^−p test: SD/√n over seeds, else the run's bootstrap SE."""
-    if iv.n >= 2:
-        return iv.sd / math.sqrt(iv.n)
-    return fits_of_cell[0].rate_se
+WARMUP_STEP, WARMUP_WINDOW = 50, 0.5  # steps 25–75: early in training, where the paper measures
+CRITICAL_EPS = 0.1  # g_0/g_{D−1} at or below this: the gradient has faded to ε (the paper's largest ε)
+
+
+def _run_signs(runs: list[dict], fits: dict, key) -> str:
+    """'k of n runs positive' over the runs of one cell (weight gradients)."""
+    rates = [fits[(r["name"], "weight")].rate for r in runs
+             if cell_key(r) == key and (r["name"], "weight") in fits]
+    return f"{sum(x > 0 for x in rates)} of {len(rates)}"
+
+
+def warmup_lines(runs: list[dict], end_fits: dict, step: int, window: float) -> list[str]:
+    """The warm-up window (steps 25–75) beside the end-of-training window, per cell with its t
+    interval over seeds and the sign of every run's rate; the two verdicts."""
+    warm = windowed_fits(runs, WARMUP_STEP, WARMUP_WINDOW)
+    iv_end, iv_warm = cells(runs, end_fits), cells(runs, warm)
+    (lo_w, hi_w), (lo_e, hi_e) = window_bounds(WARMUP_STEP, WARMUP_WINDOW), window_bounds(step, window)
+    rows = []
+    for key, e in iv_end.items():
+        w = iv_warm.get(key)
+        if w is None or not e.enough_seeds:
+            continue
+        rows.append([_cell_label(key), e.n,
+                     f"{_fmt_rate(w.mean)} [{w.lo:+.4f}, {w.hi:+.4f}] {w.status}", _run_signs(runs, warm, key),
+                     f"{_fmt_rate(e.mean)} [{e.lo:+.4f}, {e.hi:+.4f}] {e.status}", _run_signs(runs, end_fits, key)])
+    return ["## Early against late: the warm-up window beside the end of training", "",
+            f"The paper measures early in training; the verdict below is at the end of the cosine "
+            f"decay. The same fit (weight gradients, blocks 1 … D−1) over the logged steps "
+            f"{lo_w}–{hi_w} (the logged steps in it: 25, 50, 75 where per-layer norms are logged "
+            f"every 25 steps) and {lo_e}–{hi_e}; t intervals over seeds; "
+            "'runs positive': runs whose own rate is > 0 (decay towards the input).", "",
+            markdown_table(["cell", "seeds", f"rate, steps {lo_w}–{hi_w} [95% t]", "runs positive",
+                            f"rate, steps {lo_e}–{hi_e} [95% t]", "runs positive"], rows), "",
+            f"- Steps {lo_w}–{hi_w}: {verdict_of(iv_warm)[0]}.",
+            f"- Steps {lo_e}–{hi_e}: {verdict_of(iv_end)[0]}.", ""]
+
+
+def _warmup_ratios(runs: list[dict]) -> dict:
+    return {r["name"]: block_ratios(windowed_norms(r["profile"], WARMUP_STEP, WARMUP_WINDOW, "weight")[1])
+            for r in runs if r["profile"] is not None and r["profile"].steps("weight")}
+
+
+def critical_depth_lines(runs: list[dict], ratios: dict) -> list[str]:
+    """The headline test of "a critical depth is reached": the bottom-to-top weight-gradient
+    ratio g_0/g_{D−1} of every run, and per cell its geometric mean over seeds with the t
+    interval of ln(ratio). Reached when the ratio is at or below :data:`CRITICAL_EPS`."""
+    from depthdelusion.analysis.seed_intervals import mean_interval
+
+    ends = {r["name"]: ratios[r["name"]]["ends"] for r in runs if r["name"] in ratios}
+    if not ends:
+        return []
+    vals = sorted(ends.values())
+    early = sorted(v["ends"] for v in _warmup_ratios(runs).values())
+    groups: dict = {}
+    for r in runs:
+        if r["name"] in ends:
+            groups.setdefault(cell_key(r), []).append(math.log(ends[r["name"]]))
+    rows, reached = [], 0
+    for key in sorted(groups, key=_sort_key):
+        logs = groups[key]
+        if len(logs) < MIN_SEEDS:
+            continue
+        iv = mean_interval(logs)
+        reached += math.exp(iv.hi) <= CRITICAL_EPS
+        rows.append([_cell_label(key), len(logs), f"{math.exp(iv.estimate):.3g}",
+                     f"[{math.exp(iv.lo):.3g}, {math.exp(iv.hi):.3g}]"])
+    return ["## Is a critical depth reached? The bottom-to-top gradient ratio (headline test)", "",
+            "The paper's critical depth is where the gradient reaching the bottom block has faded to "
+            f"ε of the top block's: g_0/g_{{D−1}} ≤ ε (ε = {CRITICAL_EPS:g} is its most lenient threshold). "
+            "Measured directly from the weight-gradient norms of the end-of-training window, bottom "
+            "block included (no fit): "
+            f"**{len(vals)} runs, g_0/g_{{D−1}} from {vals[0]:.2g} to {vals[-1]:.2g} (median "
+            f"{float(np.median(vals)):.1f}); {sum(v <= CRITICAL_EPS for v in vals)} runs at or below "
+            f"{CRITICAL_EPS:g}, {sum(v < 1 for v in vals)} below 1.** In the warm-up window (steps "
+            f"{'–'.join(map(str, window_bounds(WARMUP_STEP, WARMUP_WINDOW)))}): from {early[0]:.2g} to "
+            f"{early[-1]:.2g} (median {float(np.median(early)):.1f}), "
+            f"{sum(v <= CRITICAL_EPS for v in early)} runs at or below {CRITICAL_EPS:g}. "
+            f"Per cell with ≥ {MIN_SEEDS} seeds, the geometric mean over seeds and the Student-t 95% "
+            f"interval of ln(ratio) (n − 1 df), exponentiated: {reached} of {len(rows)} cells reach ε.", "",
+            markdown_table(["cell", "seeds", "g_0/g_{D−1} (geometric mean)", "95% t interval"], rows), ""]
 
 
 def build(roots, out: Path, *, step: int = DEFAULT_STEP, window: float = DEFAULT_WINDOW,
@@ -241,6 +316,9 @@ def build(roots, out: Path, *, step: int = DEFAULT_STEP, window: float = DEFAULT
            "⌈S^(1/3)⌉ consecutive steps, 400 resamples seeded by the run's name). Per cell (runs that "
            f"differ only by seed): mean over seeds ± t₀.₉₇₅,ₙ₋₁·SD/√n. Verdicts use only cells with ≥ {MIN_SEEDS} "
            "seeds, or say that they rest on single runs.", ""]
+
+    md += critical_depth_lines(runs, ratios)
+    md += warmup_lines(runs, fits, step, window)
 
     # --- per-run table ------------------------------------------------------------------------
     header = (["study"] if multi else []) + [
@@ -416,27 +494,25 @@ def build(roots, out: Path, *, step: int = DEFAULT_STEP, window: float = DEFAULT
                + "; ".join(f"{_cell_label(k)}: {length_statement(v.lo, v.hi)}" for k, v, _ in use)
                + f" — **{verdict}** ({note})."]
     md += ["", f"ℓ ∝ W^{PAPER_PERSISTENCE_EXPONENT} across widths (rate = k·W^−{PAPER_PERSISTENCE_EXPONENT}, "
-           "k > 0 for a decay; weights 1/SE², SE = seed SD/√n, or a single run's bootstrap SE; "
-           "consistent when k's interval is above 0 and χ² has p ≥ 0.05), per study, parametrization "
-           "and depth with ≥ 2 widths:", ""]
+           "k > 0 for a decay; least squares on the seed rows, k's t interval; the lack-of-fit F of the "
+           "width means against the seed scatter, calibrated at 3 seeds; consistent when k's interval is "
+           f"above 0 and p ≥ 0.05), per study, parametrization and depth with ≥ 2 widths of ≥ {MIN_SEEDS} seeds:", ""]
     n_tests = 0
     for study in studies:
         for pz in pzs:
             for d in sorted({k[2] for k in iv["weight"] if k[0] == study and k[1] == pz}):
                 sel = [(k, v) for k, v in iv["weight"].items() if k[0] == study and k[1] == pz and k[2] == d
                        and np.isfinite(v.mean)]
-                strong = [(k, v) for k, v in sel if v.enough_seeds]
-                use = strong if len({k[3] for k, _ in strong}) >= 2 else sel
-                if len({k[3] for k, _ in use}) < 2 or len({k[4] for k, _ in use}) > 1:
+                use = [(k, v) for k, v in sel if v.enough_seeds]
+                if len({k[4] for k, _ in sel}) > 1 or len({k[3] for k, _ in sel}) < 2:
                     continue
-                try:
-                    t = power_law_test([k[3] for k, _ in use], [v.mean for _, v in use],
-                                       [_cell_se(v, members[k]) for k, v in use])
-                except ValueError as err:
-                    md += [f"- {pz} D = {d}: not tested: {err}"]
+                if len({k[3] for k, _ in use}) < 2:
+                    md += [f"- {study + ', ' if multi else ''}{pz} D = {d}: not tested (fewer than 2 widths "
+                           f"with ≥ {MIN_SEEDS} seeds; a single run's bootstrap is no yardstick for seed scatter)."]
                     continue
+                t = power_law_test([k[3] for k, _ in use], [[f.rate for f in members[k]] for k, _ in use])
                 n_tests += 1
-                basis = (f"cells with ≥ {MIN_SEEDS} seeds" if use is strong else "rests on single runs")
+                basis = f"cells with ≥ {MIN_SEEDS} seeds"
                 md += [f"- {study + ', ' if multi else ''}{pz} D = {d} ({basis}): {t.summary()}."]
     if not n_tests:
         md += ["- No study, parametrization and depth has rates at two or more widths."]
@@ -485,8 +561,9 @@ def build(roots, out: Path, *, step: int = DEFAULT_STEP, window: float = DEFAULT
         groups.setdefault(cell_key(r), []).append(r)
     loss_rows = []
     md += ["## Loss against depth and the loss-optimal depth", "",
-           "Final loss = mean over the last 10% of tokens (nats/byte). Error bars: the run's SE, or "
-           "the SE over seeds where the shape was repeated.", ""]
+           "Final loss = mean over the last 10% of tokens (nats/byte). Table: mean ± SD over seeds where "
+           "the shape was repeated, else the run's ± SE over its evaluation; figure error bars: the run's "
+           "SE, or the SE over seeds.", ""]
     table = []
     for (study, pz, lr, dt) in sorted({(k[0], k[1], k[4], k[5]) for k in groups}, key=_sort_key):
         depths = sorted({k[2] for k in groups if (k[0], k[1], k[4], k[5]) == (study, pz, lr, dt)})
@@ -499,7 +576,7 @@ def build(roots, out: Path, *, step: int = DEFAULT_STEP, window: float = DEFAULT
                     continue
                 if len(rs) > 1:
                     m, se = _mean_se([r["loss"] for r in rs])
-                    cells_.append(f"D={d}: {m:.4f} ± {se:.4f} ({len(rs)} seeds)")
+                    cells_.append(f"D={d}: {m:.4f} ± {se * math.sqrt(len(rs)):.4f} SD ({len(rs)} seeds)")
                 else:
                     m, se = rs[0]["loss"], rs[0]["loss_se"]
                     cells_.append(f"D={d}: {m:.4f} ± {rs[0]['loss_se']:.4f}")

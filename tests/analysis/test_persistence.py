@@ -193,14 +193,28 @@ def test_power_law_test_accepts_the_papers_scaling_and_rejects_growth_or_a_wrong
     from depthdelusion.analysis.persistence import power_law_test
 
     W = np.array([16, 32, 64, 128, 256])
-    ok = power_law_test(W, 0.5 * W ** -0.44, np.full(5, 0.002))
-    assert ok.consistent and abs(ok.k - 0.5) < 1e-9 and ok.chi2 < 1e-12 and "— consistent" in ok.summary()
-    steep = power_law_test(W, 0.5 * W ** -1.0, np.full(5, 0.001))
+    noise = np.array([-0.002, 0.0, 0.002])  # three seeds per width, seed SD 0.002
+    ok = power_law_test(W, [0.5 * w ** -0.44 + noise for w in W])
+    assert ok.consistent and abs(ok.k - 0.5) < 1e-9 and ok.f < 1e-9 and "— consistent" in ok.summary()
+    steep = power_law_test(W, [0.5 * w ** -1.0 + noise for w in W])
     assert not steep.consistent and steep.pvalue < 0.05 and "do not scale" in steep.summary()
-    growth = power_law_test(W, -0.5 * W ** -0.44, np.full(5, 0.002))
+    growth = power_law_test(W, [-0.5 * w ** -0.44 + noise for w in W])
     assert not growth.consistent and "not a decay" in growth.summary()
     with pytest.raises(ValueError, match="2 or more widths"):
-        power_law_test([64, 64], [0.1, 0.1], [0.01, 0.01])
+        power_law_test([64, 64], [[0.1, 0.11], [0.1, 0.12]])
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        power_law_test([16, 64], [[0.1], [0.1, 0.12]])
+
+
+def test_power_law_test_rejects_a_true_law_at_its_nominal_rate_with_3_seeds():
+    """The old χ² took the 3-seed SEs as known and rejected a true W^−0.44 law far above 5%."""
+    from depthdelusion.analysis.persistence import power_law_test
+
+    rng = np.random.default_rng(5)
+    W = np.array([16, 32, 64, 128, 256])
+    p = [power_law_test(W, [0.3 * w ** -0.44 + rng.normal(0, 0.01, 3) for w in W]).pvalue
+         for _ in range(1000)]
+    assert abs(np.mean(np.array(p) < 0.05) - 0.05) < 0.025  # 1000 draws: binomial SE 0.007
 
 
 def test_primary_fit_leaves_out_the_bottom_block_and_block_ratios_show_it(run_factory, tmp_path):

@@ -115,10 +115,10 @@ def test_a_penalty_made_by_mistuning_is_seen_in_arm_a_and_vanishes_in_b_and_c(tm
     assert all(len(p.losses) == 3 for p in pts)
     pen = {arm: dc.depth_penalty([p for p in pts if p.arm == arm and p.width == 16]) for arm in "ABC"}
     # A: the lr tuned at depth 2 is 2.8x too high at depth 16: 0.05 ln(2.83)^2 = 0.054 nats
-    e, lo, hi = pen["A"][16]
-    assert lo > 0.03 and e == pytest.approx(0.05 * math.log(math.sqrt(8)) ** 2, abs=0.015)
+    iv = pen["A"][16]  # Welch's t against the best depth
+    assert iv.lo > 0.03 and iv.estimate == pytest.approx(0.05 * math.log(math.sqrt(8)) ** 2, abs=0.015)
     for arm in "BC":  # tuned (B) or transferred by a parametrization whose optimum does not move (C)
-        assert pen[arm][16][1] <= 0.005 and pen[arm][16][0] < 0.015
+        assert pen[arm][16].lo <= 0.005 and pen[arm][16].estimate < 0.015
     report = dc.write_report(exp, str(path), out, planned=0).read_text()
     assert "PARTIAL" not in report
     assert "B keeps" in report and "C keeps" in report
@@ -179,9 +179,29 @@ def test_law_replicates_must_be_a_whole_number(tmp_path):
         dc.load_experiment(write_experiment(tmp_path, law_replicates=-1))
 
 
-def test_the_optimal_depth_is_given_as_its_share_of_seed_resamples():
+def test_the_penalty_is_a_welch_interval_against_the_best_depth():
+    """Three seeds a depth: Welch's t (df from Welch–Satterthwaite), not a percentile bootstrap
+    over 3 seeds, which the old code used and which is 2–3× too narrow."""
+    from depthdelusion.analysis.seed_intervals import welch_interval
+
     pts = [dc.Point("B", 32, d, None, 0.01, losses) for d, losses in (
         (2, (1.50, 1.52, 1.51)), (4, (1.40, 1.41, 1.39)), (8, (1.40, 1.44, 1.38)), (16, (1.9, 1.8, 2.0)))]
-    shares = dc.optimal_depth(pts, resamples=4000)
-    assert sum(shares.values()) == pytest.approx(1.0)
-    assert shares[2] == 0 and shares[16] == 0 and 0.2 < shares[8] < 0.8 and 0.2 < shares[4] < 0.8
+    pen = dc.depth_penalty(pts)
+    assert pen[4].estimate == 0 and pen[4].se == 0  # the best depth
+    assert pen[8] == welch_interval((1.40, 1.44, 1.38), (1.40, 1.41, 1.39))
+    assert pen[8].lo < 0 < pen[8].hi  # 8L is not distinguishable from the best
+    assert pen[16].lo > 0.2 and pen[2].lo > 0  # 16L and 2L are worse beyond their seeds
+    # t on the Welch df: [mean ± t·SE], wider than the plug-in ±1.96·SE a 3-seed bootstrap gives
+    assert pen[16].hi - pen[16].estimate > 2.5 * pen[16].se
+
+
+def test_verdict_gives_the_kept_share_of_as_penalty_with_fiellers_interval():
+    exp = {"depths": [2, 32], "widths": [32], "iso_flop": {"depths": [2, 32], "width": 32}}
+    pts = [dc.Point(arm, 32, d, None, 0.01, losses) for arm, d, losses in (
+        ("A", 2, (1.10, 1.12, 1.14)), ("A", 32, (2.80, 2.90, 2.95)),
+        ("B", 2, (1.10, 1.12, 1.14)), ("B", 32, (2.70, 2.80, 2.95)),
+        ("C", 2, (1.10, 1.12, 1.14)), ("C", 32, (2.10, 2.40, 2.55)))]
+    pen = {(arm, 32): dc.depth_penalty([p for p in pts if p.arm == arm]) for arm in "ABC"}
+    (line,) = dc.verdict_lines(exp, pts, pen, iso=True)
+    assert line.startswith("- **fixed compute, W = 32**")
+    assert "B keeps 96% [77%, 117%] of A's penalty" in line and "C keeps 70% [38%, 104%]" in line

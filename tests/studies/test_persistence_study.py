@@ -7,7 +7,8 @@ import yaml
 from depthdelusion.studies.persistence_study import build
 
 
-def _run(root, name, pz, depth, width, seed, *, ell, loss, steps=range(0, 1001, 25), bottom=1.0, lr=3e-3):
+def _run(root, name, pz, depth, width, seed, *, ell, loss, steps=range(0, 1001, 25), bottom=1.0, lr=3e-3,
+         early_ell=None):
     run = root / name
     run.mkdir(parents=True)
     (run / "summary.json").write_text(json.dumps({
@@ -19,7 +20,8 @@ def _run(root, name, pz, depth, width, seed, *, ell, loss, steps=range(0, 1001, 
     dist = depth - 1 - np.arange(depth)
     with open(run / "metrics.jsonl", "w") as fh:
         for s in steps:
-            g = np.exp(-dist / ell) * np.exp(0.02 * rng.standard_normal(depth))
+            length = early_ell if early_ell is not None and s <= 100 else ell  # early training differs
+            g = np.exp(-dist / length) * np.exp(0.02 * rng.standard_normal(depth))
             g[0] *= bottom  # the bottom block's step (the embedding stream under pre-LN)
             fh.write(json.dumps({"step": s, "loss": loss, "per_layer_grad_norm": g.tolist(),
                                  "per_layer_act_grad_norm": g.tolist()}) + "\n")
@@ -144,3 +146,24 @@ def test_two_grids_that_share_runs_count_each_run_once(tmp_path):
                 grid=[grid("depth", [4, 8]), grid("width", [8, 16])])
     md = (tmp_path / "out" / "report.md").read_text()
     assert "2 of 3 runs of the grid finished; missing: sp_d16_w16_s42." in md
+
+
+def test_the_bottom_to_top_ratio_says_whether_a_critical_depth_is_reached_and_warmup_is_beside_the_end(tmp_path):
+    """16L × 64 decays with ℓ = 3 layers at the end (g_0/g_15 = e^−5 ≈ 0.007 ≤ 0.1: reached) and
+    grows early (ℓ = −30); 16L × 16 decays gently (ℓ = 40: g_0/g_15 ≈ 0.69, not reached)."""
+    root = tmp_path / "runs"
+    for seed in (1, 2, 3):
+        _run(root, f"sp_d16_w64_s{seed}", "sp", 16, 64, seed, ell=3.0, loss=1.5, early_ell=-30.0)
+        _run(root, f"sp_d16_w16_s{seed}", "sp", 16, 16, seed, ell=40.0, loss=1.8)
+    build(root, tmp_path / "out")
+    md = (tmp_path / "out" / "report.md").read_text()
+    head = md[md.index("## Is a critical depth reached?"):md.index("## Early against late")]
+    assert "**6 runs, g_0/g_{D−1} from 0.0066 to 0.69" in head and "3 runs at or below 0.1" in head
+    assert "1 of 2 cells reach ε" in head
+    row64 = next(line for line in head.splitlines() if line.startswith("| sp 16L×64 |"))
+    lo, hi = (float(x) for x in row64.split("[")[1].split("]")[0].split(","))
+    assert lo < 0.0067 < hi < 0.1
+    early = md[md.index("## Early against late"):md.index("## Per run")]
+    assert "| sp 16L×64 | 3 |" in early and "growth | 0 of 3 |" in early and "decay | 3 of 3 |" in early
+    assert "- Steps 25–75: decay in some cells only (1 decay, 0 flat, 1 growth" in early
+    assert "- Steps 800–1200: decay towards the input in every cell (2 decay" in early

@@ -82,7 +82,8 @@ def rerender_probe_tables(out) -> None:
     if (out / "growth.csv").exists():
         growth = (_read_csv(out / "growth.csv"), _read_csv(out / "growth_curves.csv"),
                   json.loads((out / "growth_summary.json").read_text()))
-    (out / "results.md").write_text(results_markdown(run_rows, _read_csv(out / "jumpboard.csv"), probes, growth))
+    beside = _read_csv(out / "signal_beside_grad.csv") if (out / "signal_beside_grad.csv").exists() else None
+    (out / "results.md").write_text(results_markdown(run_rows, _read_csv(out / "jumpboard.csv"), probes, growth, beside))
 
 
 def train_grid(grid_path: str, out: Path | epath.Path, log: Callable[[str], None]) -> None:
@@ -238,7 +239,7 @@ def write_report(runs: Path | epath.Path, out: Path, probes: dict[str, dict], gr
 
     widths = sorted({r["width"] for r in run_rows})
     depths = sorted({r["depth"] for r in run_rows})
-    (out / "results.md").write_text(results_markdown(run_rows, jump_rows, probes, growth))
+    (out / "results.md").write_text(results_markdown(run_rows, jump_rows, probes, growth, beside))
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for w in widths:
         rs = sorted((r for r in run_rows if r["width"] == w), key=lambda r: r["depth"])
@@ -326,7 +327,28 @@ def write_report(runs: Path | epath.Path, out: Path, probes: dict[str, dict], gr
         plt.close(fig)
 
 
-def results_markdown(run_rows: list[dict], jump_rows: list[dict], probes: dict, growth) -> str:
+def normalised_signal_lines(beside: list[dict]) -> list[str]:
+    """The signal in the model's own gradient units: per insertion point, the signal after layer l
+    over the weight-gradient norm g_l of that layer (``signal_beside_grad.csv``), max and mean
+    over l per run. SP's gradient scale differs by shape, so an absolute trend with depth may be
+    the scale's, not the signal's."""
+    by_run: dict = {}
+    for r in beside:
+        if r.get("grad_norm") not in (None, ""):
+            by_run.setdefault(r["run"], []).append(float(r["signal_train"]) / float(r["grad_norm"]))
+    if not by_run:
+        return []
+    shape = {name: (int(name.split("_w")[0][1:]), int(name.split("_w")[1])) for name in by_run}
+    rows = [[name, *shape[name], f"{max(v):.3g}", f"{sum(v) / len(v):.3g}"]
+            for name, v in sorted(by_run.items(), key=lambda kv: (shape[kv[0]][1], shape[kv[0]][0]))]
+    return ["", "## The signal in the model's own gradient units", "",
+            "signal after layer l / g_l (the weight-gradient norm of layer l at the last layer-stats "
+            "step, `signal_beside_grad.csv`): the largest and the mean over insertion points.", "",
+            markdown_table(["run", "D", "W", "max signal/g_l", "mean signal/g_l"], rows, align="lrrrr")]
+
+
+def results_markdown(run_rows: list[dict], jump_rows: list[dict], probes: dict, growth,
+                     beside: list[dict] | None = None) -> str:
     """The generated tables (the hand-written verdicts are in README.md)."""
     md = ["# Depth expansion: generated tables (`depthdelusion expansion-study`)", "",
           "Signal = ‖mean gradient‖ w.r.t. the inserted block's zero projections over the probe's "
@@ -363,6 +385,7 @@ def results_markdown(run_rows: list[dict], jump_rows: list[dict], probes: dict, 
                            for name, p in sorted(probes.items(), key=lambda kv: (kv[1]["width"], kv[1]["depth"]))
                            for r in p["signal"]],
                           align="lrlll")]
+    md += normalised_signal_lines(beside or [])
     if growth:
         per_seed, _, summary = growth
         md += ["", "## Progressive growth", "",
@@ -375,9 +398,10 @@ def results_markdown(run_rows: list[dict], jump_rows: list[dict], probes: dict, 
                               align="rrrrrrrr")]
         if "paired_diff_mean" in summary:
             lo, hi = summary["paired_diff_ci95"]
-            md += ["", f"Validation loss at the last step, mean ± se over {summary['seeds']} seeds: grown "
-                   f"{summary['grown_eval_mean']:.4f} ± {summary['grown_eval_se']:.4f}, scratch "
-                   f"{summary['scratch_eval_mean']:.4f} ± {summary['scratch_eval_se']:.4f}; paired difference "
+            root_n = math.sqrt(summary["seeds"])  # ± is the SD over seeds (analysis/README.md)
+            md += ["", f"Validation loss at the last step, mean ± SD over {summary['seeds']} seeds: grown "
+                   f"{summary['grown_eval_mean']:.4f} ± {summary['grown_eval_se'] * root_n:.4f}, scratch "
+                   f"{summary['scratch_eval_mean']:.4f} ± {summary['scratch_eval_se'] * root_n:.4f}; paired difference "
                    f"grown − scratch {summary['paired_diff_mean']:+.4f}, 95% t interval [{lo:+.4f}, {hi:+.4f}] "
                    f"(seeds paired: same init seed, same data order). FLOPs of the grown arm: "
                    f"{summary['flops_ratio']:.3f} of the scratch arm's."]
