@@ -900,8 +900,10 @@ class _OneStep:
         # Jᵀ diag(w·ω) J is symmetric: its k(k+1)/2 distinct entries only, each row's products
         # made in place (millions of rows: n × k² temporaries were gigabytes)
         self.upper = np.triu_indices(k)
-        self.JJ = Js[:, self.upper[0]] * Js[:, self.upper[1]]
-        self.JJ *= omega[:, None]
+        self.JJ = np.empty((len(Js), len(self.upper[0])))
+        for c, (i, j) in enumerate(zip(*self.upper)):
+            np.multiply(Js[:, i], Js[:, j], out=self.JJ[:, c])
+            self.JJ[:, c] *= omega
         self.Jr = Js * (omega * r)[:, None]
         self.problem, self.theta, self.k = problem, np.asarray(theta, float), k
 
