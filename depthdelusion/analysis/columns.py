@@ -130,16 +130,16 @@ def near_misses(header, found: dict) -> list[tuple[str, str, str]]:
     return out
 
 
-def check_near_misses(header, found: dict, columns: dict | None, where: str,
-                      records: list[dict]) -> list[str]:
+def check_near_misses(header, found: dict, columns: dict | None, where: str, cells) -> list[str]:
     """Notes naming each unread column that looks like a misspelled column name
     (:func:`near_misses`) and holds what that column holds (numbers, unless a text field: a
     column ``model`` of model names is no misspelled ``d_model``). One that would decide the law
     (:data:`DECISIVE`) is a ValueError instead, unless ``columns`` names the table's columns
-    (then it is left unread, with a note)."""
+    (then it is left unread, with a note). ``cells(column)`` gives a column's values, one per
+    run (:func:`read_d_column`)."""
     notes = []
     for col, name, field in near_misses(header, found):
-        if field not in TEXT_FIELDS and not _holds_numbers(records, col):
+        if field not in TEXT_FIELDS and not _holds_numbers(cells(col)):
             continue
         text = (f"{where}: column {col!r} is not read: did you mean {name!r}"
                 f"{'' if name == field else f' ({field})'}? Rename it, or map it with --columns "
@@ -153,9 +153,8 @@ def check_near_misses(header, found: dict, columns: dict | None, where: str,
     return notes
 
 
-def _holds_numbers(records: list[dict], col: str) -> bool:
-    """Every non-empty cell of ``col`` a finite number ≥ 0, and at least one cell non-empty."""
-    cells = [r.get(col) for r in records]
+def _holds_numbers(cells) -> bool:
+    """Every non-empty cell a finite number ≥ 0, and at least one cell non-empty."""
     cells = [c for c in cells if c is not None and str(c).strip() not in ("", "nan")]
     try:
         return bool(cells) and all(math.isfinite(float(c)) and float(c) >= 0 for c in cells)
@@ -163,25 +162,26 @@ def _holds_numbers(records: list[dict], col: str) -> bool:
         return False
 
 
-def read_d_column(records: list[dict], found: dict, where: str):
+def read_d_column(cells, found: dict, where: str):
     """(canonical name, sentence) for a table's ``D`` column read from its values: tokens when
     C ≈ 6·N·D (within ``SIX_ND_TOLERANCE``, median over rows) or every value is beyond
     ``MAX_DEPTH``; depth when every value is a whole number in [1, MAX_DEPTH]. None when the
     table already has both a tokens and a depth column; ValueError when the values decide
-    neither way, asking for an explicit mapping."""
+    neither way, asking for an explicit mapping. ``cells(column)`` gives a column's values, one
+    per run (text as read, or numbers)."""
     free = [f for f in ("tokens", "depth") if f not in found]
     if not free:
         return None
     ask = ("say which with --columns tokens=D or --columns depth=D (API: columns={'tokens': 'D'})")
     try:
-        d = np.array([float(r.get(AMBIGUOUS_D)) for r in records], float)
+        d = np.array([float(v) for v in cells(AMBIGUOUS_D)], float)
     except (TypeError, ValueError):
         raise ValueError(f"{where}: column 'D' holds values that are not numbers; {ask}") from None
     if not np.all(np.isfinite(d)) or np.any(d <= 0):
         raise ValueError(f"{where}: column 'D' has empty, zero or negative values; {ask}")
     span = f"{d.min():.3g}–{d.max():.3g}"
     if "tokens" in free:
-        ratio = _six_nd_ratio(records, found, d)
+        ratio = _six_nd_ratio(cells, found, d)
         if ratio is not None and ratio <= SIX_ND_TOLERANCE:
             return "tokens", (f"column D read as tokens: C ≈ 6·N·D (median relative difference "
                               f"{ratio:.1%}); D ranges {span}")
@@ -195,12 +195,12 @@ def read_d_column(records: list[dict], found: dict, where: str):
                      f"values, or the table already has the column it would be; {ask}")
 
 
-def _six_nd_ratio(records, found, d):
+def _six_nd_ratio(cells, found, d):
     if "compute" not in found or "params" not in found:
         return None
     try:
-        c = np.array([float(r.get(found["compute"])) for r in records], float) * scale_of(found["compute"])
-        n = np.array([float(r.get(found["params"])) for r in records], float) * scale_of(found["params"])
+        c = np.array([float(v) for v in cells(found["compute"])], float) * scale_of(found["compute"])
+        n = np.array([float(v) for v in cells(found["params"])], float) * scale_of(found["params"])
     except (TypeError, ValueError):
         return None
     with np.errstate(all="ignore"):

@@ -241,9 +241,9 @@ def _check_fit_options(runs, pool, rows: RowOptions, validate) -> None:
 def _print_fits(results, parts, by, json_output, out, checked=None) -> None:
     """Each fit's summary (or JSON), and its rows under ``out``; the rollout ``checked`` (when
     asked for) printed after them, or inside the JSON, and written to ``out``/rollout.csv."""
-    import json
     from pathlib import Path
 
+    from . import json_text
     from .diagnostics import write_rows
 
     if out:
@@ -254,11 +254,13 @@ def _print_fits(results, parts, by, json_output, out, checked=None) -> None:
         if checked is not None:
             print(f"wrote {checked.write_csv(Path(out) / 'rollout.csv')}", file=sys.stderr)
     if json_output:
-        doc = ({"by": by, "groups": {v: json.loads(r.to_json()) for v, r in results.items()}} if by
-               else json.loads(results[None].to_json()))
+        doc = ({"by": by, "groups": {v: r.to_dict() for v, r in results.items()}} if by
+               else results[None].to_dict())
         if checked is not None:
             doc["rollout"] = checked.to_dict()
-        print(json.dumps(doc, indent=2, allow_nan=False))
+        # as FitResult.to_json writes it (an open interval end is null), without its whole text
+        json_text.dump(doc, sys.stdout.write, null_nonfinite=True)
+        print()
         return
     if by:
         print("\n\n".join(f"== {by} = {v} ({r.n} rows) ==\n{r.summary()}" for v, r in results.items()))

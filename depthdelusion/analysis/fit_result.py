@@ -1,12 +1,12 @@
 """FitResult: a fitted law with its intervals (each named by method), flags and diagnostics."""
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import json_text
 from .interval_text import interval_text
 from .laws import Law, LawInputs, get_law
 from .problem import HUBER_THRESHOLD, OFFSET, offset_name
@@ -379,7 +379,7 @@ class FitResult:
     def to_json(self) -> str:
         """Strict JSON; an infinite or undefined number (an open interval end, an unbounded
         side, an infinite standard error) is null."""
-        return json.dumps(_finite_or_null(self.to_dict()), indent=2, allow_nan=False)
+        return json_text.dumps(self.to_dict(), null_nonfinite=True)
 
     def summary(self) -> str:
         """A readable table: fit statistics, parameters with each method's interval, flags."""
@@ -456,18 +456,6 @@ class FitResult:
 
     def __str__(self) -> str:
         return self.summary()
-
-
-def _finite_or_null(obj):
-    if isinstance(obj, dict):
-        return {k: _finite_or_null(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite_or_null(v) for v in obj]
-    if isinstance(obj, (float, np.floating)):
-        return float(obj) if np.isfinite(obj) else None
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
 
 
 def _g(v) -> str:

@@ -826,11 +826,14 @@ def _bootstrap_weight_blocks(n: int, n_boot: int, seed: int, strata=None, block:
     memory stays at block × n whatever the number of resamples."""
     rng = np.random.default_rng(seed)
     groups = None if strata is None else [np.flatnonzero(strata == g) for g in np.unique(strata)]
+    # below 2³² rows numpy draws int64 and uint32 indices from the same 32-bit stream, so both give
+    # the same indices; uint32 is half the memory traffic (millions of rows: most of the time)
+    small = np.uint32 if n <= np.iinfo(np.uint32).max else np.int64
     for a in range(0, n_boot, block):
         W = np.zeros((min(block, n_boot - a), n))
         for b in range(len(W)):
             if groups is None:
-                W[b] = np.bincount(rng.integers(0, n, n), minlength=n)
+                W[b] = np.bincount(rng.integers(0, n, n, dtype=small), minlength=n)
             else:
                 for members in groups:
                     W[b] += np.bincount(rng.choice(members, len(members)), minlength=n)
@@ -889,17 +892,24 @@ class _OneStep:
     evaluation."""
 
     def __init__(self, problem: Problem, theta, J, r):
-        n, k = J.shape
+        k = J.shape[1]
         col = np.linalg.norm(J, axis=0)
         self.col = np.where(col > 0, col, 1.0)
         Js = J / self.col
         omega = irls_weights(r, problem.huber, problem.overestimate_weight)
-        self.JJ = (Js[:, :, None] * Js[:, None, :]).reshape(n, k * k) * omega[:, None]
+        # Jᵀ diag(w·ω) J is symmetric: its k(k+1)/2 distinct entries only, each row's products
+        # made in place (millions of rows: n × k² temporaries were gigabytes)
+        self.upper = np.triu_indices(k)
+        self.JJ = np.empty((len(Js), len(self.upper[0])))
+        for c, (i, j) in enumerate(zip(*self.upper)):
+            np.multiply(Js[:, i], Js[:, j], out=self.JJ[:, c])
+            self.JJ[:, c] *= omega
         self.Jr = Js * (omega * r)[:, None]
         self.problem, self.theta, self.k = problem, np.asarray(theta, float), k
 
     def __call__(self, W) -> np.ndarray:
-        H = (W @ self.JJ).reshape(-1, self.k, self.k)
+        H = np.empty((len(W), self.k, self.k))
+        H[:, self.upper[0], self.upper[1]] = H[:, self.upper[1], self.upper[0]] = W @ self.JJ
         g = W @ self.Jr
         step = -np.einsum("bkl,bl->bk", np.linalg.pinv(H, hermitian=True), g) / self.col
         return np.clip(self.theta + step, self.problem.lo, self.problem.hi)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import math
 import os
 from dataclasses import dataclass, field
@@ -335,20 +336,38 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
     if not finished:
         raise ValueError(f"{where}: no finished runs (status: {_some(sorted({str(r['status']) for r in unfinished}))})")
     found = resolve(header, columns, where)
+    rows = [r for _, r in finished]
+
+    def cells(col):
+        return [rec.get(col) for rec in rows]
+
+    runs = _runs_from_cells(header, found, cells, lambda: _columns_at_once(cells, found)
+                            or _columns_by_row(finished, found, where), where, columns)
+    runs.notes += _duplicate_notes(duplicated_rows(records, header), where)
+    if unfinished:
+        runs.notes.append(f"skipped {len(unfinished)} run(s) not finished: "
+                          f"{_some(str(r.get('name', '?')) + ' (' + str(r['status']) + ')' for r in unfinished)}")
+    return runs
+
+
+def _runs_from_cells(header, found: dict, cells, read_columns, where: str, columns: dict | None) -> Runs:
+    """Runs from a table's columns: ``cells(column)`` gives a column's values (one per run),
+    ``read_columns()`` the read columns ({canonical name: values}); ``found`` as
+    :func:`.columns.resolve` gives it."""
     read_as = {}
     if AMBIGUOUS_D in header and AMBIGUOUS_D not in found.values():
-        reading = read_d_column([r for _, r in finished], found, where)
+        reading = read_d_column(cells, found, where)
         if reading is not None:
             found[reading[0]] = AMBIGUOUS_D
             read_as[AMBIGUOUS_D] = reading[1]
-    misspelled = check_near_misses(header, found, columns, where, [r for _, r in finished])
-    cols = _columns_at_once(finished, found) or _columns_by_row(finished, found, where)
+    misspelled = check_near_misses(header, found, columns, where, cells)
+    cols = read_columns()
     if "params" in cols and scale_of(found["params"]) != 1:
         cols["params"] = [float(round(v)) for v in cols["params"]]  # counts are whole
     if "group" in cols:
         cols["group"] = [g or "all" for g in cols["group"]]
     unread = tuple(str(h) for h in header if h not in found.values())
-    extra = {h: ["" if rec.get(h) is None else str(rec.get(h)).strip() for _, rec in finished] for h in unread}
+    extra = {h: ["" if v is None else str(v).strip() for v in cells(h)] for h in unread}
     runs = Runs(**cols, source=where, unread_columns=unread, extra=extra,
                 column_sources=dict(found), read_as=read_as)
     if found.get("loss") == AMBIGUOUS_L and np.all(runs.loss == np.round(runs.loss)):
@@ -356,15 +375,15 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
                          "layers, not a loss? Name the loss column with --columns loss=NAME "
                          "(and depth=L if L is the depth)")
     runs.notes += misspelled
-    dup = duplicated_rows(records, header)
-    if dup:
-        runs.notes.append(f"{where}: {len(dup)} row(s) repeat an earlier row in every column (rows "
-                          f"{_some([i + 1 for i in dup])}): each counts as another run, which "
-                          "shrinks standard errors; remove them if they are copies")
-    if unfinished:
-        runs.notes.append(f"skipped {len(unfinished)} run(s) not finished: "
-                          f"{_some(str(r.get('name', '?')) + ' (' + str(r['status']) + ')' for r in unfinished)}")
     return runs
+
+
+def _duplicate_notes(dup: list[int], where: str) -> list[str]:
+    if not dup:
+        return []
+    return [f"{where}: {len(dup)} row(s) repeat an earlier row in every column (rows "
+            f"{_some([i + 1 for i in dup])}): each counts as another run, which "
+            "shrinks standard errors; remove them if they are copies"]
 
 
 def _columns_by_row(finished, found: dict, where: str) -> dict:
@@ -385,13 +404,14 @@ def _columns_by_row(finished, found: dict, where: str) -> dict:
     return cols
 
 
-def _columns_at_once(finished, found: dict) -> dict | None:
+def _columns_at_once(cells, found: dict) -> dict | None:
     """The numeric columns converted a column at a time (millions of rows: no Python float per
     field), the text ones as :func:`_columns_by_row` reads them; None when a numeric field is
-    empty, not a number or out of range, so that the row-by-row reading names the first one."""
+    empty, not a number or out of range, so that the row-by-row reading names the first one.
+    ``cells(column)``: the column's values, one per run."""
     cols = {}
     for key, src in found.items():
-        raw = [rec.get(src) for _, rec in finished]
+        raw = cells(src)
         if key in TEXT_FIELDS:
             cols[key] = ["" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v).strip()
                          for v in raw]
@@ -464,11 +484,96 @@ def load_csv(path, *, columns: dict | None = None) -> Runs:
         raise ValueError(f"{path}: not UTF-8 text (byte {err.start}); save the table as UTF-8 "
                          "CSV, or give a parquet file") from None
     delimiter = _delimiter(text, path)
-    check_header(next(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter), []), str(path))
-    records = list(csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter))
-    runs = runs_from_records(records, where=str(path), columns=columns)
+    check_header(next(csv.reader(_lines(text), delimiter=delimiter), []), str(path))
+    runs = _csv_by_columns(text, delimiter, str(path), columns)
+    if runs is None:  # the reader of dicts, which names the first bad field by its row
+        records = list(csv.DictReader(_lines(text), delimiter=delimiter))
+        runs = runs_from_records(records, where=str(path), columns=columns)
     runs.source = str(path)
     return runs
+
+
+_CSV_BLOCK = 65_536  # rows parsed per block by the column reader
+_TEXT_BLOCK = 1 << 20  # characters per io.StringIO in _lines
+
+
+def _lines(text: str):
+    """The lines of ``io.StringIO(text, newline="")``, through one StringIO per block of about
+    ``_TEXT_BLOCK`` characters cut after a newline (the same lines: a block ends where a line
+    does); one StringIO of the whole text holds 4 bytes per character of a 3M-row table."""
+    a = 0
+    while a < len(text):
+        b = text.find("\n", a + _TEXT_BLOCK)
+        b = len(text) if b < 0 else b + 1
+        yield from io.StringIO(text[a:b], newline="")
+        a = b
+
+
+def _csv_by_columns(text: str, delimiter: str, where: str, columns: dict | None) -> Runs | None:
+    """Runs from CSV text read a block of rows at a time into columns, the read numeric columns
+    as float arrays (millions of rows: no dict and no Python float per row); the same Runs,
+    notes included, as :func:`runs_from_records` gives for the csv module's dicts. None when
+    the table needs that reader (which names the first bad field by its row): a ``status``
+    column, a row whose field count differs from the header's, a header without a loss column,
+    or a read numeric column with an empty, non-numeric or out-of-range cell."""
+    reader = csv.reader(_lines(text), delimiter=delimiter)
+    header = next(reader, [])
+    if not header or "status" in header:
+        return None
+    try:
+        found = resolve(header, columns, where)
+    except ValueError:
+        return None
+    numeric = {src for key, src in found.items() if key not in TEXT_FIELDS}
+    parts, hashes = {h: [] for h in header}, []
+    while block := list(itertools.islice(reader, _CSV_BLOCK)):
+        block = [row for row in block if row]  # the csv module's dicts skip blank lines too
+        if any(len(row) != len(header) for row in block):
+            return None
+        hashes.append(np.fromiter(map(hash, map(tuple, block)), np.int64, len(block)))
+        for j, h in enumerate(header):
+            cells = [row[j] for row in block]
+            if h not in numeric:
+                parts[h] += cells
+                continue
+            try:
+                parts[h].append(np.array(cells, dtype=np.float64))
+            except ValueError:
+                return None
+    table = {h: np.concatenate(v) if h in numeric else v for h, v in parts.items()} if hashes else {}
+    if not table or not len(next(iter(table.values()))):
+        return None
+
+    def read_columns():  # after a D column's reading has added it to ``found``
+        cols = _columns_at_once(table.__getitem__, found)
+        if cols is None:
+            raise _ReadByRows
+        return cols
+
+    try:
+        runs = _runs_from_cells(header, found, table.__getitem__, read_columns, where, columns)
+    except _ReadByRows:
+        return None
+    runs.notes += _duplicate_notes(_repeated_rows(np.concatenate(hashes), table), where)
+    return runs
+
+
+class _ReadByRows(Exception):
+    """A field the column reader cannot take: the row-by-row reader names it."""
+
+
+def _repeated_rows(hashes: np.ndarray, table: dict) -> list[int]:
+    """:func:`duplicated_rows` of a table by columns: rows whose fields hash as an earlier row's
+    (``hashes``: one per row, of its fields' text), confirmed on every column's values."""
+    order = np.argsort(hashes, kind="stable")
+    ranked = hashes[order]
+    same = ranked[1:] == ranked[:-1]
+    if not same.any():
+        return []
+    start = np.maximum.accumulate(np.where(np.r_[True, ~same], np.arange(len(ranked)), 0))
+    later, first = order[1:][same], order[start[1:][same]]
+    return sorted(int(i) for i, f in zip(later, first)
+                  if all(table[h][i] == table[h][f] for h in table))
 
 
 def check_header(names, where: str) -> None:

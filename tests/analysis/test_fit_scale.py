@@ -76,3 +76,30 @@ def test_a_large_table_is_searched_on_a_subsample_and_bootstrapped_in_one_step()
         sd = np.std(np.log(r.bootstrap_params[:, j]) if name in r.jacobian_log else r.bootstrap_params[:, j])
         se = r.se_theta[j]
         assert 0.75 < sd / se < 1.33, (name, sd, se)
+
+
+def test_the_one_step_bootstrap_draws_the_same_resamples_and_steps_as_the_full_products():
+    """Resampling counts are the bincount of rng.integers(0, n, n) (the int64 draw), and each
+    resample's step solves Jᵀ W J from its k(k+1)/2 distinct entries: the full k × k products
+    give the same steps within 1e-12 relative (BLAS may sum in another order)."""
+    from depthdelusion.analysis.fitting import _bootstrap_weights, _OneStep
+    from depthdelusion.analysis.solver import irls_weights
+
+    n = 3001
+    rng = np.random.default_rng(5)
+    expected = np.array([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(20)], float)
+    W = _bootstrap_weights(n, 20, 5)
+    assert np.array_equal(W, expected)
+    runs = epoch_rows(n, seed=1)
+    problem = Problem(get_law("chinchilla"), {}, LawInputs.from_runs(runs), runs.loss, "huber")
+    theta = np.array([np.log(482.0), 0.3478, np.log(2085.0), 0.3658, np.log(1.82)])[:problem.k]
+    J = np.random.default_rng(2).standard_normal((n, problem.k))
+    r = 0.01 * np.random.default_rng(3).standard_normal(n)
+    step = _OneStep(problem, theta, J, r)
+    col = np.linalg.norm(J, axis=0)
+    Js, omega = J / col, irls_weights(r, problem.huber, problem.overestimate_weight)
+    H = np.einsum("bi,ik,il->bkl", W, Js * omega[:, None], Js)
+    g = W @ (Js * (omega * r)[:, None])
+    full = np.clip(theta - np.einsum("bkl,bl->bk", np.linalg.pinv(H, hermitian=True), g) / col,
+                   problem.lo, problem.hi)
+    np.testing.assert_allclose(step(W), full, rtol=1e-12, atol=1e-12)
