@@ -43,6 +43,8 @@ COMMANDS = (
      "lr sweep per width x depth and parameterization, then a depth sweep; CSV, PNG, report"),
     ("depth-confound", "depthdelusion.studies.depth_confound:run_command",
      "SP at one lr vs SP tuned per shape vs CompleteP transferred, per depth x width; report"),
+    ("public-shapes", "depthdelusion.studies.public_shapes_report:run_command",
+     "the critical-depth law tested on the Gemstones suite (tables by name); report.md, CSVs"),
     ("report", "depthdelusion.analysis.commands:run_report",
      "fit the laws and write the analysis report (md, tex, csv, png); no JAX needed"),
     ("fit", "depthdelusion.analysis.commands:run_fit",
@@ -442,6 +444,27 @@ def _depth_confound(p):
     add_out(p)
     p.add_argument("--max-runs", type=COUNT, default=None, help="train at most N runs this time")
     p.add_argument("--report-only", action="store_true", help="train nothing; report what finished")
+
+
+@_arguments("public-shapes", "The public-shapes study: every law fitted to the Gemstones suite (hot and "
+            "cooldown, total and non-embedding N) by name, cluster-bootstrap intervals over whole runs, "
+            "the calibrated tests with a per-run random effect, the critical depth, the learning-rate "
+            "interaction and the paper's audit; writes report.md, CSVs and audit.png. Tables are "
+            "downloaded and cached (DEPTHDELUSION_TABLES_URL, DEPTHDELUSION_CACHE).")
+def _public_shapes(p):
+    add_out(p)
+    p.add_argument("--bootstrap", type=COUNT, default=1000, help="cluster-bootstrap refits per law (default 1000)")
+    p.add_argument("--replicates", type=COUNT, default=200,
+                   help="parametric-bootstrap replicates per test (default 200; 0: Davies' bound, no kink test)")
+    p.add_argument("--seed", type=COUNT, default=0, help=SEED_HELP + " (default 0)")
+    p.add_argument("--tables", default="gemstones,gemstones_cooldown",
+                   help="tables fitted, comma-separated (default gemstones,gemstones_cooldown)")
+    p.add_argument("--conventions", default="total,non_embedding",
+                   help="N conventions, comma-separated (default total,non_embedding)")
+    p.add_argument("--laws", default=None, help="laws fitted, comma-separated (default: all of the study's; "
+                   "must include chinchilla)")
+    p.add_argument("--no-lr-interaction", dest="lr_interaction", action="store_false",
+                   help="skip the learning-rate comparison (gemstones vs gemstones_lr_half)")
 
 
 @_arguments("report", "Fit the laws and write report.md, report.tex, CSVs and plots.")

@@ -119,7 +119,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
         group_offsets: bool = False, groups=None, refit_starts: int = REFIT_STARTS,
         bootstrap_refit: bool | None = None, overestimate_weight: float | None = None,
         diagnostics: bool | None = None, outlier_threshold: float = OUTLIER_Z,
-        search: str | None = None, progress=SILENT) -> FitResult:
+        search: str | None = None, clusters=None, progress=SILENT) -> FitResult:
     """Fit ``law`` (a registered name or Law) to ``runs`` (anything :func:`load_runs` takes).
 
     ``method``: ``"lm"`` (least squares on loss residuals) or ``"huber"`` (Huber on log-loss
@@ -139,14 +139,14 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
 
     ``bootstrap`` case-resampling refits (seeded by ``seed``) each start from the optimum and
     the ``refit_starts`` best starts (the best start of each distinct local optimum first;
-    ``ONE_BASIN_REFIT_STARTS`` of them where the search found one optimum within
-    ``COMPETING`` times the best objective); a refit still at the iteration cap after a
-    restart is left out and counted. Leave-one-out refits start from the first
+    ``ONE_BASIN_REFIT_STARTS`` of them where the search found one optimum within ``COMPETING``
+    times the best objective); a refit still at the iteration cap after a restart is left out and counted. Leave-one-out refits start from the first
     ``LOO_STARTS`` cold starts. ``profile`` computes profile-likelihood intervals for every free
     parameter. ``fixed`` pins parameters to given values. ``group_offsets=True`` fits one offset
     E per group (``groups``: labels per run, default ``runs.group``); the bootstrap then
-    resamples within groups. Token parameters of a law are dropped (the term is absorbed into
-    E) unless every run has a token count and they vary.
+    resamples within groups; ``clusters`` (a label per row, one per training run) resamples whole
+    runs (a cluster bootstrap). Token parameters of a law are dropped (absorbed into E) unless
+    every run has a token count and they vary.
 
     Sizes (``None`` = by the number of rows n): ``leave_one_out`` ``"refit"`` (True) refits
     every held-out fit, ``"hat"`` uses the hat-matrix deletion formula, False skips it; by
@@ -181,9 +181,9 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
     found = _search(problem, search, grid_points, max_starts, seed, refit_starts, notes)
     stage("profile intervals" if profile else "")
     theta, jac, statistic, profiles = _optimum(problem, found, profile, notes)
-    strata = setup.gidx if setup.offset_groups is not None else None
     stage(f"bootstrap ({bootstrap} resamples)" if bootstrap else "")
-    boot = _bootstrap_stage(problem, found, theta, jac, bootstrap, bootstrap_refit, seed, strata, notes)
+    boot = _bootstrap_stage(problem, found, theta, jac, bootstrap, bootstrap_refit, seed,
+                            setup.gidx if setup.offset_groups is not None else None, notes, clusters)
     stage(f"leave-one-out ({leave_one_out})" if leave_one_out else "")
     loo = _loo_stage(problem, found, theta, jac, leave_one_out, notes)
     result = _fit_result(problem, setup, runs, theta, jac, found, boot, loo, seed)
@@ -351,23 +351,28 @@ class _Boot:
         self.ci = None
 
 
-def _bootstrap_stage(problem, search, theta, jac, bootstrap, refit, seed, strata, notes) -> _Boot:
-    """The case bootstrap: refitted (from the optimum and the best starts) or one-step."""
+def _bootstrap_stage(problem, search, theta, jac, bootstrap, refit, seed, strata, notes,
+                     clusters=None) -> _Boot:
+    """The case (or cluster) bootstrap: refitted (from the optimum and the best starts) or one-step."""
     if not bootstrap:
         return _Boot()
     how = " within groups" if strata is not None else ""
+    kind = "case"
+    if clusters is not None:
+        n_clusters = len(np.unique(np.asarray(clusters).astype(str)))
+        kind = f"cluster (whole runs: {n_clusters} clusters, each drawn with all its rows)"
     if refit:
         starts = search.refit_starts(theta)
         first = _OneStep(problem, theta, jac.J, jac.r) if search.warm else None
-        boot = _Boot(*_bootstrap(problem, starts, theta, bootstrap, seed, strata, first))
-        boot.scheme = (f"{bootstrap} case resamples{how}, each refitted from "
+        boot = _Boot(*_bootstrap(problem, starts, theta, bootstrap, seed, strata, first, clusters))
+        boot.scheme = (f"{bootstrap} {kind} resamples{how}, each refitted from "
                        + ("its own Gauss–Newton step off the full fit's optimum" if search.warm else
                           f"the full fit's optimum and the {len(starts) - 1} best starts")
                        + (f" (the search found no other optimum within {COMPETING:g}× the best "
                           "objective)" if search.n_basins == 1 else ""))
     else:
-        boot = _Boot(_bootstrap_one_step(problem, theta, jac.J, jac.r, bootstrap, seed, strata))
-        boot.scheme = (f"{bootstrap} case resamples{how}, each one Gauss–Newton step from "
+        boot = _Boot(_bootstrap_one_step(problem, theta, jac.J, jac.r, bootstrap, seed, strata, clusters))
+        boot.scheme = (f"{bootstrap} {kind} resamples{how}, each one Gauss–Newton step from "
                        f"the optimum with the Jacobian held fixed (linearised; n = {len(problem.y)} "
                        f"> {BOOT_REFIT_ROWS})")
     if boot.n_capped:
@@ -815,15 +820,36 @@ def _jacobian_uncertainty(problem: Problem, theta) -> _Jacobian:
                      J=J, r=r)
 
 
-def _bootstrap_weights(n: int, n_boot: int, seed: int, strata=None) -> np.ndarray:
-    """(n_boot, n) resampling counts: a case bootstrap, within strata when given."""
-    blocks = list(_bootstrap_weight_blocks(n, n_boot, seed, strata, n_boot))
+def _bootstrap_weights(n: int, n_boot: int, seed: int, strata=None, clusters=None) -> np.ndarray:
+    """(n_boot, n) resampling counts: a case bootstrap, within strata when given; with
+    ``clusters`` (a label per row) a cluster bootstrap: whole clusters drawn with replacement,
+    each row weighted by how often its cluster was drawn."""
+    blocks = list(_bootstrap_weight_blocks(n, n_boot, seed, strata, n_boot, clusters))
     return np.concatenate(blocks) if blocks else np.zeros((0, n))
 
 
-def _bootstrap_weight_blocks(n: int, n_boot: int, seed: int, strata=None, block: int = 1):
+def cluster_index(clusters, n: int, strata=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """(cluster number per row, stratum per cluster or None) for ``clusters``, labels per row;
+    a cluster that spans two strata is an error (a run belongs to one source)."""
+    labels = np.asarray(clusters)
+    if labels.shape != (n,):
+        raise ValueError(f"clusters: expected one label per run ({n}), got {labels.size}")
+    names, idx = np.unique(labels.astype(str), return_inverse=True)
+    if strata is None:
+        return idx, None
+    per_cluster = np.zeros(len(names), dtype=np.asarray(strata).dtype)
+    per_cluster[idx] = strata
+    if np.any(per_cluster[idx] != strata):
+        raise ValueError("clusters: a cluster (run) spans two groups; each run must lie in one group")
+    return idx, per_cluster
+
+
+def _bootstrap_weight_blocks(n: int, n_boot: int, seed: int, strata=None, block: int = 1, clusters=None):
     """The rows of :func:`_bootstrap_weights` (the same draws), ``block`` at a time, so that
     memory stays at block × n whatever the number of resamples."""
+    if clusters is not None:
+        yield from _cluster_weight_blocks(n, n_boot, seed, strata, block, clusters)
+        return
     rng = np.random.default_rng(seed)
     groups = None if strata is None else [np.flatnonzero(strata == g) for g in np.unique(strata)]
     # below 2³² rows numpy draws int64 and uint32 indices from the same 32-bit stream, so both give
@@ -837,6 +863,24 @@ def _bootstrap_weight_blocks(n: int, n_boot: int, seed: int, strata=None, block:
             else:
                 for members in groups:
                     W[b] += np.bincount(rng.choice(members, len(members)), minlength=n)
+        yield W
+
+
+def _cluster_weight_blocks(n: int, n_boot: int, seed: int, strata, block: int, clusters):
+    """Cluster-bootstrap counts: per resample, as many clusters as there are (per stratum, as
+    many as the stratum has) drawn with replacement; a row's weight is its cluster's count."""
+    idx, cluster_strata = cluster_index(clusters, n, strata)
+    k = int(idx.max()) + 1 if n else 0
+    rng = np.random.default_rng(seed)
+    groups = ([np.arange(k)] if cluster_strata is None else
+              [np.flatnonzero(cluster_strata == g) for g in np.unique(cluster_strata)])
+    for a in range(0, n_boot, block):
+        W = np.zeros((min(block, n_boot - a), n))
+        for b in range(len(W)):
+            counts = np.zeros(k)
+            for members in groups:
+                counts += np.bincount(rng.choice(members, len(members)), minlength=k)
+            W[b] = counts[idx]
         yield W
 
 
@@ -857,7 +901,7 @@ def _rows_per_block(n: int, copies: int) -> int:
 
 
 def _bootstrap(problem: Problem, starts, theta, n_boot: int, seed: int, strata=None,
-               first_step=None):
+               first_step=None, clusters=None):
     """Case-bootstrap refits, each from every one of ``starts`` (best kept), or, with
     ``first_step`` (a :class:`_OneStep`), each from its own resample's Gauss–Newton step off the
     optimum (a start nearer its optimum than the optimum is: fewer iterations, the same
@@ -866,7 +910,7 @@ def _bootstrap(problem: Problem, starts, theta, n_boot: int, seed: int, strata=N
     still does not converge is left out and counted. Returns (θ samples, failed, not converged)."""
     n, s = len(problem.y), 1 if first_step is not None else len(starts)
     samples, n_failed, n_capped = [], 0, 0
-    for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, _rows_per_block(n, s)):
+    for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, _rows_per_block(n, s), clusters):
         first = first_step(W) if first_step is not None else np.tile(starts, (len(W), 1))
         res = problem.solve(first, np.repeat(W, s, axis=0))
         rows, failed = _best_of_starts(res, len(W), s)
@@ -915,7 +959,7 @@ class _OneStep:
         return np.clip(self.theta + step, self.problem.lo, self.problem.hi)
 
 
-def _bootstrap_one_step(problem: Problem, theta, J, r, n_boot: int, seed: int, strata=None):
+def _bootstrap_one_step(problem: Problem, theta, J, r, n_boot: int, seed: int, strata=None, clusters=None):
     """The case bootstrap linearised at the optimum (:class:`_OneStep` per resample); it
     approximates the refitted bootstrap where the fit is close to linear over the bootstrap
     spread, i.e. on large tables."""
@@ -924,7 +968,8 @@ def _bootstrap_one_step(problem: Problem, theta, J, r, n_boot: int, seed: int, s
     # at least ONE_STEP_BLOCK resamples per block: (block × n) @ (n × k²) then reads the n × k²
     # matrix once per block, not once per resample (millions of rows: memory-bound otherwise)
     block = max(_rows_per_block(n, 1), ONE_STEP_BLOCK)
-    samples = [problem.natural(step(W)) for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, block)]
+    samples = [problem.natural(step(W))
+               for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, block, clusters)]
     return np.concatenate(samples).reshape(-1, k)
 
 

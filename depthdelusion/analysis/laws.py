@@ -290,3 +290,29 @@ register_law(
     source="Hoffmann et al. 2022 (Chinchilla), Approach 3", needs_tokens=True,
     formula="E + A·N^−α + B·T^−β",
     doc="Shape-agnostic baseline with a data term; needs per-run token counts that vary.")
+
+
+_GEMSTONES = ("McLeish et al., Gemstones: A Model Suite for Multi-Faceted Scaling Laws (arXiv 2502.06857, "
+              "NeurIPS 2025), §3 width-depth law; their depth_width.py --num_parameters 4 "
+              "(github.com/mcleish7/gemstone-scaling-laws)")
+
+
+def _gemstones_width_depth(x, E, Aw, aw, Ad, ad, A, alpha, B, beta):
+    return E + Aw * x.W ** -aw + Ad * x.D ** -ad + A * x.N ** -alpha + B * x.T ** -beta
+
+
+register_law(
+    _gemstones_width_depth, name="gemstones_width_depth", shape="smooth", needs_tokens=True,
+    params={"E": _E,
+            "Aw": Param("Aw", (0.5, 20.0), log=True, bounds=(0, INF), doc="width-term scale"),
+            "aw": Param("aw", (0.1, 0.6), bounds=(0, INF), doc="width exponent"),
+            "Ad": Param("Ad", (0.2, 5.0), log=True, bounds=(0, INF), doc="depth-term scale"),
+            "ad": Param("ad", (0.1, 0.8), bounds=(0, INF), doc="depth exponent"),
+            "A": _A, "alpha": _ALPHA, "B": _B, "beta": _BETA},
+    source=_GEMSTONES,
+    formula="E + Aw·W^−aw + Ad·D^−ad + A·N^−α + B·T^−β",
+    doc="The Gemstones authors' width-depth law (four exponents: width, depth, parameters, "
+        "tokens), fitted by them as log L = LSE(ln Aw − aw·ln W, ln Ad − ad·ln D, ln A − α·ln N, "
+        "ln B − β·ln T, ln E) under a Huber loss of log residuals (the same function). Smooth: "
+        "loss falls with width and with depth at any shape, no critical depth. Kaplan and "
+        "Chinchilla are its Aw = Ad = 0 (and B = 0) cases.")

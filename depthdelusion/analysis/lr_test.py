@@ -74,7 +74,8 @@ class LRTest:
             value = f"p = {self.p:.2g}"  # (1 + count)/(1 + B): never 0
             how = (f"parametric bootstrap from the {self.null} fit, {self.replicates} replicates, "
                    f"seed {self.seed}; ± is its Monte-Carlo error"
-                   + (f"; {self.failed} replicate refits failed and are left out" if self.failed else ""))
+                   + (f"; {self.failed} replicate refits failed and are left out" if self.failed else "")
+                   + (f"; {self.note}" if self.note else ""))
             return f"{value} ± {self.mc_error:.1g} ({how})"
         words = {"Davies bound": "Davies' upper bound, unidentified kink location",
                  "chi-bar-squared": "½χ²₀ + ½χ²₁ boundary mixture; ignores the unidentified kink "
@@ -132,9 +133,32 @@ def default_refit(template) -> Callable:
     return refit
 
 
-def simulate(null_fit, rng: np.random.Generator) -> np.ndarray:
-    """One replicate of the losses under the null fit."""
+def run_effect(null_fit, clusters) -> tuple[float, float, np.ndarray]:
+    """(between-run sd, within-run sd, cluster number per row) of the null fit's residuals (log
+    residuals for a Huber fit), by the one-way ANOVA method of moments: within = the pooled
+    variance about each run's mean residual, between = the variance of the run means less
+    within × mean(1/rows per run), floored at 0."""
+    from .fitting import cluster_index
+
+    pred, obs = np.asarray(null_fit.predicted, float), np.asarray(null_fit.observed, float)
+    r = np.log(obs / pred) if null_fit.method == "huber" else obs - pred
+    idx, _ = cluster_index(clusters, len(r))
+    k = int(idx.max()) + 1
+    sizes = np.bincount(idx, minlength=k)
+    means = np.bincount(idx, weights=r, minlength=k) / sizes
+    within = float(np.sum((r - means[idx]) ** 2) / max(len(r) - k, 1))
+    between = float(np.var(means, ddof=1)) - within * float(np.mean(1.0 / sizes)) if k > 1 else 0.0
+    return math.sqrt(max(between, 0.0)), math.sqrt(within), idx
+
+
+def simulate(null_fit, rng: np.random.Generator, effect=None) -> np.ndarray:
+    """One replicate of the losses under the null fit; with ``effect`` (:func:`run_effect`) each
+    run's rows share one Gaussian run effect on top of independent noise."""
     pred = np.asarray(null_fit.predicted, float)
+    if effect is not None:
+        between, within, idx = effect
+        noise = between * rng.standard_normal(int(idx.max()) + 1)[idx] + within * rng.standard_normal(len(pred))
+        return pred * np.exp(noise) if null_fit.method == "huber" else pred + noise
     if null_fit.method == "huber":
         sd = float(np.sqrt(np.mean(np.log(null_fit.observed / pred) ** 2)))
         return pred * np.exp(sd * rng.standard_normal(len(pred)))
@@ -142,12 +166,15 @@ def simulate(null_fit, rng: np.random.Generator) -> np.ndarray:
 
 
 def bootstrap_tests(runs, null_fit, alt_fits: dict, *, replicates: int = DEFAULT_REPLICATES,
-                    seed: int = 0, nested: bool | dict = True, refit: Callable | None = None) -> dict:
+                    seed: int = 0, nested: bool | dict = True, refit: Callable | None = None,
+                    clusters=None) -> dict:
     """Parametric-bootstrap tests of ``null_fit`` against each of ``alt_fits`` ({name: fit}),
     all on the same replicates (the null refitted once per replicate). ``runs``: the runs the
     fits were made on (the replicate replaces their losses). ``nested``: per alternative (or for
     all) whether it contains the null (then LR is clipped at 0). ``refit(runs, law,
     losses_BxN) -> rss_B``: the refits (NaN for a failed one; default :func:`default_refit`).
+    ``clusters`` (a label per row: the rows of one training run) simulates a per-run random
+    effect (:func:`run_effect`), so that checkpoints of one run are not treated as independent.
     Returns {name: LRTest}."""
     from .runs import load_runs
 
@@ -157,7 +184,9 @@ def bootstrap_tests(runs, null_fit, alt_fits: dict, *, replicates: int = DEFAULT
     observed = {a: lr_statistic(f.n, null_fit.rss, f.rss, nested_of(a)) for a, f in alt_fits.items()}
     rng = np.random.default_rng(seed)
     # every replicate drawn first, in order: a failed refit does not shift later replicates
-    losses_BxN = np.array([simulate(null_fit, rng) for _ in range(replicates)]).reshape(replicates, null_fit.n)
+    effect = run_effect(null_fit, clusters) if clusters is not None else None
+    losses_BxN = np.array([simulate(null_fit, rng, effect)
+                           for _ in range(replicates)]).reshape(replicates, null_fit.n)
     rss_null = refit(runs, null_fit.law, losses_BxN)
     tests = {}
     for a, f in alt_fits.items():
@@ -168,5 +197,8 @@ def bootstrap_tests(runs, null_fit, alt_fits: dict, *, replicates: int = DEFAULT
         exceed = int(np.sum(np.array(lr) >= observed[a] - 1e-9 * max(1.0, abs(observed[a]))))
         n_done = int(done.sum())
         tests[a] = LRTest(null_fit.law.name, a, observed[a], (1 + exceed) / (1 + n_done),
-                          "parametric bootstrap", n_done, seed, replicates - n_done)
+                          "parametric bootstrap", n_done, seed, replicates - n_done,
+                          note="" if effect is None else
+                          f"with a per-run random effect (between-run sd {effect[0]:.3g}, within-run sd "
+                          f"{effect[1]:.3g}, method of moments)")
     return tests

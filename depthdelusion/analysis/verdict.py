@@ -184,10 +184,11 @@ def penalty_verdict(law_fit, base_fit, variation: ShapeVariation | None = None,
 
 
 def penalty_verdicts(fits: dict, runs, *, replicates: int = DEFAULT_REPLICATES,
-                     seed: int = 0) -> list[PenaltyVerdict]:
+                     seed: int = 0, clusters=None) -> list[PenaltyVerdict]:
     """One verdict per fitted architecture law, each against its same-data-term baseline, λ = 0
     tested by a parametric bootstrap from the baseline fit (``replicates`` > 0, every law
-    against one baseline on the same replicates) or by Davies' bound (``replicates=0``)."""
+    against one baseline on the same replicates; ``clusters``: labels of the rows of one run,
+    simulated with a per-run random effect) or by Davies' bound (``replicates=0``)."""
     variation = shape_variation(runs)
     out, by_base = [], {}
     for name, f in fits.items():
@@ -199,7 +200,7 @@ def penalty_verdicts(fits: dict, runs, *, replicates: int = DEFAULT_REPLICATES,
             testable = {n: fits[n] for n in names if not too_few_runs(fits[n])}
             if testable:
                 tests.update(bootstrap_tests(runs, fits[base], testable, replicates=replicates,
-                                             seed=seed))
+                                             seed=seed, clusters=clusters))
     for name, f in fits.items():
         if not is_architecture_law(f):
             continue
@@ -237,7 +238,8 @@ class CriticalDepthVerdict:
 
 
 def critical_depth_verdict(fits: dict, runs, kink: str, penalty: PenaltyVerdict | None = None, *,
-                           replicates: int = DEFAULT_REPLICATES, seed: int = 0) -> CriticalDepthVerdict:
+                           replicates: int = DEFAULT_REPLICATES, seed: int = 0,
+                           clusters=None) -> CriticalDepthVerdict:
     """The kink law ``kink`` against the smooth shape law with the lowest AICc among ``fits``:
     the kink wins when a parametric bootstrap from the smooth fit rejects it (p ≤ 0.05) and its
     own penalty is significant against the shape-agnostic baseline (``penalty``)."""
@@ -257,7 +259,7 @@ def critical_depth_verdict(fits: dict, runs, kink: str, penalty: PenaltyVerdict 
         return v
     if replicates > 0:
         v.test = bootstrap_tests(runs, best, {kink: kf}, replicates=replicates, seed=seed,
-                                 nested=False)[kink]
+                                 nested=False, clusters=clusters)[kink]
     else:  # no calibrated fast option for non-nested laws: say the comparison was not tested
         v.answer, v.reason = "not compared", "the kink-vs-smooth test needs bootstrap replicates"
         return v
