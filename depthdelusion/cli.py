@@ -42,6 +42,8 @@ COMMANDS = (
      "lr sweep per width x depth and parameterization, then a depth sweep; CSV, PNG, report"),
     ("depth-confound", "depthdelusion.studies.depth_confound:run_command",
      "SP at one lr vs SP tuned per shape vs CompleteP transferred, per depth x width; report"),
+    ("depth-vs-size", "depthdelusion.studies.depth_vs_size_report:run_command",
+     "depth traded against width at fixed non-embedding parameters and tokens; report"),
     ("report", "depthdelusion.analysis.commands:run_report",
      "fit the laws and write the analysis report (md, tex, csv, png); no JAX needed"),
     ("fit", "depthdelusion.analysis.commands:run_fit",
@@ -411,6 +413,20 @@ def _lr_transfer(p):
 def _depth_confound(p):
     p.add_argument("experiment", metavar="EXPERIMENT", help="YAML file: base, widths, depths, lrs, "
                    "lr_bounds, seeds, arm_a_depth, completep, iso_flop, metric")
+    add_out(p)
+    p.add_argument("--max-runs", type=COUNT, default=None, help="train at most N runs this time")
+    p.add_argument("--report-only", action="store_true", help="train nothing; report what finished")
+
+
+@_arguments("depth-vs-size", "The depth-vs-size study (e.g. experiments/depth_vs_size.yaml): at "
+            "fixed non-embedding parameters and tokens, shapes from deep-narrow to shallow-wide; SP "
+            "tuned per shape on a tuning seed, CompleteP transferred from each level's base shape. "
+            "Plans and trains its runs under DIR/runs (finished skipped, unfinished resumed), then "
+            "writes report.md, points.csv, lr_curves.csv and loss_vs_depth.png (a partial study is "
+            "labelled partial).")
+def _depth_vs_size(p):
+    p.add_argument("experiment", metavar="EXPERIMENT", help="YAML file: base, levels, tokens_per_param, "
+                   "warmup_fraction, match_tolerance, lrs, lr_bounds, tuning_seed, seeds, metric")
     add_out(p)
     p.add_argument("--max-runs", type=COUNT, default=None, help="train at most N runs this time")
     p.add_argument("--report-only", action="store_true", help="train nothing; report what finished")
