@@ -39,14 +39,17 @@ def results(metric: str, runs_dir: Path) -> tuple[dict[str, float], dict[str, di
 def train_planned(plan: Callable[[dict], list], config: Callable, metric: str, source: str, out: Path, *,
                   max_runs: int | None = None, batch: int = 2, log=print, train_fn=None) -> tuple[int, bool]:
     """Plan, train up to `batch` unfinished runs, plan again, until nothing is left or
-    `max_runs` were trained. Returns (runs trained, preempted)."""
+    `max_runs` were trained. A run that fails (other than by diverging) is tried once per
+    invocation: the next invocation retries it, and the runs that do not wait on it go on.
+    Returns (runs trained, preempted)."""
     from depthdelusion.studies.lr_transfer import train_runs
 
     runs_dir = out / "runs"
     trained = 0
+    failed: set[str] = set()
     while max_runs is None or trained < max_runs:
         losses, _ = results(metric, runs_dir)
-        todo = [r for r in plan(losses) if r.name not in losses]
+        todo = [r for r in plan(losses) if r.name not in losses and r.name not in failed]
         if not todo:
             return trained, False
         take = todo[:batch if max_runs is None else min(batch, max_runs - trained)]
@@ -55,4 +58,5 @@ def train_planned(plan: Callable[[dict], list], config: Callable, metric: str, s
         trained += len(take)
         if any(r["status"] == "preempted" for r in rows):
             return trained, True
+        failed |= {r["name"] for r in rows if r["status"] == "failed"}
     return trained, False

@@ -60,6 +60,7 @@ def synthetic_loss(cfg, bump: tuple[int, int] | None = None, noise_sd: float = 0
 
 def synthetic_train(bump=None):
     def train(cfg, run_dir) -> dict:
+        run_dir.mkdir(parents=True, exist_ok=True)  # as the trainer does
         summary = {"status": "finished", "eval_loss": synthetic_loss(cfg, bump), "final_loss": 0.0,
                    "wall_time_s": 1.0, "steps": cfg.train.steps, "params": 1,
                    "tokens": cfg.train.steps * cfg.train.batch_size * cfg.model.seq_len}
@@ -196,3 +197,23 @@ def test_the_command_trains_real_runs_and_labels_a_partial_study(tmp_path, capsy
     assert math.isfinite(rundir.read_summary(finished[0])["eval_loss"])
     text = (out / "report.md").read_text()
     assert "PARTIAL RESULT" in text and "2 of the" in text
+
+
+def test_a_run_that_fails_is_tried_once_per_invocation_not_again_and_again(tmp_path):
+    path = write_experiment(tmp_path, levels=EXPERIMENT["levels"][:1])
+    exp = dvs.load_experiment(path)
+    ok, attempts = synthetic_train(), []
+
+    def train(cfg, run_dir):  # one grid run fails as bad input would (not a divergence)
+        attempts.append(run_dir.name)
+        if run_dir.name == dvs.run(exp, "sp", 32, 1, 8e-3, 0).name:
+            raise RuntimeError("out of data")
+        return ok(cfg, run_dir)
+
+    trained, preempted = dvs.train(exp, str(path), tmp_path / "study", max_runs=12, train_fn=train,
+                                   log=lambda t: None)
+    failing = dvs.run(exp, "sp", 32, 1, 8e-3, 0).name
+    assert attempts.count(failing) == 1 and not preempted
+    # the shape whose grid it blocks gets no test seed; the other shape's study goes on
+    assert not any(n.startswith("sp_w32_d1_") and "_s1_" in n for n in attempts)
+    assert any(n.startswith("sp_w16_d4_") and "_s1_" in n for n in attempts)
