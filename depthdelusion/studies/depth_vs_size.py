@@ -12,8 +12,8 @@ Every reported point is trained at every test seed in `seeds`, none of which is 
 so no reported loss is the one its lr was picked on. Runs are named by what they are
 (`sp_w32_d8_lr0.004_s1_n987`, n = steps); what to train is a pure function of the finished runs
 (`plan`), trained through the sweep runner by `planned_runs.train_planned` (finished skipped,
-unfinished resumed, failed retried). The plan is level-major, so a partial study reports whole
-levels: a level's grids, then its test seeds. The report and the command are in
+unfinished resumed, failed retried). The plan is level-major, and shape by shape within a level,
+so a partial study reports whole levels and whole cells. The report and the command are in
 `depth_vs_size_report`.
 """
 from __future__ import annotations
@@ -174,19 +174,20 @@ def tuned_lr(exp: dict, losses: dict[str, float], p: str, w: int, d: int) -> flo
 
 def plan(exp: dict, losses: dict[str, float]) -> list[Run]:
     """Every run the study needs given the finished ones (`losses`: name -> metric, +inf for a
-    diverged run), in training order: level by level; in a level every shape's grid on the tuning
-    seed, then SP at its tuned lr at every test seed, then CompleteP transferred. A run whose lr
-    depends on a grid that is not settled is not planned yet."""
+    diverged run), in training order: level by level, and in a level shape by shape from the
+    shallowest: its grid on the tuning seed, then its SP and CompleteP points at every test seed
+    as soon as their lrs are known. So a partial study has whole cells at the shallow end of a
+    level rather than grids everywhere and no test seed. A run whose lr depends on a grid that
+    is not settled is not planned yet."""
     out: list[Run] = []
     for level in exp["levels"]:
-        shapes = [(s["width"], s["depth"]) for s in level["shapes"]]
-        for w, d in shapes:
+        for s in level["shapes"]:
+            w, d = s["width"], s["depth"]
             out.extend(run(exp, "sp", w, d, lr, exp["tuning_seed"]) for lr in grid(exp, losses, w, d)[0])
-        for p in ("sp", "completep"):
-            for w, d in shapes:
+            for p in ("sp", "completep"):
                 lr = tuned_lr(exp, losses, p, w, d)
                 if lr is not None:
-                    out.extend(run(exp, p, w, d, lr, s) for s in exp["seeds"])
+                    out.extend(run(exp, p, w, d, lr, seed) for seed in exp["seeds"])
     return list(dict.fromkeys(out))  # CompleteP's base-shape runs are SP's: once
 
 

@@ -217,3 +217,14 @@ def test_a_run_that_fails_is_tried_once_per_invocation_not_again_and_again(tmp_p
     # the shape whose grid it blocks gets no test seed; the other shape's study goes on
     assert not any(n.startswith("sp_w32_d1_") and "_s1_" in n for n in attempts)
     assert any(n.startswith("sp_w16_d4_") and "_s1_" in n for n in attempts)
+
+
+def test_a_shape_gets_its_test_seeds_before_the_next_deeper_shape_starts_its_grid(tmp_path):
+    exp = dvs.load_experiment(write_experiment(tmp_path))
+    losses, order = {}, []
+    while todo := [r for r in dvs.plan(exp, losses) if r.name not in losses]:
+        order.append(todo[0].name)  # one run at a time, as the runner takes them
+        losses[todo[0].name] = synthetic_loss(dvs.run_config(exp, todo[0]))
+    first = lambda prefix, seed: next(i for i, n in enumerate(order) if n.startswith(prefix) and f"_s{seed}_" in n)  # noqa: E731
+    assert first("sp_w32_d1_", 1) < first("sp_w16_d4_", 0)  # a partial level has whole shallow cells
+    assert first("sp_w16_d4_", 3) < first("sp_w32_d2_", 0)  # and level 1 is whole before level 2
