@@ -48,7 +48,9 @@ def load_experiment(path: str | Path) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"{path}: unknown keys {', '.join(unknown)}; valid keys are "
                          f"{', '.join(KEYS + OPTIONAL_KEYS)}")
-    fixed = sorted(set((raw["base"] or {}).get("train") or {}) & set(PER_SHAPE))
+    if not isinstance(raw["base"], dict):
+        raise ValueError(f"{path}: base: need a run configuration (sections model, data, train)")
+    fixed = sorted(set(raw["base"].get("train") or {}) & set(PER_SHAPE))
     if fixed:
         raise ValueError(f"{path}: base.train.{fixed[0]} is set per shape by the study; remove it "
                          f"(the study sets {', '.join(PER_SHAPE)})")
@@ -68,6 +70,11 @@ def _check_numbers(path: Path, raw: dict) -> None:
     if len(lrs) < 3 or any(b / a > 2.0 + 1e-9 for a, b in zip(lrs, lrs[1:])):
         raise ValueError(f"{path}: lrs={raw['lrs']}: need at least 3 learning rates spaced by at most 2x")
     raw["lrs"] = lrs
+    bounds = raw["lr_bounds"]
+    if (not isinstance(bounds, list) or len(bounds) != 2 or not all(isinstance(b, (int, float)) for b in bounds)
+            or not 0 < bounds[0] <= lrs[0] or not bounds[1] >= lrs[-1]):
+        raise ValueError(f"{path}: lr_bounds={bounds!r}: need [low, high] with 0 < low <= {lrs[0]:g} "
+                         f"and high >= {lrs[-1]:g} (the grid is extended within them)")
     seeds = raw["seeds"]
     if not isinstance(seeds, list) or len(set(seeds)) < 2 or len(set(seeds)) != len(seeds):
         raise ValueError(f"{path}: seeds={seeds!r}: need at least 2 distinct test seeds (3 for the study)")
@@ -98,14 +105,17 @@ def _resolve_level(path: Path, raw: dict, i: int, level: Any) -> dict:
     shapes = [tuple(s) for s in level["shapes"] if isinstance(s, (list, tuple)) and len(s) == 2]
     if len(shapes) != len(level["shapes"]) or len(shapes) < 2:
         raise ValueError(f"{where}.shapes: need at least 2 [width, depth] pairs")
-    base = tuple(level["completep_base"])
+    base = tuple(level["completep_base"]) if isinstance(level["completep_base"], list) else None
     if base not in shapes:
-        raise ValueError(f"{where}.completep_base={list(base)} is not one of its shapes {[list(s) for s in shapes]}")
+        raise ValueError(f"{where}.completep_base={level['completep_base']!r} is not one of its shapes {[list(s) for s in shapes]}")
     train = raw["base"].get("train") or {}
     per_step = train.get("batch_size", 8) * (raw["base"].get("model") or {}).get("seq_len", 64)
     out = []
     for w, d in shapes:
-        cfg = _config(raw, w, d, "sp", None, steps=1, lr=1e-3, seed=0, where=f"{where}.shapes {[w, d]}")
+        try:
+            cfg = _config(raw, w, d, "sp", None, steps=1, lr=1e-3, seed=0, where=f"{where}.shapes {[w, d]}")
+        except ValueError as err:
+            raise ValueError(f"{where}.shapes: {[w, d]}: {err}") from None
         n = non_embedding_params(cfg.model)
         steps = max(1, round(raw["tokens_per_param"] * n / per_step))
         out.append({"width": w, "depth": d, "params": n, "steps": steps, "tokens": steps * per_step})

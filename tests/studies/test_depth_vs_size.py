@@ -123,6 +123,11 @@ def test_an_edge_best_extends_the_grid_by_2x_until_it_is_interior(tmp_path):
     ({"levels": [{"shapes": [[32, 1], [16, 4]], "completep_base": [32, 1]}] * 2}, "levels: shape [16, 4]"),
     ({"base": {**EXPERIMENT["base"], "train": {"steps": 10}}}, "base.train.steps"),
     ({"seeds": [1]}, "seeds="),
+    ({"lr_bounds": [5e-3, 0.128]}, "lr_bounds="),
+    ({"lr_bounds": 0.1}, "lr_bounds="),
+    ({"levels": [{"shapes": [[32, 1], [16, 4]], "completep_base": 32}]}, "levels[0].completep_base=32"),
+    ({"base": 3}, "base: need"),
+    ({"levels": [{"shapes": [[30, 1], [16, 4]], "completep_base": [16, 4]}]}, "levels[0].shapes: [30, 1]: model.width=30"),
     ({"warmup": 0.1}, "unknown keys warmup"),
 ])
 def test_a_bad_experiment_file_is_one_line_naming_the_key(tmp_path, capsys, changes, key):
