@@ -44,33 +44,39 @@ def cells(exp: dict, losses: dict[str, float]) -> list[Cell]:
 
 
 def neighbour_rows(group: list[Cell], n_seeds: int) -> list[dict]:
-    """One row per cell of a level's arm (depth order): mean with its t interval, and the Welch
-    interval of (this − next deeper shape); only cells with all `n_seeds` finished are compared."""
-    from depthdelusion.analysis.seed_intervals import t_interval, welch_interval
+    """One row per cell of a level's arm (depth order): mean with its t interval, and the
+    difference to the next deeper shape by Welch's interval ("welch") and by the paired t over
+    seeds ("paired": a seed draws the corpus and the held-out batches, which move every shape
+    alike); only cells with all `n_seeds` finished are compared."""
+    from depthdelusion.analysis.seed_intervals import paired_interval, t_interval, welch_interval
 
+    full = [c.complete and len(c.losses) == n_seeds for c in group]
     rows = []
     for k, c in enumerate(group):
-        full = c.complete and len(c.losses) == n_seeds
-        m = t_interval(c.losses) if full else None
-        nxt = group[k + 1] if k + 1 < len(group) else None
-        diff = (welch_interval(c.losses, nxt.losses) if full and nxt and nxt.complete
-                and len(nxt.losses) == n_seeds else None)
-        rows.append({"cell": c, "mean": m, "diff_next": diff})
+        both = full[k] and k + 1 < len(group) and full[k + 1]
+        nxt = group[k + 1].losses if both else None
+        rows.append({"cell": c, "mean": t_interval(c.losses) if full[k] else None,
+                     "welch": welch_interval(c.losses, nxt) if both else None,
+                     "paired": paired_interval(c.losses, nxt) if both else None})
     return rows
 
 
-def worse_than_neighbours(rows: list[dict]) -> list[str]:
-    """Sentences: each shape whose loss exceeds a neighbour's beyond the seed noise (Welch 95%
-    interval of the difference excludes 0), and whether it exceeds all of its neighbours."""
+METHODS = (("welch", "Welch"), ("paired", "paired t"))
+
+
+def worse_than_neighbours(rows: list[dict], key: str = "welch") -> list[str]:
+    """Sentences: each shape whose loss exceeds a neighbour's beyond the seed noise (the 95%
+    interval of the difference by `key`, "welch" or "paired", excludes 0), and whether it
+    exceeds both of its neighbours."""
     out = []
     for k, r in enumerate(rows):
         c = r["cell"]
         sides = []
-        if k > 0 and rows[k - 1]["diff_next"] is not None:
-            d = rows[k - 1]["diff_next"]  # (shallower − this)
+        if k > 0 and rows[k - 1][key] is not None:
+            d = rows[k - 1][key]  # (shallower − this)
             sides.append(("shallower", -d.estimate, -d.hi, -d.lo))
-        if r["diff_next"] is not None:
-            d = r["diff_next"]
+        if r[key] is not None:
+            d = r[key]
             sides.append(("deeper", d.estimate, d.lo, d.hi))
         worse = [s for s in sides if s[2] > 0]
         if worse:
@@ -82,20 +88,35 @@ def worse_than_neighbours(rows: list[dict]) -> list[str]:
 
 
 def law_results(exp: dict, all_cells: list[Cell], *, seed: int = 0) -> list:
-    """Per arm, the laws of `depth_confound_laws` fitted to every finished test seed of every
-    complete cell over all levels, N = non-embedding parameters. T = tokens_per_param · N at
-    every cell, so the capacity term A·N^−α carries the data term too (no separate T term)."""
+    """Per arm, the laws of `depth_confound_laws` fitted to every test seed of every complete
+    cell over all levels, N = non-embedding parameters. T = tokens_per_param · N at every cell,
+    so the capacity term A·N^−α carries the data term too (no separate T term). Each seed's
+    effect on a level (its corpus and held-out batches move every shape alike) is removed first:
+    a row is its loss minus its seed's mean over the level's complete cells plus the level's
+    mean (`seed_centred`)."""
     from depthdelusion.studies import depth_confound_laws as laws
 
     replicates = int(exp.get("law_replicates", dvs.DEFAULT_LAW_REPLICATES))
     out = []
     for arm, _, _ in ARMS:
-        got = [c for c in all_cells if c.arm == arm and c.lr is not None]
+        got = [c for c in all_cells if c.arm == arm and c.complete and len(c.losses) == len(exp["seeds"])]
         records = [{"name": f"{arm}_w{c.shape['width']}_d{c.shape['depth']}_s{k}", "depth": c.shape["depth"],
                     "width": c.shape["width"], "params": c.shape["params"], "loss": x}
-                   for c in got for k, x in enumerate(c.losses) if math.isfinite(x)]
-        diverged = sum(1 for c in got for x in c.losses if not math.isfinite(x))
-        out.append(laws.fit_arm(arm, records, diverged, replicates=replicates, seed=seed))
+                   for c, xs in seed_centred(got) for k, x in enumerate(xs)]
+        out.append(laws.fit_arm(arm, records, 0, replicates=replicates, seed=seed))
+    return out
+
+
+def seed_centred(got: list[Cell]) -> list[tuple[Cell, list[float]]]:
+    """(cell, its losses with each seed's level effect removed): x − mean over the level's cells
+    at that seed + the level's grand mean. Cells hold their seeds in one order (complete cells)."""
+    out = []
+    for level in sorted({c.level for c in got}):
+        cells_ = [c for c in got if c.level == level]
+        n = len(cells_[0].losses)
+        seed_mean = [sum(c.losses[k] for c in cells_) / len(cells_) for k in range(n)]
+        grand = sum(seed_mean) / n
+        out += [(c, [x - seed_mean[k] + grand for k, x in enumerate(c.losses)]) for c in cells_]
     return out
 
 
@@ -138,7 +159,7 @@ def point_rows(groups: dict, n_seeds: int) -> list[dict]:
     out = []
     for (level, arm), rows in groups.items():
         for r in rows:
-            c, m, d = r["cell"], r["mean"], r["diff_next"]
+            c, m, d, q = r["cell"], r["mean"], r["welch"], r["paired"]
             s = c.shape
             out.append({"level": level, "arm": arm, "width": s["width"], "depth": s["depth"],
                         "aspect_w_over_d": f"{s['width'] / s['depth']:.3g}", "params_nonemb": s["params"],
@@ -148,7 +169,8 @@ def point_rows(groups: dict, n_seeds: int) -> list[dict]:
                         "mean": f"{m.estimate:.4f}" if m else "", "t95_lo": f"{m.lo:.4f}" if m else "",
                         "t95_hi": f"{m.hi:.4f}" if m else "",
                         "minus_next_deeper": f"{d.estimate:.4f}" if d else "",
-                        "welch95_lo": f"{d.lo:.4f}" if d else "", "welch95_hi": f"{d.hi:.4f}" if d else ""})
+                        "welch95_lo": f"{d.lo:.4f}" if d else "", "welch95_hi": f"{d.hi:.4f}" if d else "",
+                        "paired95_lo": f"{q.lo:.4f}" if q else "", "paired95_hi": f"{q.hi:.4f}" if q else ""})
     return out
 
 
@@ -167,7 +189,8 @@ def level_lines(exp: dict, groups: dict) -> list[str]:
             rows = groups[(i + 1, arm)]
             table.append([f"{arm}: loss [t 95%]"] + [_ci(r["mean"]) + (f" (lr {r['cell'].lr:g})" if r["cell"].lr else "")
                                                      for r in rows])
-            table.append([f"{arm}: this − next deeper [Welch 95%]"] + [_ci(r["diff_next"]) for r in rows])
+            for key, name in METHODS:
+                table.append([f"{arm}: this − next deeper [{name} 95%]"] + [_ci(r[key]) for r in rows])
         lines += [markdown_table(header, table), ""]
         for arm, _, _ in ARMS:
             rows = groups[(i + 1, arm)]
@@ -175,11 +198,13 @@ def level_lines(exp: dict, groups: dict) -> list[str]:
             if compared < 2:
                 lines += [f"- {arm}: fewer than 2 shapes with every test seed finished: not compared yet.", ""]
                 continue
-            found = worse_than_neighbours(rows)
-            lines += [f"- {arm} ({compared} of {len(rows)} shapes complete): "
-                      + ("; ".join(found) + "." if found else
-                         "no shape is worse than a neighbour beyond the seed noise (every Welch 95% interval "
-                         "of a neighbouring difference includes 0 or favours the shape)."), ""]
+            for key, name in METHODS:
+                found = worse_than_neighbours(rows, key)
+                lines += [f"- {arm}, {name} ({compared} of {len(rows)} shapes complete): "
+                          + ("; ".join(found) + "." if found else
+                             f"no shape is worse than a neighbour beyond the seed noise (every {name} 95% "
+                             "interval of a neighbouring difference includes 0 or favours the shape).")]
+            lines += [""]
     return lines
 
 
@@ -200,7 +225,7 @@ def write_report(exp: dict, source: str, out: Path, seed: int = 0) -> Path:
     sigma, dof = dc.seed_noise([dc.Point(c.arm, c.shape["width"], c.shape["depth"], None, c.lr, c.losses)
                                 for c in got if c.arm == "SP"])
     curves = lr_rows(exp, losses, sigma, dof)
-    fitted = law_results(exp, [c for c in got if c.complete and len(c.losses) == n_seeds], seed=seed)
+    fitted = law_results(exp, got, seed=seed)
     todo = [r for r in dvs.plan(exp, losses) if r.name not in losses]
     done = sum(1 for r in dvs.plan(exp, losses) if r.name in losses)
     wall = sum(float(s.get("wall_time_s") or 0) for s in summaries.values())
@@ -216,14 +241,19 @@ def write_report(exp: dict, source: str, out: Path, seed: int = 0) -> Path:
         plot(exp, groups, local_out / "loss_vs_depth.png")
     lines = header_lines(exp, source, out, done, todo, wall, len(summaries))
     lines += ["## Loss against depth at fixed N and T", "",
-              f"Mean over the test seeds {exp['seeds']} with its Student-t 95% interval (n − 1 dof); the "
-              "difference to the next deeper shape with Welch's 95% interval (unequal variances; it "
-              "ignores that shapes at one seed share that seed's corpus, so it is conservative). A shape "
-              "is 'worse than a neighbour beyond the seed noise' when that interval excludes 0; the "
+              f"Mean over the test seeds {exp['seeds']} with its Student-t 95% interval (n − 1 dof). The "
+              "difference to the next deeper shape twice: Welch's 95% interval (unequal variances, "
+              "unpaired) and the paired t interval of the seed-by-seed differences (n − 1 dof). A seed "
+              "draws the corpus and the held-out batches, so its effect is shared by every shape at that "
+              "seed: the paired interval removes it, Welch's counts it as noise (conservative). A shape "
+              "is 'worse than a neighbour beyond the seed noise' when the interval excludes 0; the "
               "comparisons are not corrected for multiplicity.", ""]
     lines += level_lines(exp, groups)
     lines += laws.report_lines(fitted, setting=(
-        "N = non-embedding parameters (the study's design variable); T = "
+        "rows are seed-centred: each loss minus its seed's mean over the level's complete cells plus the "
+        "level's mean, which removes the seed's shared effect (its corpus and held-out batches) and "
+        "leaves n − 1 free values per seed and level (a slight negative correlation the bootstrap "
+        "ignores); N = non-embedding parameters (the study's design variable); T = "
         f"{exp['tokens_per_param']:g} N at every cell, so the capacity term carries the data term"))
     lines += lr_lines(exp, curves, sigma, dof)
     if todo:

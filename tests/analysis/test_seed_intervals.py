@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from depthdelusion.analysis.seed_intervals import t_interval, welch_interval
+from depthdelusion.analysis.seed_intervals import paired_interval, t_interval, welch_interval
 
 
 def test_the_t_interval_of_three_seeds_is_scipys_one_sample_interval():
@@ -39,3 +39,18 @@ def test_with_three_seeds_the_t_interval_covers_at_its_nominal_rate_and_the_boot
     # 2000 draws: the t coverage is 0.95 within ±0.015 (3 binomial SDs); the bootstrap's is far below
     assert abs(t_cover - 0.95) < 0.015
     assert boot_cover < 0.85
+
+
+def test_the_paired_interval_is_scipys_related_samples_interval_and_removes_a_shared_seed_effect():
+    seed_effect = np.array([0.06, 0.0, -0.05])  # each seed's corpus moves both conditions alike
+    a = list(1.50 + seed_effect + [0.002, -0.001, 0.0])
+    b = list(1.48 + seed_effect + [-0.001, 0.001, 0.001])
+    got = paired_interval(a, b)
+    ci = stats.ttest_rel(a, b).confidence_interval(0.95)
+    assert (got.lo, got.hi) == pytest.approx((ci.low, ci.high), rel=1e-12)
+    assert got.lo > 0 and welch_interval(a, b).lo < 0  # the 0.02 gap: seen paired, lost unpaired
+
+
+def test_a_paired_interval_needs_pairs():
+    with pytest.raises(ValueError, match="equal counts"):
+        paired_interval([1.0, 2.0], [1.0])

@@ -233,3 +233,30 @@ def test_a_shape_gets_its_test_seeds_before_the_next_deeper_shape_starts_its_gri
     first = lambda prefix, seed: next(i for i, n in enumerate(order) if n.startswith(prefix) and f"_s{seed}_" in n)  # noqa: E731
     assert first("sp_w32_d1_", 1) < first("sp_w16_d4_", 0)  # a partial level has whole shallow cells
     assert first("sp_w16_d4_", 3) < first("sp_w32_d2_", 0)  # and level 1 is whole before level 2
+
+
+SEED_EFFECT = (0.06, 0.0, -0.05)  # what each test seed's corpus does to every shape alike
+
+
+def cells_with_a_seed_effect(shape_loss: dict) -> list:
+    noise = np.random.default_rng(1).normal(0, 0.002, (len(shape_loss), 3))
+    return [report.Cell(1, "SP", {"width": w, "depth": d, "params": 1000, "steps": 1, "tokens": 1}, 0.01,
+                        tuple(loss + e + z for e, z in zip(SEED_EFFECT, noise[i])))
+            for i, ((w, d), loss) in enumerate(shape_loss.items())]
+
+
+def test_a_seed_effect_shared_by_every_shape_hides_a_bump_from_welch_but_not_from_the_paired_interval():
+    got = cells_with_a_seed_effect({(64, 2): 1.50, (48, 4): 1.53, (32, 8): 1.50, (24, 14): 1.51})
+    rows = report.neighbour_rows(got, 3)
+    assert report.worse_than_neighbours(rows, "welch") == []
+    (found, *_) = report.worse_than_neighbours(rows, "paired")
+    assert found.startswith("48×4") and "worse than both neighbours" in found
+
+
+def test_seed_centring_removes_the_shared_seed_effect_and_keeps_the_shape_differences():
+    shape_loss = {(64, 2): 1.50, (48, 4): 1.53, (32, 8): 1.50, (24, 14): 1.51}
+    got = cells_with_a_seed_effect(shape_loss)
+    centred = report.seed_centred(got)
+    for (c, xs), loss in zip(centred, shape_loss.values()):
+        assert np.std(xs, ddof=1) < 0.005  # the 0.055 seed SD is gone; the 0.002 noise stays
+        assert np.mean(xs) == pytest.approx(np.mean(c.losses))  # each cell's mean is kept
