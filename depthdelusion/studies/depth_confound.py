@@ -27,7 +27,7 @@ import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from depthdelusion.config import Config, from_dict, read_yaml
+from depthdelusion.config import Config, from_dict
 from depthdelusion.studies import planned_runs
 from depthdelusion.studies.lr_grid import LrFit, extend_lr_grid, fit_lr_curve, grid_optimum  # noqa: F401 (LrFit: re-exported)
 
@@ -49,16 +49,7 @@ class Run(NamedTuple):
 
 def load_experiment(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"experiment file not found: {path}")
-    raw = read_yaml(path) or {}
-    missing = [k for k in KEYS if k not in raw]
-    if missing:
-        raise ValueError(f"{path}: missing keys {', '.join(missing)} (needs {', '.join(KEYS)})")
-    unknown = sorted(set(raw) - set(KEYS) - set(OPTIONAL_KEYS))
-    if unknown:
-        raise ValueError(f"{path}: unknown keys {', '.join(unknown)}; valid keys are "
-                         f"{', '.join(KEYS + OPTIONAL_KEYS)}")
+    raw = planned_runs.read_experiment(path, KEYS, OPTIONAL_KEYS)
     if not isinstance(raw.get("law_replicates", 0), int) or raw.get("law_replicates", 0) < 0:
         raise ValueError(f"{path}: law_replicates={raw['law_replicates']!r}: need a whole number >= 0")
     lrs = sorted(float(x) for x in raw["lrs"])

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from depthdelusion.config import Config, from_dict, read_yaml
+from depthdelusion.config import Config, from_dict
 from depthdelusion.studies import planned_runs
 from depthdelusion.studies.depth_confound import Run, make_run
 from depthdelusion.studies.lr_grid import extend_lr_grid, grid_optimum
@@ -38,16 +38,7 @@ def load_experiment(path: str | Path) -> dict[str, Any]:
     """The experiment, validated (every error one line naming the key), with each level's shapes
     resolved: {"width", "depth", "params" (non-embedding), "steps", "tokens"}."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"experiment file not found: {path}")
-    raw = read_yaml(path) or {}
-    missing = [k for k in KEYS if k not in raw]
-    if missing:
-        raise ValueError(f"{path}: missing keys {', '.join(missing)} (needs {', '.join(KEYS)})")
-    unknown = sorted(set(raw) - set(KEYS) - set(OPTIONAL_KEYS))
-    if unknown:
-        raise ValueError(f"{path}: unknown keys {', '.join(unknown)}; valid keys are "
-                         f"{', '.join(KEYS + OPTIONAL_KEYS)}")
+    raw = planned_runs.read_experiment(path, KEYS, OPTIONAL_KEYS)
     if not isinstance(raw["base"], dict):
         raise ValueError(f"{path}: base: need a run configuration (sections model, data, train)")
     fixed = sorted(set(raw["base"].get("train") or {}) & set(PER_SHAPE))
