@@ -46,8 +46,8 @@ def cells(exp: dict, losses: dict[str, float]) -> list[Cell]:
 def neighbour_rows(group: list[Cell], n_seeds: int) -> list[dict]:
     """One row per cell of a level's arm (depth order): mean with its t interval, and the
     difference to the next deeper shape by Welch's interval ("welch") and by the paired t over
-    seeds ("paired": a seed draws the corpus and the held-out batches, which move every shape
-    alike); only cells with all `n_seeds` finished are compared."""
+    seeds ("paired": a seed draws the corpus and the held-out batches, which may move every
+    shape alike); only cells with all `n_seeds` finished are compared."""
     from depthdelusion.analysis.seed_intervals import paired_interval, t_interval, welch_interval
 
     full = [c.complete and len(c.losses) == n_seeds for c in group]
@@ -91,7 +91,8 @@ def law_results(exp: dict, all_cells: list[Cell], *, seed: int = 0) -> list:
     """Per arm, the laws of `depth_confound_laws` fitted to every test seed of every complete
     cell over all levels, N = non-embedding parameters. T = tokens_per_param · N at every cell,
     so the capacity term A·N^−α carries the data term too (no separate T term). Each seed's
-    effect on a level (its corpus and held-out batches move every shape alike) is removed first:
+    shared effect on a level (its corpus and held-out batches may move every shape alike) is
+    removed first:
     a row is its loss minus its seed's mean over the level's complete cells plus the level's
     mean (`seed_centred`)."""
     from depthdelusion.studies import depth_confound_laws as laws
@@ -244,14 +245,14 @@ def write_report(exp: dict, source: str, out: Path, seed: int = 0) -> Path:
               f"Mean over the test seeds {exp['seeds']} with its Student-t 95% interval (n − 1 dof). The "
               "difference to the next deeper shape twice: Welch's 95% interval (unequal variances, "
               "unpaired) and the paired t interval of the seed-by-seed differences (n − 1 dof). A seed "
-              "draws the corpus and the held-out batches, so its effect is shared by every shape at that "
-              "seed: the paired interval removes it, Welch's counts it as noise (conservative). A shape "
+              "draws the corpus and the held-out batches, which may move every shape at that seed alike: "
+              "the paired interval removes such a shared effect, Welch's counts it as noise. A shape "
               "is 'worse than a neighbour beyond the seed noise' when the interval excludes 0; the "
               "comparisons are not corrected for multiplicity.", ""]
     lines += level_lines(exp, groups)
     lines += laws.report_lines(fitted, setting=(
         "rows are seed-centred: each loss minus its seed's mean over the level's complete cells plus the "
-        "level's mean, which removes the seed's shared effect (its corpus and held-out batches) and "
+        "level's mean, which removes a seed's shared effect (its corpus and held-out batches), if any, and "
         "leaves n − 1 free values per seed and level (a slight negative correlation the bootstrap "
         "ignores); N = non-embedding parameters (the study's design variable); T = "
         f"{exp['tokens_per_param']:g} N at every cell, so the capacity term carries the data term"))
