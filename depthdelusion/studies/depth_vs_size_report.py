@@ -323,7 +323,7 @@ def plot(exp: dict, groups: dict, path: Path) -> None:
         ax.set_xlabel("depth D (width W)")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    axes[0][0].set_ylabel(f"{exp['metric']} (nats/byte), mean, t 95% over seeds")
+    axes[0][0].set_ylabel(f"{exp['metric']} (nats/byte)\nmean, t 95% over test seeds", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

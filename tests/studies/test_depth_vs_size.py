@@ -191,17 +191,18 @@ def test_a_finished_study_reports_each_cell_with_its_t_interval_and_records_how_
     assert (out / "loss_vs_depth.png").stat().st_size > 0
 
 
-def test_the_command_trains_real_runs_and_labels_a_partial_study(tmp_path, capsys):
+def test_the_command_trains_a_real_run_and_labels_a_partial_study(tmp_path, capsys):
     from depthdelusion import cli
 
-    path = write_experiment(tmp_path, tokens_per_param=0.04)  # 4-8 steps a run
+    path = write_experiment(tmp_path, tokens_per_param=0.04)  # 4 steps
     out = tmp_path / "study"
-    assert cli.main(["depth-vs-size", str(path), "--out", str(out), "--max-runs", "2"]) == 0
-    finished = [p for p in (out / "runs").iterdir() if p.is_dir() and rundir.status(p) == "finished"]
-    assert len(finished) == 2 and all("_s0_" in p.name for p in finished)  # grids first, tuning seed
-    assert math.isfinite(rundir.read_summary(finished[0])["eval_loss"])
+    assert cli.main(["depth-vs-size", str(path), "--out", str(out), "--max-runs", "1"]) == 0
+    (run_dir,) = [p for p in (out / "runs").iterdir() if p.is_dir()]
+    assert rundir.status(run_dir) == "finished" and "_s0_" in run_dir.name  # a grid run, tuning seed
+    summary = rundir.read_summary(run_dir)
+    assert math.isfinite(summary["eval_loss"]) and summary["tokens"] == 4 * 8 * 16
     text = (out / "report.md").read_text()
-    assert "PARTIAL RESULT" in text and "2 of the" in text
+    assert "PARTIAL RESULT" in text and "1 of the" in text
 
 
 def test_a_run_that_fails_is_tried_once_per_invocation_not_again_and_again(tmp_path):
