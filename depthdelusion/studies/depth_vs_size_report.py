@@ -1,6 +1,6 @@
 """The depth-vs-size study's report: per level and arm, the loss of every shape over the test
-seeds with its Student-t interval, Welch intervals on the differences between neighbouring
-shapes (in depth order), which shapes are worse than a neighbour beyond the seed noise, the
+seeds with its Student-t interval, Welch and paired-t intervals on the differences between
+neighbouring shapes (in depth order), which shapes are worse than a neighbour beyond the seed noise, the
 laws with the calibrated kink-vs-smooth test (`depth_confound_laws`), the lr grids, and a figure.
 Works on a partial study (labelled partial): only cells with every test seed finished are
 compared. Also the `depth-vs-size` command (train, then report)."""
@@ -155,6 +155,13 @@ def _ci(m, digits: int = 4) -> str:
     return f"{m.estimate:.{digits}f} [{m.lo:.{digits}f}, {m.hi:.{digits}f}]"
 
 
+def _cell_text(row: dict) -> str:
+    c = row["cell"]
+    diverged = sum(1 for x in c.losses if not math.isfinite(x))
+    text = f"diverged at {diverged} of {len(c.losses)} seeds" if diverged else _ci(row["mean"])
+    return text + (f" (lr {c.lr:g})" if c.lr else "")
+
+
 def point_rows(groups: dict, n_seeds: int) -> list[dict]:
     """points.csv: one row per level × arm × shape."""
     out = []
@@ -188,8 +195,7 @@ def level_lines(exp: dict, groups: dict) -> list[str]:
         table = [["N (non-emb.) / steps / tokens"] + [f"{s['params']:,} / {s['steps']} / {s['tokens']:,}" for s in shapes]]
         for arm, _, _ in ARMS:
             rows = groups[(i + 1, arm)]
-            table.append([f"{arm}: loss [t 95%]"] + [_ci(r["mean"]) + (f" (lr {r['cell'].lr:g})" if r["cell"].lr else "")
-                                                     for r in rows])
+            table.append([f"{arm}: loss [t 95%]"] + [_cell_text(r) for r in rows])
             for key, name in METHODS:
                 table.append([f"{arm}: this − next deeper [{name} 95%]"] + [_ci(r[key]) for r in rows])
         lines += [markdown_table(header, table), ""]

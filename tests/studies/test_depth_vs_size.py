@@ -261,3 +261,14 @@ def test_seed_centring_removes_the_shared_seed_effect_and_keeps_the_shape_differ
     for (c, xs), loss in zip(centred, shape_loss.values()):
         assert np.std(xs, ddof=1) < 0.005  # the 0.055 seed SD is gone; the 0.002 noise stays
         assert np.mean(xs) == pytest.approx(np.mean(c.losses))  # each cell's mean is kept
+
+
+def test_a_cell_with_a_diverged_seed_is_shown_as_such_and_left_out_of_the_comparisons(tmp_path):
+    exp = dvs.load_experiment(write_experiment(tmp_path, levels=EXPERIMENT["levels"][:1]))
+    sp = cells_with_a_seed_effect({(32, 1): 1.50, (16, 4): 1.53})
+    sp[1] = sp[1]._replace(losses=(sp[1].losses[0], math.inf, sp[1].losses[2]))
+    groups = {(1, "SP"): report.neighbour_rows(sp, 3),
+              (1, "CompleteP"): report.neighbour_rows([c._replace(arm="CompleteP") for c in sp], 3)}
+    text = "\n".join(report.level_lines(exp, groups))
+    assert "diverged at 1 of 3 seeds" in text
+    assert groups[(1, "SP")][0]["welch"] is None and "fewer than 2 shapes with every test seed" in text
