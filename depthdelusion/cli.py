@@ -45,6 +45,8 @@ COMMANDS = (
      "SP at one lr vs SP tuned per shape vs CompleteP transferred, per depth x width; report"),
     ("public-shapes", "depthdelusion.studies.public_shapes_report:run_command",
      "the critical-depth law tested on the Gemstones suite (tables by name); report.md, CSVs"),
+    ("depth-vs-size", "depthdelusion.studies.depth_vs_size_report:run_command",
+     "depth traded against width at fixed non-embedding parameters and tokens; report"),
     ("report", "depthdelusion.analysis.commands:run_report",
      "fit the laws and write the analysis report (md, tex, csv, png); no JAX needed"),
     ("fit", "depthdelusion.analysis.commands:run_fit",
@@ -453,10 +455,10 @@ def _depth_confound(p):
             "downloaded and cached (DEPTHDELUSION_TABLES_URL, DEPTHDELUSION_CACHE).")
 def _public_shapes(p):
     add_out(p)
-    p.add_argument("--bootstrap", type=COUNT, default=1000, help="cluster-bootstrap refits per law (default 1000)")
-    p.add_argument("--replicates", type=COUNT, default=200,
-                   help="parametric-bootstrap replicates per test (default 200; 0: Davies' bound, no kink test)")
-    p.add_argument("--seed", type=COUNT, default=0, help=SEED_HELP + " (default 0)")
+    p.add_argument("--bootstrap", type=COUNT, default=LIBRARY_DEFAULT, help="cluster-bootstrap refits per law")
+    p.add_argument("--replicates", type=COUNT, default=LIBRARY_DEFAULT,
+                   help="parametric-bootstrap replicates per test (0: Davies' bound, no kink test)")
+    p.add_argument("--seed", type=COUNT, default=LIBRARY_DEFAULT, help=SEED_HELP)
     p.add_argument("--tables", default="gemstones,gemstones_cooldown",
                    help="tables fitted, comma-separated (default gemstones,gemstones_cooldown)")
     p.add_argument("--conventions", default="total,non_embedding",
@@ -465,6 +467,18 @@ def _public_shapes(p):
                    "must include chinchilla)")
     p.add_argument("--no-lr-interaction", dest="lr_interaction", action="store_false",
                    help="skip the learning-rate comparison (gemstones vs gemstones_lr_half)")
+@_arguments("depth-vs-size", "The depth-vs-size study (e.g. experiments/depth_vs_size.yaml): at "
+            "fixed non-embedding parameters and tokens, shapes from deep-narrow to shallow-wide; SP "
+            "tuned per shape on a tuning seed, CompleteP transferred from each level's base shape. "
+            "Plans and trains its runs under DIR/runs (finished skipped, unfinished resumed), then "
+            "writes report.md, points.csv, lr_curves.csv and loss_vs_depth.png (a partial study is "
+            "labelled partial).")
+def _depth_vs_size(p):
+    p.add_argument("experiment", metavar="EXPERIMENT", help="YAML file: base, levels, tokens_per_param, "
+                   "warmup_fraction, match_tolerance, lrs, lr_bounds, tuning_seed, seeds, metric")
+    add_out(p)
+    p.add_argument("--max-runs", type=COUNT, default=None, help="train at most N runs this time")
+    p.add_argument("--report-only", action="store_true", help="train nothing; report what finished")
 
 
 @_arguments("report", "Fit the laws and write report.md, report.tex, CSVs and plots.")

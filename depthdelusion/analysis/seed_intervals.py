@@ -6,6 +6,8 @@ t covers at its nominal rate when the seed noise is Gaussian. So:
 
 - a mean over seeds: Student's t on n − 1 degrees of freedom;
 - a difference of two means: Welch's t with the Welch–Satterthwaite degrees of freedom;
+- a difference of two conditions that share each seed (its data, its held-out batches): the
+  paired t on the seed-by-seed differences, in which the seed's own effect cancels;
 - a ratio of two independent estimates: Fieller's interval (unbounded when the denominator is
   not distinguishable from 0 at the same level);
 - a law fitted to seed rows against the seed noise: the lack-of-fit F test (the spread of the
@@ -87,6 +89,14 @@ def welch_interval(a, b, level: float = LEVEL) -> Interval:
     df = welch_df(sa, len(a) - 1, sb, len(b) - 1)
     h = _t_quantile(df, level) * se
     return Interval(ma - mb, se, ma - mb - h, ma - mb + h, df, level)
+
+
+def paired_interval(a, b, level: float = LEVEL) -> Interval:
+    """mean(a − b) over pairs (a[i], b[i] at the same seed) with the t interval of the
+    differences (n − 1 df)."""
+    if len(a) != len(b):
+        raise ValueError(f"paired interval: {len(a)} and {len(b)} values; pairs need equal counts")
+    return mean_interval([x - y for x, y in zip(a, b)], level)
 
 
 def welch_p(a, b) -> float:

@@ -27,7 +27,9 @@ import math
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from depthdelusion.config import Config, from_dict, read_yaml
+from depthdelusion.config import Config, from_dict
+from depthdelusion.studies import planned_runs
+from depthdelusion.studies.lr_grid import LrFit, extend_lr_grid, fit_lr_curve, grid_optimum  # noqa: F401 (LrFit: re-exported)
 
 KEYS = ("base", "widths", "depths", "lrs", "lr_bounds", "seeds", "arm_a_depth", "completep",
         "iso_flop", "metric")
@@ -47,16 +49,7 @@ class Run(NamedTuple):
 
 def load_experiment(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"experiment file not found: {path}")
-    raw = read_yaml(path) or {}
-    missing = [k for k in KEYS if k not in raw]
-    if missing:
-        raise ValueError(f"{path}: missing keys {', '.join(missing)} (needs {', '.join(KEYS)})")
-    unknown = sorted(set(raw) - set(KEYS) - set(OPTIONAL_KEYS))
-    if unknown:
-        raise ValueError(f"{path}: unknown keys {', '.join(unknown)}; valid keys are "
-                         f"{', '.join(KEYS + OPTIONAL_KEYS)}")
+    raw = planned_runs.read_experiment(path, KEYS, OPTIONAL_KEYS)
     if not isinstance(raw.get("law_replicates", 0), int) or raw.get("law_replicates", 0) < 0:
         raise ValueError(f"{path}: law_replicates={raw['law_replicates']!r}: need a whole number >= 0")
     lrs = sorted(float(x) for x in raw["lrs"])
@@ -105,23 +98,10 @@ def trained_as(exp: dict, p: str, width: int, depth: int) -> str:
 
 
 def _grid_lrs(exp: dict, losses: dict[str, float], p: str, w: int, d: int, seed: int) -> tuple[list[float], bool]:
-    """The lrs of one shape's grid: the initial grid, extended by a factor 2 beyond whichever
-    edge holds the best loss, until the best is interior or the lr bounds are reached. Returns
-    (lrs, settled): settled once every lr of the grid has a result and no extension is due."""
+    """The lrs of one shape's grid (`lr_grid.extend_lr_grid` from `lrs` within `lr_bounds`) and
+    whether it is settled."""
     p = trained_as(exp, p, w, d)
-    lrs = list(exp["lrs"])
-    low, high = exp["lr_bounds"]
-    while True:
-        names = [run_name(p, w, d, lr, seed) for lr in lrs]
-        if any(n not in losses for n in names):
-            return lrs, False
-        best = min(range(len(lrs)), key=lambda i: losses[names[i]])
-        if best == 0 and lrs[0] / 2 >= low * (1 - 1e-9):
-            lrs.insert(0, lrs[0] / 2)
-        elif best == len(lrs) - 1 and lrs[-1] * 2 <= high * (1 + 1e-9):
-            lrs.append(lrs[-1] * 2)
-        else:
-            return lrs, True
+    return extend_lr_grid(exp["lrs"], exp["lr_bounds"], lambda lr: losses.get(run_name(p, w, d, lr, seed)))
 
 
 def tuned_lr(exp: dict, losses: dict[str, float], p: str, w: int, d: int) -> float | None:
@@ -133,10 +113,7 @@ def tuned_lr(exp: dict, losses: dict[str, float], p: str, w: int, d: int) -> flo
     if not settled:
         return None
     p = trained_as(exp, p, w, d)
-    curve = [(lr, losses[run_name(p, w, d, lr, seed)]) for lr in lrs]
-    fit = fit_lr_curve(curve)
-    target = fit.log_lr if fit.identified else math.log(min(curve, key=lambda c: c[1])[0])
-    return min(lrs, key=lambda lr: abs(math.log(lr) - target))
+    return grid_optimum([(lr, losses[run_name(p, w, d, lr, seed)]) for lr in lrs])
 
 
 def iso_flop_steps(exp: dict, depth: int) -> int | None:
@@ -207,140 +184,19 @@ def plan(exp: dict, losses: dict[str, float]) -> list[Run]:
     return list(dict.fromkeys(out))  # runs two arms share, once
 
 
-# ---------------------------------------------------------------------------- lr-curve fit
-ASYMMETRY = 4.0  # a neighbour rising this many times more than the other: the parabola is flagged
-
-
-class LrFit(NamedTuple):
-    """Quadratic fit of the loss in x = ln lr over the points around the grid's best."""
-
-    identified: bool  # a minimum exists (positive curvature) and lies within the fitted points
-    log_lr: float  # ln lr at the vertex (the grid's best where not identified)
-    log_lr_ci: tuple[float, float]
-    loss: float  # the fitted loss at the vertex (the grid's best where not identified)
-    loss_ci: tuple[float, float]
-    points: int
-    note: str
-
-
-def fit_lr_curve(curve: list[tuple[float, float]], sigma: float | None = None, dof: int | None = None) -> LrFit:
-    """Fit loss = c + b x + a x^2 (x = ln lr) through the grid's best point and its neighbour on
-    each side (finite losses only): a wider window lets the steep side of an asymmetric curve
-    (divergence just above the optimum) drag the vertex away from the best lr. 95% intervals on
-    the vertex x* = -b/2a (Fieller's) and the loss there (delta method), with t quantiles and the
-    noise sigma from seed replicates (`sigma`, `dof`); without replicates there is no interval."""
-    from scipy import stats
-    import numpy as np
-
-    pts = sorted((math.log(lr), y) for lr, y in curve if math.isfinite(y))
-    if not pts:
-        return LrFit(False, math.nan, (math.nan, math.nan), math.nan, (math.nan, math.nan), 0, "no finite loss")
-    best = min(range(len(pts)), key=lambda i: pts[i][1])
-    window = pts[max(0, best - 1): best + 2]
-    x_best, y_best = pts[best]
-    if len(window) < 3 or best in (0, len(pts) - 1):
-        note = "best lr at the grid's edge: a bound" if best in (0, len(pts) - 1) else "fewer than 3 points"
-        return LrFit(False, x_best, (math.nan, math.nan), y_best, (math.nan, math.nan), len(window), note)
-    x = np.array([p[0] for p in window])
-    y = np.array([p[1] for p in window])
-    xc = x - x_best  # centred for conditioning
-    X = np.stack([np.ones_like(xc), xc, xc ** 2], axis=1)
-    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
-    c, b, a = coef
-    if not a > 0:
-        return LrFit(False, x_best, (math.nan, math.nan), y_best, (math.nan, math.nan), len(window),
-                     "no positive curvature")
-    v = -b / (2 * a)
-    if not (xc.min() <= v <= xc.max()):
-        return LrFit(False, x_best, (math.nan, math.nan), y_best, (math.nan, math.nan), len(window),
-                     "vertex outside the fitted points")
-    if sigma is None:
-        sigma, dof = math.nan, None
-    cov = sigma ** 2 * np.linalg.inv(X.T @ X)
-    t = float(stats.t.ppf(0.975, dof)) if dof and dof > 0 else math.nan
-    v_ci = _fieller_vertex(a, b, cov, t)
-    # the loss at the vertex f = c - b^2/4a: delta method, gradient w.r.t. (c, b, a)
-    gf = np.array([1.0, -b / (2 * a), b * b / (4 * a * a)])
-    sf = math.sqrt(gf @ cov @ gf)
-    f = c - b * b / (4 * a)
-    rise = sorted([y[0] - y_best, y[2] - y_best])
-    note = ""
-    if rise[0] > 0 and rise[1] > ASYMMETRY * rise[0]:
-        # one neighbour near divergence: a parabola cannot follow both sides, its vertex and the
-        # loss there are pulled by the steep one (the loss at the vertex can fall below every
-        # observed loss); what the grid shows for sure is the bracket between the neighbours
-        note = (f"asymmetric: one side rises {rise[1] / rise[0]:.0f}× more (near divergence), so "
-                f"the parabola is a poor model here; lr* lies between {math.exp(x[0]):.3g} and "
-                f"{math.exp(x[2]):.3g}, and a finer grid would locate it")
-    return LrFit(True, x_best + v, (x_best + v_ci[0], x_best + v_ci[1]), f, (f - t * sf, f + t * sf),
-                 len(window), note)
-
-
-def _fieller_vertex(a: float, b: float, cov, t: float) -> tuple[float, float]:
-    """Fieller's interval for the vertex v = -b/2a: the v with (b + 2av)^2 <= t^2 Var(b + 2av),
-    exact for normal noise of known variance (the delta method under-covers a ratio). Unbounded
-    (-inf, inf) when the curvature is not distinguishable from 0."""
-    if not math.isfinite(t) or not all(math.isfinite(x) for x in cov.ravel()):
-        return (math.nan, math.nan)
-    vbb, vab, vaa = cov[1, 1], cov[1, 2], cov[2, 2]
-    qa = 4 * (a * a - t * t * vaa)
-    qb = 4 * (a * b - t * t * vab)
-    qc = b * b - t * t * vbb
-    disc = qb * qb - 4 * qa * qc
-    if qa <= 0 or disc < 0:
-        return (-math.inf, math.inf)
-    root = math.sqrt(disc)
-    return ((-qb - root) / (2 * qa), (-qb + root) / (2 * qa))
-
-
 # --------------------------------------------------------------------------------- running
 def results(exp: dict, runs_dir: Path) -> tuple[dict[str, float], dict[str, dict]]:
     """(metric per finished or failed run: +inf for failed or non-finite, its summary)."""
-    from depthdelusion import rundir
-
-    metric = exp["metric"]
-    losses: dict[str, float] = {}
-    summaries: dict[str, dict] = {}
-    if not runs_dir.is_dir():
-        return losses, summaries
-    for run_dir in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
-        try:
-            summary = rundir.read_summary(run_dir)
-        except ValueError:
-            continue
-        if not summary:
-            continue
-        status = summary.get("status")
-        value = summary.get(metric)
-        if status == "finished":
-            losses[run_dir.name] = float(value) if isinstance(value, (int, float)) and math.isfinite(value) else math.inf
-            summaries[run_dir.name] = summary
-        elif status == "failed" and "non-finite" in str(summary.get("error", "")):
-            losses[run_dir.name] = math.inf  # diverged: an lr too high, a result; other failures are retried
-            summaries[run_dir.name] = summary
-    return losses, summaries
+    return planned_runs.results(exp["metric"], runs_dir)
 
 
 def train(exp: dict, source: str, out: Path, *, max_runs: int | None = None, batch: int = 2,
           log=print, train_fn=None) -> tuple[int, bool]:
     """Plan, train up to `batch` unfinished runs, plan again, until nothing is left or
     `max_runs` were trained. Returns (runs trained, preempted)."""
-    from depthdelusion.studies.lr_transfer import train_runs
-
-    runs_dir = out / "runs"
-    trained = 0
-    while max_runs is None or trained < max_runs:
-        losses, _ = results(exp, runs_dir)
-        todo = [r for r in plan(exp, losses) if r.name not in losses]
-        if not todo:
-            return trained, False
-        take = todo[:batch if max_runs is None else min(batch, max_runs - trained)]
-        chosen = [(r.name, run_config(exp, r)) for r in take]
-        rows = train_runs(chosen, [], source, out, log, train_fn)
-        trained += len(take)
-        if any(r["status"] == "preempted" for r in rows):
-            return trained, True
-    return trained, False
+    return planned_runs.train_planned(lambda losses: plan(exp, losses), lambda r: run_config(exp, r),
+                                      exp["metric"], source, out, max_runs=max_runs, batch=batch,
+                                      log=log, train_fn=train_fn)
 
 
 # ---------------------------------------------------------------------------------- report

@@ -70,17 +70,19 @@ def csv_rows(results: list[ArmLaws]) -> list[dict]:
     return rows
 
 
-def report_lines(results: list[ArmLaws]) -> list[str]:
+def report_lines(results: list[ArmLaws], setting: str | None = None) -> list[str]:
     """The report's section: per arm the three fits (value or status, profile interval) and the
-    two verdict sentences, then the assumptions they rest on."""
+    two verdict sentences, then the assumptions they rest on. `setting` says what N and T are
+    (by default the depth-confound study's: total parameters, one token budget)."""
     from depthdelusion.analysis.fit_result import format_estimate
     from depthdelusion.analysis.report_tables import param_interval
     from depthdelusion.analysis.tables import markdown_table
 
-    lines = ["## Laws per arm (equal tokens)", "",
+    lines = ["## Laws per arm" + ("" if setting else " (equal tokens)"), "",
              f"Fitted to every finished seed of the arm's reported points (rows = seeds), least squares; "
-             f"N = total parameters (embeddings included); one token budget, so the token term is absorbed "
-             f"into E. Intervals: profile likelihood (F-calibrated at these sizes). Tests: λ = 0 by a "
+             + (setting or "N = total parameters (embeddings included); one token budget, so the token term "
+                "is absorbed into E") + ". "
+             f"Intervals: profile likelihood (F-calibrated at these sizes). Tests: λ = 0 by a "
              f"parametric bootstrap from the `{BASELINE}` fit and the kink (`{KINK}`) against the smooth "
              f"`{SMOOTH}` by a parametric bootstrap from the smooth fit"
              + (f", {results[0].replicates} replicates each, seed 0" if results else "") + ". n.i. = not identified (no estimate printed; its interval is the range the data allow).", ""]

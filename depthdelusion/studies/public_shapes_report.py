@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from depthdelusion.analysis.fit_options import BOOTSTRAP
 from depthdelusion.analysis.tables import csv_text, markdown_table
 
 from . import public_shapes as study
@@ -68,7 +69,7 @@ def _figure(out: Path, rows) -> str:
     return "audit.png: each shape's excess loss over chinchilla against the paper's D / D_crit"
 
 
-def run_command(*, out: str, bootstrap: int = 1000, replicates: int = 200, seed: int = 0,
+def run_command(*, out: str, bootstrap: int = BOOTSTRAP, replicates: int = 200, seed: int = 0,
                 tables: str = ",".join(study.FITTED_TABLES), conventions: str = ",".join(study.CONVENTIONS),
                 laws: str | None = None, lr_interaction: bool = True) -> int:
     """`depthdelusion public-shapes`."""

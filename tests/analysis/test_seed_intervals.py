@@ -6,8 +6,10 @@ import math
 import numpy as np
 import pytest
 
+from scipy import stats
+
 from depthdelusion.analysis.seed_intervals import (fieller_ratio, lack_of_fit, mean_interval,
-                                                   welch_interval)
+                                                   paired_interval, welch_interval)
 
 DRAWS = 4000  # binomial SE of a 95% coverage over 4000 draws: 0.0034
 TOL = 0.015   # > 4 binomial SEs
@@ -75,3 +77,36 @@ def test_no_depth_term_null_is_not_rejected_on_data_without_a_depth_term():
 def test_lack_of_fit_needs_more_cells_than_parameters():
     with pytest.raises(ValueError, match="more cells"):
         lack_of_fit([1, 1.1, 2, 2.1], [1, 1, 2, 2], ["a", "a", "b", "b"], k=3)
+
+
+def test_the_t_interval_of_three_seeds_is_scipys_one_sample_interval():
+    xs = [1.51, 1.48, 1.56]
+    got = mean_interval(xs)
+    ci = stats.ttest_1samp(xs, 0).confidence_interval(0.95)
+    assert (got.lo, got.hi) == pytest.approx((ci.low, ci.high), rel=1e-12)
+    assert got.estimate == pytest.approx(np.mean(xs)) and got.df == 2
+
+
+def test_the_welch_interval_is_scipys_unequal_variance_interval():
+    a, b = [1.51, 1.48, 1.56], [1.40, 1.47, 1.38, 1.45]
+    got = welch_interval(a, b)
+    ci = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    assert (got.lo, got.hi) == pytest.approx((ci.low, ci.high), rel=1e-12)
+    assert got.estimate == pytest.approx(np.mean(a) - np.mean(b))
+
+
+def test_the_paired_interval_is_scipys_related_samples_interval_and_removes_a_shared_seed_effect():
+    seed_effect = np.array([0.06, 0.0, -0.05])  # each seed's corpus moves both conditions alike
+    a = list(1.50 + seed_effect + [0.002, -0.001, 0.0])
+    b = list(1.48 + seed_effect + [-0.001, 0.001, 0.001])
+    got = paired_interval(a, b)
+    ci = stats.ttest_rel(a, b).confidence_interval(0.95)
+    assert (got.lo, got.hi) == pytest.approx((ci.low, ci.high), rel=1e-12)
+    assert got.lo > 0 and welch_interval(a, b).lo < 0  # the 0.02 gap: seen paired, lost unpaired
+
+
+def test_fewer_than_two_seeds_give_no_interval_and_a_paired_interval_needs_pairs():
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        mean_interval([1.5])
+    with pytest.raises(ValueError, match="equal counts"):
+        paired_interval([1.0, 2.0], [1.0])

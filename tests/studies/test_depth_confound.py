@@ -55,6 +55,7 @@ def synthetic_loss(cfg, noise_sd: float = 0.002) -> float:
 def synthetic_train(cfg, run_dir) -> dict:
     from depthdelusion.model_size import count_params
 
+    run_dir.mkdir(parents=True, exist_ok=True)  # as the trainer does
     summary = {"status": "finished", "eval_loss": synthetic_loss(cfg), "final_loss": 0.0,
                "wall_time_s": 1.0, "steps": cfg.train.steps, "params": count_params(cfg.model),
                "tokens": cfg.train.steps * cfg.train.batch_size * cfg.model.seq_len}

@@ -1,0 +1,81 @@
+"""The loop of a study whose runs are a pure function of its finished runs (depth confound,
+depth vs size): read what finished under OUT/runs, plan, train a few of the planned runs through
+the sweep runner (finished skipped, unfinished resumed, failed retried), plan again. A study
+supplies its planner (finished losses -> runs, each with a `.name`) and its run -> Config map.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+
+def read_experiment(path: str | Path, keys: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A study's experiment file: a YAML mapping with every one of `keys` and nothing but `keys`
+    and `optional` (an error names the keys missing or unknown)."""
+    from depthdelusion.config import read_yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"experiment file not found: {path}")
+    raw = read_yaml(path) or {}
+    missing = [k for k in keys if k not in raw]
+    if missing:
+        raise ValueError(f"{path}: missing keys {', '.join(missing)} (needs {', '.join(keys)})")
+    unknown = sorted(set(raw) - set(keys) - set(optional))
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {', '.join(unknown)}; valid keys are "
+                         f"{', '.join(keys + optional)}")
+    return raw
+
+
+def results(metric: str, runs_dir: Path) -> tuple[dict[str, float], dict[str, dict]]:
+    """(`metric` per finished or diverged run: +inf for a diverged or non-finite one, its summary)."""
+    from depthdelusion import rundir
+
+    losses: dict[str, float] = {}
+    summaries: dict[str, dict] = {}
+    if not runs_dir.is_dir():
+        return losses, summaries
+    for run_dir in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
+        try:
+            summary = rundir.read_summary(run_dir)
+        except ValueError:
+            continue
+        if not summary:
+            continue
+        status = summary.get("status")
+        value = summary.get(metric)
+        if status == "finished":
+            losses[run_dir.name] = float(value) if isinstance(value, (int, float)) and math.isfinite(value) else math.inf
+            summaries[run_dir.name] = summary
+        elif status == "failed" and "non-finite" in str(summary.get("error", "")):
+            losses[run_dir.name] = math.inf  # diverged: an lr too high, a result; other failures are retried
+            summaries[run_dir.name] = summary
+    return losses, summaries
+
+
+def train_planned(plan: Callable[[dict], list], config: Callable, metric: str, source: str, out: Path, *,
+                  max_runs: int | None = None, batch: int = 2, log=print, train_fn=None) -> tuple[int, bool]:
+    """Plan, train up to `batch` unfinished runs, plan again, until nothing is left or
+    `max_runs` were trained. A run that fails (other than by diverging) is tried once per
+    invocation: the next invocation retries it, and the runs that do not wait on it go on.
+    Returns (runs trained, preempted)."""
+    from depthdelusion.studies.lr_transfer import train_runs
+
+    runs_dir = out / "runs"
+    trained = 0
+    failed: set[str] = set()
+    while max_runs is None or trained < max_runs:
+        losses, _ = results(metric, runs_dir)
+        todo = [r for r in plan(losses) if r.name not in losses and r.name not in failed]
+        if not todo:
+            return trained, False
+        take = todo[:batch if max_runs is None else min(batch, max_runs - trained)]
+        chosen = [(r.name, config(r)) for r in take]
+        rows = train_runs(chosen, [], source, out, log, train_fn)
+        trained += len(take)
+        if any(r["status"] == "preempted" for r in rows):
+            return trained, True
+        failed |= {r["name"] for r in rows if r["status"] == "failed"}
+    return trained, False
