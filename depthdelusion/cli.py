@@ -441,8 +441,13 @@ def _lr_transfer(p):
             "writes report.md, points.csv, lr_curves.csv and loss_vs_depth.png (a partial study "
             "is labelled partial).")
 def _depth_confound(p):
-    p.add_argument("experiment", metavar="EXPERIMENT", help="YAML file: base, widths, depths, lrs, "
-                   "lr_bounds, seeds, arm_a_depth, completep, iso_flop, metric")
+    add_planned_study(p, "base, widths, depths, lrs, lr_bounds, seeds, arm_a_depth, completep, "
+                      "iso_flop, metric")
+
+
+def add_planned_study(p, keys: str) -> None:
+    """The arguments of a study planned from its finished runs (studies/planned_runs.py)."""
+    p.add_argument("experiment", metavar="EXPERIMENT", help=f"YAML file: {keys}")
     add_out(p)
     p.add_argument("--max-runs", type=COUNT, default=None, help="train at most N runs this time")
     p.add_argument("--report-only", action="store_true", help="train nothing; report what finished")
@@ -474,11 +479,8 @@ def _public_shapes(p):
             "writes report.md, points.csv, lr_curves.csv and loss_vs_depth.png (a partial study is "
             "labelled partial).")
 def _depth_vs_size(p):
-    p.add_argument("experiment", metavar="EXPERIMENT", help="YAML file: base, levels, tokens_per_param, "
-                   "warmup_fraction, match_tolerance, lrs, lr_bounds, tuning_seed, seeds, metric")
-    add_out(p)
-    p.add_argument("--max-runs", type=COUNT, default=None, help="train at most N runs this time")
-    p.add_argument("--report-only", action="store_true", help="train nothing; report what finished")
+    add_planned_study(p, "base, levels, tokens_per_param, warmup_fraction, match_tolerance, lrs, "
+                      "lr_bounds, tuning_seed, seeds, metric")
 
 
 @_arguments("report", "Fit the laws and write report.md, report.tex, CSVs and plots.")

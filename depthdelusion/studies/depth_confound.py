@@ -608,9 +608,7 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
              f"{_fmt(c['fit_loss'])} [{_fmt(c['fit_loss_lo'])}, {_fmt(c['fit_loss_hi'])}]" if math.isfinite(c["fit_loss"]) else "–",
              c["note"]] for c in curves]
     lines += [markdown_table(["param", "W", "D", "lrs", "losses", "fitted lr* [95%]", "loss at lr* [95%]", "note"], rows), ""]
-    if todo:
-        lines += [f"Planned, not finished ({len(todo)}): " + ", ".join(f"`{r.name}`" for r in todo[:40])
-                  + (" …" if len(todo) > 40 else ""), ""]
+    lines += planned_runs.not_finished_lines(todo)
     report = out / "report.md"
     report.write_text("\n".join(lines))
     return report

@@ -263,9 +263,7 @@ def write_report(exp: dict, source: str, out: Path, seed: int = 0) -> Path:
         "ignores); N = non-embedding parameters (the study's design variable); T = "
         f"{exp['tokens_per_param']:g} N at every cell, so the capacity term carries the data term"))
     lines += lr_lines(exp, curves, sigma, dof)
-    if todo:
-        lines += [f"Planned, not finished ({len(todo)}): " + ", ".join(f"`{r.name}`" for r in todo[:40])
-                  + (" …" if len(todo) > 40 else ""), ""]
+    lines += planned_runs.not_finished_lines(todo)
     report = out / "report.md"
     report.write_text("\n".join(lines))
     return report

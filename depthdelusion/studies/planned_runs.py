@@ -79,3 +79,11 @@ def train_planned(plan: Callable[[dict], list], config: Callable, metric: str, s
             return trained, True
         failed |= {r["name"] for r in rows if r["status"] == "failed"}
     return trained, False
+
+
+def not_finished_lines(todo, shown: int = 40) -> list[str]:
+    """A report's line naming the planned runs that have not finished (none: no line)."""
+    if not todo:
+        return []
+    return [f"Planned, not finished ({len(todo)}): " + ", ".join(f"`{r.name}`" for r in todo[:shown])
+            + (" …" if len(todo) > shown else ""), ""]
