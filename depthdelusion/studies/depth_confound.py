@@ -505,12 +505,82 @@ def held_out_lines(exp: dict, pts: list[Point]) -> list[str]:
             if parts and len(exp["seeds"]) >= 3 else [])
 
 
+def _point_rows(exp, pts, iso_pts, penalties, iso_pen) -> list[dict]:
+    """points.csv's rows: every arm × cell of both slices with its penalty interval."""
+    point_rows = []
+    for kind, group, pen in (("equal tokens", pts, penalties), ("iso-FLOP", iso_pts, None)):
+        for p in group:
+            iv = ((pen or {}).get((p.arm, p.width), {}) if pen else iso_pen[p.arm]).get(p.depth)
+            e, lo, hi = (iv.estimate, iv.lo, iv.hi) if iv else (math.nan,) * 3
+            point_rows.append({"slice": kind, "arm": p.arm, "width": p.width, "depth": p.depth,
+                               "steps": p.steps or exp["base"]["train"]["steps"], "lr": _lr_fmt(p.lr),
+                               "seeds": len(p.losses), "loss_mean": _fmt(p.mean, 4), "loss_sd": _fmt(p.sd, 4),
+                               "penalty": _fmt(e, 4), "penalty_lo": _fmt(lo, 4), "penalty_hi": _fmt(hi, 4)})
+    return point_rows
+
+
+def _loss_tables(exp, pts, iso_pts) -> list[str]:
+    """Mean ± SD over seeds per arm, width and depth, for both slices."""
+    from depthdelusion.analysis.tables import markdown_table
+
+    lines = []
+    for kind, group in (("equal tokens", pts), ("iso-FLOP", iso_pts)):
+        lines += [f"### {kind}", ""]
+        header = ["arm", "width"] + [f"D={d}" for d in (exp["iso_flop"]["depths"] if kind == "iso-FLOP" else exp["depths"])]
+        rows = []
+        for arm, _ in ARMS:
+            for w in sorted({p.width for p in group}):
+                cells = [p for p in group if p.arm == arm and p.width == w]
+                rows.append([arm, w] + [f"{_fmt(p.mean)} ± {_fmt(p.sd)} (n={len(p.losses)}, lr {_lr_fmt(p.lr)})"
+                                        if p.losses else "–" for p in cells])
+        lines += [markdown_table(header, rows), ""]
+    return lines
+
+
+def _transfer_lines(exp, losses) -> list[str]:
+    """What transfer loses on the CompleteP cells tuned per cell (none tuned: no lines)."""
+    from depthdelusion.analysis.tables import markdown_table
+
+    lines = []
+    transfer = transfer_cost(exp, losses)
+    if transfer:
+        lines += ["## What transfer loses (CompleteP, tuned cells)", "",
+                  "CompleteP at the lr transferred from its base shape against CompleteP with the lr "
+                  "tuned for the cell (B's rule), every seed of both; cost = transferred − tuned, "
+                  "Welch's 95% t interval.", ""]
+        rows = [[r["width"], r["depth"],
+                 *(f"{_fmt(p.mean)} ± {_fmt(p.sd)} (n={len(p.losses)}, lr {_lr_fmt(p.lr)})"
+                   for p in (r["transferred"], r["tuned"])),
+                 f"{_fmt(r['cost'])} [{_fmt(r['cost_lo'])}, {_fmt(r['cost_hi'])}]"] for r in transfer]
+        lines += [markdown_table(["W", "D", "transferred lr", "tuned lr", "cost (nats)"], rows), ""]
+    return lines
+
+
+def _lr_curve_lines(exp, curves, sigma, dof) -> list[str]:
+    """The lr grids of every tuned shape with the optimum of each."""
+    from depthdelusion.analysis.interval_text import interval_text
+    from depthdelusion.analysis.tables import markdown_table
+
+    lines = []
+    lines += ["## Learning-rate curves (seed %d)" % exp["seeds"][0], "",
+              "Optimum from the quadratic in ln lr through the grid's best point and its two "
+              "neighbours; 95% intervals (Fieller's for lr*, delta method for the loss there) with t quantiles, the noise σ "
+              + (f"= {sigma:.4f} over seed replicates (median-based, robust to a cell where a seed "
+                 f"diverged; {dof} dof)." if sigma else
+                 "not yet measured (no seed replicates): no intervals yet."), ""]
+    rows = [[c["parametrization"], c["width"], c["depth"], c["lrs"], c["losses"],
+             f"{c['fit_lr']:.3g} {interval_text((c['fit_lr_lo'], c['fit_lr_hi']), '.3g')}" if math.isfinite(c["fit_lr"]) else "–",
+             f"{_fmt(c['fit_loss'])} [{_fmt(c['fit_loss_lo'])}, {_fmt(c['fit_loss_hi'])}]" if math.isfinite(c["fit_loss"]) else "–",
+             c["note"]] for c in curves]
+    lines += [markdown_table(["param", "W", "D", "lrs", "losses", "fitted lr* [95%]", "loss at lr* [95%]", "note"], rows), ""]
+    return lines
+
+
 def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0) -> Path:
     """report.md, points.csv, lr_curves.csv and loss_vs_depth.png from the finished runs in
     OUT/runs; OUT local or gs:// (the figure drawn locally and copied up)."""
     from depthdelusion import rundir
-    from depthdelusion.analysis.interval_text import interval_text
-    from depthdelusion.analysis.tables import Table, markdown_table
+    from depthdelusion.analysis.tables import Table
     from depthdelusion.studies import depth_confound_laws as laws
 
     out = rundir.as_path(out)
@@ -528,15 +598,7 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
     wall = sum(float(s.get("wall_time_s") or 0) for s in summaries.values())
     partial = bool(todo)
 
-    point_rows = []
-    for kind, group, pen in (("equal tokens", pts, penalties), ("iso-FLOP", iso_pts, None)):
-        for p in group:
-            iv = ((pen or {}).get((p.arm, p.width), {}) if pen else iso_pen[p.arm]).get(p.depth)
-            e, lo, hi = (iv.estimate, iv.lo, iv.hi) if iv else (math.nan,) * 3
-            point_rows.append({"slice": kind, "arm": p.arm, "width": p.width, "depth": p.depth,
-                               "steps": p.steps or exp["base"]["train"]["steps"], "lr": _lr_fmt(p.lr),
-                               "seeds": len(p.losses), "loss_mean": _fmt(p.mean, 4), "loss_sd": _fmt(p.sd, 4),
-                               "penalty": _fmt(e, 4), "penalty_lo": _fmt(lo, 4), "penalty_hi": _fmt(hi, 4)})
+    point_rows = _point_rows(exp, pts, iso_pts, penalties, iso_pen)
     (out / "points.csv").write_text(Table("points", "", list(point_rows[0]),
                                           [list(r.values()) for r in point_rows]).csv())
     if curves:
@@ -571,43 +633,14 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
         "interval of the ratio (t on the smaller df); points with fewer than 2 finished seeds are left "
         "out; ± is the SD over seeds.", "",
         "## Loss against depth (mean ± SD over seeds)", ""]
-    for kind, group in (("equal tokens", pts), ("iso-FLOP", iso_pts)):
-        lines += [f"### {kind}", ""]
-        header = ["arm", "width"] + [f"D={d}" for d in (exp["iso_flop"]["depths"] if kind == "iso-FLOP" else exp["depths"])]
-        rows = []
-        for arm, _ in ARMS:
-            for w in sorted({p.width for p in group}):
-                cells = [p for p in group if p.arm == arm and p.width == w]
-                rows.append([arm, w] + [f"{_fmt(p.mean)} ± {_fmt(p.sd)} (n={len(p.losses)}, lr {_lr_fmt(p.lr)})"
-                                        if p.losses else "–" for p in cells])
-        lines += [markdown_table(header, rows), ""]
-    transfer = transfer_cost(exp, losses)
-    if transfer:
-        lines += ["## What transfer loses (CompleteP, tuned cells)", "",
-                  "CompleteP at the lr transferred from its base shape against CompleteP with the lr "
-                  "tuned for the cell (B's rule), every seed of both; cost = transferred − tuned, "
-                  "Welch's 95% t interval.", ""]
-        rows = [[r["width"], r["depth"],
-                 *(f"{_fmt(p.mean)} ± {_fmt(p.sd)} (n={len(p.losses)}, lr {_lr_fmt(p.lr)})"
-                   for p in (r["transferred"], r["tuned"])),
-                 f"{_fmt(r['cost'])} [{_fmt(r['cost_lo'])}, {_fmt(r['cost_hi'])}]"] for r in transfer]
-        lines += [markdown_table(["W", "D", "transferred lr", "tuned lr", "cost (nats)"], rows), ""]
+    lines += _loss_tables(exp, pts, iso_pts)
+    lines += _transfer_lines(exp, losses)
     lines += laws.report_lines(fitted_laws)
     law_rows = laws.csv_rows(fitted_laws)
     if law_rows:
         (out / "laws.csv").write_text(Table("laws", "", list(law_rows[0]),
                                             [list(r.values()) for r in law_rows]).csv())
-    lines += ["## Learning-rate curves (seed %d)" % exp["seeds"][0], "",
-              "Optimum from the quadratic in ln lr through the grid's best point and its two "
-              "neighbours; 95% intervals (Fieller's for lr*, delta method for the loss there) with t quantiles, the noise σ "
-              + (f"= {sigma:.4f} over seed replicates (median-based, robust to a cell where a seed "
-                 f"diverged; {dof} dof)." if sigma else
-                 "not yet measured (no seed replicates): no intervals yet."), ""]
-    rows = [[c["parametrization"], c["width"], c["depth"], c["lrs"], c["losses"],
-             f"{c['fit_lr']:.3g} {interval_text((c['fit_lr_lo'], c['fit_lr_hi']), '.3g')}" if math.isfinite(c["fit_lr"]) else "–",
-             f"{_fmt(c['fit_loss'])} [{_fmt(c['fit_loss_lo'])}, {_fmt(c['fit_loss_hi'])}]" if math.isfinite(c["fit_loss"]) else "–",
-             c["note"]] for c in curves]
-    lines += [markdown_table(["param", "W", "D", "lrs", "losses", "fitted lr* [95%]", "loss at lr* [95%]", "note"], rows), ""]
+    lines += _lr_curve_lines(exp, curves, sigma, dof)
     lines += planned_runs.not_finished_lines(todo)
     report = out / "report.md"
     report.write_text("\n".join(lines))
