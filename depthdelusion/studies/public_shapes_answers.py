@@ -1,14 +1,14 @@
 """The public-shapes study's answers (issue 51, item 4), each with an interval and its method.
 
 - :func:`critical_depth`: the power-law kink D_crit = c·W^p per arm — its exponent p against the
-  paper's 0.44 [0.38, 0.50], D_crit at each width, how many checkpoints lie past it — with
+  paper's (``reference.PAPER_FIT``), D_crit at each width, how many checkpoints lie past it — with
   cluster-bootstrap percentile intervals (whole runs resampled).
 - :func:`lr_interaction`: the same shapes at the published learning rate and at half of it; the
   shape parameters (optimal aspect ratio m and curvature q of ``shape_quadratic``; the width and
   depth exponents of ``gemstones_width_depth``) fitted to each, and their difference with a
   *paired* cluster bootstrap: one draw of shapes, the same for both tables (the same seed and the
   same run labels give the same draw), so a shape's two runs stay together.
-- :func:`audit`: the paper's D / D_crit(W) = D / (κ·ln W), κ = 2.43, for every shape, against the
+- :func:`audit`: the paper's D / D_crit(W) = D / (κ·ln W), its κ, for every shape, against the
   shape's own excess loss over the shape-agnostic chinchilla fit (its checkpoints' mean residual);
   deep shapes (D / D_crit > 1) against the rest, with a cluster bootstrap of the difference.
 """

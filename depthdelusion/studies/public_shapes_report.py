@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from depthdelusion.analysis.fit_options import BOOTSTRAP
+from depthdelusion.analysis.reference import PAPER_KAPPA
 from depthdelusion.analysis.tables import csv_text, markdown_table
 
 from . import public_shapes as study
@@ -59,7 +60,7 @@ def _figure(out: Path, rows) -> str:
     ax.axvline(1.0, color="grey", ls="--", lw=1)
     ax.axhline(0.0, color="grey", lw=0.5)
     ax.set_xscale("log")
-    ax.set_xlabel("D / D_crit(W), the paper's D_crit = 2.43·ln W (log scale)")
+    ax.set_xlabel(f"D / D_crit(W), the paper's D_crit = {PAPER_KAPPA}·ln W (log scale)")
     ax.set_ylabel("excess loss over chinchilla (nats, mean of checkpoints)")
     ax.set_title("Gemstones (hot, total N): which shapes lose? (labels: depth)")
     ax.legend(fontsize=6, ncol=2)
@@ -177,7 +178,7 @@ def _audit_section(rows, diff, ci, figure) -> list[str]:
     table = [[r.shape, r.depth, r.width, f"{r.params / 1e6:.0f}M", f"{r.ratio:.2f}", f"{r.excess:+.4f}"]
              for r in sorted(rows, key=lambda r: -r.excess)]
     return ["## 4.4 The paper's audit: D / D_crit against which shapes lose (audit.csv)", "",
-            "Gemstones hot, total N. D_crit = 2.43·ln W (the paper's κ); excess = the shape's mean "
+            f"Gemstones hot, total N. D_crit = {PAPER_KAPPA}·ln W (the paper's κ); excess = the shape's mean "
             "residual over the chinchilla fit (observed − predicted, nats, at matched N and T), "
             "largest first.", "",
             markdown_table(["shape", "D", "W", "N", "D / D_crit", "excess (nats)"], table, "lrrrrr"), "",
