@@ -81,6 +81,14 @@ def train_planned(plan: Callable[[dict], list], config: Callable, metric: str, s
     return trained, False
 
 
+def partial_lines(done: int, todo) -> list[str]:
+    """A report's opening label while planned runs are missing (none: no line)."""
+    if not todo:
+        return []
+    return [f"**PARTIAL RESULT**: {done} of the {done + len(todo)} runs planned so far have finished "
+            "(more are planned as lr grids settle). Rerun the command to continue; it resumes.", ""]
+
+
 def not_finished_lines(todo, shown: int = 40) -> list[str]:
     """A report's line naming the planned runs that have not finished (none: no line)."""
     if not todo:
