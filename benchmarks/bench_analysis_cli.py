@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from depthdelusion.analysis.consistency import blocks_plus_embeddings
+from depthdelusion.analysis.report.consistency import blocks_plus_embeddings
 
 
 def table(path: Path) -> Path:

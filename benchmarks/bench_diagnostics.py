@@ -1,4 +1,4 @@
-"""Cost of the row diagnostics (analysis/diagnostics.py) against the fit they follow.
+"""Cost of the row diagnostics (analysis/fitting/diagnostics.py) against the fit they follow.
 
 The table: Epoch AI's Chinchilla fit (E 1.82, A 482, α 0.3478, B 2085, β 0.3658) with N(0, 0.02²)
 noise, N log-uniform in [1e7, 1e10], tokens in [1e8, 1e11], a three-valued text column, at 240
@@ -14,7 +14,8 @@ import time
 
 import numpy as np
 
-from depthdelusion.analysis import Runs, fitting
+from depthdelusion.analysis import Runs
+from depthdelusion.analysis.fitting import engine as fitting
 
 spent = {}
 

@@ -12,7 +12,7 @@ import os
 import tempfile
 import time
 
-from depthdelusion.analysis.report import write_report
+from depthdelusion.analysis.report.build import write_report
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--bootstrap", type=int, default=1000)

@@ -22,7 +22,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from depthdelusion.analysis import spectra
+from depthdelusion.analysis.science import spectra
 from depthdelusion.studies import spectrum
 
 parser = argparse.ArgumentParser()

@@ -146,7 +146,7 @@ def main():
     ap.add_argument("--no-cli", action="store_true")
     args = ap.parse_args()
     from depthdelusion.analysis import load_runs
-    from depthdelusion.analysis.published import load_table
+    from depthdelusion.analysis.table.published import load_table
 
     print(f"load average at start: {os.getloadavg()[0]:.1f}; {os.cpu_count()} CPUs", flush=True)
     tmp = Path(tempfile.mkdtemp())

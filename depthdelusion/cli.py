@@ -54,7 +54,7 @@ COMMANDS = (
     ("isoflop", "depthdelusion.analysis.commands:run_isoflop",
      "isoFLOP profiles (Approach 2): N*(C), D*(C) exponents with intervals, the method's bias on "
      "this grid"),
-    ("runs", "depthdelusion.analysis.run_table:run_command",
+    ("runs", "depthdelusion.analysis.table.run_table:run_command",
      "runs export: one run table (docs/run_table.md) from run directories, MLflow or W&B"),
     ("tables", "depthdelusion.analysis.tables_command:run_tables",
      "published run tables by name: list, show (provenance, license), get (downloaded, as a run table)"),
@@ -79,7 +79,7 @@ COMMANDS = (
      "tables and figures of the persistence study from its trained runs"),
     ("spectrum", "depthdelusion.studies.spectrum:run_spectrum",
      "eigenvalue spectra of a trained run's residual stream per layer, with tail indices"),
-    ("redundancy-study", "depthdelusion.analysis.redundancy_study:run_command",
+    ("redundancy-study", "depthdelusion.studies.redundancy:run_command",
      "synthetic check of the redundancy law (ridge regression on power-law spectra); numpy only"),
     ("data-exponent", "depthdelusion.studies.data_exponent:run_data_exponent",
      "token sweeps' measured data exponent vs the one predicted from spectra and the LM head"),

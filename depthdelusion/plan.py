@@ -23,8 +23,8 @@ import re
 import time
 from typing import Any, NamedTuple
 
-from depthdelusion.config import Config, MeshConfig
 from depthdelusion import model_size as size
+from depthdelusion.config import Config, MeshConfig
 from depthdelusion.train.hardware import TPU_GENERATIONS, Chip, GiB
 
 REMAT_ORDER = ("none", "save_dots", "full")
@@ -264,7 +264,7 @@ def compile_step(cfg: Config, devices: list, budget_bytes: float) -> Attempt:
 
 
 def markdown_table(plans: list[Plan]) -> str:
-    from depthdelusion.analysis.tables import markdown_table as render
+    from depthdelusion.analysis.formats.table_text import markdown_table as render
 
     rows = [p.row() for p in plans]
     return render(list(rows[0]), [list(r.values()) for r in rows]) + "\n"

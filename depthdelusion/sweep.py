@@ -24,9 +24,9 @@ from typing import Any, Callable, NamedTuple
 from etils import epath
 
 from depthdelusion import rundir
-from depthdelusion.analysis.fit_options import SWEEP_BOOTSTRAP
-from depthdelusion.analysis.tables import write_csv
-from depthdelusion.config import Config, set_field, from_dict, parse_override, read_yaml
+from depthdelusion.analysis.fitting.options import SWEEP_BOOTSTRAP
+from depthdelusion.analysis.formats.table_text import write_csv
+from depthdelusion.config import Config, from_dict, parse_override, read_yaml, set_field
 from depthdelusion.progress import Stages
 
 GRID_KEYS = ("name", "description", "topology", "fixed", "grid", "runs", "overrides",
@@ -264,7 +264,7 @@ def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, bootstrap
     """Fit the laws to the finished runs and write OUT/report/. Returns the report's answer,
     its "In short" paragraph (the verdict where there is none); with too few finished runs (or
     a fit that cannot be made), writes report.md saying so and returns "no fit: <why>"."""
-    from depthdelusion.analysis.report import DEFAULT_LAWS, write_report
+    from depthdelusion.analysis.report.build import DEFAULT_LAWS, write_report
 
     report_dir = out / "report"
     report_dir.mkdir(parents=True, exist_ok=True)

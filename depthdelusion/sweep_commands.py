@@ -9,7 +9,7 @@ import sys
 from etils import epath
 
 from depthdelusion import exit_codes
-from depthdelusion.analysis.fit_options import SWEEP_BOOTSTRAP
+from depthdelusion.analysis.fitting.options import SWEEP_BOOTSTRAP
 from depthdelusion.config import read_yaml
 
 
@@ -50,8 +50,13 @@ def run_plan_command(*, config: str, overrides: list[str], topology: str | None 
                      only: str | None = None, mesh: str | None = None, remat: str = "auto",
                      margin: float = 0.9, table: str | None = None) -> int:
     from depthdelusion.config import load_config, resolve_config_path
-    from depthdelusion.plan import markdown_table, plan_config, resolve_topology, topology_devices
     from depthdelusion.outputs import refuse_input_as_output
+    from depthdelusion.plan import (
+        markdown_table,
+        plan_config,
+        resolve_topology,
+        topology_devices,
+    )
     from depthdelusion.sweep import load_grid, select
 
     refuse_input_as_output("--table", table, [config])
@@ -92,10 +97,10 @@ def _write_table(path: str, config: str, margin: float, topology, plans, done: b
     from depthdelusion.plan import markdown_table
 
     table = markdown_table(plans)
+    from importlib.metadata import version
+
     import jax
     import libtpu  # noqa: F401
-
-    from importlib.metadata import version
 
     cmd = "depthdelusion plan " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["plan"] else "depthdelusion plan ..."
     header = (f"# TPU memory plans: {config}\n\n"

@@ -14,7 +14,7 @@ def described_modules() -> set[str]:
     modules, package = set(), ""
     for paragraph in re.split(r"\n(?=\S)", section):  # a bullet with its continuation lines
         line = " ".join(paragraph.split())
-        header = re.match(r"`(\w+)/` —", line)
+        header = re.match(r"`([\w/]+)/` —", line)
         if header:
             package = header.group(1) + "/"
         elif line.startswith("Top level"):

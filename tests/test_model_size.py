@@ -8,7 +8,7 @@ import pytest
 from flax import nnx
 
 from depthdelusion.config import ModelConfig
-from depthdelusion.analysis import paper_counts
+from depthdelusion.analysis.table import paper_counts
 from depthdelusion.model_size import count_params, flops_per_token, non_embedding_params
 from depthdelusion.model.transformer import Transformer
 
@@ -48,7 +48,7 @@ def test_non_embedding_params_is_about_12_d_w_squared():
 def test_committed_param_table_is_current():
     committed = Path(__file__).parent.parent / "docs" / "param_counts.md"
     assert committed.read_text() == paper_counts.markdown(), (
-        "regenerate: python -m depthdelusion.analysis.paper_counts > docs/param_counts.md"
+        "regenerate: python -m depthdelusion.analysis.table.paper_counts > docs/param_counts.md"
     )
 
 

@@ -8,7 +8,7 @@ import yaml
 from etils import epath
 
 from depthdelusion import rundir
-from depthdelusion.analysis.runs import load_runs
+from depthdelusion.analysis.table.runs import load_runs
 from depthdelusion.cli import main
 from depthdelusion.config import load_config
 from depthdelusion.rundir import ConfigChanged, MetricsWriter, read_metrics

@@ -24,7 +24,7 @@ def paper_shapes(group):
 
 def test_smoke_grid_has_enough_runs_for_every_default_law_and_three_widths_for_persistence():
     from depthdelusion.analysis.laws import get_law
-    from depthdelusion.analysis.report import DEFAULT_LAWS
+    from depthdelusion.analysis.report.build import DEFAULT_LAWS
 
     grid = load_grid(EXPERIMENTS / "smoke.yaml")
     k_max = max(len(get_law(name).param_names) - len(get_law(name).token_params) for name in DEFAULT_LAWS)
@@ -42,8 +42,8 @@ def test_smoke_yaml_says_what_the_report_concludes_of_its_kink_laws():
     penalty test on 9 (verdict.MIN_RESIDUAL_DF), so the report calls it uninformative: the
     YAML's own description says so rather than promising a test."""
     from depthdelusion.analysis.laws import get_law
-    from depthdelusion.analysis.report import DEFAULT_LAWS
-    from depthdelusion.analysis.verdict import MIN_RESIDUAL_DF
+    from depthdelusion.analysis.report.build import DEFAULT_LAWS
+    from depthdelusion.analysis.report.verdict import MIN_RESIDUAL_DF
 
     n = len(load_grid(EXPERIMENTS / "smoke.yaml").runs)
     kinks = [get_law(name) for name in DEFAULT_LAWS if "lam" in get_law(name).param_names]

@@ -6,12 +6,12 @@
     print(r.summary())
 
 Any table works with the columns its law needs (``load_runs("runs.csv", columns={"params": "N"})``;
-names and aliases in :mod:`.columns`).
+names and aliases in :mod:`.table.columns`).
 """
-from .columns import law_columns, law_missing_columns, laws_for
 from .laws import Law, LawInputs, Param, get_law, list_laws, register_law
-from .published import load_table
-from .runs import GradientProfile, Runs, load_reference, load_runs
+from .table.columns import law_columns, law_missing_columns, laws_for
+from .table.published import load_table
+from .table.runs import GradientProfile, Runs, load_reference, load_runs
 
 __all__ = ["FitResult", "GradientProfile", "Law", "LawInputs", "Param", "Runs", "fit", "get_law",
            "law_columns", "law_missing_columns", "laws_for", "list_laws", "load_reference",
@@ -22,7 +22,7 @@ def __getattr__(name):
     # fit and FitResult import scipy (about a second): only when used, so that the CLI's help
     # and the table-only commands start fast.
     if name in ("fit", "FitResult"):
-        from . import fitting
+        from .fitting import engine
 
-        return getattr(fitting, name)
+        return getattr(engine, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,7 +15,7 @@ from depthdelusion import exit_codes, rundir
 from depthdelusion.outputs import refuse_own_inputs
 from depthdelusion.progress import Stages
 
-from .fit_options import FitOptions, RowOptions
+from .fitting.options import FitOptions, RowOptions
 
 #: The files `fit --out DIR` writes (in DIR, or a folder of it per --by value).
 FIT_FILES = ("rows.csv", "residuals.png", "rollout.csv")
@@ -59,8 +59,8 @@ def column_mapping(columns: str | None = None, column=None) -> dict | None:
 def _load(runs: str, rows: RowOptions = RowOptions()):
     """The table of RUNS with the rows and columns ``rows`` asks for (``by`` and
     ``drop_outliers`` apart: :func:`split_rows`)."""
-    from .replicates import reduce_replicates
-    from .runs import load_runs
+    from .fitting.replicates import reduce_replicates
+    from .table.runs import load_runs
 
     table = load_runs(runs, group=rows.group, columns=column_mapping(rows.columns, rows.column),
                       where=rows.where)
@@ -86,8 +86,8 @@ def split_rows(table, rows: RowOptions, law=None, options: FitOptions = FitOptio
     it), each without its outlying rows under ``law`` when ``rows.drop_outliers`` (which says so
     in the runs' notes and selection). The one meaning of --by and --drop-outliers for every
     command that reads a table."""
-    from .outlier_rows import without_outliers
-    from .row_filter import split_by
+    from .fitting.outlier_rows import without_outliers
+    from .table.row_filter import split_by
 
     parts = split_by(table, rows.by) if rows.by else {None: table}
     if rows.drop_outliers:
@@ -133,7 +133,7 @@ def run_report(*, runs: str | None = None, out: str, table_name: str | None = No
 
 
 def _write_reports(parts, out, *, by, options: FitOptions, step, figures, label, groups, params) -> None:
-    from .report import write_report
+    from .report.build import write_report
 
     for value, part in parts.items():
         where_to = out if value is None else out / _safe_dir(f"{by}={value}")
@@ -159,7 +159,7 @@ def _safe_dir(name: str) -> str:
 
 def pick_law(runs) -> tuple[str, str]:
     """The law ``fit`` uses without --law, and a sentence saying why."""
-    from .columns import law_missing_columns, laws_for
+    from .table.columns import law_missing_columns, laws_for
 
     fitting = laws_for(runs)
     present = ", ".join(c for c in runs.columns if c in ("depth", "width", "params", "tokens", "loss"))
@@ -179,8 +179,10 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
             law: str | None = None, options: FitOptions = FitOptions(),
             rows: RowOptions = RowOptions(), validate: str | None = None, params: str | None = None,
             json_output: bool = False, out: str | None = None) -> int:
-    from .fitting import fit
-    from .published import fit_pooled, parse_table_arg, pool as pool_runs
+    from .fitting.engine import fit
+    from .fitting.pooled import fit_pooled
+    from .table.published import parse_table_arg
+    from .table.published import pool as pool_runs
 
     _check_fit_options(runs, pool, rows, validate)
     refuse_own_inputs("--out", out, FIT_FILES, [runs, *_table_files(table_name, pool)])
@@ -188,7 +190,7 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
     table = _load(runs, RowOptions(group=rows.group, where=rows.where, columns=rows.columns,
                                    column=rows.column, reduce=rows.reduce))
     if params is not None:  # the convention as asked, said in the fit's notes
-        from .consistency import with_param_convention
+        from .report.consistency import with_param_convention
 
         table, conv_notes = with_param_convention(table, params, vocab=rows.vocab)
         table.notes = list(table.notes) + conv_notes
@@ -208,7 +210,7 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
         results = {v: fit(part, law, options.method, **kwargs) for v, part in parts.items()}
     checked = None
     if validate == "rollout":
-        from .rollout import rollout
+        from .fitting.rollout import rollout
 
         checked = rollout(table, law, options.method, seed=options.seed,
                           overestimate_weight=options.overestimate_weight,
@@ -223,7 +225,7 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
 
 def _table_files(*table_args: str | None) -> list[str]:
     """The local files named by --table / --pool NAME=PATH: inputs that no output may replace."""
-    from .published import parse_table_arg
+    from .table.published import parse_table_arg
 
     return [path for arg in table_args if arg for path in [parse_table_arg(arg)[1]] if path]
 
@@ -243,8 +245,8 @@ def _print_fits(results, parts, by, json_output, out, checked=None) -> None:
     asked for) printed after them, or inside the JSON, and written to ``out``/rollout.csv."""
     from pathlib import Path
 
-    from . import json_text
-    from .diagnostics import write_rows
+    from .formats import json_text
+    from .report.residual_files import write_rows
 
     if out:
         for value, result in results.items():
@@ -279,13 +281,13 @@ def run_isoflop(*, runs: str | None = None, table_name: str | None = None,
     JSON, and the figure under ``out``."""
     import json
 
-    from .isoflop import isoflop
-    from .row_filter import split_by
+    from .fitting.isoflop import isoflop
+    from .table.row_filter import split_by
 
     if options.method == "asymmetric":
         raise ValueError("--loss asymmetric: the bias simulation draws symmetric noise around the "
                          "fitted law's mean; use ls or huber")
-    from .isoflop import BIAS_REPLICATES, TOLERANCE
+    from .fitting.isoflop import BIAS_REPLICATES, TOLERANCE
 
     tolerance = TOLERANCE if tolerance is None else tolerance
     replicates = BIAS_REPLICATES if replicates is None else replicates
@@ -313,8 +315,8 @@ def run_isoflop(*, runs: str | None = None, table_name: str | None = None,
         raise ValueError(f"no value of {by} has a usable isoFLOP sweep: "
                          + "; ".join(f"{by} = {v}: {why}" for v, why in not_fitted.items()))
     if out is not None:
-        from .isoflop import file_label
-        from .plots import isoflop_profiles
+        from .fitting.isoflop import file_label
+        from .report.plots import isoflop_profiles
 
         with rundir.local_dir(out) as local_out:  # a gs:// OUT: drawn here, then copied up
             local_out.mkdir(parents=True, exist_ok=True)
@@ -343,14 +345,14 @@ def runs_or_table(runs, table_name: str | None, command: str):
         raise ValueError(f"{command}: give RUNS or --table NAME, not both and not neither")
     if table_name is None:
         return runs, str(runs)
-    from .published import load_table, parse_table_arg
+    from .table.published import load_table, parse_table_arg
 
     return load_table(*parse_table_arg(table_name)), f"published table {table_name}"
 
 
 def run_laws(*, columns: bool = False) -> int:
-    from .columns import describe_fields, law_columns
     from .laws import list_laws
+    from .table.columns import describe_fields, law_columns
 
     for law in list_laws():
         always = law_columns(law, with_tokens=False)
@@ -368,7 +370,7 @@ def run_laws(*, columns: bool = False) -> int:
 
 
 def run_persistence(*, runs: str, step: int = 1000, kind: str = "weight") -> int:
-    from .persistence import persistence_lengths, persistence_scaling
+    from .science.persistence import persistence_lengths, persistence_scaling
 
     fits = persistence_lengths(runs, step=step, kind=kind)
     if not fits:
@@ -383,7 +385,7 @@ def run_persistence(*, runs: str, step: int = 1000, kind: str = "weight") -> int
 
 
 def run_audit(*, runs: str, rows: RowOptions = RowOptions()) -> int:
-    from .consistency import audit_param_counts, table_vocab
+    from .report.consistency import audit_param_counts, table_vocab
 
     table = _load(runs, rows)
     v = table_vocab(table)

@@ -1,4 +1,4 @@
-"""``depthdelusion tables list|show|get``: the published run tables by name (analysis/published.py),
+"""``depthdelusion tables list|show|get``: the published run tables by name (analysis/table/published.py),
 their provenance, and each one written in the run-table schema (docs/run_table.md)."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from .published import TABLES, load_table, table_entry
-from .published_files import cache_dir
+from .table.published import TABLES, load_table, table_entry
+from .table.published_files import cache_dir
 
 #: Run-table columns a published table fills, from the Runs the reader returns.
 _NUMBERS = {"depth": "depth", "width": "width", "vocab_size": "vocab_size", "params": "params",
@@ -28,7 +28,7 @@ def run_tables(*, action: str, name: str | None = None, json_output: bool = Fals
     if action == "show":
         print(json.dumps(provenance(name), indent=2) if json_output else show(name))
         return exit_codes.OK
-    from .run_table import SCHEMA_VERSION, to_csv, write
+    from .table.run_table import SCHEMA_VERSION, to_csv, write
 
     rows = run_table_rows(name)
     if out is None:
@@ -86,7 +86,7 @@ def run_table_rows(name: str) -> list[dict]:
     the run-table schema, with the columns the source gives (in the schema's order; a column it
     never gives is left out, so that the table reads back as it was published); the source's
     FLOP convention is stated in each row's ``source``."""
-    from .run_table import COLUMNS, SCHEMA_VERSION
+    from .table.run_table import COLUMNS, SCHEMA_VERSION
 
     t = table_entry(name)
     runs = load_table(name, all_rows=True)

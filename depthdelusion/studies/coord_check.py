@@ -19,7 +19,7 @@ import optax
 from flax import nnx
 
 from depthdelusion import rundir
-from depthdelusion.analysis.tables import markdown_table, write_csv
+from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.config import DataConfig, ModelConfig, TrainConfig
 from depthdelusion.data.pipeline import Batches
 from depthdelusion.model.transformer import Transformer

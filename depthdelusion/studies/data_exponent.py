@@ -11,7 +11,7 @@ sweep:
 - predicted, from every run's checkpoint: `depthdelusion spectrum`'s per-layer residual-stream
   spectra (written to RUN/spectrum/, as that command writes them), and the LM head's input
   features h (the final norm's output) over the same held-out tokens: their spectrum's tail β and
-  the readout's source smoothness s (analysis/readout.py states the estimator), giving
+  the readout's source smoothness s (analysis/science/readout.py states the estimator), giving
   b = 2βs/(2βs+1) with a jackknife interval (RUN/spectrum/readout.csv). The prediction quoted
   per sweep is its largest budget's (the best-trained representation and head); the others show
   how it moves with training.
@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from depthdelusion import exit_codes, rundir
-from depthdelusion.analysis import readout, spectra
-from depthdelusion.analysis.tables import markdown_table, write_csv
+from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
+from depthdelusion.analysis.science import readout, spectra
 
 SPECTRUM_TOKENS = 1 << 17  # held-out tokens per run (the validation split holds ~330k bytes)
 SPECTRUM_ROWS = 16
@@ -110,16 +110,16 @@ def data_power_law():
         Param("E", (0.5, 2.5), bounds=(0, INF), doc="irreducible loss (nats)"),
         Param("B", (1.0, 1e5), log=True, bounds=(0, INF), doc="data scale"),
         Param("beta", (0.05, 1.0), bounds=(0, INF), doc="data exponent")),
-        formula="E + B·T^−β", source="one shape's token sweep (the redundancy law, analysis/redundancy.py)",
+        formula="E + B·T^−β", source="one shape's token sweep (the redundancy law, analysis/science/redundancy.py)",
         doc="Held-out loss against tokens at one fixed shape; β is the data exponent b.",
         needs_tokens=True)
 
 
 def fit_sweep(runs: list[Run]):
     """The data_power fit (profile intervals, no bootstrap: 5-6 points) of one sweep. With so few
-    points the profile's cut is F(1, n − 3)-calibrated (analysis/profile.py), not χ²₁."""
-    from depthdelusion.analysis.fitting import fit
-    from depthdelusion.analysis.runs import runs_from_records
+    points the profile's cut is F(1, n − 3)-calibrated (analysis/fitting/profile.py), not χ²₁."""
+    from depthdelusion.analysis.fitting.engine import fit
+    from depthdelusion.analysis.table.runs import runs_from_records
 
     # one shape per sweep: the law does not use N, so the parameter count is a placeholder
     records = [{"name": r.name, "depth": r.depth, "width": r.width, "params": 1, "tokens": r.tokens,
@@ -309,7 +309,7 @@ def _num(v) -> float:
 
 
 def plot_learning_curves(curves: dict, path: Path) -> Path:
-    from depthdelusion.analysis import plots
+    from depthdelusion.analysis.report import plots
 
     plt = plots.plt
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -335,7 +335,7 @@ def plot_exponents(rows: list[dict], path: Path) -> Path:
     """Left: measured b against predicted b per sweep (each over all its budgets). Right: against
     the corpus' Zipf exponent (the sweeps at the largest width), b measured over the common budgets,
     b predicted and β of the head input at the largest common budget."""
-    from depthdelusion.analysis import plots
+    from depthdelusion.analysis.report import plots
 
     plt = plots.plt
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
@@ -384,7 +384,7 @@ def readme(rows: list[dict], run_rows: list[dict], spectrum_rows: list[dict], in
              "loss (least squares; profile-likelihood 95% interval, F(1, n − 3)-calibrated: with 6 "
              "runs and 3 parameters χ²₁ would give intervals far too narrow). Prediction from the largest "
              "budget's checkpoint: β of the LM head's input features, s from its readout "
-             "(analysis/readout.py), b = 2βs/(2βs+1); jackknife 95% over 8 token groups. Verdict: "
+             "(analysis/science/readout.py), b = 2βs/(2βs+1); jackknife 95% over 8 token groups. Verdict: "
              "'consistent' when the two intervals overlap. A parameter at its bound (E = 0: no "
              "floor visible over the budgets) is named under the table.", ""]
     lines.append(markdown_table(

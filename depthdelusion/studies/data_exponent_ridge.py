@@ -15,7 +15,7 @@ exact: (θ̂ − θ*)ᵀ Σ (θ̂ − θ*). This tests the law's claim about the
 smoothness on real features; it does not test a language model's own training (the token-sweep
 study, `depthdelusion data-exponent`, does that, without a spectrum-dependent control).
 
-The procedure, the prediction and the verdict: depthdelusion/analysis/ridge_exponent.py.
+The procedure, the prediction and the verdict: depthdelusion/analysis/science/ridge_exponent.py.
 Outputs in DIR: ridge.csv (one row), curves.csv (per n), ridge.md (tables, seeds, wall time,
 the command). RUN and DIR may be local or gs://.
 """
@@ -28,8 +28,8 @@ import time
 import numpy as np
 
 from depthdelusion import exit_codes, rundir
-from depthdelusion.analysis import ridge_exponent
-from depthdelusion.analysis.tables import markdown_table, write_csv
+from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
+from depthdelusion.analysis.science import ridge_exponent
 
 DEFAULT_TOKENS = 1 << 17
 DEFAULT_ROWS = 16
@@ -107,10 +107,13 @@ def exponent_check(x_NxW: np.ndarray, theta_star_W: np.ndarray, *, ns, reps: int
 
 def power_law_twin(prediction, width: int, *, ns, reps: int, seed: int, noise: float):
     """The same procedure on Gaussian features with an exact power law λ_i = i^(−β) and a target
-    of smoothness s (the measured β, s; analysis/redundancy.py's source_target), at the same
+    of smoothness s (the measured β, s; analysis/science/redundancy.py's source_target), at the same
     width, n, replicates and noise ratio: what the measured exponent is at this finite width and
     n range when the law's assumptions hold exactly (None without a prediction)."""
-    from depthdelusion.analysis.redundancy import power_law_spectrum, source_target
+    from depthdelusion.analysis.science.redundancy import (
+        power_law_spectrum,
+        source_target,
+    )
 
     if not (math.isfinite(prediction.beta) and math.isfinite(prediction.s)):
         return None

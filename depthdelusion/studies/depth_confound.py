@@ -29,7 +29,12 @@ from typing import Any, NamedTuple
 
 from depthdelusion.config import Config, from_dict
 from depthdelusion.studies import planned_runs
-from depthdelusion.studies.lr_grid import LrFit, extend_lr_grid, fit_lr_curve, grid_optimum  # noqa: F401 (LrFit: re-exported)
+from depthdelusion.studies.lr_grid import (  # noqa: F401 (LrFit: re-exported)
+    LrFit,
+    extend_lr_grid,
+    fit_lr_curve,
+    grid_optimum,
+)
 
 KEYS = ("base", "widths", "depths", "lrs", "lr_bounds", "seeds", "arm_a_depth", "completep",
         "iso_flop", "metric")
@@ -262,7 +267,7 @@ def depth_penalty(pts: list[Point]) -> dict[int, object]:
     (:mod:`..analysis.seed_intervals`), the best depth (lowest seed mean) taken as given: the
     interval does not count its choice. The best depth itself: 0 and no interval. Only over
     depths whose every seed finished (≥ 2 seeds); {} when fewer than two such depths."""
-    from depthdelusion.analysis.seed_intervals import Interval, welch_interval
+    from depthdelusion.analysis.fitting.seed_intervals import Interval, welch_interval
 
     full = [p for p in pts if p.losses and math.isfinite(p.mean) and len(p.losses) >= 2]
     if len(full) < 2:
@@ -308,7 +313,7 @@ def transfer_cost(exp: dict, losses: dict[str, float]) -> list[dict]:
     """On each of `completep.tuned_cells`: CompleteP at the transferred lr against CompleteP at
     the lr tuned for that cell (both over every seed), the difference transferred − tuned with
     Welch's 95% t interval."""
-    from depthdelusion.analysis.seed_intervals import welch_interval
+    from depthdelusion.analysis.fitting.seed_intervals import welch_interval
 
     rows = []
     lr_c = arm_lr(exp, losses, "C", 0, 0)
@@ -411,7 +416,7 @@ def _arm_part(arm: str, arm_pts: list[Point], got: dict, dmax: int) -> str:
 
 def _kept_text(pen: dict, dmax: int) -> str:
     """How much of arm A's penalty B and C keep: Fieller's interval of the ratio."""
-    from depthdelusion.analysis.seed_intervals import fieller_ratio
+    from depthdelusion.analysis.fitting.seed_intervals import fieller_ratio
 
     a = pen["A"]
     if not a.lo > 0:
@@ -521,7 +526,7 @@ def _point_rows(exp, pts, iso_pts, penalties, iso_pen) -> list[dict]:
 
 def _loss_tables(exp, pts, iso_pts) -> list[str]:
     """Mean ± SD over seeds per arm, width and depth, for both slices."""
-    from depthdelusion.analysis.tables import markdown_table
+    from depthdelusion.analysis.formats.table_text import markdown_table
 
     lines = []
     for kind, group in (("equal tokens", pts), ("iso-FLOP", iso_pts)):
@@ -539,7 +544,7 @@ def _loss_tables(exp, pts, iso_pts) -> list[str]:
 
 def _transfer_lines(exp, losses) -> list[str]:
     """What transfer loses on the CompleteP cells tuned per cell (none tuned: no lines)."""
-    from depthdelusion.analysis.tables import markdown_table
+    from depthdelusion.analysis.formats.table_text import markdown_table
 
     lines = []
     transfer = transfer_cost(exp, losses)
@@ -558,8 +563,8 @@ def _transfer_lines(exp, losses) -> list[str]:
 
 def _lr_curve_lines(exp, curves, sigma, dof) -> list[str]:
     """The lr grids of every tuned shape with the optimum of each."""
-    from depthdelusion.analysis.interval_text import interval_text
-    from depthdelusion.analysis.tables import markdown_table
+    from depthdelusion.analysis.formats.interval_text import interval_text
+    from depthdelusion.analysis.formats.table_text import markdown_table
 
     lines = []
     lines += ["## Learning-rate curves (seed %d)" % exp["seeds"][0], "",
@@ -580,7 +585,7 @@ def write_report(exp: dict, source: str, out: Path, planned: int, seed: int = 0)
     """report.md, points.csv, lr_curves.csv and loss_vs_depth.png from the finished runs in
     OUT/runs; OUT local or gs:// (the figure drawn locally and copied up)."""
     from depthdelusion import rundir
-    from depthdelusion.analysis.tables import Table
+    from depthdelusion.analysis.formats.table_text import Table
     from depthdelusion.studies import depth_confound_laws as laws
 
     out = rundir.as_path(out)
@@ -681,6 +686,7 @@ def plot(exp: dict, pts: list[Point], iso_pts: list[Point], path: Path) -> None:
 def run_command(*, experiment: str, out: str, max_runs: int | None = None, report_only: bool = False) -> int:
     """`depthdelusion depth-confound` (the parser is `depthdelusion.cli`)."""
     import sys
+
     from depthdelusion import exit_codes, rundir
 
     exp = load_experiment(experiment)

@@ -48,7 +48,11 @@ def neighbour_rows(group: list[Cell], n_seeds: int) -> list[dict]:
     difference to the next deeper shape by Welch's interval ("welch") and by the paired t over
     seeds ("paired": a seed draws the corpus and the held-out batches, which may move every
     shape alike); only cells with all `n_seeds` finished are compared."""
-    from depthdelusion.analysis.seed_intervals import mean_interval, paired_interval, welch_interval
+    from depthdelusion.analysis.fitting.seed_intervals import (
+        mean_interval,
+        paired_interval,
+        welch_interval,
+    )
 
     full = [c.complete and len(c.losses) == n_seeds for c in group]
     rows = []
@@ -184,7 +188,7 @@ def point_rows(groups: dict, n_seeds: int) -> list[dict]:
 
 def level_lines(exp: dict, groups: dict) -> list[str]:
     """Per level: a table of every arm's loss against depth and the neighbour verdicts."""
-    from depthdelusion.analysis.tables import markdown_table
+    from depthdelusion.analysis.formats.table_text import markdown_table
 
     lines = []
     for i, level in enumerate(exp["levels"]):
@@ -219,7 +223,7 @@ def write_report(exp: dict, source: str, out: Path, seed: int = 0) -> Path:
     """report.md, points.csv, lr_curves.csv, laws.csv and loss_vs_depth.png from the finished
     runs in OUT/runs (OUT local or gs://; the figure drawn locally)."""
     from depthdelusion import rundir
-    from depthdelusion.analysis.tables import Table
+    from depthdelusion.analysis.formats.table_text import Table
     from depthdelusion.studies import depth_confound as dc
     from depthdelusion.studies import depth_confound_laws as laws
 
@@ -287,7 +291,7 @@ def header_lines(exp: dict, source: str, out: Path, done: int, todo: list, wall:
 
 
 def lr_lines(exp: dict, curves: list[dict], sigma: float | None, dof: int | None) -> list[str]:
-    from depthdelusion.analysis.tables import markdown_table
+    from depthdelusion.analysis.formats.table_text import markdown_table
 
     lines = [f"## SP learning-rate grids (tuning seed {exp['tuning_seed']})", "",
              "The chosen lr is the grid point nearest the optimum of the quadratic in ln lr through the "
@@ -334,6 +338,7 @@ def plot(exp: dict, groups: dict, path: Path) -> None:
 def run_command(*, experiment: str, out: str, max_runs: int | None = None, report_only: bool = False) -> int:
     """`depthdelusion depth-vs-size` (the parser is `depthdelusion.cli`)."""
     import sys
+
     from depthdelusion import exit_codes, rundir
 
     exp = dvs.load_experiment(experiment)

@@ -19,9 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
-
 from depthdelusion import rundir
-from depthdelusion.analysis.tables import markdown_table, write_csv
+from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.config import PARAMETRIZATIONS, Config, from_dict, read_yaml
 
 SWEEP_KEYS = ("base", "parametrizations", "widths", "depths", "lrs", "depth_sweep")

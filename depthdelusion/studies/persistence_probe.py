@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from depthdelusion import rundir
-from depthdelusion.analysis.tables import markdown_table, write_csv
+from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 
 KINDS = ("weight", "activation")
 
@@ -103,7 +103,7 @@ def run(widths, depths, setup: ProbeSetup, log=print) -> dict:
 
 def fit_rows(result: dict, setup: ProbeSetup) -> list:
     """One PersistenceFit per shape, kind and step (0 = init, then every update)."""
-    from depthdelusion.analysis.persistence import persistence_length
+    from depthdelusion.analysis.science.persistence import persistence_length
 
     fits = []
     for s in result["shapes"]:
@@ -115,8 +115,8 @@ def fit_rows(result: dict, setup: ProbeSetup) -> list:
 
 
 def write(result: dict, setup: ProbeSetup, out: Path, command: str) -> list[Path]:
-    from depthdelusion.analysis import plots
-    from depthdelusion.analysis.persistence import persistence_scaling
+    from depthdelusion.analysis.report import plots
+    from depthdelusion.analysis.science.persistence import persistence_scaling
 
     out.mkdir(parents=True, exist_ok=True)
     fits = fit_rows(result, setup)

@@ -3,7 +3,7 @@ gradient-persistence study (runs trained by `depthdelusion sweep experiments/per
 `persistence_width.yaml`, or any sweep that logs per-layer gradient norms, e.g. the depth-confound
 study's; several run roots are read together, each root a study of its own recipe).
 
-Rules (`analysis/persistence.py`, `docs/persistence.md`):
+Rules (`analysis/science/persistence.py`, `docs/persistence.md`):
 - per run, the windowed rate 1/ℓ over blocks 1 … D−1 (the primary fit) with a moving-block
   bootstrap over the window's logged steps; the all-block rate and the end blocks' ratios beside it;
 - per cell (study, parametrization, D, W, lr, dtypes), the interval on the rate from the spread
@@ -28,15 +28,27 @@ from pathlib import Path
 import numpy as np
 
 from depthdelusion import rundir
-from depthdelusion.analysis.persistence import (DEFAULT_STEP, DEFAULT_WINDOW, MIN_SEEDS, PAPER_EPSILONS,
-                                                PRIMARY_SKIP_BOTTOM, block_ratios, compare_with_paper,
-                                                length_statement, paper_implied_length,
-                                                persistence_length, persistence_scaling, power_law_test,
-                                                seed_interval, window_bounds, windowed_fit,
-                                                windowed_norms)
+from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.analysis.reference import PAPER_KAPPA, PAPER_PERSISTENCE_EXPONENT
-from depthdelusion.analysis.runs import read_gradient_profile
-from depthdelusion.analysis.tables import markdown_table, write_csv
+from depthdelusion.analysis.science.persistence import (
+    DEFAULT_STEP,
+    DEFAULT_WINDOW,
+    MIN_SEEDS,
+    PAPER_EPSILONS,
+    PRIMARY_SKIP_BOTTOM,
+    block_ratios,
+    compare_with_paper,
+    length_statement,
+    paper_implied_length,
+    persistence_length,
+    persistence_scaling,
+    power_law_test,
+    seed_interval,
+    window_bounds,
+    windowed_fit,
+    windowed_norms,
+)
+from depthdelusion.analysis.table.runs import read_gradient_profile
 
 TIMELINE = (1, 25, 50, 100, 200, 400, 600, 800, 1000)  # steps at which the rate is tabulated
 KINDS = ("weight", "activation")
@@ -239,7 +251,7 @@ def critical_depth_lines(runs: list[dict], ratios: dict) -> list[str]:
     """The headline test of "a critical depth is reached": the bottom-to-top weight-gradient
     ratio g_0/g_{D−1} of every run, and per cell its geometric mean over seeds with the t
     interval of ln(ratio). Reached when the ratio is at or below :data:`CRITICAL_EPS`."""
-    from depthdelusion.analysis.seed_intervals import mean_interval
+    from depthdelusion.analysis.fitting.seed_intervals import mean_interval
 
     ends = {r["name"]: ratios[r["name"]]["ends"] for r in runs if r["name"] in ratios}
     if not ends:
@@ -279,7 +291,7 @@ def build(roots, out: Path, *, step: int = DEFAULT_STEP, window: float = DEFAULT
           expected: list[str] | None = None, command: str = "") -> list[Path]:
     """Write report.md, persistence.csv, cells.csv and the figures for the runs under ``roots``
     (a path or a list of paths)."""
-    from depthdelusion.analysis import plots
+    from depthdelusion.analysis.report import plots
 
     runs, unfinished = load_study_runs(roots)
     if not runs:
@@ -648,7 +660,7 @@ def _dtype_pairs(intervals: dict) -> list[tuple]:
 
 def bottom_block_figure(rows: list, path: Path) -> Path:
     """g_0/g_1 against depth, one line per (parametrization, width); geometric mean over seeds."""
-    from depthdelusion.analysis import plots
+    from depthdelusion.analysis.report import plots
 
     plt = plots.plt
     groups: dict = {}

@@ -7,7 +7,7 @@ through the package's table download and cache (``DEPTHDELUSION_TABLES_URL``,
 (total: ``params_active_precise``, embeddings included; non-embedding: that less 50,304·W, the
 authors' own subtraction) it fits every law of :data:`LAWS` by least squares, with a cluster
 bootstrap over whole runs (a shape's checkpoints are one run), and runs the calibrated tests of
-:mod:`depthdelusion.analysis.verdict` with a per-run random effect in the parametric bootstrap.
+:mod:`depthdelusion.analysis.report.verdict` with a per-run random effect in the parametric bootstrap.
 The answers (critical depth, learning-rate interaction, the paper's audit) are in
 :mod:`.public_shapes_answers`, the report in :mod:`.public_shapes_report`.
 """
@@ -59,8 +59,8 @@ def shape_labels(runs) -> np.ndarray:
 
 def table_runs(name: str, convention: str):
     """The published table ``name`` with N in ``convention`` (total: as the table gives it)."""
-    from depthdelusion.analysis.consistency import with_param_convention
-    from depthdelusion.analysis.published import load_table
+    from depthdelusion.analysis.report.consistency import with_param_convention
+    from depthdelusion.analysis.table.published import load_table
 
     runs = load_table(name)
     if convention == "total":
@@ -85,7 +85,10 @@ def fit_arm(table: str, convention: str, laws=LAWS, *, bootstrap: int, replicate
     per-run random effect (``replicates``; 0: Davies' bound for λ = 0, no kink test)."""
     import time
 
-    from depthdelusion.analysis.verdict import critical_depth_verdict, penalty_verdicts
+    from depthdelusion.analysis.report.verdict import (
+        critical_depth_verdict,
+        penalty_verdicts,
+    )
 
     start = time.perf_counter()
     runs = table_runs(table, convention)
@@ -101,7 +104,7 @@ def fit_arm(table: str, convention: str, laws=LAWS, *, bootstrap: int, replicate
 
 def parameter_rows(arms: list[Arm]) -> list[dict]:
     """laws.csv: one row per arm × law × parameter: value, status, cluster-bootstrap interval."""
-    from depthdelusion.analysis.fit_result import parameter_status
+    from depthdelusion.analysis.fitting.result import parameter_status
 
     rows = []
     for arm in arms:

@@ -61,7 +61,7 @@ class CriticalDepth:
 
 def critical_depth(arm: Arm) -> CriticalDepth | None:
     """The power-law kink of ``arm`` (None when it was not fitted)."""
-    from depthdelusion.analysis.fit_result import parameter_status
+    from depthdelusion.analysis.fitting.result import parameter_status
 
     f = arm.fits.get(POWER_KINK)
     if f is None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from depthdelusion.analysis.fit_options import BOOTSTRAP
+from depthdelusion.analysis.fitting.options import BOOTSTRAP
+from depthdelusion.analysis.formats.table_text import csv_text, markdown_table
 from depthdelusion.analysis.reference import PAPER_KAPPA
-from depthdelusion.analysis.tables import csv_text, markdown_table
 
 from . import public_shapes as study
 from . import public_shapes_answers as answers

@@ -11,7 +11,7 @@ at the end.
 Tokens: the first windows of the run's validation split, in order (the loop's eval set is a
 prefix of them), split into G contiguous groups of sequences. The two halves (first G/2 groups,
 last G/2) give the stability check; the delete-one-group spectra give the tail index's jackknife
-interval (depthdelusion/analysis/spectra.py owns the fit, its range rule and tail.csv).
+interval (depthdelusion/analysis/science/spectra.py owns the fit, its range rule and tail.csv).
 
 Outputs in OUT (default RUN/spectrum): spectrum.csv (layer, rank, eigenvalue), tail.csv,
 tail.md and spectrum.png (log-log, one line per layer).
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from depthdelusion.analysis import spectra
-from depthdelusion.analysis.tables import markdown_table
+from depthdelusion.analysis.formats.table_text import markdown_table
+from depthdelusion.analysis.science import spectra
 
 DEFAULT_TOKENS = 1 << 18
 DEFAULT_ROWS = 16  # sequences per forward pass
@@ -256,7 +256,7 @@ def _write_local(full: np.ndarray, fits: list, info: dict, out: Path, command: s
 
 
 def plot_spectra(full: np.ndarray, fits: list, path: Path) -> Path:
-    from depthdelusion.analysis import plots
+    from depthdelusion.analysis.report import plots
 
     plt = plots.plt
     fig, ax = plt.subplots(figsize=(7, 4.5))

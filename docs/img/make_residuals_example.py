@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from depthdelusion.analysis import Runs, fit
-from depthdelusion.analysis.diagnostics import write_rows
+from depthdelusion.analysis.report.residual_files import write_rows
 
 rng = np.random.default_rng(1)
 n = 120

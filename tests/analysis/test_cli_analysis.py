@@ -375,8 +375,8 @@ def test_the_older_method_spelling_is_the_loss_and_says_so(name, capsys):
 
 def test_a_fit_command_gets_its_options_whole_and_each_default_once():
     """fit, report and isoflop each get one FitOptions and one RowOptions built from the command
-    line; an option left out keeps the one default in depthdelusion.analysis.fit_options."""
-    from depthdelusion.analysis.fit_options import BOOTSTRAP, FitOptions, RowOptions
+    line; an option left out keeps the one default in depthdelusion.analysis.fitting.options."""
+    from depthdelusion.analysis.fitting.options import BOOTSTRAP, FitOptions, RowOptions
     from depthdelusion.cli import command
 
     run = command(["fit", "paper", "--bootstrap", "7", "--where", "N >= 1e8", "--by", "group"])[1]

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import Runs, fit, get_law
-from depthdelusion.analysis.fitting import _bootstrap_weights
+from depthdelusion.analysis.fitting.resampling import _bootstrap_weights
 from depthdelusion.analysis.laws import LawInputs
-from depthdelusion.analysis.lr_test import run_effect
+from depthdelusion.analysis.fitting.lr_test import run_effect
 
 RUNS, CHECKPOINTS = 22, 10  # the Gemstones suite's layout
 

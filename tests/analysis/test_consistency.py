@@ -1,7 +1,7 @@
 import numpy as np
 
 from depthdelusion.analysis import Runs, load_reference
-from depthdelusion.analysis.consistency import CONVENTIONS, audit_param_counts
+from depthdelusion.analysis.report.consistency import CONVENTIONS, audit_param_counts
 
 
 def test_paper_table_inconsistencies_are_found_from_the_data():

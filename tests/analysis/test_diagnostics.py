@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import Runs, fit
-from depthdelusion.analysis.diagnostics import robust_z
-from depthdelusion.analysis.outlier_rows import without_outliers
+from depthdelusion.analysis.fitting.diagnostics import robust_z
+from depthdelusion.analysis.fitting.outlier_rows import without_outliers
 from depthdelusion.cli import main
 
 # Epoch AI's refit of Chinchilla (Besiroglu et al. 2024): the truth of the synthetic tables.
@@ -230,7 +230,7 @@ def test_cli_group_where_and_by_share_one_meaning(tmp_path, capsys):
 
 
 def test_on_the_shipped_paper_table_rows_are_named_and_its_groups_are_read():
-    from depthdelusion.analysis.runs import load_reference
+    from depthdelusion.analysis.table.runs import load_reference
 
     # the Depth Delusion paper's 30 runs (analysis/reference/, provenance in PROVENANCE.md):
     # two token budgets in one `group` column, fitted pooled by a law without a token term
@@ -245,7 +245,7 @@ def test_on_the_shipped_paper_table_rows_are_named_and_its_groups_are_read():
 
 
 def test_the_movement_sentence_never_quotes_a_parameter_that_is_not_identified():
-    from depthdelusion.analysis.diagnostics import movement_sentence
+    from depthdelusion.analysis.fitting.diagnostics import movement_sentence
 
     before, after = {"A": 400.0, "B": 56.2}, {"A": 420.0, "B": 1.4e119}
     said = movement_sentence(before, after, {"A": 10.0, "B": 3.0}, "1 outlying row",

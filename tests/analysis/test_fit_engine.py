@@ -4,9 +4,9 @@ import pytest
 from scipy import optimize
 
 from depthdelusion.analysis import Runs, fit, get_law, list_laws, register_law
-from depthdelusion.analysis.fitting import start_grid
+from depthdelusion.analysis.fitting.search import start_grid
 from depthdelusion.analysis.laws import LawInputs, Param, _REGISTRY
-from depthdelusion.analysis.problem import Problem
+from depthdelusion.analysis.fitting.problem import Problem
 
 from .test_laws_and_fitting import synthetic_runs
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import Runs, fit, get_law, load_reference
-from depthdelusion.analysis.fitting import _bootstrap_weights
+from depthdelusion.analysis.fitting.resampling import _bootstrap_weights
 from depthdelusion.analysis.laws import LawInputs
 
 from .test_laws_and_fitting import synthetic_runs
@@ -146,8 +146,8 @@ def test_huber_profile_intervals_are_as_wide_as_the_bootstrap_ones():
 
 
 def test_one_formatter_writes_every_interval_and_an_open_end_as_unbounded():
-    from depthdelusion.analysis.interval_text import interval_text
-    from depthdelusion.analysis.report_tables import interval
+    from depthdelusion.analysis.formats.interval_text import interval_text
+    from depthdelusion.analysis.report.tables import interval
 
     assert interval_text((0.0, math.inf)) == "[0, unbounded]"
     assert interval_text((-math.inf, 1.5)) == "[unbounded, 1.5]"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import fit
-from depthdelusion.analysis.fit_result import parameter_status
+from depthdelusion.analysis.fitting.result import parameter_status
 
 from .test_fit_engine import kaplan_runs
 from .test_laws_and_fitting import synthetic_runs

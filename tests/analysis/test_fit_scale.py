@@ -3,10 +3,10 @@ to linear-cost forms on large tables, and --bootstrap 0 resampling nothing."""
 import numpy as np
 
 from depthdelusion.analysis import Runs, fit, get_law
-from depthdelusion.analysis import varpro
-from depthdelusion.analysis.fitting import SEARCH_ROWS, start_grid
+from depthdelusion.analysis.fitting import varpro
+from depthdelusion.analysis.fitting.search import SEARCH_ROWS, start_grid
 from depthdelusion.analysis.laws import LawInputs
-from depthdelusion.analysis.problem import Problem
+from depthdelusion.analysis.fitting.problem import Problem
 
 EPOCH = dict(E=1.82, A=482.0, alpha=0.3478, B=2085.0, beta=0.3658)  # Besiroglu et al. 2024
 
@@ -82,8 +82,8 @@ def test_the_one_step_bootstrap_draws_the_same_resamples_and_steps_as_the_full_p
     """Resampling counts are the bincount of rng.integers(0, n, n) (the int64 draw), and each
     resample's step solves Jᵀ W J from its k(k+1)/2 distinct entries: the full k × k products
     give the same steps within 1e-12 relative (BLAS may sum in another order)."""
-    from depthdelusion.analysis.fitting import _bootstrap_weights, _OneStep
-    from depthdelusion.analysis.solver import irls_weights
+    from depthdelusion.analysis.fitting.resampling import _bootstrap_weights, _OneStep
+    from depthdelusion.analysis.fitting.solver import irls_weights
 
     n = 3001
     rng = np.random.default_rng(5)

@@ -8,8 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from depthdelusion.analysis.isoflop import (FEW_POINTS, FLAT, OUTSIDE, fit_budget, group_budgets,
-                                            isoflop)
+from depthdelusion.analysis.fitting.isoflop import (
+    FEW_POINTS,
+    FLAT,
+    OUTSIDE,
+    fit_budget,
+    group_budgets,
+    isoflop,
+)
 from depthdelusion.cli import main
 
 # Epoch AI's refit of Chinchilla (Besiroglu et al. 2024)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import fit
-from depthdelusion.analysis.json_text import dump, dumps
-from depthdelusion.analysis.runs import Runs
+from depthdelusion.analysis.formats.json_text import dump, dumps
+from depthdelusion.analysis.table.runs import Runs
 
 DOC = {"law": "chinchilla", "n": 3, "empty": {}, "none": [], "flag": True, "off": False, "x": None,
        "unicode": "α ≈ 0.29, “quoted” \"and\" \\ back\n", "ints": [1, -2, 10 ** 20],

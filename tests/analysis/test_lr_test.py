@@ -8,9 +8,14 @@ from types import SimpleNamespace
 import numpy as np
 from scipy import stats
 
-from depthdelusion.analysis.lr_test import (LRTest, bootstrap_tests, chibar_p, davies_p,
-                                            lr_statistic)
-from depthdelusion.analysis.runs import runs_from_records
+from depthdelusion.analysis.fitting.lr_test import (
+    LRTest,
+    bootstrap_tests,
+    chibar_p,
+    davies_p,
+    lr_statistic,
+)
+from depthdelusion.analysis.table.runs import runs_from_records
 
 X = np.linspace(0.0, 1.0, 12)
 KINKS = X[1:-2]  # candidate kink locations (every one leaves ≥ 3 points beyond it)
@@ -112,9 +117,11 @@ def test_batched_replicate_refits_give_each_replicate_the_rss_of_its_own_fit():
     group offsets) and on a table above the search's subsample size (subsample, then polish)."""
     import dataclasses
 
-    from depthdelusion.analysis.fitting import SEARCH_ROWS, fit, refit_rss
-    from depthdelusion.analysis.lr_test import simulate
-    from depthdelusion.analysis.runs import load_runs
+    from depthdelusion.analysis.fitting.search import SEARCH_ROWS
+    from depthdelusion.analysis.fitting.engine import fit
+    from depthdelusion.analysis.fitting.resampling import refit_rss
+    from depthdelusion.analysis.fitting.lr_test import simulate
+    from depthdelusion.analysis.table.runs import load_runs
 
     paper, big = load_runs("paper"), _synthetic_table(SEARCH_ROWS + 200)
     for runs, law, method, offsets, count in [(paper, "depth_delusion", "lm", False, 6),
@@ -141,7 +148,7 @@ def test_batched_replicate_refits_give_each_replicate_the_rss_of_its_own_fit():
 
 
 def test_no_replicates_is_a_p_of_one_from_none():
-    from depthdelusion.analysis.fitting import fit
+    from depthdelusion.analysis.fitting.engine import fit
 
     null, alt = (fit("paper", law, bootstrap=0, leave_one_out=False, profile=False)
                  for law in ("kaplan", "depth_delusion"))

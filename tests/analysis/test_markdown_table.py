@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from depthdelusion.analysis.tables import Table, csv_text, markdown_table, write_csv
+from depthdelusion.analysis.formats.table_text import Table, csv_text, markdown_table, write_csv
 
 PACKAGE = Path(__file__).resolve().parents[2] / "depthdelusion"
 
@@ -45,11 +45,11 @@ def test_no_module_writes_csv_itself():
             if (isinstance(node, ast.Attribute) and node.attr in ("writer", "DictWriter")
                     and isinstance(node.value, ast.Name) and node.value.id == "csv"):
                 writers.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
-    assert writers == ["analysis/tables.py:" + str(_csv_writer_line())], writers
+    assert writers == ["analysis/formats/table_text.py:" + str(_csv_writer_line())], writers
 
 
 def _csv_writer_line() -> int:
-    lines = (PACKAGE / "analysis" / "tables.py").read_text().splitlines()
+    lines = (PACKAGE / "analysis" / "formats" / "table_text.py").read_text().splitlines()
     return next(i for i, line in enumerate(lines, 1) if "csv.writer(" in line)
 
 
@@ -61,7 +61,7 @@ def test_an_intervals_ends_in_numbers_are_those_the_data_support():
     from types import SimpleNamespace
 
     from depthdelusion.analysis.laws import get_law
-    from depthdelusion.analysis.report_tables import param_interval, supported_ends
+    from depthdelusion.analysis.report.tables import param_interval, supported_ends
 
     f = SimpleNamespace(law=get_law("kaplan"))  # A is fitted on a log scale, E is not
     assert supported_ends(f, "A", (1.249, 8.225e4)) == (1.249, math.inf)

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import fit
-from depthdelusion.analysis.replicates import reduce_replicates, replicate_cells
-from depthdelusion.analysis.runs import load_runs, read_table
+from depthdelusion.analysis.fitting.replicates import reduce_replicates, replicate_cells
+from depthdelusion.analysis.table.runs import load_runs, read_table
 from depthdelusion.cli import main
 
 ROWS = [(1e7 * 3 ** i, 1e9 * 2 ** (i % 4), 1.8 + 480 * (1e7 * 3 ** i) ** -0.35
@@ -102,7 +102,7 @@ def test_replicate_cells_are_named_and_reduced(tmp_path):
 
 
 def test_a_tables_own_non_embedding_count_is_used_as_given(tmp_path):
-    from depthdelusion.analysis.consistency import with_param_convention
+    from depthdelusion.analysis.report.consistency import with_param_convention
 
     path = tmp_path / "t.csv"
     path.write_text("depth,width,params,params_non_embedding,loss\n"
@@ -153,7 +153,7 @@ def _read_by_dicts(path):
     import csv
     import io
 
-    from depthdelusion.analysis.runs import runs_from_records
+    from depthdelusion.analysis.table.runs import runs_from_records
 
     text = path.read_bytes().decode("utf-8-sig")
     sep = "\t" if "\t" in text.splitlines()[0] else ","

@@ -3,9 +3,13 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import load_runs
-from depthdelusion.analysis.persistence import (persistence_length, persistence_lengths,
-                                                persistence_scaling, windowed_fit)
-from depthdelusion.analysis.runs import GradientProfile
+from depthdelusion.analysis.science.persistence import (
+    persistence_length,
+    persistence_lengths,
+    persistence_scaling,
+    windowed_fit,
+)
+from depthdelusion.analysis.table.runs import GradientProfile
 
 
 def test_persistence_length_is_recovered_from_run_directories(run_factory, tmp_path):
@@ -86,8 +90,8 @@ def test_an_expansion_probe_beside_a_run_reaches_the_persistence_figure(tmp_path
     # persistence figure draws that first-order signal beside g_l, and says for which runs.
     import json
 
-    from depthdelusion.analysis.report import write_report
-    from depthdelusion.analysis.runs import INSERTION_PROBE
+    from depthdelusion.analysis.report.build import write_report
+    from depthdelusion.analysis.table.runs import INSERTION_PROBE
 
     from .conftest import write_run
 
@@ -126,7 +130,7 @@ def test_one_windowed_fit_for_the_report_and_the_study_leaving_out_bottom_blocks
 
 
 def test_moving_block_bootstrap_resamples_runs_of_consecutive_steps_and_widens_for_autocorrelated_steps():
-    from depthdelusion.analysis.persistence import block_length, moving_block_indices
+    from depthdelusion.analysis.science.persistence import block_length, moving_block_indices
 
     assert [block_length(n) for n in (3, 8, 9, 27, 28)] == [2, 2, 3, 3, 4]
     idx = moving_block_indices(np.random.default_rng(0), 9, 3, 50)
@@ -154,7 +158,7 @@ def test_moving_block_bootstrap_resamples_runs_of_consecutive_steps_and_widens_f
 def test_seed_interval_is_t_based_over_seeds_and_one_run_keeps_its_own_interval():
     from scipy import stats
 
-    from depthdelusion.analysis.persistence import seed_interval
+    from depthdelusion.analysis.science.persistence import seed_interval
 
     rng = np.random.default_rng(0)
     dist = 7 - np.arange(8)
@@ -173,8 +177,11 @@ def test_seed_interval_is_t_based_over_seeds_and_one_run_keeps_its_own_interval(
 
 
 def test_paper_implied_length_and_what_an_interval_says_about_it():
-    from depthdelusion.analysis.persistence import (compare_with_paper, length_statement,
-                                                    paper_implied_length)
+    from depthdelusion.analysis.science.persistence import (
+        compare_with_paper,
+        length_statement,
+        paper_implied_length,
+    )
     from depthdelusion.analysis.reference import PAPER_KAPPA
 
     assert abs(paper_implied_length(64, 0.01) - PAPER_KAPPA * np.log(64) / np.log(100)) < 1e-12
@@ -190,7 +197,7 @@ def test_paper_implied_length_and_what_an_interval_says_about_it():
 
 
 def test_power_law_test_accepts_the_papers_scaling_and_rejects_growth_or_a_wrong_exponent():
-    from depthdelusion.analysis.persistence import power_law_test
+    from depthdelusion.analysis.science.persistence import power_law_test
 
     W = np.array([16, 32, 64, 128, 256])
     noise = np.array([-0.002, 0.0, 0.002])  # three seeds per width, seed SD 0.002
@@ -208,7 +215,7 @@ def test_power_law_test_accepts_the_papers_scaling_and_rejects_growth_or_a_wrong
 
 def test_power_law_test_rejects_a_true_law_at_its_nominal_rate_with_3_seeds():
     """The old χ² took the 3-seed SEs as known and rejected a true W^−0.44 law far above 5%."""
-    from depthdelusion.analysis.persistence import power_law_test
+    from depthdelusion.analysis.science.persistence import power_law_test
 
     rng = np.random.default_rng(5)
     W = np.array([16, 32, 64, 128, 256])
@@ -222,7 +229,7 @@ def test_primary_fit_leaves_out_the_bottom_block_and_block_ratios_show_it(run_fa
     all-block fit calls it growth, the primary fit (blocks 1 … D−1) decay."""
     import json
 
-    from depthdelusion.analysis.persistence import block_ratios
+    from depthdelusion.analysis.science.persistence import block_ratios
 
     run_factory("d8", 8, 64, 3.0, ell=20.0, noise=0.001, steps=tuple(range(800, 1001, 25)))
     metrics = tmp_path / "runs" / "d8" / "metrics.jsonl"
@@ -243,7 +250,7 @@ def test_primary_fit_leaves_out_the_bottom_block_and_block_ratios_show_it(run_fa
 
 
 def test_the_sweep_report_uses_the_study_rules_seeds_per_shape_and_the_papers_implied_length(tmp_path):
-    from depthdelusion.analysis.report import write_report
+    from depthdelusion.analysis.report.build import write_report
 
     from .conftest import write_run
 
@@ -268,8 +275,8 @@ def test_the_gradient_profile_figure_states_the_window_it_averaged(run_factory, 
     logged steps actually averaged, not the requested step."""
     from PIL import Image
 
-    from depthdelusion.analysis.plots import gradient_profiles
-    from depthdelusion.analysis.report_results import persistence
+    from depthdelusion.analysis.report.plots import gradient_profiles
+    from depthdelusion.analysis.report.results import persistence
 
     for i, (d, w) in enumerate([(4, 16), (8, 16), (4, 32), (8, 32)]):
         run_factory(f"d{d}_w{w}", d, w, 3.0 - 0.1 * i, ell=3.0, steps=tuple(range(0, 301, 10)), seed=i)

@@ -1,4 +1,4 @@
-"""Published tables by name (depthdelusion/analysis/published.py) and pooled fits."""
+"""Published tables by name (depthdelusion/analysis/table/published.py) and pooled fits."""
 import csv
 import fnmatch
 import json
@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from depthdelusion.analysis.fitting import fit
-from depthdelusion.analysis.published import TABLES, fit_pooled, load_table, pool
-from depthdelusion.analysis.published_files import REGISTRY
-from depthdelusion.analysis.runs import load_runs
+from depthdelusion.analysis.fitting.engine import fit
+from depthdelusion.analysis.table.published import TABLES, load_table, pool
+from depthdelusion.analysis.fitting.pooled import fit_pooled
+from depthdelusion.analysis.table.published_files import REGISTRY
+from depthdelusion.analysis.table.runs import load_runs
 from depthdelusion.cli import main
 
 # The published numbers are reproduced from downloaded files in test_published_downloads.py.
@@ -175,7 +176,7 @@ def test_fit_command_takes_a_table_by_name(capsys):
 def test_the_run_table_doc_lists_the_schema():
     from pathlib import Path
 
-    from depthdelusion.analysis import run_table
+    from depthdelusion.analysis.table import run_table
 
     doc = (Path(__file__).parents[2] / "docs" / "run_table.md").read_text()
     assert f"schema_version {run_table.SCHEMA_VERSION}" in doc

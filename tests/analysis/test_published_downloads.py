@@ -15,12 +15,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from depthdelusion.analysis.fitting import fit
-from depthdelusion.analysis.isoflop import isoflop
-from depthdelusion.analysis.published import (GEMSTONES_WIDTH_DEPTH_OBJECTIVE, LLAMA3_APPROACH2_A, TABLES,
-                                              fit_pooled, load_table)
-from depthdelusion.analysis.published_files import TableUnavailable, registry
-from depthdelusion.analysis.runs import load_runs
+from depthdelusion.analysis.fitting.engine import fit
+from depthdelusion.analysis.fitting.isoflop import isoflop
+from depthdelusion.analysis.table.published import (
+    GEMSTONES_WIDTH_DEPTH_OBJECTIVE,
+    LLAMA3_APPROACH2_A,
+    TABLES,
+    load_table,
+)
+from depthdelusion.analysis.fitting.pooled import fit_pooled
+from depthdelusion.analysis.table.published_files import TableUnavailable, registry
+from depthdelusion.analysis.table.runs import load_runs
 from depthdelusion.cli import main
 
 from .test_published import GEMSTONES_OBJECTIVE, GEMSTONES_OPTIMUM

@@ -1,12 +1,12 @@
-"""The source-smoothness estimator of analysis/readout.py recovers a known s (and so the
+"""The source-smoothness estimator of analysis/science/readout.py recovers a known s (and so the
 predicted exponent) from sampled features and a readout built to the source condition."""
 import math
 
 import numpy as np
 import pytest
 
-from depthdelusion.analysis import readout, spectra
-from depthdelusion.analysis.redundancy import predicted_exponent, random_rotation
+from depthdelusion.analysis.science import readout, spectra
+from depthdelusion.analysis.science.redundancy import predicted_exponent, random_rotation
 
 
 def _sampled(beta, s, *, width=64, n=40_000, groups=8, seed=0):

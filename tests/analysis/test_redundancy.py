@@ -2,9 +2,17 @@
 import numpy as np
 import pytest
 
-from depthdelusion.analysis.redundancy import (Design, bounded_transform, fit_rate, learning_curve,
-                                               power_law_spectrum, predicted_exponent,
-                                               random_rotation, ridge_excess_risks, source_target)
+from depthdelusion.analysis.science.redundancy import (
+    Design,
+    bounded_transform,
+    fit_rate,
+    learning_curve,
+    power_law_spectrum,
+    predicted_exponent,
+    random_rotation,
+    ridge_excess_risks,
+    source_target,
+)
 
 
 def test_dual_ridge_risks_equal_the_primal_solution():
@@ -64,7 +72,7 @@ def test_the_report_says_when_a_constant_exponent_passes_the_check_as_well(tmp_p
     import shutil
     from pathlib import Path
 
-    from depthdelusion.analysis import redundancy_study
+    from depthdelusion.studies import redundancy as redundancy_study
 
     committed = Path(__file__).resolve().parents[2] / "analysis" / "redundancy"
     for name in ("rates.csv", "invariance.csv", "mixture.csv", "run.json"):

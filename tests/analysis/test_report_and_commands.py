@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from depthdelusion.analysis.report import write_report
+from depthdelusion.analysis.report.build import write_report
 from depthdelusion.cli import command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -214,7 +214,7 @@ def test_opening_paragraph_follows_the_title_when_persistence_fits_warn(run_fact
     when the persistence section has warnings of its own (one logged step in the window)."""
     import numpy as np
 
-    from depthdelusion.analysis.report import build_report
+    from depthdelusion.analysis.report.build import build_report
 
     rng = np.random.default_rng(0)
     for i, (d, w) in enumerate([(d, w) for w in (128, 256, 512) for d in (4, 8, 16)]):

@@ -8,9 +8,14 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import fit, load_reference
-from depthdelusion.analysis.consistency import with_param_convention
-from depthdelusion.analysis.report import build_report, design_forms, mixed_budgets, size_classes
-from depthdelusion.analysis.runs import Runs
+from depthdelusion.analysis.report.consistency import with_param_convention
+from depthdelusion.analysis.report.build import (
+    build_report,
+    design_forms,
+    mixed_budgets,
+    size_classes,
+)
+from depthdelusion.analysis.table.runs import Runs
 
 from .conftest import params_of
 

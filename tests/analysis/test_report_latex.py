@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from depthdelusion.analysis.report import build_report
-from depthdelusion.analysis.tables import Table, latex_document, tex_escape
+from depthdelusion.analysis.report.build import build_report
+from depthdelusion.analysis.formats.table_text import Table, latex_document, tex_escape
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "analysis" / "paper_refit" / "report.tex"

@@ -2,7 +2,7 @@
 import numpy as np
 
 from depthdelusion.analysis import Runs
-from depthdelusion.analysis.report_markdown import opening_paragraph as _opening
+from depthdelusion.analysis.report.markdown import opening_paragraph as _opening
 
 
 def test_deepest_is_best_is_counted_over_widths_with_two_depths():

@@ -3,7 +3,7 @@ import json
 
 import numpy as np
 
-from depthdelusion.analysis.report import build_report
+from depthdelusion.analysis.report.build import build_report
 
 
 def _byte_run(root, depth, width, loss, rate, steps=range(0, 301, 10)):

@@ -4,9 +4,10 @@ import dataclasses
 
 import pytest
 
-from depthdelusion.analysis import fitting, report_results
-from depthdelusion.analysis.report import build_report, latex, markdown, write_report
-from depthdelusion.analysis.tables import csv_text
+from depthdelusion.analysis.fitting import engine as fitting
+from depthdelusion.analysis.report import results as report_results
+from depthdelusion.analysis.report.build import build_report, latex, markdown, write_report
+from depthdelusion.analysis.formats.table_text import csv_text
 
 from .test_report_design import QUICK, two_budget_runs
 

@@ -1,4 +1,4 @@
-"""The spectrum-dependent data-exponent test (analysis/ridge_exponent.py) on synthetic features
+"""The spectrum-dependent data-exponent test (analysis/science/ridge_exponent.py) on synthetic features
 with a known answer: Gaussian x with λ_i = i^(−β), a target of source smoothness s, noise σ = 2.
 
 Grid β ∈ {1.5, 2, 3} × s ∈ {0.25, 0.5, 1}: b = 2βs/(2βs+1) from 0.43 to 0.86. Design: P = 200
@@ -22,8 +22,12 @@ import math
 import numpy as np
 import pytest
 
-from depthdelusion.analysis import ridge_exponent as rx
-from depthdelusion.analysis.redundancy import power_law_spectrum, predicted_exponent, source_target
+from depthdelusion.analysis.science import ridge_exponent as rx
+from depthdelusion.analysis.science.redundancy import (
+    power_law_spectrum,
+    predicted_exponent,
+    source_target,
+)
 
 P, NOISE, REPS, NS = 200, 2.0, 48, (64, 256, 1024, 4096)
 GRID = [(beta, s) for beta in (1.5, 2.0, 3.0) for s in (0.25, 0.5, 1.0)]

@@ -4,10 +4,10 @@ import csv
 import numpy as np
 import pytest
 
-from depthdelusion.analysis.fitting import fit
-from depthdelusion.analysis.rollout import COLUMNS, rollout
-from depthdelusion.analysis.runs import load_runs
-from depthdelusion.analysis.solver import objective
+from depthdelusion.analysis.fitting.engine import fit
+from depthdelusion.analysis.fitting.rollout import COLUMNS, rollout
+from depthdelusion.analysis.table.runs import load_runs
+from depthdelusion.analysis.fitting.solver import objective
 from depthdelusion.cli import main
 
 from .test_isoflop import E, law, n_opt

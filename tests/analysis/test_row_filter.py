@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import load_runs
-from depthdelusion.analysis.row_filter import parse_where, row_mask, split_by
+from depthdelusion.analysis.table.row_filter import parse_where, row_mask, split_by
 
 ROWS = [
     {"N": 1e7, "T": 1e9, "loss": 3.9, "dataset": "web", "qc_ok": "True", "lr": "0.001"},
@@ -48,8 +48,8 @@ def test_malformed_expressions_are_one_line_errors(expr, message):
 
 def test_every_alias_the_table_reader_reads_is_read_by_where():
     """The README's `--where "N >= 1e8"` on a table whose column is `params`: --where reads the
-    names and aliases of the table reader (analysis/columns.py), in the alias's own unit."""
-    from depthdelusion.analysis.columns import FIELDS, scale_of
+    names and aliases of the table reader (analysis/table/columns.py), in the alias's own unit."""
+    from depthdelusion.analysis.table.columns import FIELDS, scale_of
 
     rows = [{"params": r["N"], "tokens": r["T"] * (i + 1), "loss": r["loss"], "width": 64 * (i + 1),
              "compute": 6 * r["N"] * r["T"] * (i + 1)} for i, r in enumerate(ROWS)]

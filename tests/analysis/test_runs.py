@@ -117,7 +117,7 @@ def test_runs_export_lists_a_run_once_when_two_sources_hold_it_and_says_which(ru
                                                                              capsys):
     import shutil
 
-    from depthdelusion.analysis.run_table import export
+    from depthdelusion.analysis.table.run_table import export
 
     first = run_factory("d2_w64", 2, 64, 3.1)
     run_factory("d4_w64", 4, 64, 3.0)

@@ -8,8 +8,13 @@ import pytest
 
 from scipy import stats
 
-from depthdelusion.analysis.seed_intervals import (fieller_ratio, lack_of_fit, mean_interval,
-                                                   paired_interval, welch_interval)
+from depthdelusion.analysis.fitting.seed_intervals import (
+    fieller_ratio,
+    lack_of_fit,
+    mean_interval,
+    paired_interval,
+    welch_interval,
+)
 
 DRAWS = 4000  # binomial SE of a 95% coverage over 4000 draws: 0.0034
 TOL = 0.015   # > 4 binomial SEs

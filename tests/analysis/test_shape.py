@@ -2,8 +2,14 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import fit, load_reference
-from depthdelusion.analysis.shape import (_Search, audit_shapes, critical_depth, optimal_shape,
-                                          simple_counts, trainer_counts)
+from depthdelusion.analysis.report.shape import (
+    _Search,
+    audit_shapes,
+    critical_depth,
+    optimal_shape,
+    simple_counts,
+    trainer_counts,
+)
 
 from .test_laws_and_fitting import synthetic_runs
 

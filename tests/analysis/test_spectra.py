@@ -4,8 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from depthdelusion.analysis import spectra
-from depthdelusion.analysis.redundancy import predicted_exponent
+from depthdelusion.analysis.science import spectra
+from depthdelusion.analysis.science.redundancy import predicted_exponent
 
 
 def _eig(x_NxW):
@@ -73,7 +73,7 @@ def test_bad_tail_csv_names_the_file(tmp_path):
 
 
 def test_report_on_run_directories_includes_the_spectrum_section(run_factory, tmp_path):
-    from depthdelusion.analysis.report import build_report
+    from depthdelusion.analysis.report.build import build_report
 
     for i, (d, w) in enumerate([(d, w) for w in (128, 256) for d in (2, 4, 8)]):
         n = d * 12 * w * w + 2 * 50257 * w
@@ -85,7 +85,7 @@ def test_report_on_run_directories_includes_the_spectrum_section(run_factory, tm
 
 
 def test_report_section_shows_the_exponent_predicted_with_measured_smoothness(tmp_path):
-    from depthdelusion.analysis import readout
+    from depthdelusion.analysis.science import readout
 
     run = tmp_path / "runs" / "w64" / "t1280" / "spectrum"
     run.mkdir(parents=True)

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import Runs, fit
-from depthdelusion.analysis.fitting import SEARCH_ROWS
+from depthdelusion.analysis.fitting.search import SEARCH_ROWS
 from depthdelusion.analysis.laws import LawInputs
-from depthdelusion.analysis.problem import Problem
-from depthdelusion.analysis.solver import objective
+from depthdelusion.analysis.fitting.problem import Problem
+from depthdelusion.analysis.fitting.solver import objective
 from depthdelusion.cli import main
 
 from .test_laws_and_fitting import synthetic_runs

@@ -3,9 +3,14 @@
 import numpy as np
 
 from depthdelusion.analysis import fit
-from depthdelusion.analysis.runs import Runs
-from depthdelusion.analysis.verdict import (baseline_for, critical_depth_verdict, overall,
-                                            penalty_verdicts, shape_variation)
+from depthdelusion.analysis.table.runs import Runs
+from depthdelusion.analysis.report.verdict import (
+    baseline_for,
+    critical_depth_verdict,
+    overall,
+    penalty_verdicts,
+    shape_variation,
+)
 
 from .test_laws_and_fitting import synthetic_runs
 

@@ -183,7 +183,7 @@ def test_law_replicates_must_be_a_whole_number(tmp_path):
 def test_the_penalty_is_a_welch_interval_against_the_best_depth():
     """Three seeds a depth: Welch's t (df from Welch–Satterthwaite), not a percentile bootstrap
     over 3 seeds, which the old code used and which is 2–3× too narrow."""
-    from depthdelusion.analysis.seed_intervals import welch_interval
+    from depthdelusion.analysis.fitting.seed_intervals import welch_interval
 
     pts = [dc.Point("B", 32, d, None, 0.01, losses) for d, losses in (
         (2, (1.50, 1.52, 1.51)), (4, (1.40, 1.41, 1.39)), (8, (1.40, 1.44, 1.38)), (16, (1.9, 1.8, 2.0)))]

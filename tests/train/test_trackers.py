@@ -1,7 +1,7 @@
 """Experiment trackers (depthdelusion/train/trackers.py) with the real libraries: one tiny run
 logs to TensorBoard, W&B (offline: no key is configured) and a real `mlflow server` on
 127.0.0.1 started and stopped here; each is read back and compared with metrics.jsonl. The run
-table (depthdelusion/analysis/run_table.py) is exported from all three sources."""
+table (depthdelusion/analysis/table/run_table.py) is exported from all three sources."""
 import contextlib
 import csv
 import importlib.util
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from depthdelusion.analysis import run_table
-from depthdelusion.analysis.runs import load_runs
+from depthdelusion.analysis.table import run_table
+from depthdelusion.analysis.table.runs import load_runs
 from depthdelusion.config import load_config
 from depthdelusion.rundir import read_metrics, read_summary
 from depthdelusion.train import trackers

@@ -14,7 +14,7 @@ def run_expand(*, run: str, after: str | None = None, out: str | None = None, se
     from etils import epath
 
     if probe:
-        from depthdelusion.analysis.runs import INSERTION_PROBE
+        from depthdelusion.analysis.table.runs import INSERTION_PROBE
         from depthdelusion.studies.expansion.probe import ETAS, markdown, probe_run
 
         steps = [float(x) for x in etas.split(",")] if etas else ETAS

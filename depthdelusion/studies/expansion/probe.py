@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from depthdelusion.analysis.tables import markdown_table
+from depthdelusion.analysis.formats.table_text import markdown_table
 from depthdelusion.config import ModelConfig
 from depthdelusion.studies.expansion import surgery
 

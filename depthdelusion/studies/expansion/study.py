@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from depthdelusion import rundir
-from depthdelusion.analysis.tables import markdown_table, write_csv
+from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 
 if TYPE_CHECKING:
     from etils import epath

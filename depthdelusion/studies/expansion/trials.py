@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 
 from depthdelusion import rundir
-from depthdelusion.analysis.tables import markdown_table
+from depthdelusion.analysis.formats.table_text import markdown_table
 
 MIN_SEEDS = 3
 _LR_SEED = re.compile(r"^d(\d+)_w(\d+)_steps(\d+)_lr([0-9.e-]+)_seed(\d+)$")
@@ -265,7 +265,7 @@ def best_lr(rows: list[dict], arm: str) -> tuple[float, list[dict], bool, dict]:
 
 
 def _write(out, stem: str, rows: list[dict], summary: dict) -> None:
-    from depthdelusion.analysis.tables import write_csv
+    from depthdelusion.analysis.formats.table_text import write_csv
 
     out.mkdir(parents=True, exist_ok=True)
     if rows:

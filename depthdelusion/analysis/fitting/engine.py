@@ -1,0 +1,252 @@
+"""Fit a registered law to runs: bounded least squares or Huber, multi-start, with intervals.
+
+``fit(runs, law)`` minimises the squared loss residuals (nats) — or, with ``method="huber"``,
+a Huber loss (threshold 1e-3) of log-loss residuals, the Chinchilla / Epoch AI practice — by a
+bounded Levenberg–Marquardt (:mod:`.solver`) from a set of starting points, scale parameters
+in log space, every parameter inside its physical bounds (exponents ≥ 0, κ ≥ 0, E ≥ 0,
+scales > 0). Every parameter gets three 95% intervals, each named by its method: Jacobian
+(log space for scales), profile likelihood (:mod:`.profile`) and a seeded case bootstrap
+whose refits start from the optimum and from the best points of the multi-start (so that a
+resample whose optimum moved to another basin can reach it). Leave-one-out refits start
+from the same cold points. Runs are weighted equally. ``group_offsets=True`` fits one
+offset E per group with the law's other parameters shared.
+
+Cost is linear in the number of rows n: no n × n matrix is formed. On large tables the stages
+whose cost is (number of refits) × n switch to stated approximations (thresholds below): the
+multi-start runs on a seeded subsample and its best optima are polished on every row; the
+bootstrap takes one Gauss–Newton step per resample from the optimum; leave-one-out errors come
+from the hat-matrix diagonal of the Jacobian's thin QR; profile intervals are computed on
+request (``FitResult.conf_int(method="profile")``) rather than by default.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...progress import SILENT
+from ..laws import get_law
+from ..table.columns import check_law_columns
+from ..table.runs import Runs, load_runs
+from .diagnostics import OUTLIER_Z, pooled_group_flag, pooled_groups, row_diagnostics
+from .options import BOOTSTRAP
+from .resampling import BOOT_REFIT_ROWS, LOO_REFIT_ROWS, bootstrap_stage, loo_stage
+from .result import FitResult
+from .search import REFIT_STARTS, SEARCHES, TIE, run_search
+from .setup import FitSetup
+from .uncertainty import (
+    PROFILE_ROWS,
+    at_bound,
+    identifiability_flags,
+    optimum_and_profiles,
+    set_profiles,
+)
+
+# least squares on loss / Huber on log-loss / asymmetric squares on loss; all by bounded LM
+METHODS = ("lm", "huber", "asymmetric")
+
+
+def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int = 0,
+        fixed: dict | None = None, grid_points: int | None = None, max_starts: int | None = None,
+        leave_one_out: bool | str | None = None, profile: bool | None = None,
+        group_offsets: bool = False, groups=None, refit_starts: int = REFIT_STARTS,
+        bootstrap_refit: bool | None = None, overestimate_weight: float | None = None,
+        diagnostics: bool | None = None, outlier_threshold: float = OUTLIER_Z,
+        search: str | None = None, clusters=None, progress=SILENT) -> FitResult:
+    """Fit ``law`` (a registered name or Law) to ``runs`` (anything :func:`load_runs` takes).
+
+    ``method``: ``"lm"`` (least squares on loss residuals) or ``"huber"`` (Huber on log-loss
+    residuals) or ``"asymmetric"`` (squared loss residuals, an overestimate weighted
+    ``overestimate_weight``, default ``problem.OVERESTIMATE_WEIGHT``: the 1/(1+w) expectile, a
+    lower envelope rather than the mean), all minimised by bounded Levenberg–Marquardt.
+
+    ``search``: how the global optimum is found. ``"varpro"`` (:mod:`.varpro`): the parameters
+    the law is linear in (Chinchilla's E, A, B) are solved by NNLS for each point of a grid over
+    the others, and the grid's best local minima are polished on every row — exact for least
+    squares, the start generator for Huber. ``"multistart"``: scale parameters in log space
+    from a grid of ``grid_points`` per parameter (at most ``max_starts`` starts), every start
+    solved (defaults 3 and 64). ``None``: the multi-start when ``grid_points`` or ``max_starts``
+    is given, else variable projection where the law has linear parameters and at most
+    ``varpro.AUTO_NONLINEAR`` nonlinear ones (and no group offsets), the multi-start otherwise.
+    Either way the best optimum is kept and every other local optimum reported.
+
+    ``bootstrap`` case-resampling refits (seeded by ``seed``) each start from the optimum and
+    the ``refit_starts`` best starts (the best start of each distinct local optimum first;
+    ``ONE_BASIN_REFIT_STARTS`` of them where the search found one optimum within ``COMPETING``
+    times the best objective); a refit still at the iteration cap after a restart is left out and counted. Leave-one-out refits start from the first
+    ``LOO_STARTS`` cold starts. ``profile`` computes profile-likelihood intervals for every free
+    parameter. ``fixed`` pins parameters to given values. ``group_offsets=True`` fits one offset
+    E per group (``groups``: labels per run, default ``runs.group``); the bootstrap then
+    resamples within groups; ``clusters`` (a label per row, one per training run) resamples whole
+    runs (a cluster bootstrap). Token parameters of a law are dropped (absorbed into E) unless
+    every run has a token count and they vary.
+
+    Sizes (``None`` = by the number of rows n): ``leave_one_out`` ``"refit"`` (True) refits
+    every held-out fit, ``"hat"`` uses the hat-matrix deletion formula, False skips it; by
+    default refits when n ≤ ``LOO_REFIT_ROWS`` and ``bootstrap`` > 0, the hat matrix otherwise
+    (``bootstrap=0`` thus makes no refit beyond the search). ``profile`` defaults to
+    n ≤ ``PROFILE_ROWS`` (``FitResult.conf_int(method="profile")`` computes it later).
+    ``bootstrap_refit`` defaults to n ≤ ``BOOT_REFIT_ROWS``; beyond, one Gauss–Newton step per
+    resample from the optimum.
+
+    ``diagnostics`` (:mod:`.diagnostics`): each row's residual, robust z, leverage and Cook's
+    distance, the rows with |robust z| > ``outlier_threshold`` and the fit refitted without
+    them (``result.diagnostics``); by default computed unless the fit is bare (bootstrap=0,
+    profile=False, leave_one_out=False). Text columns the fit pooled are always flagged.
+
+    ``progress``: a ``depthdelusion.progress.Stages`` told as each stage starts (default silent).
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    if search not in SEARCHES:
+        raise ValueError(f"unknown search {search!r}; known: {', '.join(s for s in SEARCHES if s)} "
+                         "(or None: by the law)")
+    law, runs = get_law(law), load_runs(runs)
+    check_law_columns(law, runs)
+    setup = FitSetup(runs, law, fixed, method, group_offsets, groups, overestimate_weight)
+    problem, notes = setup.problem, setup.notes
+    n = len(problem.y)
+    leave_one_out, profile, bootstrap_refit = _stage_sizes(n, bootstrap, leave_one_out, profile,
+                                                           bootstrap_refit, notes)
+    diagnostics = diagnostics if diagnostics is not None else bool(bootstrap or profile or leave_one_out)
+    stage = _stages(progress, law, n, bootstrap, profile, leave_one_out, diagnostics)
+    stage("search")
+    found = run_search(problem, search, grid_points, max_starts, seed, refit_starts, notes)
+    stage("profile intervals" if profile else "")
+    theta, jac, statistic, profiles = optimum_and_profiles(problem, found, profile, notes)
+    stage(f"bootstrap ({bootstrap} resamples)" if bootstrap else "")
+    boot = bootstrap_stage(problem, found, theta, jac, bootstrap, bootstrap_refit, seed,
+                            setup.gidx if setup.offset_groups is not None else None, notes, clusters)
+    stage(f"leave-one-out ({leave_one_out})" if leave_one_out else "")
+    loo = loo_stage(problem, found, theta, jac, leave_one_out, notes)
+    result = _fit_result(problem, setup, runs, theta, jac, found, boot, loo, seed)
+    set_profiles(result, problem, theta, statistic, found, jac, profiles, profile)
+    _add_flags_and_notes(result, problem, jac, runs, setup, law, method)
+    stage("row diagnostics" if diagnostics else "")
+    _add_row_diagnostics(result, runs, problem, theta, jac.J, found.cold_starts, setup.offset_groups,
+                         groups is None, diagnostics, outlier_threshold)
+    return result
+
+
+def _stages(progress, law, n, bootstrap, profile, leave_one_out, diagnostics):
+    """``stage(text)``: tells ``progress`` that the stage ``text`` starts ("" : a stage this
+    fit skips), having first announced how many there are."""
+    progress.expect(1 + sum(map(bool, (profile, bootstrap, leave_one_out, diagnostics))))
+    return lambda text: progress.stage(f"{law.name}, {n:,} rows: {text}") if text else None
+
+
+def _add_flags_and_notes(result, problem, jac, runs, setup, law, method) -> None:
+    result.flags = (jac.flags + identifiability_flags(result, problem)
+                    + _pooling_flags(runs, setup.labels, law, setup.token_term, setup.offset_groups))
+    result.notes += _method_notes(problem, law, method)
+
+
+def _stage_sizes(n, bootstrap, leave_one_out, profile, bootstrap_refit, notes):
+    """The sizes of the interval stages, defaulted by the number of rows n."""
+    if leave_one_out is None:
+        leave_one_out = "refit" if n <= LOO_REFIT_ROWS and bootstrap else "hat"
+    elif leave_one_out is True:
+        leave_one_out = "refit"
+    if leave_one_out not in (False, "refit", "hat"):
+        raise ValueError(f"leave_one_out must be True, False, 'refit', 'hat' or None, got {leave_one_out!r}")
+    if profile is None:
+        profile = n <= PROFILE_ROWS
+        if not profile:
+            notes.append(f"profile intervals not computed by default above {PROFILE_ROWS} rows "
+                         "(each profile point refits every row); conf_int(method='profile') "
+                         "computes them")
+    if bootstrap_refit is None:
+        bootstrap_refit = n <= BOOT_REFIT_ROWS
+    return leave_one_out, profile, bootstrap_refit
+
+
+def _fit_result(problem, setup, runs, theta, jac, search, boot, loo, seed) -> FitResult:
+    """The FitResult of the optimum θ with its statistics and intervals (profiles set later)."""
+    y, n, k = problem.y, len(problem.y), problem.k
+    values = problem.values(theta)
+    pred = problem.predict(theta)
+    resid = y - pred
+    rss = float(resid @ resid)
+    tss = float(((y - y.mean()) ** 2).sum())
+    big_k = k + 1
+    loglik_term = n * math.log(max(rss, 1e-300) / n)
+    aic = loglik_term + 2 * big_k
+    aicc = aic + 2 * big_k * (big_k + 1) / (n - big_k - 1) if n - big_k - 1 > 0 else math.inf
+    result = FitResult(
+        law=problem.law, method=problem.method, params={nm: values[nm] for nm in problem.names},
+        fixed=setup.fixed, stderr=jac.stderr, ci_jacobian=jac.ci, ci_bootstrap=boot.ci,
+        bootstrap_params=boot.samples, n_bootstrap_failed=boot.n_failed,
+        n_bootstrap_not_converged=boot.n_capped, correlation=jac.corr,
+        condition_number=jac.cond, n=n, k=k, rss=rss, r2=1 - rss / tss if tss > 0 else math.nan,
+        rmse=math.sqrt(rss / n), aic=aic, aicc=aicc, bic=loglik_term + big_k * math.log(n),
+        loo_rmse=_rms(loo) if loo is not None else math.nan,
+        loo_residuals=loo if loo is not None else np.full(n, np.nan), observed=y.copy(),
+        predicted=pred, residuals=resid, starts=search.summary,
+        run_names=list(runs.name), notes=setup.notes, source=runs.source, seed=seed,
+        jacobian_log=[p.name for p in problem.free if p.log],
+        bounds={p.name: tuple(p.bounds) for p in problem.free},
+        ridge_solutions=search.ridge_solutions, tie_tolerance=TIE, offset_groups=setup.offset_groups,
+        bootstrap_scheme=boot.scheme, search=search.describe)
+    result.at_bound = at_bound(problem, theta)
+    result.theta, result.se_theta = np.array(theta, float), np.array(jac.se_theta, float)
+    return result
+
+
+def _method_notes(problem, law, method) -> list[str]:
+    notes = []
+    if problem.broadcasts is False:
+        notes.append(f"law {law.name!r} does not broadcast over arrays of parameters, so "
+                     "every start and refit was evaluated one parameter vector at a time "
+                     "(slow); write it with numpy operations to batch them")
+    if method == "asymmetric":
+        notes.append("Jacobian intervals of an asymmetric fit treat it as least squares: "
+                     "approximate; prefer the profile or bootstrap ones")
+    if method == "huber":  # (row diagnostics add flags, not notes: the notes' order is kept)
+        notes.append("Jacobian intervals of a Huber fit treat it as least squares on "
+                     "log-loss residuals: approximate; prefer the profile or bootstrap ones")
+    return notes
+
+
+def _add_row_diagnostics(result, runs, problem, theta, J, cold_starts, offset_groups,
+                         offsets_by_group_column, wanted, threshold):
+    """Pooled-group flags always (cheap); per-row diagnostics and the refit without outliers
+    when ``wanted``; the table's column readings and row selection for the summary."""
+    pooled = pooled_groups(runs, result.residuals,
+                           offset_column="group" if offset_groups is not None and offsets_by_group_column else None)
+    result.pooled_groups = pooled
+    result.flags += [pooled_group_flag(p) for p in pooled]
+    result.column_readings = dict(runs.read_as)
+    result.selection = dict(runs.selection)
+    if wanted:
+        result.diagnostics = row_diagnostics(problem, theta, J, names=result.run_names,
+                                             stderr=result.stderr, cold_starts=cold_starts,
+                                             threshold=threshold, status=result.status)
+
+
+def _rms(errors) -> float:
+    errors = errors[np.isfinite(errors)]
+    return float(np.sqrt(np.mean(errors ** 2))) if len(errors) else math.nan
+
+
+def _pooling_flags(runs: Runs, labels, law, token_term: bool, offset_groups) -> list[str]:
+    """A pooled fit over groups trained on different token budgets, by a law without a token
+    term and without group offsets, credits the budget gap to the other terms."""
+    groups = sorted(set(labels), key=str)
+    if len(groups) < 2 or token_term or offset_groups is not None:
+        return []
+    budgets = {}
+    for g in groups:
+        t = runs.tokens[labels == g]
+        t = t[np.isfinite(t)]
+        budgets[g] = None if not len(t) else float(np.median(t))
+    known = [b for b in budgets.values() if b is not None]
+    if not known:
+        return []  # nothing says the budgets differ
+    differ = len(known) < len(budgets) or max(known) > 1.01 * min(known)
+    if not differ:
+        return []
+    desc = "; ".join(f"{g}: {'unknown' if b is None else f'{b:.3g}'}" for g, b in budgets.items())
+    return [f"pooled over groups whose token budgets differ or are unknown ({desc} tokens) by a "
+            f"law without a token term ({law.name}) and without group offsets: a loss gap "
+            "between the groups is credited to the other terms; fit with group_offsets=True, "
+            "per group, or with a token term"]

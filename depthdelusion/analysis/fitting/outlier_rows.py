@@ -1,0 +1,28 @@
+"""``--drop-outliers``: a table without the rows a first fit marks as outliers (|robust z| above
+a threshold, :mod:`.diagnostics`), the dropped rows named."""
+from __future__ import annotations
+
+import numpy as np
+
+from .diagnostics import NAMED_ROWS, OUTLIER_Z
+from .engine import fit
+
+
+def without_outliers(runs, law, method: str = "lm", *, threshold: float = OUTLIER_Z, seed: int = 0):
+    """``runs`` without the rows whose |robust z| exceeds ``threshold`` in a bare fit of ``law``
+    (no intervals), the dropped rows named in ``runs.notes`` and ``runs.selection["dropped"]``
+    (``--drop-outliers``). One pass: the fit to the rest is not searched for new outliers."""
+    first = fit(runs, law, method, bootstrap=0, profile=False, leave_one_out=False,
+                diagnostics=True, outlier_threshold=threshold, seed=seed)
+    mask = first.diagnostics.outlier_mask
+    dropped = [first.run_names[i] for i in np.flatnonzero(mask)]
+    kept = runs.subset(~mask)
+    kept.selection = {**runs.selection, "rows_read": runs.selection.get("rows_read", len(runs)),
+                      "rows_kept": len(kept), "dropped": dropped}
+    shown = ", ".join(dropped[:NAMED_ROWS]) + (f" and {len(dropped) - NAMED_ROWS} more"
+                                               if len(dropped) > NAMED_ROWS else "")
+    kept.notes.append(f"--drop-outliers: {len(dropped)} row(s) with |robust z| > {threshold:g} in a "
+                      f"first fit of {first.law.name} (no intervals) were left out"
+                      + (f": {shown}" if dropped else "") + "; the fit uses the other "
+                      f"{len(kept)} rows")
+    return kept

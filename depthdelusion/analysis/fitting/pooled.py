@@ -1,0 +1,28 @@
+"""A fit of our runs pooled with a published table (issue 50): one offset E per source, every
+other parameter shared."""
+from __future__ import annotations
+
+from ..table.published import TABLES, pool
+from ..table.runs import Runs
+from .engine import fit
+
+
+def fit_pooled(ours, table: str, law, method: str = "lm", *, path=None, **options):
+    """Fit ``law`` to our runs pooled with the published ``table``, one offset E per source
+    (``ours``, ``table``) and every other parameter shared. The result's first note says what
+    was pooled and what the offsets assume."""
+    runs = pool(ours, table, path)
+    result = fit(runs, law, method, group_offsets=True, groups=runs.group, **options)
+    n_ours = int((runs.group == "ours").sum())
+    meta = TABLES[table]
+    result.notes.insert(0, (
+        f"pooled fit: {n_ours} of our runs ({_source_of(ours)}) + {len(runs) - n_ours} runs of the "
+        f"published table {table!r} ({meta.paper}; license: {meta.license}); one offset E per source "
+        f"(E[ours], E[{table}]), every other parameter shared. Assumes the sources differ by a constant "
+        "loss offset only (data, tokenizer and evaluation differences are additive); a source "
+        "difference in the exponents is read as noise"))
+    return result
+
+
+def _source_of(ours) -> str:
+    return ours.source if isinstance(ours, Runs) else str(ours)

@@ -1,0 +1,318 @@
+"""Resampling a fit: the case and cluster bootstrap (refitted, or one Gauss–Newton step per
+resample on large tables), leave-one-out (refits or the hat matrix), and refits of many loss
+vectors at once (``refit_rss``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..laws import get_law
+from ..table.runs import load_runs
+from .diagnostics import leverage
+from .problem import Problem
+from .search import (
+    COMPETING,
+    POLISH_STARTS,
+    SEARCH_ROWS,
+    TIE,
+    basins_of,
+    converged_starts,
+    search_rows,
+    start_grid,
+    tied_optima,
+)
+from .setup import FitSetup
+from .solver import CAPPED, FAILED, MAX_ITER, irls_weights
+from .uncertainty import unfitted_offsets_nan
+
+# Cold starts per leave-one-out refit: with n − 1 of n runs the basins are nearly the full
+# data's, and on the paper data 8 starts reached every held-out fit's own optimum (over all 64
+# grid starts) for the three depth laws, 4 starts 27–30 of 30.
+LOO_STARTS = 8
+LOO_REFIT_ROWS = 200  # exact leave-one-out refits up to this many rows, hat-matrix beyond
+BOOT_REFIT_ROWS = 2000  # cold bootstrap refits up to this many rows, one-step beyond
+_CHUNK_ELEMENTS = 2_000_000  # numbers per block of resampling weights (≈ 16 MB)
+ONE_STEP_BLOCK = 16  # one-step bootstrap resamples per block at least (3M rows: 384 MB of weights)
+
+
+class _Boot:
+    def __init__(self, samples=None, n_failed=0, n_capped=0, scheme=""):
+        self.samples, self.n_failed, self.n_capped, self.scheme = samples, n_failed, n_capped, scheme
+        self.ci = None
+
+
+def bootstrap_stage(problem, search, theta, jac, bootstrap, refit, seed, strata, notes,
+                     clusters=None) -> _Boot:
+    """The case (or cluster) bootstrap: refitted (from the optimum and the best starts) or one-step."""
+    if not bootstrap:
+        return _Boot()
+    how = " within groups" if strata is not None else ""
+    kind = "case"
+    if clusters is not None:
+        n_clusters = len(np.unique(np.asarray(clusters).astype(str)))
+        kind = f"cluster (whole runs: {n_clusters} clusters, each drawn with all its rows)"
+    if refit:
+        starts = search.refit_starts(theta)
+        first = _OneStep(problem, theta, jac.J, jac.r) if search.warm else None
+        boot = _Boot(*_bootstrap(problem, starts, theta, bootstrap, seed, strata, first, clusters))
+        boot.scheme = (f"{bootstrap} {kind} resamples{how}, each refitted from "
+                       + ("its own Gauss–Newton step off the full fit's optimum" if search.warm else
+                          f"the full fit's optimum and the {len(starts) - 1} best starts")
+                       + (f" (the search found no other optimum within {COMPETING:g}× the best "
+                          "objective)" if search.n_basins == 1 else ""))
+    else:
+        boot = _Boot(_bootstrap_one_step(problem, theta, jac.J, jac.r, bootstrap, seed, strata, clusters))
+        boot.scheme = (f"{bootstrap} {kind} resamples{how}, each one Gauss–Newton step from "
+                       f"the optimum with the Jacobian held fixed (linearised; n = {len(problem.y)} "
+                       f"> {BOOT_REFIT_ROWS})")
+    if boot.n_capped:
+        kept = bootstrap - boot.n_failed - boot.n_capped
+        notes.append(f"{boot.n_capped} of {bootstrap} bootstrap refits stopped at the iteration cap "
+                     "even when restarted from the optimum: left out of the bootstrap intervals, "
+                     f"which rest on the other {kept}"
+                     + (" (more than 5% left out: the bootstrap intervals are unreliable)"
+                        if boot.n_capped + boot.n_failed > 0.05 * bootstrap else ""))
+    if len(boot.samples):
+        boot.ci = {nm: (float(np.percentile(boot.samples[:, i], 2.5)),
+                        float(np.percentile(boot.samples[:, i], 97.5)))
+                   for i, nm in enumerate(problem.names)}
+    return boot
+
+
+def loo_stage(problem, search, theta, jac, leave_one_out, notes):
+    if leave_one_out == "refit":
+        return _leave_one_out(problem, search.refit_starts(theta)[:1] if search.warm
+                              else search.cold_starts[:LOO_STARTS])
+    if leave_one_out == "hat":
+        notes.append("leave-one-out errors from the hat-matrix diagonal of the Jacobian "
+                     "((observed − predicted)/(1 − hᵢᵢ), no refits)")
+        return _leave_one_out_hat(problem, jac.J, jac.r, problem.predict(theta))
+    return None
+
+
+def refit_rss(runs, law, losses_BxN, method: str = "lm", *, group_offsets: bool = False,
+              max_starts: int = 64, seed: int = 0) -> np.ndarray:
+    """The RSS of ``law`` refitted to each row of ``losses_BxN`` in place of the runs' losses
+    (the replicates of a parametric bootstrap): for each row, what ``fit(runs with those
+    losses, law, method, bootstrap=0, leave_one_out=False, profile=False, group_offsets=...,
+    max_starts=..., seed=...).rss`` gives — the same multi-start and polish, the first start
+    tied with the best kept — with many replicates' starts solved in one batched call (the
+    problems are independent, so batching does not change them). NaN where no start converged
+    (where that fit raises)."""
+    law, runs = get_law(law), load_runs(runs)
+    problem = FitSetup(runs, law, None, method, group_offsets, None, None).problem
+    losses_BxN = np.asarray(losses_BxN, float).reshape(-1, len(problem.y))
+    grid = start_grid(problem, 3, max_starts, seed)
+    rows = search_rows(problem, seed, SEARCH_ROWS)
+    sub = problem if rows is None else problem.subset(rows)
+    # replicates per batch: their starts' losses stay near _CHUNK_ELEMENTS numbers
+    per_batch = max(1, _CHUNK_ELEMENTS // (len(grid) * len(sub.y)))
+    return np.concatenate([np.full(0, np.nan)] + [
+        _refit_batch(problem, sub, rows, grid, losses_BxN[a:a + per_batch])
+        for a in range(0, len(losses_BxN), per_batch)])
+
+
+def _refit_batch(problem: Problem, sub: Problem, rows, grid, losses_BxN) -> np.ndarray:
+    """:func:`refit_rss` for the replicates ``losses_BxN``: every start of each on ``sub`` (the
+    problem or its search subsample, ``rows``), then, on a subsample, each replicate's best
+    distinct optima polished on every row."""
+    B, S = len(losses_BxN), len(grid)
+    sub_losses = losses_BxN if rows is None else losses_BxN[:, rows]
+    res = sub.solve(np.tile(grid, (B, 1)), losses_MxN=np.repeat(sub_losses, S, axis=0))
+    obj, ok, theta = res.objective.reshape(B, S), converged_starts(res).reshape(B, S), res.theta.reshape(B, S, -1)
+    if rows is not None:
+        polish = [basins_of(obj[b], ok[b])[2][:POLISH_STARTS] if ok[b].any() else [] for b in range(B)]
+        owner = np.repeat(np.arange(B), [len(p) for p in polish]).astype(int)
+        obj, ok, theta = [np.empty(0)] * B, [np.zeros(0, bool)] * B, [None] * B
+        if len(owner):
+            starts = np.array([res.theta[b * S + i] for b, p in enumerate(polish) for i in p])
+            res = problem.solve(starts, losses_MxN=losses_BxN[owner])
+            cuts = np.cumsum([len(p) for p in polish])[:-1]
+            obj, ok, theta = (np.split(a, cuts) for a in (res.objective, converged_starts(res), res.theta))
+    rss = np.full(B, np.nan)
+    for b in range(B):
+        if ok[b].any():
+            resid = losses_BxN[b] - problem.predict(theta[b][tied_optima(obj[b], ok[b])[0]])
+            rss[b] = float(resid @ resid)
+    return rss
+
+
+def _bootstrap_weights(n: int, n_boot: int, seed: int, strata=None, clusters=None) -> np.ndarray:
+    """(n_boot, n) resampling counts: a case bootstrap, within strata when given; with
+    ``clusters`` (a label per row) a cluster bootstrap: whole clusters drawn with replacement,
+    each row weighted by how often its cluster was drawn."""
+    blocks = list(_bootstrap_weight_blocks(n, n_boot, seed, strata, n_boot, clusters))
+    return np.concatenate(blocks) if blocks else np.zeros((0, n))
+
+
+def cluster_index(clusters, n: int, strata=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """(cluster number per row, stratum per cluster or None) for ``clusters``, labels per row;
+    a cluster that spans two strata is an error (a run belongs to one source)."""
+    labels = np.asarray(clusters)
+    if labels.shape != (n,):
+        raise ValueError(f"clusters: expected one label per run ({n}), got {labels.size}")
+    names, idx = np.unique(labels.astype(str), return_inverse=True)
+    if strata is None:
+        return idx, None
+    per_cluster = np.zeros(len(names), dtype=np.asarray(strata).dtype)
+    per_cluster[idx] = strata
+    if np.any(per_cluster[idx] != strata):
+        raise ValueError("clusters: a cluster (run) spans two groups; each run must lie in one group")
+    return idx, per_cluster
+
+
+def _bootstrap_weight_blocks(n: int, n_boot: int, seed: int, strata=None, block: int = 1, clusters=None):
+    """The rows of :func:`_bootstrap_weights` (the same draws), ``block`` at a time, so that
+    memory stays at block × n whatever the number of resamples."""
+    if clusters is not None:
+        yield from _cluster_weight_blocks(n, n_boot, seed, strata, block, clusters)
+        return
+    rng = np.random.default_rng(seed)
+    groups = None if strata is None else [np.flatnonzero(strata == g) for g in np.unique(strata)]
+    # below 2³² rows numpy draws int64 and uint32 indices from the same 32-bit stream, so both give
+    # the same indices; uint32 is half the memory traffic (millions of rows: most of the time)
+    small = np.uint32 if n <= np.iinfo(np.uint32).max else np.int64
+    for a in range(0, n_boot, block):
+        W = np.zeros((min(block, n_boot - a), n))
+        for b in range(len(W)):
+            if groups is None:
+                W[b] = np.bincount(rng.integers(0, n, n, dtype=small), minlength=n)
+            else:
+                for members in groups:
+                    W[b] += np.bincount(rng.choice(members, len(members)), minlength=n)
+        yield W
+
+
+def _cluster_weight_blocks(n: int, n_boot: int, seed: int, strata, block: int, clusters):
+    """Cluster-bootstrap counts: per resample, as many clusters as there are (per stratum, as
+    many as the stratum has) drawn with replacement; a row's weight is its cluster's count."""
+    idx, cluster_strata = cluster_index(clusters, n, strata)
+    k = int(idx.max()) + 1 if n else 0
+    rng = np.random.default_rng(seed)
+    groups = ([np.arange(k)] if cluster_strata is None else
+              [np.flatnonzero(cluster_strata == g) for g in np.unique(cluster_strata)])
+    for a in range(0, n_boot, block):
+        W = np.zeros((min(block, n_boot - a), n))
+        for b in range(len(W)):
+            counts = np.zeros(k)
+            for members in groups:
+                counts += np.bincount(rng.choice(members, len(members)), minlength=k)
+            W[b] = counts[idx]
+        yield W
+
+
+def _best_of_starts(res, n_problems: int, n_starts: int):
+    """Per problem, the first start (in start order) whose finite objective ties with the lowest
+    (relative ``TIE``): (index into res, failed mask). Not the plain argmin: among tied optima
+    the last bits pick one, and they depend on the CPU (as in the multi-start)."""
+    obj = np.where((res.status != FAILED) & np.isfinite(res.objective), res.objective, np.inf)
+    obj = obj.reshape(n_problems, n_starts)
+    best = obj.min(axis=1, keepdims=True)
+    pick = np.argmax(obj <= best * (1 + TIE) + 1e-300, axis=1)
+    failed = ~np.isfinite(obj[np.arange(n_problems), pick])
+    return np.arange(n_problems) * n_starts + pick, failed
+
+
+def _rows_per_block(n: int, copies: int) -> int:
+    return max(1, _CHUNK_ELEMENTS // max(n * copies, 1))
+
+
+def _bootstrap(problem: Problem, starts, theta, n_boot: int, seed: int, strata=None,
+               first_step=None, clusters=None):
+    """Case-bootstrap refits, each from every one of ``starts`` (best kept), or, with
+    ``first_step`` (a :class:`_OneStep`), each from its own resample's Gauss–Newton step off the
+    optimum (a start nearer its optimum than the optimum is: fewer iterations, the same
+    solution). A refit whose best start stopped at the iteration cap is continued from where it
+    stopped and restarted from the full fit's optimum ``theta`` (a longer budget); one that
+    still does not converge is left out and counted. Returns (θ samples, failed, not converged)."""
+    n, s = len(problem.y), 1 if first_step is not None else len(starts)
+    samples, n_failed, n_capped = [], 0, 0
+    for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, _rows_per_block(n, s), clusters):
+        first = first_step(W) if first_step is not None else np.tile(starts, (len(W), 1))
+        res = problem.solve(first, np.repeat(W, s, axis=0))
+        rows, failed = _best_of_starts(res, len(W), s)
+        thetas, status = res.theta[rows], res.status[rows]
+        capped = np.flatnonzero(~failed & (status == CAPPED))
+        if len(capped):
+            again = np.stack([res.theta[rows[capped]], np.broadcast_to(theta, (len(capped), len(theta)))], 1)
+            res2 = problem.solve(again.reshape(-1, len(theta)), np.repeat(W[capped], 2, axis=0),
+                                 max_iter=3 * MAX_ITER)
+            rows2, failed2 = _best_of_starts(res2, len(capped), 2)
+            thetas[capped] = res2.theta[rows2]
+            status[capped] = np.where(failed2, CAPPED, res2.status[rows2])
+        keep = ~failed & (status != CAPPED)
+        n_failed += int(failed.sum())
+        n_capped += int(np.sum(~failed & (status == CAPPED)))
+        samples.append(problem.natural(thetas[keep]))
+    return np.concatenate(samples).reshape(-1, problem.k), n_failed, n_capped
+
+
+class _OneStep:
+    """θ of resample weights W (rows): one Gauss–Newton (IRLS for Huber) step from the optimum
+    θ̂ with the Jacobian J held fixed, clipped to the bounds. Cost O(n·k²) per resample, no law
+    evaluation."""
+
+    def __init__(self, problem: Problem, theta, J, r):
+        k = J.shape[1]
+        col = np.linalg.norm(J, axis=0)
+        self.col = np.where(col > 0, col, 1.0)
+        Js = J / self.col
+        omega = irls_weights(r, problem.huber, problem.overestimate_weight)
+        # Jᵀ diag(w·ω) J is symmetric: its k(k+1)/2 distinct entries only, each row's products
+        # made in place (millions of rows: n × k² temporaries were gigabytes)
+        self.upper = np.triu_indices(k)
+        self.JJ = np.empty((len(Js), len(self.upper[0])))
+        for c, (i, j) in enumerate(zip(*self.upper)):
+            np.multiply(Js[:, i], Js[:, j], out=self.JJ[:, c])
+            self.JJ[:, c] *= omega
+        self.Jr = Js * (omega * r)[:, None]
+        self.problem, self.theta, self.k = problem, np.asarray(theta, float), k
+
+    def __call__(self, W) -> np.ndarray:
+        H = np.empty((len(W), self.k, self.k))
+        H[:, self.upper[0], self.upper[1]] = H[:, self.upper[1], self.upper[0]] = W @ self.JJ
+        g = W @ self.Jr
+        step = -np.einsum("bkl,bl->bk", np.linalg.pinv(H, hermitian=True), g) / self.col
+        return np.clip(self.theta + step, self.problem.lo, self.problem.hi)
+
+
+def _bootstrap_one_step(problem: Problem, theta, J, r, n_boot: int, seed: int, strata=None, clusters=None):
+    """The case bootstrap linearised at the optimum (:class:`_OneStep` per resample); it
+    approximates the refitted bootstrap where the fit is close to linear over the bootstrap
+    spread, i.e. on large tables."""
+    n, k = J.shape
+    step = _OneStep(problem, theta, J, r)
+    # at least ONE_STEP_BLOCK resamples per block: (block × n) @ (n × k²) then reads the n × k²
+    # matrix once per block, not once per resample (millions of rows: memory-bound otherwise)
+    block = max(_rows_per_block(n, 1), ONE_STEP_BLOCK)
+    samples = [problem.natural(step(W))
+               for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, block, clusters)]
+    return np.concatenate(samples).reshape(-1, k)
+
+
+def _leave_one_out(problem: Problem, cold_starts) -> np.ndarray:
+    """Errors (observed − predicted) of each run by the fit to the others, refitted cold
+    (held-out runs a block at a time: memory block × n)."""
+    n, s = len(problem.y), len(cold_starts)
+    errors = np.full(n, np.nan)
+    block = _rows_per_block(n, s)
+    for a in range(0, n, block):
+        held = np.arange(a, min(a + block, n))
+        W = np.ones((len(held), n))
+        W[np.arange(len(held)), held] = 0.0
+        res = problem.solve(np.tile(cold_starts, (len(held), 1)), np.repeat(W, s, axis=0))
+        rows, failed = _best_of_starts(res, len(held), s)
+        pred = problem.predict_many(res.theta[rows])  # row j: the fit without run held[j]
+        e = problem.y[held] - pred[np.arange(len(held)), held]
+        e[failed] = np.nan
+        errors[held] = e
+    return unfitted_offsets_nan(problem, errors)
+
+
+def _leave_one_out_hat(problem: Problem, J, r, pred) -> np.ndarray:
+    """Leave-one-out errors from the hat-matrix diagonal h of the (IRLS-weighted) Jacobian:
+    (observed − predicted)/(1 − hᵢᵢ), the one-step deletion formula (exact for a linear model).
+    h comes from a pivoted thin QR, the rank cut where the data do not constrain a direction."""
+    h, _ = leverage(J, irls_weights(r, problem.huber, problem.overestimate_weight))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        errors = np.where(1 - h > 1e-8, (problem.y - pred) / (1 - h), np.nan)
+    return unfitted_offsets_nan(problem, errors)

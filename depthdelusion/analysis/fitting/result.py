@@ -1,0 +1,582 @@
+"""FitResult: a fitted law with its intervals (each named by method), flags and diagnostics."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..formats import json_text
+from ..formats.interval_text import interval_text
+from ..laws import Law, LawInputs, get_law
+from ..table.runs import load_runs
+from .problem import HUBER_THRESHOLD, OFFSET, offset_name
+
+#: What each method minimises, for summaries and reports.
+METHOD_DESCRIPTIONS = {
+    "lm": "least squares on loss residuals (nats), bounded Levenberg–Marquardt",
+    "huber": f"Huber (threshold {HUBER_THRESHOLD:g}) on log-loss residuals, bounded Levenberg–Marquardt",
+    "asymmetric": "asymmetric squares on loss residuals (nats), overestimates weighted more (see "
+                  "notes): a lower envelope, not the mean; bounded Levenberg–Marquardt",
+}
+
+
+#: Per-parameter status (:func:`parameter_status`): a value a table may print as an estimate
+#: only when it is ``OK``.
+OK, AT_BOUND, NOT_IDENTIFIED = "ok", "at_bound", "not_identified"
+#: |r| from which a parameter's summary row carries a note naming its partner (the fit's flags
+#: name the pair from the same threshold): the Jacobian then sees mostly one combination of
+#: the two, so their standard errors are the least trustworthy part of the row. Not a status:
+#: each may still be pinned down (Chinchilla's A and α at r = +1.000 on Gemstones' 220 rows,
+#: α's profile interval [0.246, 0.341]).
+STRONG_CORR = 0.95
+#: An estimate beyond this (or a scale below its inverse) is where the solver stopped drifting
+#: along a flat direction (the e^±700 clip), not a value the data chose.
+DRIFT = 1e30
+
+
+def parameter_status(result: "FitResult", name: str) -> str:
+    """``"at_bound"`` (the optimum sits on the parameter's physical bound), ``"not_identified"``
+    (an infinite or undefined standard error, a ridge of tied starts, an estimate drifted beyond
+    ``DRIFT``, or a profile interval open at an end) or ``"ok"``. Tables print a value as an
+    estimate only when it is ``"ok"``. A strong correlation with another parameter is not a
+    status (:func:`correlation_note`): the data can bound each of two parameters that the
+    Jacobian sees mostly as one combination."""
+    if name not in result.params:
+        raise ValueError(f"{name!r} is not a free parameter of this fit; free: {', '.join(result.params)}")
+    if name in result.at_bound:
+        return AT_BOUND
+    v, se = result.params[name], result.stderr.get(name, math.nan)
+    if name in getattr(result.starts, "ridge_params", []) or not np.isfinite(se):
+        return NOT_IDENTIFIED
+    if not np.isfinite(v) or abs(v) >= DRIFT or (name in result.jacobian_log and 0 < v <= 1 / DRIFT):
+        return NOT_IDENTIFIED
+    if np.any(np.isnan(_correlations(result, name))):  # an undefined covariance
+        return NOT_IDENTIFIED
+    prof = (result.ci_profile or {}).get(name)
+    if prof is not None and not (np.isfinite(prof[0]) and np.isfinite(prof[1])):
+        return NOT_IDENTIFIED
+    return OK
+
+
+def correlation_note(result: "FitResult", name: str) -> str:
+    """"r = +0.998 with B" for the parameter most correlated with ``name`` when |r| ≥
+    ``STRONG_CORR``, else ""."""
+    row = _correlations(result, name)
+    others = [nm for nm in result.params if nm != name]
+    if not len(row) or not np.any(np.abs(row) >= STRONG_CORR):
+        return ""
+    i = int(np.nanargmax(np.abs(row)))
+    return f"r = {row[i]:+.3f} with {others[i]}"
+
+
+def _correlations(result: "FitResult", name: str) -> np.ndarray:
+    """``name``'s correlations with the other free parameters (in ``params`` order)."""
+    j = list(result.params).index(name)
+    if j >= len(result.correlation):
+        return np.array([])
+    return np.delete(np.asarray(result.correlation[j], float), j)
+
+
+@dataclass
+class StartsSummary:
+    """What the multi-start search found: how many starts reached the best optimum, and the
+    objective values of the distinct local optima (the max(0, ·) kink makes several likely)."""
+
+    n_starts: int
+    n_success: int
+    n_at_best: int
+    local_optima: list  # distinct final objective values, best first
+    ridge_params: list = field(default_factory=list)  # differ between starts tied at the best objective
+
+
+@dataclass
+class FitResult:
+    """A fitted law. Loss-space statistics (R², RMSE, AIC, ...) are in nats, for either method.
+
+    ``params`` / ``stderr`` / ``ci_jacobian`` / ``ci_profile`` / ``ci_bootstrap`` are keyed by
+    free parameter name (``fixed`` holds the others). With group offsets the law's E is
+    replaced by ``E[group]`` entries. Intervals are 95%:
+
+    - ``ci_jacobian``: from the Jacobian at the optimum (covariance from the column-scaled
+      Jacobian); for positive scale parameters (``jacobian_log``) computed in log space, so it
+      never spans zero. ``stderr`` is the natural-unit standard error (delta method).
+    - ``ci_profile``: profile likelihood (see :mod:`.profile`); ends are ±inf when the data do
+      not bound the parameter on that side.
+    - ``ci_bootstrap``: percentile interval of case-bootstrap refits, each started from the
+      optimum and the best multi-start starts (``bootstrap_scheme``); refits that did not
+      converge are left out and counted (``n_bootstrap_failed``, ``n_bootstrap_not_converged``).
+
+    AIC/BIC count the noise variance as a parameter (K = k + 1) under a Gaussian likelihood of
+    the loss residuals. ``ridge_solutions`` holds every parameter set that ties with the best
+    objective (relative tolerance ``tie_tolerance``) at clearly different values; predictions
+    outside the data should then be the range over them (:meth:`predict_range`).
+    """
+
+    law: Law
+    method: str
+    params: dict
+    fixed: dict
+    stderr: dict
+    ci_jacobian: dict
+    ci_bootstrap: dict | None
+    bootstrap_params: np.ndarray | None
+    n_bootstrap_failed: int
+    correlation: np.ndarray
+    condition_number: float
+    n: int
+    k: int
+    rss: float
+    r2: float
+    rmse: float
+    aic: float
+    aicc: float
+    bic: float
+    loo_rmse: float
+    loo_residuals: np.ndarray
+    observed: np.ndarray
+    predicted: np.ndarray
+    residuals: np.ndarray
+    starts: StartsSummary
+    run_names: list
+    flags: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    source: str = ""
+    seed: int = 0
+    n_bootstrap_not_converged: int = 0  # refits left out: still at the iteration cap after a restart
+    ci_profile: dict | None = None
+    profiles: dict = field(default_factory=dict)
+    jacobian_log: list = field(default_factory=list)
+    bounds: dict = field(default_factory=dict)
+    at_bound: list = field(default_factory=list)
+    ridge_solutions: list = field(default_factory=list)  # all_params dicts, the chosen one first
+    tie_tolerance: float = 0.0
+    offset_groups: list | None = None
+    profile_statistic: str = ""
+    bootstrap_scheme: str = ""
+    #: how the optimum was searched for (variable projection or multi-start), for the summary
+    search: str = ""
+    #: θ at the optimum (log for scale parameters) and its Jacobian standard errors
+    theta: np.ndarray | None = field(default=None, repr=False)
+    se_theta: np.ndarray | None = field(default=None, repr=False)
+    #: computes the profiles on request when the fit skipped them (large tables)
+    profile_fn: object = field(default=None, repr=False, compare=False)
+    #: per-row residuals, robust z, leverage, Cook's distance, outliers and the refit without
+    #: them (:class:`.diagnostics.RowDiagnostics`); None when not computed
+    diagnostics: object = field(default=None, repr=False)
+    #: text columns the fit pooled, with a test of their residuals (:func:`.diagnostics.pooled_groups`)
+    pooled_groups: list = field(default_factory=list)
+    #: {source column: how it was read} for columns read from their values (``D``)
+    column_readings: dict = field(default_factory=dict)
+    #: how the table's rows were selected (``where``, ``rows_read``, ``rows_kept``, ``dropped``)
+    selection: dict = field(default_factory=dict)
+
+    # --- the results API (statsmodels / lmfit names) ----------------------------------------
+    @property
+    def status(self) -> dict:
+        """{parameter: "ok" | "at_bound" | "not_identified"} (:func:`parameter_status`)."""
+        return {nm: parameter_status(self, nm) for nm in self.params}
+
+    @property
+    def bse(self) -> dict:
+        """Standard errors in natural units (delta method from the Jacobian; inf where the
+        data do not constrain the parameter)."""
+        return dict(self.stderr)
+
+    @property
+    def cov(self) -> np.ndarray:
+        """Covariance of the free parameters (order of :attr:`params`), natural units, from the
+        Jacobian (delta method for scale parameters); inf on the diagonal and NaN off it for a
+        direction the data do not constrain."""
+        se = np.array([self.stderr[nm] for nm in self.params], float)
+        corr = np.asarray(self.correlation, float)
+        with np.errstate(invalid="ignore", over="ignore"):
+            out = corr * np.outer(se, se)
+        out[~np.isfinite(out)] = np.nan
+        np.fill_diagonal(out, se ** 2)
+        return out
+
+    def conf_int(self, alpha: float = 0.05, method: str = "profile") -> dict:
+        """{parameter: (lo, hi)} at level 1 − ``alpha``. ``method``: ``"profile"`` (likelihood
+        ratio; computed now if the fit skipped it), ``"wald"`` (the Jacobian's, in log space for
+        scale parameters, within the physical bounds) or ``"bootstrap"`` (percentiles)."""
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+        if method == "wald":
+            return self._wald(alpha)
+        if method == "bootstrap":
+            if self.bootstrap_params is None or not len(self.bootstrap_params):
+                raise ValueError("this fit has no bootstrap: fit with bootstrap > 0")
+            q = (100 * alpha / 2, 100 * (1 - alpha / 2))
+            return {nm: tuple(float(v) for v in np.percentile(self.bootstrap_params[:, i], q))
+                    for i, nm in enumerate(self.params)}
+        if method == "profile":
+            self._ensure_profiles()
+            if abs(alpha - 0.05) < 1e-12:
+                return dict(self.ci_profile)
+            from scipy import stats
+
+            crit = float(stats.chi2.ppf(1 - alpha, 1))
+            return {nm: _profile_interval(self.profiles[nm], self.params[nm], crit,
+                                          self.bounds.get(nm, (-np.inf, np.inf)),
+                                          nm in self.jacobian_log)
+                    for nm in self.params}
+        raise ValueError(f"method must be 'profile', 'wald' or 'bootstrap', got {method!r}")
+
+    def _ensure_profiles(self):
+        if self.ci_profile is not None:
+            return
+        if self.profile_fn is None:
+            raise ValueError("this fit has no profile intervals and cannot compute them")
+        self.profiles, self.profile_statistic = self.profile_fn()
+        self.ci_profile = {nm: p.interval for nm, p in self.profiles.items()}
+
+    def _wald(self, alpha: float) -> dict:
+        from scipy import stats
+
+        if self.theta is None or self.se_theta is None:
+            raise ValueError("this fit does not carry its Jacobian standard errors")
+        t = float(stats.t.ppf(1 - alpha / 2, max(self.n - self.k, 1)))
+        out = {}
+        for j, nm in enumerate(self.params):
+            s, th = self.se_theta[j], self.theta[j]
+            b0, b1 = self.bounds.get(nm, (-np.inf, np.inf))
+            if not np.isfinite(s):
+                out[nm] = (b0, b1)
+            elif nm in self.jacobian_log:  # in log space: exp() only of what does not overflow
+                out[nm] = (_exp(th - t * s), _exp(th + t * s))
+            else:
+                out[nm] = (max(th - t * s, b0), min(th + t * s, b1))
+        return {nm: (float(lo), float(hi)) for nm, (lo, hi) in out.items()}
+
+    def to_frame(self):
+        """A pandas DataFrame, one row per free parameter: value, bse, status and each computed
+        95% interval (lower/upper per method). Needs pandas."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("FitResult.to_frame() needs pandas: pip install pandas "
+                              "(or use to_dict())") from None
+        rows = []
+        for nm, v in self.params.items():
+            row = {"parameter": nm, "value": v, "bse": self.stderr[nm], "status": parameter_status(self, nm)}
+            for method, (lo, hi) in self.intervals(nm).items():
+                row[f"{method}_lower"], row[f"{method}_upper"] = lo, hi
+            rows.append(row)
+        return pd.DataFrame(rows).set_index("parameter")
+
+    @property
+    def param_names(self) -> list[str]:
+        return list(self.params)
+
+    @property
+    def all_params(self) -> dict:
+        """Free and fixed parameter values together. Without group offsets this is what the
+        law function takes; with them it holds E[group] entries instead of E (use
+        :meth:`law_params`)."""
+        return {**self.fixed, **self.params}
+
+    def law_params(self, group=None) -> dict:
+        """The law's keyword arguments; with group offsets, E is ``group``'s offset."""
+        p = self.all_params
+        if self.offset_groups is None:
+            return p
+        if group not in self.offset_groups:
+            raise ValueError(f"this fit has one offset per group ({', '.join(map(str, self.offset_groups))}); "
+                             f"name one of them, got {group!r}")
+        out = {k: v for k, v in p.items() if not k.startswith(OFFSET + "[")}
+        out[OFFSET] = p[offset_name(group)]
+        return out
+
+    @property
+    def n_bootstrap(self) -> int:
+        return 0 if self.bootstrap_params is None else len(self.bootstrap_params)
+
+    def intervals(self, name: str) -> dict:
+        """{method: (lo, hi)} for one parameter, for the methods that were computed."""
+        out = {"jacobian": self.ci_jacobian[name]}
+        if self.ci_profile is not None and name in self.ci_profile:
+            out["profile"] = self.ci_profile[name]
+        if self.ci_bootstrap is not None:
+            out["bootstrap"] = self.ci_bootstrap[name]
+        return out
+
+    def predict(self, runs=None, group=None, **columns) -> np.ndarray:
+        """Predicted loss (nats) for Runs, a table (DataFrame or list of dicts; no loss column
+        needed), LawInputs, or keyword arrays (depth/D, width/W, params/N, tokens/T).
+        With group offsets, Runs supply their own groups; otherwise pass ``group``."""
+        return self._predict_with(self.all_params, runs, group, **columns)
+
+    def predict_range(self, runs=None, group=None, **columns) -> tuple[np.ndarray, np.ndarray]:
+        """(lowest, highest) prediction over the solutions tied at the best objective: the
+        range a ridge of equally good fits allows. Equal to (predict, predict) without one."""
+        preds = np.array([self._predict_with(p, runs, group, **columns)
+                          for p in (self.ridge_solutions or [self.all_params])])
+        with np.errstate(all="ignore"):
+            return np.min(preds, axis=0), np.max(preds, axis=0)
+
+    def _predict_with(self, values: dict, runs, group, **columns):
+        x, groups = _inputs(runs, **columns)
+        if self.offset_groups is None:
+            return predict_with(self.law, values, x)
+        if groups is None:
+            if group is None:
+                raise ValueError("this fit has one offset per group: pass Runs (with groups) or group=...")
+            groups = np.full(np.shape(x.D), group, dtype=object)
+        groups = np.asarray(groups, dtype=object)
+        fitted = {str(g): g for g in self.offset_groups}
+        unknown = sorted({str(g) for g in groups.ravel()} - set(fitted))
+        if unknown:
+            raise ValueError(f"no fitted offset for group(s) {unknown}; fitted groups: "
+                             f"{', '.join(fitted)}")
+        E = np.array([values[offset_name(fitted[str(g)])] for g in groups.ravel()],
+                     float).reshape(groups.shape)
+        law_vals = {k: v for k, v in values.items() if not k.startswith(OFFSET + "[")}
+        return predict_with(self.law, {**law_vals, OFFSET: E}, x)
+
+    def to_dict(self) -> dict:
+        def f(v):
+            return None if v is None or not np.isfinite(v) else float(v)
+
+        def ci(d):
+            return None if d is None else {k: [f(a), f(b)] for k, (a, b) in d.items()}
+
+        return {
+            "law": self.law.name, "formula": self.law.formula, "method": self.method,
+            "n": self.n, "k": self.k, "params": self.params, "fixed": self.fixed,
+            "stderr": {k: f(v) for k, v in self.stderr.items()},
+            "ci_jacobian": ci(self.ci_jacobian), "jacobian_log": self.jacobian_log,
+            "ci_profile": ci(self.ci_profile), "profile_statistic": self.profile_statistic,
+            "ci_bootstrap": ci(self.ci_bootstrap), "bootstrap_scheme": self.bootstrap_scheme,
+            "n_bootstrap": self.n_bootstrap, "n_bootstrap_failed": self.n_bootstrap_failed,
+            "n_bootstrap_not_converged": self.n_bootstrap_not_converged,
+            "bounds": {k: [f(a), f(b)] for k, (a, b) in self.bounds.items()},
+            "at_bound": self.at_bound, "status": self.status, "offset_groups": self.offset_groups,
+            "r2": f(self.r2), "rmse": f(self.rmse), "rss": f(self.rss), "aic": f(self.aic),
+            "aicc": f(self.aicc), "bic": f(self.bic), "loo_rmse": f(self.loo_rmse),
+            "condition_number": f(self.condition_number),
+            "correlation": [[f(v) for v in row] for row in self.correlation],
+            "residuals": {n: float(r) for n, r in zip(self.run_names, self.residuals)},
+            "starts": {"n_starts": self.starts.n_starts, "n_success": self.starts.n_success,
+                       "n_at_best": self.starts.n_at_best, "local_optima": self.starts.local_optima,
+                       "ridge_params": self.starts.ridge_params, "search": self.search},
+            "ridge_solutions": self.ridge_solutions, "tie_tolerance": self.tie_tolerance,
+            "flags": self.flags, "notes": self.notes, "profile_notes": self.profile_notes,
+            "seed": self.seed,
+            "pooled_groups": self.pooled_groups, "column_readings": self.column_readings,
+            "rows": {"read": self.selection.get("rows_read", self.n), "kept": self.n,
+                     **{k: v for k, v in self.selection.items() if k not in ("rows_read", "rows_kept")}},
+            **self._diagnostics_dict(),
+        }
+
+    def _diagnostics_dict(self) -> dict:
+        d = self.diagnostics
+        if d is None:
+            return {}
+        return {"outliers": list(d.outliers), "without_outliers": d.without_outliers,
+                "diagnostics": d.to_dict()}
+
+    def to_json(self) -> str:
+        """Strict JSON; an infinite or undefined number (an open interval end, an unbounded
+        side, an infinite standard error) is null."""
+        return json_text.dumps(self.to_dict(), null_nonfinite=True)
+
+    def summary(self) -> str:
+        """A readable table: fit statistics, parameters with each method's interval, flags."""
+        readings = "".join(f"; {v}" for v in self.column_readings.values())
+        kept = ""
+        if self.selection.get("rows_read") is not None:
+            kept = f" (kept {self.n} of {self.selection['rows_read']} rows"
+            conditions = ([self.selection["where"]] if self.selection.get("where") else []) + (
+                [f"group == {self.selection['group']}"] if self.selection.get("group") else []) + (
+                [f"{self.selection['by']} == {self.selection['value']}"] if self.selection.get("by") else [])
+            kept += f" where {' and '.join(conditions)}" if conditions else ""
+            if self.selection.get("dropped"):
+                kept += f"; {len(self.selection['dropped'])} outlying rows dropped (--drop-outliers)"
+            kept += ")"
+        lines = [
+            f"Law {self.law.name!r}: L = {self.law.formula}{readings}",
+            f"Method: {METHOD_DESCRIPTIONS[self.method]}; {self.n} runs{kept} ({self.source}); "
+            f"{self.k} free parameters"
+            + (f"; one offset E per group ({', '.join(map(str, self.offset_groups))})"
+               if self.offset_groups is not None else "")
+            + (f"; search: {self.search}" if self.search else ""),
+            f"R² = {self.r2:.4f}   RMSE = {self.rmse:.4f} nats   leave-one-out RMSE = {self.loo_rmse:.4f} nats",
+            f"AIC = {self.aic:.2f}   AICc = {self.aicc:.2f}   BIC = {self.bic:.2f}   "
+            f"condition number = {self.condition_number:.3g}",
+            f"Starts: {self.starts.n_at_best}/{self.starts.n_starts} reached the best optimum"
+            + (f"; other local optima (objective): {', '.join(f'{v:.4g}' for v in self.starts.local_optima[1:6])}"
+               if len(self.starts.local_optima) > 1 else ""),
+            "",
+        ]
+        cols = ["95% CI Jacobian", "95% CI profile",
+                f"95% CI bootstrap ({self.n_bootstrap})" if self.ci_bootstrap else "95% CI bootstrap"]
+        rows = []
+        for name, value in self.params.items():
+            jac = interval_text(self.ci_jacobian[name]) + (" log" if name in self.jacobian_log else "")
+            prof = interval_text(self.ci_profile[name]) if self.ci_profile and name in self.ci_profile else "—"
+            boot = interval_text(self.ci_bootstrap[name]) if self.ci_bootstrap else "—"
+            rows.append([name, format_estimate(self, name), _g(self.stderr[name]), jac, prof, boot,
+                         correlation_note(self, name)])
+        for name, value in self.fixed.items():
+            rows.append([name, _g(value), "(fixed)", "", "", "", ""])
+        head = ["parameter", "value", "std.err", *cols, "note"]
+        if not any(r[-1] for r in rows):
+            rows, head = [r[:-1] for r in rows], head[:-1]
+        width = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+        fmt = lambda r: "  ".join(str(c).rjust(w) if i in (1, 2) else str(c).ljust(w)
+                                  for i, (c, w) in enumerate(zip(r, width))).rstrip()
+        lines += [fmt(head), "-" * len(fmt(head))] + [fmt(r) for r in rows]
+        lines.append("at bound: the optimum is on the parameter's physical bound (the data want it "
+                     "beyond); n.i.: not identified (an infinite or undefined standard error, a "
+                     "ridge, a drifted estimate or an open profile interval): no estimate is "
+                     f"printed; note r = … with X: |r| ≥ {STRONG_CORR:g}, the Jacobian sees mostly a "
+                     "combination of the two (its standard error is then the least reliable; the "
+                     "profile and bootstrap intervals say what the data bound).")
+        lines.append("Jacobian CI: from the column-scaled Jacobian; 'log' = computed in log space "
+                     "(positive scale). Profile CI: " + (self.profile_statistic or "not computed")
+                     + "; unbounded = not bounded by the data. Bootstrap: " + (self.bootstrap_scheme or "none") + ".")
+        lines.append("")
+        lines.append("Identifiability flags:" if self.flags else "Identifiability flags: none")
+        lines += [f"  ! {f}" for f in self.flags]
+        if self.diagnostics is not None:
+            lines += self.diagnostics.summary_lines()
+        profile_notes = self.profile_notes
+        if self.notes or profile_notes:
+            lines.append("Notes:")
+            lines += [f"  - {n}" for n in self.notes]
+            lines += [f"  - profile: {n}" for n in profile_notes]
+        return "\n".join(lines)
+
+    @property
+    def profile_notes(self) -> list:
+        """What the profiles say about their own limits: flat stretches, jumps, points left out
+        because their refit did not converge."""
+        return [n for p in (self.profiles or {}).values() for n in getattr(p, "notes", [])]
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+def _g(v) -> str:
+    if v is None or not np.isfinite(v):
+        return "nan" if v is None or np.isnan(v) else ("inf" if v > 0 else "-inf")
+    return f"{v:.4g}"
+
+
+def format_estimate(result: FitResult, name: str, spec: str = ".4g") -> str:
+    """A parameter's value as a table prints it: the number when its status is ok, "at bound v"
+    at a bound, "n.i." when not identified (never a number that looks like an estimate)."""
+    status = parameter_status(result, name)
+    v = result.params[name]
+    if status == AT_BOUND:
+        return f"at bound {format(v, spec)}"
+    if status == NOT_IDENTIFIED:
+        return "n.i."
+    return format(v, spec) if np.isfinite(v) else _g(v)
+
+
+def _exp(t) -> float:
+    return math.inf if t > 709 else (0.0 if t < -745 else math.exp(t))
+
+
+def _profile_interval(profile, value, crit: float, bounds, log: bool) -> tuple:
+    """The interval {ψ: Λ(ψ) < crit} read off a computed profile curve (linear interpolation
+    at the first crossing on each side, in log space for a scale parameter, as the profile
+    itself does); a side without a crossing ends at the bound the curve reached, else is open."""
+    v, st = np.asarray(profile.values, float), np.asarray(profile.statistic, float)
+    if log:
+        with np.errstate(divide="ignore"):
+            lo, hi = _profile_interval(type(profile)(profile.name, np.log(v), st, (), profile.reaches_bound),
+                                       math.log(value), crit,
+                                       (math.log(bounds[0]) if bounds[0] > 0 else -math.inf,
+                                        math.log(bounds[1]) if np.isfinite(bounds[1]) else math.inf), False)
+        return (_exp(lo) if np.isfinite(lo) or lo > 0 else 0.0, _exp(hi) if np.isfinite(hi) else math.inf)
+    ends = []
+    for side in (-1, 1):
+        pick = (v - value) * side > 0
+        order = np.argsort((v[pick] - value) * side)
+        xs, ys = v[pick][order], st[pick][order]
+        prev_x, prev_y, end = value, 0.0, None
+        for x, y in zip(xs, ys):
+            if not np.isfinite(y):
+                continue
+            if y >= crit:
+                frac = (crit - prev_y) / (y - prev_y) if y > prev_y else 0.0
+                end = prev_x + min(max(frac, 0.0), 1.0) * (x - prev_x)
+                break
+            prev_x, prev_y = x, y
+        if end is None:
+            reached = ("lower" if side < 0 else "upper") in profile.reaches_bound
+            end = (bounds[0] if side < 0 else bounds[1]) if reached else side * math.inf
+        ends.append(float(end))
+    return tuple(ends)
+
+
+_KEYWORDS = {"depth": "D", "width": "W", "params": "N", "tokens": "T"}  # predict(params=...)
+
+
+def _inputs(runs=None, **columns):
+    """LawInputs and per-run groups (None when the source has none). A table (DataFrame, list
+    of dicts) needs no loss column to be predicted."""
+    if runs is None:
+        given = {_KEYWORDS.get(k, k): v for k, v in columns.items()}
+        unknown = sorted(set(given) - {"D", "W", "N", "T"})
+        if unknown:
+            raise ValueError(f"predict: unknown input(s) {unknown}; give D/depth, W/width, "
+                             "N/params, T/tokens (the ones the law reads)")
+        if not given:
+            raise ValueError("predict: give a table or the law's inputs (e.g. params=..., tokens=...)")
+        return LawInputs.of(*(given.get(k, np.nan) for k in ("D", "W", "N", "T"))), None
+    if isinstance(runs, LawInputs):
+        return runs, None
+    try:
+        runs = load_runs(runs)
+    except ValueError as err:
+        unlabelled = _with_unknown_loss(runs)
+        if "no loss column" not in str(err) or unlabelled is None:
+            raise
+        runs = load_runs(unlabelled)
+    return LawInputs.from_runs(runs), runs.group
+
+
+def _with_unknown_loss(table):
+    """The in-memory table with a placeholder loss (the reader requires one; prediction reads
+    only the inputs), or None."""
+    if hasattr(table, "assign") and hasattr(table, "columns"):  # a pandas DataFrame
+        return table.assign(loss=1.0)
+    if isinstance(table, (list, tuple)) and all(isinstance(r, dict) for r in table):
+        return [{**r, "loss": 1.0} for r in table]
+    return None
+
+
+def predict_with(law, values: dict, runs=None, **columns) -> np.ndarray:
+    law = get_law(law)
+    x = runs if isinstance(runs, LawInputs) else _inputs(runs, **columns)[0]
+    with np.errstate(all="ignore"):
+        out = np.asarray(law(x, **values), dtype=float) * np.ones_like(x.D)
+    _check_inputs(law, x, out)
+    return out
+
+
+def _check_inputs(law, x: LawInputs, predicted: np.ndarray) -> None:
+    """Refuse a prediction left undefined because an input the law reads was not given (a NaN
+    prediction would look like an answer)."""
+    from ..table.columns import LAW_INPUTS, law_columns
+
+    bad = ~np.isfinite(predicted)
+    if not bad.any():
+        return
+    reads = [c for c in law_columns(law) if c != "loss"]
+    missing = [col for key, col in LAW_INPUTS.items() if col in reads and not np.all(
+        np.isfinite(np.broadcast_to(getattr(x, key), predicted.shape)[bad]))]
+    if not missing:
+        return  # every input given: the law itself is undefined there
+    rows = np.flatnonzero(bad.ravel()) + 1
+    where = ("for every row" if bad.all() else f"for {len(rows)} of {bad.size} rows (row"
+             f"{'s' if len(rows) > 1 else ''} {', '.join(map(str, rows[:6]))}"
+             f"{', ...' if len(rows) > 6 else ''})")
+    raise ValueError(f"predict: law {law.name!r} reads {', '.join(reads)}; {', '.join(missing)} "
+                     f"{'is' if len(missing) == 1 else 'are'} missing {where}: give "
+                     f"{'it' if len(missing) == 1 else 'them'} (a column of the table, or "
+                     f"{', '.join(f'{c}=...' for c in missing)})")

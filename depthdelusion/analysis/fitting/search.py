@@ -1,0 +1,313 @@
+"""The global search of a fit: the multi-start grid and variable projection, their optima
+and the starts a refit reuses (``Search``)."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from . import varpro
+from .problem import Problem
+from .result import StartsSummary
+from .solver import FAILED
+
+#: the global searches (None: variable projection where the law allows it, see ``fit``)
+SEARCHES = (None, "varpro", "multistart")
+TIE = 1e-6  # relative objective difference below which two optima are equally good
+# Starts per bootstrap refit, besides the full fit's optimum: the start of each distinct local
+# optimum the multi-start found, then the next best starts. Measured on the paper data with the
+# 7-parameter depth_delusion_power law (40 resamples, tests/analysis/test_fit_intervals.py):
+# refits reach the optimum a 64-start fit of the resample finds in 30 of 40 from the 16 best
+# cold starts alone, 34 of 40 with the optimum added (30 of 40 against 512-start fits: the rest
+# are other local optima of a 7-parameter law on 30 runs).
+REFIT_STARTS = 16
+# Where the multi-start found one optimum, or only others with more than COMPETING times its
+# objective (starts stranded far off, not a basin a resample could prefer), a resample's
+# optimum lies near the full fit's: these many cold starts besides it.
+ONE_BASIN_REFIT_STARTS = 3
+COMPETING = 2.0
+# Above these row counts the stages scale as stated in the module docstring. Measured on
+# 2 cores (benchmarks/RESULTS.md): a cold-started refit costs ≈ 0.8 ms of CPU per 1000 rows and
+# start, so 1000 bootstraps × 16 starts are seconds at 200 rows but hours at 100,000.
+SEARCH_ROWS = 4096  # the multi-start runs on a seeded subsample of this many rows
+POLISH_STARTS = 4  # the best distinct subsample optima refitted on every row
+
+
+def start_grid(problem: Problem, grid_points: int, max_starts: int, seed: int) -> np.ndarray:
+    """Starting θ vectors over each parameter's init range (log space for scales): the full
+    grid of ``grid_points`` per parameter when it has at most ``max_starts`` points, else the
+    centre of the ranges and ``max_starts − 1`` points of a scrambled Sobol design (seeded),
+    so that the number of starts never grows with the number of parameters (e.g. one offset
+    per group)."""
+    if grid_points < 1 or max_starts < 1:
+        raise ValueError(f"grid_points and max_starts must be at least 1, got {grid_points} and {max_starts}")
+    lo, hi = _init_box(problem)
+    k = len(lo)
+    if k * math.log(grid_points) <= math.log(max_starts) + 1e-9:
+        axes = []
+        for p in problem.free:  # as the grid always was, to the last bit
+            a, b = p.init
+            axes.append(np.log(np.geomspace(a, b, grid_points)) if p.log else np.linspace(a, b, grid_points))
+        return np.array(list(itertools.product(*axes)), float).reshape(-1, k)
+    centre = (lo + hi) / 2
+    if max_starts == 1:
+        return centre[None]
+    from scipy.stats import qmc  # here: importing scipy.stats costs a second of CPU
+
+    sobol = qmc.Sobol(d=k, scramble=True, seed=seed)
+    m = max(int(math.ceil(math.log2(max_starts - 1))), 0)
+    unit = sobol.random_base2(m)[:max_starts - 1]  # a balanced 2^m design, its first points
+    return np.vstack([centre, lo + unit * (hi - lo)])
+
+
+def _init_box(problem: Problem):
+    lo, hi = [], []
+    for p in problem.free:
+        a, b = p.init
+        lo.append(math.log(a) if p.log else a)
+        hi.append(math.log(b) if p.log else b)
+    return np.array(lo, float), np.array(hi, float)
+
+
+def run_search(problem, search, grid_points, max_starts, seed, refit_starts, notes) -> "_Search":
+    """The global search the fit asked for (or its default for the law)."""
+    if search is None and (grid_points is not None or max_starts is not None):
+        search = "multistart"  # the options are the multi-start's
+    grid_points, max_starts = grid_points or 3, max_starts or 64
+    sp = varpro.split(problem) if search != "multistart" else None
+    if search == "varpro" and sp is None:
+        raise ValueError(f"search 'varpro' needs a law linear in some of its parameters (bounded "
+                         f"[0, ∞) or free) and no group offsets; law {problem.law.name!r} with "
+                         f"free parameters {problem.names} has none: use search='multistart'")
+    n = len(problem.y)
+    auto = search is None
+    if sp is not None and (not auto or len(sp.nonlinear) <= varpro.AUTO_NONLINEAR):
+        found = _varpro_search(problem, sp, seed, refit_starts, auto)
+    else:
+        found = None
+    if found is not None:
+        if n > varpro.SEARCH_ROWS:
+            notes.append(f"variable-projection grid on a seeded subsample of {varpro.SEARCH_ROWS} "
+                         f"of the {n} rows; its best minima polished on every row")
+        return found
+    found = _multistart(problem, grid_points, max_starts, seed, refit_starts)
+    if n > SEARCH_ROWS:
+        notes.append(f"multi-start on a seeded subsample of {SEARCH_ROWS} of the {n} rows (the "
+                     f"start counts and local optima describe it); the best start of each of the "
+                     f"{POLISH_STARTS} best distinct optima refitted on every row")
+    return found
+
+
+# --- multi-start search ------------------------------------------------------------------------
+
+class _Search:
+    """The search's outcome: chosen θ, its objective, the summary, tied solutions, the cold
+    starts for refits, and how it searched (``describe``)."""
+
+    def __init__(self, theta, objective, summary, ridge_solutions, cold_starts, n_basins, describe=""):
+        self.theta, self.objective, self.summary = theta, objective, summary
+        self.ridge_solutions, self.cold_starts = ridge_solutions, cold_starts
+        self.n_basins, self.describe = n_basins, describe
+
+    @property
+    def warm(self) -> bool:
+        """Refits start from the optimum alone: variable projection's global grid found one
+        basin (no other minimum within ``COMPETING`` times the best), so a resample's or a
+        profile point's optimum lies in it."""
+        return self.describe.startswith("variable projection") and self.n_basins == 1
+
+    def refit_starts(self, theta) -> np.ndarray:
+        """Starts of a bootstrap refit: the optimum ``theta``, then the cold starts (fewer where
+        the search found a single basin, none where it is :attr:`warm`)."""
+        cold = self.cold_starts[:ONE_BASIN_REFIT_STARTS] if self.n_basins == 1 else self.cold_starts
+        return np.vstack([np.asarray(theta, float)[None], cold[:0] if self.warm else cold])
+
+    def cold(self, count: int) -> np.ndarray:
+        """The first ``count`` cold starts of a profile point's refit (none when :attr:`warm`)."""
+        return self.cold_starts[:0 if self.warm else count]
+
+
+def _multistart(problem: Problem, grid_points, max_starts, seed, refit_starts) -> _Search:
+    """Solve from every start; keep the best objective. Starts whose objectives tie with the
+    best (relative ``TIE``) are equally good: the first of them in start order is kept, not the
+    one with the smallest last bits, which depend on the machine's floating point; all of
+    them are kept as the ridge solutions when their parameters differ.
+
+    Above ``SEARCH_ROWS`` rows the starts are solved on a seeded subsample of the rows, and the
+    best start of each of the ``POLISH_STARTS`` best distinct optima is refitted on every row."""
+    grid = start_grid(problem, grid_points, max_starts, seed)
+    sub = _search_subset(problem, seed)
+    res = (sub or problem).solve(grid)
+    ok = converged_starts(res)
+    if not ok.any():
+        raise ValueError(_no_start_message(sub or problem, grid))
+    order, optima, first_of_basin = basins_of(res.objective, ok)
+    at_best, n_success = _n_at_best(res.objective, ok), int(ok.sum())
+    # cold starts: the start of each distinct local optimum (best first), then the rest
+    picks = list(dict.fromkeys(first_of_basin + list(order)))[:max(refit_starts, 1)]
+    if sub is not None:  # polish the best distinct optima on every row
+        polish = first_of_basin[:POLISH_STARTS]
+        res = problem.solve(res.theta[polish])
+        ok = converged_starts(res)
+        if not ok.any():
+            raise ValueError(_no_start_message(problem, grid[polish]))
+    size = "full grid" if len(grid) == grid_points ** problem.k else "Sobol design"
+    return _chosen(problem, res, ok, optima, sub is None, StartsSummary(len(grid), n_success, at_best, optima),
+                   grid[picks], f"multi-start: {len(grid)} starts ({size}), each solved by bounded LM")
+
+
+def converged_starts(res) -> np.ndarray:
+    return (res.status != FAILED) & np.isfinite(res.objective)
+
+
+def basins_of(obj, ok):
+    """(starts in order of objective, distinct optima best first, the first start of each)."""
+    order = np.argsort(np.where(ok, obj, np.inf), kind="stable")
+    order = order[ok[order]]
+    optima, basin = [], np.full(len(obj), -1)
+    for i in order:
+        if not optima or obj[i] - optima[-1] > max(1e-4 * optima[-1], 1e-12):
+            optima.append(float(obj[i]))
+        basin[i] = len(optima) - 1
+    first_of_basin = [order[np.flatnonzero(basin[order] == b)[0]] for b in range(len(optima))]
+    return order, optima, first_of_basin
+
+
+def _n_at_best(obj, ok) -> int:
+    best = float(np.min(obj[ok]))
+    return int(np.sum(ok & (obj - best <= max(1e-4 * best, 1e-12))))
+
+
+def _chosen(problem, res, ok, optima, replace_best, summary, cold_starts, describe) -> _Search:
+    """The first start (in start order) tied with the best objective, the tied solutions when
+    they differ (a ridge), and the number of optima within ``COMPETING`` times the best."""
+    obj = res.objective
+    tied = tied_optima(obj, ok)
+    chosen = tied[0]
+    if replace_best:
+        optima[0] = float(obj[chosen])
+    ridge = _ridge_params(problem, res.theta[tied])
+    solutions = []
+    if ridge:
+        seen = []
+        for i in tied:
+            t = res.theta[i]
+            if not any(np.allclose(t, s, rtol=1e-6, atol=1e-9) for s in seen):
+                seen.append(t)
+                solutions.append(problem.values(t))
+    summary.ridge_params = ridge
+    competing = sum(o <= COMPETING * max(optima[0], 1e-300) for o in optima)
+    return _Search(res.theta[chosen], float(obj[chosen]), summary, solutions, cold_starts,
+                   competing, describe)
+
+
+def tied_optima(obj, ok) -> np.ndarray:
+    """The converged starts whose objectives tie with the best (relative ``TIE``), in start order."""
+    best_cost = float(np.min(obj[ok]))
+    return np.flatnonzero(ok & (obj <= best_cost * (1 + TIE) + 1e-300))
+
+
+def _varpro_search(problem: Problem, sp, seed, refit_starts, auto) -> _Search | None:
+    """Variable projection (:mod:`.varpro`): the reduced objective on a grid over the nonlinear
+    parameters (on a seeded subsample above ``varpro.SEARCH_ROWS`` rows), its best local minima
+    polished on every row. The polished starts are the summary's starts; the refits' cold
+    starts are they and then the grid's next best points. None when ``auto`` and the linear
+    parameters' design is rank-deficient at the grid's best point (a ridge, which the
+    multi-start's many starts show and a few polished minima do not), or that point is on the
+    grid's edge (the optimum may lie beyond the start ranges, where the grid says nothing:
+    on tables with exponents outside them the polish ended in another basin)."""
+    sub = _search_subset(problem, seed, varpro.SEARCH_ROWS)
+    grid = varpro.grid_search(sub or problem, sp)
+    if auto and (grid.rank_deficient or grid.at_edge):
+        return None
+    picks = varpro.polish_candidates(grid)
+    if not len(picks):
+        raise ValueError(_no_start_message(problem, grid.theta[:1]))
+    res = varpro.polish(problem, grid.theta[picks])
+    ok = converged_starts(res)
+    if not ok.any():
+        raise ValueError(_no_start_message(problem, grid.theta[picks]))
+    order, optima, first_of_basin = basins_of(res.objective, ok)
+    summary = StartsSummary(len(picks), int(ok.sum()), _n_at_best(res.objective, ok), optima)
+    ranked = np.argsort(np.where(np.isfinite(grid.objective), grid.objective, np.inf), kind="stable")
+    cold = list(dict.fromkeys([picks[i] for i in first_of_basin] + list(picks) + list(ranked)))
+    describe = (f"{grid.describe}; the {len(picks)} best local minim{'um' if len(picks) == 1 else 'a'} "
+                "of the grid polished on every row with every parameter free (trust-region "
+                "least squares, then bounded LM)")
+    return _chosen(problem, res, ok, optima, True, summary,
+                   grid.theta[cold[:max(refit_starts, 1)]], describe)
+
+
+def _search_subset(problem: Problem, seed: int, rows: int = SEARCH_ROWS) -> Problem | None:
+    """The problem on a seeded subsample of ``rows`` rows (every group kept), or None
+    when the table is no larger."""
+    idx = search_rows(problem, seed, rows)
+    return None if idx is None else problem.subset(idx)
+
+
+def search_rows(problem: Problem, seed: int, rows: int) -> np.ndarray | None:
+    """The seeded subsample's row indices (sorted), or None when the table is no larger."""
+    n = len(problem.y)
+    if n <= rows:
+        return None
+    rng = np.random.default_rng([seed, n])
+    idx = set(rng.choice(n, rows, replace=False).tolist())
+    if problem.gidx is not None:  # one row of each group at least, or its offset is unfitted
+        firsts = np.unique(problem.gidx, return_index=True)[1]
+        idx.update(firsts.tolist())
+    return np.array(sorted(idx))
+
+
+def better_optimum(problem: Problem, profiles: dict, objective: float, search: _Search):
+    """θ of a lower objective than ``objective`` that a profile found (polished with every
+    parameter free), or None. Updates ``search`` to describe the new optimum: no start reached
+    it, and the tied solutions of the old one no longer apply."""
+    found = [p for p in profiles.values() if p.better_theta is not None]
+    if not found:
+        return None
+    start = min(found, key=lambda p: p.better_fit).better_theta
+    res = problem.solve(start[None])
+    if res.status[0] == FAILED or not res.objective[0] < objective * (1 - TIE):
+        return None
+    search.objective = float(res.objective[0])
+    search.summary.local_optima.insert(0, search.objective)
+    search.summary.n_at_best, search.summary.ridge_params = 0, []
+    search.ridge_solutions = []
+    return res.theta[0]
+
+
+def _no_start_message(problem: Problem, grid) -> str:
+    law = problem.law.name
+    pred = problem.predict_many(grid)
+    bad_runs = np.flatnonzero(~np.all(np.isfinite(pred), axis=0)) if len(grid) else np.array([], int)
+    x = problem.x
+    causes = []
+    if np.any(x.W <= 1) and any(p.name in ("kappa", "c") for p in problem.law.params):
+        causes.append("width ≤ 1 (a placeholder?) makes ln W ≤ 0, so the critical depth is 0 or "
+                      "negative; fit a shape-agnostic law (kaplan, chinchilla) or give the real widths")
+    if problem.method == "huber" and np.any(problem.y <= 0):
+        causes.append("Huber fits log-loss and some losses are ≤ 0")
+    if np.any(x.N <= 0):
+        causes.append("some parameter counts are ≤ 0")
+    run_names = problem.run_names or [f"run {i}" for i in range(len(x.D))]
+    names = ", ".join(f"{run_names[i]} (D={x.D[i]:g}, W={x.W[i]:g}, N={x.N[i]:.3g}, T={x.T[i]:.3g})"
+                      for i in bad_runs[:5]) + (f" and {len(bad_runs) - 5} more" if len(bad_runs) > 5 else "")
+    where = (f"; predictions are not finite at every start for {names}" if len(bad_runs) else
+             "; the objective is not finite at every start")
+    return (f"law {law!r}: no start converged ({len(grid)} tried){where}. Likely cause: "
+            + ("; ".join(causes) if causes else "the data (check those rows) or the law's init ranges"))
+
+
+def _ridge_params(problem: Problem, thetas: np.ndarray) -> list[str]:
+    """Free parameters that take clearly different values (> 1% of their init range, or of
+    the value) at starts tied at the best objective: the data do not determine them."""
+    if len(thetas) < 2:
+        return []
+    names = []
+    for j, p in enumerate(problem.free):
+        spread = np.ptp(thetas[:, j])  # log-space spread for scale parameters
+        scale = 1.0 if p.log else max(abs(p.init[1] - p.init[0]), np.abs(thetas[:, j]).max(), 1e-12)
+        if spread > 0.01 * scale:
+            names.append(p.name)
+    return names

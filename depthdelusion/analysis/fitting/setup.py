@@ -1,0 +1,80 @@
+"""A fit's problem from the runs: fixed and dropped parameters (an unvarying token term is
+absorbed into E), group offsets, the objective, and the notes saying so (``FitSetup``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..laws import LawInputs
+from ..table.runs import Runs
+from .problem import OFFSET, Problem
+from .replicates import replicate_cells
+
+
+class FitSetup:
+    """The fit's problem from the runs: fixed and dropped parameters, group offsets, notes."""
+
+    def __init__(self, runs, law, fixed, method, group_offsets, groups, overestimate_weight):
+        fixed = dict(fixed or {})
+        self.notes = notes = list(runs.notes)
+        if not any(n.startswith("replicates reduced") for n in notes):
+            replicates = replicate_cells(runs)
+            if replicates.cells:
+                notes.append(replicates.describe(runs))
+        for name in fixed:
+            law.param(name)  # raises for unknown names
+        if law.needs_tokens and not runs.tokens_vary:
+            raise ValueError(f"law {law.name!r} needs per-run token counts that vary; these runs have "
+                             f"{_describe_tokens(runs)}. Use a law without a data term (e.g. 'kaplan')")
+        self.token_term = law.needs_tokens
+        if law.token_params:
+            if runs.tokens_vary:
+                self.token_term = True
+                notes.append("token term B·T^−β included: token counts vary across runs")
+            else:
+                for k, v in law.token_params.items():
+                    fixed.setdefault(k, v)
+                notes.append(f"token term dropped (absorbed into E): tokens {_describe_tokens(runs)}")
+        self.fixed = fixed
+        self.labels = np.asarray(runs.group if groups is None else groups, dtype=object)
+        self._offsets(law, runs, group_offsets)
+        if overestimate_weight is not None and method != "asymmetric":
+            raise ValueError(f"an overestimate weight applies to the asymmetric loss, not {method!r}")
+        self.problem = Problem(law, fixed, LawInputs.from_runs(runs), runs.loss, method,
+                               self.offset_groups, self.gidx, overestimate_weight)
+        self.problem.run_names = list(runs.name)
+        if self.problem.overestimate_weight is not None:
+            w = self.problem.overestimate_weight
+            notes.append(f"asymmetric loss: an overestimate (prediction above the loss) weighs {w:g}× an "
+                         f"underestimate, so the fit is the {1 / (1 + w):.3g} expectile of the loss — "
+                         "near the lower envelope of the runs, not their mean (for small runs that "
+                         "were under-tuned); RMSE, R² and AIC are of this fit's residuals")
+        n, k = len(runs), self.problem.k
+        if n <= k + 1:
+            raise ValueError(f"law {law.name!r} has {k} free parameters; fitting it needs more than "
+                             f"{k + 1} runs, got {n}")
+
+    def _offsets(self, law, runs, group_offsets):
+        labels, fixed = self.labels, self.fixed
+        if len(labels) != len(runs):
+            raise ValueError(f"groups has {len(labels)} labels for {len(runs)} runs")
+        self.offset_groups, self.gidx = None, None
+        if not group_offsets:
+            return
+        if OFFSET not in law.param_names or OFFSET in fixed:
+            raise ValueError(f"group offsets need a free additive offset {OFFSET!r}; law {law.name!r} "
+                             f"has parameters {law.param_names}" + (" (E is fixed)" if OFFSET in fixed else ""))
+        self.offset_groups = sorted(set(labels), key=str)
+        self.gidx = np.array([self.offset_groups.index(g) for g in labels])
+        self.notes.append(f"one offset E per group ({', '.join(f'{g}: {int((labels == g).sum())} runs' for g in self.offset_groups)}); "
+                          "the other parameters are shared")
+
+
+def _describe_tokens(runs: Runs) -> str:
+    t = runs.tokens
+    known = np.isfinite(t)
+    if not known.any():
+        return "unknown for every run"
+    if not known.all():
+        rest = f" (the others constant at {t[known][0]:.3g})" if np.ptp(t[known]) == 0 else ""
+        return f"unknown for {int((~known).sum())} of {len(t)} runs{rest}"
+    return f"constant at {t[0]:.3g}"

@@ -1,0 +1,207 @@
+"""A fit's uncertainty at its optimum: the Jacobian intervals and condition, the profile
+intervals (computed now or on first request), parameters at a bound and identifiability flags."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from scipy import special
+
+from ..formats.interval_text import interval_text
+from .problem import Problem
+from .profile import Statistic, profile_intervals
+from .result import STRONG_CORR, FitResult
+from .search import TIE, better_optimum
+
+PROFILE_STARTS = 4  # cold starts per profile point, besides the optimum and the neighbours
+_PROFILE_RESTARTS = 2  # refits from a lower objective a profile found, at most
+PROFILE_ROWS = 2000  # profile intervals by default up to this many rows
+_COND_FLAG = 1e8
+_BOUND_TOL = 1e-6  # relative to the init range: closer than this to a bound is "at" it
+
+
+def set_profiles(result, problem, theta, statistic, found, jac, profiles, profile) -> None:
+    """The profile intervals, or the function that computes them when first asked."""
+    result.ci_profile = {nm: p.interval for nm, p in profiles.items()} if profile else None
+    result.profiles = profiles
+    result.profile_statistic = f"{statistic.describe}, {statistic.cut}" if profile else ""
+    if not profile:
+        result.profile_fn = _later_profiles(problem, theta, statistic, found, jac.se_theta)
+
+
+def optimum_and_profiles(problem, search, profile, notes):
+    """θ at the optimum with its Jacobian uncertainty, and the profiles when asked; a profile
+    that finds a lower objective restarts the fit from it (at most ``_PROFILE_RESTARTS``)."""
+    theta, objective = search.theta, search.objective
+    jac = _jacobian_uncertainty(problem, theta)
+    statistic, profiles = Statistic(problem, objective), {}
+    for restart in range(_PROFILE_RESTARTS + 1) if profile else ():
+        profiles = profile_intervals(problem, theta, statistic, search.cold(PROFILE_STARTS),
+                                     jac.se_theta, staged=search.warm)
+        theta_better = (better_optimum(problem, profiles, objective, search)
+                        if restart < _PROFILE_RESTARTS else None)
+        if theta_better is None:
+            break
+        notes.append(f"the profile likelihood found a lower objective than the {search.summary.n_starts} "
+                     f"starts ({objective:.6g} → {search.objective:.6g}); the fit was restarted from it")
+        theta, objective = theta_better, search.objective
+        jac = _jacobian_uncertainty(problem, theta)
+        statistic = Statistic(problem, objective)
+    return theta, jac, statistic, profiles
+
+
+def _later_profiles(problem, theta, statistic, search, se_theta):
+    cold = search.cold(PROFILE_STARTS)
+
+    def later_profiles():
+        found = profile_intervals(problem, theta, statistic, cold, se_theta, staged=search.warm)
+        return found, f"{statistic.describe}, {statistic.cut}"
+    return later_profiles
+
+
+# --- uncertainty ----------------------------------------------------------------------------------
+
+class _Jacobian:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def _jacobian_uncertainty(problem: Problem, theta) -> _Jacobian:
+    """Covariance from the Jacobian in θ (log space for scale parameters), with columns scaled
+    to unit norm before the pseudo-inverse so that parameters of very different magnitudes do
+    not swamp each other (13.6); directions the data do not constrain get infinite variance."""
+    names = problem.names
+    n, k = len(problem.y), len(names)
+    h = 1e-5 * np.maximum(1.0, np.abs(theta))
+    pts = np.vstack([theta + np.diag(h), theta - np.diag(h)])
+    P = problem.predict_many(pts)
+    with np.errstate(all="ignore"):
+        if problem.huber:
+            P = np.log(P)
+        J = ((P[:k] - P[k:]) / (2 * h[:, None])).T  # (n, k)
+    r = problem.residuals(theta[None])[0]
+    flags = []
+    if not np.all(np.isfinite(J)):
+        flags.append("the Jacobian is not finite at the optimum for some runs: Jacobian intervals unreliable")
+        J = np.where(np.isfinite(J), J, 0.0)
+    s2 = float(r @ r) / (n - k)
+    col_max = np.abs(J).max(axis=0)
+    safe_max = np.where(col_max > 0, col_max, 1.0)
+    col = col_max * np.linalg.norm(J / safe_max, axis=0)
+    dead = col < 1e-9 * max(col.max(), 1e-300)
+    for nm in np.array(names)[dead]:
+        flags.append(f"{nm}: no run's prediction depends on it at the optimum (e.g. the depth "
+                     "penalty is inactive for every run): not identifiable")
+    Js = J / np.where(col > 0, col, 1.0)
+    try:
+        _, S, Vt = np.linalg.svd(Js, full_matrices=False)
+        cond = float(S[0] / S[-1]) if S[-1] > 0 else math.inf
+    except np.linalg.LinAlgError:
+        S, Vt, cond = np.zeros(k), np.eye(k), math.inf
+    null = S <= 1e-10 * max(S[0], 1e-300)
+    inv = np.where(null, 0.0, 1.0 / np.where(null, 1.0, S) ** 2)
+    cov_s = s2 * (Vt.T * inv) @ Vt
+    se_s = np.sqrt(np.clip(np.diag(cov_s), 0, None))
+    unbounded = dead | (np.abs(Vt[null]).max(axis=0) > 1e-6 if null.any() else np.zeros(k, bool))
+    with np.errstate(all="ignore"):
+        corr = np.clip(cov_s / np.outer(se_s, se_s), -1.0, 1.0)
+    corr[~np.isfinite(corr)] = np.nan
+    corr[unbounded, :] = np.nan
+    corr[:, unbounded] = np.nan
+    np.fill_diagonal(corr, 1.0)
+    se_theta = np.where(unbounded, np.inf, se_s / np.where(col > 0, col, 1.0))
+    tq = float(special.stdtrit(max(n - k, 1), 0.975))  # Student t quantile
+    values = problem.values(theta)
+    stderr, ci = {}, {}
+    for j, p in enumerate(problem.free):
+        v, s = values[p.name], se_theta[j]
+        if p.log:
+            # v·s in log space: a drifted scale (e^700) times its s.e. overflows a float
+            log_se = theta[j] + math.log(s) if np.isfinite(s) and s > 0 else (-math.inf if s == 0 else math.inf)
+            stderr[p.name] = math.exp(log_se) if log_se < 709 else math.inf
+            ci[p.name] = ((float(math.exp(theta[j] - tq * s)), float(math.exp(min(theta[j] + tq * s, 700))))
+                          if np.isfinite(s) else (0.0, math.inf))
+        else:  # intersected with the parameter's bounds: values outside are not models
+            stderr[p.name] = float(s)
+            b0, b1 = p.bounds
+            ci[p.name] = ((max(v - tq * s, b0), min(v + tq * s, b1)) if np.isfinite(s)
+                          else (b0, b1))
+    return _Jacobian(stderr=stderr, ci=ci, corr=corr, cond=cond, flags=flags, se_theta=se_theta,
+                     J=J, r=r)
+
+
+def unfitted_offsets_nan(problem: Problem, errors):
+    if problem.offset_groups is not None:  # a group's only run: its offset was not fitted
+        sizes = np.bincount(problem.gidx, minlength=len(problem.offset_groups))
+        errors[sizes[problem.gidx] == 1] = np.nan
+    return errors
+
+
+# --- flags ----------------------------------------------------------------------------------------
+
+def at_bound(problem: Problem, theta) -> list[str]:
+    out = []
+    for j, p in enumerate(problem.free):
+        width = (math.log(p.init[1]) - math.log(p.init[0])) if p.log else (p.init[1] - p.init[0])
+        tol = _BOUND_TOL * (width or 1.0)
+        if (np.isfinite(problem.lo[j]) and theta[j] <= problem.lo[j] + tol) or \
+                (np.isfinite(problem.hi[j]) and theta[j] >= problem.hi[j] - tol):
+            out.append(p.name)
+    return out
+
+
+def identifiability_flags(result: FitResult, problem: Problem) -> list[str]:
+    flags = []
+    names = problem.names
+    for i, j in itertools.combinations(range(len(names)), 2):
+        c = result.correlation[i, j]
+        if np.isfinite(c) and abs(c) >= STRONG_CORR:
+            flags.append(f"{names[i]} and {names[j]} are correlated (r = {c:+.3f}): the Jacobian "
+                         "sees mostly a combination of them")
+    for p in problem.free:
+        nm, v = p.name, result.params[p.name]
+        if nm in result.at_bound:
+            b0, b1 = p.bounds
+            flags.append(f"{nm} = {_g(v)} is at its bound (allowed: [{_g(b0)}, {_g(b1)}]): the fit "
+                         "wants it beyond the physical range; its Jacobian interval is not valid")
+        elif p.log and v < 1e-6 * p.init[0]:
+            flags.append(f"{nm} = {_g(v)} has collapsed towards 0 (the term it scales vanishes)")
+        lo, hi = result.ci_jacobian[nm]
+        prof = result.ci_profile.get(nm) if result.ci_profile else None
+        if prof is not None and prof[0] <= 0 <= prof[1]:
+            flags.append(f"{nm}: profile 95% interval {interval_text(prof)} includes 0")
+        elif np.isfinite(lo) and np.isfinite(hi) and lo < 0 < hi:
+            flags.append(f"{nm}: Jacobian 95% interval [{_g(lo)}, {_g(hi)}] spans zero")
+        elif result.ci_bootstrap and result.ci_bootstrap[nm][0] < 0 < result.ci_bootstrap[nm][1]:
+            flags.append(f"{nm}: bootstrap 95% interval spans zero")
+        elif not np.isfinite(result.stderr[nm]):
+            flags.append(f"{nm}: standard error is not finite")
+    better = {nm: pr.better_fit for nm, pr in result.profiles.items() if pr.better_fit is not None}
+    if better:
+        flags.append("the profile of " + ", ".join(better) + " found a lower objective than the "
+                     "multi-start optimum (likelihood-ratio statistic "
+                     + ", ".join(f"{v:.3g}" for v in better.values())
+                     + "): the reported optimum is a local one; add starts (grid_points, max_starts)")
+    if result.condition_number > _COND_FLAG:
+        flags.append(f"ill-conditioned: condition number {result.condition_number:.3g} "
+                     "of the column-normalised Jacobian")
+    dropped = result.n_bootstrap_failed + result.n_bootstrap_not_converged
+    if dropped > 0.05 * max(result.n_bootstrap + dropped, 1):
+        flags.append(f"{dropped} of {result.n_bootstrap + dropped} bootstrap refits failed or did "
+                     "not converge (left out of the intervals): the bootstrap intervals are unreliable")
+    if result.starts.ridge_params:
+        flags.append(f"{', '.join(result.starts.ridge_params)}: starts that reach the best objective "
+                     f"(within {TIE:g} relative) end at different values (a ridge of equally good "
+                     "fits): not identified; predictions outside the data are the range over "
+                     f"the {max(len(result.ridge_solutions), 2)} tied solutions (predict_range)")
+    if result.starts.n_at_best < 0.5 * result.starts.n_starts:
+        flags.append(f"only {result.starts.n_at_best} of {result.starts.n_starts} starts reached the "
+                     "best optimum: the objective has several local optima")
+    return flags
+
+
+def _g(v) -> str:
+    if v is None or not np.isfinite(v):
+        return "nan" if v is None or np.isnan(v) else ("inf" if v > 0 else "-inf")
+    return f"{v:.4g}"

@@ -1,0 +1,446 @@
+"""The analysis report as Markdown: :func:`markdown` words a
+:class:`~report_results.ReportResults` section by section and shows its tables
+(``report_tables``); it computes nothing. :func:`first_lines` and :func:`verdict_text` are the
+prose the LaTeX rendering shares."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..reference import (
+    PAPER_FIT,
+    PAPER_PERSISTENCE_EXPONENT,
+    PAPER_PERSISTENCE_R2,
+    PAPER_SHAPE_EXPONENTS,
+)
+from ..science.persistence import (
+    DEFAULT_WINDOW,
+    MIN_SEEDS,
+    PAPER_EPSILONS,
+    compare_with_paper,
+    length_statement,
+    paper_implied_length,
+)
+from .results import (
+    CANNOT_TELL,
+    NO_VOCAB,
+    NOT_ESTABLISHED,
+    SIZE_CLASS_GAP,
+    UNFIT,
+    ReportResults,
+)
+from .tables import (
+    interval,
+    is_numerical_note,
+    profile_ci,
+    rounded_note,
+    shape_unit,
+    value,
+)
+from .verdict import shape_variation
+
+# --- the first lines: what a reader must know before any number ----------------------------------
+
+def _cells_text(cells) -> str:
+    """'form (total and non-embedding N)'-style list of (form, convention) cells."""
+    by_form = {}
+    for form, conv in cells:
+        by_form.setdefault(form, []).append(conv.replace("_", "-"))
+    return "; ".join(f"{form} ({' and '.join(convs)} N)" for form, convs in by_form.items())
+
+
+_ANSWER_WORDS = {"yes": "Yes", "no": "no", "not clearly": "significant but not clearly preferred by "
+                 "the information criteria", "cannot tell": "cannot tell",
+                 "uninformative": "uninformative (too few runs for the law's parameters)",
+                 "not fitted": "not fitted"}
+
+
+def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
+    """The report's first paragraph: which of the paper's conclusions hold where, in plain words."""
+    if not matrix:
+        return []
+    answers = {a: [] for a in _ANSWER_WORDS}
+    invalid, kappas = {}, []
+    for (form, conv), (v, lf, caveat) in matrix.items():
+        if caveat:
+            invalid[form] = caveat
+            continue
+        answers["not fitted" if isinstance(v, str) else v.answer].append((form, conv))
+        if not isinstance(v, str) and v.significant and lf is not None and "kappa" in lf.params:
+            ci = profile_ci(lf, 'kappa')
+            kappas.append(f"{value(lf, 'kappa', '.2f')} {interval(ci, '.2f')} "
+                          + ("— its interval includes 0, i.e. no critical depth at all — " if ci is not None and ci[0] <= 0 else "")
+                          + f"({form}, {conv.replace('_', '-')} N)")
+    said = [f"{_ANSWER_WORDS[a]} for {_cells_text(c)}" for a, c in answers.items() if c]
+    text = ("Which of the paper's conclusions hold depends on two choices it leaves implicit: how "
+            "runs trained on different token budgets are combined, and which parameter count N is "
+            f"used. Does the {law} depth penalty earn its extra parameters over the shape-agnostic "
+            "law? " + "; ".join(said) + ". ")
+    text += (("Where λ is significant, the critical-depth slope is κ = " + ", ".join(kappas)
+              + f" (95% profile-likelihood intervals); the paper reports κ = {PAPER_FIT['kappa'][0]}. ")
+             if kappas else
+             "In no valid form is λ significant by a calibrated test (Davies' bound), so no "
+             "critical depth is established. ")
+    for form, caveat in invalid.items():
+        text += (f"Fitting {form} without offsets or a token term — the paper's fit — is invalid "
+                 f"here: it {caveat}. ")
+    text += (f"The detailed sections below use {main_label}, where the overall answer is "
+             f"'{main_overall}'.")
+    return [text]
+
+
+def _warnings(r: ReportResults) -> list:
+    """Warnings that invalidate the main fits (they come before everything else)."""
+    if not r.design.pooled_invalid:
+        return []
+    return [f"WARNING: this fit pools groups trained on different token budgets ({r.design.mixed}) "
+            "with no token term, so the larger budget's lower loss is credited to N. Its "
+            "exponents and verdict are not valid; fit with group offsets "
+            "(groups='offsets', CLI --groups offsets) or each group alone."]
+
+
+def first_lines(r: ReportResults) -> list:
+    """The report's first lines: warnings, which conclusion holds where, how groups are
+    combined, and whether there is a critical depth."""
+    d = r.design
+    offsets = ([] if not d.offsets else
+               ["Groups are fitted with their own offset E_g"
+                + (f" because their token budgets differ or are unknown ({d.mixed})" if d.mixed else "")
+                + ": the data term of each budget is absorbed into its group's offset, and "
+                "shape and N effects are estimated within groups."])
+    critical = ([f"Is there a critical depth ({d.main_label})? " + r.critical.sentence()]
+                if r.critical is not None and r.critical.answer != "not compared" else [])
+    return (_warnings(r) + _conclusions(d.matrix, r.primary, d.main_label, r.overall) + offsets
+            + critical)
+
+
+def verdict_text(r: ReportResults) -> str:
+    """The overall penalty verdict in one paragraph (also ``Report.verdict``)."""
+    if not r.verdicts:
+        return "(no architecture law and same-data-term baseline among the fitted laws)"
+    text = f"Overall ({r.design.main_label}): {r.overall}. " + " ".join(v.sentence() for v in r.verdicts)
+    if r.replicates.cells:  # the verdict counts replicates as independent runs
+        text += f" This verdict is reached on pooled replicates: {r.replicates.describe(r.runs)}."
+    return text
+
+
+def in_short(r: ReportResults) -> str:
+    """The report's "In short" paragraph (what the runs show), where the table has shapes and
+    is not the paper's; "" otherwise."""
+    if r.paper_data or not r.has_shapes:
+        return ""
+    return opening_paragraph(r.runs, r.fits, r.persistence.as_dict())
+
+
+def opening_paragraph(runs, fits: dict, persist: dict) -> str:
+    """Two or three sentences: what the runs show (best shape, depth trend, gradient profile)."""
+    best = int(np.argmin(runs.loss))
+    widths = sorted(set(int(w) for w in runs.width))
+    trends = []
+    for w in widths:  # only widths with two depths or more can show a depth trend
+        sel = np.flatnonzero(runs.width == w)
+        if len(set(runs.depth[sel].tolist())) >= 2:
+            order = sel[np.argsort(runs.depth[sel])]
+            d_best = int(runs.depth[order[np.argmin(runs.loss[order])]])
+            trends.append((w, d_best, int(runs.depth[order[-1]])))
+    text = (f"In short: {len(runs)} runs (depth {int(runs.depth.min())}–{int(runs.depth.max())} × width "
+            f"{widths[0]}–{widths[-1]}); the lowest loss is {runs.loss[best]:.3f} at "
+            f"{int(runs.depth[best])}L×{int(runs.width[best])}.")
+    if trends:
+        text += _depth_trend(trends, widths)
+    weight = [p for p in persist.get("weight", []) if np.isfinite(p.rate)]
+    if weight:
+        text += _gradient_trend(weight, persist.get("weight_scaling"))
+    if fits:
+        by_aicc = min(fits.values(), key=lambda f: f.aicc)
+        text += f" Best law by AICc: {by_aicc.law.name}."
+    return text
+
+
+def _depth_trend(trends, widths) -> str:
+    deepest = sum(d == top for _, d, top in trends)
+    with_depths = (f"{len(trends)} widths with two depths or more (of {len(widths)})"
+                   if len(trends) < len(widths) else f"{len(trends)} widths")
+    if deepest == len(trends):
+        return (f" At {deepest} of {with_depths} the deepest run is the best, so no critical "
+                "depth is reached within this grid.")
+    return (" The loss-optimal depth per width" + (f" (over the {with_depths})" if len(trends) < len(widths)
+                                                   else "")
+            + " is " + ", ".join(f"D = {d} at W = {w}" for w, d, _ in trends) + ".")
+
+
+def _gradient_trend(weight, sc) -> str:
+    n = {s: sum(p.status == s for p in weight) for s in ("decay", "flat", "growth")}
+    text = (f" Per-layer weight gradients: {n['decay']} of {len(weight)} runs decay towards the input "
+            f"(the paper's ℓ), {n['growth']} grow towards it, {n['flat']} are flat")
+    if sc is None:
+        return text + "."
+    if sc.c > 0:
+        return text + f"; ℓ(W) power-law fit p = {sc.p:.2f} (paper {PAPER_PERSISTENCE_EXPONENT})."
+    return text + f", so there is no decay length to compare with the paper's ℓ ∝ W^{PAPER_PERSISTENCE_EXPONENT}."
+
+
+def _head(r: ReportResults) -> list:
+    s, runs = r.settings, r.runs
+    method_words = ("bounded Levenberg–Marquardt least squares on loss residuals (nats)"
+                    if s.method == "lm" else "Huber (threshold 1e-3) on log-loss residuals")
+    # what the runs show opens the report, after any warning that invalidates a fit (the
+    # paper's first lines are its conclusions; a table without shapes has no depth trend)
+    warnings, rest = _warnings(r), first_lines(r)[len(_warnings(r)):]
+    opening = [in_short(r), ""] if in_short(r) else []
+    return ["# Scaling-law analysis report", "", *[line + "\n" for line in warnings], *opening,
+            *[line + "\n" for line in rest],
+            f"Data: {runs.source} — {len(runs)} runs, groups: "
+            + ", ".join(f"{g} ({int((runs.group == g).sum())})" for g in runs.groups) + ".",
+            f"Regenerate with `{s.command}`. "
+            f"Fits: {method_words} from a grid of starts; intervals from the Jacobian, from "
+            f"{s.bootstrap} seeded (seed {s.seed}) case-bootstrap refits (from the optimum and the best multi-start points) and from the "
+            "profile likelihood; runs weighted equally; loss in nats.", "",
+            *[f"- {n} not fitted: the law needs the column(s) {', '.join(m)}, which the table lacks"
+              for n, m in r.skipped.items()], *([""] if r.skipped else []),
+            *[f"- {n}" for n in r.notes], ""]
+
+
+# --- verdicts ------------------------------------------------------------------------------------
+
+def _penalty_section(r: ReportResults) -> list:
+    reps, seed = r.settings.lr_replicates, r.settings.seed
+    return ["## Does the architecture penalty earn its parameters?", "",
+            "Each architecture law is compared with the shape-agnostic law that has the same data "
+            "term (kaplan without a token term, chinchilla with one). λ = 0 is tested by "
+            "LR = n·ln(RSS_baseline / RSS_law); at λ = 0 the penalty sits on its bound and its "
+            "kink location is not identified, so χ²₁ is not its reference: p comes from "
+            + (f"{reps} parametric-bootstrap replicates from the baseline fit (seed "
+               f"{seed}; ± its Monte-Carlo error)" if reps else "Davies' upper bound")
+            + ". The verdict is Yes only when λ = 0 is rejected at 5% and ΔAICc and ΔBIC are both "
+            "below −2; 'uninformative' when n − K − 1 ≤ 5 (too few runs for K parameters); "
+            "'cannot tell' when the runs do not vary shape enough "
+            f"({shape_variation(r.runs).reason}).", "",
+            *[f"- {v.sentence()}" for v in r.verdicts], "", r.table("law_comparison").markdown(), ""]
+
+
+def _critical_section(r: ReportResults) -> list:
+    if r.critical is None:
+        return []
+    return ["## Is there a critical depth?", "",
+            f"A penalty that beats the shape-agnostic law shows that shape matters, not that "
+            f"there is a critical depth. {r.primary}'s kink is tested against the best smooth "
+            "shape law (shape = smooth above; lowest AICc) by LR = n·ln(RSS_smooth / "
+            "RSS_kink), referred to its distribution under the smooth law (parametric "
+            "bootstrap: the laws are not nested). D/D_crit and optimal-shape tables appear "
+            "only when the kink wins.", "", f"- {r.critical.sentence()}", ""]
+
+
+def _design_section(r: ReportResults) -> list:
+    if not r.design.matrix:
+        return []
+    return ["## Which verdict holds under which assumptions", "",
+            "Forms: every run with one offset per group; every run pooled with no offset "
+            "(invalid when the groups' token budgets differ); each group alone, and a group "
+            "whose token budgets are unknown with one offset per size class (runs whose N "
+            f"differ by more than {SIZE_CLASS_GAP:g}× start a new class). N: as printed "
+            "(total; rows inconsistent with their shape refitted with the recomputed N) and "
+            "non-embedding.", "", r.table("design_verdicts").markdown(), "",
+            r.table("design_parameters").markdown(), ""]
+
+
+# --- extrapolation, the paper's fit, every fit ---------------------------------------------------
+
+def _paper_and_extrapolation(r: ReportResults) -> list:
+    x = r.extrapolation
+    ridges = [f"- {name}: the training runs do not determine {', '.join(params) or 'all parameters'}; "
+              "the prediction is given as the range over the starts tied at the best objective, "
+              "its error as a range, and no RMSE (n.i.)" for name, params in x.ridges.items()]
+    return [*[f"- extrapolation with {name} not possible: {err}" for name, err in x.errors.items()],
+            "## The paper's fit, refitted", "", r.table("paper_comparison").markdown(), "",
+            "The paper's persistence exponent comes from per-layer gradient norms, which the "
+            "bundled data lacks; the closest refittable quantity is p of `depth_delusion_power`.",
+            "", "## Extrapolation from small to large runs", "", r.table("extrapolation").markdown(), "",
+            "A dash: the law's prediction is not finite there (a degenerate fit), so no "
+            "extrapolation error is given.", "", *ridges, *([""] if ridges else [])]
+
+
+def _fits_section(r: ReportResults) -> list:
+    s = r.settings
+    md = ["## Fits", "", "status: ok, at_bound (the optimum is on the physical bound) or "
+          "not_identified (n.i.: a ridge of equally good fits, an open-ended profile interval, an "
+          "infinite or undefined standard error, or a drifted estimate; a strong correlation "
+          "with another parameter alone is not one): "
+          "no point estimate is given unless ok. "
+          + (f"Bootstrap intervals are percentiles of {s.bootstrap} refits, printed to 2 digits "
+             "(their Monte Carlo error). " if s.bootstrap else "") +
+          f"`depthdelusion fit {s.label} --law NAME` prints a law's full summary. Numerical notes "
+          "(refits left out at the iteration cap; where a profile goes flat or jumps) are in "
+          "`numerics.md`: which refits stall, and where on a flat direction, depends on the CPU's "
+          "floating point as much as on the data.", "",
+          r.table("parameters").markdown(), ""]
+    for name, f in r.fits.items():
+        md += [f"### {name}: flags and notes", ""] + [f"- ! {x}" for x in f.flags] + \
+              [f"- {x}" for x in f.notes if not is_numerical_note(x)] + [""]
+    return md
+
+
+def numerics_markdown(r: ReportResults) -> str:
+    """numerics.md: per fit, the bootstrap refits left out and the profiles' shape notes."""
+    md = ["# Numerical notes", "", "Which refits stop at the iteration cap, and where a profile on a "
+          "flat direction is found to go flat or jump, depend on the CPU's floating point (FMA, "
+          "vector width, BLAS kernels) as much as on the data: these notes differ between "
+          "machines, unlike report.md. An open interval end (∞) in report.md is where a profile "
+          "never crossed its cut.", ""]
+    for name, f in r.fits.items():
+        notes = [rounded_note(x) for x in f.notes if is_numerical_note(x)]
+        notes += [f"profile: {note}" for note in f.profile_notes]
+        md += [f"## {name}", ""] + ([f"- {x}" for x in notes] or ["- none"]) + [""]
+    return "\n".join(md)
+
+
+def _consistency_section(r: ReportResults) -> list:
+    """The parameter-count audit against the runs' own vocabulary (the paper's for its data)."""
+    if not (r.raw.has("depth") and r.raw.has("width")):
+        return ["## Consistency audit", "", "Not done: the table has no depth and width, so "
+                "parameter counts cannot be recomputed from the shape.", ""]
+    if r.audit is None:  # never an assumed vocabulary: the audit would blame the wrong rows
+        return ["## Parameter-count audit", "", "Not audited: the table gives no vocabulary size "
+                "(a vocab_size column, or --vocab V), which the embedding count needs.", ""]
+    return ["## Consistency audit", "", r.table("consistency").markdown(), "", "```",
+            r.audit.summary(), "```", ""]
+
+
+# --- critical depth, published models and optimal shape ------------------------------------------
+
+def _not_established(sh) -> str:
+    """Why the kink law's fit does not establish a critical depth."""
+    v, critical = sh.verdict, sh.critical
+    lam_profile = profile_ci(sh.fit, "lam")
+    if v is None or v.answer == "not compared":
+        return "its same-data-term baseline was not fitted"
+    if v.answer == "uninformative":
+        return v.reason
+    if not v.significant:
+        return f"λ = 0 is not rejected by the calibrated test (LR = {v.lr:.2f}, {v.p_text()})"
+    if critical is not None and critical.answer in ("not compared", "uninformative", "cannot tell"):
+        return f"the kink was not tested against a smooth shape law ({critical.reason})"
+    if critical is not None and not critical.kink_wins:
+        return (f"the kink does not beat the best smooth shape law {critical.smooth} "
+                + (f"({critical.test.p_text()})" if critical.test is not None else f"({critical.reason})"))
+    if sh.blocked:
+        return f"the kink's parameters are not determined ({sh.blocked})"
+    return f"λ's profile-likelihood interval {interval(lam_profile)} reaches 0"
+
+
+def _withheld_text(sh) -> list:
+    if sh.withheld == NOT_ESTABLISHED:
+        return [f"Not shown: the {sh.fit.law.name} fit does not establish a critical depth — "
+                f"{_not_established(sh)}. Without a kink that the data require, D_crit = κ·ln W is "
+                "not determined, so the critical depths of published models (D/D_crit) and the "
+                "optimal shape it would imply are not supported by this data.", ""]
+    if sh.withheld == CANNOT_TELL:
+        return [f"Not shown: {sh.verdict.reason}.", ""]
+    if sh.withheld == UNFIT:  # D_crit and the shapes would carry an arbitrary value of these
+        return ["Not shown: D_crit and the optimal shape depend on "
+                + ", ".join(f"{p} ({st.replace('_', ' ')})" for p, st in sh.unfit.items())
+                + ", so any number for them would be arbitrary.", ""]
+    return []
+
+
+def _shape_section(r: ReportResults) -> list:
+    """D_crit, the LLM audit and the optimal shape, in the runs' own parameter and compute
+    units — or why they are not shown."""
+    sh = r.shape
+    if sh is None:
+        return []
+    md = ["## Critical depth, published models and optimal shape", ""] + _withheld_text(sh)
+    if sh.audit is None:
+        return md
+    md += [r.table("llm_audit").markdown(), ""]
+    if sh.withheld == NO_VOCAB:
+        return md + ["Optimal shape not shown: the runs do not state one vocabulary size, which the "
+                     "parameter count N(D, W) needs.", ""]
+    if not sh.token_term:
+        md += ["Fixed-compute optimum not shown: the fit has no data term (token counts are "
+               "constant within groups or unknown), so it cannot say how to trade parameters for "
+               "tokens. A fixed-compute optimum would rest on a data term assumed from elsewhere "
+               f"(the paper's W* ∝ C^{PAPER_SHAPE_EXPONENTS['width']} does); "
+               "`shape.optimal_shape(fit, token_term=(B, β))` computes one on request.", ""]
+    for shape in sh.optima:
+        st = r.table(f"optimal_shape_{shape.constraint}")
+        md += [f"### Optimal shape at fixed {shape_unit(shape.constraint)}", "", st.caption + ".", "",
+               *[f"- {a}" for a in shape.assumptions], "", st.markdown(), ""]
+    return md
+
+
+# --- persistence ---------------------------------------------------------------------------------
+
+def _persistence_cells(kind: str, cells: dict) -> list:
+    """The study's rules on the report's runs: the rate per shape (t over seeds where a shape
+    repeats), which cells a verdict may rest on, and the paper's implied ℓ(W) per width."""
+    if not cells:
+        return []
+    strong = {k: v for k, v in cells.items() if v.enough_seeds}
+    use = strong or cells
+    n = {s: sum(v.status == s for v in use.values()) for s in ("decay", "flat", "growth")}
+    basis = (f"{len(strong)} shape(s) with ≥ {MIN_SEEDS} seeds" if strong else
+             f"rests on single runs: no shape has ≥ {MIN_SEEDS} seeds")
+    out = [f"- {kind} gradients per shape ({basis}): {n['decay']} decay, {n['flat']} flat, "
+           f"{n['growth']} growth."]
+    for w in sorted({k[1] for k in use}):
+        entries = [(k, v) for k, v in use.items() if k[1] == w]
+        implied = ", ".join(f"{paper_implied_length(w, e):.2f}" for e in PAPER_EPSILONS)
+        ok = [any(c for _, c in compare_with_paper(w, v.lo, v.hi).values()) for _, v in entries]
+        verdict = "consistent" if all(ok) else "not consistent" if not any(ok) else "mixed"
+        out.append(f"- {kind} gradients, W = {w}: the paper's κ implies ℓ = {implied} layers (ε = "
+                   + ", ".join(f"{e:g}" for e in PAPER_EPSILONS) + "); measured: "
+                   + "; ".join(f"{d}L ({v.n} seed{'s' if v.n > 1 else ''}): {length_statement(v.lo, v.hi)}"
+                               for (d, _), v in entries) + f" — {verdict}.")
+    return out
+
+
+def _persistence_kind(p, kind: str) -> list:
+    pfits = p.fits[kind]
+    md = [f"- {kind} gradients: warning: {w}" for w in sorted({f.warning for f in pfits if f.warning})]
+    counts = {s: sum(f.status == s for f in pfits) for s in ("decay", "flat", "growth")}
+    if any(counts.values()):
+        md += [f"- {kind} gradients: {counts['decay']} run(s) decay towards the input, "
+               f"{counts['flat']} flat, {counts['growth']} grow towards the input."]
+    md += _persistence_cells(kind, p.shapes.get(kind, {}))
+    if kind in p.scaling:
+        md += ["", "```", f"{kind} gradients: " + p.scaling[kind].summary(), "```", ""]
+    elif pfits:
+        md += [f"- {kind} gradients: ℓ(W) not fitted: {p.scaling_errors[kind]}", ""]
+    return md
+
+
+def _persistence_section(r: ReportResults) -> list:
+    p = r.persistence
+    if not p.measured:
+        return ["## Gradient persistence length", "",
+                "The data has no per-layer gradient norms, so ℓ cannot be estimated here "
+                f"(the paper reports ℓ ∝ W^{PAPER_PERSISTENCE_EXPONENT}, "
+                f"power-law R² {PAPER_PERSISTENCE_R2['power']} vs "
+                f"log-form R² {PAPER_PERSISTENCE_R2['log']}).", ""]
+    lo, hi = p.window
+    md = ["## Gradient persistence length", "",
+          f"Windowed protocol (`docs/persistence.md`): for each run, ln g_l averaged over the "
+          f"logged steps in [{lo}, {hi}] (requested step {p.step}, window ±{DEFAULT_WINDOW:.0%}), "
+          "then ln ḡ_l = b − rate·(D − l) over blocks 1 … D−1 (the bottom block, which reads "
+          "the embedding stream, is left out of the fit); rate = 1/ℓ > 0 is the paper's decay "
+          "towards the input, rate < 0 is growth towards the input (reported, not dropped). "
+          "95% CI per run: moving-block bootstrap over the window's steps (the t-interval of "
+          "the slope with fewer than 3); per shape with several seeds: t over the seeds' rates. "
+          "ℓ(W) is fitted to the rates of all runs.", ""] + ([p.note, ""] if p.note else [])
+    for kind in p.fits:
+        md += _persistence_kind(p, kind)
+    return md + [r.table("persistence").markdown(), ""]
+
+
+# --- the whole report ----------------------------------------------------------------------------
+
+SECTIONS = (_head, _penalty_section, _critical_section, _design_section, _paper_and_extrapolation,
+            _fits_section, _consistency_section, _shape_section, _persistence_section)
+
+
+def markdown(r: ReportResults) -> str:
+    """report.md without its figure list (``report.write_report`` adds it)."""
+    md = [line for section in SECTIONS for line in section(r)]
+    md += list(r.studies)  # runs whose directories carry spectrum/tail.csv or readout.csv
+    return "\n".join(md) + "\n"
+

@@ -1,0 +1,543 @@
+"""The analysis report's numbers, computed once: fits, tests and verdicts with their assumptions,
+the design matrix, extrapolation, the parameter-count audit, critical depth and optimal shape,
+persistence lengths — a frozen :class:`ReportResults` that the renderers (``report_markdown``,
+``report.latex``, the CSV tables of ``report_tables``) only format.
+
+Design assumptions the results make explicit (docs/analysis.md):
+
+- **Token budgets.** Groups trained on different token budgets cannot be pooled by a law without
+  a token term: the extra tokens would be credited to N. ``groups="auto"`` then fits a per-group
+  offset E_g (the budget's data term, constant within a group); ``groups="pooled"`` fits as
+  asked but flags it in the report's first lines.
+- **N convention.** ``params="total"`` (printed N; rows inconsistent with their shape refitted
+  with the recomputed N), ``"non_embedding"`` or ``"recomputed"`` (consistency.PARAM_CONVENTIONS).
+- **Which conclusion holds where.** With several groups, every form the design allows is also
+  fitted (each group alone; groups with unknown budgets with size-class offsets; pooled with
+  group offsets; pooled without, flagged) under total and non-embedding N, with the penalty
+  verdict in each.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...progress import SILENT
+from ..fitting.engine import FitResult, fit
+from ..fitting.lr_test import DEFAULT_REPLICATES
+from ..fitting.replicates import replicate_cells
+from ..fitting.result import OK, parameter_status
+from ..science.persistence import (
+    DEFAULT_WINDOW,
+    persistence_lengths,
+    persistence_scaling,
+    seed_interval,
+    window_bounds,
+)
+from ..science.readout import readout_section
+from ..science.spectra import spectrum_section
+from ..table.columns import law_missing_columns
+from ..table.runs import PAPER_VOCAB, Runs, load_runs
+from .consistency import ConsistencyAudit, audit_param_counts, with_param_convention
+from .shape import (
+    ShapeAudit,
+    audit_shapes,
+    has_token_term,
+    optimal_shape,
+    trainer_counts,
+)
+from .verdict import (
+    critical_depth_verdict,
+    overall,
+    penalty_verdict,
+    penalty_verdicts,
+    shape_variation,
+)
+
+GROUP_MODES = ("auto", "offsets", "pooled")
+SIZE_CLASS_GAP = 1.5  # runs whose N differ by more than this factor start a new size class
+MIN_RUNS_ALONE = 10   # a group is fitted alone only with at least this many runs
+RANGE_TOL = 5e-4      # nats: predictions of tied solutions further apart than this are a range
+
+
+# --- what was asked ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Settings:
+    """How the report was asked for: enough to regenerate it."""
+
+    label: str
+    bootstrap: int
+    seed: int
+    method: str
+    step: int
+    groups: str
+    params: str
+    lr_replicates: int
+    shape_draws: int
+
+    @property
+    def command(self) -> str:
+        return (f"depthdelusion report {self.label} --out DIR --bootstrap {self.bootstrap} --seed {self.seed}"
+                + ("" if self.method == "lm" else f" --loss {self.method}") + f" --groups {self.groups}"
+                + (f" --params {self.params}" if self.params != "total" else ""))
+
+
+# --- design: token budgets, groups, forms --------------------------------------------------------
+
+def _budget(tokens) -> float:
+    """A group's token budget: the common value, NaN when unknown, inf when it varies."""
+    t = np.asarray(tokens, float)
+    if not np.all(np.isfinite(t)):
+        return math.nan
+    return float(t[0]) if t.max() <= 1.01 * t.min() else math.inf
+
+
+def mixed_budgets(runs: Runs) -> str | None:
+    """A description of the groups' token budgets when they differ (or are unknown for some
+    groups) and the runs' tokens are not known per run; None when pooling is safe."""
+    if runs.tokens_vary or len(runs.groups) < 2:
+        return None
+    budgets = {g: _budget(runs.tokens[runs.group == g]) for g in runs.groups}
+    known = [b for b in budgets.values() if np.isfinite(b)]
+    if len(known) == len(budgets) and max(known) <= 1.01 * min(known):
+        return None
+    if not known:
+        return None  # no budget known anywhere: nothing says they differ (stated in the notes)
+    return "; ".join(f"{g}: " + (f"{b:.3g} tokens" if np.isfinite(b) else "unknown")
+                     for g, b in budgets.items())
+
+
+def size_classes(params) -> np.ndarray:
+    """Labels 0, 1, ... of runs grouped by N: a new class starts where sorted N jumps by more
+    than ``SIZE_CLASS_GAP``×."""
+    N = np.asarray(params, float)
+    order = np.argsort(N)
+    labels = np.zeros(len(N), int)
+    cls = 0
+    for prev, cur in zip(order[:-1], order[1:]):
+        if N[cur] > SIZE_CLASS_GAP * N[prev]:
+            cls += 1
+        labels[cur] = cls
+    return labels
+
+
+def _relabel(runs: Runs, labels) -> Runs:
+    return dataclasses.replace(runs, group=np.asarray(labels, dtype=object))
+
+
+def design_forms(runs: Runs) -> list:
+    """The forms a runs table's design allows: (label, runs, offsets, caveat)."""
+    forms = []
+    mixed = mixed_budgets(runs)
+    if len(runs.groups) >= 2:
+        forms.append(("all runs, group offsets", runs, True, ""))
+    forms.append(("all runs pooled", runs, False,
+                  f"mixes token budgets ({mixed}) without a token term" if mixed else ""))
+    if len(runs.groups) >= 2:
+        for g in runs.groups:
+            sub = runs.where_group(g)
+            if len(sub) < MIN_RUNS_ALONE:
+                continue
+            classes = size_classes(sub.params)
+            if not np.isfinite(_budget(sub.tokens)) and classes.max() >= 1 and not sub.tokens_vary:
+                labels = [f"{g}/{c}" for c in classes]
+                forms.append((f"{g} alone, size-class offsets", _relabel(sub, labels), True, ""))
+            else:
+                forms.append((f"{g} alone", sub, False, ""))
+    return forms
+
+
+def fit_form(runs, law, method, offsets: bool, **kw) -> FitResult:
+    """``fitting.fit``, with one offset per group when ``offsets``."""
+    if not offsets:
+        return fit(runs, law, method, **kw)
+    try:
+        return fit(runs, law, method, group_offsets=True, **kw)
+    except TypeError as err:
+        if "group_offsets" in str(err):
+            raise ValueError("group offsets need fitting.fit(..., group_offsets=True), which this "
+                             "version of the fitting engine lacks") from None
+        raise
+
+
+def design_matrix(runs: Runs, law: str, method: str, seed: int, conventions=("total", "non_embedding")):
+    """The penalty verdict of ``law`` against its same-data-term baseline in every design form
+    under each N convention: {(form label, convention): (verdict or reason, fit, caveat)}."""
+    out = {}
+    for label, sub, offsets, caveat in design_forms(runs):
+        for conv in conventions:
+            try:
+                r, _ = with_param_convention(sub, conv)
+                lf = fit_form(r, law, method, offsets, bootstrap=0, seed=seed, leave_one_out=False)
+                base = "chinchilla" if r.tokens_vary else "kaplan"
+                bf = fit_form(r, base, method, offsets, bootstrap=0, seed=seed, leave_one_out=False,
+                              profile=False)
+                out[(label, conv)] = (penalty_verdict(lf, bf, shape_variation(r)), lf, caveat)
+            except ValueError as err:
+                out[(label, conv)] = (f"not fitted: {err}", None, caveat)
+    return out
+
+
+@dataclass(frozen=True)
+class Design:
+    """How the groups are combined in the main fits, and the verdict in every other form."""
+
+    mixed: str | None  # the groups' token budgets when they differ (mixed_budgets)
+    offsets: bool      # the main fits have one offset E_g per group
+    params: str        # the N convention of the main fits
+    matrix: dict = field(default_factory=dict)  # design_matrix's result; {} when not tabulated
+
+    @property
+    def main_label(self) -> str:
+        return (("all runs with group offsets" if self.offsets else "all runs pooled")
+                + f", {self.params.replace('_', '-')} N")
+
+    @property
+    def pooled_invalid(self) -> bool:
+        """The main fits pool different token budgets with no token term (flagged first)."""
+        return bool(self.mixed) and not self.offsets
+
+
+# --- extrapolation -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Extrapolation:
+    """Fits on the smaller runs of each group, predictions for the larger ones. A prediction is
+    a (low, high) range over the solutions tied at the best objective."""
+
+    how: str
+    test_rows: np.ndarray                        # indices of the predicted runs
+    predictions: dict                            # law -> (low, high) arrays over test_rows
+    rmse: dict                                   # law -> RMSE (NaN on a ridge); absent if unfitted
+    ridges: dict = field(default_factory=dict)   # law -> the parameters not determined
+    errors: dict = field(default_factory=dict)   # law -> why it could not be fitted
+
+
+def _split_for_extrapolation(runs: Runs):
+    """Within each group, fit on the smallest 60% of runs by N and predict the larger ones
+    (never across groups: their token budgets may differ)."""
+    train = np.zeros(len(runs), bool)
+    for g in runs.groups:
+        rows = np.flatnonzero(runs.group == g)
+        cut = np.quantile(runs.params[rows], 0.6)
+        train[rows[runs.params[rows] <= cut]] = True
+    how = (f"within each group, fit on the {int(train.sum())} runs with N at or below the group's "
+           f"60th percentile, predict the other {int((~train).sum())}")
+    return train, how
+
+
+def prediction_range(f: FitResult, runs) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) predictions over the solutions tied at the best objective (the fitting
+    engine's ``predict_range`` when it has one; else the single point)."""
+    rng = getattr(f, "predict_range", None)
+    if callable(rng):
+        lo, hi = rng(runs)
+        return np.asarray(lo, float), np.asarray(hi, float)
+    p = f.predict(runs)
+    return p, p
+
+
+def extrapolate(runs: Runs, laws, method: str, offsets: bool, seed: int) -> Extrapolation:
+    train, how = _split_for_extrapolation(runs)
+    test_rows = np.flatnonzero(~train)
+    preds, rmse, ridges, errors = {}, {}, {}, {}
+    for name in laws:
+        try:
+            small = fit_form(runs.subset(train), name, method, offsets, bootstrap=0, seed=seed,
+                             leave_one_out=False, profile=False)
+            lo, hi = prediction_range(small, runs.subset(~train))
+            preds[name] = (lo, hi)
+            on_ridge = bool(np.any(hi - lo > RANGE_TOL))
+            if on_ridge:
+                ridges[name] = tuple(small.starts.ridge_params)
+            # On a ridge the error is a range per run; one RMSE would pick a point of it.
+            rmse[name] = (math.nan if on_ridge else
+                          float(np.sqrt(np.mean((0.5 * (lo + hi) - runs.loss[test_rows]) ** 2))))
+        except ValueError as err:  # e.g. too few training runs for this law
+            preds[name] = (np.full(len(test_rows), np.nan),) * 2
+            errors[name] = str(err)
+    return Extrapolation(how, test_rows, preds, rmse, ridges, errors)
+
+
+# --- critical depth, published models, optimal shape ---------------------------------------------
+
+def derived_quantities_blocked(fit, names=("lam", "kappa", "c", "p")) -> str | None:
+    """Hook for per-parameter status: why quantities derived from ``names`` (D_crit, optimal
+    shapes) must not be printed as numbers — a parameter at its bound or not identified — or
+    None. Uses the fit's own status where the results API provides one (``fit.status``: name →
+    "ok" / "at_bound" / "not_identified"), else its at-bound list and identifiability."""
+    status = getattr(fit, "status", None)
+    present = [n for n in names if n in fit.params]
+    if isinstance(status, dict):
+        bad = [f"{n} {status[n].replace('_', ' ')}" for n in present if status.get(n, "ok") != "ok"]
+    else:
+        bad = ([f"{n} at its bound" for n in present if n in (getattr(fit, "at_bound", None) or [])]
+               + [f"{n} not identified" for n in present
+                  if n in fit.params and parameter_status(fit, n) != OK])
+    return "; ".join(bad) or None
+
+
+def runs_vocab(runs) -> int | None:
+    """The runs' one vocabulary size (None when unknown or mixed); the bundled paper data is
+    GPT-2 BPE."""
+    v = getattr(runs, "vocab_size", None)
+    if v is not None:
+        v = np.asarray(v, dtype=float).ravel()
+        v = v[np.isfinite(v)]
+        if len(v):
+            return int(v[0]) if len(set(v.tolist())) == 1 else None
+    return PAPER_VOCAB if str(runs.source).startswith("paper") else None
+
+
+#: Why the shape section shows no numbers (ShapeResults.withheld); None: the numbers are shown.
+NOT_ESTABLISHED = "not_established"  # no calibrated, kink-over-smooth, determined penalty
+CANNOT_TELL = "cannot_tell"          # the runs do not vary shape enough
+UNFIT = "unfit"                      # D_crit would carry an arbitrary parameter value
+NO_VOCAB = "no_vocab"                # the audit is shown; N(D, W) for the shape search is unknown
+
+
+@dataclass(frozen=True)
+class ShapeResults:
+    """D_crit, the audit of published models and the optimal shape of the kink law ``fit``,
+    computed only when the penalty is significant by a calibrated test, the kink beats the best
+    smooth shape law (``critical``) and the kink's parameters are determined."""
+
+    fit: FitResult
+    verdict: object            # the penalty verdict of ``fit``'s law (verdict.PenaltyVerdict)
+    critical: object           # the kink-vs-smooth verdict (verdict.CriticalDepthVerdict) or None
+    withheld: str | None = None
+    blocked: str | None = None         # derived_quantities_blocked(fit)
+    unfit: dict = field(default_factory=dict)   # parameter -> status, for UNFIT
+    audit: ShapeAudit | None = None
+    optima: tuple = ()                 # OptimalShape per constraint ("compute" first)
+
+    @property
+    def token_term(self) -> bool:
+        return has_token_term(self.fit)
+
+
+def _withheld(dd: FitResult, v, critical) -> str | None:
+    lam_profile = (getattr(dd, "ci_profile", None) or {}).get("lam")
+    if (v is None or not v.significant or (lam_profile is not None and not lam_profile[0] > 0)
+            or (critical is not None and not critical.kink_wins) or derived_quantities_blocked(dd)):
+        return NOT_ESTABLISHED
+    return CANNOT_TELL if v.answer == "cannot tell" else None
+
+
+def shape_results(dd: FitResult, v, critical, runs: Runs, raw: Runs, params: str, bootstrap: int,
+                  shape_draws: int) -> ShapeResults:
+    base = ShapeResults(dd, v, critical, blocked=derived_quantities_blocked(dd))
+    withheld = _withheld(dd, v, critical)
+    if withheld:
+        return dataclasses.replace(base, withheld=withheld)
+    # not identified, or a critical-depth scale at 0 (γ = 0 on its bound is a value: W^0)
+    unfit = {p: parameter_status(dd, p) for p in ("lam", "kappa", "c", "p") if p in dd.params
+             and (parameter_status(dd, p) == "not_identified"
+                  or (p in ("kappa", "c") and parameter_status(dd, p) != OK))}
+    if unfit:
+        return dataclasses.replace(base, withheld=UNFIT, unfit=unfit)
+    audit = audit_shapes(dd)
+    vocab = runs_vocab(raw)
+    if vocab is None:
+        return dataclasses.replace(base, withheld=NO_VOCAB, audit=audit)
+    counts = trainer_counts(vocab, non_embedding=(params == "non_embedding"))
+    constraints = ["compute", "params"] if has_token_term(dd) else ["params"]
+    typical_tokens = float(np.nanmedian(runs.tokens)) if np.any(np.isfinite(runs.tokens)) else None
+    optima = []
+    for constraint in constraints:
+        # Fixed N is cheap: every bootstrap draw (fewer draws make the percentiles of a slope of
+        # integer depths noisy); fixed compute searches widths too: ``shape_draws`` of them.
+        draws = bootstrap if constraint == "params" else min(shape_draws, bootstrap)
+        optima.append(optimal_shape(dd, constraint=constraint, counts=counts, bootstrap=draws,
+                                    tokens=typical_tokens if has_token_term(dd) else None))
+    return dataclasses.replace(base, audit=audit, optima=tuple(optima))
+
+
+# --- persistence ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Persistence:
+    """Per-run persistence fits of each gradient kind ("weight", "activation"), the window they
+    were measured in, ℓ(W) per kind (or why not) and the per-shape seed intervals."""
+
+    fits: dict            # kind -> [PersistenceFit]
+    step: int             # the window's centre step (moved to the end of training when needed)
+    note: str = ""        # why the window moved; "" when it did not
+    scaling: dict = field(default_factory=dict)        # kind -> ℓ(W) fit
+    scaling_errors: dict = field(default_factory=dict)  # kind -> why ℓ(W) was not fitted
+    shapes: dict = field(default_factory=dict)         # kind -> {(D, W): seed interval}
+
+    @property
+    def measured(self) -> bool:
+        return any(self.fits.values())
+
+    @property
+    def window(self) -> tuple[int, int]:
+        return window_bounds(self.step, DEFAULT_WINDOW)
+
+    def as_dict(self) -> dict:
+        """{kind: fits, kind + "_scaling": ℓ(W) fit} (the shape the figures read)."""
+        return {**self.fits, **{k + "_scaling": sc for k, sc in self.scaling.items()}}
+
+
+def _persistence_window(runs, step: int):
+    """When every run stopped logging before the window, the window is placed at the end of
+    training instead (the shortest run's last logged step), and said so."""
+    profiles = [p for p in runs.profiles if p is not None and p.steps("weight")]
+    if profiles:
+        last = min(max(p.steps("weight")) for p in profiles)
+        if last < window_bounds(step, DEFAULT_WINDOW)[0]:
+            return last, (f"The runs end (step {last}) before the window around step {step} (the "
+                          f"paper's measurement point): the window is placed at the end of training, "
+                          f"steps {window_bounds(last, DEFAULT_WINDOW)[0]}–{last}. A profile this "
+                          "early in training need not be the one at the paper's step.")
+    return step, ""
+
+
+def persistence(runs, step: int) -> Persistence:
+    p_step, note = _persistence_window(runs, step)
+    fits = {kind: persistence_lengths(runs, step=p_step, kind=kind) for kind in ("weight", "activation")}
+    scaling, errors, shapes = {}, {}, {}
+    if any(fits.values()):
+        for kind, pfits in fits.items():
+            try:
+                scaling[kind] = persistence_scaling(pfits)
+            except ValueError as err:
+                errors[kind] = str(err)
+            by_shape: dict = {}
+            for p in pfits:
+                if np.isfinite(p.rate):
+                    by_shape.setdefault((p.depth, p.width), []).append(p)
+            shapes[kind] = {k: seed_interval(v) for k, v in sorted(by_shape.items())}
+    return Persistence(fits, p_step, note, scaling, errors, shapes)
+
+
+# --- the whole report ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ReportResults:
+    """Everything the report states, computed once (see :func:`compute`); the renderers only
+    format it. ``tables`` are its tables as formatted rows under named columns, the one source
+    of the Markdown, LaTeX and CSV tables (filled by ``report_tables.with_tables``)."""
+
+    settings: Settings
+    raw: Runs                # the table as loaded
+    runs: Runs               # under the N convention of ``settings.params``
+    notes: tuple             # about the data: conventions, dropped terms, rows refitted
+    skipped: dict            # law -> the columns it needs that the table lacks
+    fits: dict               # law -> FitResult, the main fits
+    verdicts: tuple          # penalty verdicts (verdict.PenaltyVerdict) of the main fits
+    overall: str             # verdict.overall(verdicts)
+    primary: str | None      # the architecture law of the design matrix and the kink test
+    critical: object         # verdict.CriticalDepthVerdict of ``primary``, or None
+    design: Design
+    replicates: object       # replicates.ReplicateCells of ``runs``
+    extrapolation: Extrapolation
+    audit: ConsistencyAudit | None  # parameter counts against the runs' vocabulary (None: unknown)
+    shape: ShapeResults | None  # None: no law with a critical depth was fitted
+    persistence: Persistence
+    studies: tuple = ()      # Markdown lines of the spectrum and readout sections of run dirs
+    tables: tuple = ()       # tables.Table per table of the report, in the document's order
+
+    @property
+    def laws(self) -> list:
+        return list(self.fits)
+
+    @property
+    def paper_data(self) -> bool:
+        return str(self.runs.source).startswith("paper")
+
+    @property
+    def has_shapes(self) -> bool:
+        return self.runs.has("depth") and self.runs.has("width")
+
+    def table(self, name: str):
+        return next(t for t in self.tables if t.name == name)
+
+
+def _laws_to_fit(runs: Runs, laws, label: str) -> tuple[list, dict]:
+    laws = list(laws)
+    if runs.tokens_vary and "chinchilla" not in laws:
+        laws.append("chinchilla")
+    skipped = {name: law_missing_columns(name, runs) for name in laws}
+    skipped = {name: missing for name, missing in skipped.items() if missing}
+    laws = [name for name in laws if name not in skipped]
+    if not laws:
+        raise ValueError(f"{label}: no law of the report can be fitted to this table: "
+                         + "; ".join(f"{n} needs {', '.join(m)}" for n, m in skipped.items()))
+    return laws, skipped
+
+
+def primary_law(laws) -> str | None:
+    for name in ("depth_delusion", *laws):
+        if name in laws and name not in ("kaplan", "chinchilla"):
+            return name
+    return None
+
+
+def _settings(runs, laws, bootstrap, seed, method, step, runs_label, shape_draws, groups, params,
+              lr_replicates) -> Settings:
+    if lr_replicates is None:
+        lr_replicates = min(DEFAULT_REPLICATES, bootstrap)
+    if groups not in GROUP_MODES:
+        raise ValueError(f"groups must be one of {', '.join(GROUP_MODES)}, got {groups!r}")
+    label = runs_label or (runs if isinstance(runs, str) else "RUNS")
+    return Settings(label, bootstrap, seed, method, step, groups, params, lr_replicates, shape_draws)
+
+
+def _shape(fits, verdicts, critical, runs, raw, s: Settings) -> ShapeResults | None:
+    dd_name = next((n for n in fits if "kappa" in fits[n].all_params), None)
+    if dd_name is None:
+        return None
+    return shape_results(fits[dd_name], next((v for v in verdicts if v.law == dd_name), None),
+                         critical if critical is not None and critical.kink == dd_name else None,
+                         runs, raw, s.params, s.bootstrap, s.shape_draws)
+
+
+def compute(runs, *, laws, bootstrap: int, seed: int, method: str, step: int,
+            runs_label: str | None, shape_draws: int, groups: str, params: str, design: bool,
+            fit_options: dict | None, lr_replicates: int | None, progress=SILENT) -> ReportResults:
+    """Fit and test (arguments: see ``report.build_report``); writes nothing. The tables are
+    added by ``report_tables.with_tables``. ``progress`` (``depthdelusion.progress.Stages``)
+    is told as each stage starts."""
+    s = _settings(runs, laws, bootstrap, seed, method, step, runs_label, shape_draws, groups,
+                  params, lr_replicates)
+    raw = load_runs(runs)
+    runs, n_notes = with_param_convention(raw, params)
+    mixed = mixed_budgets(runs)
+    offsets = groups == "offsets" or (groups == "auto" and mixed is not None)
+    laws, skipped = _laws_to_fit(runs, laws, s.label)
+    primary = primary_law(laws)
+    with_matrix = bool(design and primary and len(raw.groups) >= 2)
+    progress.expect(len(laws) + 3 + with_matrix)
+    fits = {}
+    for name in laws:
+        progress.stage(f"fitting {name} ({bootstrap} bootstraps)")
+        fits[name] = fit_form(runs, name, method, offsets, bootstrap=bootstrap, seed=seed,
+                              **(fit_options or {}))
+    progress.stage("penalty and critical-depth tests")
+    verdicts = penalty_verdicts(fits, runs, replicates=s.lr_replicates, seed=seed)
+    critical = (critical_depth_verdict(fits, runs, primary,
+                                       next((v for v in verdicts if v.law == primary), None),
+                                       replicates=s.lr_replicates, seed=seed)
+                if primary in fits else None)
+    if with_matrix:
+        progress.stage(f"{primary} in every design form")
+    matrix = design_matrix(raw, primary, method, seed) if with_matrix else {}
+    notes = sorted({n for f in fits.values() for n in f.notes if "token" in n} | set(runs.notes)
+                   | set(n_notes))
+    audit = (audit_param_counts(raw, vocab=runs_vocab(raw))
+             if raw.has("depth") and raw.has("width") and runs_vocab(raw) is not None else None)
+    progress.stage("extrapolation")
+    extrapolated = extrapolate(runs, laws, method, offsets, seed)
+    progress.stage("optimal shape, persistence")
+    return ReportResults(
+        settings=s, raw=raw, runs=runs, notes=tuple(notes), skipped=skipped, fits=fits,
+        verdicts=tuple(verdicts), overall=overall(verdicts), primary=primary, critical=critical,
+        design=Design(mixed, offsets, params, matrix), replicates=replicate_cells(runs),
+        extrapolation=extrapolated, audit=audit,
+        shape=_shape(fits, verdicts, critical, runs, raw, s), persistence=persistence(runs, step),
+        studies=tuple(spectrum_section(runs.source)) + tuple(readout_section(runs.source)))

@@ -1,0 +1,151 @@
+"""Readers of published tables' own file formats into :class:`.runs.Runs` (analysis/table/published.py
+registers them): one function per format, each naming the file, line and field of bad input."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+
+import numpy as np
+
+from depthdelusion import rundir
+
+from .runs import Runs
+
+#: Open-Athena/scaling-law-analysis's extracted isoFLOP tables (data/isoflops/extract/*/isoflops.csv).
+ISOFLOP_FIELDS = ("source", "dataset", "tokens", "params", "budget", "loss")
+
+
+def read_csv_records(path, fields, what: str) -> list[dict]:
+    """The rows of CSV ``path`` as dicts; refuses a file without ``fields`` (naming ``what`` it
+    should be)."""
+    path = rundir.as_path(path)
+    rows = list(csv.DictReader(io.StringIO(path.read_text(), newline="")))
+    missing = [f for f in fields if f not in (rows[0] if rows else {})]
+    if missing:
+        raise ValueError(f"{path}: not {what} (no column(s) {', '.join(missing)}; expected "
+                         f"{', '.join(fields)})")
+    return rows
+
+
+def numbers(rows: list[dict], key: str, path) -> np.ndarray:
+    """Column ``key`` of ``rows`` as floats; a cell that is not a number is named by its line."""
+    out = np.empty(len(rows))
+    for i, row in enumerate(rows):
+        try:
+            out[i] = float(row[key])
+        except (TypeError, ValueError):
+            raise ValueError(f"{path}:{i + 2}: column {key!r} is {row[key]!r}, not a number") from None
+    return out
+
+
+def isoflop_table(path, fitted_condition: str | None = None) -> Runs:
+    """One experiment of Open-Athena's isoFLOP compilation: columns ``source, dataset, condition,
+    tokens, params, budget, loss`` (budget: the sweep's nominal compute C in FLOPs, ≈ 6·N·D); the
+    group is the condition where there is one (else the dataset), the compute the nominal budget,
+    so the isoFLOP budgets are the source's. With ``fitted_condition``, rows of any other
+    condition (another transform of the same points) have status ``excluded``."""
+    rows = read_csv_records(path, ISOFLOP_FIELDS, "an Open-Athena isoFLOP table (data/isoflops/extract/*/isoflops.csv)")
+    col = {k: numbers(rows, k, path) for k in ("tokens", "params", "budget", "loss")}
+    group = [r.get("condition") or r["dataset"] for r in rows]
+    names = [f"{g}@{float(r['budget']):.3g}/N={float(r['params']):.4g}" for g, r in zip(group, rows)]
+    status = ["finished" if fitted_condition in (None, g) else "excluded" for g in group]
+    runs = Runs(params=col["params"], tokens=col["tokens"], loss=col["loss"], compute=col["budget"],
+                group=group, name=names, source=str(path), extra={"status": status})
+    budgets = len(set(col["budget"]))
+    runs.notes.append(f"{rows[0]['source']}: {len(rows)} rows in {budgets} isoFLOP budgets; compute is "
+                      "the nominal budget of each sweep (≈ 6·N·D), as Open-Athena compiled it")
+    if fitted_condition:
+        runs.notes.append(f"only condition {fitted_condition!r} is fitted; the other condition(s) "
+                          f"({', '.join(sorted(set(group) - {fitted_condition}))}) transform the same "
+                          "points and stay in the table with status 'excluded'")
+    return runs
+
+
+#: Gadre et al.'s model names: d=WIDTH_l=LAYERS_h=HEADS (the open_lm_1b/7b configs are not spelled out).
+_GADRE_SHAPE = re.compile(r"d=(\d+)_l=(\d+)_h=(\d+)")
+#: The validation set whose loss is ``loss`` (Gadre et al. fit C4 eval loss); the others are extra columns.
+GADRE_LOSS = "c4_val"
+
+
+def gadre_runs(path) -> Runs:
+    """Gadre et al. 2024's runs (mlfoundations/scaling ``exp_data/models/*.json``, one file per
+    run; ``path`` is that folder): width, depth and heads from the model name, tokens, lr,
+    params and params_no_embed from ``hyperparameters``, the C4 validation loss as ``loss`` and
+    every other validation set's loss as a ``loss_<set>`` column; the group is the training set."""
+    folder = rundir.as_path(path)
+    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if not files:
+        raise ValueError(f"{folder}: expected the folder of Gadre et al.'s run files (exp_data/models/*.json)")
+    records = [_gadre_record(f) for f in files]
+    keys = sorted({k for r in records for k in r if k.startswith("loss_")})
+    col = {k: np.array([r.get(k, math.nan) for r in records], dtype=float)
+           for k in ("depth", "width", "params", "params_non_embedding", "tokens", "loss")}
+    extra = {"lr": [r["lr"] for r in records], "heads": [r["heads"] for r in records]}
+    extra.update({k: [r.get(k, "") for r in records] for k in keys})
+    runs = Runs(**col, group=[r["group"] for r in records], name=[r["name"] for r in records],
+                source=str(folder), extra=extra)
+    runs.notes.append(f"Gadre et al.: {len(records)} runs, loss = the {GADRE_LOSS} validation loss; "
+                      "width and depth of open_lm_1b/7b are not in the files (left blank)")
+    return runs
+
+
+def _gadre_record(file) -> dict:
+    try:
+        doc = json.loads(file.read_text())
+        hp, results = doc["hyperparameters"], doc["results"]
+        shape = _GADRE_SHAPE.search(hp["model"])
+        record = {"name": doc["name"], "group": doc["dataset_name"], "tokens": float(hp["tokens"]),
+                  "params": float(hp["params"]), "params_non_embedding": float(hp["params_no_embed"]),
+                  "lr": float(hp["lr"]), "depth": math.nan, "width": math.nan, "heads": ""}
+        if shape:
+            record.update(width=float(shape[1]), depth=float(shape[2]), heads=int(shape[3]))
+        for result in results:
+            val = result["val_data"][0] if isinstance(result["val_data"], list) else result["val_data"]
+            kind = "c4_val" if "c4_val" in val else val.split("/")[-2]
+            record["loss" if kind == GADRE_LOSS else f"loss_{kind}"] = float(result["loss"])
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as err:
+        raise ValueError(f"{file}: not one of Gadre et al.'s run files ({type(err).__name__}: {err})") from None
+    if "loss" not in record:
+        raise ValueError(f"{file}: no {GADRE_LOSS} validation loss in its results")
+    return record
+
+
+#: The OLMo ladder's run files: SIZE-MULTIPLExC.csv (the "-rerun" copies and the peteish
+#: evaluations are other files). Chinchilla's 20 tokens per parameter make 1xC.
+_OLMO_RUN = re.compile(r"^(\d+(?:\.\d+)?)([MB])-(\d+(?:\.\d+)?)xC\.csv$")
+OLMO_TOKENS_PER_PARAM = 20
+#: The validation loss used as ``loss`` (the files log a dozen sets; C4 as for Gadre et al.).
+OLMO_LOSS = "eval/c4_en-validation/CrossEntropyLoss"
+
+
+def olmo_ladder_runs(path) -> Runs:
+    """The OLMo model ladder (allenai/OLMo-ladder ``src/scripts/paper/data/ladder-runs/``;
+    ``path`` is that folder): one run per SIZE-MULTIPLExC.csv, its last logged step (the end of
+    training: the files of one size end at steps proportional to MULTIPLE). N is the nominal size
+    in the file name, D = MULTIPLE · 20 · N; the loss is the C4 validation cross-entropy there."""
+    folder = rundir.as_path(path)
+    files = sorted(f for f in (folder.glob("*.csv") if folder.is_dir() else []) if _OLMO_RUN.match(f.name))
+    if not files:
+        raise ValueError(f"{folder}: expected the OLMo ladder's run files (SIZE-MULTIPLExC.csv, "
+                         "e.g. 190M-1xC.csv)")
+    names, params, tokens, loss, steps = [], [], [], [], []
+    for file in files:
+        size, unit, multiple = _OLMO_RUN.match(file.name).groups()
+        rows = read_csv_records(file, ("_step", OLMO_LOSS), "an OLMo ladder run file")
+        last = rows[-1]
+        n = float(size) * (1e6 if unit == "M" else 1e9)
+        names.append(file.stem)
+        params.append(n)
+        tokens.append(float(multiple) * OLMO_TOKENS_PER_PARAM * n)
+        loss.append(numbers([last], OLMO_LOSS, file)[0])
+        steps.append(int(numbers([last], "_step", file)[0]))
+    runs = Runs(params=np.array(params), tokens=np.array(tokens), loss=np.array(loss),
+                group=["olmo_ladder"] * len(files), name=names, source=str(folder),
+                extra={"step": steps})
+    runs.notes.append(f"OLMo ladder: {len(files)} runs, each at its last logged step; N is the "
+                      "nominal size in the file name (190M … 3B), D = multiple × 20 × N (the "
+                      f"ladder's 'xC', Chinchilla multiples); loss = {OLMO_LOSS}")
+    return runs
