@@ -724,15 +724,23 @@ def _expansion_prediction(p):
             "expands every depth-2 run from its --switch-step checkpoint to depth 4, trains it to its "
             "schedule's end, then compares each arm at its tuned learning rate (the depth-confound rule on "
             "the mean validation loss over seeds) with the compute-matched depth-4 scratch runs: the "
-            "paired difference and its t interval, on --test-seeds when given.")
+            "paired difference and its t interval, on --test-seeds when given. With --static-control: "
+            "the grown and scratch arms (OUT/growth_matched.csv) against a static model of the parents' "
+            "depth at the same FLOPs, each arm's lr chosen on the seeds other than --test-seeds, "
+            "Welch's t interval on the test seeds (labelled PARTIAL while control runs are unfinished).")
 def _expansion_growth(p):
-    p.add_argument("--runs", required=True, help="the growth sweep directory")
+    p.add_argument("--runs", help="the growth sweep directory (omit with --static-control to compare the "
+                   "table already in OUT)")
     add_out(p)
     p.add_argument("--switch-step", type=POSITIVE, default=150, help="the parents' checkpoint to grow from")
     p.add_argument("--test-seeds", default="", metavar="S[,S...]",
                    help="seeds kept out of the lr choice, on which the difference is measured at each "
                         "arm's chosen lr (default: none; the difference is then measured on the seeds "
                         "that chose the lrs)")
+    p.add_argument("--static-control", metavar="DIR",
+                   help="the static control sweep's directory (experiments/depth_expansion_static_control.yaml)")
+    p.add_argument("--static-grid", default="experiments/depth_expansion_static_control.yaml", metavar="YAML",
+                   help="the control's grid, which says how many runs are planned (default %(default)s)")
 
 
 @_arguments("expansion-study", "Trains the depth grid and the growth grid (skipping finished runs), "

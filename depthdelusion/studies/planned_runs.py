@@ -81,12 +81,16 @@ def train_planned(plan: Callable[[dict], list], config: Callable, metric: str, s
     return trained, False
 
 
-def partial_lines(done: int, todo) -> list[str]:
-    """A report's opening label while planned runs are missing (none: no line)."""
+RESUME = "(more are planned as lr grids settle). Rerun the command to continue; it resumes."
+
+
+def partial_lines(done: int, todo, resume: str = RESUME) -> list[str]:
+    """A report's opening label while planned runs are missing (none: no line); `resume` says
+    how the rest gets trained (default: a planned study's own command, which resumes)."""
     if not todo:
         return []
     return [f"**PARTIAL RESULT**: {done} of the {done + len(todo)} runs planned so far have finished "
-            "(more are planned as lr grids settle). Rerun the command to continue; it resumes.", ""]
+            f"{resume}", ""]
 
 
 def not_finished_lines(todo, shown: int = 40) -> list[str]:

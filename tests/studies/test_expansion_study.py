@@ -59,6 +59,8 @@ def test_signal_beside_grad_norms_reads_last_layer_stats(tmp_path):
                                     {"after": 1, "signal_train": 0.3, "signal_test": 0.4}]}
     rows = expansion_study.signal_beside_grad_norms(tmp_path, probe)
     assert [(r["layer"], r["grad_norm"], r["signal_train"], r["step"]) for r in rows] == [(0, 1.0, 0.1, 5), (1, 2.0, 0.3, 5)]
+    # the signal in the model's own gradient units: signal after l / g_l
+    assert [r["signal_over_grad"] for r in rows] == pytest.approx([0.1, 0.15])
 
 
 def test_a_probe_cached_by_an_older_version_is_refused_not_reused(tmp_path):
@@ -79,8 +81,9 @@ def test_a_probe_cached_by_an_older_version_is_refused_not_reused(tmp_path):
 
 
 def test_the_committed_tables_rerender_from_the_cached_probes_unchanged(tmp_path):
-    """`rerender_probe_tables` rebuilds signal.csv, runs.csv and results.md from the committed
-    probe caches alone: on the committed study it must reproduce the committed files. (The
+    """`rerender_probe_tables` rebuilds signal.csv, runs.csv, signal_beside_grad.csv (its
+    signal_over_grad column) and results.md from the committed probe caches and tables alone: on
+    the committed study it must reproduce the committed files. (The
     tables round to 3-4 digits from cached numbers, so no machine-dependent arithmetic reaches
     them.)"""
     import shutil
@@ -90,5 +93,6 @@ def test_the_committed_tables_rerender_from_the_cached_probes_unchanged(tmp_path
     out = tmp_path / "depth_expansion"
     shutil.copytree(committed, out)
     expansion_study.rerender_probe_tables(out)
-    for name in ("signal.csv", "runs.csv", "results.md"):
+    for name in ("signal.csv", "runs.csv", "signal_beside_grad.csv", "results.md"):
         assert (out / name).read_text() == (committed / name).read_text(), name
+    assert (out / "signal_over_grad.png").stat().st_size > 0

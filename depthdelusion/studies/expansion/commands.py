@@ -55,12 +55,23 @@ def run_expansion_prediction(*, runs: str, out: str, steps: int = 100, probe_bat
     return exit_codes.OK
 
 
-def run_expansion_growth(*, runs: str, out: str, switch_step: int = 150, test_seeds: str = "") -> int:
+def run_expansion_growth(*, out: str, runs: str | None = None, switch_step: int = 150, test_seeds: str = "",
+                         static_control: str | None = None,
+                         static_grid: str = "experiments/depth_expansion_static_control.yaml") -> int:
+    """With --runs: grow, train and compare (OUT/growth_matched.*); with --static-control: the
+    grown arm (from OUT/growth_matched.csv) against the static control (OUT/static_control.*)."""
+    from depthdelusion.studies.expansion.control import static_control_study
     from depthdelusion.studies.expansion.trials import growth_study
 
     try:
         seeds = [int(x) for x in test_seeds.split(",") if x.strip()]
     except ValueError:
         raise ValueError(f"--test-seeds={test_seeds!r}: must be comma-separated integers, e.g. 3,4,5") from None
-    growth_study(runs, out, switch_step=switch_step, test_seeds=seeds)
+    if not runs and not static_control:
+        raise ValueError("give --runs GROWTH_SWEEP (grow and compare), --static-control CONTROL_SWEEP "
+                         "(compare OUT/growth_matched.csv with the static control), or both")
+    if runs:
+        growth_study(runs, out, switch_step=switch_step, test_seeds=seeds)
+    if static_control:
+        static_control_study(out, static_control, static_grid, test_seeds=seeds)
     return exit_codes.OK

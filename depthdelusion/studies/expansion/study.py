@@ -11,7 +11,7 @@ local directory and copied up when OUT is remote (matplotlib writes local files)
 Tables: signal.csv (per run and insertion point), runs.csv (per run: max signal, mean cosine,
 largest helpful η), jumpboard.csv, covariance.csv, growth.csv (per seed and arm) and
 growth_curves.csv; figures: signal.png, alignment.png, covariance.png, growth.png,
-signal_beside_grad.png. Every probe is cached as probes/<run>.json (rerunning skips it).
+signal_beside_grad.png, signal_over_grad.png. Every probe is cached as probes/<run>.json (rerunning skips it).
 """
 from __future__ import annotations
 
@@ -54,9 +54,10 @@ def _read_csv(path) -> list[dict]:
 
 
 def rerender_probe_tables(out) -> None:
-    """signal.csv, the interval columns of runs.csv and results.md again from the cached probes
-    and the other committed tables, for when the run directories are not at hand; the figures
-    and the other tables are left as they are. A cache made another way is refused (ValueError)."""
+    """signal.csv, the interval columns of runs.csv, signal_beside_grad.csv's signal_over_grad,
+    signal_over_grad.png and results.md again from the cached probes and the other committed
+    tables, for when the run directories are not at hand; the other figures and tables are left
+    as they are. A cache made another way is refused (ValueError)."""
     from depthdelusion.studies.expansion.probe import is_current
 
     out = rundir.as_path(out)
@@ -83,6 +84,11 @@ def rerender_probe_tables(out) -> None:
         growth = (_read_csv(out / "growth.csv"), _read_csv(out / "growth_curves.csv"),
                   json.loads((out / "growth_summary.json").read_text()))
     beside = _read_csv(out / "signal_beside_grad.csv") if (out / "signal_beside_grad.csv").exists() else None
+    if beside:
+        beside = [{**r, "signal_over_grad": signal_over_grad(r)} for r in beside]
+        _write_csv(beside, out / "signal_beside_grad.csv")
+        with rundir.local_dir(out) as local_out:
+            plot_normalised_signal(run_rows, beside, local_out / "signal_over_grad.png")
     (out / "results.md").write_text(results_markdown(run_rows, _read_csv(out / "jumpboard.csv"), probes, growth, beside))
 
 
@@ -185,9 +191,18 @@ def signal_beside_grad_norms(run_dir, probe: dict) -> list[dict]:
     The persistence figure can draw these two columns side by side where both exist."""
     records = [r for r in rundir.read_metrics(run_dir) if "per_layer_grad_norm" in r]
     g_D = records[-1]["per_layer_grad_norm"] if records else [None] * probe["depth"]
-    return [{"layer": r["after"], "grad_norm": g_D[r["after"]], "signal_train": r["signal_train"],
+    rows = [{"layer": r["after"], "grad_norm": g_D[r["after"]], "signal_train": r["signal_train"],
              "signal_test": r["signal_test"], "step": records[-1]["step"] if records else None}
             for r in probe["signal"]]
+    return [{**r, "signal_over_grad": signal_over_grad(r)} for r in rows]
+
+
+def signal_over_grad(row: dict) -> float | None:
+    """The signal after layer l in the model's own gradient units: signal_train / g_l (None where
+    the run logged no layer stats). SP's gradient scale differs by shape, so an absolute trend
+    with depth may be the scale's, not the signal's."""
+    g = row.get("grad_norm")
+    return None if g in (None, "") else float(row["signal_train"]) / float(g)
 
 
 def plot_signal_beside_grad(ax, rows: list[dict], label: str = "") -> None:
@@ -300,6 +315,7 @@ def write_report(runs: Path | epath.Path, out: Path, probes: dict[str, dict], gr
         fig.tight_layout()
         fig.savefig(out / "signal_beside_grad.png", dpi=110, metadata={"Software": None})
         plt.close(fig)
+        plot_normalised_signal(run_rows, beside, out / "signal_over_grad.png")
 
     if growth:
         per_seed, curves, summary = growth
@@ -327,23 +343,60 @@ def write_report(runs: Path | epath.Path, out: Path, probes: dict[str, dict], gr
         plt.close(fig)
 
 
-def normalised_signal_lines(beside: list[dict]) -> list[str]:
-    """The signal in the model's own gradient units: per insertion point, the signal after layer l
-    over the weight-gradient norm g_l of that layer (``signal_beside_grad.csv``), max and mean
-    over l per run. SP's gradient scale differs by shape, so an absolute trend with depth may be
-    the scale's, not the signal's."""
+def _normalised_by_run(beside: list[dict]) -> dict[str, list[float]]:
+    """Per run, `signal_over_grad` at each insertion point (runs without layer stats left out)."""
     by_run: dict = {}
     for r in beside:
-        if r.get("grad_norm") not in (None, ""):
-            by_run.setdefault(r["run"], []).append(float(r["signal_train"]) / float(r["grad_norm"]))
+        value = signal_over_grad(r)
+        if value is not None:
+            by_run.setdefault(r["run"], []).append(value)
+    return by_run
+
+
+def _shape(name: str) -> tuple[int, int]:
+    """(depth, width) of a depth-grid run named dD_wW."""
+    return int(name.split("_w")[0][1:]), int(name.split("_w")[1])
+
+
+def plot_normalised_signal(run_rows: list[dict], beside: list[dict], path) -> None:
+    """signal_over_grad.png: the largest signal against depth per width, in absolute units and
+    in the model's own gradient units (max over l of signal after l / g_l)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_run = _normalised_by_run(beside)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for w in sorted({r["width"] for r in run_rows}):
+        rs = sorted((r for r in run_rows if r["width"] == w and r["run"] in by_run), key=lambda r: r["depth"])
+        axes[0].plot([r["depth"] for r in rs], [r["max_signal_train"] for r in rs], "o-", label=f"W={w}")
+        axes[1].plot([r["depth"] for r in rs], [max(by_run[r["run"]]) for r in rs], "o-", label=f"W={w}")
+    for ax, title in zip(axes, ("max over l of the signal after l (absolute)",
+                                "max over l of signal after l / g_l (own gradient units)")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("depth D")
+        ax.set_title(title, fontsize=9)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+
+def normalised_signal_lines(beside: list[dict]) -> list[str]:
+    """The signal in the model's own gradient units (`signal_over_grad`), max and mean over the
+    insertion points per run."""
+    by_run = _normalised_by_run(beside)
     if not by_run:
         return []
-    shape = {name: (int(name.split("_w")[0][1:]), int(name.split("_w")[1])) for name in by_run}
+    shape = {name: _shape(name) for name in by_run}
     rows = [[name, *shape[name], f"{max(v):.3g}", f"{sum(v) / len(v):.3g}"]
             for name, v in sorted(by_run.items(), key=lambda kv: (shape[kv[0]][1], shape[kv[0]][0]))]
     return ["", "## The signal in the model's own gradient units", "",
             "signal after layer l / g_l (the weight-gradient norm of layer l at the last layer-stats "
-            "step, `signal_beside_grad.csv`): the largest and the mean over insertion points.", "",
+            "step; column `signal_over_grad` of `signal_beside_grad.csv`, figure `signal_over_grad.png`): "
+            "the largest and the mean over insertion points.", "",
             markdown_table(["run", "D", "W", "max signal/g_l", "mean signal/g_l"], rows, align="lrrrr")]
 
 

@@ -29,7 +29,8 @@ from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import markdown_table
 
 MIN_SEEDS = 3
-_LR_SEED = re.compile(r"^d(\d+)_w(\d+)_steps(\d+)_lr([0-9.e-]+)_seed(\d+)$")
+# a growth sweep's run name: depth, width, steps, lr, init seed
+RUN_NAME = re.compile(r"^d(\d+)_w(\d+)_steps(\d+)_lr([0-9.e-]+)_seed(\d+)$")
 
 
 def _ranks(x) -> np.ndarray:
@@ -156,7 +157,7 @@ def growth_study(runs, out, *, switch_step: int = 150, test_seeds=(), log: Calla
     from depthdelusion.train.loop import train
 
     runs, out = rundir.as_path(runs), rundir.as_path(out)
-    parsed = {d.name: _LR_SEED.match(d.name) for d in sorted(runs.iterdir())}
+    parsed = {d.name: RUN_NAME.match(d.name) for d in sorted(runs.iterdir())}
     parsed = {n: m.groups() for n, m in parsed.items() if m}
     depths = sorted({int(g[0]) for g in parsed.values()})
     if len(depths) != 2:
