@@ -30,9 +30,11 @@ from ..table.columns import check_law_columns
 from ..table.runs import Runs, load_runs
 from .diagnostics import OUTLIER_Z, pooled_group_flag, pooled_groups, row_diagnostics
 from .options import BOOTSTRAP
+from .problem import TIE
+from .replicates import replicate_cells
 from .resampling import BOOT_REFIT_ROWS, LOO_REFIT_ROWS, bootstrap_stage, loo_stage
 from .result import FitResult
-from .search import REFIT_STARTS, SEARCHES, TIE, run_search
+from .search import REFIT_STARTS, SEARCHES, run_search
 from .setup import FitSetup
 from .uncertainty import (
     PROFILE_ROWS,
@@ -103,7 +105,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
                          "(or None: by the law)")
     law, runs = get_law(law), load_runs(runs)
     check_law_columns(law, runs)
-    setup = FitSetup(runs, law, fixed, method, group_offsets, groups, overestimate_weight)
+    setup = FitSetup(runs, law, fixed, method, group_offsets, groups, overestimate_weight, _first_notes(runs))
     problem, notes = setup.problem, setup.notes
     n = len(problem.y)
     leave_one_out, profile, bootstrap_refit = _stage_sizes(n, bootstrap, leave_one_out, profile,
@@ -126,6 +128,16 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
     _add_row_diagnostics(result, runs, problem, theta, jac.J, found.cold_starts, setup.offset_groups,
                          groups is None, diagnostics, outlier_threshold)
     return result
+
+
+def _first_notes(runs) -> list[str]:
+    """The runs' own notes, then the replicate cells found (unless a reduction already said so)."""
+    notes = list(runs.notes)
+    if not any(n.startswith("replicates reduced") for n in notes):
+        replicates = replicate_cells(runs)
+        if replicates.cells:
+            notes.append(replicates.describe(runs))
+    return notes
 
 
 def _stages(progress, law, n, bootstrap, profile, leave_one_out, diagnostics):

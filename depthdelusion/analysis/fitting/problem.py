@@ -19,6 +19,7 @@ HUBER_THRESHOLD = 1e-3  # on log-loss residuals, as in Hoffmann et al. 2022
 #: fit is the 1/(1 + 4) = 20% expectile, near the lower envelope of the runs.
 OVERESTIMATE_WEIGHT = 4.0
 OFFSET = "E"  # the additive offset a law must have for per-group offsets
+TIE = 1e-6  # relative objective difference below which two optima are equally good
 _BATCH_ELEMENTS = 4_000_000  # numbers per batched Jacobian evaluation (≈ 32 MB)
 
 

@@ -8,12 +8,11 @@ import numpy as np
 from ..laws import get_law
 from ..table.runs import load_runs
 from .diagnostics import leverage
-from .problem import Problem
+from .problem import TIE, Problem
 from .search import (
     COMPETING,
     POLISH_STARTS,
     SEARCH_ROWS,
-    TIE,
     basins_of,
     converged_starts,
     search_rows,
@@ -22,7 +21,6 @@ from .search import (
 )
 from .setup import FitSetup
 from .solver import CAPPED, FAILED, MAX_ITER, irls_weights
-from .uncertainty import unfitted_offsets_nan
 
 # Cold starts per leave-one-out refit: with n − 1 of n runs the basins are nearly the full
 # data's, and on the paper data 8 starts reached every held-out fit's own optimum (over all 64
@@ -316,3 +314,10 @@ def _leave_one_out_hat(problem: Problem, J, r, pred) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         errors = np.where(1 - h > 1e-8, (problem.y - pred) / (1 - h), np.nan)
     return unfitted_offsets_nan(problem, errors)
+
+
+def unfitted_offsets_nan(problem: Problem, errors):
+    if problem.offset_groups is not None:  # a group's only run: its offset was not fitted
+        sizes = np.bincount(problem.gidx, minlength=len(problem.offset_groups))
+        errors[sizes[problem.gidx] == 1] = np.nan
+    return errors

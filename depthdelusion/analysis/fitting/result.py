@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -11,6 +12,9 @@ from ..formats.interval_text import interval_text
 from ..laws import Law, LawInputs, get_law
 from ..table.runs import load_runs
 from .problem import HUBER_THRESHOLD, OFFSET, offset_name
+
+if TYPE_CHECKING:  # the search makes it; a result only holds it
+    from .search import StartsSummary
 
 #: What each method minimises, for summaries and reports.
 METHOD_DESCRIPTIONS = {
@@ -76,18 +80,6 @@ def _correlations(result: "FitResult", name: str) -> np.ndarray:
     if j >= len(result.correlation):
         return np.array([])
     return np.delete(np.asarray(result.correlation[j], float), j)
-
-
-@dataclass
-class StartsSummary:
-    """What the multi-start search found: how many starts reached the best optimum, and the
-    objective values of the distinct local optima (the max(0, ·) kink makes several likely)."""
-
-    n_starts: int
-    n_success: int
-    n_at_best: int
-    local_optima: list  # distinct final objective values, best first
-    ridge_params: list = field(default_factory=list)  # differ between starts tied at the best objective
 
 
 @dataclass

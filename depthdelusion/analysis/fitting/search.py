@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import varpro
-from .problem import Problem
-from .result import StartsSummary
+from .problem import TIE, Problem
 from .solver import FAILED
 
 #: the global searches (None: variable projection where the law allows it, see ``fit``)
 SEARCHES = (None, "varpro", "multistart")
-TIE = 1e-6  # relative objective difference below which two optima are equally good
 # Starts per bootstrap refit, besides the full fit's optimum: the start of each distinct local
 # optimum the multi-start found, then the next best starts. Measured on the paper data with the
 # 7-parameter depth_delusion_power law (40 resamples, tests/analysis/test_fit_intervals.py):
@@ -100,6 +99,18 @@ def run_search(problem, search, grid_points, max_starts, seed, refit_starts, not
 
 
 # --- multi-start search ------------------------------------------------------------------------
+
+@dataclass
+class StartsSummary:
+    """What the multi-start search found: how many starts reached the best optimum, and the
+    objective values of the distinct local optima (the max(0, ·) kink makes several likely)."""
+
+    n_starts: int
+    n_success: int
+    n_at_best: int
+    local_optima: list  # distinct final objective values, best first
+    ridge_params: list = field(default_factory=list)  # differ between starts tied at the best objective
+
 
 class _Search:
     """The search's outcome: chosen θ, its objective, the summary, tied solutions, the cold
@@ -257,24 +268,6 @@ def search_rows(problem: Problem, seed: int, rows: int) -> np.ndarray | None:
         firsts = np.unique(problem.gidx, return_index=True)[1]
         idx.update(firsts.tolist())
     return np.array(sorted(idx))
-
-
-def better_optimum(problem: Problem, profiles: dict, objective: float, search: _Search):
-    """θ of a lower objective than ``objective`` that a profile found (polished with every
-    parameter free), or None. Updates ``search`` to describe the new optimum: no start reached
-    it, and the tied solutions of the old one no longer apply."""
-    found = [p for p in profiles.values() if p.better_theta is not None]
-    if not found:
-        return None
-    start = min(found, key=lambda p: p.better_fit).better_theta
-    res = problem.solve(start[None])
-    if res.status[0] == FAILED or not res.objective[0] < objective * (1 - TIE):
-        return None
-    search.objective = float(res.objective[0])
-    search.summary.local_optima.insert(0, search.objective)
-    search.summary.n_at_best, search.summary.ridge_params = 0, []
-    search.ridge_solutions = []
-    return res.theta[0]
 
 
 def _no_start_message(problem: Problem, grid) -> str:

@@ -7,19 +7,15 @@ import numpy as np
 from ..laws import LawInputs
 from ..table.runs import Runs
 from .problem import OFFSET, Problem
-from .replicates import replicate_cells
 
 
 class FitSetup:
-    """The fit's problem from the runs: fixed and dropped parameters, group offsets, notes."""
+    """The fit's problem from the runs: fixed and dropped parameters, group offsets, notes
+    (``notes``: the first ones, default the runs' own)."""
 
-    def __init__(self, runs, law, fixed, method, group_offsets, groups, overestimate_weight):
+    def __init__(self, runs, law, fixed, method, group_offsets, groups, overestimate_weight, notes=None):
         fixed = dict(fixed or {})
-        self.notes = notes = list(runs.notes)
-        if not any(n.startswith("replicates reduced") for n in notes):
-            replicates = replicate_cells(runs)
-            if replicates.cells:
-                notes.append(replicates.describe(runs))
+        self.notes = notes = list(runs.notes if notes is None else notes)
         for name in fixed:
             law.param(name)  # raises for unknown names
         if law.needs_tokens and not runs.tokens_vary:

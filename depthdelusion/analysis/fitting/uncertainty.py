@@ -9,10 +9,10 @@ import numpy as np
 from scipy import special
 
 from ..formats.interval_text import interval_text
-from .problem import Problem
+from .problem import TIE, Problem
 from .profile import Statistic, profile_intervals
 from .result import STRONG_CORR, FitResult
-from .search import TIE, better_optimum
+from .solver import FAILED
 
 PROFILE_STARTS = 4  # cold starts per profile point, besides the optimum and the neighbours
 _PROFILE_RESTARTS = 2  # refits from a lower objective a profile found, at most
@@ -49,6 +49,25 @@ def optimum_and_profiles(problem, search, profile, notes):
         jac = _jacobian_uncertainty(problem, theta)
         statistic = Statistic(problem, objective)
     return theta, jac, statistic, profiles
+
+
+
+def better_optimum(problem: Problem, profiles: dict, objective: float, search):
+    """θ of a lower objective than ``objective`` that a profile found (polished with every
+    parameter free), or None. Updates ``search`` to describe the new optimum: no start reached
+    it, and the tied solutions of the old one no longer apply."""
+    found = [p for p in profiles.values() if p.better_theta is not None]
+    if not found:
+        return None
+    start = min(found, key=lambda p: p.better_fit).better_theta
+    res = problem.solve(start[None])
+    if res.status[0] == FAILED or not res.objective[0] < objective * (1 - TIE):
+        return None
+    search.objective = float(res.objective[0])
+    search.summary.local_optima.insert(0, search.objective)
+    search.summary.n_at_best, search.summary.ridge_params = 0, []
+    search.ridge_solutions = []
+    return res.theta[0]
 
 
 def _later_profiles(problem, theta, statistic, search, se_theta):
@@ -129,13 +148,6 @@ def _jacobian_uncertainty(problem: Problem, theta) -> _Jacobian:
                           else (b0, b1))
     return _Jacobian(stderr=stderr, ci=ci, corr=corr, cond=cond, flags=flags, se_theta=se_theta,
                      J=J, r=r)
-
-
-def unfitted_offsets_nan(problem: Problem, errors):
-    if problem.offset_groups is not None:  # a group's only run: its offset was not fitted
-        sizes = np.bincount(problem.gidx, minlength=len(problem.offset_groups))
-        errors[sizes[problem.gidx] == 1] = np.nan
-    return errors
 
 
 # --- flags ----------------------------------------------------------------------------------------
