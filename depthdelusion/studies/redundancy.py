@@ -139,7 +139,7 @@ def _power_sentence(rates) -> str:
     return (f"**Power.** One constant exponent, the same for every (β, s), lies inside {inside.max()} "
             f"of {len(rates)} intervals ({where}), {verdict}. "
             f"Fitted − predicted ranges from {min(departures):+.3f} to {max(departures):+.3f}. The "
-            "check with power is the ridge test's synthetic grid (`tests/analysis/test_ridge_exponent.py`, "
+            "check with power is the ridge test's synthetic grid (`tests/analysis/science/test_ridge_exponent.py`, "
             "`analysis/data_exponent/`): measured against the law's expected exponent for the "
             "design (finite n), unbiased with no allowance, a constant exponent is rejected on 6–7 "
             "of its 9 cells.")

@@ -126,8 +126,8 @@ def test_fit_and_isoflop_write_their_out_to_gs(bucket, tmp_path, capsys):
     """`fit --out` (rows.csv, residuals.png, rollout.csv) and `isoflop --out` (its figure) on
     gs://: drawn by local-only writers, copied up; nothing written as ./gs:/..."""
     from depthdelusion.cli import main
-    from tests.analysis.test_diagnostics import BAD, table, write
-    from tests.analysis.test_isoflop import _csv, sweep
+    from tests.analysis.fitting.test_diagnostics import BAD, table, write
+    from tests.analysis.fitting.test_isoflop import _csv, sweep
 
     path = write(tmp_path / "t.csv", table(bad=BAD))
     out = epath.Path(f"{bucket}/fit")

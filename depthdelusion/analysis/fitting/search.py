@@ -16,7 +16,7 @@ from .solver import FAILED
 SEARCHES = (None, "varpro", "multistart")
 # Starts per bootstrap refit, besides the full fit's optimum: the start of each distinct local
 # optimum the multi-start found, then the next best starts. Measured on the paper data with the
-# 7-parameter depth_delusion_power law (40 resamples, tests/analysis/test_fit_intervals.py):
+# 7-parameter depth_delusion_power law (40 resamples, tests/analysis/fitting/test_fit_intervals.py):
 # refits reach the optimum a 64-start fit of the resample finds in 30 of 40 from the 16 best
 # cold starts alone, 34 of 40 with the optimum added (30 of 40 against 512-start fits: the rest
 # are other local optima of a 7-parameter law on 30 runs).

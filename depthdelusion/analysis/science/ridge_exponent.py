@@ -32,11 +32,11 @@ jackknife over groups of samples (eigenpairs recomputed), as spectra.py and read
 
 The law's expected exponent for the design itself (`finite_size_exponent`: the
 deterministic-equivalent risk of ridge at the best λ per n, over the same n) is the unbiased
-reference on synthetic features (tests/analysis/test_ridge_exponent.py: inside every interval
+reference on synthetic features (tests/analysis/science/test_ridge_exponent.py: inside every interval
 with no allowance); the asymptotic b above is not, at these n.
 
 Verdict (`verdict`): the prediction's interval is widened by ``TOLERANCE`` on each side (the
-finite-size bias of the asymptotic b: tests/analysis/test_ridge_exponent.py bounds it on the
+finite-size bias of the asymptotic b: tests/analysis/science/test_ridge_exponent.py bounds it on the
 synthetic (β, s) grid); a prediction is *consistent* when its widened interval overlaps the measured
 interval, else *rejected*. The test agrees when the measured spectrum's prediction is consistent
 and both wrong ones are rejected; it disagrees when the measured spectrum's prediction is
@@ -164,7 +164,7 @@ def finite_size_exponent(lam_P: np.ndarray, power_P: np.ndarray, noise_std: floa
     """The exponent the law predicts for this design rather than as n → ∞: the slope of the
     expected risk (`expected_risk`) at the best λ of ``regs`` per n, over the same ``ns`` and
     fitted as `measured_exponent` fits the measured curve. It removes the bias of comparing a
-    finite n range with the asymptotic 2βs/(2βs+1) (tests/analysis/test_ridge_exponent.py)."""
+    finite n range with the asymptotic 2βs/(2βs+1) (tests/analysis/science/test_ridge_exponent.py)."""
     ns = np.asarray(sorted(int(n) for n in ns))
     lam_P, power_P = np.asarray(lam_P, float), np.asarray(power_P, float)
     risk = [min(expected_risk(lam_P, power_P, noise_std, int(n), float(r)) for r in regs) for n in ns]

@@ -93,7 +93,7 @@ def test_an_expansion_probe_beside_a_run_reaches_the_persistence_figure(tmp_path
     from depthdelusion.analysis.report.build import write_report
     from depthdelusion.analysis.table.runs import INSERTION_PROBE
 
-    from .conftest import write_run
+    from ..conftest import write_run
 
     for i, (d, w) in enumerate([(4, 64), (8, 64), (4, 128), (8, 128), (16, 128), (4, 256),
                                 (8, 256), (16, 256), (2, 64)]):
@@ -252,7 +252,7 @@ def test_primary_fit_leaves_out_the_bottom_block_and_block_ratios_show_it(run_fa
 def test_the_sweep_report_uses_the_study_rules_seeds_per_shape_and_the_papers_implied_length(tmp_path):
     from depthdelusion.analysis.report.build import write_report
 
-    from .conftest import write_run
+    from ..conftest import write_run
 
     i = 0
     for w in (64, 128, 256):

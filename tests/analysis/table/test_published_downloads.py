@@ -31,7 +31,7 @@ from depthdelusion.cli import main
 from .test_published import GEMSTONES_OBJECTIVE, GEMSTONES_OPTIMUM
 
 #: The test copies of the published files, beside the repository (as /work/shared is to a clone).
-PUBLISHED = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "published"
+PUBLISHED = Path(__file__).resolve().parents[3].parent / "shared" / "reference" / "published"
 pytestmark = pytest.mark.skipif(not PUBLISHED.is_dir(), reason=f"no test copies at {PUBLISHED}")
 
 NO_INTERVALS = dict(bootstrap=0, profile=False, leave_one_out=False)

@@ -9,7 +9,7 @@ from depthdelusion.analysis import Runs, fit, get_law, load_reference
 from depthdelusion.analysis.fitting.resampling import _bootstrap_weights
 from depthdelusion.analysis.laws import LawInputs
 
-from .test_laws_and_fitting import synthetic_runs
+from ..test_laws_and_fitting import synthetic_runs
 
 
 def chinchilla_runs(n=60, seed=0, noise=0.01):

@@ -11,7 +11,7 @@ from depthdelusion.analysis.report.shape import (
     trainer_counts,
 )
 
-from .test_laws_and_fitting import synthetic_runs
+from ..test_laws_and_fitting import synthetic_runs
 
 from depthdelusion.analysis.laws import get_law
 

@@ -13,7 +13,7 @@ import pytest
 from depthdelusion.analysis.report.build import build_report
 from depthdelusion.analysis.formats.table_text import Table, latex_document, tex_escape
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "analysis" / "paper_refit" / "report.tex"
 OVERFULL_TOLERANCE_PT = 1.0  # TeX's own hfuzz is 0.1pt; anything wider would be visible
 

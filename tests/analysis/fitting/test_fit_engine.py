@@ -8,7 +8,7 @@ from depthdelusion.analysis.fitting.search import start_grid
 from depthdelusion.analysis.laws import LawInputs, Param, _REGISTRY
 from depthdelusion.analysis.fitting.problem import Problem
 
-from .test_laws_and_fitting import synthetic_runs
+from ..test_laws_and_fitting import synthetic_runs
 
 
 def kaplan_runs(N, E=1.6, A=400.0, alpha=0.3, noise=0.003, seed=0, tokens=np.nan, group="g", offset=0.0):

@@ -12,7 +12,7 @@ from depthdelusion.analysis.report.verdict import (
     shape_variation,
 )
 
-from .test_laws_and_fitting import synthetic_runs
+from ..test_laws_and_fitting import synthetic_runs
 
 CHINCHILLA = {"E": 1.7, "A": 400.0, "alpha": 0.34, "B": 410.0, "beta": 0.28}
 

@@ -9,7 +9,7 @@ from depthdelusion.analysis import fit
 from depthdelusion.analysis.fitting.result import parameter_status
 
 from .test_fit_engine import kaplan_runs
-from .test_laws_and_fitting import synthetic_runs
+from ..test_laws_and_fitting import synthetic_runs
 
 
 def assert_same_intervals(got: dict, expected: dict):

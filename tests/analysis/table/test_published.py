@@ -119,7 +119,7 @@ def test_gemstones_reader_names_the_line_and_field_of_bad_input(tmp_path, line, 
 
 def test_every_bundled_table_file_is_in_the_package_data():
     """A file in reference/ that the package-data globs miss would be absent from a wheel."""
-    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())
     globs = pyproject["tool"]["setuptools"]["package-data"]["depthdelusion"]
     files = [f"analysis/reference/{t.file}" for t in TABLES.values() if t.file]
     for path in files + [f"analysis/reference/{REGISTRY.name}"]:  # and the sha256 registry
@@ -178,6 +178,6 @@ def test_the_run_table_doc_lists_the_schema():
 
     from depthdelusion.analysis.table import run_table
 
-    doc = (Path(__file__).parents[2] / "docs" / "run_table.md").read_text()
+    doc = (Path(__file__).parents[3] / "docs" / "run_table.md").read_text()
     assert f"schema_version {run_table.SCHEMA_VERSION}" in doc
     assert run_table.describe_columns() in doc

@@ -7,7 +7,7 @@ import pytest
 
 from depthdelusion.analysis.formats.table_text import Table, csv_text, markdown_table, write_csv
 
-PACKAGE = Path(__file__).resolve().parents[2] / "depthdelusion"
+PACKAGE = Path(__file__).resolve().parents[3] / "depthdelusion"
 
 
 def test_header_separator_with_alignment_and_rows():

@@ -6,7 +6,7 @@ import pytest
 
 from depthdelusion.cli import main
 
-from .test_published_downloads import PUBLISHED, Server
+from tests.analysis.table.test_published_downloads import PUBLISHED, Server
 
 pytestmark = pytest.mark.skipif(not PUBLISHED.is_dir(), reason=f"no test copies at {PUBLISHED}")
 

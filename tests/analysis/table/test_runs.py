@@ -3,7 +3,7 @@ import pytest
 
 from depthdelusion.analysis import Runs, load_reference, load_runs
 from depthdelusion.analysis.reference import REFERENCE_DIR
-from .conftest import write_run
+from ..conftest import write_run
 
 
 def test_run_directories_load_and_unfinished_runs_are_skipped_and_counted(run_factory, tmp_path):

@@ -13,7 +13,7 @@ from depthdelusion.analysis.fitting.problem import Problem
 from depthdelusion.analysis.fitting.solver import objective
 from depthdelusion.cli import main
 
-from .test_laws_and_fitting import synthetic_runs
+from ..test_laws_and_fitting import synthetic_runs
 
 BARE = dict(bootstrap=0, profile=False, leave_one_out=False)
 EPOCH = dict(E=1.82, A=482.0, alpha=0.3478, B=2085.0, beta=0.3658)  # Besiroglu et al. 2024

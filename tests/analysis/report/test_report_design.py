@@ -17,9 +17,9 @@ from depthdelusion.analysis.report.build import (
 )
 from depthdelusion.analysis.table.runs import Runs
 
-from .conftest import params_of
+from ..conftest import params_of
 
-COMMITTED = Path(__file__).resolve().parents[2] / "analysis" / "paper_refit"
+COMMITTED = Path(__file__).resolve().parents[3] / "analysis" / "paper_refit"
 QUICK = {"leave_one_out": False, "profile": False}  # the report's structure, not its intervals
 
 

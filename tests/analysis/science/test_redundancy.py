@@ -74,7 +74,7 @@ def test_the_report_says_when_a_constant_exponent_passes_the_check_as_well(tmp_p
 
     from depthdelusion.studies import redundancy as redundancy_study
 
-    committed = Path(__file__).resolve().parents[2] / "analysis" / "redundancy"
+    committed = Path(__file__).resolve().parents[3] / "analysis" / "redundancy"
     for name in ("rates.csv", "invariance.csv", "mixture.csv", "run.json"):
         shutil.copy(committed / name, tmp_path / name)
     redundancy_study.write_markdown(tmp_path)
