@@ -264,16 +264,8 @@ def write_report(runs: Path | epath.Path, out: Path, probes: dict[str, dict], gr
                         [r["max_signal_hi"] - r["max_signal_train"] for r in rs]])
         axes[0].errorbar(d, y, yerr=np.clip(err, 0, None), marker="o", capsize=3, label=f"W={w}")
         axes[1].plot(d, [r["max_unbiased_signal"] for r in rs], "o-", label=f"W={w}")
-    for ax, title in zip(axes, ("max over k of ‖mean train gradient‖ (95% basic bootstrap)",
-                                "max over k of unbiased ‖μ‖ (batch noise removed)")):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("depth D")
-        ax.set_title(title, fontsize=9)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "signal.png", dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    _save_depth_panels(fig, axes, ("max over k of ‖mean train gradient‖ (95% basic bootstrap)",
+                                   "max over k of unbiased ‖μ‖ (batch noise removed)"), out / "signal.png")
 
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for d in depths:
@@ -372,16 +364,8 @@ def plot_normalised_signal(run_rows: list[dict], beside: list[dict], path) -> No
         rs = sorted((r for r in run_rows if r["width"] == w and r["run"] in by_run), key=lambda r: r["depth"])
         axes[0].plot([r["depth"] for r in rs], [r["max_signal_train"] for r in rs], "o-", label=f"W={w}")
         axes[1].plot([r["depth"] for r in rs], [max(by_run[r["run"]]) for r in rs], "o-", label=f"W={w}")
-    for ax, title in zip(axes, ("max over l of the signal after l (absolute)",
-                                "max over l of signal after l / g_l (own gradient units)")):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("depth D")
-        ax.set_title(title, fontsize=9)
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    _save_depth_panels(fig, axes, ("max over l of the signal after l (absolute)",
+                                   "max over l of signal after l / g_l (own gradient units)"), path)
 
 
 def normalised_signal_lines(beside: list[dict]) -> list[str]:
@@ -495,3 +479,18 @@ def run_study(depth_grid: str, growth_grid: str, runs: str, out: str, *, probe_b
     (out_path / "study_wall_time.json").write_text(json.dumps(
         {"this_invocation_s": round(time.perf_counter() - start, 1)}, indent=2) + "\n")
     return out_path
+
+
+def _save_depth_panels(fig, axes, titles, path) -> None:
+    """Log–log panels against depth, titled, with legends; saved without a timestamp."""
+    import matplotlib.pyplot as plt
+
+    for ax, title in zip(axes, titles):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("depth D")
+        ax.set_title(title, fontsize=9)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
