@@ -73,7 +73,7 @@ def _plain_log(axis, plots, ticks) -> None:
 
 
 def _fitted(arm, path: Path, plots) -> str:
-    laws = [law for law in FITTED_LAWS if law in arm.fits]
+    laws = [law for law in FITTED_LAWS if law in arm.fits] or [min(arm.fits, key=lambda k: arm.fits[k].aicc)]
     widths = sorted({int(w) for w in arm.runs.width})
     fig, axes = plots.plt.subplots(1, len(laws), figsize=(5.2 * len(laws), 4.6), squeeze=False)
     for ax, law in zip(axes[0], laws):

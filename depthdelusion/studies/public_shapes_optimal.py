@@ -31,6 +31,7 @@ class Optimum:
     source: str           # "fit (cluster bootstrap)" or "the authors' released parameters"
     result: object        # shape.OptimalShape
     budgets: tuple        # (low, high) C in FLOPs
+    deepest: float        # the suite's deepest run: a D* beyond it is an extrapolation in depth
 
 
 def gemstones_counts(runs, convention: str):
@@ -76,7 +77,8 @@ def optima(arm, *, bootstrap: int) -> list[Optimum]:
     for law in OPTIMAL_LAWS:
         if law in arm.fits:
             res = optimal_shape(arm.fits[law], budgets, counts=counts, bootstrap=bootstrap)
-            out.append(Optimum(arm.label, law, "fit (cluster bootstrap)", res, (budgets[0], budgets[-1])))
+            out.append(Optimum(arm.label, law, "fit (cluster bootstrap)", res, (budgets[0], budgets[-1]),
+                               float(np.max(arm.runs.depth))))
     return out
 
 
@@ -89,7 +91,8 @@ def released_optima(runs) -> list[Optimum]:
     counts, budgets = gemstones_counts(runs, "total"), suite_budgets(runs, "total")
     return [Optimum(f"{table} (total N)", "gemstones_width_depth", "the authors' released parameters",
                     optimal_shape("gemstones_width_depth", budgets, counts=counts, bootstrap=0,
-                                  values=gemstones_width_depth_released(kind)), (budgets[0], budgets[-1]))
+                                  values=gemstones_width_depth_released(kind)), (budgets[0], budgets[-1]),
+                    float(np.max(runs.depth)))
             for kind, table in RELEASED.items()]
 
 
@@ -112,7 +115,8 @@ def rows(found: list[Optimum]) -> list[dict]:
                         "paper": paper, "paper_in_ci": against_paper(paper, ci) if ci else "",
                         "c_low": float(f"{o.budgets[0]:.3g}"), "c_high": float(f"{o.budgets[1]:.3g}"),
                         "d_star_low_c": r.rows[0].depth, "d_star_high_c": r.rows[-1].depth,
-                        "w_star_low_c": round(r.rows[0].width), "w_star_high_c": round(r.rows[-1].width)})
+                        "w_star_low_c": round(r.rows[0].width), "w_star_high_c": round(r.rows[-1].width),
+                        "d_star_beyond_deepest_run": bool(max(x.depth for x in r.rows) > o.deepest)})
     return out
 
 

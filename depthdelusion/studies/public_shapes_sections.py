@@ -34,9 +34,16 @@ def optimal_section(rows: list[dict], assumptions: list[str]) -> list[str]:
             "material available to this study (their released files and the model cards), so none "
             "is quoted. shape_quadratic holds ln(D/W) at its optimum m by construction, so its two "
             "exponents are equal (a third of N*'s) whatever the data.", "",
+            *_beyond(rows),
             markdown_table(["arm", "law", "source", "shape", "exponent", "95%", "paper", "paper in 95%",
                             "D* or W* over the range"], table, "llllrrrll"), "",
             "Assumptions of the search:", ""] + [f"- {a}" for a in assumptions] + [""]
+
+
+def _beyond(rows: list[dict]) -> list[str]:
+    far = sorted({f"{r['law']} on {r['arm']}" for r in rows if r["d_star_beyond_deepest_run"]})
+    return [f"D* passes the suite's deepest run (80 layers) for {', '.join(far)}: there the optimum "
+            "is an extrapolation in depth, not a shape the data contain.", ""] if far else []
 
 
 def prediction_section(rows: list[dict]) -> list[str]:
