@@ -55,7 +55,7 @@ def prediction_section(rows: list[dict]) -> list[str]:
             "(prediction.csv)", "",
             f"Every law fitted (least squares, bare: as a rollout step) on the shapes with N ≤ {SMALL:.0e} "
             f"at all but the last {LAST_BUDGETS} token budgets; error = observed − predicted (nats) on "
-            f"{', '.join(HELD_OUT)}. Against the shape-agnostic baseline: RMSE − RMSE({BASELINE}) on the "
+            f"{'; '.join(repr(h) for h in HELD_OUT)}. Against the shape-agnostic baseline: RMSE − RMSE({BASELINE}) on the "
             "same checkpoints (negative: the law predicts better), 95% cluster bootstrap over the held-out "
             "runs with the fits held fixed (which runs were held out, not the fit's own uncertainty). "
             "Kink laws whose fit collapses to chinchilla predict as it does (tied fits).", "",
@@ -87,7 +87,15 @@ def gadre_section(fits, runs) -> list[str]:
             "the files and are left out. With 4 shapes and 2 depths, a shape law has 4 points to describe "
             "its shape term: expect its shape parameters not identified.", "",
             markdown_table(["law", "rows", "ΔAICc", "RMSE (nats)", "parameters identified", "bootstrap kept"],
-                           table, "lrrrrr"), ""]
+                           table, "lrrrrr"), "", _by_multiple(fits[0], runs), ""]
+
+
+def _by_multiple(best, runs) -> str:
+    """Where the best law misses: its RMSE per tokens-per-parameter multiple."""
+    multiple = np.round(np.asarray(runs.tokens, float) / np.asarray(runs.params, float))
+    resid = np.asarray(runs.loss, float) - best.fit.predict(runs)
+    parts = [f"{m:.0f}: {np.sqrt(np.mean(resid[multiple == m] ** 2)):.3f}" for m in np.unique(multiple)]
+    return f"RMSE of {best.law} by tokens per parameter (multiple: nats) — " + ", ".join(parts) + "."
 
 
 def figures_section(lines: list[str]) -> list[str]:
