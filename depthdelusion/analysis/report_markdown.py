@@ -331,11 +331,11 @@ def published_table_line(label: str) -> list:
         return []
     name = label.removeprefix("published table ").partition("=")[0]
     line = (f"The runs are the published table `{name}` (`depthdelusion tables` gives its provenance); "
-            "the audit above sets this fit's D_crit against published LLMs, not against the table's own shapes")
+            "this section's audit is of published LLMs, not of the table's own shapes")
     if name in PUBLIC_SHAPES_TABLES:
-        line += (" — the paper's audit of these shapes themselves, whole runs resampled, is the public-shapes "
-                 "study (`depthdelusion public-shapes`, analysis/public_shapes/): there the shapes past the "
-                 "paper's D_crit do not lose")
+        line += (" — the paper's audit of these shapes themselves (D / D_crit against each shape's excess "
+                 "loss), whole runs resampled, is the public-shapes study (`depthdelusion public-shapes`, "
+                 "analysis/public_shapes/): there the shapes past the paper's D_crit do not lose")
     return [line + ".", ""]
 
 
@@ -345,10 +345,11 @@ def _shape_section(r: ReportResults) -> list:
     sh = r.shape
     if sh is None:
         return []
-    md = ["## Critical depth, published models and optimal shape", ""] + _withheld_text(sh)
+    md = (["## Critical depth, published models and optimal shape", ""] + _withheld_text(sh)
+          + published_table_line(r.settings.label))
     if sh.audit is None:
         return md
-    md += [r.table("llm_audit").markdown(), ""] + published_table_line(r.settings.label)
+    md += [r.table("llm_audit").markdown(), ""]
     if sh.withheld == NO_VOCAB:
         return md + ["Optimal shape not shown: the runs do not state one vocabulary size, which the "
                      "parameter count N(D, W) needs.", ""]
