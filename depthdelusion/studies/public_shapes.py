@@ -9,7 +9,10 @@ authors' own subtraction) it fits every law of :data:`LAWS` by least squares, wi
 bootstrap over whole runs (a shape's checkpoints are one run), and runs the calibrated tests of
 :mod:`depthdelusion.analysis.report.verdict` with a per-run random effect in the parametric bootstrap.
 The answers (critical depth, learning-rate interaction, the paper's audit) are in
-:mod:`.public_shapes_answers`, the report in :mod:`.public_shapes_report`.
+:mod:`.public_shapes_answers`, the compute-optimal shape in :mod:`.public_shapes_optimal`, the
+prediction test and the check on Gadre et al. in :mod:`.public_shapes_prediction`, the figures in
+:mod:`.public_shapes_figures`, the report in :mod:`.public_shapes_report` (its later sections in
+:mod:`.public_shapes_sections`).
 """
 from __future__ import annotations
 

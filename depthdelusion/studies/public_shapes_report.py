@@ -70,9 +70,14 @@ def _figure(out: Path, rows) -> str:
     return "audit.png: each shape's excess loss over chinchilla against the paper's D / D_crit"
 
 
+#: the study's parts: "laws" is the core (fits, tests, 4.1, 4.3, 4.4: report.md and its CSVs);
+#: without it the other parts write report_partial.md and leave the core's files alone
+PARTS = ("laws", "optimal", "prediction", "gadre", "figures")
+
+
 def run_command(*, out: str, bootstrap: int = BOOTSTRAP, replicates: int = 200, seed: int = 0,
                 tables: str = ",".join(study.FITTED_TABLES), conventions: str = ",".join(study.CONVENTIONS),
-                laws: str | None = None, lr_interaction: bool = True) -> int:
+                laws: str | None = None, lr_interaction: bool = True, parts: str = ",".join(PARTS)) -> int:
     """`depthdelusion public-shapes`."""
     from depthdelusion import rundir
 
@@ -80,11 +85,49 @@ def run_command(*, out: str, bootstrap: int = BOOTSTRAP, replicates: int = 200, 
     out_dir = rundir.as_path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     law_list = _names(laws or ",".join(study.LAWS), study.LAWS, "--laws")
+    part_list = _names(parts, PARTS, "--parts")
     if "chinchilla" not in law_list:
         raise ValueError("--laws must include chinchilla: the tests and the audit are against it")
-    arms = [study.fit_arm(t, c, law_list, bootstrap=bootstrap, replicates=replicates, seed=seed)
-            for t in _names(tables, study.FITTED_TABLES, "--tables")
-            for c in _names(conventions, study.CONVENTIONS, "--conventions")]
+    pairs = [(t, c) for t in _names(tables, study.FITTED_TABLES, "--tables")
+             for c in _names(conventions, study.CONVENTIONS, "--conventions")]
+    if "laws" in part_list:
+        arms = [study.fit_arm(t, c, law_list, bootstrap=bootstrap, replicates=replicates, seed=seed)
+                for t, c in pairs]
+    else:
+        arms = [_arm_for_parts(t, c, law_list, bootstrap=bootstrap, seed=seed) for t, c in pairs]
+    more = _more_sections(arms, part_list, law_list, out_dir, bootstrap=bootstrap, seed=seed)
+    settings = dict(bootstrap=bootstrap, replicates=replicates, seed=seed, parts=part_list)
+    if "laws" in part_list:
+        core = _core(arms, out_dir, bootstrap=bootstrap, seed=seed, lr_interaction=lr_interaction)
+        settings["seconds"] = time.perf_counter() - start
+        text = report_text(arms, *core, settings, more)
+        name = "report.md"
+    else:
+        settings["seconds"] = time.perf_counter() - start
+        text = partial_text(settings, more)
+        name = "report_partial.md"
+    (out_dir / name).write_text(text)
+    print(text)
+    print(f"report written to {out_dir / name}")
+    return 0
+
+
+def _arm_for_parts(table: str, convention: str, law_list, *, bootstrap: int, seed: int):
+    """An arm without the core's tests: the shape laws of 4.2 with their cluster bootstrap, the
+    rest of ``law_list`` bare (the figures need only their optima)."""
+    from . import public_shapes_optimal as optimal
+
+    runs = study.table_runs(table, convention)
+    arm = study.Arm(table, convention, runs, study.shape_labels(runs))
+    boot = [law for law in law_list if law in optimal.OPTIMAL_LAWS]
+    arm.fits = {**study.fit_laws(runs, arm.clusters, boot, bootstrap=bootstrap, seed=seed),
+                **study.fit_laws(runs, arm.clusters, [law for law in law_list if law not in boot],
+                                 bootstrap=0, seed=seed)}
+    return arm
+
+
+def _core(arms, out_dir: Path, *, bootstrap: int, seed: int, lr_interaction: bool):
+    """The core's answers (4.1, 4.3, 4.4) and its CSVs and audit figure."""
     crit = [c for c in (answers.critical_depth(a) for a in arms) if c is not None]
     inter = answers.lr_interaction(bootstrap=bootstrap, seed=seed) if lr_interaction else []
     audit_rows, deep_minus_rest, deep_ci = answers.audit(arms[0], bootstrap=bootstrap, seed=seed)
@@ -94,12 +137,48 @@ def run_command(*, out: str, bootstrap: int = BOOTSTRAP, replicates: int = 200, 
     _csv(out_dir / "lr_interaction.csv", _interaction_rows(inter))
     _csv(out_dir / "audit.csv", _audit_rows(audit_rows))
     figure = _figure(out_dir, audit_rows)
-    settings = dict(bootstrap=bootstrap, replicates=replicates, seed=seed, seconds=time.perf_counter() - start)
-    text = report_text(arms, crit, inter, (audit_rows, deep_minus_rest, deep_ci), figure, settings)
-    (out_dir / "report.md").write_text(text)
-    print(text)
-    print(f"report written to {out_dir / 'report.md'}")
-    return 0
+    return crit, inter, (audit_rows, deep_minus_rest, deep_ci), figure
+
+
+def _more_sections(arms, part_list, law_list, out_dir: Path, *, bootstrap: int, seed: int) -> list[str]:
+    """The parts beyond the core, each writing its CSV (or figures): the report's lines."""
+    from . import public_shapes_optimal as optimal
+    from . import public_shapes_prediction as prediction
+    from . import public_shapes_sections as sections
+
+    lines = []
+    if "optimal" in part_list:
+        found = [o for a in arms for o in optimal.optima(a, bootstrap=bootstrap)]
+        found += optimal.released_optima(arms[0].runs)
+        rows = optimal.rows(found)
+        _csv(out_dir / "compute_optimal.csv", rows)
+        lines += sections.optimal_section(rows, found[0].result.assumptions if found else [])
+    if "prediction" in part_list:
+        rows = prediction.prediction_rows([p for a in arms for p in
+                                           prediction.predict(a, law_list, bootstrap=bootstrap, seed=seed)])
+        _csv(out_dir / "prediction.csv", rows)
+        lines += sections.prediction_section(rows)
+    if "gadre" in part_list:
+        fits, runs = prediction.gadre(bootstrap=bootstrap, seed=seed)
+        _csv(out_dir / "gadre.csv", prediction.gadre_rows(fits))
+        lines += sections.gadre_section(fits, runs)
+    if "figures" in part_list:
+        from . import public_shapes_figures as figures
+
+        lines += sections.figures_section(figures.draw(arms[0], out_dir))
+    return lines
+
+
+def partial_text(settings: dict, more: list[str]) -> str:
+    """report_partial.md: the parts run without the core, labelled as such."""
+    return "\n".join([
+        "# Public shapes: PARTIAL RESULT — the parts " + ", ".join(settings["parts"]) + " only", "",
+        f"Reproduce: `{COMMAND} --parts {','.join(settings['parts'])}`. The core (laws, calibrated tests, "
+        "4.1, 4.3, 4.4) was not rerun: report.md and its CSVs are from an earlier full run and are "
+        "not changed by this one.", "",
+        f"Settings: {settings['bootstrap']} cluster-bootstrap refits per shape law and arm (whole runs "
+        f"resampled), seed {settings['seed']}; wall time {settings['seconds']:.0f} s on this machine. "
+        f"FLOP convention: {study.FLOP_CONVENTION}.", ""] + more) + "\n"
 
 
 def _names(text: str, known: tuple, flag: str) -> list[str]:
@@ -110,7 +189,7 @@ def _names(text: str, known: tuple, flag: str) -> list[str]:
     return names
 
 
-def report_text(arms, crit, inter, audit, figure: str, settings: dict) -> str:
+def report_text(arms, crit, inter, audit, figure: str, settings: dict, more: list[str] = ()) -> str:
     lines = [
         "# Public shapes: the critical-depth law on the Gemstones suite", "",
         f"Reproduce: `{COMMAND}` (tables downloaded by name and cached; "
@@ -122,7 +201,7 @@ def report_text(arms, crit, inter, audit, figure: str, settings: dict) -> str:
         "total = params_active_precise (embeddings included); non-embedding = that less 50,304·W. "
         f"FLOP convention: {study.FLOP_CONVENTION}.", ""]
     lines += _fit_section(arms) + _test_section(arms) + _critical_section(crit)
-    lines += _interaction_section(inter) + _audit_section(*audit, figure)
+    lines += _interaction_section(inter) + _audit_section(*audit, figure) + list(more)
     return "\n".join(lines) + "\n"
 
 

@@ -71,3 +71,100 @@ def test_an_unknown_table_is_one_line_naming_the_flag(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert "--tables 'gemstone': expected a comma-separated list of gemstones, gemstones_cooldown" in err
+
+
+def test_the_miniature_writes_the_compute_optimal_prediction_gadre_and_figure_outputs(study):
+    """The parts beyond the core (items 4.2, 5, 2's Gadre check, 6) each write their file."""
+    optimal = _rows(study / "compute_optimal.csv")
+    assert {(r["law"], r["source"]) for r in optimal} == {
+        ("shape_quadratic", "fit (cluster bootstrap)"),
+        ("gemstones_width_depth", "the authors' released parameters")}
+    assert {r["shape"] for r in optimal} == {"depth", "width"}
+    fitted = [r for r in optimal if r["source"].startswith("fit")]
+    assert all(r["ci95_low"] and float(r["ci95_low"]) <= float(r["exponent"]) <= float(r["ci95_high"])
+               for r in fitted)
+    prediction = _rows(study / "prediction.csv")
+    assert len(prediction) == 3 * 3  # three held-out sets × three laws
+    assert {float(r["rmse_minus_chinchilla"]) for r in prediction if r["law"] == "chinchilla"} == {0.0}
+    assert {r["law"] for r in _rows(study / "gadre.csv")} == {"chinchilla", "shape_quadratic",
+                                                              "gemstones_width_depth", "depth_delusion"}
+    for name in ("loss_vs_depth_matched.png", "fitted_vs_observed.png", "d_crit.png"):
+        assert 0 < (study / name).stat().st_size < 200_000, name
+    report = (study / "report.md").read_text()
+    for heading in ("## 4.2 Compute-optimal", "## 5. Prediction", "## Item 2: the robust laws checked on Gadre",
+                    "## 6. Figures"):
+        assert heading in report, heading
+
+
+def test_a_bowl_in_ln_d_over_w_gives_equal_depth_and_width_exponents(study):
+    """shape_quadratic holds D/W at its optimum, so D* and W* grow alike with C (within the
+    integer-depth grid's resolution, 0.02); the authors' released width-depth parameters make
+    depth grow more slowly than width."""
+    optimal = {(r["law"], r["source"], r["arm"], r["shape"]): float(r["exponent"])
+               for r in _rows(study / "compute_optimal.csv")}
+    bowl = {k[3]: v for k, v in optimal.items() if k[0] == "shape_quadratic"}
+    assert bowl["depth"] == pytest.approx(bowl["width"], abs=0.02)
+    for arm in ("gemstones_cooldown (total N)", "gemstones_lr_half (total N)"):
+        released = {k[3]: v for k, v in optimal.items() if k[2] == arm}
+        assert 0 < released["depth"] < released["width"], released
+
+
+def test_the_gemstones_parameter_count_is_recovered_from_the_table(mirror):
+    """N(D, W) fitted to the table's own counts reproduces every shape's total count within 1.5%
+    (its non-embedding count within 2%: 768×3 has few blocks, so a small count), and the
+    non-embedding convention is the total less 50,304·W."""
+    import numpy as np
+
+    from depthdelusion.studies.public_shapes import table_runs
+    from depthdelusion.studies.public_shapes_optimal import gemstones_counts
+
+    for convention, tolerance in (("total", 0.015), ("non_embedding", 0.02)):
+        runs = table_runs("gemstones", convention)
+        counts = gemstones_counts(runs, convention)
+        assert np.max(np.abs(counts.params(runs.depth, runs.width) / runs.params - 1)) < tolerance
+    assert "N_total − 50304·W" in counts.params_formula
+
+
+def test_the_prediction_split_holds_out_the_large_shapes_and_the_last_budgets(mirror):
+    import numpy as np
+
+    from depthdelusion.studies.public_shapes import shape_labels, table_runs
+    from depthdelusion.studies.public_shapes_prediction import HELD_OUT, SMALL, split
+
+    runs = table_runs("gemstones", "total")
+    masks = split(runs, shape_labels(runs))
+    assert sum(m.astype(int) for m in masks.values()).tolist() == [1] * len(runs)  # a partition
+    assert runs.params[masks["train"]].max() <= SMALL and runs.tokens[masks["train"]].max() < 1e11 - 1e9
+    assert runs.params[masks[HELD_OUT[0]]].min() > SMALL
+    assert set(np.round(runs.tokens[masks[HELD_OUT[1]]], -9)) == {9e10, 1e11}
+
+
+def test_parts_without_the_core_leave_its_report_alone_and_say_partial(mirror, tmp_path):
+    (tmp_path / "report.md").write_text("the earlier full run\n")
+    code = main(["public-shapes", "--out", str(tmp_path), "--bootstrap", "0", "--tables", "gemstones",
+                 "--conventions", "total", "--laws", "chinchilla,depth_delusion", "--parts", "figures"])
+    assert code == 0
+    assert (tmp_path / "report.md").read_text() == "the earlier full run\n"
+    partial = (tmp_path / "report_partial.md").read_text()
+    assert partial.startswith("# Public shapes: PARTIAL RESULT — the parts figures only")
+    assert "report.md and its CSVs are from an earlier full run" in partial
+    assert (tmp_path / "d_crit.png").is_file() and not (tmp_path / "laws.csv").exists()
+
+
+def test_an_unknown_part_is_one_line_naming_the_flag(tmp_path, capsys):
+    assert main(["public-shapes", "--out", str(tmp_path), "--parts", "figure"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "--parts 'figure': expected a comma-separated list of laws, optimal, prediction, gadre, figures" in err
+
+
+def test_the_main_reports_audit_names_a_table_given_by_name_and_points_gemstones_to_this_study():
+    from depthdelusion.analysis.report_markdown import published_table_line
+
+    assert published_table_line("runs.csv") == []
+    line = published_table_line("published table epoch_chinchilla")[0]
+    assert "published table `epoch_chinchilla`" in line and "public-shapes" not in line
+    for label in ("published table gemstones", "published table gemstones_cooldown=/tmp/cool.jsonl"):
+        line = published_table_line(label)[0]
+        assert "`depthdelusion public-shapes`" in line and "do not lose" in line
+    assert "`gemstones_cooldown`" in published_table_line("published table gemstones_cooldown=/x")[0]

@@ -342,13 +342,33 @@ def _withheld_text(sh) -> list:
     return []
 
 
+#: published tables whose own shapes the public-shapes study audits against the paper's D_crit
+PUBLIC_SHAPES_TABLES = ("gemstones", "gemstones_cooldown", "gemstones_lr_half")
+
+
+def published_table_line(label: str) -> list:
+    """The audit's line for runs given as a published table by name (``--table NAME``, whose
+    label is "published table NAME[=PATH]"); none for a file of runs."""
+    if not label.startswith("published table "):
+        return []
+    name = label.removeprefix("published table ").partition("=")[0]
+    line = (f"The runs are the published table `{name}` (`depthdelusion tables` gives its provenance); "
+            "this section's audit is of published LLMs, not of the table's own shapes")
+    if name in PUBLIC_SHAPES_TABLES:
+        line += (" — the paper's audit of these shapes themselves (D / D_crit against each shape's excess "
+                 "loss), whole runs resampled, is the public-shapes study (`depthdelusion public-shapes`, "
+                 "analysis/public_shapes/): there the shapes past the paper's D_crit do not lose")
+    return [line + ".", ""]
+
+
 def _shape_section(r: ReportResults) -> list:
     """D_crit, the LLM audit and the optimal shape, in the runs' own parameter and compute
     units — or why they are not shown."""
     sh = r.shape
     if sh is None:
         return []
-    md = ["## Critical depth, published models and optimal shape", ""] + _withheld_text(sh)
+    md = (["## Critical depth, published models and optimal shape", ""] + _withheld_text(sh)
+          + published_table_line(r.settings.label))
     if sh.audit is None:
         return md
     md += [r.table("llm_audit").markdown(), ""]

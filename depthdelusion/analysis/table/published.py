@@ -239,17 +239,25 @@ def _gemstones_width_depth_fit(kind: str, E: float, exponents: tuple, coefficien
 
 #: The authors' Huber objective at their released width-depth optimum, per table (δ = 1e-3).
 GEMSTONES_WIDTH_DEPTH_OBJECTIVE = {"cool_end": 0.0008107426, "lr_ablation_hot": 0.0010089106}
-#: Released by the authors for these two tables (Huber δ = 1e-3); the hot table's width-depth
-#: optimum is released only at δ = 1e-4 (parameters_delta-4/), so it is a test constant.
-GEMSTONES_WIDTH_DEPTH = {
-    "cool_end": _gemstones_width_depth_fit(
-        "cool_end", 0.5874913187, (0.3540096969, 0.464087269, 0.3941362557, 0.5364845902),
-        (1.5262220266, -0.1780173948, 6.3319550722, 11.5393125864), GEMSTONES_WIDTH_DEPTH_OBJECTIVE["cool_end"]),
-    "lr_ablation_hot": _gemstones_width_depth_fit(
-        "lr_ablation_hot", 0.6638094371, (0.3843608161, 0.5124435014, 0.4096142991, 0.5401321511),
-        (1.5997194721, -0.2355685527, 6.6464813725, 11.8187276871),
-        GEMSTONES_WIDTH_DEPTH_OBJECTIVE["lr_ablation_hot"]),
+#: The authors' released width-depth optimum per table (Huber δ = 1e-3): ln E, the exponents
+#: (width, depth, parameters, tokens) and their ln-coefficients in the same order. The hot
+#: table's is released only at δ = 1e-4 (parameters_delta-4/), so it is a test constant.
+GEMSTONES_WIDTH_DEPTH_RELEASED = {
+    "cool_end": (0.5874913187, (0.3540096969, 0.464087269, 0.3941362557, 0.5364845902),
+                 (1.5262220266, -0.1780173948, 6.3319550722, 11.5393125864)),
+    "lr_ablation_hot": (0.6638094371, (0.3843608161, 0.5124435014, 0.4096142991, 0.5401321511),
+                        (1.5997194721, -0.2355685527, 6.6464813725, 11.8187276871)),
 }
+GEMSTONES_WIDTH_DEPTH = {kind: _gemstones_width_depth_fit(kind, *released, GEMSTONES_WIDTH_DEPTH_OBJECTIVE[kind])
+                         for kind, released in GEMSTONES_WIDTH_DEPTH_RELEASED.items()}
+
+
+def gemstones_width_depth_released(kind: str) -> dict:
+    """The authors' released optimum for table ``kind`` as the law's parameters (E, Aw, aw, Ad,
+    ad, A, alpha, B, beta)."""
+    lnE, (aw, ad, alpha, beta), (lnAw, lnAd, lnA, lnB) = GEMSTONES_WIDTH_DEPTH_RELEASED[kind]
+    return dict(E=math.exp(lnE), Aw=math.exp(lnAw), aw=aw, Ad=math.exp(lnAd), ad=ad, A=math.exp(lnA),
+                alpha=alpha, B=math.exp(lnB), beta=beta)
 
 
 def _isoflops(name: str, folder: str, what: str, paper: str, rows: int, reader=isoflop_table,
