@@ -82,7 +82,7 @@ def report_lines(results: list[ArmLaws], setting: str | None = None) -> list[str
     from depthdelusion.analysis.report.tables import param_interval
 
     lines = ["## Laws per arm" + ("" if setting else " (equal tokens)"), "",
-             f"Fitted to every finished seed of the arm's reported points (rows = seeds), least squares; "
+             "Fitted to every finished seed of the arm's reported points (rows = seeds), least squares; "
              + (setting or "N = total parameters (embeddings included); one token budget, so the token term "
                 "is absorbed into E") + ". "
              f"Intervals: profile likelihood (F-calibrated at these sizes). Tests: λ = 0 by a "

@@ -115,14 +115,14 @@ def parameter_rows(arms: list[Arm]) -> list[dict]:
             for name, value in f.params.items():
                 lo, hi = (f.ci_bootstrap or {}).get(name, (np.nan, np.nan))
                 rows.append({"table": arm.table, "n_convention": arm.convention, "law": law,
-                             "parameter": name, "value": _sig(value), "status": parameter_status(f, name),
-                             "ci95_low": _sig(lo), "ci95_high": _sig(hi), "rows": f.n, "runs": arm.n_shapes,
-                             "rss": _sig(f.rss), "aicc": round(f.aicc, 1),
+                             "parameter": name, "value": significant(value), "status": parameter_status(f, name),
+                             "ci95_low": significant(lo), "ci95_high": significant(hi), "rows": f.n, "runs": arm.n_shapes,
+                             "rss": significant(f.rss), "aicc": round(f.aicc, 1),
                              "bootstrap_kept": f.n_bootstrap})
     return rows
 
 
-def _sig(v, digits: int = 4):
+def significant(v, digits: int = 4):
     """A committed number to ``digits`` significant digits (the data support no more; the last
     bits would differ between BLAS builds)."""
     v = float(v)

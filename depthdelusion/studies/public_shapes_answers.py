@@ -27,7 +27,8 @@ PAPER_EXPONENT = PAPER_FIT["persistence_exponent"]
 LR_LAWS = {"shape_quadratic": ("m", "q"), "gemstones_width_depth": ("aw", "ad")}
 
 
-def _interval(samples) -> tuple[float, float]:
+def percentile_interval(samples) -> tuple[float, float]:
+    """The central LEVEL% percentile interval of the finite samples (NaN, NaN when none is)."""
     s = np.asarray(samples, float)
     s = s[np.isfinite(s)]
     if not len(s):
@@ -49,7 +50,7 @@ class CriticalDepth:
     def exponent_text(self) -> str:
         ref, (rlo, rhi) = PAPER_EXPONENT
         if self.p_status != "ok" or self.past == 0:
-            where = (f"no checkpoint lies past the fitted D_crit, so the kink is outside the data"
+            where = ("no checkpoint lies past the fitted D_crit, so the kink is outside the data"
                      if self.past == 0 else f"its status is {self.p_status}")
             return (f"p is not identified ({where}; the optimum's p = {self.p:.3g} is one point of "
                     f"a flat ridge, not an estimate): nothing to set against the paper's {ref} [{rlo}, {rhi}]")
@@ -71,7 +72,7 @@ def critical_depth(arm: Arm) -> CriticalDepth | None:
     c_s, p_s = boot[:, names.index("c")], boot[:, names.index("p")]
     widths = []
     for w in sorted({float(x) for x in arm.runs.width}):
-        widths.append((w, f.params["c"] * w ** f.params["p"], _interval(c_s * w ** p_s)))
+        widths.append((w, f.params["c"] * w ** f.params["p"], percentile_interval(c_s * w ** p_s)))
     d_crit = f.params["c"] * np.asarray(arm.runs.width, float) ** f.params["p"]
     past = int(np.sum(np.asarray(arm.runs.depth, float) > d_crit))
     return CriticalDepth(arm.label, f.params["p"], f.ci_bootstrap["p"] if f.ci_bootstrap else (np.nan, np.nan),
@@ -115,7 +116,7 @@ def lr_interaction(*, bootstrap: int, seed: int, convention: str = "total") -> l
                 n = min(a.n_bootstrap, b.n_bootstrap)
                 diff = b.bootstrap_params[:n, i] - a.bootstrap_params[::-1][:n, i]
             p = 2 * min(np.mean(diff <= 0), np.mean(diff >= 0)) if len(diff) else np.nan
-            out.append(Interaction(law, name, a.params[name], b.params[name], _interval(diff),
+            out.append(Interaction(law, name, a.params[name], b.params[name], percentile_interval(diff),
                                    float(min(1.0, p)), paired, len(common)))
     return out
 
@@ -149,4 +150,4 @@ def audit(arm: Arm, *, bootstrap: int, seed: int) -> tuple[list[AuditRow], float
     rng = np.random.default_rng(seed)
     draws = [rng.choice(excess[deep], deep.sum()).mean() - rng.choice(excess[~deep], (~deep).sum()).mean()
              for _ in range(bootstrap)]
-    return rows, float(excess[deep].mean() - excess[~deep].mean()), _interval(draws)
+    return rows, float(excess[deep].mean() - excess[~deep].mean()), percentile_interval(draws)

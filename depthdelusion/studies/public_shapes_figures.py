@@ -23,7 +23,7 @@ WIDTH_TICKS = (256, 512, 1024, 2048, 3072)
 
 def draw(arm, out: Path) -> list[str]:
     """Every figure of the module for ``arm``; one line per file saying what it shows."""
-    from depthdelusion.analysis import plots
+    from depthdelusion.analysis.report import plots
 
     return [_matched(arm, out / "loss_vs_depth_matched.png", plots),
             _fitted(arm, out / "fitted_vs_observed.png", plots),
@@ -38,7 +38,7 @@ def _shapes(arm):
 
 
 def _matched(arm, path: Path, plots) -> str:
-    from depthdelusion.analysis.isoflop import group_budgets
+    from depthdelusion.analysis.fitting.isoflop import group_budgets
 
     shapes = _shapes(arm)
     n = np.array([s[2] for s in shapes])

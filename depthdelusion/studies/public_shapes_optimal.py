@@ -1,7 +1,7 @@
 """The public-shapes study's compute-optimal shape (issue 51, item 4.2): D*(C) and W*(C).
 
 Each fitted shape law is minimised over (D, W) at fixed compute by
-:func:`depthdelusion.analysis.shape.optimal_shape` (integer D, continuous W, T = C / (6·N_total)),
+:func:`depthdelusion.analysis.report.shape.optimal_shape` (integer D, continuous W, T = C / (6·N_total)),
 with N(D, W) the Gemstones architecture's own count, recovered from the table: a least-squares
 fit of ``params_active_precise`` on D·W², D·W and W over the suite's shapes (the table gives the
 count per shape, not the formula). The exponents D* ∝ C^a, W* ∝ C^b are slopes over budgets
@@ -37,8 +37,8 @@ class Optimum:
 def gemstones_counts(runs, convention: str):
     """N(D, W) of the Gemstones architecture in ``convention`` and C = 6·N_total·T, from a
     least-squares fit of the table's per-shape total count; with its largest relative error."""
-    from depthdelusion.analysis.published import GEMSTONES_VOCAB
-    from depthdelusion.analysis.shape import Counts
+    from depthdelusion.analysis.report.shape import Counts
+    from depthdelusion.analysis.table.published import GEMSTONES_VOCAB
 
     total = np.asarray(runs.params, float)
     if convention == "non_embedding":  # the arm's N is the total less the embedding matrix
@@ -70,7 +70,7 @@ def suite_budgets(runs, convention: str) -> np.ndarray:
 
 def optima(arm, *, bootstrap: int) -> list[Optimum]:
     """D*(C), W*(C) per shape law fitted to ``arm``, intervals from ``bootstrap`` of its draws."""
-    from depthdelusion.analysis.shape import optimal_shape
+    from depthdelusion.analysis.report.shape import optimal_shape
 
     counts, budgets = gemstones_counts(arm.runs, arm.convention), suite_budgets(arm.runs, arm.convention)
     out = []
@@ -85,8 +85,8 @@ def optima(arm, *, bootstrap: int) -> list[Optimum]:
 def released_optima(runs) -> list[Optimum]:
     """The exponents implied by the authors' released width-depth optimum for each table (total
     N, their convention), over ``runs``' compute range; no interval (none is released)."""
-    from depthdelusion.analysis.published import gemstones_width_depth_released
-    from depthdelusion.analysis.shape import optimal_shape
+    from depthdelusion.analysis.report.shape import optimal_shape
+    from depthdelusion.analysis.table.published import gemstones_width_depth_released
 
     counts, budgets = gemstones_counts(runs, "total"), suite_budgets(runs, "total")
     return [Optimum(f"{table} (total N)", "gemstones_width_depth", "the authors' released parameters",

@@ -3,7 +3,7 @@
 :func:`predict`: every law fitted on the shapes up to ``SMALL`` parameters at all but the last
 ``LAST_BUDGETS`` token budgets, then asked for three held-out sets: the larger shapes (at the
 fitted budgets), the small shapes' last budgets, and the larger shapes' last budgets. Each fit is
-the bare fit of a rollout step (:mod:`depthdelusion.analysis.rollout`: no bootstrap, profile or
+the bare fit of a rollout step (:mod:`depthdelusion.analysis.fitting.rollout`: no bootstrap, profile or
 leave-one-out; same seed), each set's errors a rollout ``Step`` (observed − predicted, nats).
 A law's error is set against the shape-agnostic baseline (chinchilla) on the same held-out
 checkpoints: the difference of RMSEs, with a cluster-bootstrap interval over the held-out runs
@@ -55,7 +55,7 @@ def split(runs, clusters) -> dict:
 
 def predict(arm: Arm, laws, *, bootstrap: int, seed: int) -> list[Prediction]:
     """Each law fitted on ``split``'s train rows, its errors on each held-out set against chinchilla's."""
-    from depthdelusion.analysis.rollout import Step
+    from depthdelusion.analysis.fitting.rollout import Step
 
     masks = split(arm.runs, arm.clusters)
     train = arm.runs.subset(masks["train"])
@@ -75,7 +75,7 @@ def predict(arm: Arm, laws, *, bootstrap: int, seed: int) -> list[Prediction]:
 
 def _vs_baseline(err, base, labels, bootstrap: int, seed: int):
     """RMSE(err) − RMSE(base) and its 95% cluster-bootstrap interval over the held-out runs."""
-    from .public_shapes_answers import _interval
+    from .public_shapes_answers import percentile_interval
 
     rmse = lambda e: float(np.sqrt(np.mean(e ** 2)))  # noqa: E731
     diff = rmse(err) - rmse(base)
@@ -87,7 +87,7 @@ def _vs_baseline(err, base, labels, bootstrap: int, seed: int):
     for _ in range(bootstrap):
         idx = np.concatenate([groups[i] for i in rng.integers(0, len(groups), len(groups))])
         draws.append(rmse(err[idx]) - rmse(base[idx]))
-    return diff, _interval(draws)
+    return diff, percentile_interval(draws)
 
 
 def prediction_rows(preds: list[Prediction]) -> list[dict]:
@@ -116,7 +116,7 @@ def gadre(*, bootstrap: int, seed: int, laws=GADRE_LAWS) -> tuple[list[GadreFit]
     """The laws of ``laws`` fitted to Gadre et al.'s runs with a width and depth (total N), one
     offset per training set; (fits sorted by AICc, the runs fitted)."""
     from depthdelusion.analysis import fit
-    from depthdelusion.analysis.published import load_table
+    from depthdelusion.analysis.table.published import load_table
 
     runs = load_table("gadre2024")
     runs = runs.subset(np.isfinite(np.asarray(runs.depth, float)) & np.isfinite(np.asarray(runs.width, float)))
@@ -128,16 +128,16 @@ def gadre(*, bootstrap: int, seed: int, laws=GADRE_LAWS) -> tuple[list[GadreFit]
 
 def gadre_rows(fits: list[GadreFit]) -> list[dict]:
     """gadre.csv: per law and parameter the value, status and case-bootstrap interval."""
-    from depthdelusion.analysis.fit_result import parameter_status
+    from depthdelusion.analysis.fitting.result import parameter_status
 
-    from .public_shapes import _sig
+    from .public_shapes import significant
 
     rows = []
     for g in fits:
         for name, value in g.fit.params.items():
             lo, hi = (g.fit.ci_bootstrap or {}).get(name, (np.nan, np.nan))
-            rows.append({"law": g.law, "parameter": name, "value": _sig(value),
-                         "status": parameter_status(g.fit, name), "ci95_low": _sig(lo), "ci95_high": _sig(hi),
+            rows.append({"law": g.law, "parameter": name, "value": significant(value),
+                         "status": parameter_status(g.fit, name), "ci95_low": significant(lo), "ci95_high": significant(hi),
                          "rows": g.fit.n, "d_aicc": round(g.d_aicc, 1), "bootstrap_kept": g.fit.n_bootstrap})
     return rows
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from depthdelusion.analysis.formats.table_text import markdown_table
 from depthdelusion.analysis.reference import PAPER_SHAPE_EXPONENTS
-from depthdelusion.analysis.tables import markdown_table
 
 from .public_shapes_prediction import BASELINE, HELD_OUT, LAST_BUDGETS, SMALL
 
@@ -70,7 +70,7 @@ def _n(v, spec: str = "{:+.4f}") -> str:
 def gadre_section(fits, runs) -> list[str]:
     if not fits:
         return []
-    from depthdelusion.analysis.fit_result import parameter_status
+    from depthdelusion.analysis.fitting.result import parameter_status
 
     shapes = sorted({(int(w), int(d)) for w, d in zip(runs.width, runs.depth)})
     table = []

@@ -159,7 +159,7 @@ def test_an_unknown_part_is_one_line_naming_the_flag(tmp_path, capsys):
 
 
 def test_the_main_reports_audit_names_a_table_given_by_name_and_points_gemstones_to_this_study():
-    from depthdelusion.analysis.report_markdown import published_table_line
+    from depthdelusion.analysis.report.markdown import published_table_line
 
     assert published_table_line("runs.csv") == []
     line = published_table_line("published table epoch_chinchilla")[0]

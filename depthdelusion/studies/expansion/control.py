@@ -195,7 +195,7 @@ def control_markdown(summary: dict, static: list[dict], done: int, todo: list, c
                       f"{c['mean_b']:.4f} ± {c['sd_b']:.4f}", f"{c['diff']:+.4f}",
                       f"[{c['welch_lo']:+.4f}, {c['welch_hi']:+.4f}] (df {c['welch_df']:.1f})",
                       f"[{c['paired_lo']:+.4f}, {c['paired_hi']:+.4f}]"])
-    lines += [f"Validation loss on the test seeds, mean ± SD over seeds; difference with its 95% Welch t "
+    lines += ["Validation loss on the test seeds, mean ± SD over seeds; difference with its 95% Welch t "
               "interval and, beside it, the paired t interval by init seed.", "",
               markdown_table(["a − static", "lr a / static", "a: mean ± SD", "static: mean ± SD", "a − static",
                               "Welch 95%", "paired 95%"], table, align="llllrll")]
