@@ -12,7 +12,9 @@ import os
 import tempfile
 import time
 
+from depthdelusion.analysis.fitting.options import FitOptions
 from depthdelusion.analysis.report.build import write_report
+from depthdelusion.analysis.report.options import ReportOptions
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--bootstrap", type=int, default=1000)
@@ -21,8 +23,7 @@ args = parser.parse_args()
 load_before = os.getloadavg()[0]
 with tempfile.TemporaryDirectory() as out:
     start, cpu = time.perf_counter(), time.process_time()
-    write_report("paper", out, bootstrap=args.bootstrap, runs_label="paper",
-                 figures=not args.no_figures)
+    write_report("paper", out, ReportOptions(fit=FitOptions(bootstrap=args.bootstrap), runs_label="paper"), figures=not args.no_figures)
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
 print(f"paper report, {args.bootstrap} bootstrap refits per law: {elapsed:.1f} s wall, "
       f"{cpu:.1f} s CPU; load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after "

@@ -24,7 +24,10 @@ from typing import Any, Callable, NamedTuple
 from etils import epath
 
 from depthdelusion import rundir
-from depthdelusion.analysis.fitting.options import SWEEP_BOOTSTRAP
+from depthdelusion.analysis.fitting.options import SWEEP_BOOTSTRAP, FitOptions
+
+#: the fits of the report that closes a sweep (the command line's --bootstrap sets the count)
+SWEEP_FIT = FitOptions(bootstrap=SWEEP_BOOTSTRAP)
 from depthdelusion.analysis.formats.table_text import write_csv
 from depthdelusion.config import Config, from_dict, parse_override, read_yaml, set_field
 from depthdelusion.progress import Stages
@@ -259,12 +262,13 @@ def _default_train(cfg: Config, run_dir: epath.Path) -> dict[str, Any]:
     return train(cfg, run_dir)
 
 
-def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, bootstrap: int = SWEEP_BOOTSTRAP,
+def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, fit: FitOptions = SWEEP_FIT,
                        figures: bool = True) -> str:
     """Fit the laws to the finished runs and write OUT/report/. Returns the report's answer,
     its "In short" paragraph (the verdict where there is none); with too few finished runs (or
     a fit that cannot be made), writes report.md saying so and returns "no fit: <why>"."""
     from depthdelusion.analysis.report.build import DEFAULT_LAWS, write_report
+    from depthdelusion.analysis.report.options import ReportOptions
 
     report_dir = out / "report"
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -278,9 +282,8 @@ def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, bootstrap
             while True:
                 try:  # from the run directories (local or remote): gradient profiles included
                     with Stages("report") as progress:  # on stderr
-                        report = write_report(str(out), Path(tmp) / "report", laws=laws,
-                                              bootstrap=bootstrap, figures=figures,
-                                              runs_label=str(out), progress=progress)
+                        report = write_report(str(out), Path(tmp) / "report", ReportOptions(fit=fit, laws=tuple(laws), runs_label=str(out)),
+                                              figures=figures, progress=progress)
                     break
                 except ValueError as err:
                     match = re.match(r"law '([\w]+)' has \d+ free parameters", str(err))
@@ -305,7 +308,7 @@ def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, bootstrap
 
 def run_sweep(grid: Grid, out: str | Path, *, only: str | None = None, dry_run: bool = False,
               train_fn: Callable[[Config, epath.Path], dict] | None = None,
-              report: bool = True, bootstrap: int = SWEEP_BOOTSTRAP, log=print) -> list[dict[str, Any]]:
+              report: bool = True, fit: FitOptions = SWEEP_FIT, log=print) -> list[dict[str, Any]]:
     """Train every selected run of `grid` under OUT/<name>/ and return the runs.csv rows.
 
     finished (summary.json status "finished") -> skipped; anything else -> train(cfg, run_dir),
@@ -346,9 +349,9 @@ def run_sweep(grid: Grid, out: str | Path, *, only: str | None = None, dry_run: 
                 f"{', '.join(unset[:3])}{' ...' if len(unset) > 3 else ''}: on a pod that would train on the "
                 "built-in toy corpus; pass --set data.path=gs://BUCKET/prepared-data")
     if not multihost:
-        return _run_all(grid, out, runs, train_fn, report, bootstrap, log, primary=True)
+        return _run_all(grid, out, runs, train_fn, report, fit, log, primary=True)
     try:  # an error outside train() (a runs.csv write on process 0) must not strand the others
-        return _run_all(grid, out, runs, train_fn, report, bootstrap, log, primary=jax.process_index() == 0)
+        return _run_all(grid, out, runs, train_fn, report, fit, log, primary=jax.process_index() == 0)
     except Exception as err:
         from depthdelusion.train.watchdog import end_every_host
 
@@ -368,7 +371,7 @@ def _agreed_by_every_host(err: Exception) -> bool:
 
 
 def _run_all(grid: Grid, out: epath.Path, runs: list[tuple[str, Config]], train_fn, report: bool,
-             bootstrap: int, log, primary: bool) -> list[dict[str, Any]]:
+             fit: FitOptions, log, primary: bool) -> list[dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for i, (name, cfg) in enumerate(runs, 1):
@@ -410,7 +413,7 @@ def _run_all(grid: Grid, out: epath.Path, runs: list[tuple[str, Config]], train_
     log(f"{done} of {len(rows)} run(s) finished; table: {out / 'runs.csv'}")
     if report and primary:  # every finished run of the grid, whichever slice trained it
         # the sweep ends with its answer: the report's "In short", then where the report is
-        answer = write_sweep_report(out, table, bootstrap=bootstrap)
+        answer = write_sweep_report(out, table, fit=fit)
         log(answer)
         log(f"report: {out / 'report' / 'report.md'}")
     return rows

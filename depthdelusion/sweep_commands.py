@@ -9,7 +9,7 @@ import sys
 from etils import epath
 
 from depthdelusion import exit_codes
-from depthdelusion.analysis.fitting.options import SWEEP_BOOTSTRAP
+from depthdelusion.analysis.fitting.options import SWEEP_BOOTSTRAP, FitOptions
 from depthdelusion.config import read_yaml
 
 
@@ -32,7 +32,7 @@ def run_sweep_command(*, experiment: str, out: str, overrides: list[str], only: 
     initialize()  # multi-host TPU slices: found automatically
 
     grid = load_grid(experiment, overrides)
-    rows = run_sweep(grid, out, only=only, dry_run=dry_run, report=not no_report, bootstrap=bootstrap,
+    rows = run_sweep(grid, out, only=only, dry_run=dry_run, report=not no_report, fit=FitOptions(bootstrap=bootstrap),
                      log=lambda text: print(text, flush=True))
     if dry_run:
         print(f"{len(rows)} run(s) of {grid.name}; nothing was run (--dry-run)")

@@ -6,14 +6,15 @@ import shutil
 import pytest
 import yaml
 from etils import epath
+from gcs_emulator import bucket, gcs_server  # noqa: F401 (fixtures)
 
 from depthdelusion import rundir
+from depthdelusion.analysis.fitting.options import FitOptions
 from depthdelusion.analysis.table.runs import load_runs
 from depthdelusion.cli import main
 from depthdelusion.config import load_config
 from depthdelusion.rundir import ConfigChanged, MetricsWriter, read_metrics
 from depthdelusion.train.loop import train
-from gcs_emulator import bucket, gcs_server  # noqa: F401 (fixtures)
 
 TINY = {
     "model": {"depth": 2, "width": 32, "head_dim": 16, "seq_len": 32},
@@ -131,10 +132,9 @@ def test_gs_sweeps_are_analysed_from_their_run_directories(bucket, tmp_path):
     directories through epath: the gradient profiles, hence the persistence section, are there
     as for a local sweep; the report is written to the bucket."""
     import numpy as np
+    from analysis.conftest import write_run
 
     from depthdelusion.sweep import write_sweep_report
-
-    from analysis.conftest import write_run
 
     rng = np.random.default_rng(0)
     sweep = epath.Path(f"{bucket}/sweep")
@@ -151,7 +151,7 @@ def test_gs_sweeps_are_analysed_from_their_run_directories(bucket, tmp_path):
                      "final_loss_se": summary["final_loss_se"]})  # as the sweep's runs.csv rows
     runs = load_runs(str(sweep))
     assert len(runs) == 12 and all(p is not None for p in runs.profiles)
-    verdict = write_sweep_report(sweep, rows, bootstrap=0, figures=False)
+    verdict = write_sweep_report(sweep, rows, fit=FitOptions(bootstrap=0), figures=False)
     assert not verdict.startswith("no fit"), verdict
     md = (sweep / "report" / "report.md").read_text()
     assert "## Gradient persistence length" in md and str(sweep) in md

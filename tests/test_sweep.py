@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from depthdelusion.analysis.fitting.options import FitOptions
 from depthdelusion.model_size import count_params
 from depthdelusion.rundir import ConfigChanged
 from depthdelusion.sweep import load_grid, run_sweep, select, steps_for_budget
@@ -173,7 +174,7 @@ def test_sweep_trains_records_failures_and_skips_finished_runs(tmp_path):
         calls.append(str(run_dir))
         return train(cfg, run_dir)
 
-    rows = run_sweep(grid, out, train_fn=spy, bootstrap=0, log=lambda _: None)
+    rows = run_sweep(grid, out, train_fn=spy, fit=FitOptions(bootstrap=0), log=lambda _: None)
     assert [r["status"] for r in rows] == ["finished", "finished", "failed"]
     assert "matches no files" in rows[2]["error"] and (out / "d1_w8" / "error.txt").exists()
     with open(out / "runs.csv") as fh:
@@ -221,7 +222,7 @@ def test_the_sweep_ends_with_the_reports_in_short_answer_and_its_path(tmp_path, 
 
     logs = []
     out = tmp_path / "sweep"
-    run_sweep(grid, out, train_fn=finished_run, bootstrap=0, log=logs.append)
+    run_sweep(grid, out, train_fn=finished_run, fit=FitOptions(bootstrap=0), log=logs.append)
     *_, table_line, answer, where = logs
     assert table_line == f"9 of 9 run(s) finished; table: {out / 'runs.csv'}"
     assert answer.startswith("In short: 9 runs (depth 2–8 × width 16–64)")

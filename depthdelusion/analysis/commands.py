@@ -134,6 +134,7 @@ def run_report(*, runs: str | None = None, out: str, table_name: str | None = No
 
 def _write_reports(parts, out, *, by, options: FitOptions, step, figures, label, groups, params) -> None:
     from .report.build import write_report
+    from .report.options import ReportOptions
 
     for value, part in parts.items():
         where_to = out if value is None else out / _safe_dir(f"{by}={value}")
@@ -141,10 +142,9 @@ def _write_reports(parts, out, *, by, options: FitOptions, step, figures, label,
             if note.startswith(("--where", "--drop-outliers")):
                 print(note, file=sys.stderr)
         with Stages("report" if value is None else f"report {by}={value}") as progress:
-            report = write_report(part, where_to, bootstrap=options.bootstrap, seed=options.seed,
-                                  method=options.method, step=step, figures=figures,
-                                  runs_label=str(label), groups=groups, params=params,
-                                  progress=progress)
+            report = write_report(part, where_to, ReportOptions(fit=options, step=step, runs_label=str(label),
+                                                                 groups=groups, params=params),
+                                  figures=figures, progress=progress)
         print(f"wrote {len(report.files)} files to {report.out}")
         print(report.verdict)
 

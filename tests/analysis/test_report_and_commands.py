@@ -5,7 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from depthdelusion.analysis.fitting.options import FitOptions
 from depthdelusion.analysis.report.build import write_report
+from depthdelusion.analysis.report.options import ReportOptions
 from depthdelusion.cli import command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,7 +120,7 @@ def test_committed_paper_report_is_up_to_date(tmp_path):
     # Regenerates the text outputs (not the PNGs, whose bytes vary) and compares them with the
     # tolerances above.
     bootstrap = _bootstrap_count_of_committed_report()
-    write_report("paper", tmp_path, bootstrap=bootstrap, seed=0, figures=False, runs_label="paper")
+    write_report("paper", tmp_path, ReportOptions(fit=FitOptions(bootstrap=bootstrap, seed=0), runs_label="paper"), figures=False)
     texts = sorted(p.name for p in COMMITTED.iterdir() if p.suffix in (".md", ".tex", ".csv"))
     assert texts == sorted(p.name for p in tmp_path.iterdir())
     for name in texts:
@@ -201,7 +203,7 @@ def test_report_on_a_table_without_shapes_skips_the_laws_that_need_them(tmp_path
             loss = 1.7 + 400 * n ** -0.34 + 410 * t ** -0.28 + 0.01 * rng.standard_normal()
             rows.append(f"{n:.0f},{t:.0f},{loss}")
     (tmp_path / "runs.csv").write_text("\n".join(rows) + "\n")
-    report = write_report(tmp_path / "runs.csv", tmp_path / "rep", bootstrap=0, figures=True)
+    report = write_report(tmp_path / "runs.csv", tmp_path / "rep", ReportOptions(fit=FitOptions(bootstrap=0)), figures=True)
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "depth_delusion not fitted: the law needs the column(s) depth, width" in md
     assert set(report.fits) == {"kaplan", "chinchilla"}
@@ -222,7 +224,7 @@ def test_opening_paragraph_follows_the_title_when_persistence_fits_warn(run_fact
         loss = 1.8 + 30 * n ** -0.15 + 0.01 * rng.standard_normal()
         run_factory(f"d{d}w{w}", d, w, float(loss), ell=0.6 * w ** 0.44, act_ell=0.5 * w ** 0.44,
                     seed=i, steps=(0, 1000))
-    _, md, _ = build_report(str(tmp_path / "runs"), bootstrap=5, step=1000, design=False)
+    _, md, _ = build_report(str(tmp_path / "runs"), ReportOptions(fit=FitOptions(bootstrap=5), step=1000, design=False))
     lines = md.split("\n")
     assert "warning: only 1 logged step(s)" in md  # the persistence section warns ...
     assert not any(line.startswith("WARNING") for line in lines)  # ... no fit is invalidated

@@ -8,11 +8,12 @@ import time
 
 import yaml
 from etils import epath
+from gcs_emulator import bucket, gcs_server, this_process_through_proxy  # noqa: F401 (fixtures)
 
 from depthdelusion import rundir
-from depthdelusion.sweep import load_grid, run_sweep
+from depthdelusion.analysis.fitting.options import FitOptions
 from depthdelusion.rundir import MetricsWriter, read_metrics
-from gcs_emulator import bucket, gcs_server, this_process_through_proxy  # noqa: F401 (fixtures)
+from depthdelusion.sweep import load_grid, run_sweep
 
 GRID = {
     "name": "gcs", "name_format": "d{depth}_w{width}",
@@ -34,10 +35,10 @@ def test_sweep_rerun_and_report_on_gs(bucket):
     epath.Path(f"{bucket}/exp/grid.yaml").write_text(yaml.safe_dump(grid_dict))
     grid = load_grid(f"{bucket}/exp/grid.yaml")
     out = f"{bucket}/sweep"
-    rows = run_sweep(grid, out, bootstrap=0, log=lambda _: None)
+    rows = run_sweep(grid, out, fit=FitOptions(bootstrap=0), log=lambda _: None)
     assert [r["status"] for r in rows] == ["finished"], rows
     logs = []
-    rows = run_sweep(grid, out, bootstrap=0, log=logs.append)  # nothing left to train
+    rows = run_sweep(grid, out, fit=FitOptions(bootstrap=0), log=logs.append)  # nothing left to train
     assert [r["status"] for r in rows] == ["finished"] and not any("resuming" in line for line in logs), logs
     sweep = epath.Path(out)
     for name in ("d1_w16",):

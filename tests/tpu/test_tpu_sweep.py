@@ -7,6 +7,7 @@ import jax
 import pytest
 import yaml
 
+from depthdelusion.analysis.fitting.options import FitOptions
 from depthdelusion.sweep import load_grid, run_sweep
 
 GRID = {
@@ -41,7 +42,7 @@ def test_two_slices_sharing_a_sweep_directory_keep_each_others_rows(tmp_path):
         "d1_w16": "finished", "d2_w16": "not started", "d3_w16": "not started"}
     (out / "d3_w16").mkdir()
     (out / "d3_w16" / "metrics.jsonl").write_text('{"step": 1, "loss": 5.0}\n')  # slice C, mid-run
-    run_sweep(grid, out, only="d2_*", train_fn=fake_train, bootstrap=0, log=lambda _: None)  # slice B
+    run_sweep(grid, out, only="d2_*", train_fn=fake_train, fit=FitOptions(bootstrap=0), log=lambda _: None)  # slice B
     rows = table(out / "runs.csv")
     assert {n: r["status"] for n, r in rows.items()} == {
         "d1_w16": "finished", "d2_w16": "finished", "d3_w16": "unfinished"}

@@ -1,9 +1,9 @@
 """The options of a fit and of the rows it reads, each a frozen object that a command builds once
 from its command line and hands on whole (to the fits, the report, isoflop, the outlier check).
 Every default is written once, here or beside the code that owns it (the outlier threshold in
-``diagnostics``); the library's own functions (``fit``, ``write_report``, ``isoflop``) keep
-their keyword arguments and take their defaults from the same constants. The command line
-reads the defaults for its help text.
+``diagnostics``); the public ``fit`` and ``isoflop`` keep their keyword arguments and take their
+defaults from the same constants, and a report takes a ``FitOptions`` inside its
+``report.options.ReportOptions``. The command line reads the defaults for its help text.
 """
 from __future__ import annotations
 

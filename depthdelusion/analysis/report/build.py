@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...progress import SILENT
-from ..fitting.options import BOOTSTRAP
 from ..formats.table_text import latex_document, write_csv
-from ..science.persistence import DEFAULT_STEP
 from .markdown import first_lines, in_short, markdown, numerics_markdown, verdict_text
+from .options import DEFAULT_LAWS, ReportOptions
 from .results import (
     GROUP_MODES,
     MIN_RUNS_ALONE,
@@ -40,8 +39,6 @@ __all__ = ["DEFAULT_LAWS", "GROUP_MODES", "MIN_RUNS_ALONE", "SIZE_CLASS_GAP", "R
            "build_report", "derived_quantities_blocked", "design_forms", "design_matrix", "latex",
            "markdown", "mixed_budgets", "size_classes", "write_report"]
 
-DEFAULT_LAWS = ("depth_delusion", "depth_delusion_relative", "depth_delusion_power",
-                "shape_quadratic", "depth_softplus", "kaplan")
 
 
 @dataclass
@@ -68,27 +65,11 @@ def latex(r: ReportResults) -> str:
                           + r.settings.command)
 
 
-def build_report(runs, *, laws=DEFAULT_LAWS, bootstrap: int = BOOTSTRAP, seed: int = 0,
-                 method: str = "lm", step: int = DEFAULT_STEP, runs_label: str | None = None,
-                 shape_draws: int = 200, groups: str = "auto", params: str = "total",
-                 design: bool = True, fit_options: dict | None = None,
-                 lr_replicates: int | None = None, progress=SILENT) -> tuple[Report, str, str]:
-    """Fit and tabulate; returns (report, markdown, latex) without writing anything.
-
-    ``groups``: ``"auto"`` (per-group offsets E_g when the groups' token budgets differ or are
-    unknown for some, else pooled), ``"offsets"`` or ``"pooled"`` (flagged when budgets differ).
-    ``params``: the N convention (``"total"``, ``"non_embedding"``, ``"recomputed"``).
-    ``design``: also tabulate the verdict in every form the design allows (several groups only).
-    ``fit_options``: extra keyword arguments for the main fits (e.g. ``leave_one_out=False``).
-    ``lr_replicates``: parametric-bootstrap replicates of the main fits' likelihood-ratio tests
-    (0: Davies' bound for λ = 0, and no kink-vs-smooth test); default ``DEFAULT_REPLICATES``,
-    or ``bootstrap`` when that is smaller (0: a quick look without resampling).
-    ``progress``: a ``depthdelusion.progress.Stages`` told as each stage starts.
-    """
-    r = with_tables(compute(runs, laws=laws, bootstrap=bootstrap, seed=seed, method=method,
-                            step=step, runs_label=runs_label, shape_draws=shape_draws,
-                            groups=groups, params=params, design=design, fit_options=fit_options,
-                            lr_replicates=lr_replicates, progress=progress))
+def build_report(runs, options: ReportOptions = ReportOptions(), *,
+                 progress=SILENT) -> tuple[Report, str, str]:
+    """Fit and tabulate as ``options`` say; returns (report, markdown, latex) without writing
+    anything. ``progress``: a ``depthdelusion.progress.Stages`` told as each stage starts."""
+    r = with_tables(compute(runs, options, progress=progress))
     report = Report(Path("."), r.fits, list(r.tables), verdict=verdict_text(r), in_short=in_short(r),
                     verdicts=list(r.verdicts), first_lines=first_lines(r),
                     persistence=r.persistence.as_dict(), runs=r.runs, results=r)
@@ -137,18 +118,14 @@ def _figures_markdown(r: ReportResults, names) -> str:
     return md
 
 
-def write_report(runs, out, *, laws=DEFAULT_LAWS, bootstrap: int = BOOTSTRAP, seed: int = 0,
-                 method: str = "lm", step: int = DEFAULT_STEP, figures: bool = True,
-                 runs_label: str | None = None, groups: str = "auto", params: str = "total",
-                 design: bool = True, lr_replicates: int | None = None, progress=SILENT) -> Report:
+def write_report(runs, out, options: ReportOptions = ReportOptions(), *, figures: bool = True,
+                 progress=SILENT) -> Report:
     """Write report.md, report.tex, <table>.csv and (if ``figures``) PNGs into ``out``
-    (``groups``, ``params``, ``design``, ``progress``: see :func:`build_report`)."""
+    (``options``, ``progress``: see :func:`build_report`)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     progress.expect(bool(figures))
-    report, md, tex = build_report(runs, laws=laws, bootstrap=bootstrap, seed=seed, method=method,
-                                   step=step, runs_label=runs_label, groups=groups, params=params,
-                                   design=design, lr_replicates=lr_replicates, progress=progress)
+    report, md, tex = build_report(runs, options, progress=progress)
     report.out = out
     to_draw = _figures(report.results)
     md += _figures_markdown(report.results, to_draw)

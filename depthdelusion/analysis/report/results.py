@@ -41,6 +41,7 @@ from ..science.spectra import spectrum_section
 from ..table.columns import law_missing_columns
 from ..table.runs import PAPER_VOCAB, Runs, load_runs
 from .consistency import ConsistencyAudit, audit_param_counts, with_param_convention
+from .options import ReportOptions
 from .shape import (
     ShapeAudit,
     audit_shapes,
@@ -478,14 +479,13 @@ def primary_law(laws) -> str | None:
     return None
 
 
-def _settings(runs, laws, bootstrap, seed, method, step, runs_label, shape_draws, groups, params,
-              lr_replicates) -> Settings:
-    if lr_replicates is None:
-        lr_replicates = min(DEFAULT_REPLICATES, bootstrap)
-    if groups not in GROUP_MODES:
-        raise ValueError(f"groups must be one of {', '.join(GROUP_MODES)}, got {groups!r}")
-    label = runs_label or (runs if isinstance(runs, str) else "RUNS")
-    return Settings(label, bootstrap, seed, method, step, groups, params, lr_replicates, shape_draws)
+def _settings(runs, o: ReportOptions) -> Settings:
+    lr_replicates = min(DEFAULT_REPLICATES, o.fit.bootstrap) if o.lr_replicates is None else o.lr_replicates
+    if o.groups not in GROUP_MODES:
+        raise ValueError(f"groups must be one of {', '.join(GROUP_MODES)}, got {o.groups!r}")
+    label = o.runs_label or (runs if isinstance(runs, str) else "RUNS")
+    return Settings(label, o.fit.bootstrap, o.fit.seed, o.fit.method, o.step, o.groups, o.params,
+                    lr_replicates, o.shape_draws)
 
 
 def _shape(fits, verdicts, critical, runs, raw, s: Settings) -> ShapeResults | None:
@@ -497,14 +497,13 @@ def _shape(fits, verdicts, critical, runs, raw, s: Settings) -> ShapeResults | N
                          runs, raw, s.params, s.bootstrap, s.shape_draws)
 
 
-def compute(runs, *, laws, bootstrap: int, seed: int, method: str, step: int,
-            runs_label: str | None, shape_draws: int, groups: str, params: str, design: bool,
-            fit_options: dict | None, lr_replicates: int | None, progress=SILENT) -> ReportResults:
-    """Fit and test (arguments: see ``report.build_report``); writes nothing. The tables are
-    added by ``report_tables.with_tables``. ``progress`` (``depthdelusion.progress.Stages``)
-    is told as each stage starts."""
-    s = _settings(runs, laws, bootstrap, seed, method, step, runs_label, shape_draws, groups,
-                  params, lr_replicates)
+def compute(runs, options: ReportOptions, progress=SILENT) -> ReportResults:
+    """Fit and test as ``options`` say; writes nothing. The tables are added by
+    ``tables.with_tables``. ``progress`` (``depthdelusion.progress.Stages``) is told as each
+    stage starts."""
+    s = _settings(runs, options)
+    laws, groups, params, design, step = options.laws, options.groups, options.params, options.design, options.step
+    method, bootstrap, seed = s.method, s.bootstrap, s.seed
     raw = load_runs(runs)
     runs, n_notes = with_param_convention(raw, params)
     mixed = mixed_budgets(runs)
@@ -516,8 +515,8 @@ def compute(runs, *, laws, bootstrap: int, seed: int, method: str, step: int,
     fits = {}
     for name in laws:
         progress.stage(f"fitting {name} ({bootstrap} bootstraps)")
-        fits[name] = fit_form(runs, name, method, offsets, bootstrap=bootstrap, seed=seed,
-                              **(fit_options or {}))
+        fits[name] = fit_form(runs, name, method, offsets, **options.fit.fit_kwargs(),
+                              **(options.extra_fit_kwargs or {}))
     progress.stage("penalty and critical-depth tests")
     verdicts = penalty_verdicts(fits, runs, replicates=s.lr_replicates, seed=seed)
     critical = (critical_depth_verdict(fits, runs, primary,

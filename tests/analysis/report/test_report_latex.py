@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from depthdelusion.analysis.report.build import build_report
+from depthdelusion.analysis.fitting.options import FitOptions
 from depthdelusion.analysis.formats.table_text import Table, latex_document, tex_escape
+from depthdelusion.analysis.report.build import build_report
+from depthdelusion.analysis.report.options import ReportOptions
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "analysis" / "paper_refit" / "report.tex"
@@ -52,8 +54,7 @@ def test_fresh_reports_compile(tmp_path, run_factory):
     import numpy as np
 
     quick = {"leave_one_out": False, "profile": False}
-    _, _, tex = build_report("paper", laws=("depth_delusion", "kaplan"), bootstrap=0, shape_draws=0,
-                             design=False, fit_options=quick)
+    _, _, tex = build_report("paper", ReportOptions(fit=FitOptions(bootstrap=0), laws=("depth_delusion", "kaplan"), shape_draws=0, design=False, extra_fit_kwargs=quick))
     compile_tex(tex, tmp_path, "paper")
     # A sweep from run directories (the trainer's format): persistence tables included.
     rng = np.random.default_rng(0)
@@ -61,8 +62,7 @@ def test_fresh_reports_compile(tmp_path, run_factory):
         n = d * 12 * w * w + 2 * 50257 * w
         loss = 1.8 + 30 * n ** -0.15 + 0.05 * max(0.0, d - 2.5 * np.log(w)) + 0.01 * rng.standard_normal()
         run_factory(f"d{d}w{w}", d, w, float(loss), ell=0.6 * w ** 0.44, seed=i)
-    _, _, tex = build_report(tmp_path / "runs", laws=("depth_delusion", "kaplan"), bootstrap=0,
-                             shape_draws=0, runs_label="runs", fit_options=quick)
+    _, _, tex = build_report(tmp_path / "runs", ReportOptions(fit=FitOptions(bootstrap=0), laws=("depth_delusion", "kaplan"), shape_draws=0, runs_label="runs", extra_fit_kwargs=quick))
     compile_tex(tex, tmp_path, "sweep")
 
 

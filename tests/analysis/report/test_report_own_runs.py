@@ -3,7 +3,9 @@ import json
 
 import numpy as np
 
+from depthdelusion.analysis.fitting.options import FitOptions
 from depthdelusion.analysis.report.build import build_report
+from depthdelusion.analysis.report.options import ReportOptions
 
 
 def _byte_run(root, depth, width, loss, rate, steps=range(0, 301, 10)):
@@ -27,7 +29,7 @@ def test_byte_level_runs_are_audited_with_their_vocabulary_and_the_report_opens_
     for d in (2, 4, 8):
         for w, rate in ((16, -0.05), (32, -0.03), (64, 0.02)):
             _byte_run(root, d, w, 2.4 - 0.1 * np.log(w) - 0.01 * d, rate)
-    report, md, _ = build_report(str(root), laws=("kaplan",), bootstrap=0)
+    report, md, _ = build_report(str(root), ReportOptions(fit=FitOptions(bootstrap=0), laws=("kaplan",)))
     lines = md.splitlines()
     assert lines[2].startswith("In short: 9 runs") and "8L×64" in lines[2]
     assert "grow towards it" in lines[2]

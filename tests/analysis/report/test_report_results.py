@@ -5,17 +5,23 @@ import dataclasses
 import pytest
 
 from depthdelusion.analysis.fitting import engine as fitting
-from depthdelusion.analysis.report import results as report_results
-from depthdelusion.analysis.report.build import build_report, latex, markdown, write_report
+from depthdelusion.analysis.fitting.options import FitOptions
 from depthdelusion.analysis.formats.table_text import csv_text
+from depthdelusion.analysis.report import results as report_results
+from depthdelusion.analysis.report.build import (
+    build_report,
+    latex,
+    markdown,
+    write_report,
+)
+from depthdelusion.analysis.report.options import ReportOptions
 
 from .test_report_design import QUICK, two_budget_runs
 
 
 @pytest.fixture(scope="module")
 def pooled():
-    return build_report(two_budget_runs(), laws=("depth_delusion", "kaplan"), bootstrap=0,
-                        groups="pooled", design=False, runs_label="synthetic", fit_options=QUICK)
+    return build_report(two_budget_runs(), ReportOptions(fit=FitOptions(bootstrap=0), laws=("depth_delusion", "kaplan"), groups="pooled", design=False, runs_label="synthetic", extra_fit_kwargs=QUICK))
 
 
 def test_numbers_and_verdicts_are_read_from_the_results(pooled):
@@ -51,8 +57,7 @@ def test_renderers_format_the_results_and_compute_nothing(pooled, monkeypatch, t
 
 
 def test_each_table_is_written_as_its_csv(tmp_path):
-    report = write_report(two_budget_runs(widths=(128, 256), depths=(2, 8, 32)), tmp_path,
-                          laws=("kaplan",), bootstrap=0, figures=False, design=False)
+    report = write_report(two_budget_runs(widths=(128, 256), depths=(2, 8, 32)), tmp_path, ReportOptions(fit=FitOptions(bootstrap=0), laws=("kaplan",), design=False), figures=False)
     names = [t.name for t in report.results.tables]
     assert names[:2] == ["law_comparison", "extrapolation"] and [t.name for t in report.tables] == names
     for t in report.results.tables:

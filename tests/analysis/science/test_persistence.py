@@ -3,6 +3,8 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import load_runs
+from depthdelusion.analysis.fitting.options import FitOptions
+from depthdelusion.analysis.report.options import ReportOptions
 from depthdelusion.analysis.science.persistence import (
     persistence_length,
     persistence_lengths,
@@ -107,7 +109,7 @@ def test_an_expansion_probe_beside_a_run_reaches_the_persistence_figure(tmp_path
               if p is not None and p.insertion_signal is not None}
     assert list(probed) == ["d8_w128"]
     np.testing.assert_allclose(probed["d8_w128"], 0.1 * np.arange(1, 9))
-    write_report(tmp_path / "runs", tmp_path / "rep", bootstrap=0, figures=True)
+    write_report(tmp_path / "runs", tmp_path / "rep", ReportOptions(fit=FitOptions(bootstrap=0)), figures=True)
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "first-order signal of a zero-output block inserted after block l" in md
     assert "runs: d8_w128" in md and (tmp_path / "rep" / "gradient_profiles.png").exists()
@@ -130,7 +132,10 @@ def test_one_windowed_fit_for_the_report_and_the_study_leaving_out_bottom_blocks
 
 
 def test_moving_block_bootstrap_resamples_runs_of_consecutive_steps_and_widens_for_autocorrelated_steps():
-    from depthdelusion.analysis.science.persistence import block_length, moving_block_indices
+    from depthdelusion.analysis.science.persistence import (
+        block_length,
+        moving_block_indices,
+    )
 
     assert [block_length(n) for n in (3, 8, 9, 27, 28)] == [2, 2, 3, 3, 4]
     idx = moving_block_indices(np.random.default_rng(0), 9, 3, 50)
@@ -177,12 +182,12 @@ def test_seed_interval_is_t_based_over_seeds_and_one_run_keeps_its_own_interval(
 
 
 def test_paper_implied_length_and_what_an_interval_says_about_it():
+    from depthdelusion.analysis.reference import PAPER_KAPPA
     from depthdelusion.analysis.science.persistence import (
         compare_with_paper,
         length_statement,
         paper_implied_length,
     )
-    from depthdelusion.analysis.reference import PAPER_KAPPA
 
     assert abs(paper_implied_length(64, 0.01) - PAPER_KAPPA * np.log(64) / np.log(100)) < 1e-12
     assert abs(paper_implied_length(64, 0.01) - 2.19) < 0.01  # the issue's ≈ 2.2 layers
@@ -261,7 +266,7 @@ def test_the_sweep_report_uses_the_study_rules_seeds_per_shape_and_the_papers_im
                 write_run(tmp_path / "runs", f"d{d}_w{w}_r{rep}", d, w, 3.0 - 0.05 * i, ell=40.0,
                           noise=0.005, seed=i, steps=tuple(range(800, 1001, 25)))
                 i += 1
-    write_report(tmp_path / "runs", tmp_path / "rep", laws=("kaplan",), bootstrap=0, figures=False)
+    write_report(tmp_path / "runs", tmp_path / "rep", ReportOptions(fit=FitOptions(bootstrap=0), laws=("kaplan",)), figures=False)
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "over blocks 1 … D−1" in md and "moving-block bootstrap" in md
     assert "- weight gradients per shape (1 shape(s) with ≥ 3 seeds): 1 decay, 0 flat, 0 growth." in md

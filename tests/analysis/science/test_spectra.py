@@ -4,6 +4,8 @@ import math
 import numpy as np
 import pytest
 
+from depthdelusion.analysis.fitting.options import FitOptions
+from depthdelusion.analysis.report.options import ReportOptions
 from depthdelusion.analysis.science import spectra
 from depthdelusion.analysis.science.redundancy import predicted_exponent
 
@@ -80,7 +82,7 @@ def test_report_on_run_directories_includes_the_spectrum_section(run_factory, tm
         run_factory(f"d{d}w{w}", d, w, float(1.8 + 30 * n ** -0.15 + 0.01 * i), seed=i)
     (tmp_path / "runs" / "d2w128" / "spectrum").mkdir()
     spectra.write_tail_csv([_synthetic_fit(1.2)], tmp_path / "runs" / "d2w128" / "spectrum" / "tail.csv")
-    _, md, _ = build_report(str(tmp_path / "runs"), laws=("kaplan",), bootstrap=0, shape_draws=0)
+    _, md, _ = build_report(str(tmp_path / "runs"), ReportOptions(fit=FitOptions(bootstrap=0), laws=("kaplan",), shape_draws=0))
     assert "## Representation spectra" in md and "| d2w128 | 3 |" in md
 
 

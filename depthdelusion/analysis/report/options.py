@@ -1,0 +1,40 @@
+"""``ReportOptions``: what a report fits and how, built once by the command that asks for the
+report (``report``, the sweep's closing analysis) and handed on whole to ``build_report``,
+``write_report`` and the report's computation. The fits' own options are a ``FitOptions``;
+every default is written once, here or beside the code that owns it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..fitting.options import FitOptions
+from ..science.persistence import DEFAULT_STEP
+
+DEFAULT_LAWS = ("depth_delusion", "depth_delusion_relative", "depth_delusion_power",
+                "shape_quadratic", "depth_softplus", "kaplan")
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """``fit``: the objective, bootstrap refits, seed and search of every fit the report makes.
+    ``laws``: the laws fitted. ``step``: the training step of the gradient profiles.
+    ``runs_label``: how the report names its input (default: the path given).
+    ``shape_draws``: bootstrap draws of the optimal-shape intervals.
+    ``groups``: ``"auto"`` (per-group offsets E_g when the groups' token budgets differ or are
+    unknown for some, else pooled), ``"offsets"`` or ``"pooled"`` (flagged when budgets differ).
+    ``params``: the N convention (``"total"``, ``"non_embedding"``, ``"recomputed"``).
+    ``design``: also tabulate the verdict in every form the design allows (several groups only).
+    ``extra_fit_kwargs``: more keyword arguments for the main fits (e.g. ``leave_one_out=False``).
+    ``lr_replicates``: parametric-bootstrap replicates of the main fits' likelihood-ratio tests
+    (0: Davies' bound for λ = 0, and no kink-vs-smooth test); default ``DEFAULT_REPLICATES``,
+    or the bootstrap count when that is smaller (0: a quick look without resampling)."""
+
+    fit: FitOptions = field(default_factory=FitOptions)
+    laws: tuple = DEFAULT_LAWS
+    step: int = DEFAULT_STEP
+    runs_label: str | None = None
+    shape_draws: int = 200
+    groups: str = "auto"
+    params: str = "total"
+    design: bool = True
+    extra_fit_kwargs: dict | None = None
+    lr_replicates: int | None = None
