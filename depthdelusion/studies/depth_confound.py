@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from depthdelusion.config import Config, from_dict
-from depthdelusion.studies import planned_runs
+from depthdelusion.studies import experiment_file, planned_runs
 from depthdelusion.studies.lr_grid import (  # noqa: F401 (LrFit: re-exported)
     LrFit,
     extend_lr_grid,
@@ -54,7 +54,7 @@ class Run(NamedTuple):
 
 def load_experiment(path: str | Path) -> dict[str, Any]:
     path = Path(path)
-    raw = planned_runs.read_experiment(path, KEYS, OPTIONAL_KEYS)
+    raw = experiment_file.read_experiment(path, KEYS, OPTIONAL_KEYS)
     if not isinstance(raw.get("law_replicates", 0), int) or raw.get("law_replicates", 0) < 0:
         raise ValueError(f"{path}: law_replicates={raw['law_replicates']!r}: need a whole number >= 0")
     lrs = sorted(float(x) for x in raw["lrs"])

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from depthdelusion.config import Config, from_dict
-from depthdelusion.studies import planned_runs
+from depthdelusion.studies import experiment_file, planned_runs
 from depthdelusion.studies.depth_confound import Run, make_run
 from depthdelusion.studies.lr_grid import extend_lr_grid, grid_optimum
 
@@ -38,7 +38,7 @@ def load_experiment(path: str | Path) -> dict[str, Any]:
     """The experiment, validated (every error one line naming the key), with each level's shapes
     resolved: {"width", "depth", "params" (non-embedding), "steps", "tokens"}."""
     path = Path(path)
-    raw = planned_runs.read_experiment(path, KEYS, OPTIONAL_KEYS)
+    raw = experiment_file.read_experiment(path, KEYS, OPTIONAL_KEYS)
     if not isinstance(raw["base"], dict):
         raise ValueError(f"{path}: base: need a run configuration (sections model, data, train)")
     fixed = sorted(set(raw["base"].get("train") or {}) & set(PER_SHAPE))

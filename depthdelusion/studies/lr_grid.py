@@ -59,8 +59,8 @@ def fit_lr_curve(curve: list[tuple[float, float]], sigma: float | None = None, d
     (divergence just above the optimum) drag the vertex away from the best lr. 95% intervals on
     the vertex x* = -b/2a (Fieller's) and the loss there (delta method), with t quantiles and the
     noise sigma from seed replicates (`sigma`, `dof`); without replicates there is no interval."""
-    from scipy import stats
     import numpy as np
+    from scipy import stats
 
     pts = sorted((math.log(lr), y) for lr, y in curve if math.isfinite(y))
     if not pts:

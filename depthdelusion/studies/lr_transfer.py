@@ -21,19 +21,17 @@ from typing import Any, NamedTuple
 
 from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
-from depthdelusion.config import PARAMETRIZATIONS, Config, from_dict, read_yaml
+from depthdelusion.config import PARAMETRIZATIONS, Config, from_dict
+from depthdelusion.studies import experiment_file
 
 SWEEP_KEYS = ("base", "parametrizations", "widths", "depths", "lrs", "depth_sweep")
 
 
 def load_experiment(path: str | Path) -> dict[str, Any]:
+    """The experiment, validated (every error one line naming the key): the study files' one
+    reader (`experiment_file.read_experiment`), then this study's own checks."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"experiment file not found: {path}")
-    raw = read_yaml(path) or {}
-    missing = [k for k in SWEEP_KEYS if k not in raw]
-    if missing:
-        raise ValueError(f"{path}: missing keys {', '.join(missing)} (needs {', '.join(SWEEP_KEYS)})")
+    raw = experiment_file.read_experiment(path, SWEEP_KEYS, ("skip",))
     bad = [p for p in raw["parametrizations"] if p not in PARAMETRIZATIONS]
     if bad:
         raise ValueError(f"{path}: parametrizations {bad}: valid values are {', '.join(PARAMETRIZATIONS)}")

@@ -24,7 +24,11 @@ import math
 from typing import Callable, NamedTuple
 
 from depthdelusion import rundir
-from depthdelusion.analysis.fitting.seed_intervals import mean_se, paired_interval, welch_interval
+from depthdelusion.analysis.fitting.seed_intervals import (
+    mean_se,
+    paired_interval,
+    welch_interval,
+)
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.studies import planned_runs
 from depthdelusion.studies.expansion.trials import RUN_NAME, best_lr

@@ -254,8 +254,12 @@ def expand_run(run_dir, after: Sequence[int], out, seed: int = 0, overrides: Seq
     from etils import epath
 
     from depthdelusion import rundir
-    from depthdelusion.config import set_field, parse_override
-    from depthdelusion.train.checkpoints import FrozenIteratorState, absolute, abstract_flat_state
+    from depthdelusion.config import parse_override, set_field
+    from depthdelusion.train.checkpoints import (
+        FrozenIteratorState,
+        absolute,
+        abstract_flat_state,
+    )
 
     run_dir, out = epath.Path(run_dir), epath.Path(out)
     if out.exists() and any(out.iterdir()):
