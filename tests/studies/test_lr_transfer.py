@@ -25,6 +25,14 @@ def test_bad_experiment_names_the_problem(tmp_path):
         lr_transfer.load_experiment(path)
 
 
+def test_an_unknown_key_is_named_as_in_every_study_file(tmp_path):
+    path = tmp_path / "x.yaml"
+    raw = yaml.safe_load(open("experiments/lr_transfer.yaml"))
+    path.write_text(yaml.safe_dump({**raw, "widthz": [32]}))
+    with pytest.raises(ValueError, match="unknown keys widthz; valid keys are base, "):
+        lr_transfer.load_experiment(path)
+
+
 def test_u_shape_needs_an_interior_minimum_below_both_ends():
     assert lr_transfer.is_u_shaped([2.36, 2.20, 2.14, 2.30], tolerance=0.01)
     assert not lr_transfer.is_u_shaped([2.18, 2.20, 2.47, 2.52], tolerance=0.01)  # best at an end
