@@ -4,7 +4,7 @@ The table: Epoch AI's Chinchilla fit (E 1.82, A 482, α 0.3478, B 2085, β 0.365
 noise, N log-uniform in [1e7, 1e10], tokens in [1e8, 1e11], a three-valued text column, at 240
 rows (and 10× and 100× that, to show the cost is linear in rows). The time inside
 ``row_diagnostics`` (leverage, Cook's distance, the refit without outliers) and
-``pooled_groups`` is measured by wrapping them where ``fitting`` calls them.
+``pooled_groups`` is measured by wrapping them where the fitting engine calls them.
 
 Run: python3 benchmarks/bench_diagnostics.py [--bootstrap 1000]
 """
@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from depthdelusion.analysis import Runs
-from depthdelusion.analysis.fitting import engine as fitting
+from depthdelusion.analysis.fitting import engine
 
 spent = {}
 
@@ -30,8 +30,8 @@ def timed(name, fn):
     return wrapper
 
 
-fitting.row_diagnostics = timed("row_diagnostics", fitting.row_diagnostics)
-fitting.pooled_groups = timed("pooled_groups", fitting.pooled_groups)
+engine.row_diagnostics = timed("row_diagnostics", engine.row_diagnostics)
+engine.pooled_groups = timed("pooled_groups", engine.pooled_groups)
 
 
 def table(n, seed=0):
@@ -47,7 +47,7 @@ def table(n, seed=0):
 def one(n, **options):
     spent.clear()
     t = time.perf_counter()
-    r = fitting.fit(table(n), "chinchilla", diagnostics=True, **options)
+    r = engine.fit(table(n), "chinchilla", diagnostics=True, **options)
     total = time.perf_counter() - t
     diag = spent.get("row_diagnostics", 0.0) + spent.get("pooled_groups", 0.0)
     print(f"n={n:>6} {options}: fit {total:8.3f} s, diagnostics {diag:.4f} s "

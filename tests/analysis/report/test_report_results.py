@@ -4,10 +4,10 @@ import dataclasses
 
 import pytest
 
-from depthdelusion.analysis.fitting import engine as fitting
+from depthdelusion.analysis.fitting import engine
 from depthdelusion.analysis.fitting.options import FitOptions
+from depthdelusion.analysis.report import results
 from depthdelusion.analysis.formats.table_text import csv_text
-from depthdelusion.analysis.report import results as report_results
 from depthdelusion.analysis.report.build import (
     build_report,
     latex,
@@ -46,8 +46,8 @@ def test_renderers_format_the_results_and_compute_nothing(pooled, monkeypatch, t
     def no_fit(*args, **kwargs):
         raise AssertionError("a renderer fitted or tested a law")
 
-    for module, name in ((fitting, "fit"), (report_results, "fit"), (report_results, "penalty_verdicts"),
-                         (report_results, "optimal_shape"), (report_results, "persistence_lengths")):
+    for module, name in ((engine, "fit"), (results, "fit"), (results, "penalty_verdicts"),
+                         (results, "optimal_shape"), (results, "persistence_lengths")):
         monkeypatch.setattr(module, name, no_fit)
     assert markdown(r) == md and latex(r) == tex
     for t in r.tables:
