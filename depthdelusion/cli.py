@@ -41,7 +41,7 @@ COMMANDS = (
      "RMS of every block's output and the logits over the first steps, per shape"),
     ("lr-transfer", "depthdelusion.studies.lr_transfer:run_command",
      "lr sweep per width x depth and parameterization, then a depth sweep; CSV, PNG, report"),
-    ("depth-confound", "depthdelusion.studies.depth_confound:run_command",
+    ("depth-confound", "depthdelusion.studies.depth_confound_report:run_command",
      "SP at one lr vs SP tuned per shape vs CompleteP transferred, per depth x width; report"),
     ("public-shapes", "depthdelusion.studies.public_shapes_report:run_command",
      "the critical-depth law tested on the Gemstones suite (tables by name); report.md, CSVs"),

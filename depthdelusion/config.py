@@ -20,9 +20,9 @@ Parametrization = Literal["sp", "mup", "depth_mup", "completep"]
 PARAMETRIZATIONS = get_args(Parametrization)  # for commands that take a list of them
 
 
-def _bounded(default, *, ge=None, gt=None, le=None, lt=None, note: str = ""):
+def bounded(default, *, ge=None, gt=None, le=None, lt=None, note: str = ""):
     """A field whose valid range is declared with it (``ge``: >=, ``gt``: >, ``le``: <=,
-    ``lt``: <); ``Config.validate`` checks every such field through :func:`_check_bounds`."""
+    ``lt``: <); ``Config.validate`` checks every such field through :func:`check_bounds`."""
     return dataclasses.field(default=default, metadata={"bounds": {"ge": ge, "gt": gt, "le": le, "lt": lt},
                                                         "note": note})
 
@@ -41,9 +41,10 @@ def _bounds_text(bounds: dict, integer: bool) -> str:
             f"<= {bounds['le']:g}" if bounds["le"] is not None else f"< {bounds['lt']:g}")
 
 
-def _check_bounds(section_obj: Any, section: str) -> None:
-    """Every field declared with :func:`_bounded`: a ValueError naming the first one out of its
-    range (null passes where the field allows it)."""
+def check_bounds(section_obj: Any, section: str) -> None:
+    """Every field declared with :func:`bounded`: a ValueError naming the first one out of its
+    range as SECTION.FIELD (FIELD alone when ``section`` is empty; null passes where the field
+    allows it). Run configs and study specs (studies/spec.py) both check their fields here."""
     hints = typing.get_type_hints(type(section_obj))
     for f in dataclasses.fields(section_obj):
         bounds = f.metadata.get("bounds")
@@ -55,7 +56,8 @@ def _check_bounds(section_obj: Any, section: str) -> None:
         if not ok:
             nullable = type(None) in get_args(hints[f.name])
             integer = int in (hints[f.name], *get_args(hints[f.name]))
-            raise ValueError(f"{section}.{f.name}={value}: must be {_bounds_text(bounds, integer)}"
+            where = f"{section}.{f.name}" if section else f.name
+            raise ValueError(f"{where}={value}: must be {_bounds_text(bounds, integer)}"
                              + (" or null" if nullable else "") + f.metadata["note"])
 
 
@@ -63,21 +65,21 @@ def _check_bounds(section_obj: Any, section: str) -> None:
 class ModelConfig:
     """Decoder-only Pre-LN transformer. W = width, D = depth, H = width / head_dim heads."""
 
-    depth: int = _bounded(16, ge=1)  # D, number of transformer blocks
-    width: int = _bounded(512, ge=1)  # W, residual stream width
-    head_dim: int = _bounded(64, ge=1)  # per-head dimension; heads = width / head_dim
+    depth: int = bounded(16, ge=1)  # D, number of transformer blocks
+    width: int = bounded(512, ge=1)  # W, residual stream width
+    head_dim: int = bounded(64, ge=1)  # per-head dimension; heads = width / head_dim
     ffn: Literal["gelu", "swiglu"] = "gelu"
     # FFN hidden size F; None means 4W for gelu and 8W/3 rounded up to a multiple of 64 for swiglu
     # (same parameter count to within rounding).
-    ffn_hidden: int | None = _bounded(None, ge=1)
+    ffn_hidden: int | None = bounded(None, ge=1)
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     positions: Literal["rope", "learned"] = "rope"
     rope_base: float = 10000.0
     # None: the data's tokenizer's, set by Config.validate() (which loading a config runs).
-    vocab_size: int | None = _bounded(None, ge=2, note=" (null: from the tokenizer)")
-    seq_len: int = _bounded(1024, ge=1)
+    vocab_size: int | None = bounded(None, ge=2, note=" (null: from the tokenizer)")
+    seq_len: int = bounded(1024, ge=1)
     use_bias: bool = True  # biases of the linear layers and the LM head (LayerNorm keeps its own)
-    init_std: float = _bounded(0.02, gt=0)
+    init_std: float = bounded(0.02, gt=0)
     param_dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     # "auto": bfloat16 on accelerators, float32 on CPU (where bf16 matmuls are emulated, slowly).
     compute_dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
@@ -89,8 +91,8 @@ class ModelConfig:
     # Hyperparameter-transfer parameterization (docs/parametrization.md): init, forward multipliers
     # and per-group AdamW lr / wd / eps scale with m_N = width / base_width, m_L = depth / base_depth.
     parametrization: Parametrization = "sp"
-    base_width: int = _bounded(256, ge=1)  # the width at which lr, init_std, wd and eps were tuned
-    base_depth: int = _bounded(2, ge=1)  # the depth at which they were tuned
+    base_width: int = bounded(256, ge=1)  # the width at which lr, init_std, wd and eps were tuned
+    base_depth: int = bounded(2, ge=1)  # the depth at which they were tuned
     # dtype of the residual stream (the scan carry, the sum of every block's output) and of the
     # logits' accumulation: "float32" keeps them in float32 under bf16/fp16 compute (the matmuls
     # stay in the compute dtype); "compute" keeps them in the compute dtype. Identical on CPU,
@@ -111,7 +113,7 @@ class ModelConfig:
         return -(-8 * self.width // 3 // 64) * 64
 
     def validate(self) -> None:
-        _check_bounds(self, "model")
+        check_bounds(self, "model")
         if self.width % self.head_dim:
             raise ValueError(
                 f"model.width={self.width} is not divisible by model.head_dim={self.head_dim}: "
@@ -145,11 +147,11 @@ class DataConfig:
     format: Literal["auto", "slimpajama", "arrayrecord", "jsonl", "text"] = "auto"
     tokenizer: Literal["bytes", "gpt2"] = "bytes"
     seed: int = 42  # data order (and which built-in documents are drawn)
-    epochs: int = _bounded(1, ge=1)  # passes over the data; 1 = no sequence is ever repeated
-    workers: int = _bounded(0, ge=0)  # grain worker processes (tokenization in parallel); 0 = in-process
-    prefetch: int = _bounded(4, ge=0)  # batches prepared ahead by a background thread when workers = 0
-    holdout_files: int = _bounded(0, ge=0)  # jsonl/text without a validation split: hold out the last N files
-    builtin_documents: int = _bounded(30_000, ge=1)  # size of the built-in corpus (~660 bytes per document)
+    epochs: int = bounded(1, ge=1)  # passes over the data; 1 = no sequence is ever repeated
+    workers: int = bounded(0, ge=0)  # grain worker processes (tokenization in parallel); 0 = in-process
+    prefetch: int = bounded(4, ge=0)  # batches prepared ahead by a background thread when workers = 0
+    holdout_files: int = bounded(0, ge=0)  # jsonl/text without a validation split: hold out the last N files
+    builtin_documents: int = bounded(30_000, ge=1)  # size of the built-in corpus (~660 bytes per document)
     # data.path=tfds:NAME[:CONFIG] reads the TFDS dataset prepared under this directory (local or
     # gs://; None: $TFDS_DATA_DIR or ~/tensorflow_datasets); nothing is downloaded at run time.
     tfds_dir: str | None = None
@@ -159,7 +161,7 @@ class DataConfig:
     builtin_zipf_exponent: float = 1.1
 
     def validate(self) -> None:
-        _check_bounds(self, "data")
+        check_bounds(self, "data")
         check_builtin_zipf(self.builtin_zipf_exponent, "data.builtin_zipf_exponent")
         if self.path is not None and self.builtin_zipf_exponent != DataConfig.builtin_zipf_exponent:
             # the knob would be ignored, and the run's config.yaml would name a corpus it never read
@@ -172,33 +174,33 @@ class DataConfig:
 class TrainConfig:
     """The optimisation recipe: AdamW with warmup + cosine decay and global-norm clipping."""
 
-    steps: int = _bounded(24414, ge=1)  # 6.4B tokens at 256 x 1024 tokens per step
-    batch_size: int = _bounded(256, ge=1)  # global batch, sequences
-    lr: float = _bounded(3e-4, gt=0)  # peak learning rate
-    warmup_steps: int = _bounded(2000, ge=0)
-    lr_min_ratio: float = _bounded(0.1, ge=0, le=1)  # cosine decays to lr * lr_min_ratio
-    beta1: float = _bounded(0.9, ge=0, lt=1)
-    beta2: float = _bounded(0.95, ge=0, lt=1)
-    eps: float = _bounded(1e-8, gt=0)
-    weight_decay: float = _bounded(0.1, ge=0)  # decoupled; matrices and embeddings only, never norms or biases
-    grad_clip: float = _bounded(1.0, ge=0)  # global-norm clipping; 0 disables
+    steps: int = bounded(24414, ge=1)  # 6.4B tokens at 256 x 1024 tokens per step
+    batch_size: int = bounded(256, ge=1)  # global batch, sequences
+    lr: float = bounded(3e-4, gt=0)  # peak learning rate
+    warmup_steps: int = bounded(2000, ge=0)
+    lr_min_ratio: float = bounded(0.1, ge=0, le=1)  # cosine decays to lr * lr_min_ratio
+    beta1: float = bounded(0.9, ge=0, lt=1)
+    beta2: float = bounded(0.95, ge=0, lt=1)
+    eps: float = bounded(1e-8, gt=0)
+    weight_decay: float = bounded(0.1, ge=0)  # decoupled; matrices and embeddings only, never norms or biases
+    grad_clip: float = bounded(1.0, ge=0)  # global-norm clipping; 0 disables
     seed: int = 42  # parameter init
-    log_every: int = _bounded(1, ge=1)  # loss, lr and global grad norm are logged every this many steps
-    layer_stats_every: int = _bounded(100, ge=1)  # per-layer weight / activation-gradient norms, tokens/s, MFU
-    eval_every: int = _bounded(1000, ge=1)  # validation loss every this many steps and at the end
-    eval_batches: int = _bounded(8, ge=0)  # validation batches per evaluation (the same each time); 0 = none
-    checkpoint_every: int = _bounded(1000, ge=0)  # steps between checkpoints; 0 = by time only
-    checkpoint_minutes: float = _bounded(30.0, ge=0)  # minutes between checkpoints; 0 = by steps only
-    keep_checkpoints: int = _bounded(3, ge=1)  # the newest K are kept
+    log_every: int = bounded(1, ge=1)  # loss, lr and global grad norm are logged every this many steps
+    layer_stats_every: int = bounded(100, ge=1)  # per-layer weight / activation-gradient norms, tokens/s, MFU
+    eval_every: int = bounded(1000, ge=1)  # validation loss every this many steps and at the end
+    eval_batches: int = bounded(8, ge=0)  # validation batches per evaluation (the same each time); 0 = none
+    checkpoint_every: int = bounded(1000, ge=0)  # steps between checkpoints; 0 = by time only
+    checkpoint_minutes: float = bounded(30.0, ge=0)  # minutes between checkpoints; 0 = by steps only
+    keep_checkpoints: int = bounded(3, ge=1)  # the newest K are kept
     # A step whose loss or gradient is not finite never updates the parameters; then
     # "stop" ends the run with an error (the last checkpoint stays good), "skip" goes on.
     nonfinite: Literal["stop", "skip"] = "stop"
     # The run ends (every host, status 1) when its step has not advanced for this long: a hung
     # collective or data read; tpu/babysit.sh then resumes it. 0 = off. Covers compilation too.
-    watchdog_minutes: float = _bounded(30.0, ge=0, note=" (0 = off)")
+    watchdog_minutes: float = bounded(30.0, ge=0, note=" (0 = off)")
     # The global batch is split into this many microbatches whose gradients are averaged before
     # one update (the same numbers as the whole batch at once, in less activation memory).
-    grad_accum_steps: int = _bounded(1, ge=1)
+    grad_accum_steps: int = bounded(1, ge=1)
     # "START-STOP": a jax.profiler trace of steps START through STOP into <out>/profile/.
     profile_steps: str | None = None
     # Where the scalars go besides metrics.jsonl (always written): any of jsonl, tensorboard,
@@ -216,7 +218,7 @@ class TrainConfig:
         return int(match.group(1)), int(match.group(2))
 
     def validate(self) -> None:
-        _check_bounds(self, "train")
+        check_bounds(self, "train")
         if self.batch_size % self.grad_accum_steps:
             raise ValueError(f"train.batch_size={self.batch_size} is not divisible by "
                              f"train.grad_accum_steps={self.grad_accum_steps}")
@@ -293,7 +295,7 @@ def _section_class(section: str) -> type:
     return hints[section]
 
 
-def _coerce(where: str, annotation: Any, value: Any) -> Any:
+def coerce_value(where: str, annotation: Any, value: Any) -> Any:
     """Check `value` against a field annotation; ints are accepted where floats are expected."""
     origin = get_origin(annotation)
     if origin is Literal:
@@ -310,7 +312,7 @@ def _coerce(where: str, annotation: Any, value: Any) -> Any:
             if option is type(None):
                 continue
             try:
-                return _coerce(where, option, value)
+                return coerce_value(where, option, value)
             except ValueError as err:
                 errors.append(str(err))
         raise ValueError(errors[0] if errors else f"{where}={value!r}: invalid")
@@ -320,7 +322,7 @@ def _coerce(where: str, annotation: Any, value: Any) -> Any:
             value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, list):
             raise ValueError(f"{where}={value!r}: must be a list, e.g. [a, b] or \"a,b\"")
-        return [_coerce(f"{where}[{i}]", item, v) for i, v in enumerate(value)]
+        return [coerce_value(f"{where}[{i}]", item, v) for i, v in enumerate(value)]
     if annotation is bool:
         if not isinstance(value, bool):
             raise ValueError(f"{where}={value!r}: must be true or false")
@@ -357,7 +359,7 @@ def set_field(cfg: Config, dotted: str, value: Any) -> None:
         raise ValueError(
             f"unknown config field {dotted!r}: valid fields of {section} are {', '.join(hints)}"
         )
-    setattr(getattr(cfg, section), name, _coerce(dotted, hints[name], value))
+    setattr(getattr(cfg, section), name, coerce_value(dotted, hints[name], value))
 
 
 def from_dict(raw: dict[str, Any], source: str = "config") -> Config:

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from depthdelusion.studies import depth_vs_size as dvs
 from depthdelusion.studies import planned_runs
+from depthdelusion.studies.spec import load_spec
 
 ARMS = (("SP", "sp", "SP, lr tuned per shape on the tuning seed"),
         ("CompleteP", "completep", "CompleteP, lr tuned at the level's base shape and transferred"))
@@ -30,15 +31,15 @@ class Cell(NamedTuple):
         return self.lr is not None and len(self.losses) > 0 and all(math.isfinite(x) for x in self.losses)
 
 
-def cells(exp: dict, losses: dict[str, float]) -> list[Cell]:
+def cells(exp: dvs.DepthVsSizeSpec, losses: dict[str, float]) -> list[Cell]:
     out = []
-    for i, level in enumerate(exp["levels"]):
+    for i, level in enumerate(exp.resolved_levels):
         for arm, p, _ in ARMS:
             for s in level["shapes"]:
                 w, d = s["width"], s["depth"]
                 lr = dvs.tuned_lr(exp, losses, p, w, d)
                 got = () if lr is None else tuple(
-                    losses[n] for n in (dvs.run(exp, p, w, d, lr, seed).name for seed in exp["seeds"]) if n in losses)
+                    losses[n] for n in (dvs.run(exp, p, w, d, lr, seed).name for seed in exp.seeds) if n in losses)
                 out.append(Cell(i + 1, arm, s, lr, got))
     return out
 
@@ -91,7 +92,7 @@ def worse_than_neighbours(rows: list[dict], key: str = "welch") -> list[str]:
     return out
 
 
-def law_results(exp: dict, all_cells: list[Cell], *, seed: int = 0) -> list:
+def law_results(exp: dvs.DepthVsSizeSpec, all_cells: list[Cell], *, seed: int = 0) -> list:
     """Per arm, the laws of `depth_confound_laws` fitted to every test seed of every complete
     cell over all levels, N = non-embedding parameters. T = tokens_per_param · N at every cell,
     so the capacity term A·N^−α carries the data term too (no separate T term). Each seed's
@@ -101,10 +102,10 @@ def law_results(exp: dict, all_cells: list[Cell], *, seed: int = 0) -> list:
     mean (`seed_centred`)."""
     from depthdelusion.studies import depth_confound_laws as laws
 
-    replicates = int(exp.get("law_replicates", dvs.DEFAULT_LAW_REPLICATES))
+    replicates = exp.law_replicates
     out = []
     for arm, _, _ in ARMS:
-        got = [c for c in all_cells if c.arm == arm and c.complete and len(c.losses) == len(exp["seeds"])]
+        got = [c for c in all_cells if c.arm == arm and c.complete and len(c.losses) == len(exp.seeds)]
         records = [{"name": f"{arm}_w{c.shape['width']}_d{c.shape['depth']}_s{k}", "depth": c.shape["depth"],
                     "width": c.shape["width"], "params": c.shape["params"], "loss": x}
                    for c, xs in seed_centred(got) for k, x in enumerate(xs)]
@@ -125,17 +126,17 @@ def seed_centred(got: list[Cell]) -> list[tuple[Cell, list[float]]]:
     return out
 
 
-def lr_rows(exp: dict, losses: dict[str, float], sigma: float | None, dof: int | None) -> list[dict]:
+def lr_rows(exp: dvs.DepthVsSizeSpec, losses: dict[str, float], sigma: float | None, dof: int | None) -> list[dict]:
     """Per shape, SP's grid on the tuning seed, the lr chosen and the fitted optimum (Fieller's
     95% interval with the seed noise σ of the test seeds)."""
     from depthdelusion.studies.lr_grid import fit_lr_curve
 
     rows = []
-    for i, level in enumerate(exp["levels"]):
+    for i, level in enumerate(exp.resolved_levels):
         for s in level["shapes"]:
             w, d = s["width"], s["depth"]
             lrs, settled = dvs.grid(exp, losses, w, d)
-            names = [dvs.run(exp, "sp", w, d, lr, exp["tuning_seed"]).name for lr in lrs]
+            names = [dvs.run(exp, "sp", w, d, lr, exp.tuning_seed).name for lr in lrs]
             curve = [(lr, losses[n]) for lr, n in zip(lrs, names) if n in losses]
             if not curve:
                 continue
@@ -186,15 +187,15 @@ def point_rows(groups: dict, n_seeds: int) -> list[dict]:
     return out
 
 
-def level_lines(exp: dict, groups: dict) -> list[str]:
+def level_lines(exp: dvs.DepthVsSizeSpec, groups: dict) -> list[str]:
     """Per level: a table of every arm's loss against depth and the neighbour verdicts."""
     from depthdelusion.analysis.formats.table_text import markdown_table
 
     lines = []
-    for i, level in enumerate(exp["levels"]):
+    for i, level in enumerate(exp.resolved_levels):
         shapes = level["shapes"]
         mid = sorted(s["params"] for s in shapes)[len(shapes) // 2]
-        lines += [f"### Level {i + 1}: N ≈ {mid:,} non-embedding parameters, T ≈ {exp['tokens_per_param']:g} N", ""]
+        lines += [f"### Level {i + 1}: N ≈ {mid:,} non-embedding parameters, T ≈ {exp.tokens_per_param:g} N", ""]
         header = ["arm"] + [f"{s['width']}×{s['depth']}" for s in shapes]
         table = [["N (non-emb.) / steps / tokens"] + [f"{s['params']:,} / {s['steps']} / {s['tokens']:,}" for s in shapes]]
         for arm, _, _ in ARMS:
@@ -219,7 +220,7 @@ def level_lines(exp: dict, groups: dict) -> list[str]:
     return lines
 
 
-def write_report(exp: dict, source: str, out: Path, seed: int = 0) -> Path:
+def write_report(exp: dvs.DepthVsSizeSpec, source: str, out: Path, seed: int = 0) -> Path:
     """report.md, points.csv, lr_curves.csv, laws.csv and loss_vs_depth.png from the finished
     runs in OUT/runs (OUT local or gs://; the figure drawn locally)."""
     from depthdelusion import rundir
@@ -228,11 +229,11 @@ def write_report(exp: dict, source: str, out: Path, seed: int = 0) -> Path:
     from depthdelusion.studies import depth_confound_laws as laws
 
     out = rundir.as_path(out)
-    losses, summaries = planned_runs.results(exp["metric"], out / "runs")
+    losses, summaries = planned_runs.results(exp.metric, out / "runs")
     got = cells(exp, losses)
-    n_seeds = len(exp["seeds"])
+    n_seeds = len(exp.seeds)
     groups = {(i + 1, arm): neighbour_rows([c for c in got if c.level == i + 1 and c.arm == arm], n_seeds)
-              for i in range(len(exp["levels"])) for arm, _, _ in ARMS}
+              for i in range(len(exp.resolved_levels)) for arm, _, _ in ARMS}
     sigma, dof = dc.seed_noise([dc.Point(c.arm, c.shape["width"], c.shape["depth"], None, c.lr, c.losses)
                                 for c in got if c.arm == "SP"])
     curves = lr_rows(exp, losses, sigma, dof)
@@ -252,7 +253,7 @@ def write_report(exp: dict, source: str, out: Path, seed: int = 0) -> Path:
         plot(exp, groups, local_out / "loss_vs_depth.png")
     lines = header_lines(exp, source, out, done, todo, wall, len(summaries))
     lines += ["## Loss against depth at fixed N and T", "",
-              f"Mean over the test seeds {exp['seeds']} with its Student-t 95% interval (n − 1 dof). The "
+              f"Mean over the test seeds {exp.seeds} with its Student-t 95% interval (n − 1 dof). The "
               "difference to the next deeper shape twice: Welch's 95% interval (unequal variances, "
               "unpaired) and the paired t interval of the seed-by-seed differences (n − 1 dof). A seed "
               "draws the corpus and the held-out batches, which may move every shape at that seed alike: "
@@ -265,7 +266,7 @@ def write_report(exp: dict, source: str, out: Path, seed: int = 0) -> Path:
         "level's mean, which removes a seed's shared effect (its corpus and held-out batches), if any, and "
         "leaves n − 1 free values per seed and level (a slight negative correlation the bootstrap "
         "ignores); N = non-embedding parameters (the study's design variable); T = "
-        f"{exp['tokens_per_param']:g} N at every cell, so the capacity term carries the data term"))
+        f"{exp.tokens_per_param:g} N at every cell, so the capacity term carries the data term"))
     lines += lr_lines(exp, curves, sigma, dof)
     lines += planned_runs.not_finished_lines(todo)
     report = out / "report.md"
@@ -273,27 +274,27 @@ def write_report(exp: dict, source: str, out: Path, seed: int = 0) -> Path:
     return report
 
 
-def header_lines(exp: dict, source: str, out: Path, done: int, todo: list, wall: float, runs: int) -> list[str]:
-    t = exp["base"]["train"]
+def header_lines(exp: dvs.DepthVsSizeSpec, source: str, out: Path, done: int, todo: list, wall: float, runs: int) -> list[str]:
+    t = exp.base["train"]
     lines = ["# Depth against size: loss at fixed non-embedding parameters and tokens "
              "(generated by `depthdelusion depth-vs-size`)", ""]
     lines += planned_runs.partial_lines(done, todo)
     lines += [f"Experiment: `{source}`; reproduce with `{COMMAND.format(source=source, out=out)}`. "
-              f"{len(exp['levels'])} levels; tokens = {exp['tokens_per_param']:g} × non-embedding N "
-              f"(steps of {t['batch_size']} × {exp['base']['model']['seq_len']} tokens), warmup "
-              f"{exp['warmup_fraction']:g} of the steps. Test seeds {exp['seeds']} (init, data order and "
-              f"the built-in corpus drawn with that seed); lr grids on tuning seed {exp['tuning_seed']} only. "
-              f"Metric: `{exp['metric']}` (validation loss, nats/byte, {t['eval_batches']} fixed held-out "
+              f"{len(exp.levels)} levels; tokens = {exp.tokens_per_param:g} × non-embedding N "
+              f"(steps of {t['batch_size']} × {exp.base['model']['seq_len']} tokens), warmup "
+              f"{exp.warmup_fraction:g} of the steps. Test seeds {exp.seeds} (init, data order and "
+              f"the built-in corpus drawn with that seed); lr grids on tuning seed {exp.tuning_seed} only. "
+              f"Metric: `{exp.metric}` (validation loss, nats/byte, {t['eval_batches']} fixed held-out "
               f"batches). Training wall time{' so far' if todo else ''}: {wall / 3600:.2f} h "
               f"({runs} runs, niced on a shared 2-core CPU).", "",
               "Arms: " + "; ".join(f"**{a}** {text}" for a, _, text in ARMS) + ".", ""]
     return lines
 
 
-def lr_lines(exp: dict, curves: list[dict], sigma: float | None, dof: int | None) -> list[str]:
+def lr_lines(exp: dvs.DepthVsSizeSpec, curves: list[dict], sigma: float | None, dof: int | None) -> list[str]:
     from depthdelusion.analysis.formats.table_text import markdown_table
 
-    lines = [f"## SP learning-rate grids (tuning seed {exp['tuning_seed']})", "",
+    lines = [f"## SP learning-rate grids (tuning seed {exp.tuning_seed})", "",
              "The chosen lr is the grid point nearest the optimum of the quadratic in ln lr through the "
              "grid's best point and its two neighbours (`lr_grid`); lr* with Fieller's 95% interval, the "
              "noise σ " + (f"= {sigma:.4f} from the test seeds (median-based; {dof} dof)." if sigma else
@@ -305,12 +306,12 @@ def lr_lines(exp: dict, curves: list[dict], sigma: float | None, dof: int | None
     return lines + [markdown_table(["level", "W×D", "lrs", "losses", "chosen lr", "lr* [95%]", "note"], rows), ""]
 
 
-def plot(exp: dict, groups: dict, path: Path) -> None:
+def plot(exp: dvs.DepthVsSizeSpec, groups: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    n = len(exp["levels"])
+    n = len(exp.resolved_levels)
     fig, axes = plt.subplots(1, n, figsize=(4.4 * n, 3.6), squeeze=False)
     for i, ax in enumerate(axes[0]):
         for (arm, _, _), color, shift in zip(ARMS, ("tab:blue", "tab:green"), (0.97, 1.03)):
@@ -321,15 +322,15 @@ def plot(exp: dict, groups: dict, path: Path) -> None:
             ys = [r["mean"].estimate for r in rows]
             err = [[y - r["mean"].lo for y, r in zip(ys, rows)], [r["mean"].hi - y for y, r in zip(ys, rows)]]
             ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=color, label=arm)
-        shapes = exp["levels"][i]["shapes"]
+        shapes = exp.resolved_levels[i]["shapes"]
         ax.set_xscale("log", base=2)
         ax.set_xticks([s["depth"] for s in shapes], [f"{s['depth']}\n(W {s['width']})" for s in shapes], fontsize=7)
         mid = sorted(s["params"] for s in shapes)[len(shapes) // 2]
-        ax.set_title(f"level {i + 1}: N ≈ {mid:,}, T ≈ {exp['tokens_per_param']:g} N", fontsize=9)
+        ax.set_title(f"level {i + 1}: N ≈ {mid:,}, T ≈ {exp.tokens_per_param:g} N", fontsize=9)
         ax.set_xlabel("depth D (width W)")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
-    axes[0][0].set_ylabel(f"{exp['metric']} (nats/byte)\nmean, t 95% over test seeds", fontsize=8)
+    axes[0][0].set_ylabel(f"{exp.metric} (nats/byte)\nmean, t 95% over test seeds", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -341,7 +342,7 @@ def run_command(*, experiment: str, out: str, max_runs: int | None = None, repor
 
     from depthdelusion import exit_codes, rundir
 
-    exp = dvs.load_experiment(experiment)
+    exp = load_spec(dvs.DepthVsSizeSpec, experiment)
     out_dir = rundir.as_path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     if not report_only:

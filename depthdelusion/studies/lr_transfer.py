@@ -10,9 +10,13 @@ unfinished one resumed from its checkpoint, a failed one recorded (runs/runs.csv
 trained again by the next invocation. Writes DIR/lr_sweep.csv, lr_transfer.png,
 depth_sweep.csv, depth_sweep.png and report.md. DIR may be local or gs:// (the runs trained there
 by the sweep runner; the figures drawn locally and copied up).
+
+The study's shape: its spec (`LrTransferSpec`, read by `spec.load_spec`), `measure` from the
+sweeps' rows to a frozen `LrTransferResults`, `sections` to report.md.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -21,31 +25,41 @@ from typing import Any, NamedTuple
 
 from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
-from depthdelusion.config import PARAMETRIZATIONS, Config, from_dict
-from depthdelusion.studies import experiment_file
-
-SWEEP_KEYS = ("base", "parametrizations", "widths", "depths", "lrs", "depth_sweep")
+from depthdelusion.config import Config, Parametrization, from_dict
+from depthdelusion.studies.spec import load_spec, required
 
 
-def load_experiment(path: str | Path) -> dict[str, Any]:
-    """The experiment, validated (every error one line naming the key): the study files' one
-    reader (`experiment_file.read_experiment`), then this study's own checks."""
-    path = Path(path)
-    raw = experiment_file.read_experiment(path, SWEEP_KEYS, ("skip",))
-    bad = [p for p in raw["parametrizations"] if p not in PARAMETRIZATIONS]
-    if bad:
-        raise ValueError(f"{path}: parametrizations {bad}: valid values are {', '.join(PARAMETRIZATIONS)}")
-    from_dict(raw["base"], f"{path}: base").validate()  # fail before the first run
-    names = {run_name(p, w, d, lr) for p in raw["parametrizations"] for w in raw["widths"]
-             for d in raw["depths"] for lr in raw["lrs"]}
-    unknown = sorted(set(raw.get("skip") or []) - names)
-    if unknown:
-        raise ValueError(f"{path}: skip names runs not in the lr grid: {', '.join(unknown)}")
-    return raw
+@dataclasses.dataclass(frozen=True)
+class DepthSweepSpec:
+    """The U-curve check: every depth at one width, each parametrization at its base-shape lr."""
+
+    width: int = required(ge=1)
+    depths: list[int]
 
 
-def run_config(exp: dict, parametrization: str, width: int, depth: int, lr: float) -> Config:
-    raw = json.loads(json.dumps(exp["base"]))  # deep copy
+@dataclasses.dataclass(frozen=True)
+class LrTransferSpec:
+    """experiments/lr_transfer.yaml (read by `spec.load_spec`)."""
+
+    base: dict  # a run config (sections model, data, train); width, depth, lr, parametrization vary
+    parametrizations: list[Parametrization]
+    widths: list[int]
+    depths: list[int]
+    lrs: list[float]
+    depth_sweep: DepthSweepSpec
+    skip: list[str] = dataclasses.field(default_factory=list)  # run names not trained (CPU time)
+
+    def validate(self) -> None:
+        from_dict(self.base, "base").validate()  # fail before the first run
+        names = {run_name(p, w, d, lr) for p in self.parametrizations for w in self.widths
+                 for d in self.depths for lr in self.lrs}
+        unknown = sorted(set(self.skip) - names)
+        if unknown:
+            raise ValueError(f"skip names runs not in the lr grid: {', '.join(unknown)}")
+
+
+def run_config(exp: LrTransferSpec, parametrization: str, width: int, depth: int, lr: float) -> Config:
+    raw = json.loads(json.dumps(exp.base))  # deep copy
     raw.setdefault("model", {}).update(width=width, depth=depth, parametrization=parametrization)
     raw.setdefault("train", {})["lr"] = lr
     return from_dict(raw, "lr_transfer run").validate()
@@ -59,24 +73,24 @@ def _finite(x: Any) -> float:
     return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else float("nan")
 
 
-def lr_grid(exp: dict) -> list[tuple[str, Config]]:
+def lr_grid(exp: LrTransferSpec) -> list[tuple[str, Config]]:
     """The lr sweep's runs, shape-major (an interrupted sweep has every parametrization of the
     shapes it reached), without the `skip` names."""
-    skip = set(exp.get("skip") or [])
+    skip = set(exp.skip)
     return [(run_name(p, w, d, lr), run_config(exp, p, w, d, lr))
-            for d in exp["depths"] for w in exp["widths"] for p in exp["parametrizations"]
-            for lr in exp["lrs"] if run_name(p, w, d, lr) not in skip]
+            for d in exp.depths for w in exp.widths for p in exp.parametrizations
+            for lr in exp.lrs if run_name(p, w, d, lr) not in skip]
 
 
-def depth_grid(exp: dict, rows: list[dict]) -> list[tuple[str, Config]]:
+def depth_grid(exp: LrTransferSpec, rows: list[dict]) -> list[tuple[str, Config]]:
     """The depth sweep's runs: every depth at the sweep's width, each parametrization at the lr
     that was best at the base shape (widths[0] x depths[0]) of the lr sweep."""
-    sweep = exp["depth_sweep"]
+    sweep = exp.depth_sweep
     runs = []
-    for p in exp["parametrizations"]:
-        lr, _ = best_lr(rows, p, exp["widths"][0], exp["depths"][0])
-        runs += [(run_name(p, sweep["width"], d, lr), run_config(exp, p, sweep["width"], d, lr))
-                 for d in sweep["depths"]]
+    for p in exp.parametrizations:
+        lr, _ = best_lr(rows, p, exp.widths[0], exp.depths[0])
+        runs += [(run_name(p, sweep.width, d, lr), run_config(exp, p, sweep.width, d, lr))
+                 for d in sweep.depths]
     return runs
 
 
@@ -126,7 +140,7 @@ class Outcome(NamedTuple):
 def run_experiment(path: str | Path, out: str | Path, log=print, train_fn=None) -> Outcome:
     """Train what is not finished and write the tables, figures and report. `train_fn(cfg,
     run_dir)` trains one run (default: the training loop, as the sweep does)."""
-    exp = load_experiment(path)
+    exp = load_spec(LrTransferSpec, path)
     out = rundir.as_path(out)
     out.mkdir(parents=True, exist_ok=True)
     grid = lr_grid(exp)
@@ -147,7 +161,7 @@ def run_experiment(path: str | Path, out: str | Path, log=print, train_fn=None) 
         plot_lr_curves(rows, exp, local_out / "lr_transfer.png")
         plot_depth_sweep(depth_rows, rows, local_out / "depth_sweep.png")
     report = out / "report.md"
-    report.write_text(markdown(rows, depth_rows, exp, Path(path), failed=failed))
+    report.write_text(sections(measure(exp, str(Path(path)), rows, depth_rows, failed)))
     return Outcome(report, failed, False)
 
 
@@ -168,12 +182,6 @@ def run_command(*, experiment: str, out: str) -> int:
     return exit_codes.OK
 
 
-def is_u_shaped(losses: list[float], tolerance: float) -> bool:
-    """Strictly interior minimum that beats both ends by more than `tolerance` nats."""
-    i = min(range(len(losses)), key=losses.__getitem__)
-    return 0 < i < len(losses) - 1 and min(losses[0], losses[-1]) - losses[i] > tolerance
-
-
 def optimum_label(lr: float, lrs: list[float]) -> str:
     """The optimum as a statement about the grid: at an edge it is a bound, not a number."""
     if len(lrs) > 1 and lr == min(lrs):
@@ -189,16 +197,84 @@ def shape_lrs(rows: list[dict], parametrization: str, width: int, depth: int) ->
                   == (parametrization, width, depth))
 
 
-def markdown(rows: list[dict], depth_rows: list[dict], exp: dict, path: Path,
-             failed: list[str] = ()) -> str:
-    names, lrs, widths, depths = exp["parametrizations"], exp["lrs"], exp["widths"], exp["depths"]
-    base = exp["base"]
-    tc = run_config(exp, names[0], widths[0], depths[0], lrs[0]).train
-    seq = run_config(exp, names[0], widths[0], depths[0], lrs[0]).model.seq_len
-    shapes = [(w, d) for d in depths for w in widths]
-    lines = [
+@dataclasses.dataclass(frozen=True)
+class ShapeOptimum:
+    """One shape's best lr on the lrs it was trained at: its loss, the runner-up's margin
+    (None: no other finite lr) and whether it sits at an edge of that grid (a bound)."""
+
+    lr: float
+    loss: float
+    margin: float | None
+    label: str  # `optimum_label`: "≤ lr" / "≥ lr" at an edge, else the lr
+
+
+@dataclasses.dataclass(frozen=True)
+class TransferSummary:
+    """One parametrization over every shape: how far its optimum moves and what the base
+    shape's lr costs elsewhere."""
+
+    parametrization: str
+    spread: float  # max / min of the shapes' optimal lrs
+    grid_steps: int  # the spread in steps of the lr grid
+    base_lr: float  # the optimum at the base shape (widths[0] x depths[0])
+    costs: tuple  # (loss at base_lr − the shape's optimum, width, depth) where base_lr was trained
+
+
+@dataclasses.dataclass(frozen=True)
+class LrTransferResults:
+    """What the two sweeps measured, numbers only (rendered by `sections`)."""
+
+    spec: LrTransferSpec
+    source: str  # the experiment file, as given
+    recipe: Config  # the run config of the first shape (its eval batches, batch, seq, steps)
+    rows: tuple  # the lr sweep's table rows (lr_sweep.csv)
+    depth_rows: tuple  # the depth sweep's (depth_sweep.csv)
+    optima: dict  # (parametrization, width, depth) -> ShapeOptimum
+    summaries: tuple  # TransferSummary per parametrization
+    u_shaped: dict  # parametrization -> the depth sweep's curve is U-shaped (tolerance 0.01)
+    failed: tuple  # runs that failed (their losses nan)
+
+
+def shape_optimum(rows: list[dict], p: str, width: int, depth: int) -> ShapeOptimum:
+    lr, loss = best_lr(rows, p, width, depth)
+    others = [r["eval_loss"] for r in rows if (r["parametrization"], r["width"], r["depth"])
+              == (p, width, depth) and r["lr"] != lr and math.isfinite(r["eval_loss"])]
+    return ShapeOptimum(lr, loss, min(others) - loss if others else None,
+                        optimum_label(lr, shape_lrs(rows, p, width, depth)))
+
+
+def transfer_summary(rows: list[dict], exp: LrTransferSpec, p: str, optima: dict) -> TransferSummary:
+    shapes = [(w, d) for d in exp.depths for w in exp.widths]
+    best = [optima[p, w, d].lr for w, d in shapes]
+    lrs = exp.lrs
+    steps = round(math.log(max(best) / min(best)) / math.log(lrs[1] / lrs[0])) if len(lrs) > 1 else 0
+    base_lr = best_lr(rows, p, exp.widths[0], exp.depths[0])[0]
+    at_base = {(r["width"], r["depth"]): r["eval_loss"] for r in rows
+               if r["parametrization"] == p and r["lr"] == base_lr}
+    costs = tuple((at_base[w, d] - best_lr(rows, p, w, d)[1], w, d) for w, d in shapes if (w, d) in at_base)
+    return TransferSummary(p, max(best) / min(best), steps, base_lr, costs)
+
+
+def measure(exp: LrTransferSpec, source: str, rows: list[dict], depth_rows: list[dict],
+            failed: list[str] = ()) -> LrTransferResults:
+    """The optima, the transfer summaries and the depth sweep's shape from the two sweeps' rows."""
+    from depthdelusion.analysis.science.depth_penalty import is_u_shaped
+
+    names = exp.parametrizations
+    optima = {(p, w, d): shape_optimum(rows, p, w, d) for p in names for d in exp.depths for w in exp.widths}
+    u_shaped = {p: is_u_shaped([r["eval_loss"] for r in depth_rows if r["parametrization"] == p], 0.01)
+                for p in names}
+    return LrTransferResults(exp, source, run_config(exp, names[0], exp.widths[0], exp.depths[0], exp.lrs[0]),
+                             tuple(rows), tuple(depth_rows), optima,
+                             tuple(transfer_summary(rows, exp, p, optima) for p in names), u_shaped, tuple(failed))
+
+
+def _head_lines(r: LrTransferResults) -> list[str]:
+    """The title, the experiment, the metric and how to read a margin."""
+    tc, seq, lrs = r.recipe.train, r.recipe.model.seq_len, r.spec.lrs
+    return [
         "# Learning-rate transfer: SP vs CompleteP (generated by `depthdelusion lr-transfer`)", "",
-        f"Experiment: `{path}`. Base config: `{json.dumps(base)}`.", "",
+        f"Experiment: `{r.source}`. Base config: `{json.dumps(r.spec.base)}`.", "",
         f"**Metric: validation loss** (`summary.json` eval_loss): the mean loss (nats/byte) over "
         f"{tc.eval_batches} fixed validation batches × {tc.batch_size} sequences × {seq} tokens "
         f"({tc.eval_batches * tc.batch_size * seq} tokens of the built-in corpus's held-out split, the same "
@@ -208,92 +284,78 @@ def markdown(rows: list[dict], depth_rows: list[dict], exp: dict, path: Path,
         "training batches for every run: the differences between runs are paired, but the seed-to-seed "
         "noise was not measured, so the margin to the runner-up lr is given for each optimum; a margin of "
         "a few hundredths of a nat should be read as a tie.", "",
-        f"## Optimal learning rate per shape (grid {', '.join(f'{lr:g}' for lr in lrs)})", "",
-    ]
-    optima, table = _optima(rows, exp)
-    lines.append(markdown_table(["parametrization", "depth", *(f"W={w}" for w in widths)], table))
+        f"## Optimal learning rate per shape (grid {', '.join(f'{lr:g}' for lr in lrs)})", ""]
+
+
+def _optima_table(r: LrTransferResults) -> list[list]:
+    """Per parametrization and depth, the cells "lr (loss, + margin)" over widths."""
+    table = []
+    for name in r.spec.parametrizations:
+        for depth in r.spec.depths:
+            cells = []
+            for width in r.spec.widths:
+                o = r.optima[name, width, depth]
+                margin = "" if o.margin is None else f", +{o.margin:.3f}"
+                edge = "" if o.label == f"{o.lr:g}" else " (edge)"
+                cells.append(f"{o.label}{edge} ({o.loss:.3f}{margin})")
+            table.append([name, depth, *cells])
+    return table
+
+
+def sections(r: LrTransferResults) -> str:
+    """report.md: the optimum per shape, what was not trained or failed, the transfer summary
+    and the depth sweep."""
+    exp = r.spec
+    names, shapes = exp.parametrizations, len(exp.widths) * len(exp.depths)
+    lines = _head_lines(r)
+    lines.append(markdown_table(["parametrization", "depth", *(f"W={w}" for w in exp.widths)], _optima_table(r)))
     lines += ["", "Cell: optimal lr (its validation loss, + margin of the runner-up lr). An optimum on the "
               "edge of the lrs trained for that shape is a bound (≤ lowest / ≥ highest lr), not an optimum. "
               "Full grid with final_loss: `lr_sweep.csv`; curves: `lr_transfer.png`.", ""]
-    skipped = exp.get("skip") or []
-    if skipped:
-        lines += [f"Not trained ({len(skipped)} of {len(names) * len(shapes) * len(lrs)} grid cells, CPU time): "
-                  + ", ".join(f"`{n}`" for n in skipped) + ". A skipped lr that lies beyond a trained "
+    if exp.skip:
+        lines += [f"Not trained ({len(exp.skip)} of {len(names) * shapes * len(exp.lrs)} grid cells, CPU time): "
+                  + ", ".join(f"`{n}`" for n in exp.skip) + ". A skipped lr that lies beyond a trained "
                   "neighbour that is already worse than the shape's optimum cannot hold the argmin of a "
                   "unimodal lr curve; where a skipped lr is next to the optimum, the optimum above is "
                   "reported as a bound.", ""]
-    if failed:
-        lines += [f"**Failed ({len(failed)}; not finished, their losses are blank (nan) above and they are "
-                  "trained again by the next invocation):** " + ", ".join(f"`{n}`" for n in failed)
+    if r.failed:
+        lines += [f"**Failed ({len(r.failed)}; not finished, their losses are blank (nan) above and they are "
+                  "trained again by the next invocation):** " + ", ".join(f"`{n}`" for n in r.failed)
                   + " (errors in `runs/<run>/error.txt`).", ""]
     lines += ["## Transfer summary", ""]
-    lines += _transfer_summary(rows, exp, optima)
-    lines += _depth_sweep_section(depth_rows, exp)
+    lines += [_summary_line(r, s) for s in r.summaries]
+    lines += _depth_sweep_section(r)
     return "\n".join(lines)
 
 
-def _optima(rows: list[dict], exp: dict) -> tuple[dict, list[list]]:
-    """Per shape: the optimal lr's label, and the table row of cells "lr (loss, + margin)"."""
-    names, widths, depths = exp["parametrizations"], exp["widths"], exp["depths"]
-    optima, table = {}, []
-    for name in names:
-        for depth in depths:
-            cells = []
-            for width in widths:
-                lr, loss = best_lr(rows, name, width, depth)
-                others = [r["eval_loss"] for r in rows if (r["parametrization"], r["width"], r["depth"])
-                          == (name, width, depth) and r["lr"] != lr and math.isfinite(r["eval_loss"])]
-                margin = f", +{min(others) - loss:.3f}" if others else ""
-                grid = shape_lrs(rows, name, width, depth)
-                optima[name, width, depth] = optimum_label(lr, grid)
-                edge = "" if optimum_label(lr, grid) == f"{lr:g}" else " (edge)"
-                cells.append(f"{optimum_label(lr, grid)}{edge} ({loss:.3f}{margin})")
-            table.append([name, depth, *cells])
-    return optima, table
-
-
-def _transfer_summary(rows: list[dict], exp: dict, optima: dict) -> list[str]:
-    names, lrs, widths, depths = exp["parametrizations"], exp["lrs"], exp["widths"], exp["depths"]
-    shapes = [(w, d) for d in depths for w in widths]
-    lines = []
-    base_w, base_d = widths[0], depths[0]
-    for name in names:
-        labels = [optima[name, w, d] for w, d in shapes]
-        best = [float(x.split()[-1]) for x in labels]
-        interior = sum(x == f"{lr:g}" for x, lr in zip(labels, best))
-        labels = sorted(set(labels), key=lambda x: float(x.split()[-1]))
-        steps = round(math.log(max(best) / min(best)) / math.log(lrs[1] / lrs[0])) if len(lrs) > 1 else 0
-        base_lr = best_lr(rows, name, base_w, base_d)[0]
-        at_base = {(r["width"], r["depth"]): r["eval_loss"] for r in rows
-                   if r["parametrization"] == name and r["lr"] == base_lr}
-        penalty = [(at_base[w, d] - best_lr(rows, name, w, d)[1], w, d) for w, d in shapes if (w, d) in at_base]
-        worst = max(penalty)
-        lines.append(
-            f"- **{name}**: {len(labels)} distinct optima over {len(shapes)} shapes ({', '.join(labels)}); "
+def _summary_line(r: LrTransferResults, s: TransferSummary) -> str:
+    exp = r.spec
+    shapes = [(w, d) for d in exp.depths for w in exp.widths]
+    labels = [r.optima[s.parametrization, w, d].label for w, d in shapes]
+    interior = sum(o.label == f"{o.lr:g}" for o in (r.optima[s.parametrization, w, d] for w, d in shapes))
+    labels = sorted(set(labels), key=lambda x: float(x.split()[-1]))
+    worst = max(s.costs)
+    return (f"- **{s.parametrization}**: {len(labels)} distinct optima over {len(shapes)} shapes ({', '.join(labels)}); "
             f"{interior} of {len(shapes)} interior to the grid. Spread of the optimal lr across shapes: "
-            f"{max(best) / min(best):.3g}× ({steps} grid step{'s' if steps != 1 else ''})"
+            f"{s.spread:.3g}× ({s.grid_steps} grid step{'s' if s.grid_steps != 1 else ''})"
             + (" — a lower bound, since some optima sit at an edge" if interior < len(shapes) else "")
-            + f". Using the base shape's ({base_w}×{base_d}) lr {base_lr:g} everywhere costs at most "
+            + f". Using the base shape's ({exp.widths[0]}×{exp.depths[0]}) lr {s.base_lr:g} everywhere costs at most "
             f"{worst[0]:.3f} nats of validation loss against each shape's own optimum (at W={worst[1]} D={worst[2]}); "
-            f"mean {sum(p[0] for p in penalty) / len(penalty):.3f}"
-            + ("" if len(penalty) == len(shapes) else
-               f" (over the {len(penalty)} shapes where lr {base_lr:g} was trained)") + ".")
-    return lines
+            f"mean {sum(c[0] for c in s.costs) / len(s.costs):.3f}"
+            + ("" if len(s.costs) == len(shapes) else
+               f" (over the {len(s.costs)} shapes where lr {s.base_lr:g} was trained)") + ".")
 
 
-def _depth_sweep_section(depth_rows: list[dict], exp: dict) -> list[str]:
-    names, base_w, base_d = exp["parametrizations"], exp["widths"][0], exp["depths"][0]
-    lines: list[str] = []
-    sweep = exp["depth_sweep"]
-    lines += ["", f"## Depth sweep at width {sweep['width']}, lr tuned at the base shape "
-              f"({base_w}×{base_d}), validation loss", ""]
+def _depth_sweep_section(r: LrTransferResults) -> list[str]:
+    exp, sweep = r.spec, r.spec.depth_sweep
+    lines = ["", f"## Depth sweep at width {sweep.width}, lr tuned at the base shape "
+             f"({exp.widths[0]}×{exp.depths[0]}), validation loss", ""]
     table = []
-    for name in names:
-        sel = [r for r in depth_rows if r["parametrization"] == name]
-        losses = [r["eval_loss"] for r in sel]
-        table.append([name, f"{sel[0]['lr']:g}", *(f"{x:.3f}" for x in losses),
-                      "yes" if is_u_shaped(losses, 0.01) else "no"])
-    lines.append(markdown_table(["parametrization", "lr", *(f"D={d}" for d in sweep["depths"]), "U-shaped?"],
+    for name in exp.parametrizations:
+        sel = [x for x in r.depth_rows if x["parametrization"] == name]
+        table.append([name, f"{sel[0]['lr']:g}", *(f"{x['eval_loss']:.3f}" for x in sel),
+                      "yes" if r.u_shaped[name] else "no"])
+    lines.append(markdown_table(["parametrization", "lr", *(f"D={d}" for d in sweep.depths), "U-shaped?"],
                                 table))
     lines += ["", "U-shaped: the minimum over depth is interior and beats both ends by > 0.01 nats "
               "(validation loss; final_loss in `depth_sweep.csv`). The lr is fixed per parameterization, "
@@ -301,27 +363,27 @@ def _depth_sweep_section(depth_rows: list[dict], exp: dict) -> list[str]:
     return lines
 
 
-def plot_lr_curves(rows: list[dict], exp: dict, path: Path) -> None:
+def plot_lr_curves(rows: list[dict], exp: LrTransferSpec, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    names = exp["parametrizations"]
+    names = exp.parametrizations
     fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False, sharey=True)
-    shapes = [(w, d) for d in exp["depths"] for w in exp["widths"]]
-    colors = plt.cm.viridis(np.linspace(0, 0.9, len(exp["widths"])))
+    shapes = [(w, d) for d in exp.depths for w in exp.widths]
+    colors = plt.cm.viridis(np.linspace(0, 0.9, len(exp.widths)))
     styles = ["-", "--", ":", "-."]
     for ax, name in zip(axes[0], names):
         for w, d in shapes:
             sel = sorted((r["lr"], r["eval_loss"]) for r in rows
                          if (r["parametrization"], r["width"], r["depth"]) == (name, w, d))
             ax.plot([s[0] for s in sel], [s[1] for s in sel], marker="o",
-                    color=colors[exp["widths"].index(w)], linestyle=styles[exp["depths"].index(d) % 4],
+                    color=colors[exp.widths.index(w)], linestyle=styles[exp.depths.index(d) % 4],
                     label=f"W={w} D={d}")
             lr, loss = best_lr(rows, name, w, d)
-            ax.plot([lr], [loss], "*", color=colors[exp["widths"].index(w)], markersize=12)
+            ax.plot([lr], [loss], "*", color=colors[exp.widths.index(w)], markersize=12)
         ax.set_xscale("log")
         ax.set_xlabel("base learning rate")
         ax.set_title(name)

@@ -12,6 +12,8 @@ import yaml
 
 from depthdelusion import rundir
 from depthdelusion.studies import depth_confound as dc
+from depthdelusion.studies.depth_confound_report import verdict_lines, write_report
+from depthdelusion.studies.spec import load_spec
 
 EXPERIMENT = {
     "base": {"model": {"head_dim": 8, "seq_len": 16},
@@ -65,9 +67,9 @@ def synthetic_train(cfg, run_dir) -> dict:
 
 
 def test_an_edge_best_extends_the_grid_by_2x_until_it_is_interior(tmp_path):
-    exp = dc.load_experiment(write_experiment(tmp_path))
+    exp = load_spec(dc.DepthConfoundSpec, write_experiment(tmp_path))
     # every initial lr of sp 16 x 2 trained, the best at the top edge (1.6e-2 < optimum 0.032)
-    losses = {dc.run_name("sp", 16, 2, lr, 1): 2 + (math.log(0.032 / lr)) ** 2 for lr in exp["lrs"]}
+    losses = {dc.run_name("sp", 16, 2, lr, 1): 2 + (math.log(0.032 / lr)) ** 2 for lr in exp.lrs}
     names = {r.name for r in dc.plan(exp, losses)}
     assert dc.run_name("sp", 16, 2, 0.032, 1) in names
     assert dc.run_name("sp", 16, 2, 0.064, 1) not in names  # one step at a time
@@ -77,13 +79,13 @@ def test_an_edge_best_extends_the_grid_by_2x_until_it_is_interior(tmp_path):
     losses[dc.run_name("sp", 16, 2, 0.064, 1)] = 2.5
     assert dc.tuned_lr(exp, losses, "sp", 16, 2) == pytest.approx(0.032)
     # ... and arm A at width 16 (tuned at depth 2) is now planned at every depth and seed
-    assert {dc.run_name("sp", 16, d, 0.032, s) for d in exp["depths"] for s in exp["seeds"]} <= \
+    assert {dc.run_name("sp", 16, d, 0.032, s) for d in exp.depths for s in exp.seeds} <= \
         {r.name for r in dc.plan(exp, losses)}
 
 
 def test_fewer_than_five_lrs_or_a_step_above_2x_is_refused(tmp_path):
     with pytest.raises(ValueError, match="at least 5 learning rates spaced by at most 2x"):
-        dc.load_experiment(write_experiment(tmp_path, lrs=[1e-3, 2e-3, 4e-3, 8e-3, 3.2e-2]))
+        load_spec(dc.DepthConfoundSpec, write_experiment(tmp_path, lrs=[1e-3, 2e-3, 4e-3, 8e-3, 3.2e-2]))
 
 
 def test_the_lr_fit_recovers_a_known_optimum_within_its_interval():
@@ -105,7 +107,7 @@ def test_an_lr_at_the_edge_is_a_bound_not_a_fitted_optimum():
 
 def test_a_penalty_made_by_mistuning_is_seen_in_arm_a_and_vanishes_in_b_and_c(tmp_path):
     path = write_experiment(tmp_path)
-    exp = dc.load_experiment(path)
+    exp = load_spec(dc.DepthConfoundSpec, path)
     out = tmp_path / "study"
     trained, preempted = dc.train(exp, str(path), out, batch=1000, train_fn=synthetic_train,
                                   log=lambda _: None)
@@ -120,7 +122,7 @@ def test_a_penalty_made_by_mistuning_is_seen_in_arm_a_and_vanishes_in_b_and_c(tm
     assert iv.lo > 0.03 and iv.estimate == pytest.approx(0.05 * math.log(math.sqrt(8)) ** 2, abs=0.015)
     for arm in "BC":  # tuned (B) or transferred by a parametrization whose optimum does not move (C)
         assert pen[arm][16].lo <= 0.005 and pen[arm][16].estimate < 0.015
-    report = dc.write_report(exp, str(path), out, planned=0).read_text()
+    report = write_report(dc.measure(exp, str(path), out / "runs"), out).read_text()
     assert "PARTIAL" not in report
     assert "B keeps" in report and "C keeps" in report
     # CompleteP's optimum does not move here, so the tuned cell's lr is the transferred one
@@ -176,8 +178,8 @@ def test_a_curve_with_a_divergent_side_is_flagged_and_bracketed():
 
 
 def test_law_replicates_must_be_a_whole_number(tmp_path):
-    with pytest.raises(ValueError, match="law_replicates=-1: need a whole number"):
-        dc.load_experiment(write_experiment(tmp_path, law_replicates=-1))
+    with pytest.raises(ValueError, match="law_replicates=-1: must be >= 0 \\(a whole number"):
+        load_spec(dc.DepthConfoundSpec, write_experiment(tmp_path, law_replicates=-1))
 
 
 def test_the_penalty_is_a_welch_interval_against_the_best_depth():
@@ -197,12 +199,12 @@ def test_the_penalty_is_a_welch_interval_against_the_best_depth():
 
 
 def test_verdict_gives_the_kept_share_of_as_penalty_with_fiellers_interval():
-    exp = {"depths": [2, 32], "widths": [32], "iso_flop": {"depths": [2, 32], "width": 32}}
     pts = [dc.Point(arm, 32, d, None, 0.01, losses) for arm, d, losses in (
         ("A", 2, (1.10, 1.12, 1.14)), ("A", 32, (2.80, 2.90, 2.95)),
         ("B", 2, (1.10, 1.12, 1.14)), ("B", 32, (2.70, 2.80, 2.95)),
         ("C", 2, (1.10, 1.12, 1.14)), ("C", 32, (2.10, 2.40, 2.55)))]
     pen = {(arm, 32): dc.depth_penalty([p for p in pts if p.arm == arm]) for arm in "ABC"}
-    (line,) = dc.verdict_lines(exp, pts, pen, iso=True)
+    kept = {(32, True): dc.kept_shares(dc.penalties_at(pts, pen, 32, 32), 32)}
+    (line,) = verdict_lines(pts, pen, kept, [32], 32, iso=True)
     assert line.startswith("- **fixed compute, W = 32**")
     assert "B keeps 96% [77%, 117%] of A's penalty" in line and "C keeps 70% [38%, 104%]" in line

@@ -15,6 +15,7 @@ from depthdelusion import rundir
 from depthdelusion.model_size import non_embedding_params
 from depthdelusion.studies import depth_vs_size as dvs
 from depthdelusion.studies import depth_vs_size_report as report
+from depthdelusion.studies.spec import load_spec
 
 # Two levels of two shapes each, N within 4% (W 32 D 1 ≈ 12.7k vs W 16 D 4 ≈ 13.1k; twice that).
 EXPERIMENT = {
@@ -71,8 +72,8 @@ def synthetic_train(bump=None):
 
 
 def test_each_shape_trains_20_tokens_per_non_embedding_parameter_and_a_level_is_matched(tmp_path):
-    exp = dvs.load_experiment(write_experiment(tmp_path))
-    for level in exp["levels"]:
+    exp = load_spec(dvs.DepthVsSizeSpec, write_experiment(tmp_path))
+    for level in exp.resolved_levels:
         ns = [s["params"] for s in level["shapes"]]
         assert max(ns) / min(ns) - 1 < 0.05
         for s in level["shapes"]:
@@ -84,13 +85,13 @@ def test_each_shape_trains_20_tokens_per_non_embedding_parameter_and_a_level_is_
 
 
 def test_grids_use_only_the_tuning_seed_and_reported_points_only_the_test_seeds(tmp_path):
-    exp = dvs.load_experiment(write_experiment(tmp_path))
+    exp = load_spec(dvs.DepthVsSizeSpec, write_experiment(tmp_path))
     losses = finished_study(exp)
     arm_p = {arm: p for arm, p, _ in report.ARMS}
     got = report.cells(exp, losses)
     assert len(got) == 2 * 4 and all(c.complete and len(c.losses) == 3 for c in got)
     reported = {dvs.run(exp, arm_p[c.arm], c.shape["width"], c.shape["depth"], c.lr, s).name
-                for c in got for s in exp["seeds"]}
+                for c in got for s in exp.seeds}
     assert reported <= set(losses) and not any("_s0_" in n for n in reported)
     grid_runs = set(losses) - reported
     assert grid_runs and all("_s0_" in n for n in grid_runs)
@@ -99,9 +100,9 @@ def test_grids_use_only_the_tuning_seed_and_reported_points_only_the_test_seeds(
 
 
 def test_an_edge_best_extends_the_grid_by_2x_until_it_is_interior(tmp_path):
-    exp = dvs.load_experiment(write_experiment(tmp_path))
+    exp = load_spec(dvs.DepthVsSizeSpec, write_experiment(tmp_path))
     name = lambda lr: dvs.run(exp, "sp", 32, 1, lr, 0).name  # noqa: E731
-    losses = {name(lr): 2 + math.log(0.04 / lr) ** 2 for lr in exp["lrs"]}  # best at the top edge
+    losses = {name(lr): 2 + math.log(0.04 / lr) ** 2 for lr in exp.lrs}  # best at the top edge
     planned = {r.name for r in dvs.plan(exp, losses)}
     assert name(0.032) in planned and name(0.064) not in planned
     assert dvs.tuned_lr(exp, losses, "sp", 32, 1) is None  # not settled: no test seed planned yet
@@ -126,9 +127,9 @@ def test_an_edge_best_extends_the_grid_by_2x_until_it_is_interior(tmp_path):
     ({"lr_bounds": [5e-3, 0.128]}, "lr_bounds="),
     ({"lr_bounds": 0.1}, "lr_bounds="),
     ({"levels": [{"shapes": [[32, 1], [16, 4]], "completep_base": 32}]}, "levels[0].completep_base=32"),
-    ({"base": 3}, "base: need"),
+    ({"base": 3}, "base=3: must be a mapping"),
     ({"levels": [{"shapes": [[30, 1], [16, 4]], "completep_base": [16, 4]}]}, "levels[0].shapes: [30, 1]: model.width=30"),
-    ({"warmup": 0.1}, "unknown keys warmup"),
+    ({"warmup": 0.1}, "unknown key warmup"),
 ])
 def test_a_bad_experiment_file_is_one_line_naming_the_key(tmp_path, capsys, changes, key):
     from depthdelusion import cli
@@ -143,11 +144,11 @@ def test_a_missing_key_is_named(tmp_path):
     raw = {k: v for k, v in EXPERIMENT.items() if k != "tokens_per_param"}
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(raw))
-    with pytest.raises(ValueError, match="missing keys tokens_per_param"):
-        dvs.load_experiment(path)
+    with pytest.raises(ValueError, match="missing key tokens_per_param"):
+        load_spec(dvs.DepthVsSizeSpec, path)
 
 
-def finished_study(exp: dict, bump=None) -> dict[str, float]:
+def finished_study(exp: dvs.DepthVsSizeSpec, bump=None) -> dict[str, float]:
     losses: dict[str, float] = {}
     while todo := [r for r in dvs.plan(exp, losses) if r.name not in losses]:
         for r in todo:
@@ -158,7 +159,7 @@ def finished_study(exp: dict, bump=None) -> dict[str, float]:
 def test_a_shape_worse_than_both_neighbours_is_found_and_a_smooth_bowl_is_not(tmp_path):
     path = write_experiment(tmp_path, levels=[
         {"shapes": [[64, 2], [48, 4], [32, 8], [24, 14]], "completep_base": [32, 8]}], match_tolerance=0.2)
-    exp = dvs.load_experiment(path)
+    exp = load_spec(dvs.DepthVsSizeSpec, path)
     for bump in (None, (48, 4)):
         got = report.cells(exp, finished_study(exp, bump))
         for arm, _, _ in report.ARMS:
@@ -174,7 +175,7 @@ def test_a_finished_study_reports_each_cell_with_its_t_interval_and_records_how_
     from scipy import stats
 
     path = write_experiment(tmp_path, levels=EXPERIMENT["levels"][:1])
-    exp = dvs.load_experiment(path)
+    exp = load_spec(dvs.DepthVsSizeSpec, path)
     out = tmp_path / "study"
     dvs.train(exp, str(path), out, train_fn=synthetic_train(), log=lambda t: None)
     text = report.write_report(exp, str(path), out).read_text()
@@ -207,7 +208,7 @@ def test_the_command_trains_a_real_run_and_labels_a_partial_study(tmp_path, caps
 
 def test_a_run_that_fails_is_tried_once_per_invocation_not_again_and_again(tmp_path):
     path = write_experiment(tmp_path, levels=EXPERIMENT["levels"][:1])
-    exp = dvs.load_experiment(path)
+    exp = load_spec(dvs.DepthVsSizeSpec, path)
     ok, attempts = synthetic_train(), []
 
     def train(cfg, run_dir):  # one grid run fails as bad input would (not a divergence)
@@ -226,7 +227,7 @@ def test_a_run_that_fails_is_tried_once_per_invocation_not_again_and_again(tmp_p
 
 
 def test_a_shape_gets_its_test_seeds_before_the_next_deeper_shape_starts_its_grid(tmp_path):
-    exp = dvs.load_experiment(write_experiment(tmp_path))
+    exp = load_spec(dvs.DepthVsSizeSpec, write_experiment(tmp_path))
     losses, order = {}, []
     while todo := [r for r in dvs.plan(exp, losses) if r.name not in losses]:
         order.append(todo[0].name)  # one run at a time, as the runner takes them
@@ -264,7 +265,7 @@ def test_seed_centring_removes_the_shared_seed_effect_and_keeps_the_shape_differ
 
 
 def test_a_cell_with_a_diverged_seed_is_shown_as_such_and_left_out_of_the_comparisons(tmp_path):
-    exp = dvs.load_experiment(write_experiment(tmp_path, levels=EXPERIMENT["levels"][:1]))
+    exp = load_spec(dvs.DepthVsSizeSpec, write_experiment(tmp_path, levels=EXPERIMENT["levels"][:1]))
     sp = cells_with_a_seed_effect({(32, 1): 1.50, (16, 4): 1.53})
     sp[1] = sp[1]._replace(losses=(sp[1].losses[0], math.inf, sp[1].losses[2]))
     groups = {(1, "SP"): report.neighbour_rows(sp, 3),

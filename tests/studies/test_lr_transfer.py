@@ -1,49 +1,52 @@
 """lr-transfer experiment file: validated before any run; the U-shape verdict rule."""
 import csv
+import dataclasses
 
 import pytest
 import yaml
 
+from depthdelusion.analysis.science.depth_penalty import is_u_shaped
 from depthdelusion.studies import lr_transfer
+from depthdelusion.studies.spec import load_spec
 
 
 def test_committed_experiment_loads_and_builds_valid_run_configs():
-    exp = lr_transfer.load_experiment("experiments/lr_transfer.yaml")
+    exp = load_spec(lr_transfer.LrTransferSpec, "experiments/lr_transfer.yaml")
     cfg = lr_transfer.run_config(exp, "completep", 128, 4, 1e-2)
     assert (cfg.model.width, cfg.model.depth, cfg.model.parametrization, cfg.train.lr) == (128, 4, "completep", 1e-2)
-    assert cfg.model.base_width == exp["widths"][0]  # the smallest shape is the tuning proxy
+    assert cfg.model.base_width == exp.widths[0]  # the smallest shape is the tuning proxy
 
 
 def test_bad_experiment_names_the_problem(tmp_path):
     path = tmp_path / "x.yaml"
     path.write_text(yaml.safe_dump({"base": {}, "parametrizations": ["mu"], "widths": [32],
                                     "depths": [2], "lrs": [1e-2], "depth_sweep": {}}))
-    with pytest.raises(ValueError, match=r"parametrizations \['mu'\]: valid values are sp, mup"):
-        lr_transfer.load_experiment(path)
+    with pytest.raises(ValueError, match=r"x.yaml: parametrizations\[0\]='mu': valid values are sp, mup"):
+        load_spec(lr_transfer.LrTransferSpec, path)
     path.write_text(yaml.safe_dump({"base": {}}))
     with pytest.raises(ValueError, match="missing keys parametrizations"):
-        lr_transfer.load_experiment(path)
+        load_spec(lr_transfer.LrTransferSpec, path)
 
 
 def test_an_unknown_key_is_named_as_in_every_study_file(tmp_path):
     path = tmp_path / "x.yaml"
     raw = yaml.safe_load(open("experiments/lr_transfer.yaml"))
     path.write_text(yaml.safe_dump({**raw, "widthz": [32]}))
-    with pytest.raises(ValueError, match="unknown keys widthz; valid keys are base, "):
-        lr_transfer.load_experiment(path)
+    with pytest.raises(ValueError, match="x.yaml: unknown key widthz; valid keys are base, "):
+        load_spec(lr_transfer.LrTransferSpec, path)
 
 
 def test_u_shape_needs_an_interior_minimum_below_both_ends():
-    assert lr_transfer.is_u_shaped([2.36, 2.20, 2.14, 2.30], tolerance=0.01)
-    assert not lr_transfer.is_u_shaped([2.18, 2.20, 2.47, 2.52], tolerance=0.01)  # best at an end
-    assert not lr_transfer.is_u_shaped([2.150, 2.145, 2.150], tolerance=0.01)  # within tolerance
+    assert is_u_shaped([2.36, 2.20, 2.14, 2.30], tolerance=0.01)
+    assert not is_u_shaped([2.18, 2.20, 2.47, 2.52], tolerance=0.01)  # best at an end
+    assert not is_u_shaped([2.150, 2.145, 2.150], tolerance=0.01)  # within tolerance
 
 
 def test_edge_optimum_is_a_bound_and_report_uses_validation_loss(tmp_path):
     lrs = [1e-3, 3e-3, 1e-2, 3e-2]
     assert [lr_transfer.optimum_label(lr, lrs) for lr in lrs] == ["≤ 0.001", "0.003", "0.01", "≥ 0.03"]
-    exp = lr_transfer.load_experiment("experiments/lr_transfer.yaml")
-    exp = {**exp, "widths": [32, 64], "depths": [2], "depth_sweep": {"width": 32, "depths": [1, 2, 4]}}
+    exp = load_spec(lr_transfer.LrTransferSpec, "experiments/lr_transfer.yaml")
+    exp = dataclasses.replace(exp, widths=[32, 64], depths=[2], depth_sweep=lr_transfer.DepthSweepSpec(32, [1, 2, 4]))
     # sp: W=32 best at the interior 3e-3 by eval loss (final_loss would say 3e-2); W=64 at the lower edge
     evals = {("sp", 32): [2.5, 2.1, 2.2, 2.3], ("sp", 64): [2.0, 2.1, 2.2, 2.3],
              ("completep", 32): [2.5, 2.1, 2.2, 2.3], ("completep", 64): [2.5, 2.3, 2.2, 2.1]}
@@ -53,7 +56,7 @@ def test_edge_optimum_is_a_bound_and_report_uses_validation_loss(tmp_path):
     depth_rows = [{"parametrization": p, "width": 32, "depth": d, "lr": 3e-3, "eval_loss": e, "final_loss": 0.0}
                   for p, es in [("sp", [2.0, 2.1, 2.2]), ("completep", [2.3, 2.1, 2.2])]
                   for d, e in zip([1, 2, 4], es)]
-    text = lr_transfer.markdown(rows, depth_rows, exp, tmp_path / "x.yaml")
+    text = lr_transfer.sections(lr_transfer.measure(exp, str(tmp_path / "x.yaml"), rows, depth_rows))
     assert "| sp | 2 | 0.003 (2.100, +0.100) | ≤ 0.001 (edge) (2.000, +0.100) |" in text
     assert "| completep | 2 | 0.003 (2.100, +0.100) | ≥ 0.03 (edge) (2.100, +0.100) |" in text
     assert "8 fixed validation batches × 8 sequences × 64 tokens (4096 tokens" in text
@@ -67,7 +70,7 @@ def test_skip_must_name_grid_runs_and_bounds_the_optimum(tmp_path):
     path = tmp_path / "x.yaml"
     path.write_text(yaml.safe_dump({**raw, "skip": ["sp_w32_d2_lr0.5"]}))
     with pytest.raises(ValueError, match="skip names runs not in the lr grid: sp_w32_d2_lr0.5"):
-        lr_transfer.load_experiment(path)
+        load_spec(lr_transfer.LrTransferSpec, path)
     rows = [{"parametrization": "sp", "width": 32, "depth": 2, "lr": lr, "eval_loss": e, "final_loss": e}
             for lr, e in [(3e-3, 2.0), (1e-2, 2.1)]]  # 1e-3 skipped: 3e-3 is only an upper bound
     grid = lr_transfer.shape_lrs(rows, "sp", 32, 2)

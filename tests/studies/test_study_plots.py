@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402 - after the backend
 
 from depthdelusion.studies import data_exponent  # noqa: E402
 from depthdelusion.studies import depth_confound as dc  # noqa: E402
+from depthdelusion.studies import depth_confound_report  # noqa: E402
 
 
 def _legends_while_plotting(monkeypatch, plot, *args):
@@ -31,11 +32,11 @@ def _legends_while_plotting(monkeypatch, plot, *args):
 
 
 def test_depth_confound_figure_names_the_arms_when_its_first_panel_is_empty(tmp_path, monkeypatch):
-    exp = {"widths": [16, 32], "iso_flop": {"width": 16}, "metric": "eval_loss"}
+    spec = SimpleNamespace(widths=[16, 32], iso_flop=SimpleNamespace(width=16), metric="eval_loss")
     # W = 16 empty; arm B is drawn on the W = 32 panel, arm A only on the iso-FLOP one
-    pts = [dc.Point("B", 32, 2, 4, 2e-3, (2.9,))]
-    iso = [dc.Point("A", 16, 2, 4, 1e-3, (3.0,))]
-    texts = _legends_while_plotting(monkeypatch, dc.plot, exp, pts, iso, tmp_path / "f.png")
+    results = SimpleNamespace(spec=spec, points=(dc.Point("B", 32, 2, 4, 2e-3, (2.9,)),),
+                              iso_points=(dc.Point("A", 16, 2, 4, 1e-3, (3.0,)),))
+    texts = _legends_while_plotting(monkeypatch, depth_confound_report.plot, results, tmp_path / "f.png")
     assert texts == [f"{arm}: {label}" for arm, label in dc.ARMS[:2]]
 
 

@@ -1,0 +1,93 @@
+"""A study's spec: its experiment file (YAML) read into a frozen dataclass by one loader for every
+study, with the field checks of run configs (`depthdelusion.config`: `coerce_value` for a
+field's type, `check_bounds` for the range declared with `bounded`). An unknown key, a missing
+one, a value of the wrong type or out of its range is a ValueError naming the file, the field
+and what would be valid (the CLI prints it as one line and exits 2). The spec's own
+``validate()`` then checks what spans fields (an lr grid's spacing, a depth that must be one of
+the depths) and may fill the fields derived from the others (``init=False``).
+
+Field types: the scalars and Literals of run configs, ``list[...]`` of them (kept as lists, the
+values the studies always used), nested frozen dataclasses (a YAML mapping), ``list`` of
+those, and ``dict`` for a mapping passed on whole (a run config, checked by the spec's
+``validate()`` through `config.from_dict`)."""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+from typing import Any, TypeVar, get_args, get_origin
+
+from depthdelusion.config import bounded, check_bounds, coerce_value, read_yaml
+
+Spec = TypeVar("Spec")
+
+
+def load_spec(spec_type: type[Spec], path: str | Path) -> Spec:
+    """The study spec `spec_type` in the YAML file at `path`, every field checked, then its ``validate()``;
+    every error one line starting with the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"experiment file not found: {path}")
+    try:
+        spec = from_mapping(spec_type, read_yaml(path), "")
+        spec.validate()
+    except ValueError as err:
+        text = str(err)
+        raise ValueError(text if text.startswith(str(path)) else f"{path}: {text}") from None
+    return spec
+
+
+def _keys(spec_type: type) -> tuple[list[str], list[str]]:
+    """(every key the file may give, the ones it must give)."""
+    fields = [f for f in dataclasses.fields(spec_type) if f.init]
+    required = [f.name for f in fields
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    return [f.name for f in fields], required
+
+
+def from_mapping(spec_type: type[Spec], raw: Any, where: str) -> Spec:
+    """`spec_type` from a YAML mapping; `where` is the dotted field it sits at ("" at the top)."""
+    keys, required = _keys(spec_type)
+    at = f"{where}: " if where else ""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{at}expected a mapping with keys {', '.join(keys)}, got {raw!r}")
+    unknown = sorted(str(k) for k in set(raw) - set(keys))
+    if unknown:
+        raise ValueError(f"{at}unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+                         f"valid keys are {', '.join(keys)}")
+    missing = [k for k in required if k not in raw]
+    if missing:
+        raise ValueError(f"{at}missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                         f"(needs {', '.join(required)})")
+    hints = typing.get_type_hints(spec_type)
+    prefix = f"{where}." if where else ""
+    spec = spec_type(**{k: field_value(f"{prefix}{k}", hints[k], raw[k]) for k in keys if k in raw})
+    check_bounds(spec, where)
+    return spec
+
+
+def field_value(where: str, annotation: Any, value: Any) -> Any:
+    """`value` checked against a spec field's annotation (see the module's docstring)."""
+    if dataclasses.is_dataclass(annotation):
+        return from_mapping(annotation, value, where)
+    origin = get_origin(annotation)
+    if annotation is dict or origin is dict:
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}={value!r}: must be a mapping (key: value)")
+        return value
+    if origin is list:
+        (item,) = get_args(annotation)
+        if not isinstance(value, list):
+            raise ValueError(f"{where}={value!r}: must be a list, e.g. [a, b]")
+        return [field_value(f"{where}[{i}]", item, v) for i, v in enumerate(value)]
+    return coerce_value(where, annotation, value)
+
+
+def required(**bounds) -> Any:
+    """A field the file must give, valid in the range `bounds` (config.bounded's ge, gt, le, lt)."""
+    return bounded(dataclasses.MISSING, **bounds)
+
+
+def spec_error(where: str, value: Any, valid: str) -> ValueError:
+    """A spec's own check failed: FIELD=VALUE and what would be valid (the loader adds the file)."""
+    return ValueError(f"{where}={value!r}: {valid}")
