@@ -39,7 +39,7 @@ from depthdelusion.studies.lr_grid import (  # noqa: F401 (LrFit: re-exported)
     fit_lr_curve,
     grid_optimum,
 )
-from depthdelusion.studies.spec import required, spec_error
+from depthdelusion.studies.spec import check_run_config, required, spec_error
 
 DEFAULT_LAW_REPLICATES = 200
 
@@ -95,7 +95,7 @@ class DepthConfoundSpec:
             raise spec_error("iso_flop.width", self.iso_flop.width, f"must be one of widths {self.widths}")
         if any(len(cell) != 2 for cell in self.completep.tuned_cells):
             raise spec_error("completep.tuned_cells", self.completep.tuned_cells, "need [width, depth] pairs")
-        from_dict(self.base, "base").validate()  # fail before the first run
+        check_run_config(self.base)  # fail before the first run
         object.__setattr__(self, "iso_flop_steps", {d: _iso_flop_steps(self, d) for d in self.iso_flop.depths})
 
 

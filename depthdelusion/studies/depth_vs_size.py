@@ -26,7 +26,7 @@ from depthdelusion.config import Config, bounded, from_dict
 from depthdelusion.studies import planned_runs
 from depthdelusion.studies.depth_confound import Run, make_run
 from depthdelusion.studies.lr_grid import extend_lr_grid, grid_optimum
-from depthdelusion.studies.spec import required, spec_error
+from depthdelusion.studies.spec import check_run_config, required, spec_error
 
 DEFAULT_LAW_REPLICATES = 200
 PER_SHAPE = ("steps", "warmup_steps", "eval_every", "lr", "seed")  # base.train keys the study sets
@@ -66,7 +66,7 @@ class DepthVsSizeSpec:
             raise ValueError(f"base.train.{fixed[0]} is set per shape by the study; remove it "
                              f"(the study sets {', '.join(PER_SHAPE)})")
         _check_numbers(self)
-        from_dict(self.base, "base").validate()  # fail before the first run
+        check_run_config(self.base)  # fail before the first run
         object.__setattr__(self, "resolved_levels", [_resolve_level(self, i, level)
                                                      for i, level in enumerate(self.levels)])
         shapes = [(s["width"], s["depth"]) for level in self.resolved_levels for s in level["shapes"]]

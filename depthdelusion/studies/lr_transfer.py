@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.config import Config, Parametrization, from_dict
-from depthdelusion.studies.spec import load_spec, required
+from depthdelusion.studies.spec import check_run_config, load_spec, required
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +50,7 @@ class LrTransferSpec:
     skip: list[str] = dataclasses.field(default_factory=list)  # run names not trained (CPU time)
 
     def validate(self) -> None:
-        from_dict(self.base, "base").validate()  # fail before the first run
+        check_run_config(self.base)  # fail before the first run
         names = {run_name(p, w, d, lr) for p in self.parametrizations for w in self.widths
                  for d in self.depths for lr in self.lrs}
         unknown = sorted(set(self.skip) - names)

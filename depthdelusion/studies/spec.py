@@ -1,10 +1,10 @@
 """A study's spec: its experiment file (YAML) read into a frozen dataclass by one loader for every
 study, with the field checks of run configs (`depthdelusion.config`: `coerce_value` for a
 field's type, `check_bounds` for the range declared with `bounded`). An unknown key, a missing
-one, a value of the wrong type or out of its range is a ValueError naming the file, the field
-and what would be valid (the CLI prints it as one line and exits 2). The spec's own
-``validate()`` then checks what spans fields (an lr grid's spacing, a depth that must be one of
-the depths) and may fill the fields derived from the others (``init=False``).
+one, a value of the wrong type or out of its range is a ValueError naming the file, the field,
+what would be valid and the field's line (the CLI prints it as one line and exits 2). The
+spec's own ``validate()`` then checks what spans fields (an lr grid's spacing, a depth that must
+be one of the depths) and may fill the fields derived from the others (``init=False``).
 
 Field types: the scalars and Literals of run configs, ``list[...]`` of them (kept as lists, the
 values the studies always used), nested frozen dataclasses (a YAML mapping), ``list`` of
@@ -22,9 +22,19 @@ from depthdelusion.config import bounded, check_bounds, coerce_value, read_yaml
 Spec = TypeVar("Spec")
 
 
+class SpecError(ValueError):
+    """A bad field of a spec: the message, and the dotted field at fault (``lrs[1]``,
+    ``iso_flop.width``; "" when no one field is) that `load_spec` finds the line of."""
+
+    def __init__(self, message: str, field: str = ""):
+        super().__init__(message)
+        self.field = field
+
+
 def load_spec(spec_type: type[Spec], path: str | Path) -> Spec:
-    """The study spec `spec_type` in the YAML file at `path`, every field checked, then its ``validate()``;
-    every error one line starting with the file."""
+    """The study spec `spec_type` in the YAML file at `path`, every field checked, then its
+    ``validate()``; every error one line starting with the file, ending with the line of the
+    field at fault where there is one."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"experiment file not found: {path}")
@@ -33,8 +43,32 @@ def load_spec(spec_type: type[Spec], path: str | Path) -> Spec:
         spec.validate()
     except ValueError as err:
         text = str(err)
-        raise ValueError(text if text.startswith(str(path)) else f"{path}: {text}") from None
+        line = _line_of(path, getattr(err, "field", ""))
+        text = text if text.startswith(str(path)) else f"{path}: {text}"
+        raise ValueError(text + (f" (line {line})" if line else "")) from None
     return spec
+
+
+def _line_of(path: Path, field: str) -> int | None:
+    """The line (from 1) where `field` (dotted, with [i] for list items) is written in the YAML
+    file, or where the nearest field above it is; None when it is not there."""
+    import yaml
+
+    if not field:
+        return None
+    node, line = yaml.compose(path.read_text()), None
+    for part in field.replace("[", ".[").split("."):
+        if isinstance(node, yaml.MappingNode):
+            key, node = next(((k, v) for k, v in node.value if k.value == part), (None, None))
+            line = key.start_mark.line + 1 if key is not None else line
+        elif isinstance(node, yaml.SequenceNode) and part.startswith("[") and int(part[1:-1]) < len(node.value):
+            node = node.value[int(part[1:-1])]
+            line = node.start_mark.line + 1
+        else:
+            node = None
+        if node is None:
+            break
+    return line
 
 
 def _keys(spec_type: type) -> tuple[list[str], list[str]]:
@@ -50,11 +84,11 @@ def from_mapping(spec_type: type[Spec], raw: Any, where: str) -> Spec:
     keys, required = _keys(spec_type)
     at = f"{where}: " if where else ""
     if not isinstance(raw, dict):
-        raise ValueError(f"{at}expected a mapping with keys {', '.join(keys)}, got {raw!r}")
+        raise SpecError(f"{at}expected a mapping with keys {', '.join(keys)}, got {raw!r}", where)
     unknown = sorted(str(k) for k in set(raw) - set(keys))
     if unknown:
-        raise ValueError(f"{at}unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
-                         f"valid keys are {', '.join(keys)}")
+        raise SpecError(f"{at}unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+                        f"valid keys are {', '.join(keys)}", f"{where}.{unknown[0]}" if where else unknown[0])
     missing = [k for k in required if k not in raw]
     if missing:
         raise ValueError(f"{at}missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
@@ -62,7 +96,10 @@ def from_mapping(spec_type: type[Spec], raw: Any, where: str) -> Spec:
     hints = typing.get_type_hints(spec_type)
     prefix = f"{where}." if where else ""
     spec = spec_type(**{k: field_value(f"{prefix}{k}", hints[k], raw[k]) for k in keys if k in raw})
-    check_bounds(spec, where)
+    try:
+        check_bounds(spec, where)
+    except ValueError as err:  # its message starts with the field: "iso_flop.width=0: ..."
+        raise SpecError(str(err), str(err).split("=", 1)[0]) from None
     return spec
 
 
@@ -73,14 +110,17 @@ def field_value(where: str, annotation: Any, value: Any) -> Any:
     origin = get_origin(annotation)
     if annotation is dict or origin is dict:
         if not isinstance(value, dict):
-            raise ValueError(f"{where}={value!r}: must be a mapping (key: value)")
+            raise SpecError(f"{where}={value!r}: must be a mapping (key: value)", where)
         return value
     if origin is list:
         (item,) = get_args(annotation)
         if not isinstance(value, list):
-            raise ValueError(f"{where}={value!r}: must be a list, e.g. [a, b]")
+            raise SpecError(f"{where}={value!r}: must be a list, e.g. [a, b]", where)
         return [field_value(f"{where}[{i}]", item, v) for i, v in enumerate(value)]
-    return coerce_value(where, annotation, value)
+    try:
+        return coerce_value(where, annotation, value)
+    except ValueError as err:
+        raise SpecError(str(err), where) from None
 
 
 def required(**bounds) -> Any:
@@ -88,6 +128,19 @@ def required(**bounds) -> Any:
     return bounded(dataclasses.MISSING, **bounds)
 
 
-def spec_error(where: str, value: Any, valid: str) -> ValueError:
-    """A spec's own check failed: FIELD=VALUE and what would be valid (the loader adds the file)."""
-    return ValueError(f"{where}={value!r}: {valid}")
+def check_run_config(raw: dict, where: str = "base") -> None:
+    """A run config inside a spec (`where`: its field), checked as a run's config is
+    (`config.from_dict`, then `Config.validate`) before the study trains its first run."""
+    from depthdelusion.config import from_dict
+
+    try:
+        from_dict(raw, where).validate()
+    except ValueError as err:
+        text = str(err)
+        raise SpecError(text if text.startswith(where) else f"{where}: {text}", where) from None
+
+
+def spec_error(where: str, value: Any, valid: str) -> SpecError:
+    """A spec's own check failed: FIELD=VALUE and what would be valid (the loader adds the file
+    and the line)."""
+    return SpecError(f"{where}={value!r}: {valid}", where)

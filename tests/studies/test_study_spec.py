@@ -51,6 +51,19 @@ def test_a_wrong_type_names_the_file_the_field_and_the_type(tmp_path, spec_type,
         load_spec(spec_type, path)
 
 
+def test_an_error_ends_with_the_line_of_the_field_at_fault(tmp_path):
+    text = open("experiments/depth_confound.yaml").read()
+    path = tmp_path / "study.yaml"
+    path.write_text(text.replace("widths: [32, 64]", "widths: [32, sixty]"))
+    line = 1 + text.splitlines().index("widths: [32, 64]")
+    with pytest.raises(ValueError, match=rf"^{path}: widths\[1\]='sixty': must be an integer \(line {line}\)$"):
+        load_spec(depth_confound.DepthConfoundSpec, path)
+    path.write_text(text.replace("arm_a_depth: 2", "arm_a_depth: 3"))  # a check across fields
+    line = 1 + text.splitlines().index("arm_a_depth: 2")
+    with pytest.raises(ValueError, match=rf"arm_a_depth=3: must be one of depths \[2, 4, 8, 16, 32\] \(line {line}\)$"):
+        load_spec(depth_confound.DepthConfoundSpec, path)
+
+
 def test_a_nested_section_is_checked_like_the_top(tmp_path):
     committed = "experiments/depth_confound.yaml"
     raw = yaml.safe_load(open(committed))
