@@ -26,10 +26,10 @@ import numpy as np
 
 from ...progress import SILENT
 from ..laws import get_law
-from ..table.columns import check_law_columns
+from ..table.law_columns import check_law_columns
 from ..table.runs import Runs, load_runs
-from .diagnostics import OUTLIER_Z, pooled_group_flag, pooled_groups, row_diagnostics
-from .options import BOOTSTRAP
+from .diagnostics import pooled_group_flag, pooled_groups, row_diagnostics
+from .options import BOOTSTRAP, OUTLIER_Z
 from .problem import TIE
 from .replicates import replicate_cells
 from .resampling import BOOT_REFIT_ROWS, LOO_REFIT_ROWS, bootstrap_stage, loo_stage

@@ -11,10 +11,10 @@ from ..formats import json_text
 from ..formats.interval_text import interval_text
 from ..laws import Law, LawInputs, get_law
 from ..table.runs import load_runs
-from .problem import HUBER_THRESHOLD, OFFSET, offset_name
+from .problem import HUBER_THRESHOLD, OFFSET, STRONG_CORR, offset_name
 
 if TYPE_CHECKING:  # the search makes it; a result only holds it
-    from .search import StartsSummary
+    from .starts import StartsSummary
 
 #: What each method minimises, for summaries and reports.
 METHOD_DESCRIPTIONS = {
@@ -28,12 +28,6 @@ METHOD_DESCRIPTIONS = {
 #: Per-parameter status (:func:`parameter_status`): a value a table may print as an estimate
 #: only when it is ``OK``.
 OK, AT_BOUND, NOT_IDENTIFIED = "ok", "at_bound", "not_identified"
-#: |r| from which a parameter's summary row carries a note naming its partner (the fit's flags
-#: name the pair from the same threshold): the Jacobian then sees mostly one combination of
-#: the two, so their standard errors are the least trustworthy part of the row. Not a status:
-#: each may still be pinned down (Chinchilla's A and α at r = +1.000 on Gemstones' 220 rows,
-#: α's profile interval [0.246, 0.341]).
-STRONG_CORR = 0.95
 #: An estimate beyond this (or a scale below its inverse) is where the solver stopped drifting
 #: along a flat direction (the e^±700 clip), not a value the data chose.
 DRIFT = 1e30
@@ -554,7 +548,8 @@ def predict_with(law, values: dict, runs=None, **columns) -> np.ndarray:
 def _check_inputs(law, x: LawInputs, predicted: np.ndarray) -> None:
     """Refuse a prediction left undefined because an input the law reads was not given (a NaN
     prediction would look like an answer)."""
-    from ..table.columns import LAW_INPUTS, law_columns
+    from ..table.columns import LAW_INPUTS
+    from ..table.law_columns import law_columns
 
     bad = ~np.isfinite(predicted)
     if not bad.any():
@@ -572,3 +567,13 @@ def _check_inputs(law, x: LawInputs, predicted: np.ndarray) -> None:
                      f"{'is' if len(missing) == 1 else 'are'} missing {where}: give "
                      f"{'it' if len(missing) == 1 else 'them'} (a column of the table, or "
                      f"{', '.join(f'{c}=...' for c in missing)})")
+
+
+def has_token_term(fit_or_law, values: dict | None = None) -> bool:
+    """Whether the law, as fitted, has a data term of its own (a free token parameter)."""
+    if isinstance(fit_or_law, FitResult):
+        law, free = fit_or_law.law, fit_or_law.params
+    else:
+        law, free = get_law(fit_or_law), dict(values or {})
+        free = {k: v for k, v in free.items() if not (k in law.token_params and v == law.token_params[k])}
+    return law.needs_tokens or any(k in free for k in law.token_params)
