@@ -106,8 +106,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
     check_law_columns(law, runs)
     setup = FitSetup(runs, law, fixed, method, group_offsets, groups, overestimate_weight,
                      _first_notes(runs))
-    problem, notes = setup.problem, setup.notes
-    n = len(problem.y)
+    problem, notes, n = setup.problem, setup.notes, len(setup.problem.y)
     leave_one_out, profile, bootstrap_refit = _stage_sizes(n, bootstrap, leave_one_out, profile,
                                                            bootstrap_refit, notes)
     diagnostics = diagnostics if diagnostics is not None else bool(bootstrap or profile or leave_one_out)
