@@ -9,7 +9,7 @@ Any table works with the columns its law needs (``load_runs("runs.csv", columns=
 names and aliases in :mod:`.table.columns`).
 """
 from .laws import Law, LawInputs, Param, get_law, list_laws, register_law
-from .table.columns import law_columns, law_missing_columns, laws_for
+from .table.law_columns import law_columns, law_missing_columns, laws_for
 from .table.published import load_table
 from .table.runs import GradientProfile, Runs, load_reference, load_runs
 

@@ -159,7 +159,7 @@ def _safe_dir(name: str) -> str:
 
 def pick_law(runs) -> tuple[str, str]:
     """The law ``fit`` uses without --law, and a sentence saying why."""
-    from .table.columns import law_missing_columns, laws_for
+    from .table.law_columns import law_missing_columns, laws_for
 
     fitting = laws_for(runs)
     present = ", ".join(c for c in runs.columns if c in ("depth", "width", "params", "tokens", "loss"))
@@ -352,7 +352,8 @@ def runs_or_table(runs, table_name: str | None, command: str):
 
 def run_laws(*, columns: bool = False) -> int:
     from .laws import list_laws
-    from .table.columns import describe_fields, law_columns
+    from .table.columns import describe_fields
+    from .table.law_columns import law_columns
 
     for law in list_laws():
         always = law_columns(law, with_tokens=False)

@@ -58,7 +58,7 @@ def csv_rows(results: list[ArmLaws]) -> list[dict]:
     """laws.csv: one row per arm × law × parameter, with its status and profile interval (its
     ends as the data support them: `report_tables.supported_ends`)."""
     from depthdelusion.analysis.fitting.result import parameter_status
-    from depthdelusion.analysis.report.tables import supported_ends
+    from depthdelusion.analysis.report.cells import supported_ends
 
     rows = []
     for a in results:
@@ -79,7 +79,7 @@ def report_lines(results: list[ArmLaws], setting: str | None = None) -> list[str
     (by default the depth-confound study's: total parameters, one token budget)."""
     from depthdelusion.analysis.fitting.result import format_estimate
     from depthdelusion.analysis.formats.table_text import markdown_table
-    from depthdelusion.analysis.report.tables import param_interval
+    from depthdelusion.analysis.report.cells import param_interval
 
     lines = ["## Laws per arm" + ("" if setting else " (equal tokens)"), "",
              "Fitted to every finished seed of the arm's reported points (rows = seeds), least squares; "

@@ -29,15 +29,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..table.row_filter import grouping_columns
+from .leverage import leverage
+from .options import OUTLIER_Z
 from .robust import MAD_TO_SIGMA, mad_scale, robust_residuals
 from .solver import irls_weights
 
-#: |robust z| above which a row is an outlier (the default of --outlier-threshold).
-OUTLIER_Z = 4.0
 #: Rows named in a summary line, then a count.
 NAMED_ROWS = 10
-#: A text column is a grouping when it has this many distinct values (and fewer than rows).
-GROUP_VALUES = (2, 50)
 #: Kruskal–Wallis p-value below which residuals "differ between groups beyond noise".
 GROUP_P = 0.01
 #: Cold starts besides θ̂ for the refit without outliers (the best grid start: a second chance
@@ -112,24 +111,6 @@ def robust_z(e) -> tuple[np.ndarray, float]:
     if scale <= 0:
         return np.zeros_like(e), 0.0
     return e / scale, scale
-
-
-def leverage(J, weights=None) -> tuple[np.ndarray, int]:
-    """(hat-matrix diagonal, rank) of the Jacobian J (n, k) with row weights, from its thin
-    pivoted QR after scaling columns to unit norm; directions the data do not determine
-    (|R_jj| below 1e-10 of the largest) are left out."""
-    from scipy.linalg import qr
-
-    J = np.asarray(J, float)
-    if weights is not None:
-        J = J * np.sqrt(np.asarray(weights, float))[:, None]
-    J = np.where(np.isfinite(J), J, 0.0)
-    col = np.linalg.norm(J, axis=0)
-    J = J / np.where(col > 0, col, 1.0)
-    Q, R, _ = qr(J, mode="economic", pivoting=True)
-    d = np.abs(np.diag(R))
-    rank = int(np.sum(d > 1e-10 * max(d[0] if len(d) else 0.0, 1e-300)))
-    return np.sum(Q[:, :rank] ** 2, axis=1), rank
 
 
 def row_diagnostics(problem, theta, J, *, names, stderr: dict, cold_starts=None,
@@ -223,34 +204,6 @@ def movement_sentence(before: dict, after: dict, stderr: dict, what: str,
 
 
 # --- groups pooled in silence ------------------------------------------------------------------
-
-def grouping_columns(runs) -> dict:
-    """{column: labels per row} for the table's ``group`` column and every other text column
-    (not all numbers) with 2–50 distinct values, fewer than the rows."""
-    out = {}
-    lo, hi = GROUP_VALUES
-    candidates = {"group": runs.group, **runs.extra}
-    for col, values in candidates.items():
-        values = np.asarray(values, dtype=object)
-        distinct = set(values.tolist())  # a set first: on 100,000 rows the per-row work below is skipped
-        if not lo <= len(distinct) <= hi or len(distinct) >= len(values):
-            continue
-        text = {v: "" if v is None else str(v).strip() for v in distinct}
-        if col != "group" and _all_numbers(text.values()):
-            continue
-        out[col] = np.array([text[v] for v in values.tolist()], dtype=object)
-    return out
-
-
-def _all_numbers(values) -> bool:
-    for v in values:
-        if v == "":
-            continue
-        try:
-            float(v)
-        except ValueError:
-            return False
-    return True
 
 
 def pooled_groups(runs, residuals, *, offset_column: str | None = None) -> list[dict]:

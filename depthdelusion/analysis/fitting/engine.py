@@ -20,16 +20,15 @@ request (``FitResult.conf_int(method="profile")``) rather than by default.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from ...progress import SILENT
 from ..laws import get_law
-from ..table.columns import check_law_columns
+from ..table.law_columns import check_law_columns
 from ..table.runs import Runs, load_runs
-from .diagnostics import OUTLIER_Z, pooled_group_flag, pooled_groups, row_diagnostics
-from .options import BOOTSTRAP
+from .diagnostics import pooled_group_flag, pooled_groups, row_diagnostics
+from .options import BOOTSTRAP, OUTLIER_Z
 from .problem import TIE
 from .replicates import replicate_cells
 from .resampling import BOOT_REFIT_ROWS, LOO_REFIT_ROWS, bootstrap_stage, loo_stage
@@ -105,9 +104,9 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
                          "(or None: by the law)")
     law, runs = get_law(law), load_runs(runs)
     check_law_columns(law, runs)
-    setup = FitSetup(runs, law, fixed, method, group_offsets, groups, overestimate_weight, _first_notes(runs))
-    problem, notes = setup.problem, setup.notes
-    n = len(problem.y)
+    setup = FitSetup(runs, law, fixed, method, group_offsets, groups, overestimate_weight,
+                     _first_notes(runs))
+    problem, notes, n = setup.problem, setup.notes, len(setup.problem.y)
     leave_one_out, profile, bootstrap_refit = _stage_sizes(n, bootstrap, leave_one_out, profile,
                                                            bootstrap_refit, notes)
     diagnostics = diagnostics if diagnostics is not None else bool(bootstrap or profile or leave_one_out)
@@ -173,27 +172,18 @@ def _stage_sizes(n, bootstrap, leave_one_out, profile, bootstrap_refit, notes):
 
 
 def _fit_result(problem, setup, runs, theta, jac, search, boot, loo, seed) -> FitResult:
-    """The FitResult of the optimum θ with its statistics and intervals (profiles set later)."""
-    y, n, k = problem.y, len(problem.y), problem.k
+    """The FitResult of the optimum θ with its statistics and intervals (profiles set later);
+    its loss statistics (RSS, R², AIC, ...) are views it computes from the fields."""
+    y, n = problem.y, len(problem.y)
     values = problem.values(theta)
-    pred = problem.predict(theta)
-    resid = y - pred
-    rss = float(resid @ resid)
-    tss = float(((y - y.mean()) ** 2).sum())
-    big_k = k + 1
-    loglik_term = n * math.log(max(rss, 1e-300) / n)
-    aic = loglik_term + 2 * big_k
-    aicc = aic + 2 * big_k * (big_k + 1) / (n - big_k - 1) if n - big_k - 1 > 0 else math.inf
     result = FitResult(
         law=problem.law, method=problem.method, params={nm: values[nm] for nm in problem.names},
         fixed=setup.fixed, stderr=jac.stderr, ci_jacobian=jac.ci, ci_bootstrap=boot.ci,
         bootstrap_params=boot.samples, n_bootstrap_failed=boot.n_failed,
         n_bootstrap_not_converged=boot.n_capped, correlation=jac.corr,
-        condition_number=jac.cond, n=n, k=k, rss=rss, r2=1 - rss / tss if tss > 0 else math.nan,
-        rmse=math.sqrt(rss / n), aic=aic, aicc=aicc, bic=loglik_term + big_k * math.log(n),
-        loo_rmse=_rms(loo) if loo is not None else math.nan,
+        condition_number=jac.cond, n=n, k=problem.k,
         loo_residuals=loo if loo is not None else np.full(n, np.nan), observed=y.copy(),
-        predicted=pred, residuals=resid, starts=search.summary,
+        predicted=problem.predict(theta), starts=search.summary,
         run_names=list(runs.name), notes=setup.notes, source=runs.source, seed=seed,
         jacobian_log=[p.name for p in problem.free if p.log],
         bounds={p.name: tuple(p.bounds) for p in problem.free},
@@ -233,11 +223,6 @@ def _add_row_diagnostics(result, runs, problem, theta, J, cold_starts, offset_gr
         result.diagnostics = row_diagnostics(problem, theta, J, names=result.run_names,
                                              stderr=result.stderr, cold_starts=cold_starts,
                                              threshold=threshold, status=result.status)
-
-
-def _rms(errors) -> float:
-    errors = errors[np.isfinite(errors)]
-    return float(np.sqrt(np.mean(errors ** 2))) if len(errors) else math.nan
 
 
 def _pooling_flags(runs: Runs, labels, law, token_term: bool, offset_groups) -> list[str]:

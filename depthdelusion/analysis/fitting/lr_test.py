@@ -35,9 +35,10 @@ from typing import Callable
 import numpy as np
 from scipy import stats
 
+from .clusters import cluster_index
+
 LEVEL = 0.05
 DEFAULT_REPLICATES = 200
-REFIT_STARTS = 16  # multi-start points per replicate refit (the full fit uses 64)
 METHODS = ("parametric bootstrap", "Davies bound", "chi-bar-squared", "chi-squared")
 
 
@@ -119,27 +120,11 @@ def davies_test(alt_fit, null_fit, nuisance: str) -> LRTest:
                   "Davies bound")
 
 
-def default_refit(template) -> Callable:
-    """Refits like ``template``'s (same method, offsets) without intervals, from fewer starts:
-    ``refit(runs, law, losses_BxN) -> rss_B`` (NaN where a refit failed), every replicate in
-    one batched solve."""
-    from .resampling import refit_rss
-
-    offsets = getattr(template, "offset_groups", None) is not None
-
-    def refit(runs, law, losses_BxN):
-        return refit_rss(runs, law, losses_BxN, template.method, group_offsets=offsets,
-                         max_starts=REFIT_STARTS, seed=template.seed or 0)
-    return refit
-
-
 def run_effect(null_fit, clusters) -> tuple[float, float, np.ndarray]:
     """(between-run sd, within-run sd, cluster number per row) of the null fit's residuals (log
     residuals for a Huber fit), by the one-way ANOVA method of moments: within = the pooled
     variance about each run's mean residual, between = the variance of the run means less
     within × mean(1/rows per run), floored at 0."""
-    from .resampling import cluster_index
-
     pred, obs = np.asarray(null_fit.predicted, float), np.asarray(null_fit.observed, float)
     r = np.log(obs / pred) if null_fit.method == "huber" else obs - pred
     idx, _ = cluster_index(clusters, len(r))
@@ -172,14 +157,18 @@ def bootstrap_tests(runs, null_fit, alt_fits: dict, *, replicates: int = DEFAULT
     all on the same replicates (the null refitted once per replicate). ``runs``: the runs the
     fits were made on (the replicate replaces their losses). ``nested``: per alternative (or for
     all) whether it contains the null (then LR is clipped at 0). ``refit(runs, law,
-    losses_BxN) -> rss_B``: the refits (NaN for a failed one; default :func:`default_refit`).
+    losses_BxN) -> rss_B``: the refits (NaN for a failed one), needed when ``replicates`` > 0;
+    :func:`.refits.default_refit` refits like the null fit.
     ``clusters`` (a label per row: the rows of one training run) simulates a per-run random
     effect (:func:`run_effect`), so that checkpoints of one run are not treated as independent.
     Returns {name: LRTest}."""
     from ..table.runs import load_runs
 
     runs = load_runs(runs)
-    refit = refit or default_refit(null_fit)
+    if refit is None and replicates:
+        raise TypeError("bootstrap_tests needs refit= for its replicates: e.g. "
+                        "fitting.refits.default_refit(null_fit), which refits like the null fit")
+    refit = refit or (lambda runs, law, losses_BxN: np.full(len(losses_BxN), np.nan))
     nested_of = (lambda a: nested.get(a, True)) if isinstance(nested, dict) else (lambda a: nested)
     observed = {a: lr_statistic(f.n, null_fit.rss, f.rss, nested_of(a)) for a, f in alt_fits.items()}
     rng = np.random.default_rng(seed)

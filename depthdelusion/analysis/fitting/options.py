@@ -1,7 +1,6 @@
 """The options of a fit and of the rows it reads, each a frozen object that a command builds once
 from its command line and hands on whole (to the fits, the report, isoflop, the outlier check).
-Every default is written once, here or beside the code that owns it (the outlier threshold in
-``diagnostics``); the public ``fit`` and ``isoflop`` keep their keyword arguments and take their
+Every default is written once, here or beside the code that owns it; the public ``fit`` and ``isoflop`` keep their keyword arguments and take their
 defaults from the same constants, and a report takes a ``FitOptions`` inside its
 ``report.options.ReportOptions``. The command line reads the defaults for its help text.
 """
@@ -9,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from .diagnostics import OUTLIER_Z
+#: |robust z| above which a row is an outlier (the default of --outlier-threshold;
+#: the row diagnostics, :mod:`.diagnostics`, flag by it).
+OUTLIER_Z = 4.0
 
 BOOTSTRAP = 1000  # case-bootstrap refits per fit: fit(), the report and `fit`
 SWEEP_BOOTSTRAP = 200  # the report that closes a sweep: a first look, in minutes

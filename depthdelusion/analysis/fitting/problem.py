@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..laws import Law, LawInputs, Param
+from ..law_types import Law, LawInputs, Param
 from .solver import MAX_ITER, BatchResult, minimize
 
 HUBER_THRESHOLD = 1e-3  # on log-loss residuals, as in Hoffmann et al. 2022
@@ -20,6 +20,12 @@ HUBER_THRESHOLD = 1e-3  # on log-loss residuals, as in Hoffmann et al. 2022
 OVERESTIMATE_WEIGHT = 4.0
 OFFSET = "E"  # the additive offset a law must have for per-group offsets
 TIE = 1e-6  # relative objective difference below which two optima are equally good
+#: |r| from which a parameter's summary row carries a note naming its partner (the fit's
+#: identifiability flags name the pair from the same threshold): the Jacobian then sees mostly
+#: one combination of the two, so their standard errors are the least trustworthy part of the row. Not a status:
+#: each may still be pinned down (Chinchilla's A and α at r = +1.000 on Gemstones' 220 rows,
+#: α's profile interval [0.246, 0.341]).
+STRONG_CORR = 0.95
 _BATCH_ELEMENTS = 4_000_000  # numbers per batched Jacobian evaluation (≈ 32 MB)
 
 

@@ -39,7 +39,7 @@ class ReplicateCells:
     def describe(self, runs: Runs) -> str:
         if not self.cells:
             return ""
-        from .diagnostics import grouping_columns
+        from ..table.row_filter import grouping_columns
 
         groups = [c for c in self.varying if c in grouping_columns(runs)]  # e.g. dataset
         knobs = [c for c in self.varying if c not in groups]  # e.g. lr, seed

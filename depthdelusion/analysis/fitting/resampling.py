@@ -1,25 +1,14 @@
 """Resampling a fit: the case and cluster bootstrap (refitted, or one Gauss–Newton step per
-resample on large tables), leave-one-out (refits or the hat matrix), and refits of many loss
-vectors at once (``refit_rss``)."""
+resample on large tables) and leave-one-out (refits or the hat matrix). Refits of many loss
+vectors at once are :mod:`.refits`."""
 from __future__ import annotations
 
 import numpy as np
 
-from ..laws import get_law
-from ..table.runs import load_runs
-from .diagnostics import leverage
+from .clusters import cluster_index
+from .leverage import leverage
 from .problem import TIE, Problem
-from .search import (
-    COMPETING,
-    POLISH_STARTS,
-    SEARCH_ROWS,
-    basins_of,
-    converged_starts,
-    search_rows,
-    start_grid,
-    tied_optima,
-)
-from .setup import FitSetup
+from .starts import COMPETING
 from .solver import CAPPED, FAILED, MAX_ITER, irls_weights
 
 # Cold starts per leave-one-out refit: with n − 1 of n runs the basins are nearly the full
@@ -87,75 +76,12 @@ def loo_stage(problem, search, theta, jac, leave_one_out, notes):
     return None
 
 
-def refit_rss(runs, law, losses_BxN, method: str = "lm", *, group_offsets: bool = False,
-              max_starts: int = 64, seed: int = 0) -> np.ndarray:
-    """The RSS of ``law`` refitted to each row of ``losses_BxN`` in place of the runs' losses
-    (the replicates of a parametric bootstrap): for each row, what ``fit(runs with those
-    losses, law, method, bootstrap=0, leave_one_out=False, profile=False, group_offsets=...,
-    max_starts=..., seed=...).rss`` gives — the same multi-start and polish, the first start
-    tied with the best kept — with many replicates' starts solved in one batched call (the
-    problems are independent, so batching does not change them). NaN where no start converged
-    (where that fit raises)."""
-    law, runs = get_law(law), load_runs(runs)
-    problem = FitSetup(runs, law, None, method, group_offsets, None, None).problem
-    losses_BxN = np.asarray(losses_BxN, float).reshape(-1, len(problem.y))
-    grid = start_grid(problem, 3, max_starts, seed)
-    rows = search_rows(problem, seed, SEARCH_ROWS)
-    sub = problem if rows is None else problem.subset(rows)
-    # replicates per batch: their starts' losses stay near _CHUNK_ELEMENTS numbers
-    per_batch = max(1, _CHUNK_ELEMENTS // (len(grid) * len(sub.y)))
-    return np.concatenate([np.full(0, np.nan)] + [
-        _refit_batch(problem, sub, rows, grid, losses_BxN[a:a + per_batch])
-        for a in range(0, len(losses_BxN), per_batch)])
-
-
-def _refit_batch(problem: Problem, sub: Problem, rows, grid, losses_BxN) -> np.ndarray:
-    """:func:`refit_rss` for the replicates ``losses_BxN``: every start of each on ``sub`` (the
-    problem or its search subsample, ``rows``), then, on a subsample, each replicate's best
-    distinct optima polished on every row."""
-    B, S = len(losses_BxN), len(grid)
-    sub_losses = losses_BxN if rows is None else losses_BxN[:, rows]
-    res = sub.solve(np.tile(grid, (B, 1)), losses_MxN=np.repeat(sub_losses, S, axis=0))
-    obj, ok, theta = res.objective.reshape(B, S), converged_starts(res).reshape(B, S), res.theta.reshape(B, S, -1)
-    if rows is not None:
-        polish = [basins_of(obj[b], ok[b])[2][:POLISH_STARTS] if ok[b].any() else [] for b in range(B)]
-        owner = np.repeat(np.arange(B), [len(p) for p in polish]).astype(int)
-        obj, ok, theta = [np.empty(0)] * B, [np.zeros(0, bool)] * B, [None] * B
-        if len(owner):
-            starts = np.array([res.theta[b * S + i] for b, p in enumerate(polish) for i in p])
-            res = problem.solve(starts, losses_MxN=losses_BxN[owner])
-            cuts = np.cumsum([len(p) for p in polish])[:-1]
-            obj, ok, theta = (np.split(a, cuts) for a in (res.objective, converged_starts(res), res.theta))
-    rss = np.full(B, np.nan)
-    for b in range(B):
-        if ok[b].any():
-            resid = losses_BxN[b] - problem.predict(theta[b][tied_optima(obj[b], ok[b])[0]])
-            rss[b] = float(resid @ resid)
-    return rss
-
-
 def _bootstrap_weights(n: int, n_boot: int, seed: int, strata=None, clusters=None) -> np.ndarray:
     """(n_boot, n) resampling counts: a case bootstrap, within strata when given; with
     ``clusters`` (a label per row) a cluster bootstrap: whole clusters drawn with replacement,
     each row weighted by how often its cluster was drawn."""
     blocks = list(_bootstrap_weight_blocks(n, n_boot, seed, strata, n_boot, clusters))
     return np.concatenate(blocks) if blocks else np.zeros((0, n))
-
-
-def cluster_index(clusters, n: int, strata=None) -> tuple[np.ndarray, np.ndarray | None]:
-    """(cluster number per row, stratum per cluster or None) for ``clusters``, labels per row;
-    a cluster that spans two strata is an error (a run belongs to one source)."""
-    labels = np.asarray(clusters)
-    if labels.shape != (n,):
-        raise ValueError(f"clusters: expected one label per run ({n}), got {labels.size}")
-    names, idx = np.unique(labels.astype(str), return_inverse=True)
-    if strata is None:
-        return idx, None
-    per_cluster = np.zeros(len(names), dtype=np.asarray(strata).dtype)
-    per_cluster[idx] = strata
-    if np.any(per_cluster[idx] != strata):
-        raise ValueError("clusters: a cluster (run) spans two groups; each run must lie in one group")
-    return idx, per_cluster
 
 
 def _bootstrap_weight_blocks(n: int, n_boot: int, seed: int, strata=None, block: int = 1, clusters=None):

@@ -1,6 +1,7 @@
 """FitResult: a fitted law with its intervals (each named by method), flags and diagnostics."""
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -11,10 +12,10 @@ from ..formats import json_text
 from ..formats.interval_text import interval_text
 from ..laws import Law, LawInputs, get_law
 from ..table.runs import load_runs
-from .problem import HUBER_THRESHOLD, OFFSET, offset_name
+from .problem import HUBER_THRESHOLD, OFFSET, STRONG_CORR, offset_name
 
 if TYPE_CHECKING:  # the search makes it; a result only holds it
-    from .search import StartsSummary
+    from .starts import StartsSummary
 
 #: What each method minimises, for summaries and reports.
 METHOD_DESCRIPTIONS = {
@@ -28,12 +29,6 @@ METHOD_DESCRIPTIONS = {
 #: Per-parameter status (:func:`parameter_status`): a value a table may print as an estimate
 #: only when it is ``OK``.
 OK, AT_BOUND, NOT_IDENTIFIED = "ok", "at_bound", "not_identified"
-#: |r| from which a parameter's summary row carries a note naming its partner (the fit's flags
-#: name the pair from the same threshold): the Jacobian then sees mostly one combination of
-#: the two, so their standard errors are the least trustworthy part of the row. Not a status:
-#: each may still be pinned down (Chinchilla's A and α at r = +1.000 on Gemstones' 220 rows,
-#: α's profile interval [0.246, 0.341]).
-STRONG_CORR = 0.95
 #: An estimate beyond this (or a scale below its inverse) is where the solver stopped drifting
 #: along a flat direction (the e^±700 clip), not a value the data chose.
 DRIFT = 1e30
@@ -82,6 +77,15 @@ def _correlations(result: "FitResult", name: str) -> np.ndarray:
     return np.delete(np.asarray(result.correlation[j], float), j)
 
 
+class _derived(functools.cached_property):
+    """A view of a FitResult computed from its fields on first use and kept (statsmodels'
+    ``cache_readonly``): read-only, since it follows from the fields it is computed from."""
+
+    def __set__(self, instance, value):
+        raise AttributeError(f"FitResult.{self.attrname} is derived from the fit's fields; "
+                             "it cannot be set")
+
+
 @dataclass
 class FitResult:
     """A fitted law. Loss-space statistics (R², RMSE, AIC, ...) are in nats, for either method.
@@ -100,7 +104,10 @@ class FitResult:
       converge are left out and counted (``n_bootstrap_failed``, ``n_bootstrap_not_converged``).
 
     AIC/BIC count the noise variance as a parameter (K = k + 1) under a Gaussian likelihood of
-    the loss residuals. ``ridge_solutions`` holds every parameter set that ties with the best
+    the loss residuals. The statistics that follow from other fields (``residuals``, ``rss``,
+    ``r2``, ``rmse``, ``aic``, ``aicc``, ``bic``, ``loo_rmse``: from ``observed``, ``predicted``,
+    ``loo_residuals``, ``n`` and ``k``) are views computed on first use and kept, not stored
+    fields; they cannot be set. ``ridge_solutions`` holds every parameter set that ties with the best
     objective (relative tolerance ``tie_tolerance``) at clearly different values; predictions
     outside the data should then be the range over them (:meth:`predict_range`).
     """
@@ -118,17 +125,9 @@ class FitResult:
     condition_number: float
     n: int
     k: int
-    rss: float
-    r2: float
-    rmse: float
-    aic: float
-    aicc: float
-    bic: float
-    loo_rmse: float
     loo_residuals: np.ndarray
     observed: np.ndarray
     predicted: np.ndarray
-    residuals: np.ndarray
     starts: StartsSummary
     run_names: list
     flags: list = field(default_factory=list)
@@ -162,6 +161,50 @@ class FitResult:
     column_readings: dict = field(default_factory=dict)
     #: how the table's rows were selected (``where``, ``rows_read``, ``rows_kept``, ``dropped``)
     selection: dict = field(default_factory=dict)
+
+    # --- derived views: computed on first use from the fields above, then kept ----------------
+    @_derived
+    def residuals(self) -> np.ndarray:
+        """Loss residuals, observed − predicted (nats)."""
+        return self.observed - self.predicted
+
+    @_derived
+    def rss(self) -> float:
+        return float(self.residuals @ self.residuals)
+
+    @_derived
+    def r2(self) -> float:
+        y = self.observed
+        tss = float(((y - y.mean()) ** 2).sum())
+        return 1 - self.rss / tss if tss > 0 else math.nan
+
+    @_derived
+    def rmse(self) -> float:
+        return math.sqrt(self.rss / self.n)
+
+    @property
+    def _loglik_term(self) -> float:
+        """n·ln(RSS/n): −2 × the Gaussian log-likelihood at the ML variance, less constants."""
+        return self.n * math.log(max(self.rss, 1e-300) / self.n)
+
+    @_derived
+    def aic(self) -> float:
+        return self._loglik_term + 2 * (self.k + 1)
+
+    @_derived
+    def aicc(self) -> float:
+        big_k, n = self.k + 1, self.n
+        return self.aic + 2 * big_k * (big_k + 1) / (n - big_k - 1) if n - big_k - 1 > 0 else math.inf
+
+    @_derived
+    def bic(self) -> float:
+        return self._loglik_term + (self.k + 1) * math.log(self.n)
+
+    @_derived
+    def loo_rmse(self) -> float:
+        """RMS of the finite leave-one-out errors (NaN when none: leave-one-out skipped)."""
+        errors = self.loo_residuals[np.isfinite(self.loo_residuals)]
+        return float(np.sqrt(np.mean(errors ** 2))) if len(errors) else math.nan
 
     # --- the results API (statsmodels / lmfit names) ----------------------------------------
     @property
@@ -554,7 +597,8 @@ def predict_with(law, values: dict, runs=None, **columns) -> np.ndarray:
 def _check_inputs(law, x: LawInputs, predicted: np.ndarray) -> None:
     """Refuse a prediction left undefined because an input the law reads was not given (a NaN
     prediction would look like an answer)."""
-    from ..table.columns import LAW_INPUTS, law_columns
+    from ..table.columns import LAW_INPUTS
+    from ..table.law_columns import law_columns
 
     bad = ~np.isfinite(predicted)
     if not bad.any():
@@ -572,3 +616,13 @@ def _check_inputs(law, x: LawInputs, predicted: np.ndarray) -> None:
                      f"{'is' if len(missing) == 1 else 'are'} missing {where}: give "
                      f"{'it' if len(missing) == 1 else 'them'} (a column of the table, or "
                      f"{', '.join(f'{c}=...' for c in missing)})")
+
+
+def has_token_term(fit_or_law, values: dict | None = None) -> bool:
+    """Whether the law, as fitted, has a data term of its own (a free token parameter)."""
+    if isinstance(fit_or_law, FitResult):
+        law, free = fit_or_law.law, fit_or_law.params
+    else:
+        law, free = get_law(fit_or_law), dict(values or {})
+        free = {k: v for k, v in free.items() if not (k in law.token_params and v == law.token_params[k])}
+    return law.needs_tokens or any(k in free for k in law.token_params)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..laws import LawInputs
-from ..table.runs import Runs
+from ..law_types import LawInputs
 from .problem import OFFSET, Problem
 
 
@@ -65,7 +64,8 @@ class FitSetup:
                           "the other parameters are shared")
 
 
-def _describe_tokens(runs: Runs) -> str:
+def _describe_tokens(runs) -> str:
+    """How the runs' (a ``Runs`` table's) token counts do not vary, in words."""
     t = runs.tokens
     known = np.isfinite(t)
     if not known.any():

@@ -9,9 +9,8 @@ import numpy as np
 from scipy import special
 
 from ..formats.interval_text import interval_text
-from .problem import TIE, Problem
+from .problem import STRONG_CORR, TIE, Problem
 from .profile import Statistic, profile_intervals
-from .result import STRONG_CORR, FitResult
 from .solver import FAILED
 
 PROFILE_STARTS = 4  # cold starts per profile point, besides the optimum and the neighbours
@@ -163,7 +162,9 @@ def at_bound(problem: Problem, theta) -> list[str]:
     return out
 
 
-def identifiability_flags(result: FitResult, problem: Problem) -> list[str]:
+def identifiability_flags(result, problem: Problem) -> list[str]:
+    """The identifiability flags of ``result`` (a FitResult): strongly correlated pairs, parameters
+    at a bound or collapsed, intervals spanning zero, a better optimum, ill-conditioning."""
     flags = []
     names = problem.names
     for i, j in itertools.combinations(range(len(names)), 2):

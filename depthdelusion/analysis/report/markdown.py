@@ -1,6 +1,6 @@
 """The analysis report as Markdown: :func:`markdown` words a
-:class:`~report_results.ReportResults` section by section and shows its tables
-(``report_tables``); it computes nothing. :func:`first_lines` and :func:`verdict_text` are the
+:class:`~.contents.ReportResults` section by section and shows its tables
+(:mod:`.tables`); it computes nothing. :func:`first_lines` and :func:`verdict_text` are the
 prose the LaTeX rendering shares."""
 from __future__ import annotations
 
@@ -20,22 +20,8 @@ from ..science.persistence import (
     length_statement,
     paper_implied_length,
 )
-from .results import (
-    CANNOT_TELL,
-    NO_VOCAB,
-    NOT_ESTABLISHED,
-    SIZE_CLASS_GAP,
-    UNFIT,
-    ReportResults,
-)
-from .tables import (
-    interval,
-    is_numerical_note,
-    profile_ci,
-    rounded_note,
-    shape_unit,
-    value,
-)
+from .cells import interval, is_numerical_note, profile_ci, rounded_note, shape_unit, value
+from .contents import CANNOT_TELL, NO_VOCAB, NOT_ESTABLISHED, SIZE_CLASS_GAP, UNFIT, ReportResults
 from .verdict import shape_variation
 
 # --- the first lines: what a reader must know before any number ----------------------------------

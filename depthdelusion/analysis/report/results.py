@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,12 +37,25 @@ from ..science.persistence import (
 )
 from ..science.readout import readout_section
 from ..science.spectra import spectrum_section
-from ..table.columns import law_missing_columns
+from ..table.law_columns import law_missing_columns
 from ..table.runs import PAPER_VOCAB, Runs, load_runs
-from .consistency import ConsistencyAudit, audit_param_counts, with_param_convention
+from .consistency import audit_param_counts, with_param_convention
+from .contents import (
+    CANNOT_TELL,
+    NO_VOCAB,
+    NOT_ESTABLISHED,
+    RANGE_TOL,
+    SIZE_CLASS_GAP,
+    UNFIT,
+    Design,
+    Extrapolation,
+    Persistence,
+    ReportResults,
+    Settings,
+    ShapeResults,
+)
 from .options import ReportOptions
 from .shape import (
-    ShapeAudit,
     audit_shapes,
     has_token_term,
     optimal_shape,
@@ -58,32 +70,7 @@ from .verdict import (
 )
 
 GROUP_MODES = ("auto", "offsets", "pooled")
-SIZE_CLASS_GAP = 1.5  # runs whose N differ by more than this factor start a new size class
 MIN_RUNS_ALONE = 10   # a group is fitted alone only with at least this many runs
-RANGE_TOL = 5e-4      # nats: predictions of tied solutions further apart than this are a range
-
-
-# --- what was asked ------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Settings:
-    """How the report was asked for: enough to regenerate it."""
-
-    label: str
-    bootstrap: int
-    seed: int
-    method: str
-    step: int
-    groups: str
-    params: str
-    lr_replicates: int
-    shape_draws: int
-
-    @property
-    def command(self) -> str:
-        return (f"depthdelusion report {self.label} --out DIR --bootstrap {self.bootstrap} --seed {self.seed}"
-                + ("" if self.method == "lm" else f" --loss {self.method}") + f" --groups {self.groups}"
-                + (f" --params {self.params}" if self.params != "total" else ""))
 
 
 # --- design: token budgets, groups, forms --------------------------------------------------------
@@ -182,39 +169,7 @@ def design_matrix(runs: Runs, law: str, method: str, seed: int, conventions=("to
     return out
 
 
-@dataclass(frozen=True)
-class Design:
-    """How the groups are combined in the main fits, and the verdict in every other form."""
-
-    mixed: str | None  # the groups' token budgets when they differ (mixed_budgets)
-    offsets: bool      # the main fits have one offset E_g per group
-    params: str        # the N convention of the main fits
-    matrix: dict = field(default_factory=dict)  # design_matrix's result; {} when not tabulated
-
-    @property
-    def main_label(self) -> str:
-        return (("all runs with group offsets" if self.offsets else "all runs pooled")
-                + f", {self.params.replace('_', '-')} N")
-
-    @property
-    def pooled_invalid(self) -> bool:
-        """The main fits pool different token budgets with no token term (flagged first)."""
-        return bool(self.mixed) and not self.offsets
-
-
 # --- extrapolation -------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Extrapolation:
-    """Fits on the smaller runs of each group, predictions for the larger ones. A prediction is
-    a (low, high) range over the solutions tied at the best objective."""
-
-    how: str
-    test_rows: np.ndarray                        # indices of the predicted runs
-    predictions: dict                            # law -> (low, high) arrays over test_rows
-    rmse: dict                                   # law -> RMSE (NaN on a ridge); absent if unfitted
-    ridges: dict = field(default_factory=dict)   # law -> the parameters not determined
-    errors: dict = field(default_factory=dict)   # law -> why it could not be fitted
 
 
 def _split_for_extrapolation(runs: Runs):
@@ -293,33 +248,6 @@ def runs_vocab(runs) -> int | None:
     return PAPER_VOCAB if str(runs.source).startswith("paper") else None
 
 
-#: Why the shape section shows no numbers (ShapeResults.withheld); None: the numbers are shown.
-NOT_ESTABLISHED = "not_established"  # no calibrated, kink-over-smooth, determined penalty
-CANNOT_TELL = "cannot_tell"          # the runs do not vary shape enough
-UNFIT = "unfit"                      # D_crit would carry an arbitrary parameter value
-NO_VOCAB = "no_vocab"                # the audit is shown; N(D, W) for the shape search is unknown
-
-
-@dataclass(frozen=True)
-class ShapeResults:
-    """D_crit, the audit of published models and the optimal shape of the kink law ``fit``,
-    computed only when the penalty is significant by a calibrated test, the kink beats the best
-    smooth shape law (``critical``) and the kink's parameters are determined."""
-
-    fit: FitResult
-    verdict: object            # the penalty verdict of ``fit``'s law (verdict.PenaltyVerdict)
-    critical: object           # the kink-vs-smooth verdict (verdict.CriticalDepthVerdict) or None
-    withheld: str | None = None
-    blocked: str | None = None         # derived_quantities_blocked(fit)
-    unfit: dict = field(default_factory=dict)   # parameter -> status, for UNFIT
-    audit: ShapeAudit | None = None
-    optima: tuple = ()                 # OptimalShape per constraint ("compute" first)
-
-    @property
-    def token_term(self) -> bool:
-        return has_token_term(self.fit)
-
-
 def _withheld(dd: FitResult, v, critical) -> str | None:
     lam_profile = (getattr(dd, "ci_profile", None) or {}).get("lam")
     if (v is None or not v.significant or (lam_profile is not None and not lam_profile[0] > 0)
@@ -359,30 +287,6 @@ def shape_results(dd: FitResult, v, critical, runs: Runs, raw: Runs, params: str
 
 # --- persistence ---------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Persistence:
-    """Per-run persistence fits of each gradient kind ("weight", "activation"), the window they
-    were measured in, ℓ(W) per kind (or why not) and the per-shape seed intervals."""
-
-    fits: dict            # kind -> [PersistenceFit]
-    step: int             # the window's centre step (moved to the end of training when needed)
-    note: str = ""        # why the window moved; "" when it did not
-    scaling: dict = field(default_factory=dict)        # kind -> ℓ(W) fit
-    scaling_errors: dict = field(default_factory=dict)  # kind -> why ℓ(W) was not fitted
-    shapes: dict = field(default_factory=dict)         # kind -> {(D, W): seed interval}
-
-    @property
-    def measured(self) -> bool:
-        return any(self.fits.values())
-
-    @property
-    def window(self) -> tuple[int, int]:
-        return window_bounds(self.step, DEFAULT_WINDOW)
-
-    def as_dict(self) -> dict:
-        """{kind: fits, kind + "_scaling": ℓ(W) fit} (the shape the figures read)."""
-        return {**self.fits, **{k + "_scaling": sc for k, sc in self.scaling.items()}}
-
 
 def _persistence_window(runs, step: int):
     """When every run stopped logging before the window, the window is placed at the end of
@@ -417,46 +321,6 @@ def persistence(runs, step: int) -> Persistence:
 
 
 # --- the whole report ----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ReportResults:
-    """Everything the report states, computed once (see :func:`compute`); the renderers only
-    format it. ``tables`` are its tables as formatted rows under named columns, the one source
-    of the Markdown, LaTeX and CSV tables (filled by ``report_tables.with_tables``)."""
-
-    settings: Settings
-    raw: Runs                # the table as loaded
-    runs: Runs               # under the N convention of ``settings.params``
-    notes: tuple             # about the data: conventions, dropped terms, rows refitted
-    skipped: dict            # law -> the columns it needs that the table lacks
-    fits: dict               # law -> FitResult, the main fits
-    verdicts: tuple          # penalty verdicts (verdict.PenaltyVerdict) of the main fits
-    overall: str             # verdict.overall(verdicts)
-    primary: str | None      # the architecture law of the design matrix and the kink test
-    critical: object         # verdict.CriticalDepthVerdict of ``primary``, or None
-    design: Design
-    replicates: object       # replicates.ReplicateCells of ``runs``
-    extrapolation: Extrapolation
-    audit: ConsistencyAudit | None  # parameter counts against the runs' vocabulary (None: unknown)
-    shape: ShapeResults | None  # None: no law with a critical depth was fitted
-    persistence: Persistence
-    studies: tuple = ()      # Markdown lines of the spectrum and readout sections of run dirs
-    tables: tuple = ()       # tables.Table per table of the report, in the document's order
-
-    @property
-    def laws(self) -> list:
-        return list(self.fits)
-
-    @property
-    def paper_data(self) -> bool:
-        return str(self.runs.source).startswith("paper")
-
-    @property
-    def has_shapes(self) -> bool:
-        return self.runs.has("depth") and self.runs.has("width")
-
-    def table(self, name: str):
-        return next(t for t in self.tables if t.name == name)
 
 
 def _laws_to_fit(runs: Runs, laws, label: str) -> tuple[list, dict]:

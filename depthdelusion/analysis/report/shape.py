@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..fitting.engine import FitResult
+from ..fitting.result import FitResult, has_token_term
 from ..laws import LawInputs, get_law
 from ..reference import PAPER_KAPPA, ModelShapes, load_llm_shapes
 from .consistency import blocks_plus_embeddings
@@ -250,16 +250,6 @@ def _law_values(values: dict) -> dict:
     if offsets and "E" not in out:
         out["E"] = values[offsets[0]]
     return out
-
-
-def has_token_term(fit_or_law, values: dict | None = None) -> bool:
-    """Whether the law, as fitted, has a data term of its own (a free token parameter)."""
-    if isinstance(fit_or_law, FitResult):
-        law, free = fit_or_law.law, fit_or_law.params
-    else:
-        law, free = get_law(fit_or_law), dict(values or {})
-        free = {k: v for k, v in free.items() if not (k in law.token_params and v == law.token_params[k])}
-    return law.needs_tokens or any(k in free for k in law.token_params)
 
 
 def optimal_shape(fit, budgets=None, *, constraint: str = "compute", counts: Counts | None = None,

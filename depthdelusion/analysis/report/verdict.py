@@ -36,6 +36,7 @@ from ..fitting.lr_test import (
     chibar_p,
     davies_test,
 )
+from ..fitting.refits import default_refit
 from ..laws import shape_kind
 
 LR_THRESHOLD = float(stats.chi2.ppf(0.95, 1))  # 3.84: χ²₁'s, which the verdicts no longer use
@@ -206,7 +207,8 @@ def penalty_verdicts(fits: dict, runs, *, replicates: int = DEFAULT_REPLICATES,
             testable = {n: fits[n] for n in names if not too_few_runs(fits[n])}
             if testable:
                 tests.update(bootstrap_tests(runs, fits[base], testable, replicates=replicates,
-                                             seed=seed, clusters=clusters))
+                                             seed=seed, clusters=clusters,
+                                             refit=default_refit(fits[base])))
     for name, f in fits.items():
         if not is_architecture_law(f):
             continue
@@ -265,7 +267,7 @@ def critical_depth_verdict(fits: dict, runs, kink: str, penalty: PenaltyVerdict 
         return v
     if replicates > 0:
         v.test = bootstrap_tests(runs, best, {kink: kf}, replicates=replicates, seed=seed,
-                                 nested=False, clusters=clusters)[kink]
+                                 nested=False, clusters=clusters, refit=default_refit(best))[kink]
     else:  # no calibrated fast option for non-nested laws: say the comparison was not tested
         v.answer, v.reason = "not compared", "the kink-vs-smooth test needs bootstrap replicates"
         return v

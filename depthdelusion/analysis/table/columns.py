@@ -1,4 +1,5 @@
-"""The runs table's columns: their names, the aliases a table may use, and which a law needs.
+"""The runs table's columns: their names and the aliases a table may use (which columns a law
+needs is :mod:`.law_columns`).
 
 A table (CSV, DataFrame, list of dicts) needs only the columns of the law fitted to it:
 ``params,loss`` (kaplan), ``params,tokens,loss`` (chinchilla), ``depth,width,params[,tokens],loss``
@@ -108,7 +109,7 @@ def resolve(header, columns: dict | None, where: str) -> dict[str, str]:
     if "loss" not in found:
         meant = "".join(f" Column {c!r}: did you mean {name!r}?" for c, name, f in near_misses(header, found)
                         if f == "loss")
-        raise ValueError(f"{where}: no loss column (looked for {_names('loss')}); its columns: "
+        raise ValueError(f"{where}: no loss column (looked for {names_of('loss')}); its columns: "
                          f"{', '.join(map(str, header)) or 'none'}.{meant} Map yours with --columns "
                          "loss=NAME (API: columns={'loss': NAME})")
     return found
@@ -209,7 +210,8 @@ def _six_nd_ratio(cells, found, d):
     return float(np.median(rel)) if len(rel) else None
 
 
-def _names(field: str) -> str:
+def names_of(field: str) -> str:
+    """The field's canonical name and its aliases, comma-separated."""
     f = FIELDS[field]
     return ", ".join((f.name, *f.aliases))
 
@@ -229,84 +231,3 @@ def describe_fields() -> str:
                  "refused if it holds whole numbers (layers)")
     lines.append("params_millions, params_billions and tokens_billions are scaled to counts.")
     return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------------------
-# Which columns a law needs.
-
-_PROBE = dict(D=np.array([4.0, 12.0, 48.0]), W=np.array([256.0, 512.0, 2048.0]),
-              N=np.array([2e7, 8e7, 2e9]), T=np.array([1e9, 4e9, 4e10]))
-
-
-def law_columns(law, *, with_tokens: bool = True) -> tuple[str, ...]:
-    """The canonical columns ``law`` reads (loss always), found by evaluating it: an input it
-    needs turns its prediction non-finite when set to NaN. ``with_tokens=False`` probes the
-    law as fitted to runs whose tokens do not vary (its optional token term dropped)."""
-    from ..laws import LawInputs, get_law
-
-    law = get_law(law)
-    values = {}
-    for p in law.params:
-        lo, hi = p.init
-        values[p.name] = math.sqrt(lo * hi) if p.log else (lo + hi) / 2
-    if not with_tokens:
-        values.update(law.token_params)
-
-    def finite(**nan):
-        cols = {k: np.full(3, np.nan) if k in nan else v for k, v in _PROBE.items()}
-        with np.errstate(all="ignore"):
-            try:
-                out = np.asarray(law(LawInputs(**cols), **values), dtype=float)
-            except (ValueError, TypeError, ArithmeticError):
-                return False
-        return bool(np.all(np.isfinite(out)))
-
-    if not finite():  # the probe point is outside the law's domain: assume it needs everything
-        needed = list(LAW_INPUTS)
-    else:
-        needed = [k for k in LAW_INPUTS if not finite(**{k: True})]
-    if law.needs_tokens and "T" not in needed:
-        needed.append("T")
-    return tuple(LAW_INPUTS[k] for k in LAW_INPUTS if k in needed) + ("loss",)
-
-
-def law_missing_columns(law, runs) -> list[str]:
-    """Columns ``law`` needs that ``runs`` lacks (not known for every run); for tokens, also
-    when they are known but do not vary and the law's token term cannot be dropped."""
-    from ..laws import get_law
-
-    law = get_law(law)
-    missing = [c for c in law_columns(law, with_tokens=runs.tokens_vary) if not runs.has(c)]
-    if law.needs_tokens and "tokens" not in missing and not runs.tokens_vary:
-        missing.append("tokens")
-    return missing
-
-
-def check_law_columns(law, runs) -> None:
-    """Raise a ValueError naming the columns ``law`` needs and ``runs`` lacks, and how to map them."""
-    from ..laws import get_law
-
-    law = get_law(law)
-    missing = law_missing_columns(law, runs)
-    if not missing:
-        return
-    what = []
-    for c in missing:
-        if c == "tokens" and runs.has("tokens"):
-            what.append("per-run token counts that vary (they do not vary here)")
-        else:
-            what.append(f"{c} (read from: {_names(c)})")
-    hint = ""
-    unread = [c for c in runs.unread_columns if c in AMBIGUOUS]
-    if unread:
-        hint = " " + " ".join(f"Column {c!r} is not read on its own ({AMBIGUOUS[c]}): map it, "
-                              f"e.g. --columns {'tokens' if c == 'D' else 'loss'}={c}." for c in unread)
-    raise ValueError(f"law {law.name!r} needs {', '.join(what)}, which {runs.source or 'the runs'} "
-                     f"lack(s).{hint} Laws this table can fit: {', '.join(laws_for(runs)) or 'none'}")
-
-
-def laws_for(runs) -> list[str]:
-    """Names of the registered laws whose columns ``runs`` has."""
-    from ..laws import list_laws
-
-    return [law.name for law in list_laws() if not law_missing_columns(law, runs)]

@@ -13,6 +13,9 @@ name for one, any alias the table reader reads (``N``, ``T``, ``W``, ``C``, ``pa
 any other column of the table (``lr``, ``seed``, ``dataset``). A number VALUE compares numerically: a cell that
 is not a number satisfies only ``!=``. ``true`` / ``false`` (any case) compare with the cells'
 text case-insensitively; any other VALUE compares as text (``==`` and ``!=`` only).
+
+Also the table's splits: ``--by COLUMN`` (:func:`split_by`) and the text columns that group its
+rows (:func:`grouping_columns`), which the fit's diagnostics and replicate cells read.
 """
 from __future__ import annotations
 
@@ -187,3 +190,36 @@ def split_by(runs, column: str) -> dict:
                           "rows_read": runs.selection.get("rows_read", len(runs)), "rows_kept": len(part)}
         out[value] = part
     return out
+
+
+#: A text column is a grouping when it has this many distinct values (and fewer than rows).
+GROUP_VALUES = (2, 50)
+
+
+def grouping_columns(runs) -> dict:
+    """{column: labels per row} for the table's ``group`` column and every other text column
+    (not all numbers) with 2–50 distinct values, fewer than the rows."""
+    out = {}
+    lo, hi = GROUP_VALUES
+    candidates = {"group": runs.group, **runs.extra}
+    for col, values in candidates.items():
+        values = np.asarray(values, dtype=object)
+        distinct = set(values.tolist())  # a set first: on 100,000 rows the per-row work below is skipped
+        if not lo <= len(distinct) <= hi or len(distinct) >= len(values):
+            continue
+        text = {v: "" if v is None else str(v).strip() for v in distinct}
+        if col != "group" and _all_numbers(text.values()):
+            continue
+        out[col] = np.array([text[v] for v in values.tolist()], dtype=object)
+    return out
+
+
+def _all_numbers(values) -> bool:
+    for v in values:
+        if v == "":
+            continue
+        try:
+            float(v)
+        except ValueError:
+            return False
+    return True

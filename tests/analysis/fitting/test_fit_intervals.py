@@ -147,7 +147,7 @@ def test_huber_profile_intervals_are_as_wide_as_the_bootstrap_ones():
 
 def test_one_formatter_writes_every_interval_and_an_open_end_as_unbounded():
     from depthdelusion.analysis.formats.interval_text import interval_text
-    from depthdelusion.analysis.report.tables import interval
+    from depthdelusion.analysis.report.cells import interval
 
     assert interval_text((0.0, math.inf)) == "[0, unbounded]"
     assert interval_text((-math.inf, 1.5)) == "[unbounded, 1.5]"

@@ -1,5 +1,7 @@
 """The results API people expect (statsmodels / lmfit names), and parameters at a bound or not
 identified flagged as such instead of printed as estimates."""
+import dataclasses
+import math
 import warnings
 
 import numpy as np
@@ -42,6 +44,34 @@ def test_params_bse_cov_and_intervals_by_method(kaplan_fit):
     frame = r.to_frame()
     assert list(frame.index) == list(r.params) and set(frame["status"]) == {"ok"}
     assert np.allclose(r.predict(synthetic_runs()), r.predicted)
+
+
+DERIVED = ("residuals", "rss", "r2", "rmse", "aic", "aicc", "bic", "loo_rmse")
+
+
+def test_loss_statistics_are_views_computed_from_the_fit_and_cannot_be_set(kaplan_fit):
+    """RSS, R², RMSE, AIC, AICc, BIC and the leave-one-out RMSE follow from the observed and
+    predicted losses, n and k, exactly as the engine computed them when they were stored."""
+    r = kaplan_fit
+    y, resid = r.observed, r.observed - r.predicted
+    rss, n, big_k = float(resid @ resid), len(y), r.k + 1
+    loglik_term = n * math.log(rss / n)
+    assert np.array_equal(r.residuals, resid)
+    assert r.rss == rss and r.rmse == math.sqrt(rss / n)
+    assert r.r2 == 1 - rss / float(((y - y.mean()) ** 2).sum())
+    assert r.aic == loglik_term + 2 * big_k and r.bic == loglik_term + big_k * math.log(n)
+    assert r.aicc == r.aic + 2 * big_k * (big_k + 1) / (n - big_k - 1)
+    loo = r.loo_residuals[np.isfinite(r.loo_residuals)]
+    assert len(loo) and r.loo_rmse == float(np.sqrt(np.mean(loo ** 2)))
+    assert {k: r.to_dict()[k] for k in ("rss", "aic")} == {"rss": r.rss, "aic": r.aic}
+    for name in DERIVED:  # read-only: they follow from the fields
+        assert name not in {f.name for f in dataclasses.fields(r)}
+        with pytest.raises(AttributeError, match="derived"):
+            setattr(r, name, 0.0)
+    assert r.rss == rss
+    moved = dataclasses.replace(r, predicted=r.predicted + 0.01)  # another fit's views are its own
+    assert moved.rss == pytest.approx(float((resid - 0.01) @ (resid - 0.01)), rel=1e-12)
+    assert r.rss == rss
 
 
 def test_profile_intervals_skipped_by_a_fit_are_computed_on_request():

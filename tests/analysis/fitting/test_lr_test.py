@@ -119,7 +119,7 @@ def test_batched_replicate_refits_give_each_replicate_the_rss_of_its_own_fit():
 
     from depthdelusion.analysis.fitting.search import SEARCH_ROWS
     from depthdelusion.analysis.fitting.engine import fit
-    from depthdelusion.analysis.fitting.resampling import refit_rss
+    from depthdelusion.analysis.fitting.refits import refit_rss
     from depthdelusion.analysis.fitting.lr_test import simulate
     from depthdelusion.analysis.table.runs import load_runs
 

@@ -61,7 +61,7 @@ def test_an_intervals_ends_in_numbers_are_those_the_data_support():
     from types import SimpleNamespace
 
     from depthdelusion.analysis.laws import get_law
-    from depthdelusion.analysis.report.tables import param_interval, supported_ends
+    from depthdelusion.analysis.report.cells import param_interval, supported_ends
 
     f = SimpleNamespace(law=get_law("kaplan"))  # A is fitted on a log scale, E is not
     assert supported_ends(f, "A", (1.249, 8.225e4)) == (1.249, math.inf)

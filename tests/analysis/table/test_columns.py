@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import Runs, fit, law_columns, law_missing_columns, laws_for, load_runs
-from depthdelusion.analysis.table.columns import check_law_columns
+from depthdelusion.analysis.table.law_columns import check_law_columns
 
 # Chinchilla-like truth: L = E + A N^-alpha + B T^-beta (Hoffmann et al.'s published estimate).
 E, A, ALPHA, B, BETA = 1.69, 406.4, 0.34, 410.7, 0.28

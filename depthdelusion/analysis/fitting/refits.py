@@ -1,0 +1,78 @@
+"""Refits of many loss vectors at once (``refit_rss``): the replicates of a parametric
+bootstrap refitted like a fit without intervals, every replicate's starts in one batched solve.
+The likelihood-ratio tests (:mod:`.lr_test`) take such a refit as an argument
+(:func:`default_refit`)."""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..laws import get_law
+from ..table.runs import load_runs
+from .problem import Problem
+from .setup import FitSetup
+from .starts import POLISH_STARTS, SEARCH_ROWS, basins_of, converged_starts, search_rows, start_grid, tied_optima
+
+# numbers per batch of replicates' start losses (≈ 16 MB), as resampling's blocks of weights
+BATCH_ELEMENTS = 2_000_000
+REFIT_STARTS = 16  # multi-start points per replicate refit (the full fit uses 64)
+
+
+def refit_rss(runs, law, losses_BxN, method: str = "lm", *, group_offsets: bool = False,
+              max_starts: int = 64, seed: int = 0) -> np.ndarray:
+    """The RSS of ``law`` refitted to each row of ``losses_BxN`` in place of the runs' losses
+    (the replicates of a parametric bootstrap): for each row, what ``fit(runs with those
+    losses, law, method, bootstrap=0, leave_one_out=False, profile=False, group_offsets=...,
+    max_starts=..., seed=...).rss`` gives — the same multi-start and polish, the first start
+    tied with the best kept — with many replicates' starts solved in one batched call (the
+    problems are independent, so batching does not change them). NaN where no start converged
+    (where that fit raises)."""
+    law, runs = get_law(law), load_runs(runs)
+    problem = FitSetup(runs, law, None, method, group_offsets, None, None).problem
+    losses_BxN = np.asarray(losses_BxN, float).reshape(-1, len(problem.y))
+    grid = start_grid(problem, 3, max_starts, seed)
+    rows = search_rows(problem, seed, SEARCH_ROWS)
+    sub = problem if rows is None else problem.subset(rows)
+    # replicates per batch: their starts' losses stay near BATCH_ELEMENTS numbers
+    per_batch = max(1, BATCH_ELEMENTS // (len(grid) * len(sub.y)))
+    return np.concatenate([np.full(0, np.nan)] + [
+        _refit_batch(problem, sub, rows, grid, losses_BxN[a:a + per_batch])
+        for a in range(0, len(losses_BxN), per_batch)])
+
+
+def _refit_batch(problem: Problem, sub: Problem, rows, grid, losses_BxN) -> np.ndarray:
+    """:func:`refit_rss` for the replicates ``losses_BxN``: every start of each on ``sub`` (the
+    problem or its search subsample, ``rows``), then, on a subsample, each replicate's best
+    distinct optima polished on every row."""
+    B, S = len(losses_BxN), len(grid)
+    sub_losses = losses_BxN if rows is None else losses_BxN[:, rows]
+    res = sub.solve(np.tile(grid, (B, 1)), losses_MxN=np.repeat(sub_losses, S, axis=0))
+    obj, ok, theta = res.objective.reshape(B, S), converged_starts(res).reshape(B, S), res.theta.reshape(B, S, -1)
+    if rows is not None:
+        polish = [basins_of(obj[b], ok[b])[2][:POLISH_STARTS] if ok[b].any() else [] for b in range(B)]
+        owner = np.repeat(np.arange(B), [len(p) for p in polish]).astype(int)
+        obj, ok, theta = [np.empty(0)] * B, [np.zeros(0, bool)] * B, [None] * B
+        if len(owner):
+            starts = np.array([res.theta[b * S + i] for b, p in enumerate(polish) for i in p])
+            res = problem.solve(starts, losses_MxN=losses_BxN[owner])
+            cuts = np.cumsum([len(p) for p in polish])[:-1]
+            obj, ok, theta = (np.split(a, cuts) for a in (res.objective, converged_starts(res), res.theta))
+    rss = np.full(B, np.nan)
+    for b in range(B):
+        if ok[b].any():
+            resid = losses_BxN[b] - problem.predict(theta[b][tied_optima(obj[b], ok[b])[0]])
+            rss[b] = float(resid @ resid)
+    return rss
+
+
+def default_refit(template) -> Callable:
+    """Refits like ``template``'s (same method, offsets) without intervals, from fewer starts:
+    ``refit(runs, law, losses_BxN) -> rss_B`` (NaN where a refit failed), every replicate in
+    one batched solve."""
+    offsets = getattr(template, "offset_groups", None) is not None
+
+    def refit(runs, law, losses_BxN):
+        return refit_rss(runs, law, losses_BxN, template.method, group_offsets=offsets,
+                         max_starts=REFIT_STARTS, seed=template.seed or 0)
+    return refit

@@ -1,0 +1,105 @@
+"""The report's cells: each kind of number rounded once, to the digits the data support
+(estimates, intervals with their open ends, notes), for its tables (:mod:`.tables`) and its
+prose (:mod:`.markdown`) alike."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..fitting.result import DRIFT, OK, parameter_status
+from ..formats.interval_text import end_text, interval_text
+
+SPAN_LIMIT = 1e3  # a scale parameter whose interval spans more than this factor is not determined
+
+#: The report's open interval ends and infinite numbers: its tables' notation, explained in
+#: report.md's notes (the terminal writes "unbounded": interval_text.OPEN_ENDS).
+REPORT_OPEN_ENDS = ("−∞", "∞")
+
+
+def fmt(v, spec=".4g") -> str:
+    """A number to ``spec``; "—" for None/NaN, "∞"/"−∞"; a signed zero as "0"."""
+    return end_text(v, spec, REPORT_OPEN_ENDS)
+
+
+def interval(ci, spec=".3g") -> str:
+    return interval_text(ci, spec, REPORT_OPEN_ENDS)
+
+
+def _is_scale(f, name: str) -> bool:
+    try:
+        return bool(f.law.param(name).log)
+    except (ValueError, AttributeError):
+        return False
+
+
+def _drift_unbounded(ci) -> tuple:
+    """An end beyond ``DRIFT`` (set by how far the optimiser drifted along a flat direction) as
+    unbounded."""
+    return tuple(np.inf if c > DRIFT else -np.inf if c < -DRIFT else float(c) for c in ci)
+
+
+def supported_ends(f, name: str, ci) -> tuple[float, float]:
+    """An interval's ends as numbers the data support: an end beyond ``DRIFT`` is unbounded
+    (`_drift_unbounded`), and so is a scale parameter's upper end beyond ``SPAN_LIMIT``× its
+    lower end (set by numerical flatness; its digits would differ between machines)."""
+    lo, hi = _drift_unbounded(ci)
+    if lo > 0 and np.isfinite(hi) and hi / lo > SPAN_LIMIT and _is_scale(f, name):
+        hi = np.inf
+    return lo, hi
+
+
+def param_interval(f, name: str, ci, spec=".3g") -> str:
+    """An interval as the data support it: a scale parameter's interval spanning more than
+    ``SPAN_LIMIT``× (its ends are then set by numerical flatness, not by the data) is printed as
+    such instead of as two machine-dependent digits, and another positive parameter's upper end
+    beyond ``SPAN_LIMIT``× its lower end as "> SPAN_LIMIT × lower"; an end beyond ``DRIFT`` is
+    printed as unbounded (`_drift_unbounded`)."""
+    if ci:
+        ci = _drift_unbounded(ci)
+    if ci and ci[0] > 0 and np.isfinite(ci[1]) and ci[1] / ci[0] > SPAN_LIMIT:
+        if _is_scale(f, name):
+            return f"[spans > {SPAN_LIMIT:.0e}×]".replace("1e+03", "10³")
+        return f"[{fmt(ci[0], spec)}, > {fmt(SPAN_LIMIT * ci[0], spec)}]"  # the upper end: flatness
+    return interval(ci, spec)
+
+_STALLED_REFITS = re.compile(r"(\d+) of (\d+) bootstrap refits (.*)")
+
+
+def is_numerical_note(note: str) -> bool:
+    """A note on how the numerics went (bootstrap refits left out at the iteration cap), not on
+    the data or the design."""
+    return bool(_STALLED_REFITS.match(note))
+
+
+def rounded_note(note: str) -> str:
+    """A count of stalled bootstrap refits depends on the CPU's last bits: give it as a share
+    rounded to one significant digit."""
+    m = _STALLED_REFITS.match(note)
+    if not m:
+        return note
+    share = int(m.group(1)) / max(int(m.group(2)), 1)
+    return f"about {float(f'{share:.1g}'):.1%} of {m.group(2)} bootstrap refits {m.group(3)}".replace(".0%", "%")
+
+
+def value(f, name: str, spec=".3g") -> str:
+    """The point estimate; "at bound v" on a bound; "n.i." (not identified) where any point
+    would be arbitrary."""
+    v = f.all_params.get(name)
+    if name in f.params and parameter_status(f, name) != OK:
+        return f"at bound {fmt(v, spec)}" if parameter_status(f, name) == "at_bound" else "n.i."
+    return fmt(v, spec)
+
+
+def profile_ci(f, name):
+    return (getattr(f, "ci_profile", None) or {}).get(name)
+
+
+def millions(n) -> str:
+    """A parameter count in millions, to 3 significant digits (0.123, 12.3, 123, 1234)."""
+    m = n / 1e6
+    return fmt(m, ".0f") if abs(m) >= 100 else fmt(m, ".3g")
+
+
+def shape_unit(constraint: str) -> str:
+    return "C (FLOPs)" if constraint == "compute" else "N (params)"
