@@ -12,6 +12,11 @@ os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
 ).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# One BLAS thread per process: the suite runs two workers on CI's two cores, and a multithreaded
+# OpenBLAS whose cores are busy with the other worker spins while it waits (the ridge-exponent grid
+# took 147 CPU-s with the default threads beside other work, 15 CPU-s with one; see
+# benchmarks/RESULTS.md). The analysis's numbers do not depend on the thread count.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # Most of the suite's time is XLA compiling the same tiny models again: in another test file,
 # another xdist worker or a `python -m depthdelusion` subprocess. A compiled program's cache key
