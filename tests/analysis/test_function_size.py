@@ -6,7 +6,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "depthdelusion"
 MAX_LINES = 80
 # Still to be split; take a name out of this set once its function is under the limit.
-NOT_YET = {"studies/expansion/study.py:write_report", "studies/persistence_study.py:build"}
+NOT_YET = {"studies/expansion/study.py:write_report"}
 
 
 def long_functions(root: Path = PACKAGE, limit: int = MAX_LINES) -> dict[str, int]:
