@@ -216,47 +216,85 @@ def plot_signal_beside_grad(ax, rows: list[dict], label: str = "") -> None:
     ax.set_xlabel("layer l (0 = bottom)")
 
 
-def write_report(runs: Path | epath.Path, out: Path, probes: dict[str, dict], growth: tuple | None) -> None:
-    """Tables and figures into the local directory `out` (run_study copies them to a remote OUT)."""
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out.mkdir(parents=True, exist_ok=True)
-    signal_rows, run_rows, jump_rows, cov_rows, beside = [], [], [], [], []
-    for name, p in sorted(probes.items(), key=lambda kv: (kv[1]["width"], kv[1]["depth"])):
-        for r in p["signal"]:
-            signal_rows.append({"run": name, "depth": p["depth"], "width": p["width"], **r})
-        for r in p["jumpboard"]:
-            jump_rows.append({"run": name, "depth": p["depth"], "width": p["width"], **r})
-        for r in p["covariance"]:
-            cov_rows.append({"run": name, "depth": p["depth"], "width": p["width"], **r})
-        best = max(p["signal"], key=lambda r: r["signal_train"])
-        summary = rundir.read_summary(runs / "depth_expansion" / name)
-        run_rows.append({
-            "run": name, "depth": p["depth"], "width": p["width"], "eval_loss": summary["eval_loss"],
-            "train_wall_s": summary["wall_time_s"], "probe_wall_s": p["wall_time_s"],
-            "max_signal_train": best["signal_train"], "max_signal_lo": best["signal_train_lo"],
-            "max_signal_hi": best["signal_train_hi"], "argmax_after": best["after"],
-            "max_unbiased_signal": math.sqrt(max(max(r["unbiased_sq_train"] for r in p["signal"]), 0.0)),
-            "min_signal_train": min(r["signal_train"] for r in p["signal"]),
-            "mean_cosine": float(np.mean([r["cosine"] for r in p["signal"]])),
-            "min_cosine_lo": min(r["cosine_lo"] for r in p["signal"]),
-            "largest_eta_lowering_test": p["largest_eta_lowering_test"],
-            "mean_offdiag": float(np.mean([r["offdiag_fraction"] for r in p["covariance"]])),
-            "mean_offdiag_null": float(np.mean([r["offdiag_fraction_null"] for r in p["covariance"]])),
-        })
-        beside += [{"run": name, **r} for r in signal_beside_grad_norms(runs / "depth_expansion" / name, p)]
-    for rows, file in ((signal_rows, "signal.csv"), (run_rows, "runs.csv"), (jump_rows, "jumpboard.csv"),
-                       (cov_rows, "covariance.csv"), (beside, "signal_beside_grad.csv")):
-        _write_csv(rows, out / file)
+    return plt
 
-    widths = sorted({r["width"] for r in run_rows})
+
+def _run_row(name: str, p: dict, summary: dict) -> dict:
+    """runs.csv's row of one probed run: its largest signal with its interval, alignment and
+    covariance summaries."""
+    best = max(p["signal"], key=lambda r: r["signal_train"])
+    return {
+        "run": name, "depth": p["depth"], "width": p["width"], "eval_loss": summary["eval_loss"],
+        "train_wall_s": summary["wall_time_s"], "probe_wall_s": p["wall_time_s"],
+        "max_signal_train": best["signal_train"], "max_signal_lo": best["signal_train_lo"],
+        "max_signal_hi": best["signal_train_hi"], "argmax_after": best["after"],
+        "max_unbiased_signal": math.sqrt(max(max(r["unbiased_sq_train"] for r in p["signal"]), 0.0)),
+        "min_signal_train": min(r["signal_train"] for r in p["signal"]),
+        "mean_cosine": float(np.mean([r["cosine"] for r in p["signal"]])),
+        "min_cosine_lo": min(r["cosine_lo"] for r in p["signal"]),
+        "largest_eta_lowering_test": p["largest_eta_lowering_test"],
+        "mean_offdiag": float(np.mean([r["offdiag_fraction"] for r in p["covariance"]])),
+        "mean_offdiag_null": float(np.mean([r["offdiag_fraction_null"] for r in p["covariance"]])),
+    }
+
+
+def probe_tables(runs: Path | epath.Path, probes: dict[str, dict]) -> dict[str, list[dict]]:
+    """{file name: rows} of signal.csv, runs.csv, jumpboard.csv, covariance.csv and
+    signal_beside_grad.csv, runs ordered by width then depth."""
+    tables: dict[str, list[dict]] = {name: [] for name in (
+        "signal.csv", "runs.csv", "jumpboard.csv", "covariance.csv", "signal_beside_grad.csv")}
+    for name, p in sorted(probes.items(), key=lambda kv: (kv[1]["width"], kv[1]["depth"])):
+        shape = {"run": name, "depth": p["depth"], "width": p["width"]}
+        for key, file in (("signal", "signal.csv"), ("jumpboard", "jumpboard.csv"), ("covariance", "covariance.csv")):
+            tables[file] += [{**shape, **r} for r in p[key]]
+        tables["runs.csv"].append(_run_row(name, p, rundir.read_summary(runs / "depth_expansion" / name)))
+        tables["signal_beside_grad.csv"] += [
+            {"run": name, **r} for r in signal_beside_grad_norms(runs / "depth_expansion" / name, p)]
+    return tables
+
+
+def write_report(runs: Path | epath.Path, out: Path, probes: dict[str, dict], growth: tuple | None) -> None:
+    """Tables and figures into the local directory `out` (run_study copies them to a remote OUT)."""
+    out.mkdir(parents=True, exist_ok=True)
+    tables = probe_tables(runs, probes)
+    for file, rows in tables.items():
+        _write_csv(rows, out / file)
+    run_rows, beside = tables["runs.csv"], tables["signal_beside_grad.csv"]
+    (out / "results.md").write_text(results_markdown(run_rows, tables["jumpboard.csv"], probes, growth, beside))
+    plot_signal(run_rows, out / "signal.png")
+    plot_alignment(run_rows, tables["signal.csv"], out / "alignment.png")
+    plot_covariance(run_rows, tables["covariance.csv"], out / "covariance.png")
     depths = sorted({r["depth"] for r in run_rows})
-    (out / "results.md").write_text(results_markdown(run_rows, jump_rows, probes, growth, beside))
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for w in widths:
+    deepest = [r for r in run_rows if r["depth"] == max(depths)]
+    if deepest:
+        plot_deepest_beside_grad(deepest, beside, out / "signal_beside_grad.png")
+        plot_normalised_signal(run_rows, beside, out / "signal_over_grad.png")
+    if growth:
+        per_seed, curves, summary = growth
+        _write_csv(per_seed, out / "growth.csv")
+        _write_csv(curves, out / "growth_curves.csv")
+        (out / "growth_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        plot_growth(per_seed, curves, out / "growth.png")
+
+
+def _save(fig, path) -> None:
+    """Laid out and saved without a timestamp."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    _pyplot().close(fig)
+
+
+def plot_signal(run_rows: list[dict], path) -> None:
+    """signal.png: the largest signal (with its interval) and the largest unbiased signal against
+    depth per width."""
+    fig, axes = _pyplot().subplots(1, 2, figsize=(10, 4))
+    for w in sorted({r["width"] for r in run_rows}):
         rs = sorted((r for r in run_rows if r["width"] == w), key=lambda r: r["depth"])
         d = [r["depth"] for r in rs]
         y = np.array([r["max_signal_train"] for r in rs])
@@ -265,10 +303,14 @@ def write_report(runs: Path | epath.Path, out: Path, probes: dict[str, dict], gr
         axes[0].errorbar(d, y, yerr=np.clip(err, 0, None), marker="o", capsize=3, label=f"W={w}")
         axes[1].plot(d, [r["max_unbiased_signal"] for r in rs], "o-", label=f"W={w}")
     _save_depth_panels(fig, axes, ("max over k of ‖mean train gradient‖ (95% basic bootstrap)",
-                                   "max over k of unbiased ‖μ‖ (batch noise removed)"), out / "signal.png")
+                                   "max over k of unbiased ‖μ‖ (batch noise removed)"), path)
 
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    for d in depths:
+
+def plot_alignment(run_rows: list[dict], signal_rows: list[dict], path) -> None:
+    """alignment.png: the train/held-out gradient cosine against width per depth."""
+    widths = sorted({r["width"] for r in run_rows})
+    fig, ax = _pyplot().subplots(figsize=(5.5, 4))
+    for d in sorted({r["depth"] for r in run_rows}):
         rs = sorted((r for r in signal_rows if r["depth"] == d), key=lambda r: r["width"])
         by_w = {w: [r["cosine"] for r in rs if r["width"] == w] for w in widths}
         ax.plot(widths, [np.mean(by_w[w]) if by_w[w] else np.nan for w in widths], "o-", label=f"D={d}")
@@ -277,11 +319,12 @@ def write_report(runs: Path | epath.Path, out: Path, probes: dict[str, dict], gr
     ax.set_ylabel("cos(train, held-out gradient), mean over k")
     ax.axhline(0, color="grey", lw=0.5)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "alignment.png", dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    _save(fig, path)
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+
+def plot_covariance(run_rows: list[dict], cov_rows: list[dict], path) -> None:
+    """covariance.png: the off-diagonal energy fraction per layer, each run beside its null."""
+    fig, ax = _pyplot().subplots(figsize=(6, 4))
     for r in run_rows:
         rs = [c for c in cov_rows if c["run"] == r["run"]]
         ax.plot([c["layer"] for c in rs], [c["offdiag_fraction"] for c in rs], "o-", label=r["run"])
@@ -293,46 +336,38 @@ def write_report(runs: Path | epath.Path, out: Path, probes: dict[str, dict], gr
     ax.set_ylabel("off-diagonal energy fraction")
     ax.set_ylim(0, 1)
     ax.legend(fontsize=6, ncol=2)
-    fig.tight_layout()
-    fig.savefig(out / "covariance.png", dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    _save(fig, path)
 
-    deepest = [r for r in run_rows if r["depth"] == max(depths)]
-    if deepest:
-        fig, axes = plt.subplots(1, len(deepest), figsize=(4 * len(deepest), 3.5), squeeze=False)
-        for ax, r in zip(axes[0], deepest):
-            plot_signal_beside_grad(ax, [b for b in beside if b["run"] == r["run"]])
-            ax.set_title(r["run"], fontsize=9)
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / "signal_beside_grad.png", dpi=110, metadata={"Software": None})
-        plt.close(fig)
-        plot_normalised_signal(run_rows, beside, out / "signal_over_grad.png")
 
-    if growth:
-        per_seed, curves, summary = growth
-        _write_csv(per_seed, out / "growth.csv")
-        _write_csv(curves, out / "growth_curves.csv")
-        (out / "growth_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-        for seed in sorted({c["seed"] for c in curves}):
-            cs = [c for c in curves if c["seed"] == seed]
-            for key, style, ax in (("grown_loss", "-", axes[0]), ("scratch_loss", "--", axes[0]),
-                                   ("grown_eval", "o-", axes[1]), ("scratch_eval", "s--", axes[1])):
-                pts = [(c["step"], c[key]) for c in cs if c[key] != ""]
-                if pts:
-                    ax.plot(*zip(*pts), style, label=f"{key.split('_')[0]} seed {seed}", alpha=0.8)
-        switch = per_seed[0]["switch_step"] if per_seed else None
-        for ax, title in zip(axes, ("training loss", "validation loss")):
-            if switch:
-                ax.axvline(switch, color="grey", lw=0.5)
-            ax.set_xlabel("step (equal tokens per step)")
-            ax.set_title(title)
-            ax.legend(fontsize=7)
-        axes[0].set_ylim(top=min(4.0, axes[0].get_ylim()[1]))
-        fig.tight_layout()
-        fig.savefig(out / "growth.png", dpi=110, metadata={"Software": None})
-        plt.close(fig)
+def plot_deepest_beside_grad(deepest: list[dict], beside: list[dict], path) -> None:
+    """signal_beside_grad.png: one panel per run of the deepest depth."""
+    fig, axes = _pyplot().subplots(1, len(deepest), figsize=(4 * len(deepest), 3.5), squeeze=False)
+    for ax, r in zip(axes[0], deepest):
+        plot_signal_beside_grad(ax, [b for b in beside if b["run"] == r["run"]])
+        ax.set_title(r["run"], fontsize=9)
+        ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def plot_growth(per_seed: list[dict], curves: list[dict], path) -> None:
+    """growth.png: training and validation loss of the grown and scratch arms per seed."""
+    fig, axes = _pyplot().subplots(1, 2, figsize=(10, 4))
+    for seed in sorted({c["seed"] for c in curves}):
+        cs = [c for c in curves if c["seed"] == seed]
+        for key, style, ax in (("grown_loss", "-", axes[0]), ("scratch_loss", "--", axes[0]),
+                               ("grown_eval", "o-", axes[1]), ("scratch_eval", "s--", axes[1])):
+            pts = [(c["step"], c[key]) for c in cs if c[key] != ""]
+            if pts:
+                ax.plot(*zip(*pts), style, label=f"{key.split('_')[0]} seed {seed}", alpha=0.8)
+    switch = per_seed[0]["switch_step"] if per_seed else None
+    for ax, title in zip(axes, ("training loss", "validation loss")):
+        if switch:
+            ax.axvline(switch, color="grey", lw=0.5)
+        ax.set_xlabel("step (equal tokens per step)")
+        ax.set_title(title)
+        ax.legend(fontsize=7)
+    axes[0].set_ylim(top=min(4.0, axes[0].get_ylim()[1]))
+    _save(fig, path)
 
 
 def _normalised_by_run(beside: list[dict]) -> dict[str, list[float]]:
