@@ -12,6 +12,8 @@ Tables: signal.csv (per run and insertion point), runs.csv (per run: max signal,
 largest helpful η), jumpboard.csv, covariance.csv, growth.csv (per seed and arm) and
 growth_curves.csv; figures: signal.png, alignment.png, covariance.png, growth.png,
 signal_beside_grad.png, signal_over_grad.png. Every probe is cached as probes/<run>.json (rerunning skips it).
+:func:`measure` computes the tables once into a frozen :class:`ExpansionResults`; :func:`sections`
+renders results.md from it.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import json
 import math
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -89,7 +92,9 @@ def rerender_probe_tables(out) -> None:
         _write_csv(beside, out / "signal_beside_grad.csv")
         with rundir.local_dir(out) as local_out:
             plot_normalised_signal(run_rows, beside, local_out / "signal_over_grad.png")
-    (out / "results.md").write_text(results_markdown(run_rows, _read_csv(out / "jumpboard.csv"), probes, growth, beside))
+    tables = {"runs.csv": run_rows, "jumpboard.csv": _read_csv(out / "jumpboard.csv"),
+              "signal_beside_grad.csv": beside or []}
+    (out / "results.md").write_text(results_markdown(ExpansionResults(tables, probes, growth)))
 
 
 def train_grid(grid_path: str, out: Path | epath.Path, log: Callable[[str], None]) -> None:
@@ -262,11 +267,12 @@ def probe_tables(runs: Path | epath.Path, probes: dict[str, dict]) -> dict[str, 
 def write_report(runs: Path | epath.Path, out: Path, probes: dict[str, dict], growth: tuple | None) -> None:
     """Tables and figures into the local directory `out` (run_study copies them to a remote OUT)."""
     out.mkdir(parents=True, exist_ok=True)
-    tables = probe_tables(runs, probes)
+    results = measure(runs, probes, growth)
+    tables = results.tables
     for file, rows in tables.items():
         _write_csv(rows, out / file)
     run_rows, beside = tables["runs.csv"], tables["signal_beside_grad.csv"]
-    (out / "results.md").write_text(results_markdown(run_rows, tables["jumpboard.csv"], probes, growth, beside))
+    (out / "results.md").write_text(results_markdown(results))
     plot_signal(run_rows, out / "signal.png")
     plot_alignment(run_rows, tables["signal.csv"], out / "alignment.png")
     plot_covariance(run_rows, tables["covariance.csv"], out / "covariance.png")
@@ -419,65 +425,99 @@ def normalised_signal_lines(beside: list[dict]) -> list[str]:
             markdown_table(["run", "D", "W", "max signal/g_l", "mean signal/g_l"], rows, align="lrrrr")]
 
 
-def results_markdown(run_rows: list[dict], jump_rows: list[dict], probes: dict, growth,
-                     beside: list[dict] | None = None) -> str:
-    """The generated tables (the hand-written verdicts are in README.md)."""
-    md = ["# Depth expansion: generated tables (`depthdelusion expansion-study`)", "",
-          "Signal = ‖mean gradient‖ w.r.t. the inserted block's zero projections over the probe's "
-          "training batches; [95% basic bootstrap over batches, on the log scale for norms and the "
-          "Fisher-z scale for cosines]; unbiased = sqrt of the "
-          "pairwise (i ≠ j) estimate of ‖μ‖², batch noise removed. cos = train/held-out cosine, "
-          "mean over insertion points (lowest lower bound of its 95% intervals). Off-diag = "
-          "off-diagonal energy fraction of the activation-gradient covariance, mean over layers "
-          "(diagonal null in brackets).", "",
-          markdown_table(
-              ["run", "D", "W", "eval loss", "max signal [95%] (after k)", "max unbiased", "min signal",
-               "cos mean (min lo)", "largest η lowering held-out", "off-diag (null)", "train s", "probe s"],
-              [[r["run"], r["depth"], r["width"], f"{r['eval_loss']:.3f}",
-                f"{r['max_signal_train']:.3g} [{r['max_signal_lo']:.3g}, {r['max_signal_hi']:.3g}] "
-                f"({r['argmax_after']})",
-                f"{r['max_unbiased_signal']:.3g}", f"{r['min_signal_train']:.3g}",
-                f"{r['mean_cosine']:.2f} ({r['min_cosine_lo']:.2f})", r["largest_eta_lowering_test"],
-                f"{r['mean_offdiag']:.2f} ({r['mean_offdiag_null']:.3f})", f"{r['train_wall_s']:.0f}",
-                f"{r['probe_wall_s']:.0f}"]
-               for r in sorted(run_rows, key=lambda r: (r["width"], r["depth"]))],
-              align="lrrrlrrlrlrr")]
-    md += ["", "## Jumpboard (strongest insertion point of each run)", "",
-           markdown_table(["run", "after", "η", "ΔL train", "−η‖g‖", "ΔL held-out", "first order held-out"],
-                          [[r["run"], r["after"], f"{r['eta']:g}", f"{r['delta_train']:.2e}",
-                            f"{r['first_order_train']:.2e}", f"{r['delta_test']:.2e}", f"{r['first_order_test']:.2e}"]
-                           for r in jump_rows],
-                          align="lrrrrrr")]
-    md += ["", "## Per insertion point", "",
-           markdown_table(["run", "after", "signal train [95%]", "signal held-out [95%]", "cos [95%]"],
-                          [[name, r["after"],
-                            f"{r['signal_train']:.3g} [{r['signal_train_lo']:.3g}, {r['signal_train_hi']:.3g}]",
-                            f"{r['signal_test']:.3g} [{r['signal_test_lo']:.3g}, {r['signal_test_hi']:.3g}]",
-                            f"{r['cosine']:.2f} [{r['cosine_lo']:.2f}, {r['cosine_hi']:.2f}]"]
-                           for name, p in sorted(probes.items(), key=lambda kv: (kv[1]["width"], kv[1]["depth"]))
-                           for r in p["signal"]],
-                          align="lrlll")]
-    md += normalised_signal_lines(beside or [])
-    if growth:
-        per_seed, _, summary = growth
-        md += ["", "## Progressive growth", "",
-               markdown_table(["seed", "grown eval", "scratch eval", "grown final train", "scratch final train",
-                               "FLOPs grown / scratch", "wall s grown (parent + grown)", "wall s scratch"],
-                              [[r["seed"], f"{r['grown_eval']:.4f}", f"{r['scratch_eval']:.4f}",
-                                f"{r['grown_final_train']:.4f}", f"{r['scratch_final_train']:.4f}",
-                                f"{r['grown_flops'] / r['scratch_flops']:.3f}", f"{r['grown_wall_s']:.0f}",
-                                f"{r['scratch_wall_s']:.0f}"] for r in per_seed],
-                              align="rrrrrrrr")]
-        if "paired_diff_mean" in summary:
-            lo, hi = summary["paired_diff_ci95"]
-            root_n = math.sqrt(summary["seeds"])  # ± is the SD over seeds (analysis/README.md)
-            md += ["", f"Validation loss at the last step, mean ± SD over {summary['seeds']} seeds: grown "
-                   f"{summary['grown_eval_mean']:.4f} ± {summary['grown_eval_se'] * root_n:.4f}, scratch "
-                   f"{summary['scratch_eval_mean']:.4f} ± {summary['scratch_eval_se'] * root_n:.4f}; paired difference "
-                   f"grown − scratch {summary['paired_diff_mean']:+.4f}, 95% t interval [{lo:+.4f}, {hi:+.4f}] "
-                   f"(seeds paired: same init seed, same data order). FLOPs of the grown arm: "
-                   f"{summary['flops_ratio']:.3f} of the scratch arm's."]
-    return "\n".join(md) + "\n"
+@dataclass(frozen=True)
+class ExpansionResults:
+    """The study's numbers: its tables {file name: rows} (:func:`probe_tables`, or read back from
+    the committed files by :func:`rerender_probe_tables`), the probes, and the growth comparison
+    (per seed, curves, summary; None without grown runs). The report only formats them."""
+
+    tables: dict
+    probes: dict
+    growth: tuple | None
+
+
+def measure(runs: Path | epath.Path, probes: dict[str, dict], growth: tuple | None) -> ExpansionResults:
+    return ExpansionResults(probe_tables(runs, probes), probes, growth)
+
+
+def sections(results: ExpansionResults) -> list[str]:
+    """results.md's lines: the generated tables (the hand-written verdicts are in README.md)."""
+    t = results.tables
+    return [*runs_section(t["runs.csv"]), *jumpboard_section(t["jumpboard.csv"]),
+            *insertion_section(results.probes), *normalised_signal_lines(t.get("signal_beside_grad.csv") or []),
+            *growth_section(results.growth)]
+
+
+def results_markdown(results: ExpansionResults) -> str:
+    return "\n".join(sections(results)) + "\n"
+
+
+def runs_section(run_rows: list[dict]) -> list[str]:
+    return ["# Depth expansion: generated tables (`depthdelusion expansion-study`)", "",
+            "Signal = ‖mean gradient‖ w.r.t. the inserted block's zero projections over the probe's "
+            "training batches; [95% basic bootstrap over batches, on the log scale for norms and the "
+            "Fisher-z scale for cosines]; unbiased = sqrt of the "
+            "pairwise (i ≠ j) estimate of ‖μ‖², batch noise removed. cos = train/held-out cosine, "
+            "mean over insertion points (lowest lower bound of its 95% intervals). Off-diag = "
+            "off-diagonal energy fraction of the activation-gradient covariance, mean over layers "
+            "(diagonal null in brackets).", "",
+            markdown_table(
+                ["run", "D", "W", "eval loss", "max signal [95%] (after k)", "max unbiased", "min signal",
+                 "cos mean (min lo)", "largest η lowering held-out", "off-diag (null)", "train s", "probe s"],
+                [[r["run"], r["depth"], r["width"], f"{r['eval_loss']:.3f}",
+                  f"{r['max_signal_train']:.3g} [{r['max_signal_lo']:.3g}, {r['max_signal_hi']:.3g}] "
+                  f"({r['argmax_after']})",
+                  f"{r['max_unbiased_signal']:.3g}", f"{r['min_signal_train']:.3g}",
+                  f"{r['mean_cosine']:.2f} ({r['min_cosine_lo']:.2f})", r["largest_eta_lowering_test"],
+                  f"{r['mean_offdiag']:.2f} ({r['mean_offdiag_null']:.3f})", f"{r['train_wall_s']:.0f}",
+                  f"{r['probe_wall_s']:.0f}"]
+                 for r in sorted(run_rows, key=lambda r: (r["width"], r["depth"]))],
+                align="lrrrlrrlrlrr")]
+
+
+def jumpboard_section(jump_rows: list[dict]) -> list[str]:
+    return ["", "## Jumpboard (strongest insertion point of each run)", "",
+            markdown_table(["run", "after", "η", "ΔL train", "−η‖g‖", "ΔL held-out", "first order held-out"],
+                           [[r["run"], r["after"], f"{r['eta']:g}", f"{r['delta_train']:.2e}",
+                             f"{r['first_order_train']:.2e}", f"{r['delta_test']:.2e}", f"{r['first_order_test']:.2e}"]
+                            for r in jump_rows],
+                           align="lrrrrrr")]
+
+
+def insertion_section(probes: dict) -> list[str]:
+    return ["", "## Per insertion point", "",
+            markdown_table(["run", "after", "signal train [95%]", "signal held-out [95%]", "cos [95%]"],
+                           [[name, r["after"],
+                             f"{r['signal_train']:.3g} [{r['signal_train_lo']:.3g}, {r['signal_train_hi']:.3g}]",
+                             f"{r['signal_test']:.3g} [{r['signal_test_lo']:.3g}, {r['signal_test_hi']:.3g}]",
+                             f"{r['cosine']:.2f} [{r['cosine_lo']:.2f}, {r['cosine_hi']:.2f}]"]
+                            for name, p in sorted(probes.items(), key=lambda kv: (kv[1]["width"], kv[1]["depth"]))
+                            for r in p["signal"]],
+                           align="lrlll")]
+
+
+def growth_section(growth) -> list[str]:
+    if not growth:
+        return []
+    per_seed, _, summary = growth
+    md = ["", "## Progressive growth", "",
+          markdown_table(["seed", "grown eval", "scratch eval", "grown final train", "scratch final train",
+                          "FLOPs grown / scratch", "wall s grown (parent + grown)", "wall s scratch"],
+                         [[r["seed"], f"{r['grown_eval']:.4f}", f"{r['scratch_eval']:.4f}",
+                           f"{r['grown_final_train']:.4f}", f"{r['scratch_final_train']:.4f}",
+                           f"{r['grown_flops'] / r['scratch_flops']:.3f}", f"{r['grown_wall_s']:.0f}",
+                           f"{r['scratch_wall_s']:.0f}"] for r in per_seed],
+                         align="rrrrrrrr")]
+    if "paired_diff_mean" in summary:
+        lo, hi = summary["paired_diff_ci95"]
+        root_n = math.sqrt(summary["seeds"])  # ± is the SD over seeds (analysis/README.md)
+        md += ["", f"Validation loss at the last step, mean ± SD over {summary['seeds']} seeds: grown "
+               f"{summary['grown_eval_mean']:.4f} ± {summary['grown_eval_se'] * root_n:.4f}, scratch "
+               f"{summary['scratch_eval_mean']:.4f} ± {summary['scratch_eval_se'] * root_n:.4f}; paired difference "
+               f"grown − scratch {summary['paired_diff_mean']:+.4f}, 95% t interval [{lo:+.4f}, {hi:+.4f}] "
+               f"(seeds paired: same init seed, same data order). FLOPs of the grown arm: "
+               f"{summary['flops_ratio']:.3f} of the scratch arm's."]
+    return md
 
 
 def run_study(depth_grid: str, growth_grid: str, runs: str, out: str, *, probe_batches: int = 16,
