@@ -96,3 +96,37 @@ def test_the_committed_tables_rerender_from_the_cached_probes_unchanged(tmp_path
     for name in ("signal.csv", "runs.csv", "signal_beside_grad.csv", "results.md"):
         assert (out / name).read_text() == (committed / name).read_text(), name
     assert (out / "signal_over_grad.png").stat().st_size > 0
+
+
+def test_measure_gives_frozen_results_and_the_report_renders_from_them_alone(tmp_path):
+    """measure() on two committed probes, with run directories holding their committed summaries
+    and last layer stats, gives the committed runs.csv rows; the results are frozen, and sections()
+    renders the committed report's rows for those runs with the run directories gone."""
+    import shutil
+    from pathlib import Path
+
+    committed = Path(__file__).resolve().parents[2] / "analysis" / "depth_expansion"
+    names = ("d2_w32", "d4_w32")
+    probes = {n: json.loads((committed / "probes" / f"{n}.json").read_text()) for n in names}
+    runs_csv = {r["run"]: r for r in expansion_study._read_csv(committed / "runs.csv")}
+    beside = expansion_study._read_csv(committed / "signal_beside_grad.csv")
+    for n in names:
+        run = tmp_path / "depth_expansion" / n
+        run.mkdir(parents=True)
+        (run / "summary.json").write_text(json.dumps({"eval_loss": runs_csv[n]["eval_loss"],
+                                                      "wall_time_s": runs_csv[n]["train_wall_s"]}))
+        layers = sorted((b for b in beside if b["run"] == n), key=lambda b: b["layer"])
+        (run / "metrics.jsonl").write_text(json.dumps({"step": layers[0]["step"], "loss": 1.0, "per_layer_grad_norm":
+                                                       [b["grad_norm"] for b in layers]}) + "\n")
+    results = expansion_study.measure(tmp_path, probes, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        results.growth = None
+    assert [r["run"] for r in results.tables["runs.csv"]] == list(names)
+    row = results.tables["runs.csv"][1]
+    assert row["max_signal_train"] == pytest.approx(runs_csv["d4_w32"]["max_signal_train"], rel=1e-5)
+    shutil.rmtree(tmp_path / "depth_expansion")
+    text = expansion_study.results_markdown(results)
+    report = (committed / "results.md").read_text().splitlines()
+    for n in names:
+        assert next(line for line in report if line.startswith(f"| {n} |")) in text.splitlines()
+    assert "## Progressive growth" not in text

@@ -167,3 +167,27 @@ def test_the_bottom_to_top_ratio_says_whether_a_critical_depth_is_reached_and_wa
     assert "| sp 16L×64 | 3 |" in early and "growth | 0 of 3 |" in early and "decay | 3 of 3 |" in early
     assert "- Steps 25–75: decay in some cells only (1 decay, 0 flat, 1 growth" in early
     assert "- Steps 800–1200: decay towards the input in every cell (2 decay" in early
+
+
+def test_the_results_are_frozen_and_the_report_is_rendered_from_them_alone(tmp_path):
+    """measure() computes the numbers once; sections() only formats them: with every run's
+    gradient profile taken away it renders the same report that build() wrote."""
+    import dataclasses
+
+    import pytest
+
+    from depthdelusion.studies.persistence_sections import sections
+    from depthdelusion.studies.persistence_study import measure
+
+    root = tmp_path / "runs"
+    for d in (4, 8):
+        for seed in (1, 2, 3):
+            _run(root, f"sp_d{d}_w16_s{seed}", "sp", d, 16, seed, ell=30.0, loss=2.0 - 0.01 * d)
+    results = measure(root)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        results.verdict = "no decay"
+    build(root, tmp_path / "out", command="depthdelusion persistence-study runs")
+    bare = dataclasses.replace(results, runs=tuple({**r, "profile": None} for r in results.runs))
+    text = "\n".join(sections(bare, "depthdelusion persistence-study runs")) + "\n"
+    assert text == (tmp_path / "out" / "report.md").read_text()
+    assert "decay towards the input in every cell (2 decay, 0 flat, 0 growth of 2 cell(s) with ≥ 3 seeds)" in text

@@ -12,6 +12,8 @@ Tables: signal.csv (per run and insertion point), runs.csv (per run: max signal,
 largest helpful η), jumpboard.csv, covariance.csv, growth.csv (per seed and arm) and
 growth_curves.csv; figures: signal.png, alignment.png, covariance.png, growth.png,
 signal_beside_grad.png, signal_over_grad.png. Every probe is cached as probes/<run>.json (rerunning skips it).
+:func:`measure` computes the tables once into a frozen :class:`ExpansionResults`; :func:`sections`
+renders results.md from it.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import json
 import math
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -89,7 +92,9 @@ def rerender_probe_tables(out) -> None:
         _write_csv(beside, out / "signal_beside_grad.csv")
         with rundir.local_dir(out) as local_out:
             plot_normalised_signal(run_rows, beside, local_out / "signal_over_grad.png")
-    (out / "results.md").write_text(results_markdown(run_rows, _read_csv(out / "jumpboard.csv"), probes, growth, beside))
+    tables = {"runs.csv": run_rows, "jumpboard.csv": _read_csv(out / "jumpboard.csv"),
+              "signal_beside_grad.csv": beside or []}
+    (out / "results.md").write_text(results_markdown(ExpansionResults(tables, probes, growth)))
 
 
 def train_grid(grid_path: str, out: Path | epath.Path, log: Callable[[str], None]) -> None:
@@ -216,47 +221,86 @@ def plot_signal_beside_grad(ax, rows: list[dict], label: str = "") -> None:
     ax.set_xlabel("layer l (0 = bottom)")
 
 
-def write_report(runs: Path | epath.Path, out: Path, probes: dict[str, dict], growth: tuple | None) -> None:
-    """Tables and figures into the local directory `out` (run_study copies them to a remote OUT)."""
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out.mkdir(parents=True, exist_ok=True)
-    signal_rows, run_rows, jump_rows, cov_rows, beside = [], [], [], [], []
-    for name, p in sorted(probes.items(), key=lambda kv: (kv[1]["width"], kv[1]["depth"])):
-        for r in p["signal"]:
-            signal_rows.append({"run": name, "depth": p["depth"], "width": p["width"], **r})
-        for r in p["jumpboard"]:
-            jump_rows.append({"run": name, "depth": p["depth"], "width": p["width"], **r})
-        for r in p["covariance"]:
-            cov_rows.append({"run": name, "depth": p["depth"], "width": p["width"], **r})
-        best = max(p["signal"], key=lambda r: r["signal_train"])
-        summary = rundir.read_summary(runs / "depth_expansion" / name)
-        run_rows.append({
-            "run": name, "depth": p["depth"], "width": p["width"], "eval_loss": summary["eval_loss"],
-            "train_wall_s": summary["wall_time_s"], "probe_wall_s": p["wall_time_s"],
-            "max_signal_train": best["signal_train"], "max_signal_lo": best["signal_train_lo"],
-            "max_signal_hi": best["signal_train_hi"], "argmax_after": best["after"],
-            "max_unbiased_signal": math.sqrt(max(max(r["unbiased_sq_train"] for r in p["signal"]), 0.0)),
-            "min_signal_train": min(r["signal_train"] for r in p["signal"]),
-            "mean_cosine": float(np.mean([r["cosine"] for r in p["signal"]])),
-            "min_cosine_lo": min(r["cosine_lo"] for r in p["signal"]),
-            "largest_eta_lowering_test": p["largest_eta_lowering_test"],
-            "mean_offdiag": float(np.mean([r["offdiag_fraction"] for r in p["covariance"]])),
-            "mean_offdiag_null": float(np.mean([r["offdiag_fraction_null"] for r in p["covariance"]])),
-        })
-        beside += [{"run": name, **r} for r in signal_beside_grad_norms(runs / "depth_expansion" / name, p)]
-    for rows, file in ((signal_rows, "signal.csv"), (run_rows, "runs.csv"), (jump_rows, "jumpboard.csv"),
-                       (cov_rows, "covariance.csv"), (beside, "signal_beside_grad.csv")):
-        _write_csv(rows, out / file)
+    return plt
 
-    widths = sorted({r["width"] for r in run_rows})
+
+def _run_row(name: str, p: dict, summary: dict) -> dict:
+    """runs.csv's row of one probed run: its largest signal with its interval, alignment and
+    covariance summaries."""
+    best = max(p["signal"], key=lambda r: r["signal_train"])
+    return {
+        "run": name, "depth": p["depth"], "width": p["width"], "eval_loss": summary["eval_loss"],
+        "train_wall_s": summary["wall_time_s"], "probe_wall_s": p["wall_time_s"],
+        "max_signal_train": best["signal_train"], "max_signal_lo": best["signal_train_lo"],
+        "max_signal_hi": best["signal_train_hi"], "argmax_after": best["after"],
+        "max_unbiased_signal": math.sqrt(max(max(r["unbiased_sq_train"] for r in p["signal"]), 0.0)),
+        "min_signal_train": min(r["signal_train"] for r in p["signal"]),
+        "mean_cosine": float(np.mean([r["cosine"] for r in p["signal"]])),
+        "min_cosine_lo": min(r["cosine_lo"] for r in p["signal"]),
+        "largest_eta_lowering_test": p["largest_eta_lowering_test"],
+        "mean_offdiag": float(np.mean([r["offdiag_fraction"] for r in p["covariance"]])),
+        "mean_offdiag_null": float(np.mean([r["offdiag_fraction_null"] for r in p["covariance"]])),
+    }
+
+
+def probe_tables(runs: Path | epath.Path, probes: dict[str, dict]) -> dict[str, list[dict]]:
+    """{file name: rows} of signal.csv, runs.csv, jumpboard.csv, covariance.csv and
+    signal_beside_grad.csv, runs ordered by width then depth."""
+    tables: dict[str, list[dict]] = {name: [] for name in (
+        "signal.csv", "runs.csv", "jumpboard.csv", "covariance.csv", "signal_beside_grad.csv")}
+    for name, p in sorted(probes.items(), key=lambda kv: (kv[1]["width"], kv[1]["depth"])):
+        shape = {"run": name, "depth": p["depth"], "width": p["width"]}
+        for key, file in (("signal", "signal.csv"), ("jumpboard", "jumpboard.csv"), ("covariance", "covariance.csv")):
+            tables[file] += [{**shape, **r} for r in p[key]]
+        tables["runs.csv"].append(_run_row(name, p, rundir.read_summary(runs / "depth_expansion" / name)))
+        tables["signal_beside_grad.csv"] += [
+            {"run": name, **r} for r in signal_beside_grad_norms(runs / "depth_expansion" / name, p)]
+    return tables
+
+
+def write_report(runs: Path | epath.Path, out: Path, probes: dict[str, dict], growth: tuple | None) -> None:
+    """Tables and figures into the local directory `out` (run_study copies them to a remote OUT)."""
+    out.mkdir(parents=True, exist_ok=True)
+    results = measure(runs, probes, growth)
+    tables = results.tables
+    for file, rows in tables.items():
+        _write_csv(rows, out / file)
+    run_rows, beside = tables["runs.csv"], tables["signal_beside_grad.csv"]
+    (out / "results.md").write_text(results_markdown(results))
+    plot_signal(run_rows, out / "signal.png")
+    plot_alignment(run_rows, tables["signal.csv"], out / "alignment.png")
+    plot_covariance(run_rows, tables["covariance.csv"], out / "covariance.png")
     depths = sorted({r["depth"] for r in run_rows})
-    (out / "results.md").write_text(results_markdown(run_rows, jump_rows, probes, growth, beside))
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for w in widths:
+    deepest = [r for r in run_rows if r["depth"] == max(depths)]
+    if deepest:
+        plot_deepest_beside_grad(deepest, beside, out / "signal_beside_grad.png")
+        plot_normalised_signal(run_rows, beside, out / "signal_over_grad.png")
+    if growth:
+        per_seed, curves, summary = growth
+        _write_csv(per_seed, out / "growth.csv")
+        _write_csv(curves, out / "growth_curves.csv")
+        (out / "growth_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        plot_growth(per_seed, curves, out / "growth.png")
+
+
+def _save(fig, path) -> None:
+    """Laid out and saved without a timestamp."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    _pyplot().close(fig)
+
+
+def plot_signal(run_rows: list[dict], path) -> None:
+    """signal.png: the largest signal (with its interval) and the largest unbiased signal against
+    depth per width."""
+    fig, axes = _pyplot().subplots(1, 2, figsize=(10, 4))
+    for w in sorted({r["width"] for r in run_rows}):
         rs = sorted((r for r in run_rows if r["width"] == w), key=lambda r: r["depth"])
         d = [r["depth"] for r in rs]
         y = np.array([r["max_signal_train"] for r in rs])
@@ -265,10 +309,14 @@ def write_report(runs: Path | epath.Path, out: Path, probes: dict[str, dict], gr
         axes[0].errorbar(d, y, yerr=np.clip(err, 0, None), marker="o", capsize=3, label=f"W={w}")
         axes[1].plot(d, [r["max_unbiased_signal"] for r in rs], "o-", label=f"W={w}")
     _save_depth_panels(fig, axes, ("max over k of ‖mean train gradient‖ (95% basic bootstrap)",
-                                   "max over k of unbiased ‖μ‖ (batch noise removed)"), out / "signal.png")
+                                   "max over k of unbiased ‖μ‖ (batch noise removed)"), path)
 
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    for d in depths:
+
+def plot_alignment(run_rows: list[dict], signal_rows: list[dict], path) -> None:
+    """alignment.png: the train/held-out gradient cosine against width per depth."""
+    widths = sorted({r["width"] for r in run_rows})
+    fig, ax = _pyplot().subplots(figsize=(5.5, 4))
+    for d in sorted({r["depth"] for r in run_rows}):
         rs = sorted((r for r in signal_rows if r["depth"] == d), key=lambda r: r["width"])
         by_w = {w: [r["cosine"] for r in rs if r["width"] == w] for w in widths}
         ax.plot(widths, [np.mean(by_w[w]) if by_w[w] else np.nan for w in widths], "o-", label=f"D={d}")
@@ -277,11 +325,12 @@ def write_report(runs: Path | epath.Path, out: Path, probes: dict[str, dict], gr
     ax.set_ylabel("cos(train, held-out gradient), mean over k")
     ax.axhline(0, color="grey", lw=0.5)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "alignment.png", dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    _save(fig, path)
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+
+def plot_covariance(run_rows: list[dict], cov_rows: list[dict], path) -> None:
+    """covariance.png: the off-diagonal energy fraction per layer, each run beside its null."""
+    fig, ax = _pyplot().subplots(figsize=(6, 4))
     for r in run_rows:
         rs = [c for c in cov_rows if c["run"] == r["run"]]
         ax.plot([c["layer"] for c in rs], [c["offdiag_fraction"] for c in rs], "o-", label=r["run"])
@@ -293,46 +342,38 @@ def write_report(runs: Path | epath.Path, out: Path, probes: dict[str, dict], gr
     ax.set_ylabel("off-diagonal energy fraction")
     ax.set_ylim(0, 1)
     ax.legend(fontsize=6, ncol=2)
-    fig.tight_layout()
-    fig.savefig(out / "covariance.png", dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    _save(fig, path)
 
-    deepest = [r for r in run_rows if r["depth"] == max(depths)]
-    if deepest:
-        fig, axes = plt.subplots(1, len(deepest), figsize=(4 * len(deepest), 3.5), squeeze=False)
-        for ax, r in zip(axes[0], deepest):
-            plot_signal_beside_grad(ax, [b for b in beside if b["run"] == r["run"]])
-            ax.set_title(r["run"], fontsize=9)
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / "signal_beside_grad.png", dpi=110, metadata={"Software": None})
-        plt.close(fig)
-        plot_normalised_signal(run_rows, beside, out / "signal_over_grad.png")
 
-    if growth:
-        per_seed, curves, summary = growth
-        _write_csv(per_seed, out / "growth.csv")
-        _write_csv(curves, out / "growth_curves.csv")
-        (out / "growth_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-        for seed in sorted({c["seed"] for c in curves}):
-            cs = [c for c in curves if c["seed"] == seed]
-            for key, style, ax in (("grown_loss", "-", axes[0]), ("scratch_loss", "--", axes[0]),
-                                   ("grown_eval", "o-", axes[1]), ("scratch_eval", "s--", axes[1])):
-                pts = [(c["step"], c[key]) for c in cs if c[key] != ""]
-                if pts:
-                    ax.plot(*zip(*pts), style, label=f"{key.split('_')[0]} seed {seed}", alpha=0.8)
-        switch = per_seed[0]["switch_step"] if per_seed else None
-        for ax, title in zip(axes, ("training loss", "validation loss")):
-            if switch:
-                ax.axvline(switch, color="grey", lw=0.5)
-            ax.set_xlabel("step (equal tokens per step)")
-            ax.set_title(title)
-            ax.legend(fontsize=7)
-        axes[0].set_ylim(top=min(4.0, axes[0].get_ylim()[1]))
-        fig.tight_layout()
-        fig.savefig(out / "growth.png", dpi=110, metadata={"Software": None})
-        plt.close(fig)
+def plot_deepest_beside_grad(deepest: list[dict], beside: list[dict], path) -> None:
+    """signal_beside_grad.png: one panel per run of the deepest depth."""
+    fig, axes = _pyplot().subplots(1, len(deepest), figsize=(4 * len(deepest), 3.5), squeeze=False)
+    for ax, r in zip(axes[0], deepest):
+        plot_signal_beside_grad(ax, [b for b in beside if b["run"] == r["run"]])
+        ax.set_title(r["run"], fontsize=9)
+        ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def plot_growth(per_seed: list[dict], curves: list[dict], path) -> None:
+    """growth.png: training and validation loss of the grown and scratch arms per seed."""
+    fig, axes = _pyplot().subplots(1, 2, figsize=(10, 4))
+    for seed in sorted({c["seed"] for c in curves}):
+        cs = [c for c in curves if c["seed"] == seed]
+        for key, style, ax in (("grown_loss", "-", axes[0]), ("scratch_loss", "--", axes[0]),
+                               ("grown_eval", "o-", axes[1]), ("scratch_eval", "s--", axes[1])):
+            pts = [(c["step"], c[key]) for c in cs if c[key] != ""]
+            if pts:
+                ax.plot(*zip(*pts), style, label=f"{key.split('_')[0]} seed {seed}", alpha=0.8)
+    switch = per_seed[0]["switch_step"] if per_seed else None
+    for ax, title in zip(axes, ("training loss", "validation loss")):
+        if switch:
+            ax.axvline(switch, color="grey", lw=0.5)
+        ax.set_xlabel("step (equal tokens per step)")
+        ax.set_title(title)
+        ax.legend(fontsize=7)
+    axes[0].set_ylim(top=min(4.0, axes[0].get_ylim()[1]))
+    _save(fig, path)
 
 
 def _normalised_by_run(beside: list[dict]) -> dict[str, list[float]]:
@@ -384,65 +425,99 @@ def normalised_signal_lines(beside: list[dict]) -> list[str]:
             markdown_table(["run", "D", "W", "max signal/g_l", "mean signal/g_l"], rows, align="lrrrr")]
 
 
-def results_markdown(run_rows: list[dict], jump_rows: list[dict], probes: dict, growth,
-                     beside: list[dict] | None = None) -> str:
-    """The generated tables (the hand-written verdicts are in README.md)."""
-    md = ["# Depth expansion: generated tables (`depthdelusion expansion-study`)", "",
-          "Signal = ‖mean gradient‖ w.r.t. the inserted block's zero projections over the probe's "
-          "training batches; [95% basic bootstrap over batches, on the log scale for norms and the "
-          "Fisher-z scale for cosines]; unbiased = sqrt of the "
-          "pairwise (i ≠ j) estimate of ‖μ‖², batch noise removed. cos = train/held-out cosine, "
-          "mean over insertion points (lowest lower bound of its 95% intervals). Off-diag = "
-          "off-diagonal energy fraction of the activation-gradient covariance, mean over layers "
-          "(diagonal null in brackets).", "",
-          markdown_table(
-              ["run", "D", "W", "eval loss", "max signal [95%] (after k)", "max unbiased", "min signal",
-               "cos mean (min lo)", "largest η lowering held-out", "off-diag (null)", "train s", "probe s"],
-              [[r["run"], r["depth"], r["width"], f"{r['eval_loss']:.3f}",
-                f"{r['max_signal_train']:.3g} [{r['max_signal_lo']:.3g}, {r['max_signal_hi']:.3g}] "
-                f"({r['argmax_after']})",
-                f"{r['max_unbiased_signal']:.3g}", f"{r['min_signal_train']:.3g}",
-                f"{r['mean_cosine']:.2f} ({r['min_cosine_lo']:.2f})", r["largest_eta_lowering_test"],
-                f"{r['mean_offdiag']:.2f} ({r['mean_offdiag_null']:.3f})", f"{r['train_wall_s']:.0f}",
-                f"{r['probe_wall_s']:.0f}"]
-               for r in sorted(run_rows, key=lambda r: (r["width"], r["depth"]))],
-              align="lrrrlrrlrlrr")]
-    md += ["", "## Jumpboard (strongest insertion point of each run)", "",
-           markdown_table(["run", "after", "η", "ΔL train", "−η‖g‖", "ΔL held-out", "first order held-out"],
-                          [[r["run"], r["after"], f"{r['eta']:g}", f"{r['delta_train']:.2e}",
-                            f"{r['first_order_train']:.2e}", f"{r['delta_test']:.2e}", f"{r['first_order_test']:.2e}"]
-                           for r in jump_rows],
-                          align="lrrrrrr")]
-    md += ["", "## Per insertion point", "",
-           markdown_table(["run", "after", "signal train [95%]", "signal held-out [95%]", "cos [95%]"],
-                          [[name, r["after"],
-                            f"{r['signal_train']:.3g} [{r['signal_train_lo']:.3g}, {r['signal_train_hi']:.3g}]",
-                            f"{r['signal_test']:.3g} [{r['signal_test_lo']:.3g}, {r['signal_test_hi']:.3g}]",
-                            f"{r['cosine']:.2f} [{r['cosine_lo']:.2f}, {r['cosine_hi']:.2f}]"]
-                           for name, p in sorted(probes.items(), key=lambda kv: (kv[1]["width"], kv[1]["depth"]))
-                           for r in p["signal"]],
-                          align="lrlll")]
-    md += normalised_signal_lines(beside or [])
-    if growth:
-        per_seed, _, summary = growth
-        md += ["", "## Progressive growth", "",
-               markdown_table(["seed", "grown eval", "scratch eval", "grown final train", "scratch final train",
-                               "FLOPs grown / scratch", "wall s grown (parent + grown)", "wall s scratch"],
-                              [[r["seed"], f"{r['grown_eval']:.4f}", f"{r['scratch_eval']:.4f}",
-                                f"{r['grown_final_train']:.4f}", f"{r['scratch_final_train']:.4f}",
-                                f"{r['grown_flops'] / r['scratch_flops']:.3f}", f"{r['grown_wall_s']:.0f}",
-                                f"{r['scratch_wall_s']:.0f}"] for r in per_seed],
-                              align="rrrrrrrr")]
-        if "paired_diff_mean" in summary:
-            lo, hi = summary["paired_diff_ci95"]
-            root_n = math.sqrt(summary["seeds"])  # ± is the SD over seeds (analysis/README.md)
-            md += ["", f"Validation loss at the last step, mean ± SD over {summary['seeds']} seeds: grown "
-                   f"{summary['grown_eval_mean']:.4f} ± {summary['grown_eval_se'] * root_n:.4f}, scratch "
-                   f"{summary['scratch_eval_mean']:.4f} ± {summary['scratch_eval_se'] * root_n:.4f}; paired difference "
-                   f"grown − scratch {summary['paired_diff_mean']:+.4f}, 95% t interval [{lo:+.4f}, {hi:+.4f}] "
-                   f"(seeds paired: same init seed, same data order). FLOPs of the grown arm: "
-                   f"{summary['flops_ratio']:.3f} of the scratch arm's."]
-    return "\n".join(md) + "\n"
+@dataclass(frozen=True)
+class ExpansionResults:
+    """The study's numbers: its tables {file name: rows} (:func:`probe_tables`, or read back from
+    the committed files by :func:`rerender_probe_tables`), the probes, and the growth comparison
+    (per seed, curves, summary; None without grown runs). The report only formats them."""
+
+    tables: dict
+    probes: dict
+    growth: tuple | None
+
+
+def measure(runs: Path | epath.Path, probes: dict[str, dict], growth: tuple | None) -> ExpansionResults:
+    return ExpansionResults(probe_tables(runs, probes), probes, growth)
+
+
+def sections(results: ExpansionResults) -> list[str]:
+    """results.md's lines: the generated tables (the hand-written verdicts are in README.md)."""
+    t = results.tables
+    return [*runs_section(t["runs.csv"]), *jumpboard_section(t["jumpboard.csv"]),
+            *insertion_section(results.probes), *normalised_signal_lines(t.get("signal_beside_grad.csv") or []),
+            *growth_section(results.growth)]
+
+
+def results_markdown(results: ExpansionResults) -> str:
+    return "\n".join(sections(results)) + "\n"
+
+
+def runs_section(run_rows: list[dict]) -> list[str]:
+    return ["# Depth expansion: generated tables (`depthdelusion expansion-study`)", "",
+            "Signal = ‖mean gradient‖ w.r.t. the inserted block's zero projections over the probe's "
+            "training batches; [95% basic bootstrap over batches, on the log scale for norms and the "
+            "Fisher-z scale for cosines]; unbiased = sqrt of the "
+            "pairwise (i ≠ j) estimate of ‖μ‖², batch noise removed. cos = train/held-out cosine, "
+            "mean over insertion points (lowest lower bound of its 95% intervals). Off-diag = "
+            "off-diagonal energy fraction of the activation-gradient covariance, mean over layers "
+            "(diagonal null in brackets).", "",
+            markdown_table(
+                ["run", "D", "W", "eval loss", "max signal [95%] (after k)", "max unbiased", "min signal",
+                 "cos mean (min lo)", "largest η lowering held-out", "off-diag (null)", "train s", "probe s"],
+                [[r["run"], r["depth"], r["width"], f"{r['eval_loss']:.3f}",
+                  f"{r['max_signal_train']:.3g} [{r['max_signal_lo']:.3g}, {r['max_signal_hi']:.3g}] "
+                  f"({r['argmax_after']})",
+                  f"{r['max_unbiased_signal']:.3g}", f"{r['min_signal_train']:.3g}",
+                  f"{r['mean_cosine']:.2f} ({r['min_cosine_lo']:.2f})", r["largest_eta_lowering_test"],
+                  f"{r['mean_offdiag']:.2f} ({r['mean_offdiag_null']:.3f})", f"{r['train_wall_s']:.0f}",
+                  f"{r['probe_wall_s']:.0f}"]
+                 for r in sorted(run_rows, key=lambda r: (r["width"], r["depth"]))],
+                align="lrrrlrrlrlrr")]
+
+
+def jumpboard_section(jump_rows: list[dict]) -> list[str]:
+    return ["", "## Jumpboard (strongest insertion point of each run)", "",
+            markdown_table(["run", "after", "η", "ΔL train", "−η‖g‖", "ΔL held-out", "first order held-out"],
+                           [[r["run"], r["after"], f"{r['eta']:g}", f"{r['delta_train']:.2e}",
+                             f"{r['first_order_train']:.2e}", f"{r['delta_test']:.2e}", f"{r['first_order_test']:.2e}"]
+                            for r in jump_rows],
+                           align="lrrrrrr")]
+
+
+def insertion_section(probes: dict) -> list[str]:
+    return ["", "## Per insertion point", "",
+            markdown_table(["run", "after", "signal train [95%]", "signal held-out [95%]", "cos [95%]"],
+                           [[name, r["after"],
+                             f"{r['signal_train']:.3g} [{r['signal_train_lo']:.3g}, {r['signal_train_hi']:.3g}]",
+                             f"{r['signal_test']:.3g} [{r['signal_test_lo']:.3g}, {r['signal_test_hi']:.3g}]",
+                             f"{r['cosine']:.2f} [{r['cosine_lo']:.2f}, {r['cosine_hi']:.2f}]"]
+                            for name, p in sorted(probes.items(), key=lambda kv: (kv[1]["width"], kv[1]["depth"]))
+                            for r in p["signal"]],
+                           align="lrlll")]
+
+
+def growth_section(growth) -> list[str]:
+    if not growth:
+        return []
+    per_seed, _, summary = growth
+    md = ["", "## Progressive growth", "",
+          markdown_table(["seed", "grown eval", "scratch eval", "grown final train", "scratch final train",
+                          "FLOPs grown / scratch", "wall s grown (parent + grown)", "wall s scratch"],
+                         [[r["seed"], f"{r['grown_eval']:.4f}", f"{r['scratch_eval']:.4f}",
+                           f"{r['grown_final_train']:.4f}", f"{r['scratch_final_train']:.4f}",
+                           f"{r['grown_flops'] / r['scratch_flops']:.3f}", f"{r['grown_wall_s']:.0f}",
+                           f"{r['scratch_wall_s']:.0f}"] for r in per_seed],
+                         align="rrrrrrrr")]
+    if "paired_diff_mean" in summary:
+        lo, hi = summary["paired_diff_ci95"]
+        root_n = math.sqrt(summary["seeds"])  # ± is the SD over seeds (analysis/README.md)
+        md += ["", f"Validation loss at the last step, mean ± SD over {summary['seeds']} seeds: grown "
+               f"{summary['grown_eval_mean']:.4f} ± {summary['grown_eval_se'] * root_n:.4f}, scratch "
+               f"{summary['scratch_eval_mean']:.4f} ± {summary['scratch_eval_se'] * root_n:.4f}; paired difference "
+               f"grown − scratch {summary['paired_diff_mean']:+.4f}, 95% t interval [{lo:+.4f}, {hi:+.4f}] "
+               f"(seeds paired: same init seed, same data order). FLOPs of the grown arm: "
+               f"{summary['flops_ratio']:.3f} of the scratch arm's."]
+    return md
 
 
 def run_study(depth_grid: str, growth_grid: str, runs: str, out: str, *, probe_batches: int = 16,
