@@ -83,3 +83,25 @@ def test_a_law_at_jacobian_points_gives_each_point_the_bits_it_gives_alone(name)
     together = law(x, **pts)
     alone = np.stack([law(x, **{k: v[i:i + 1] for k, v in pts.items()})[0] for i in range(K + 1)])
     assert together.tobytes() == alone.tobytes()
+
+
+def test_the_polish_jacobian_on_a_large_table_is_the_batched_one_bit_for_bit(monkeypatch):
+    """Above one block the polish's forward differences evaluate one point at a time (less
+    memory): the same numbers in the same layout as the batched evaluation."""
+    from depthdelusion.analysis.fitting import varpro
+
+    jacobians = []
+
+    def first_jacobian(fun, x0, jac, **kw):
+        jacobians.append(jac(x0))
+        raise ValueError("only the Jacobian is wanted")
+
+    monkeypatch.setattr(varpro.optimize, "least_squares", first_jacobian)
+    for method in ("lm", "huber"):
+        problem = problem_of(3000, method)
+        for rows in (10 ** 9, 1000):
+            monkeypatch.setattr(varpro, "BLOCK_ROWS", rows)
+            varpro._trf(problem, START)
+        batched, one_at_a_time = jacobians[-2:]
+        assert batched.tobytes() == one_at_a_time.tobytes()
+        assert batched.flags.f_contiguous == one_at_a_time.flags.f_contiguous
