@@ -98,6 +98,25 @@ _BETA = Param("beta", (0.1, 0.5), bounds=(0, INF), doc="data exponent")
 _TOKENS_OFF = {"B": 0.0, "beta": 0.0}
 
 
+def _per_distinct(term, *params):
+    """``term(*params)`` for (M, 1) parameter columns, computed once per distinct row of
+    ``params`` (compared bit for bit) and spread back to the M rows. A finite-difference
+    Jacobian evaluates the law at M points that each move one parameter, so most of them share
+    a term's parameters; each element is the same operation on the same numbers, hence the same
+    value. Scalars, other shapes and all-distinct rows evaluate the term as it is. Worth it only
+    for a costly term (the softplus' logaddexp): a power costs less than the gather."""
+    cols = [np.asarray(p) for p in params]
+    m = cols[0].shape[0] if cols[0].ndim == 2 else 0
+    if m < 3 or any(c.shape != (m, 1) or c.dtype != np.float64 for c in cols):
+        return term(*params)
+    keys = np.ascontiguousarray(np.concatenate(cols, axis=1)).view(np.int64)
+    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    if len(first) == m:
+        return term(*params)
+    out = term(*(c[first] for c in cols))
+    return out[inverse.reshape(-1)] if np.ndim(out) == 2 and len(out) == len(first) else term(*params)
+
+
 def _token_term(x: LawInputs, B, beta):
     # B = 0 (fixed) marks the dropped term; T may then be NaN (unknown), which must not leak.
     return 0.0 if np.ndim(B) == 0 and B == 0 else B * x.T ** -beta
@@ -128,7 +147,7 @@ SOFTPLUS_MIN_WIDTH = 2.0  # layers: a bend sharper than this is the kink's, not 
 
 def _depth_softplus(x, A, alpha, lam, kappa, s, gamma, E, B=0.0, beta=0.0):
     # s·ln(1 + e^(z/s)): → max(0, z) as s → 0, ≈ s·ln 2 + z/2 near z = 0 for large s
-    excess = s * np.logaddexp(0.0, (x.D - kappa * np.log(x.W)) / s)
+    excess = _per_distinct(lambda kappa, s: s * np.logaddexp(0.0, (x.D - kappa * np.log(x.W)) / s), kappa, s)
     return A * x.N ** -alpha + _token_term(x, B, beta) + lam * excess * x.W ** -gamma + E
 
 

@@ -162,7 +162,7 @@ def _refit_without(problem, theta, out_idx, stderr: dict, cold_starts, status=No
     starts = np.vstack(starts)
     weights = np.ones(n)
     weights[out_idx] = 0.0
-    res = problem.solve(starts, np.repeat(weights[None], len(starts), axis=0))
+    res = problem.solve(starts, np.broadcast_to(weights, (len(starts), n)))  # a view, not S × n numbers
     obj = np.where(np.isfinite(res.objective), res.objective, np.inf)
     if not np.isfinite(obj.min()):
         return None, f"The refit without the {what} failed (no start reached a finite objective)"

@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..law_types import Law, LawInputs, Param
-from .solver import MAX_ITER, BatchResult, minimize
+from .solver import MAX_ITER, BatchResult, Stopping, minimize
 
 HUBER_THRESHOLD = 1e-3  # on log-loss residuals, as in Hoffmann et al. 2022
 #: Default weight of an overestimate (prediction above the loss) in the asymmetric loss: the
@@ -137,9 +137,10 @@ class Problem:
         if self.broadcasts is not False:
             try:
                 with np.errstate(all="ignore"):
-                    out = np.asarray(self.law(x, **self.law_kwargs(theta_MxK, gidx)), float) * np.ones((M, n))
+                    out = np.asarray(self.law(x, **self.law_kwargs(theta_MxK, gidx)), float)
                 self.broadcasts = True
-                return out
+                # a fresh (M, n) array as it is: ×1 would change no bit, only cost a pass
+                return out if out.shape == (M, n) and out.flags.owndata else out * np.ones((M, n))
             except (ValueError, TypeError):
                 if self.broadcasts:
                     raise
@@ -223,7 +224,7 @@ class Problem:
                                   theta0_MxK[b], w, self.lo, self.hi,
                                   frozen_MxK=None if frozen_MxK is None else frozen_MxK[b],
                                   huber_threshold=self.huber if huber_threshold is None else huber_threshold,
-                                  max_iter=max_iter,
+                                  stop=Stopping(max_iter=max_iter),
                                   known_columns=self._offset_columns(theta0_MxK),
                                   overestimate_weight=self.overestimate_weight))
         if len(parts) == 1:

@@ -18,7 +18,9 @@ LOO_STARTS = 8
 LOO_REFIT_ROWS = 200  # exact leave-one-out refits up to this many rows, hat-matrix beyond
 BOOT_REFIT_ROWS = 2000  # cold bootstrap refits up to this many rows, one-step beyond
 _CHUNK_ELEMENTS = 2_000_000  # numbers per block of resampling weights (≈ 16 MB)
-ONE_STEP_BLOCK = 16  # one-step bootstrap resamples per block at least (3M rows: 384 MB of weights)
+#: one-step bootstrap resamples per block at least; it matters only above 125,000 rows (below,
+#: a block holds ``_CHUNK_ELEMENTS`` weights): 3M rows, 4 resamples: 96 MB of weights
+ONE_STEP_BLOCK = 4
 
 
 class _Boot:

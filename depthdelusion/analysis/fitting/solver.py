@@ -26,6 +26,9 @@ import numpy as np
 
 CONVERGED, CAPPED, FAILED = 1, 0, -1
 MAX_ITER = 300  # damped Gauss–Newton iterations before a solve counts as CAPPED
+#: Rows per block when a problem's normal equations are summed over blocks of rows: above every
+#: committed table's size, so those fits keep the dense path's arithmetic bit for bit.
+BLOCK_ROWS = 1 << 16
 _MU_MIN = 1e-10  # keeps the damped system positive definite in floating point
 
 
@@ -72,9 +75,20 @@ def objective(residuals_MxN, weights_MxN, huber_threshold=None, overestimate_wei
     return out
 
 
+@dataclass(frozen=True)
+class Stopping:
+    """When a solve stops: converged when an accepted step gains at most ``ftol`` of the
+    objective (relative) or a rejected step is below ``xtol`` (relative to θ); CAPPED after
+    ``max_iter`` iterations."""
+
+    max_iter: int = MAX_ITER
+    ftol: float = 1e-12
+    xtol: float = 1e-10
+
+
 def minimize(model, targets_MxN, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_MxK=None,
-             huber_threshold=None, max_iter: int = MAX_ITER, ftol: float = 1e-12,
-             xtol: float = 1e-10, known_columns=None, overestimate_weight=None) -> BatchResult:
+             huber_threshold=None, stop: Stopping = Stopping(), known_columns=None,
+             overestimate_weight=None) -> BatchResult:
     """Minimise Σ wᵢ ρ(rᵢ(θ)) for M problems at once, with residuals r = model(θ) − target.
 
     ``model(theta_MxK) -> (M, N)`` evaluates the model side of every row's residuals
@@ -83,7 +97,11 @@ def minimize(model, targets_MxN, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_
     replicates of a parametric bootstrap). ``frozen_MxK`` (bool) holds parameters at their start
     values (profile likelihood). ``known_columns``: (indices, fn) where
     ``fn(r_MxN, targets_MxN) -> (M, N, len(indices))`` gives those Jacobian columns exactly
-    (additive offsets), so only the others are differenced.
+    (additive offsets), so only the others are differenced. ``stop``: cap and tolerances.
+    Problems of more than ``BLOCK_ROWS`` rows keep Jᵀ ω J and Jᵀ ω r instead of J, summed over
+    blocks of rows (memory: a few numbers per row, not the law at K perturbed points on every
+    row at once); smaller ones take the dense path, whose arithmetic every committed result
+    was made with.
     """
     theta = np.clip(np.array(theta0_MxK, dtype=float), lo_K, hi_K)
     M, K = theta.shape
@@ -105,20 +123,15 @@ def minimize(model, targets_MxN, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_
     mu = np.full(M, 1e-3)
     nu = np.full(M, 2.0)
     active = np.flatnonzero(status != FAILED)
-    J = np.zeros((M, r.shape[1], K))
+    loss = (huber_threshold, overestimate_weight)
+    system = _LinearSystems(residuals, known_columns, w, loss, (M, r.shape[1], K))
     if len(active):
-        J[active] = _jacobian(residuals, active, theta[active], r[active], known_columns)
-    for _ in range(max_iter):
+        system.refresh(active, theta[active], r[active])
+    for _ in range(stop.max_iter):
         if not len(active):
             break
-        th, ra, Ja, wa, Fa = theta[active], r[active], J[active], w[active], F[active]
-        omega = wa * irls_weights(ra, huber_threshold, overestimate_weight)
-        omega = np.where(wa > 0, omega, 0.0)
-        ra0 = np.where(wa > 0, ra, 0.0)
-        Jt = Ja.transpose(0, 2, 1)
-        with np.errstate(all="ignore"):
-            g = (Jt @ (omega * ra0)[:, :, None])[:, :, 0]
-            H = Jt @ (Ja * omega[:, :, None])
+        th, ra, wa, Fa = theta[active], r[active], w[active], F[active]
+        g, H = system.normal_equations(active, ra, wa)
         hold = (frozen[active] | ((th <= lo_K) & (g > 0)) | ((th >= hi_K) & (g < 0)))
         step, bad = _damped_step(H, g, mu[active], hold)
         trial = np.clip(th + step, lo_K, hi_K)
@@ -132,8 +145,8 @@ def minimize(model, targets_MxN, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_
         ok = np.isfinite(F_trial) & (gain > 0) & ~bad
         with np.errstate(all="ignore"):
             ratio = np.where(predicted > 0, gain / predicted, 0.0)
-        small_step = np.all(np.abs(step) <= xtol * (xtol + np.abs(th)), axis=1)
-        done = (ok & (gain <= ftol * Fa)) | (small_step & ~ok) | (Fa == 0) | bad
+        small_step = np.all(np.abs(step) <= stop.xtol * (stop.xtol + np.abs(th)), axis=1)
+        done = (ok & (gain <= stop.ftol * Fa)) | (small_step & ~ok) | (Fa == 0) | bad
         # accepted steps
         acc = active[ok]
         theta[acc], r[acc], F[acc] = trial[ok], r_trial[ok], F_trial[ok]
@@ -148,10 +161,63 @@ def minimize(model, targets_MxN, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_
         keep = ~done
         refresh = active[ok & keep]
         if len(refresh):
-            J[refresh] = _jacobian(residuals, refresh, theta[refresh], r[refresh], known_columns)
+            system.refresh(refresh, theta[refresh], r[refresh])
         active = active[keep]
     F = np.where(status == FAILED, np.nan, F)
     return BatchResult(theta, F, status)
+
+
+class _LinearSystems:
+    """The Gauss–Newton systems (g = Jᵀ ω r, H = Jᵀ ω J) of M problems of N rows and K
+    parameters, ω the IRLS weights. Dense (N ≤ BLOCK_ROWS): the Jacobians J (M, N, K) are kept
+    and the systems formed from them at each iteration. Blocked: the systems themselves are
+    kept, made when the Jacobian is refreshed — J and r change only on an accepted step, so
+    they are the ones the dense path would form — one parameter's column at a time and summed
+    over blocks of rows."""
+
+    def __init__(self, residuals, known_columns, w_MxN, loss, shape_MNK):
+        M, N, K = shape_MNK
+        self.residuals, self.known_columns, self.w, self.loss = residuals, known_columns, w_MxN, loss
+        self.blocked = N > BLOCK_ROWS
+        if self.blocked:
+            self.g, self.H = np.zeros((M, K)), np.zeros((M, K, K))
+        else:
+            self.J = np.zeros((M, N, K))
+
+    def refresh(self, rows, theta_RxK, r_RxN):
+        """New Jacobians (dense) or systems (blocked) for the problems ``rows`` at θ, r."""
+        if self.blocked:
+            J = _jacobian_columns(self.residuals, rows, theta_RxK, r_RxN, self.known_columns)
+            self.g[rows], self.H[rows] = _blocked_normal_equations(J, r_RxN, self.w[rows], self.loss)
+        else:
+            self.J[rows] = _jacobian(self.residuals, rows, theta_RxK, r_RxN, self.known_columns)
+
+    def normal_equations(self, active, ra, wa):
+        if self.blocked:
+            return self.g[active], self.H[active]
+        Ja = self.J[active]
+        omega = wa * irls_weights(ra, *self.loss)
+        omega = np.where(wa > 0, omega, 0.0)
+        ra0 = np.where(wa > 0, ra, 0.0)
+        Jt = Ja.transpose(0, 2, 1)
+        with np.errstate(all="ignore"):
+            g = (Jt @ (omega * ra0)[:, :, None])[:, :, 0]
+            H = Jt @ (Ja * omega[:, :, None])
+        return g, H
+
+
+def _blocked_normal_equations(J_RxKxN, r_RxN, w_RxN, loss):
+    """g = Jᵀ ω r and H = Jᵀ ω J (rows of zero weight left out), summed over blocks of rows."""
+    R, K, N = J_RxKxN.shape
+    g, H = np.zeros((R, K)), np.zeros((R, K, K))
+    for a in range(0, N, BLOCK_ROWS):
+        b = slice(a, a + BLOCK_ROWS)
+        wb, rb, Jb = w_RxN[:, b], r_RxN[:, b], J_RxKxN[:, :, b]
+        omega = np.where(wb > 0, wb * irls_weights(rb, *loss), 0.0)
+        with np.errstate(all="ignore"):
+            g += (Jb @ (omega * np.where(wb > 0, rb, 0.0))[:, :, None])[:, :, 0]
+            H += Jb @ (Jb * omega[:, None, :]).transpose(0, 2, 1)
+    return g, H
 
 
 def _damped_step(H, g, mu, hold):
@@ -209,4 +275,28 @@ def _jacobian(residuals, rows, theta_MxK, r_MxN, known_columns=None) -> np.ndarr
         with np.errstate(all="ignore"):
             Jk = fn(r_MxN, rows)
         J[:, :, idx] = np.where(np.isfinite(Jk), Jk, 0.0)
+    return J
+
+
+def _jacobian_columns(residuals, rows, theta_RxK, r_RxN, known_columns=None) -> np.ndarray:
+    """The forward differences of :func:`_jacobian` as (R, K, N), one parameter's perturbed
+    evaluation at a time (a law evaluated on R × N, not R·K × N, points at once)."""
+    R, K = theta_RxK.shape
+    J = np.empty((R, K, r_RxN.shape[1]))
+    known = () if known_columns is None else set(np.atleast_1d(known_columns[0]).tolist())
+    for j in range(K):
+        if j in known:
+            continue
+        h = 1.5e-8 * np.maximum(1.0, np.abs(theta_RxK[:, j]))
+        pts = theta_RxK.copy()
+        pts[:, j] += h
+        with np.errstate(all="ignore"):
+            Jj = (residuals(pts, rows) - r_RxN) / h[:, None]
+        J[:, j] = np.where(np.isfinite(Jj), Jj, 0.0)
+    if known_columns is not None:
+        idx, fn = known_columns
+        with np.errstate(all="ignore"):
+            Jk = fn(r_RxN, rows)
+        for c, j in enumerate(np.atleast_1d(idx)):
+            J[:, j] = np.where(np.isfinite(Jk[:, :, c]), Jk[:, :, c], 0.0)
     return J

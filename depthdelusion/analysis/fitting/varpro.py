@@ -27,7 +27,7 @@ import numpy as np
 from scipy import optimize
 
 from .problem import Problem
-from .solver import FAILED, BatchResult
+from .solver import BLOCK_ROWS, FAILED, BatchResult
 
 GRID_POINTS = 144  # reduced-objective evaluations in all (12 per axis with two nonlinear parameters)
 MAX_LINEAR = 6  # 2^6 support sets per grid point at most
@@ -271,8 +271,12 @@ def _trf(problem: Problem, start):
         h = np.where(t + h > problem.hi, -h, h)
         pts = np.vstack([t, t + np.diag(h)])
         with np.errstate(all="ignore"):
-            r = problem.residuals(pts)
-            J = ((r[1:] - r[0]) / h[:, None]).T
+            if len(problem.y) > BLOCK_ROWS:  # one point at a time: the same numbers, less memory
+                r0 = problem.residuals(pts[:1])[0]
+                J = np.stack([(problem.residuals(p[None])[0] - r0) / hj for p, hj in zip(pts[1:], h)]).T
+            else:
+                r = problem.residuals(pts)
+                J = ((r[1:] - r[0]) / h[:, None]).T
         return np.where(np.isfinite(J), J, 0.0)
     try:
         out = optimize.least_squares(fun, x0, jac=jac, bounds=(problem.lo, problem.hi), method="trf",
