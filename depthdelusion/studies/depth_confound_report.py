@@ -271,19 +271,7 @@ def plot(r: DepthConfoundResults, path: Path) -> None:
 
 def run_command(*, experiment: str, out: str, max_runs: int | None = None, report_only: bool = False) -> int:
     """`depthdelusion depth-confound` (the parser is `depthdelusion.cli`)."""
-    import sys
-
-    from depthdelusion import exit_codes, rundir
-
-    exp = load_spec(dc.DepthConfoundSpec, experiment)
-    out_dir = rundir.as_path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if not report_only:
-        _, preempted = dc.train(exp, experiment, out_dir, max_runs=max_runs, log=lambda t: print(t, flush=True))
-        if preempted:
-            print("preempted: run the same command again to resume", file=sys.stderr)
-            return exit_codes.PREEMPTED
-    report = write_report(dc.measure(exp, experiment, out_dir / "runs"), out_dir)
-    print(report.read_text())
-    print(f"report written to {report}")
-    return exit_codes.OK
+    return planned_runs.command(
+        load_spec(dc.DepthConfoundSpec, experiment), experiment, out, train=dc.train, max_runs=max_runs,
+        write_report=lambda exp, source, out_dir: write_report(dc.measure(exp, source, out_dir / "runs"), out_dir),
+        report_only=report_only)

@@ -338,19 +338,5 @@ def plot(exp: dvs.DepthVsSizeSpec, groups: dict, path: Path) -> None:
 
 def run_command(*, experiment: str, out: str, max_runs: int | None = None, report_only: bool = False) -> int:
     """`depthdelusion depth-vs-size` (the parser is `depthdelusion.cli`)."""
-    import sys
-
-    from depthdelusion import exit_codes, rundir
-
-    exp = load_spec(dvs.DepthVsSizeSpec, experiment)
-    out_dir = rundir.as_path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if not report_only:
-        _, preempted = dvs.train(exp, experiment, out_dir, max_runs=max_runs, log=lambda t: print(t, flush=True))
-        if preempted:
-            print("preempted: run the same command again to resume", file=sys.stderr)
-            return exit_codes.PREEMPTED
-    report = write_report(exp, experiment, out_dir)
-    print(report.read_text())
-    print(f"report written to {report}")
-    return exit_codes.OK
+    return planned_runs.command(load_spec(dvs.DepthVsSizeSpec, experiment), experiment, out, train=dvs.train,
+                                write_report=write_report, max_runs=max_runs, report_only=report_only)

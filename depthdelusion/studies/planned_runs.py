@@ -80,3 +80,25 @@ def not_finished_lines(todo, shown: int = 40) -> list[str]:
         return []
     return [f"Planned, not finished ({len(todo)}): " + ", ".join(f"`{r.name}`" for r in todo[:shown])
             + (" …" if len(todo) > shown else ""), ""]
+
+
+def command(spec, experiment: str, out: str, *, train: Callable, write_report: Callable,
+            max_runs: int | None = None, report_only: bool = False) -> int:
+    """A planned study's command: train what its plan still lacks (unless `report_only`), then
+    write and print its report. `train(spec, experiment, out_dir, max_runs=, log=)` returns
+    (runs, preempted); `write_report(spec, experiment, out_dir)` returns the report's path."""
+    import sys
+
+    from depthdelusion import exit_codes, rundir
+
+    out_dir = rundir.as_path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not report_only:
+        _, preempted = train(spec, experiment, out_dir, max_runs=max_runs, log=lambda t: print(t, flush=True))
+        if preempted:
+            print("preempted: run the same command again to resume", file=sys.stderr)
+            return exit_codes.PREEMPTED
+    report = write_report(spec, experiment, out_dir)
+    print(report.read_text())
+    print(f"report written to {report}")
+    return exit_codes.OK
