@@ -256,8 +256,8 @@ def _print_fits(results, parts, by, json_output, out, checked=None) -> None:
         if checked is not None:
             print(f"wrote {checked.write_csv(Path(out) / 'rollout.csv')}", file=sys.stderr)
     if json_output:
-        doc = ({"by": by, "groups": {v: r.to_dict() for v, r in results.items()}} if by
-               else results[None].to_dict())
+        doc = ({"by": by, "groups": {v: r.json_doc() for v, r in results.items()}} if by
+               else results[None].json_doc())
         if checked is not None:
             doc["rollout"] = checked.to_dict()
         # as FitResult.to_json writes it (an open interval end is null), without its whole text

@@ -65,9 +65,13 @@ class RowDiagnostics:
     def outlier_mask(self) -> np.ndarray:
         return np.abs(self.robust_z) > self.threshold
 
-    def to_dict(self) -> dict:
+    def to_dict(self, rows=None) -> dict:
+        """The diagnostics as JSON data; a per-row array as ``rows(names, array)`` (the
+        :class:`~..formats.json_text.Rows` a writer streams), a ``{name: value}`` dict by default."""
+        keys = [str(n) for n in self.names]
+
         def by_row(a):
-            return {str(n): float(v) for n, v in zip(self.names, a)}
+            return rows(keys, a) if rows else {n: float(v) for n, v in zip(keys, a)}
 
         return {"threshold": self.threshold, "scale": self.scale,
                 "scale_method": f"{MAD_TO_SIGMA}·MAD of the {self.working}",

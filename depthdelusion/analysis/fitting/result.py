@@ -370,6 +370,16 @@ class FitResult:
         return predict_with(self.law, {**law_vals, OFFSET: E}, x)
 
     def to_dict(self) -> dict:
+        """Every field as JSON data (plain dicts and lists; an undefined number is None)."""
+        return self._doc(None)
+
+    def json_doc(self) -> dict:
+        """:meth:`to_dict` with each per-row mapping as a :class:`.json_text.Rows` over the
+        arrays, for :func:`.json_text.dump` to write the same text without building
+        dicts of n entries (a million-row fit's JSON)."""
+        return self._doc(json_text.Rows)
+
+    def _doc(self, rows) -> dict:
         def f(v):
             return None if v is None or not np.isfinite(v) else float(v)
 
@@ -391,7 +401,8 @@ class FitResult:
             "aicc": f(self.aicc), "bic": f(self.bic), "loo_rmse": f(self.loo_rmse),
             "condition_number": f(self.condition_number),
             "correlation": [[f(v) for v in row] for row in self.correlation],
-            "residuals": {n: float(r) for n, r in zip(self.run_names, self.residuals)},
+            "residuals": (rows(self.run_names, self.residuals) if rows
+                          else {n: float(r) for n, r in zip(self.run_names, self.residuals)}),
             "starts": {"n_starts": self.starts.n_starts, "n_success": self.starts.n_success,
                        "n_at_best": self.starts.n_at_best, "local_optima": self.starts.local_optima,
                        "ridge_params": self.starts.ridge_params, "search": self.search},
@@ -401,20 +412,20 @@ class FitResult:
             "pooled_groups": self.pooled_groups, "column_readings": self.column_readings,
             "rows": {"read": self.selection.get("rows_read", self.n), "kept": self.n,
                      **{k: v for k, v in self.selection.items() if k not in ("rows_read", "rows_kept")}},
-            **self._diagnostics_dict(),
+            **self._diagnostics_dict(rows),
         }
 
-    def _diagnostics_dict(self) -> dict:
+    def _diagnostics_dict(self, rows) -> dict:
         d = self.diagnostics
         if d is None:
             return {}
         return {"outliers": list(d.outliers), "without_outliers": d.without_outliers,
-                "diagnostics": d.to_dict()}
+                "diagnostics": d.to_dict(rows)}
 
     def to_json(self) -> str:
         """Strict JSON; an infinite or undefined number (an open interval end, an unbounded
         side, an infinite standard error) is null."""
-        return json_text.dumps(self.to_dict(), null_nonfinite=True)
+        return json_text.dumps(self.json_doc(), null_nonfinite=True)
 
     def summary(self) -> str:
         """A readable table: fit statistics, parameters with each method's interval, flags."""

@@ -4,7 +4,9 @@ A fit's JSON holds per-row dicts (residuals, robust z, leverage, Cook's distance
 of n entries each. With ``indent`` the standard library encodes in pure Python, which took
 minutes and gigabytes (the whole text, then a parse and a second encoding) at millions of rows;
 here each scalar is encoded by the C helpers the standard library's own encoder uses, and the
-text goes to ``write`` a block of entries at a time.
+text goes to ``write`` a block of entries at a time. A per-row mapping handed over as
+:class:`Rows` (names and one array) is written from the array, without the dict of n entries
+that would otherwise be built only to be written.
 """
 from __future__ import annotations
 
@@ -15,6 +17,30 @@ import numpy as np
 
 INDENT = "  "
 _BLOCK = 65_536  # container entries per write
+
+
+class Rows:
+    """``{name: float(value)}`` over ``names`` and ``values`` (one float per name), for
+    :func:`dump` to write as that dict would be written (a repeated name: where it first
+    appears, with its last value) but from the array; ``as_dict()`` is that dict."""
+
+    def __init__(self, names, values):
+        self.names = names
+        self.values = np.asarray(values, float)
+        if len(self.names) != len(self.values):
+            raise ValueError(f"{len(self.names)} names for {len(self.values)} values")
+        self._repeated = None
+
+    def as_dict(self) -> dict:
+        return {n: float(v) for n, v in zip(self.names, self.values)}
+
+    def __len__(self) -> int:
+        return len(self.as_dict()) if self._repeats() else len(self.names)
+
+    def _repeats(self) -> bool:
+        if self._repeated is None:  # one look at millions of names, not one per question
+            self._repeated = len(set(self.names)) != len(self.names)
+        return self._repeated
 
 
 def dumps(obj, *, null_nonfinite: bool = False) -> str:
@@ -33,7 +59,13 @@ def dump(obj, write, *, null_nonfinite: bool = False) -> None:
 
 
 def _write(obj, level, write, null_nonfinite) -> None:
-    if isinstance(obj, dict):
+    if isinstance(obj, Rows) and obj._repeats():
+        _write(obj.as_dict(), level, write, null_nonfinite)
+    elif isinstance(obj, Rows) and not len(obj):
+        write("{}")
+    elif isinstance(obj, Rows):
+        _rows(obj, level, write, null_nonfinite)
+    elif isinstance(obj, dict):
         entries = [(_key(k), v) for k, v in obj.items()]
         _container(entries, "{", "}", level, write, null_nonfinite)
     elif isinstance(obj, (list, tuple)):
@@ -52,18 +84,32 @@ def _container(entries, opening, closing, level, write, null_nonfinite) -> None:
         text = []
         for i, (key, value) in enumerate(entries[a:a + _BLOCK], start=a):
             head = ("," if i else "") + pad + ("" if key is None else key + ": ")
-            if isinstance(value, (dict, list, tuple)) and len(value):
+            if isinstance(value, (dict, list, tuple, Rows)) and len(value):
                 write("".join(text) + head)
                 text = []
                 _write(value, level + 1, write, null_nonfinite)
             elif type(value) is float and value - value == 0.0:  # the per-row numbers: fast
                 text.append(head + float.__repr__(value))
-            elif isinstance(value, (dict, list, tuple)):
-                text.append(head + ("{}" if isinstance(value, dict) else "[]"))
+            elif isinstance(value, (dict, list, tuple, Rows)):
+                text.append(head + ("[]" if isinstance(value, (list, tuple)) else "{}"))
             else:
                 text.append(head + _scalar(value, null_nonfinite))
         write("".join(text))
     write("\n" + INDENT * level + closing)
+
+
+def _rows(rows: Rows, level, write, null_nonfinite) -> None:
+    """``rows`` (distinct names, at least one) as :func:`_container` writes their dict."""
+    pad = "\n" + INDENT * (level + 1)
+    write("{")
+    for a in range(0, len(rows.names), _BLOCK):
+        values = rows.values[a:a + _BLOCK]
+        finite = np.isfinite(values).tolist()
+        text = [("," if a + i else "") + pad + _key(name) + ": "
+                + (float.__repr__(value) if ok else _scalar(value, null_nonfinite))
+                for i, (name, value, ok) in enumerate(zip(rows.names[a:a + _BLOCK], values.tolist(), finite))]
+        write("".join(text))
+    write("\n" + INDENT * level + "}")
 
 
 def _key(key) -> str:

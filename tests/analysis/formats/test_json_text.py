@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import fit
-from depthdelusion.analysis.formats.json_text import dump, dumps
+from depthdelusion.analysis.formats.json_text import Rows, dump, dumps
 from depthdelusion.analysis.table.runs import Runs
 
 DOC = {"law": "chinchilla", "n": 3, "empty": {}, "none": [], "flag": True, "off": False, "x": None,
@@ -42,3 +42,22 @@ def test_a_fits_json_is_its_dict_with_open_ends_as_null():
     assert set(doc["diagnostics"]["robust_z"]) == set(runs.name)
     text = json.dumps(doc, indent=2, allow_nan=False)
     assert result.to_json() == text
+    streamed = result.json_doc()  # what `fit --json` writes: per-row numbers from the arrays
+    assert isinstance(streamed["residuals"], Rows)
+    assert all(isinstance(streamed["diagnostics"][k], Rows) for k in ("robust_z", "leverage", "cooks_distance"))
+    assert dumps(streamed, null_nonfinite=True) == dumps(result.to_dict(), null_nonfinite=True) == text
+
+
+def test_per_row_numbers_are_written_as_their_dict_would_be():
+    names = [np.str_(f"run{i}") for i in range(70_000)]  # more than one block of entries
+    values = 1.0 / (np.arange(70_000) + 1.0)
+    values[[3, 65_540]] = [math.nan, math.inf]
+    as_dict = {n: (float(v) if math.isfinite(v) else None) for n, v in zip(names, values)}
+    assert dumps({"r": Rows(names, values)}, null_nonfinite=True) == json.dumps({"r": as_dict}, indent=2)
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        dumps(Rows(names, values))
+    repeated = ["a", "b", "a", "c"]  # a dict keeps a name where it first appears, with its last value
+    assert dumps(Rows(repeated, [1.0, 2.0, 3.0, 4.0])) == json.dumps({"a": 3.0, "b": 2.0, "c": 4.0}, indent=2)
+    assert dumps({"empty": Rows([], []), "x": [Rows([], [])]}) == json.dumps({"empty": {}, "x": [{}]}, indent=2)
+    with pytest.raises(ValueError, match="2 names for 1 values"):
+        Rows(["a", "b"], [1.0])
