@@ -5,7 +5,7 @@ ROOT holds one directory per token sweep (`depthdelusion sweep experiments/data_
 --out ROOT/NAME ...`): every run of a sweep has the same shape and corpus and its own budget. Per
 sweep:
 
-- measured: L(T) = E + B·T^(−b) (the law `data_power`, defined here) fitted by the project's engine
+- measured: L(T) = E + B·T^(−b) (the law `data_power`, analysis/science/data_power.py) fitted by the project's engine
   (analysis.fitting.fit, least squares) to the runs' held-out loss (summary.json `eval_loss`),
   with b's profile-likelihood interval;
 - predicted, from every run's checkpoint: `depthdelusion spectrum`'s per-layer residual-stream
@@ -20,6 +20,11 @@ Outputs in OUT: tables.md (every table, wall times, seeds, commands; the study's
 the verdict is written by hand from it), run.json, exponents.csv (one row per sweep), runs.csv (one row per run), spectra.csv (one row per measured run), learning_curves.png
 and exponents.png. ROOT and OUT may be local or gs:// (the run directories read and RUN/spectrum/
 written through rundir.as_path; OUT's files written to a local directory, then copied up).
+
+The study's shape: its spec (`DataExponentSpec`, from the command's flags by `spec.from_flags`),
+`measure` to a frozen `DataExponentResults` (or `refit`, from a written study's tables), `sections`
+to tables.md; the CSVs, run.json and figures written from the same results (`write_outputs`). The
+law, its fit, the local slopes and the verdict are numpy in `analysis/science/data_power.py`.
 """
 from __future__ import annotations
 
@@ -34,7 +39,9 @@ import numpy as np
 
 from depthdelusion import exit_codes, rundir
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
-from depthdelusion.analysis.science import readout, spectra
+from depthdelusion.analysis.science import data_power, readout, spectra
+from depthdelusion.config import bounded
+from depthdelusion.studies.spec import from_flags
 
 SPECTRUM_TOKENS = 1 << 17  # held-out tokens per run (the validation split holds ~330k bytes)
 SPECTRUM_ROWS = 16
@@ -97,35 +104,12 @@ def discover(root: Path) -> dict[str, list[Run]]:
     return sweeps
 
 
-def _data_power(x, E, B, beta):
-    return E + B * x.T ** -beta
-
-
-def data_power_law():
-    """L = E + B·T^−β at one fixed shape: not in the law registry, since on a table of several
-    shapes (where the registry offers laws) it would ignore the shape."""
-    from depthdelusion.analysis.laws import INF, Law, Param
-
-    return Law("data_power", _data_power, (
-        Param("E", (0.5, 2.5), bounds=(0, INF), doc="irreducible loss (nats)"),
-        Param("B", (1.0, 1e5), log=True, bounds=(0, INF), doc="data scale"),
-        Param("beta", (0.05, 1.0), bounds=(0, INF), doc="data exponent")),
-        formula="E + B·T^−β", source="one shape's token sweep (the redundancy law, analysis/science/redundancy.py)",
-        doc="Held-out loss against tokens at one fixed shape; β is the data exponent b.",
-        needs_tokens=True)
-
-
 def fit_sweep(runs: list[Run]):
-    """The data_power fit (profile intervals, no bootstrap: 5-6 points) of one sweep. With so few
-    points the profile's cut is F(1, n − 3)-calibrated (analysis/fitting/profile.py), not χ²₁."""
-    from depthdelusion.analysis.fitting.engine import fit
-    from depthdelusion.analysis.table.runs import runs_from_records
-
+    """The data_power fit of one sweep (`data_power.fit_data_power`: profile intervals)."""
     # one shape per sweep: the law does not use N, so the parameter count is a placeholder
     records = [{"name": r.name, "depth": r.depth, "width": r.width, "params": 1, "tokens": r.tokens,
                 "loss": r.eval_loss} for r in runs]
-    return fit(runs_from_records(records, where=str(runs[0].path.parent)), data_power_law(),
-               bootstrap=0, leave_one_out=False)
+    return data_power.fit_data_power(records, str(runs[0].path.parent))
 
 
 def head_input_moments(graphdef, params, cfg, batches, groups: int):
@@ -188,18 +172,6 @@ def measure_run(run: Run, tokens: int, rows: int, groups: int = 8) -> tuple[read
     return fit, {"last_block": fits[-1], "seconds": time.perf_counter() - start, "tokens": n_tokens}
 
 
-def verdict(measured: tuple, predicted: tuple) -> str:
-    """'consistent' when the two 95% intervals overlap, else which is larger."""
-    (m_lo, m_hi), (p_lo, p_hi) = measured, predicted
-    if not all(math.isfinite(v) for v in (p_lo, p_hi)):
-        return "no prediction"
-    if p_hi < m_lo:
-        return "measured > predicted"
-    if p_lo > m_hi:
-        return "measured < predicted"
-    return "consistent"
-
-
 def _f(x, d=3) -> str:
     return "—" if x is None or not math.isfinite(x) else f"{x:.{d}f}"
 
@@ -208,13 +180,111 @@ def _ci(lo, hi, d=3) -> str:
     return f"[{_f(lo, d)}, {_f(hi, d)}]"
 
 
-def run_study(root: Path, out: Path, *, tokens: int = SPECTRUM_TOKENS, rows: int = SPECTRUM_ROWS,
-              largest_only: bool = False, command: str = "", sweep_commands: list[str] | None = None,
-              log=print) -> dict:
-    """Fits, spectra and readout estimates of every sweep under ``root``, written to ``out``;
-    ``largest_only`` measures spectra of each sweep's largest budget only."""
+@dataclasses.dataclass(frozen=True)
+class DataExponentSpec:
+    """What `depthdelusion data-exponent ROOT` measures (its flags, read by `spec.from_flags`):
+    ROOT's sweeps, the held-out tokens and sequences per forward pass of every run's spectra, and
+    whether only each sweep's largest budget is measured."""
+
+    root: str
+    tokens: int = bounded(SPECTRUM_TOKENS, ge=1)
+    rows: int = bounded(SPECTRUM_ROWS, ge=1)
+    largest_only: bool = False
+    sweep_commands: list[str] = dataclasses.field(default_factory=list)  # quoted in tables.md
+
+    def validate(self) -> None:
+        pass  # every field stands alone
+
+
+@dataclasses.dataclass(frozen=True)
+class DataExponentResults:
+    """What the study measured, as the rows of its CSVs (rendered by `sections`; a refitted study
+    holds the rows read back from its tables, b refitted)."""
+
+    exponents: tuple  # one row per sweep (EXPONENT_COLUMNS)
+    runs: tuple  # one row per run
+    spectra: tuple  # one row per measured run
+    curves: dict  # sweep -> (its Runs, its data_power fit or None)
+    local_slopes: dict  # sweep -> −Δln L / Δln T between its consecutive budgets
+    info: dict  # run.json: commands, root, tokens, rows, timing, seeds, study_s (refit_command)
+    refit: bool = False  # refitted from a written study: its runs.csv and spectra.csv not rewritten
+
+
+def _results(exponents, run_rows, spectrum_rows, curves, info, refit=False) -> DataExponentResults:
+    slopes = {name: data_power.local_slopes([(r["tokens"], r["eval_loss"]) for r in run_rows if r["sweep"] == name])
+              for name in dict.fromkeys(r["sweep"] for r in run_rows)}
+    return DataExponentResults(tuple(exponents), tuple(run_rows), tuple(spectrum_rows), curves, slopes,
+                               info, refit)
+
+
+def _spectrum_row(name: str, r: Run, src, extra: dict) -> dict:
+    last = extra["last_block"]
+    return {"sweep": name, "run": r.name, "tokens": r.tokens, "beta_head": _r(src.beta),
+            "beta_head_lo": _r(src.beta_ci[0]), "beta_head_hi": _r(src.beta_ci[1]),
+            "beta_last_block": _r(last.beta), "decay": _r(src.decay), "s": _r(src.s),
+            "s_lo": _r(src.s_ci[0]), "s_hi": _r(src.s_ci[1]), "b_predicted": _r(src.b_pred),
+            "b_pred_lo": _r(src.b_pred_ci[0]), "b_pred_hi": _r(src.b_pred_ci[1]),
+            "rank_lo": src.rank_range[0] if src.rank_range else "",
+            "rank_hi": src.rank_range[1] if src.rank_range else "", "spectrum_tokens": extra["tokens"]}
+
+
+def _exponent_row(name: str, runs: list[Run], result, top: tuple, common: dict) -> dict:
+    """One sweep's row: its fit, its largest budget's prediction, the verdict, the common cells."""
+    r_top, src, extra = top
+    last = extra["last_block"]
+    if result is not None:
+        b, (b_lo, b_hi) = result.params["beta"], result.ci_profile["beta"]
+        E, B, rmse = result.params["E"], result.params["B"], result.rmse
+    else:
+        b = b_lo = b_hi = E = B = rmse = math.nan
+    return {
+        "sweep": name, "depth": r_top.depth, "width": r_top.width, "zipf": r_top.zipf,
+        "runs": len(runs), "tokens_min": runs[0].tokens, "tokens_max": runs[-1].tokens,
+        "E": _r(E), "B": _r(B, 4), "b_measured": _r(b), "b_lo": _r(b_lo), "b_hi": _r(b_hi),
+        "fit_rmse": _r(rmse, 4), "beta_head": _r(src.beta), "beta_head_lo": _r(src.beta_ci[0]),
+        "beta_head_hi": _r(src.beta_ci[1]), "beta_last_block": _r(last.beta),
+        "beta_last_block_lo": _r(last.ci[0]), "beta_last_block_hi": _r(last.ci[1]),
+        "s": _r(src.s), "s_lo": _r(src.s_ci[0]), "s_hi": _r(src.s_ci[1]),
+        "b_predicted": _r(src.b_pred), "b_pred_lo": _r(src.b_pred_ci[0]),
+        "b_pred_hi": _r(src.b_pred_ci[1]),
+        "rank_lo": src.rank_range[0] if src.rank_range else "",
+        "rank_hi": src.rank_range[1] if src.rank_range else "",
+        "verdict": data_power.verdict((b_lo, b_hi), src.b_pred_ci) if result is not None else "too few runs",
+        "at_bound": " ".join(result.at_bound) if result is not None else "",
+        "train_wall_s": round(sum(r.wall_s for r in runs), 1), **common}
+
+
+def _measure_sweep(spec: DataExponentSpec, name: str, runs: list[Run], common_max: int, log) -> tuple:
+    """(exponent row, spectrum rows, the fit, timing) of one sweep; writes RUN/spectrum/."""
+    t_fit = time.perf_counter()
+    result = fit_sweep(runs) if len(runs) >= 5 else None
+    t_fit = time.perf_counter() - t_fit
+    t_spec = time.perf_counter()
+    per_run, spectrum_rows = [], []
+    for r in runs[-1:] if spec.largest_only else runs:
+        src, extra = measure_run(r, spec.tokens, spec.rows)
+        per_run.append((r, src, extra))
+        spectrum_rows.append(_spectrum_row(name, r, src, extra))
+        log(f"{name}/{r.name}: eval {r.eval_loss:.4f}, β(head) {_f(src.beta)}, s {_f(src.s)}, "
+            f"b pred {_f(src.b_pred)}")
+    t_spec = time.perf_counter() - t_spec
+    common = [r for r in runs if r.tokens <= common_max]
+    result_common = (result if len(common) == len(runs) else
+                     fit_sweep(common) if len(common) >= 5 else None)
+    src_common = next((src for r, src, _ in per_run if r.tokens == common_max), None)
+    timing = {"train_s": round(sum(r.wall_s for r in runs), 1), "fit_s": round(t_fit, 2),
+              "spectra_s": round(t_spec, 1)}
+    row = _exponent_row(name, runs, result, per_run[-1],
+                        {"common_tokens_max": common_max, **_common_cells(result_common, src_common)})
+    return row, spectrum_rows, result, timing
+
+
+def measure(spec: DataExponentSpec, *, command: str = "", log=print) -> DataExponentResults:
+    """Fits, spectra and readout estimates of every sweep under ``spec.root`` (writing each
+    measured run's RUN/spectrum/, as `depthdelusion spectrum` does); ``command`` is the one
+    quoted in tables.md."""
     t0 = time.perf_counter()
-    out.mkdir(parents=True, exist_ok=True)
+    root = rundir.as_path(spec.root)
     sweeps = discover(root)
     # budgets every sweep has: the knob's comparison fits each sweep over these alone
     common_max = min(runs[-1].tokens for runs in sweeps.values())
@@ -223,68 +293,29 @@ def run_study(root: Path, out: Path, *, tokens: int = SPECTRUM_TOKENS, rows: int
         run_rows += [{"sweep": name, "run": r.name, "steps": r.steps, "tokens": r.tokens,
                       "eval_loss": round(r.eval_loss, 4), "train_wall_s": round(r.wall_s, 1)}
                      for r in runs]
-        t_fit = time.perf_counter()
-        result = fit_sweep(runs) if len(runs) >= 5 else None
-        t_fit = time.perf_counter() - t_fit
-        t_spec = time.perf_counter()
-        per_run = []
-        for r in runs[-1:] if largest_only else runs:
-            src, extra = measure_run(r, tokens, rows)
-            per_run.append((r, src, extra))
-            last = extra["last_block"]
-            spectrum_rows.append({
-                "sweep": name, "run": r.name, "tokens": r.tokens, "beta_head": _r(src.beta),
-                "beta_head_lo": _r(src.beta_ci[0]), "beta_head_hi": _r(src.beta_ci[1]),
-                "beta_last_block": _r(last.beta), "decay": _r(src.decay), "s": _r(src.s),
-                "s_lo": _r(src.s_ci[0]), "s_hi": _r(src.s_ci[1]), "b_predicted": _r(src.b_pred),
-                "b_pred_lo": _r(src.b_pred_ci[0]), "b_pred_hi": _r(src.b_pred_ci[1]),
-                "rank_lo": src.rank_range[0] if src.rank_range else "",
-                "rank_hi": src.rank_range[1] if src.rank_range else "", "spectrum_tokens": extra["tokens"]})
-            log(f"{name}/{r.name}: eval {r.eval_loss:.4f}, β(head) {_f(src.beta)}, s {_f(src.s)}, "
-                f"b pred {_f(src.b_pred)}")
-        t_spec = time.perf_counter() - t_spec
-        common = [r for r in runs if r.tokens <= common_max]
-        result_common = (result if len(common) == len(runs) else
-                         fit_sweep(common) if len(common) >= 5 else None)
-        src_common = next((src for r, src, _ in per_run if r.tokens == common_max), None)
-        r_top, src, extra = per_run[-1]
-        last = extra["last_block"]
-        if result is not None:
-            b, (b_lo, b_hi) = result.params["beta"], result.ci_profile["beta"]
-            E, B, rmse = result.params["E"], result.params["B"], result.rmse
-        else:
-            b = b_lo = b_hi = E = B = rmse = math.nan
+        row, rows, result, timing[name] = _measure_sweep(spec, name, runs, common_max, log)
+        exponent_rows.append(row)
+        spectrum_rows += rows
         curves[name] = (runs, result)
-        timing[name] = {"train_s": round(sum(r.wall_s for r in runs), 1), "fit_s": round(t_fit, 2),
-                        "spectra_s": round(t_spec, 1)}
-        exponent_rows.append({
-            "sweep": name, "depth": r_top.depth, "width": r_top.width, "zipf": r_top.zipf,
-            "runs": len(runs), "tokens_min": runs[0].tokens, "tokens_max": runs[-1].tokens,
-            "E": _r(E), "B": _r(B, 4), "b_measured": _r(b), "b_lo": _r(b_lo), "b_hi": _r(b_hi),
-            "fit_rmse": _r(rmse, 4), "beta_head": _r(src.beta), "beta_head_lo": _r(src.beta_ci[0]),
-            "beta_head_hi": _r(src.beta_ci[1]), "beta_last_block": _r(last.beta),
-            "beta_last_block_lo": _r(last.ci[0]), "beta_last_block_hi": _r(last.ci[1]),
-            "s": _r(src.s), "s_lo": _r(src.s_ci[0]), "s_hi": _r(src.s_ci[1]),
-            "b_predicted": _r(src.b_pred), "b_pred_lo": _r(src.b_pred_ci[0]),
-            "b_pred_hi": _r(src.b_pred_ci[1]),
-            "rank_lo": src.rank_range[0] if src.rank_range else "",
-            "rank_hi": src.rank_range[1] if src.rank_range else "",
-            "verdict": verdict((b_lo, b_hi), src.b_pred_ci) if result is not None else "too few runs",
-            "at_bound": " ".join(result.at_bound) if result is not None else "",
-            "train_wall_s": timing[name]["train_s"], "common_tokens_max": common_max,
-            **_common_cells(result_common, src_common)})
-    write_csv(out / "exponents.csv", EXPONENT_COLUMNS, exponent_rows)
-    write_csv(out / "runs.csv", run_rows[0], run_rows)
-    write_csv(out / "spectra.csv", spectrum_rows[0], spectrum_rows)
-    plot_learning_curves(curves, out / "learning_curves.png")
-    plot_exponents(exponent_rows, out / "exponents.png")
-    info = {"command": command, "sweep_commands": sweep_commands or [], "root": str(root),
-            "spectrum_tokens": tokens, "rows": rows, "timing": timing,
+    info = {"command": command, "sweep_commands": list(spec.sweep_commands), "root": str(root),
+            "spectrum_tokens": spec.tokens, "rows": spec.rows, "timing": timing,
             "seeds": sorted({(r.seed, r.data_seed) for runs in sweeps.values() for r in runs}),
             "study_s": round(time.perf_counter() - t0, 1)}
-    (out / "run.json").write_text(json.dumps(info, indent=1) + "\n")
-    (out / "tables.md").write_text(readme(exponent_rows, run_rows, spectrum_rows, info))
-    return info
+    return _results(exponent_rows, run_rows, spectrum_rows, curves, info)
+
+
+def write_outputs(r: DataExponentResults, out: Path) -> None:
+    """exponents.csv, runs.csv and spectra.csv (not rewritten by a refit), the figures, run.json
+    and tables.md in the local directory ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / "exponents.csv", EXPONENT_COLUMNS, r.exponents)
+    if not r.refit:
+        write_csv(out / "runs.csv", r.runs[0], r.runs)
+        write_csv(out / "spectra.csv", r.spectra[0], r.spectra)
+    plot_learning_curves(r.curves, out / "learning_curves.png")
+    plot_exponents(list(r.exponents), out / "exponents.png")
+    (out / "run.json").write_text(json.dumps(r.info, indent=1) + "\n")
+    (out / "tables.md").write_text(sections(r))
 
 
 def _common_cells(result, src) -> dict:
@@ -372,71 +403,83 @@ def plot_exponents(rows: list[dict], path: Path) -> Path:
     return plots.save_figure(fig, path)
 
 
-def readme(rows: list[dict], run_rows: list[dict], spectrum_rows: list[dict], info: dict) -> str:
-    def with_ci(r, key, lo, hi):
-        return f"{_f(_num(r[key]))} {_ci(_num(r[lo]), _num(r[hi]))}"
+def _with_ci(r, key, lo, hi) -> str:
+    return f"{_f(_num(r[key]))} {_ci(_num(r[lo]), _num(r[hi]))}"
 
-    lines = ["# Data exponent: predicted from spectra vs measured by token sweeps (tables)", "",
-             "Generated by `" + info["command"] + "`"
-             + (f"; measured b refitted from runs.csv by `{info['refit_command']}`"
-                if info.get("refit_command") else "")
-             + ". b measured: L = E + B·T^−b fitted to held-out "
-             "loss (least squares; profile-likelihood 95% interval, F(1, n − 3)-calibrated: with 6 "
-             "runs and 3 parameters χ²₁ would give intervals far too narrow). Prediction from the largest "
-             "budget's checkpoint: β of the LM head's input features, s from its readout "
-             "(analysis/science/readout.py), b = 2βs/(2βs+1); jackknife 95% over 8 token groups. Verdict: "
-             "'consistent' when the two intervals overlap. A parameter at its bound (E = 0: no "
-             "floor visible over the budgets) is named under the table.", ""]
-    lines.append(markdown_table(
-        ["sweep", "D × W", "Zipf z", "runs (tokens)", "b measured [profile 95%]",
-         "β head input [jackknife]", "β after last block [jackknife]", "s [jackknife]",
-         "b predicted [jackknife]", "ranks", "verdict"],
-        [[r["sweep"], f"{r['depth']} × {r['width']}", f"{float(r['zipf']):g}",
-          f"{r['runs']} ({int(r['tokens_min']):,}–{int(r['tokens_max']):,})",
-          with_ci(r, "b_measured", "b_lo", "b_hi"), with_ci(r, "beta_head", "beta_head_lo", "beta_head_hi"),
-          with_ci(r, "beta_last_block", "beta_last_block_lo", "beta_last_block_hi"),
-          with_ci(r, "s", "s_lo", "s_hi"), with_ci(r, "b_predicted", "b_pred_lo", "b_pred_hi"),
-          f"{r['rank_lo']}–{r['rank_hi']}", r["verdict"]] for r in rows]))
-    lines += ["", "Local slopes −Δln L / Δln T between consecutive budgets (no floor subtracted): "
-              "a pure power law has them constant; a floor E > 0 makes them fall with T.", ""]
-    slope_rows = []
-    for name in dict.fromkeys(r["sweep"] for r in run_rows):
-        pts = [(r["tokens"], r["eval_loss"]) for r in run_rows if r["sweep"] == name]
-        slopes = [-math.log(l1 / l0) / math.log(t1 / t0) for (t0, l0), (t1, l1) in zip(pts, pts[1:])]
-        slope_rows.append([name, ", ".join(f"{v:.3f}" for v in slopes)])
-    lines.append(markdown_table(["sweep", "local slopes, smallest budgets first"], slope_rows))
-    bound = [f"{r['sweep']}: {r['at_bound']} at its bound" for r in rows if r["at_bound"]]
+
+def _head_lines(r: DataExponentResults) -> list[str]:
+    info = r.info
+    return ["# Data exponent: predicted from spectra vs measured by token sweeps (tables)", "",
+            "Generated by `" + info["command"] + "`"
+            + (f"; measured b refitted from runs.csv by `{info['refit_command']}`"
+               if info.get("refit_command") else "")
+            + ". b measured: L = E + B·T^−b fitted to held-out "
+            "loss (least squares; profile-likelihood 95% interval, F(1, n − 3)-calibrated: with 6 "
+            "runs and 3 parameters χ²₁ would give intervals far too narrow). Prediction from the largest "
+            "budget's checkpoint: β of the LM head's input features, s from its readout "
+            "(analysis/science/readout.py), b = 2βs/(2βs+1); jackknife 95% over 8 token groups. Verdict: "
+            "'consistent' when the two intervals overlap. A parameter at its bound (E = 0: no "
+            "floor visible over the budgets) is named under the table.", "",
+            markdown_table(
+                ["sweep", "D × W", "Zipf z", "runs (tokens)", "b measured [profile 95%]",
+                 "β head input [jackknife]", "β after last block [jackknife]", "s [jackknife]",
+                 "b predicted [jackknife]", "ranks", "verdict"],
+                [[x["sweep"], f"{x['depth']} × {x['width']}", f"{float(x['zipf']):g}",
+                  f"{x['runs']} ({int(x['tokens_min']):,}–{int(x['tokens_max']):,})",
+                  _with_ci(x, "b_measured", "b_lo", "b_hi"), _with_ci(x, "beta_head", "beta_head_lo", "beta_head_hi"),
+                  _with_ci(x, "beta_last_block", "beta_last_block_lo", "beta_last_block_hi"),
+                  _with_ci(x, "s", "s_lo", "s_hi"), _with_ci(x, "b_predicted", "b_pred_lo", "b_pred_hi"),
+                  f"{x['rank_lo']}–{x['rank_hi']}", x["verdict"]] for x in r.exponents])]
+
+
+def _slope_and_common_lines(r: DataExponentResults) -> list[str]:
+    rows = r.exponents
+    lines = ["", "Local slopes −Δln L / Δln T between consecutive budgets (no floor subtracted): "
+             "a pure power law has them constant; a floor E > 0 makes them fall with T.", "",
+             markdown_table(["sweep", "local slopes, smallest budgets first"],
+                            [[name, ", ".join(f"{v:.3f}" for v in slopes)]
+                             for name, slopes in r.local_slopes.items()])]
+    bound = [f"{x['sweep']}: {x['at_bound']} at its bound" for x in rows if x["at_bound"]]
     if bound:
         lines += ["", "At a bound: " + "; ".join(bound) + " (the profile interval of b is then "
                   "conditional on it)."]
     common = int(rows[0]["common_tokens_max"])
     lines += ["", f"Common budgets (every sweep refitted over its runs with ≤ {common:,} tokens; the "
               f"prediction from the checkpoint at {common:,} tokens): the redundancy knob's comparison.",
-              ""]
-    lines.append(markdown_table(
-        ["sweep", "Zipf z", "b measured [profile 95%]", "β head", "s", "b predicted [jackknife]"],
-        [[r["sweep"], f"{float(r['zipf']):g}", with_ci(r, "b_common", "b_common_lo", "b_common_hi"),
-          _f(_num(r["beta_head_common"])), _f(_num(r["s_common"])),
-          with_ci(r, "b_pred_common", "b_pred_common_lo", "b_pred_common_hi")] for r in rows]))
-    measured = {(r["sweep"], r["run"]): r for r in spectrum_rows}
-    lines += ["", "Per run (held-out loss; the prediction from each budget's own checkpoint where "
-              "measured — the table above quotes the largest budget's):", ""]
+              "", markdown_table(
+                  ["sweep", "Zipf z", "b measured [profile 95%]", "β head", "s", "b predicted [jackknife]"],
+                  [[x["sweep"], f"{float(x['zipf']):g}", _with_ci(x, "b_common", "b_common_lo", "b_common_hi"),
+                    _f(_num(x["beta_head_common"])), _f(_num(x["s_common"])),
+                    _with_ci(x, "b_pred_common", "b_pred_common_lo", "b_pred_common_hi")] for x in rows])]
+    return lines
+
+
+def _per_run_lines(r: DataExponentResults) -> list[str]:
+    measured = {(m["sweep"], m["run"]): m for m in r.spectra}
     per_run = []
-    for r in run_rows:
-        m = measured.get((r["sweep"], r["run"]))
+    for x in r.runs:
+        m = measured.get((x["sweep"], x["run"]))
         spec = ([f"{m['beta_head']} [{m['beta_head_lo']}, {m['beta_head_hi']}]", str(m["beta_last_block"]),
                  f"{m['s']} [{m['s_lo']}, {m['s_hi']}]",
                  f"{m['b_predicted']} [{m['b_pred_lo']}, {m['b_pred_hi']}]"] if m else ["—"] * 4)
-        per_run.append([r["sweep"], r["run"], r["steps"], f"{r['tokens']:,}", r["eval_loss"],
-                        r["train_wall_s"], *spec])
-    lines.append(markdown_table(
-        ["sweep", "run", "steps", "tokens", "held-out loss", "train wall s", "β head [jackknife]",
-         "β last block", "s [jackknife]", "b predicted [jackknife]"], per_run))
-    lines += ["", "## Wall time", ""]
-    lines.append(markdown_table(
+        per_run.append([x["sweep"], x["run"], x["steps"], f"{x['tokens']:,}", x["eval_loss"],
+                        x["train_wall_s"], *spec])
+    return ["", "Per run (held-out loss; the prediction from each budget's own checkpoint where "
+            "measured — the table above quotes the largest budget's):", "",
+            markdown_table(["sweep", "run", "steps", "tokens", "held-out loss", "train wall s",
+                            "β head [jackknife]", "β last block", "s [jackknife]",
+                            "b predicted [jackknife]"], per_run)]
+
+
+def sections(r: DataExponentResults) -> str:
+    """tables.md: the exponents per sweep, the local slopes, the common budgets, every run, the
+    wall times, seeds and commands (formatting `r`, computing nothing)."""
+    info = r.info
+    lines = _head_lines(r) + _slope_and_common_lines(r) + _per_run_lines(r)
+    lines += ["", "## Wall time", "", markdown_table(
         ["sweep", "training (sum of runs' wall_time_s)", "fit", "spectra + readout (all runs)"],
         [[name, f"{t['train_s']} s", f"{t['fit_s']} s", f"{t['spectra_s']} s"]
-         for name, t in info["timing"].items()]))
+         for name, t in info["timing"].items()])]
     lines += ["", f"This command: {info['study_s']} s in all. Seeds (train.seed, data.seed): "
               f"{info['seeds']}.", ""]
     if info["sweep_commands"]:
@@ -452,12 +495,11 @@ def _read_csv(path) -> list[dict]:
         return list(csv.DictReader(fh))
 
 
-def refit_study_tables(study, out: Path, log=print, command: str | None = None) -> dict:
-    """Refit the measured b of a written study (local or gs://) from its runs.csv (held-out
-    losses, to the 4 decimals written there) with the current intervals, keep the spectra's
-    columns, and rewrite exponents.csv, tables.md and the figures in the local directory
-    ``out``: for a study whose run directories are not at hand. ``command`` is the one quoted
-    in tables.md (by default the command for STUDY and OUT)."""
+def refit(study, *, command: str, log=print) -> DataExponentResults:
+    """A written study (local or gs://) with its measured b refitted from its runs.csv (held-out
+    losses, to the 4 decimals written there) with the current intervals, the spectra's columns
+    kept: for a study whose run directories are not at hand. ``command`` is the refit's, quoted in
+    tables.md."""
     study = rundir.as_path(study)
     run_rows = _read_csv(study / "runs.csv")
     for r in run_rows:
@@ -465,35 +507,43 @@ def refit_study_tables(study, out: Path, log=print, command: str | None = None) 
                  train_wall_s=float(r["train_wall_s"]))
     rows, spectrum_rows = _read_csv(study / "exponents.csv"), _read_csv(study / "spectra.csv")
     info = json.loads((study / "run.json").read_text())
-    out.mkdir(parents=True, exist_ok=True)
     curves = {}
     for row in rows:
         name = row["sweep"]
         runs = [Run(r["run"], study / name / r["run"], r["steps"], r["tokens"], r["eval_loss"],
                     r["train_wall_s"], int(row["depth"]), int(row["width"]), float(row["zipf"]), 0, 0)
                 for r in run_rows if r["sweep"] == name]
-        result = fit_sweep(runs) if len(runs) >= 5 else None
-        common = [r for r in runs if r.tokens <= int(row["common_tokens_max"])]
-        result_common = (result if len(common) == len(runs) else
-                         fit_sweep(common) if len(common) >= 5 else None)
-        curves[name] = (runs, result)
-        if result is not None:
-            b, (b_lo, b_hi) = result.params["beta"], result.ci_profile["beta"]
-            row.update(E=_r(result.params["E"]), B=_r(result.params["B"], 4), b_measured=_r(b),
-                       b_lo=_r(b_lo), b_hi=_r(b_hi), fit_rmse=_r(result.rmse, 4),
-                       verdict=verdict((b_lo, b_hi), (_num(row["b_pred_lo"]), _num(row["b_pred_hi"]))),
-                       at_bound=" ".join(result.at_bound))
-            log(f"{name}: b {_f(b)} {_ci(b_lo, b_hi)} ({result.profile_statistic}); {row['verdict']}")
-        cells = _common_cells(result_common, None)
-        row.update({k: cells[k] for k in ("b_common", "b_common_lo", "b_common_hi")})
-    write_csv(out / "exponents.csv", EXPONENT_COLUMNS, rows)
-    plot_learning_curves(curves, out / "learning_curves.png")
-    plot_exponents(rows, out / "exponents.png")
-    info["refit_command"] = command or (f"depthdelusion data-exponent {shlex.quote(str(study))} --out "
-                                        f"{shlex.quote(str(out))} --refit-tables")
-    (out / "run.json").write_text(json.dumps(info, indent=1) + "\n")
-    (out / "tables.md").write_text(readme(rows, run_rows, spectrum_rows, info))
-    return info
+        curves[name] = (runs, _refit_row(row, runs, log))
+    info["refit_command"] = command
+    return _results(rows, run_rows, spectrum_rows, curves, info, refit=True)
+
+
+def _refit_row(row: dict, runs: list[Run], log):
+    """One sweep's exponent row (read from exponents.csv) updated with b refitted; its fit."""
+    result = fit_sweep(runs) if len(runs) >= 5 else None
+    common = [r for r in runs if r.tokens <= int(row["common_tokens_max"])]
+    result_common = (result if len(common) == len(runs) else
+                     fit_sweep(common) if len(common) >= 5 else None)
+    if result is not None:
+        b, (b_lo, b_hi) = result.params["beta"], result.ci_profile["beta"]
+        row.update(E=_r(result.params["E"]), B=_r(result.params["B"], 4), b_measured=_r(b),
+                   b_lo=_r(b_lo), b_hi=_r(b_hi), fit_rmse=_r(result.rmse, 4),
+                   verdict=data_power.verdict((b_lo, b_hi), (_num(row["b_pred_lo"]), _num(row["b_pred_hi"]))),
+                   at_bound=" ".join(result.at_bound))
+        log(f"{row['sweep']}: b {_f(b)} {_ci(b_lo, b_hi)} ({result.profile_statistic}); {row['verdict']}")
+    cells = _common_cells(result_common, None)
+    row.update({k: cells[k] for k in ("b_common", "b_common_lo", "b_common_hi")})
+    return result
+
+
+def refit_study_tables(study, out: Path, log=print, command: str | None = None) -> dict:
+    """`refit` the written study, its exponents.csv, figures, run.json and tables.md rewritten in
+    the local directory ``out`` (``command``: by default the command for STUDY and OUT)."""
+    command = command or (f"depthdelusion data-exponent {shlex.quote(str(study))} --out "
+                          f"{shlex.quote(str(out))} --refit-tables")
+    r = refit(study, command=command, log=log)
+    write_outputs(r, out)
+    return r.info
 
 
 def run_data_exponent(*, root: str, out: str, tokens: int = SPECTRUM_TOKENS, largest_only: bool = False,
@@ -502,22 +552,22 @@ def run_data_exponent(*, root: str, out: str, tokens: int = SPECTRUM_TOKENS, lar
     With ``refit_tables``, ROOT is a written study: its measured b is refitted from its CSVs.
     ROOT and DIR may be local or gs:// (a gs:// DIR is written locally, then copied up)."""
     if refit_tables:
-        refit = (f"depthdelusion data-exponent {shlex.quote(str(root))} --out {shlex.quote(str(out))} "
-                 "--refit-tables")
+        refit_command = (f"depthdelusion data-exponent {shlex.quote(str(root))} --out {shlex.quote(str(out))} "
+                         "--refit-tables")
         with rundir.local_dir(out) as local_out:
-            refit_study_tables(root, local_out, command=refit)
+            refit_study_tables(root, local_out, command=refit_command)
         print((rundir.as_path(out) / "tables.md").read_text())
         print(f"written: {out}")
         return exit_codes.OK
+    spec = from_flags(DataExponentSpec, {"root": root, "tokens": tokens, "largest_only": largest_only})
+    commands = rundir.as_path(sweep_commands).read_text().splitlines() if sweep_commands else []
+    spec = dataclasses.replace(spec, sweep_commands=commands)  # the file's lines, not a flag's value
     command = (f"depthdelusion data-exponent {shlex.quote(str(root))} --out {shlex.quote(str(out))}"
                + (f" --tokens {tokens}" if tokens != SPECTRUM_TOKENS else "")
                + (" --largest-only" if largest_only else ""))
-    if tokens < 1:
-        raise ValueError(f"--tokens={tokens}: must be a positive integer")
-    commands = rundir.as_path(sweep_commands).read_text().splitlines() if sweep_commands else []
     with rundir.local_dir(out) as local_out:  # a gs:// OUT: written here, then copied up
-        info = run_study(rundir.as_path(root), local_out, tokens=tokens, largest_only=largest_only,
-                         command=command, sweep_commands=commands)
+        results = measure(spec, command=command)
+        write_outputs(results, local_out)
     print((rundir.as_path(out) / "tables.md").read_text())
-    print(f"written: {out} ({info['study_s']} s)")
+    print(f"written: {out} ({results.info['study_s']} s)")
     return exit_codes.OK

@@ -18,9 +18,14 @@ study, `depthdelusion data-exponent`, does that, without a spectrum-dependent co
 The procedure, the prediction and the verdict: depthdelusion/analysis/science/ridge_exponent.py.
 Outputs in DIR: ridge.csv (one row), curves.csv (per n), ridge.md (tables, seeds, wall time,
 the command). RUN and DIR may be local or gs://.
+
+The study's shape: its spec (`RidgeSpec`, from the command's flags by `spec.from_flags`),
+`measure` to a frozen `RidgeResults` (the table's row and the learning curve's rows), `sections`
+to ridge.md; the CSVs written from the same results.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import shlex
 import time
@@ -30,6 +35,8 @@ import numpy as np
 from depthdelusion import exit_codes, rundir
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.analysis.science import ridge_exponent
+from depthdelusion.config import bounded
+from depthdelusion.studies.spec import from_flags, spec_error
 
 DEFAULT_TOKENS = 1 << 17
 DEFAULT_ROWS = 16
@@ -44,6 +51,36 @@ RIDGE_COLUMNS = (
     "b_twin", "b_twin_lo", "b_twin_hi", "b_fs", "b_fs_lo", "b_fs_hi", "b_fs_half_beta", "b_fs_half_beta_lo",
     "b_fs_half_beta_hi", "b_fs_double_beta", "b_fs_double_beta_lo", "b_fs_double_beta_hi", "rank_lo", "rank_hi",
     "reg_at_grid_edge", "tolerance", "verdict", "verdict_finite_size", "wall_s")
+
+
+
+@dataclasses.dataclass(frozen=True)
+class RidgeSpec:
+    """What `depthdelusion data-exponent-ridge RUN` measures (its flags, `spec.from_flags`)."""
+
+    run: str
+    tokens: int = bounded(DEFAULT_TOKENS, ge=1)  # held-out tokens in the feature pool
+    rows: int = bounded(DEFAULT_ROWS, ge=1)  # sequences per forward pass
+    n_min: int = bounded(64, ge=1)  # the n grid doubles from n_min up to n_max
+    n_max: int = bounded(32768, ge=1)
+    reps: int = bounded(DEFAULT_REPS, ge=1)
+    seed: int = bounded(0, ge=0)
+    noise: float = bounded(NOISE, gt=0)  # over the target signal's standard deviation
+    target_rank: int = bounded(1, ge=1)  # the k-th most frequent next token's readout
+
+    def validate(self) -> None:
+        if self.n_max < 4 * self.n_min:
+            raise spec_error("n_max", self.n_max, f"must be at least 4 × --n-min ({4 * self.n_min}), for a slope")
+
+
+@dataclasses.dataclass(frozen=True)
+class RidgeResults:
+    """What the readouts measured: ridge.csv's one row and curves.csv's rows (rendered by
+    `sections`), and the command that reproduces them."""
+
+    row: dict  # RIDGE_COLUMNS
+    curves: tuple  # `curve_rows`
+    command: str
 
 
 def pool_features(run, tokens: int, rows: int) -> tuple:
@@ -165,7 +202,9 @@ def _ci(row, key, lo, hi) -> str:
     return "—" if row[key] == "" else f"{row[key]} [{row[lo]}, {row[hi]}]"
 
 
-def markdown(row: dict, curves_rows: list, command: str) -> str:
+def sections(r: RidgeResults) -> str:
+    """ridge.md: the setup, the verdicts' tables and the learning curve (formatting `r`)."""
+    row, curves_rows, command = r.row, r.curves, r.command
     lines = [
         f"# Ridge readouts on frozen features: {row['run']}", "",
         f"Checkpoint step {row['step']}, W = {row['width']}; features: the LM head's input over "
@@ -239,37 +278,38 @@ def n_grid(n_min: int, n_max: int) -> list[int]:
     return [int(n_min * 2 ** k) for k in range(int(math.log2(n_max / n_min)) + 1)]
 
 
+def measure(spec: RidgeSpec, *, command: str = "") -> RidgeResults:
+    """The pool of features, the readout target, the learning curves and the exponents."""
+    start = time.perf_counter()
+    x_NxW, next_N, head_WxV, step, cfg = pool_features(spec.run, spec.tokens, spec.rows)
+    if len(x_NxW) < GROUPS * 2:
+        raise ValueError(f"--tokens={spec.tokens}: the pool holds {len(x_NxW)} tokens; need at least "
+                         f"{GROUPS * 2}")
+    theta_W, v = readout_target(head_WxV, next_N, spec.target_rank)
+    result = exponent_check(x_NxW, theta_W, ns=n_grid(spec.n_min, spec.n_max), reps=spec.reps,
+                            seed=spec.seed, noise=spec.noise)
+    info = {"run": rundir.as_path(spec.run).name, "step": step, "width": cfg.model.width,
+            "pool_tokens": len(x_NxW), "target_token": v, "target_rank": spec.target_rank,
+            "noise": spec.noise, "reps": spec.reps, "seed": spec.seed,
+            "wall_s": round(time.perf_counter() - start, 1)}
+    return RidgeResults(table_row(result, info), tuple(curve_rows(result["curves"])), command)
+
+
 def run_command(*, run: str, out: str, tokens: int = DEFAULT_TOKENS, rows: int = DEFAULT_ROWS,
                 n_min: int = 64, n_max: int = 32768, reps: int = DEFAULT_REPS, seed: int = 0,
                 noise: float = NOISE, target_rank: int = 1) -> int:
     """`depthdelusion data-exponent-ridge` (the parser is `depthdelusion.cli`)."""
-    for name, value in (("tokens", tokens), ("rows", rows), ("n-min", n_min), ("reps", reps)):
-        if value < 1:
-            raise ValueError(f"--{name}={value}: must be a positive integer")
-    if n_max < 4 * n_min:
-        raise ValueError(f"--n-max={n_max}: must be at least 4 × --n-min ({4 * n_min}), for a slope")
-    if not noise > 0:
-        raise ValueError(f"--noise={noise}: must be positive")
-    start = time.perf_counter()
-    x_NxW, next_N, head_WxV, step, cfg = pool_features(run, tokens, rows)
-    if len(x_NxW) < GROUPS * 2:
-        raise ValueError(f"--tokens={tokens}: the pool holds {len(x_NxW)} tokens; need at least "
-                         f"{GROUPS * 2}")
-    theta_W, v = readout_target(head_WxV, next_N, target_rank)
-    result = exponent_check(x_NxW, theta_W, ns=n_grid(n_min, n_max), reps=reps, seed=seed, noise=noise)
-    info = {"run": rundir.as_path(run).name, "step": step, "width": cfg.model.width, "pool_tokens": len(x_NxW),
-            "target_token": v, "target_rank": target_rank, "noise": noise, "reps": reps, "seed": seed,
-            "wall_s": round(time.perf_counter() - start, 1)}
-    row = table_row(result, info)
+    spec = from_flags(RidgeSpec, {"run": run, "tokens": tokens, "rows": rows, "n_min": n_min, "n_max": n_max,
+                                  "reps": reps, "seed": seed, "noise": noise, "target_rank": target_rank})
     command = (f"depthdelusion data-exponent-ridge {shlex.quote(str(run))} --out {shlex.quote(str(out))}"
                f" --tokens {tokens} --rows {rows} --n-min {n_min} --n-max {n_max} --reps {reps}"
                f" --seed {seed} --noise {noise:g} --target-rank {target_rank}")
+    results = measure(spec, command=command)
     out_dir = rundir.as_path(out)  # local or gs:// (the CSV and markdown writers take either)
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_csv(out_dir / "ridge.csv", RIDGE_COLUMNS, [row])
-    curves = curve_rows(result["curves"])
-    write_csv(out_dir / "curves.csv", list(curves[0]), curves)
-    (out_dir / "ridge.md").write_text(markdown(row, curves, command))
+    write_csv(out_dir / "ridge.csv", RIDGE_COLUMNS, [results.row])
+    write_csv(out_dir / "curves.csv", list(results.curves[0]), results.curves)
+    (out_dir / "ridge.md").write_text(sections(results))
     print((out_dir / "ridge.md").read_text())
     print(f"written: {out_dir}")
     return exit_codes.OK

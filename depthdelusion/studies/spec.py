@@ -144,3 +144,19 @@ def spec_error(where: str, value: Any, valid: str) -> SpecError:
     """A spec's own check failed: FIELD=VALUE and what would be valid (the loader adds the file
     and the line)."""
     return SpecError(f"{where}={value!r}: {valid}", where)
+
+
+def from_flags(spec_type: type[Spec], flags: dict) -> Spec:
+    """The spec `spec_type` from a command's flags (field FIELD_NAME is flag --field-name), with
+    the loader's field checks and the spec's ``validate()``; an error is one line starting with
+    the flag at fault (``--seeds=0: must be a positive integer``)."""
+    try:
+        spec = from_mapping(spec_type, flags, "")
+        spec.validate()
+    except ValueError as err:
+        text, field = str(err), getattr(err, "field", "")
+        top = field.split(".")[0].split("[")[0]
+        if top and text.startswith(top):
+            text = "--" + top.replace("_", "-") + text[len(top):]
+        raise ValueError(text) from None
+    return spec

@@ -1,10 +1,14 @@
 """`data-exponent --refit-tables`: the committed study's measured b refitted from its runs.csv
 with the small-sample (F-calibrated) profile interval, the spectra's columns kept."""
 import csv
+import dataclasses
 import shutil
 from pathlib import Path
 
-from depthdelusion.cli import main
+import pytest
+
+from depthdelusion.studies import data_exponent
+from depthdelusion.studies.spec import from_flags
 
 COMMITTED = Path(__file__).resolve().parents[2] / "analysis" / "data_exponent"
 
@@ -17,7 +21,14 @@ def _rows(path):
 def test_refit_tables_reproduces_the_committed_study(tmp_path):
     study = tmp_path / "study"
     shutil.copytree(COMMITTED, study)
-    assert main(["data-exponent", str(study), "--out", str(tmp_path / "refit"), "--refit-tables"]) == 0
+    # the study's shape: refit() to frozen results, written and rendered (sections) from them
+    # (the command line's --refit-tables, on gs://: tests/studies/test_gcs_studies.py)
+    results = data_exponent.refit(study, command="depthdelusion data-exponent STUDY --refit-tables")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        results.refit = False
+    data_exponent.write_outputs(results, tmp_path / "refit")
+    assert (tmp_path / "refit" / "tables.md").read_text() == data_exponent.sections(results)
+    assert not (tmp_path / "refit" / "runs.csv").exists()  # a refit rewrites only what it refits
     old = {r["sweep"]: r for r in _rows(COMMITTED / "exponents.csv")}
     new = {r["sweep"]: r for r in _rows(tmp_path / "refit" / "exponents.csv")}
     assert set(new) == {"w32", "w64", "zipf0.6", "zipf1.6"}
@@ -31,3 +42,10 @@ def test_refit_tables_reproduces_the_committed_study(tmp_path):
     assert new["w32"]["verdict"] == "consistent"
     tables = (tmp_path / "refit" / "tables.md").read_text()
     assert "--refit-tables" in tables and "F(1, n − 3)-calibrated" in tables
+
+
+def test_a_bad_value_of_the_study_is_one_line_naming_its_flag():
+    with pytest.raises(ValueError, match=r"^--tokens=0: must be a positive integer$"):
+        from_flags(data_exponent.DataExponentSpec, {"root": "runs", "tokens": 0})
+    with pytest.raises(ValueError, match=r"^--largest-only='yes': must be true or false$"):
+        from_flags(data_exponent.DataExponentSpec, {"root": "runs", "largest_only": "yes"})

@@ -160,3 +160,13 @@ def bounded_transform(p: int, rng: np.random.Generator, condition: float = 10.0)
     (log-uniform), so ‖A‖‖A⁻¹‖ ≤ condition: a boundedly invertible change of features."""
     scales = np.exp(rng.uniform(0.0, math.log(condition), p))
     return random_rotation(p, rng) * scales[None, :]
+
+
+def constant_exponent_power(intervals, grid=None) -> tuple[int, float, float]:
+    """How much a set of exponent intervals says about the law's dependence on (β, s): the most of
+    `intervals` ((lo, hi) pairs) that one constant exponent, blind to β and s, lies inside, and
+    the range of such constants (on `grid`, by default 0 to 1 in steps of 0.01)."""
+    grid = np.round(np.arange(0.0, 1.0001, 0.01), 2) if grid is None else np.asarray(grid)
+    inside = np.array([sum(lo <= c <= hi for lo, hi in intervals) for c in grid])
+    best = grid[inside == inside.max()]
+    return int(inside.max()), float(best.min()), float(best.max())

@@ -93,3 +93,33 @@ def test_the_report_says_when_a_constant_exponent_passes_the_check_as_well(tmp_p
     redundancy_study.write_markdown(tmp_path)
     text = (tmp_path / "report.md").read_text()
     assert "fewer than the formula" in text and "does not tell" not in text
+
+
+def test_the_check_measures_once_and_its_report_is_the_one_rewritten_from_its_tables(tmp_path):
+    """The study's shape: a spec from the flags, measure() to frozen results, report.md rendered
+    from them; --report-only's results read back from the tables render the same bytes."""
+    import dataclasses
+
+    from depthdelusion.studies import redundancy as study
+    from depthdelusion.studies.spec import from_flags
+
+    spec = from_flags(study.RedundancySpec, {"betas": [2.0], "sources": [0.5], "ns": [20, 40, 80],
+                                             "p": 60, "seeds": 2, "n_min": 20})
+    measured = study.measure(spec)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        measured.hits = 0
+    study.write_outputs(measured, tmp_path, figures=False)
+    assert (tmp_path / "report.md").read_text() == study.sections(study.read_results(tmp_path))
+    assert [r["case"] for r in measured.invariance] == ["identity", "rotation", "rotation x rescaling (cond 10)"]
+
+
+def test_a_bad_value_of_the_check_is_one_line_naming_its_flag(tmp_path):
+    from depthdelusion.studies import redundancy as study
+    from depthdelusion.studies.spec import from_flags
+
+    with pytest.raises(ValueError, match=r"^--seeds=0: must be a positive integer$"):
+        study.run_command(out=str(tmp_path), seeds=0)
+    with pytest.raises(ValueError, match=r"^--sources\[1\]=1.5: must be in \(0, 1\]"):
+        from_flags(study.RedundancySpec, {"sources": [0.5, 1.5]})
+    with pytest.raises(ValueError, match=r"^--n-min=1600: must leave at least 2 of ns"):
+        from_flags(study.RedundancySpec, {"n_min": 1600})
