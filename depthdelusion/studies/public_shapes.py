@@ -13,12 +13,23 @@ The answers (critical depth, learning-rate interaction, the paper's audit) are i
 prediction test and the check on Gadre et al. in :mod:`.public_shapes_prediction`, the figures in
 :mod:`.public_shapes_figures`, the report in :mod:`.public_shapes_report` (its later sections in
 :mod:`.public_shapes_sections`).
+
+The study's shape: its spec (:class:`PublicShapesSpec`, from the command's flags by
+:func:`spec_from_flags`), ``public_shapes_results.measure`` to a frozen ``PublicShapesResults``,
+whose report, CSVs and figures ``public_shapes_report`` writes.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
+
+from depthdelusion.analysis.fitting.options import BOOTSTRAP
+from depthdelusion.config import bounded
+
+from .spec import from_flags, spec_error
 
 BASELINES = ("kaplan", "chinchilla")
 KINKS = ("depth_delusion", "depth_delusion_relative", "depth_delusion_power")
@@ -29,11 +40,58 @@ POWER_KINK = "depth_delusion_power"
 FITTED_TABLES = ("gemstones", "gemstones_cooldown")
 LR_TABLES = ("gemstones", "gemstones_lr_half")
 CONVENTIONS = ("total", "non_embedding")
+#: the study's parts: "laws" is the core (fits, tests, 4.1, 4.3, 4.4: report.md and its CSVs);
+#: without it the other parts write report_partial.md and leave the core's files alone
+PARTS = ("laws", "optimal", "prediction", "gadre", "figures")
 FLOP_CONVENTION = ("C = 6·N·T, N in the arm's convention, T tokens (the table gives no FLOP "
                    "column; Gemstones' own plots use 6·N·T with N = params_active_precise)")
+DEFAULT_REPLICATES = 200
 
 
-@dataclass
+@dataclass(frozen=True)
+class PublicShapesSpec:
+    """What one run of the study does: the flags of `depthdelusion public-shapes`
+    (:func:`spec_from_flags`), each field checked as a study spec's (`spec.from_flags`)."""
+
+    bootstrap: int = bounded(BOOTSTRAP, ge=0, note=" (cluster-bootstrap refits per law)")
+    replicates: int = bounded(DEFAULT_REPLICATES, ge=0, note=" (parametric-bootstrap replicates per test)")
+    seed: int = bounded(0, ge=0)
+    tables: list[Literal[FITTED_TABLES]] = field(default_factory=lambda: list(FITTED_TABLES))
+    conventions: list[Literal[CONVENTIONS]] = field(default_factory=lambda: list(CONVENTIONS))
+    laws: list[Literal[LAWS]] = field(default_factory=lambda: list(LAWS))
+    lr_interaction: bool = True   # gemstones against gemstones_lr_half (4.3)
+    parts: list[Literal[PARTS]] = field(default_factory=lambda: list(PARTS))
+
+    def validate(self) -> None:
+        for name, known in (("tables", FITTED_TABLES), ("conventions", CONVENTIONS), ("laws", LAWS),
+                            ("parts", PARTS)):
+            if not getattr(self, name):
+                raise spec_error(name, getattr(self, name), f"need at least one of {', '.join(known)}")
+        if "chinchilla" not in self.laws:
+            raise spec_error("laws", self.laws, "must include chinchilla: the tests and the audit are against it")
+
+    @property
+    def core(self) -> bool:
+        """Whether the core (part "laws") runs: report.md, else report_partial.md."""
+        return "laws" in self.parts
+
+    @property
+    def arms(self) -> list[tuple[str, str]]:
+        """(table, N convention) of every arm, in the report's order."""
+        return [(t, c) for t in self.tables for c in self.conventions]
+
+
+def spec_from_flags(**flags) -> PublicShapesSpec:
+    """The spec from the command's flags (a comma-separated list split here; None: the
+    default), every field checked as in a study YAML (`spec.from_flags`); a bad one is a
+    ValueError naming its flag."""
+    lists = ("tables", "conventions", "laws", "parts")
+    raw = {k: [t.strip() for t in v.split(",") if t.strip()] if k in lists and isinstance(v, str) else v
+           for k, v in flags.items() if v is not None}
+    return from_flags(PublicShapesSpec, raw)
+
+
+@dataclass(frozen=True)
 class Arm:
     """One table in one N convention: its fits and the calibrated tests."""
 
@@ -42,7 +100,7 @@ class Arm:
     runs: object
     clusters: np.ndarray
     fits: dict = field(default_factory=dict)
-    penalties: list = field(default_factory=list)   # verdict.PenaltyVerdict per kink law
+    penalties: tuple = ()                            # verdict.PenaltyVerdict per kink law
     critical: dict = field(default_factory=dict)    # kink law -> verdict.CriticalDepthVerdict
     seconds: float = 0.0
 
@@ -86,8 +144,6 @@ def fit_arm(table: str, convention: str, laws=LAWS, *, bootstrap: int, replicate
     """Fit ``laws`` to one table in one convention and test each kink law: λ = 0 against
     chinchilla, and the kink against the best smooth law, both by a parametric bootstrap with a
     per-run random effect (``replicates``; 0: Davies' bound for λ = 0, no kink test)."""
-    import time
-
     from depthdelusion.analysis.report.verdict import (
         critical_depth_verdict,
         penalty_verdicts,
@@ -95,14 +151,13 @@ def fit_arm(table: str, convention: str, laws=LAWS, *, bootstrap: int, replicate
 
     start = time.perf_counter()
     runs = table_runs(table, convention)
-    arm = Arm(table, convention, runs, shape_labels(runs))
-    arm.fits = fit_laws(runs, arm.clusters, laws, bootstrap=bootstrap, seed=seed)
-    arm.penalties = penalty_verdicts(arm.fits, runs, replicates=replicates, seed=seed, clusters=arm.clusters)
-    for v in arm.penalties:
-        arm.critical[v.law] = critical_depth_verdict(arm.fits, runs, v.law, v, replicates=replicates,
-                                                     seed=seed, clusters=arm.clusters)
-    arm.seconds = time.perf_counter() - start
-    return arm
+    clusters = shape_labels(runs)
+    fits = fit_laws(runs, clusters, laws, bootstrap=bootstrap, seed=seed)
+    penalties = penalty_verdicts(fits, runs, replicates=replicates, seed=seed, clusters=clusters)
+    critical = {v.law: critical_depth_verdict(fits, runs, v.law, v, replicates=replicates, seed=seed,
+                                              clusters=clusters) for v in penalties}
+    return Arm(table, convention, runs, clusters, fits, tuple(penalties), critical,
+               time.perf_counter() - start)
 
 
 def parameter_rows(arms: list[Arm]) -> list[dict]:
@@ -147,3 +202,4 @@ def _test_row(arm, test, law, against, t, answer, d_aicc) -> dict:
             "p": None if t is None else round(t.p, 3), "method": "" if t is None else t.method,
             "replicates": None if t is None else t.replicates, "answer": answer,
             "d_aicc": round(d_aicc, 1)}
+

@@ -36,7 +36,7 @@ def percentile_interval(samples) -> tuple[float, float]:
     return tuple(float(v) for v in np.percentile(s, [(100 - LEVEL) / 2, (100 + LEVEL) / 2]))
 
 
-@dataclass
+@dataclass(frozen=True)
 class CriticalDepth:
     arm: str
     p: float
@@ -45,7 +45,6 @@ class CriticalDepth:
     widths: list          # (W, D_crit, (lo, hi)) per width of the suite
     past: int             # checkpoints with D > D_crit at the fit
     rows: int
-    verdict: str          # the kink-vs-smooth verdict's sentence
 
     def exponent_text(self) -> str:
         ref, (rlo, rhi) = PAPER_EXPONENT
@@ -76,10 +75,10 @@ def critical_depth(arm: Arm) -> CriticalDepth | None:
     d_crit = f.params["c"] * np.asarray(arm.runs.width, float) ** f.params["p"]
     past = int(np.sum(np.asarray(arm.runs.depth, float) > d_crit))
     return CriticalDepth(arm.label, f.params["p"], f.ci_bootstrap["p"] if f.ci_bootstrap else (np.nan, np.nan),
-                         parameter_status(f, "p"), widths, past, f.n, arm.critical[POWER_KINK].sentence())
+                         parameter_status(f, "p"), widths, past, f.n)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Interaction:
     law: str
     parameter: str
@@ -121,7 +120,7 @@ def lr_interaction(*, bootstrap: int, seed: int, convention: str = "total") -> l
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class AuditRow:
     shape: str
     depth: int

@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,15 +20,43 @@ MATCH = 0.2          # shapes within 20% in N count as matched
 FITTED_LAWS = ("gemstones_width_depth", "depth_delusion")
 DEPTH_TICKS = (3, 5, 10, 20, 40, 80)
 WIDTH_TICKS = (256, 512, 1024, 2048, 3072)
+LOSS_VS_DEPTH, FITTED, D_CRIT = "loss_vs_depth_matched.png", "fitted_vs_observed.png", "d_crit.png"
 
 
-def draw(arm, out: Path) -> list[str]:
-    """Every figure of the module for ``arm``; one line per file saying what it shows."""
+@dataclass(frozen=True)
+class FigureFacts:
+    """What the figures of one arm show, in numbers (their captions are :func:`captions`)."""
+
+    groups: int          # groups of >= 3 shapes matched in N
+    last_tokens: float   # the last budget, where they are compared
+    laws: tuple          # the laws drawn fitted against observed
+    shapes: int          # the suite's shapes
+    past: int            # of them past the paper's D_crit
+
+
+def figure_facts(arm) -> FigureFacts:
+    shapes = _shapes(arm)
+    return FigureFacts(len(_matched_groups(shapes)), float(np.max(arm.runs.tokens)), tuple(_fitted_laws(arm)),
+                       len(shapes), len(_past(shapes)))
+
+
+def captions(facts: FigureFacts) -> list[str]:
+    """One line per figure saying what it shows."""
+    kappa = PAPER_FIT["kappa"][0]
+    return [f"{LOSS_VS_DEPTH}: loss against depth among shapes matched in N (within {MATCH:.0%}) at "
+            f"the last budget ({facts.last_tokens / 1e9:.0f}B tokens), {facts.groups} groups of ≥ 3 shapes",
+            f"{FITTED}: fitted against observed loss, one colour per width ({', '.join(facts.laws)})",
+            f"{D_CRIT}: the paper's D_crit = {kappa}·ln W with its κ band and the suite's {facts.shapes} "
+            f"shapes ({facts.past} past the line); no fitted D_crit(W): no kink was found (4.1)"]
+
+
+def draw(arm, out: Path) -> None:
+    """Every figure of the module for ``arm``, into ``out``."""
     from depthdelusion.analysis.report import plots
 
-    return [_matched(arm, out / "loss_vs_depth_matched.png", plots),
-            _fitted(arm, out / "fitted_vs_observed.png", plots),
-            _d_crit(arm, out / "d_crit.png", plots)]
+    _matched(arm, out / LOSS_VS_DEPTH, plots)
+    _fitted(arm, out / FITTED, plots)
+    _d_crit(arm, out / D_CRIT, plots)
 
 
 def _shapes(arm):
@@ -37,12 +66,27 @@ def _shapes(arm):
     return [(*(int(x) for x in s.split("x")), float(params[arm.clusters == s].mean())) for s in labels]
 
 
-def _matched(arm, path: Path, plots) -> str:
+def _matched_groups(shapes) -> list:
+    """Groups (indices into ``shapes``) of >= 3 shapes within MATCH of each other in N."""
     from depthdelusion.analysis.fitting.isoflop import group_budgets
 
+    return [g for g in group_budgets(np.array([s[2] for s in shapes]), MATCH) if len(g) >= 3]
+
+
+def _fitted_laws(arm) -> list[str]:
+    return [law for law in FITTED_LAWS if law in arm.fits] or [min(arm.fits, key=lambda k: arm.fits[k].aicc)]
+
+
+def _past(shapes) -> list:
+    """The shapes deeper than the paper's D_crit = κ·ln W."""
+    kappa = PAPER_FIT["kappa"][0]
+    return [s for s in shapes if s[1] > kappa * np.log(s[0])]
+
+
+def _matched(arm, path: Path, plots) -> None:
     shapes = _shapes(arm)
     n = np.array([s[2] for s in shapes])
-    groups = [g for g in group_budgets(n, MATCH) if len(g) >= 3]
+    groups = _matched_groups(shapes)
     last = float(np.max(arm.runs.tokens))
     at_last = np.isclose(np.asarray(arm.runs.tokens, float), last, rtol=0.01)
     fig, ax = plots.plt.subplots(figsize=(6.4, 4.2))
@@ -60,8 +104,6 @@ def _matched(arm, path: Path, plots) -> str:
     ax.grid(alpha=0.3)
     fig.suptitle("Gemstones (hot): loss against depth at matched parameters and tokens", fontsize=10)
     plots.save_figure(fig, path)
-    return (f"{path.name}: loss against depth among shapes matched in N (within {MATCH:.0%}) at "
-            f"the last budget ({last / 1e9:.0f}B tokens), {len(groups)} groups of ≥ 3 shapes")
 
 
 def _plain_log(axis, plots, ticks) -> None:
@@ -72,8 +114,8 @@ def _plain_log(axis, plots, ticks) -> None:
     axis.set_minor_formatter(plots.matplotlib.ticker.NullFormatter())
 
 
-def _fitted(arm, path: Path, plots) -> str:
-    laws = [law for law in FITTED_LAWS if law in arm.fits] or [min(arm.fits, key=lambda k: arm.fits[k].aicc)]
+def _fitted(arm, path: Path, plots) -> None:
+    laws = _fitted_laws(arm)
     widths = sorted({int(w) for w in arm.runs.width})
     fig, axes = plots.plt.subplots(1, len(laws), figsize=(5.2 * len(laws), 4.6), squeeze=False)
     for ax, law in zip(axes[0], laws):
@@ -91,10 +133,9 @@ def _fitted(arm, path: Path, plots) -> str:
     axes[0][-1].legend(fontsize=6, ncol=2)
     fig.suptitle(f"{arm.label}: fitted against observed, one colour per width", fontsize=10)
     plots.save_figure(fig, path)
-    return f"{path.name}: fitted against observed loss, one colour per width ({', '.join(laws)})"
 
 
-def _d_crit(arm, path: Path, plots) -> str:
+def _d_crit(arm, path: Path, plots) -> None:
     kappa, (k_lo, k_hi) = PAPER_FIT["kappa"]
     shapes = _shapes(arm)
     w_line = np.geomspace(min(s[0] for s in shapes) * 0.8, max(s[0] for s in shapes) * 1.25, 100)
@@ -102,7 +143,7 @@ def _d_crit(arm, path: Path, plots) -> str:
     ax.fill_between(w_line, k_lo * np.log(w_line), k_hi * np.log(w_line), color="grey", alpha=0.25,
                     label=f"paper's κ band [{k_lo}, {k_hi}]")
     ax.plot(w_line, kappa * np.log(w_line), "k-", lw=1.2, label=f"paper's D_crit = {kappa}·ln W")
-    past = [s for s in shapes if s[1] > kappa * np.log(s[0])]
+    past = _past(shapes)
     rest = [s for s in shapes if s not in past]
     ax.scatter([s[0] for s in rest], [s[1] for s in rest], color="tab:blue", label="Gemstones shapes")
     ax.scatter([s[0] for s in past], [s[1] for s in past], color="tab:red",
@@ -116,5 +157,3 @@ def _d_crit(arm, path: Path, plots) -> str:
     fig.suptitle("D_crit(W): the paper's line against the suite's shapes\n(no kink found in "
                  "Gemstones, so no fitted D_crit is drawn)", fontsize=9)
     plots.save_figure(fig, path)
-    return (f"{path.name}: the paper's D_crit = {kappa}·ln W with its κ band and the suite's {len(shapes)} "
-            f"shapes ({len(past)} past the line); no fitted D_crit(W): no kink was found (4.1)")

@@ -24,7 +24,7 @@ BUDGET_POINTS = 9
 RELEASED = {"cool_end": "gemstones_cooldown", "lr_ablation_hot": "gemstones_lr_half"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Optimum:
     arm: str
     law: str

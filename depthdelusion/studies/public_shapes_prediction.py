@@ -29,7 +29,7 @@ BASELINE = "chinchilla"
 GADRE_LAWS = ("chinchilla", "shape_quadratic", "gemstones_width_depth", "depth_delusion")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Prediction:
     arm: str
     law: str
@@ -105,7 +105,7 @@ def _nats(v):
     return None if not np.isfinite(v) else round(float(v), 4) + 0.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class GadreFit:
     law: str
     fit: object
@@ -124,6 +124,13 @@ def gadre(*, bootstrap: int, seed: int, laws=GADRE_LAWS) -> tuple[list[GadreFit]
                      diagnostics=False, group_offsets=True) for law in laws}
     best = min(f.aicc for f in fits.values())
     return sorted((GadreFit(law, f, f.aicc - best) for law, f in fits.items()), key=lambda g: g.d_aicc), runs
+
+
+def rmse_by_multiple(best: GadreFit, runs) -> tuple:
+    """Where the best law misses: (tokens per parameter, its RMSE there in nats) per multiple."""
+    multiple = np.round(np.asarray(runs.tokens, float) / np.asarray(runs.params, float))
+    resid = np.asarray(runs.loss, float) - best.fit.predict(runs)
+    return tuple((float(m), float(np.sqrt(np.mean(resid[multiple == m] ** 2)))) for m in np.unique(multiple))
 
 
 def gadre_rows(fits: list[GadreFit]) -> list[dict]:

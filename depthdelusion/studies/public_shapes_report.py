@@ -1,8 +1,11 @@
-"""The public-shapes study's outputs: report.md, its CSVs and the audit figure, and the command
-``depthdelusion public-shapes`` (the parser is ``depthdelusion.cli``)."""
+"""The public-shapes study's report and command: `sections` renders what
+`public_shapes_results.measure` found (report.md, or report_partial.md without the core),
+`write_report` writes it with the CSVs and figures of the parts run, all from the same results;
+`run_command` is `depthdelusion public-shapes` (the parser is ``depthdelusion.cli``): its flags
+become a `PublicShapesSpec` through the study specs' field checks. Nothing here computes a
+number the report states; it formats them."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +15,7 @@ from depthdelusion.analysis.formats.table_text import csv_text, markdown_table
 from depthdelusion.analysis.reference import PAPER_KAPPA
 
 from . import public_shapes as study
-from . import public_shapes_answers as answers
+from .public_shapes_results import PublicShapesResults, measure
 
 COMMAND = "depthdelusion public-shapes --out analysis/public_shapes"
 
@@ -41,14 +44,12 @@ def _audit_rows(rows) -> list[dict]:
             for r in rows]
 
 
-def _figure(out: Path, rows) -> str:
+def _figure(out: Path, rows) -> None:
     """audit.png: each shape's excess loss over chinchilla against the paper's D / D_crit."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ModuleNotFoundError:
-        return "audit.png not drawn: matplotlib is not installed"
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     widths = sorted({r.width for r in rows})
     colours = plt.cm.viridis(np.linspace(0, 0.9, len(widths)))
@@ -67,142 +68,112 @@ def _figure(out: Path, rows) -> str:
     fig.tight_layout()
     fig.savefig(out / "audit.png", dpi=120)
     plt.close(fig)
-    return "audit.png: each shape's excess loss over chinchilla against the paper's D / D_crit"
 
 
-#: the study's parts: "laws" is the core (fits, tests, 4.1, 4.3, 4.4: report.md and its CSVs);
-#: without it the other parts write report_partial.md and leave the core's files alone
-PARTS = ("laws", "optimal", "prediction", "gadre", "figures")
-
-
-def run_command(*, out: str, bootstrap: int = BOOTSTRAP, replicates: int = 200, seed: int = 0,
-                tables: str = ",".join(study.FITTED_TABLES), conventions: str = ",".join(study.CONVENTIONS),
-                laws: str | None = None, lr_interaction: bool = True, parts: str = ",".join(PARTS)) -> int:
-    """`depthdelusion public-shapes`."""
+def run_command(*, out: str, bootstrap: int = BOOTSTRAP, replicates: int = study.DEFAULT_REPLICATES,
+                seed: int = 0, tables: str = ",".join(study.FITTED_TABLES),
+                conventions: str = ",".join(study.CONVENTIONS), laws: str | None = None,
+                lr_interaction: bool = True, parts: str = ",".join(study.PARTS)) -> int:
+    """`depthdelusion public-shapes`: the spec from the flags, measured, then written."""
     from depthdelusion import rundir
 
-    start = time.perf_counter()
+    spec = study.spec_from_flags(bootstrap=bootstrap, replicates=replicates, seed=seed, tables=tables,
+                                 conventions=conventions, laws=laws, lr_interaction=lr_interaction,
+                                 parts=parts)
     out_dir = rundir.as_path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    law_list = _names(laws or ",".join(study.LAWS), study.LAWS, "--laws")
-    part_list = _names(parts, PARTS, "--parts")
-    if "chinchilla" not in law_list:
-        raise ValueError("--laws must include chinchilla: the tests and the audit are against it")
-    pairs = [(t, c) for t in _names(tables, study.FITTED_TABLES, "--tables")
-             for c in _names(conventions, study.CONVENTIONS, "--conventions")]
-    if "laws" in part_list:
-        arms = [study.fit_arm(t, c, law_list, bootstrap=bootstrap, replicates=replicates, seed=seed)
-                for t, c in pairs]
-    else:
-        arms = [_arm_for_parts(t, c, law_list, bootstrap=bootstrap, seed=seed) for t, c in pairs]
-    more = _more_sections(arms, part_list, law_list, out_dir, bootstrap=bootstrap, seed=seed)
-    settings = dict(bootstrap=bootstrap, replicates=replicates, seed=seed, parts=part_list)
-    if "laws" in part_list:
-        core = _core(arms, out_dir, bootstrap=bootstrap, seed=seed, lr_interaction=lr_interaction)
-        settings["seconds"] = time.perf_counter() - start
-        text = report_text(arms, *core, settings, more)
-        name = "report.md"
-    else:
-        settings["seconds"] = time.perf_counter() - start
-        text = partial_text(settings, more)
-        name = "report_partial.md"
-    (out_dir / name).write_text(text)
-    print(text)
-    print(f"report written to {out_dir / name}")
+    path = write_report(measure(spec), out_dir)
+    print(path.read_text())
+    print(f"report written to {path}")
     return 0
 
 
-def _arm_for_parts(table: str, convention: str, law_list, *, bootstrap: int, seed: int):
-    """An arm without the core's tests: the shape laws of 4.2 with their cluster bootstrap, the
-    rest of ``law_list`` bare (the figures need only their optima)."""
-    from . import public_shapes_optimal as optimal
-
-    runs = study.table_runs(table, convention)
-    arm = study.Arm(table, convention, runs, study.shape_labels(runs))
-    boot = [law for law in law_list if law in optimal.OPTIMAL_LAWS]
-    arm.fits = {**study.fit_laws(runs, arm.clusters, boot, bootstrap=bootstrap, seed=seed),
-                **study.fit_laws(runs, arm.clusters, [law for law in law_list if law not in boot],
-                                 bootstrap=0, seed=seed)}
-    return arm
-
-
-def _core(arms, out_dir: Path, *, bootstrap: int, seed: int, lr_interaction: bool):
-    """The core's answers (4.1, 4.3, 4.4) and its CSVs and audit figure."""
-    crit = [c for c in (answers.critical_depth(a) for a in arms) if c is not None]
-    inter = answers.lr_interaction(bootstrap=bootstrap, seed=seed) if lr_interaction else []
-    audit_rows, deep_minus_rest, deep_ci = answers.audit(arms[0], bootstrap=bootstrap, seed=seed)
-    _csv(out_dir / "laws.csv", study.parameter_rows(arms))
-    _csv(out_dir / "tests.csv", study.verdict_rows(arms))
-    _csv(out_dir / "critical_depth.csv", _critical_rows(crit))
-    _csv(out_dir / "lr_interaction.csv", _interaction_rows(inter))
-    _csv(out_dir / "audit.csv", _audit_rows(audit_rows))
-    figure = _figure(out_dir, audit_rows)
-    return crit, inter, (audit_rows, deep_minus_rest, deep_ci), figure
-
-
-def _more_sections(arms, part_list, law_list, out_dir: Path, *, bootstrap: int, seed: int) -> list[str]:
-    """The parts beyond the core, each writing its CSV (or figures): the report's lines."""
+def write_report(r: PublicShapesResults, out_dir: Path) -> Path:
+    """report.md (report_partial.md without the core), the CSVs and figures of the parts run,
+    all from ``r``; the report's path."""
+    from . import public_shapes_figures as figures
     from . import public_shapes_optimal as optimal
     from . import public_shapes_prediction as prediction
-    from . import public_shapes_sections as sections
 
-    lines = []
-    if "optimal" in part_list:
-        found = [o for a in arms for o in optimal.optima(a, bootstrap=bootstrap)]
-        found += optimal.released_optima(arms[0].runs)
-        rows = optimal.rows(found)
-        _csv(out_dir / "compute_optimal.csv", rows)
-        lines += sections.optimal_section(rows, found[0].result.assumptions if found else [])
-    if "prediction" in part_list:
-        rows = prediction.prediction_rows([p for a in arms for p in
-                                           prediction.predict(a, law_list, bootstrap=bootstrap, seed=seed)])
-        _csv(out_dir / "prediction.csv", rows)
-        lines += sections.prediction_section(rows)
-    if "gadre" in part_list:
-        fits, runs = prediction.gadre(bootstrap=bootstrap, seed=seed)
-        _csv(out_dir / "gadre.csv", prediction.gadre_rows(fits))
-        lines += sections.gadre_section(fits, runs)
-    if "figures" in part_list:
-        from . import public_shapes_figures as figures
-
-        lines += sections.figures_section(figures.draw(arms[0], out_dir))
-    return lines
+    parts = r.spec.parts
+    if "optimal" in parts:
+        _csv(out_dir / "compute_optimal.csv", optimal.rows(list(r.optimal)))
+    if "prediction" in parts:
+        _csv(out_dir / "prediction.csv", prediction.prediction_rows(list(r.predictions)))
+    if "gadre" in parts:
+        _csv(out_dir / "gadre.csv", prediction.gadre_rows(list(r.gadre)))
+    if "figures" in parts:
+        figures.draw(r.arms[0], out_dir)
+    if r.spec.core:
+        _csv(out_dir / "laws.csv", study.parameter_rows(list(r.arms)))
+        _csv(out_dir / "tests.csv", study.verdict_rows(list(r.arms)))
+        _csv(out_dir / "critical_depth.csv", _critical_rows(r.critical))
+        _csv(out_dir / "lr_interaction.csv", _interaction_rows(r.interaction))
+        _csv(out_dir / "audit.csv", _audit_rows(r.audit))
+        if r.audit_drawn:
+            _figure(out_dir, r.audit)
+    path = out_dir / ("report.md" if r.spec.core else "report_partial.md")
+    path.write_text(sections(r))
+    return path
 
 
-def partial_text(settings: dict, more: list[str]) -> str:
-    """report_partial.md: the parts run without the core, labelled as such."""
-    return "\n".join([
-        "# Public shapes: PARTIAL RESULT — the parts " + ", ".join(settings["parts"]) + " only", "",
-        f"Reproduce: `{COMMAND} --parts {','.join(settings['parts'])}`. The core (laws, calibrated tests, "
-        "4.1, 4.3, 4.4) was not rerun: report.md and its CSVs are from an earlier full run and are "
-        "not changed by this one.", "",
-        f"Settings: {settings['bootstrap']} cluster-bootstrap refits per shape law and arm (whole runs "
-        f"resampled), seed {settings['seed']}; wall time {settings['seconds']:.0f} s on this machine. "
-        f"FLOP convention: {study.FLOP_CONVENTION}.", ""] + more) + "\n"
-
-
-def _names(text: str, known: tuple, flag: str) -> list[str]:
-    names = [t.strip() for t in text.split(",") if t.strip()]
-    bad = [n for n in names if n not in known]
-    if bad or not names:
-        raise ValueError(f"{flag} {text!r}: expected a comma-separated list of {', '.join(known)}")
-    return names
-
-
-def report_text(arms, crit, inter, audit, figure: str, settings: dict, more: list[str] = ()) -> str:
+def sections(r: PublicShapesResults) -> str:
+    """report.md from ``r`` (report_partial.md's text when the core was not run)."""
+    if not r.spec.core:
+        return partial_text(r)
+    spec = r.spec
     lines = [
         "# Public shapes: the critical-depth law on the Gemstones suite", "",
         f"Reproduce: `{COMMAND}` (tables downloaded by name and cached; "
         "`DEPTHDELUSION_TABLES_URL` names a mirror, `DEPTHDELUSION_CACHE` the cache).", "",
-        f"Settings: {settings['bootstrap']} cluster-bootstrap refits per law and arm (whole runs "
-        f"resampled: a shape's checkpoints are one run), {settings['replicates']} parametric-bootstrap "
-        f"replicates per test (with a per-run random effect), seed {settings['seed']}; wall time "
-        f"{settings['seconds']:.0f} s on this machine. Fits: least squares on the loss. N conventions: "
+        f"Settings: {spec.bootstrap} cluster-bootstrap refits per law and arm (whole runs "
+        f"resampled: a shape's checkpoints are one run), {spec.replicates} parametric-bootstrap "
+        f"replicates per test (with a per-run random effect), seed {spec.seed}; wall time "
+        f"{r.wall_s:.0f} s on this machine. Fits: least squares on the loss. N conventions: "
         "total = params_active_precise (embeddings included); non-embedding = that less 50,304·W. "
         f"FLOP convention: {study.FLOP_CONVENTION}.", ""]
-    lines += _fit_section(arms) + _test_section(arms) + _critical_section(crit)
-    lines += _interaction_section(inter) + _audit_section(*audit, figure) + list(more)
+    lines += _fit_section(r.arms) + _test_section(r.arms) + _critical_section(r.critical)
+    lines += _interaction_section(r.interaction)
+    lines += _audit_section(r.audit, r.deep_minus_rest, r.deep_ci, _audit_caption(r)) + _more_sections(r)
     return "\n".join(lines) + "\n"
+
+
+def _audit_caption(r: PublicShapesResults) -> str:
+    return ("audit.png: each shape's excess loss over chinchilla against the paper's D / D_crit" if r.audit_drawn
+            else "audit.png not drawn: matplotlib is not installed")
+
+
+def _more_sections(r: PublicShapesResults) -> list[str]:
+    """The report's lines for the parts beyond the core that were run."""
+    from . import public_shapes_figures as figures
+    from . import public_shapes_optimal as optimal
+    from . import public_shapes_prediction as prediction
+    from . import public_shapes_sections as more
+
+    lines, parts = [], r.spec.parts
+    if "optimal" in parts:
+        lines += more.optimal_section(optimal.rows(list(r.optimal)),
+                                      r.optimal[0].result.assumptions if r.optimal else [])
+    if "prediction" in parts:
+        lines += more.prediction_section(prediction.prediction_rows(list(r.predictions)))
+    if "gadre" in parts:
+        lines += more.gadre_section(list(r.gadre), r.gadre_runs, r.gadre_by_multiple)
+    if "figures" in parts:
+        lines += more.figures_section(figures.captions(r.figures))
+    return lines
+
+
+def partial_text(r: PublicShapesResults) -> str:
+    """report_partial.md: the parts run without the core, labelled as such."""
+    parts = r.spec.parts
+    return "\n".join([
+        "# Public shapes: PARTIAL RESULT — the parts " + ", ".join(parts) + " only", "",
+        f"Reproduce: `{COMMAND} --parts {','.join(parts)}`. The core (laws, calibrated tests, "
+        "4.1, 4.3, 4.4) was not rerun: report.md and its CSVs are from an earlier full run and are "
+        "not changed by this one.", "",
+        f"Settings: {r.spec.bootstrap} cluster-bootstrap refits per shape law and arm (whole runs "
+        f"resampled), seed {r.spec.seed}; wall time {r.wall_s:.0f} s on this machine. "
+        f"FLOP convention: {study.FLOP_CONVENTION}.", ""] + _more_sections(r)) + "\n"
 
 
 def _fit_section(arms) -> list[str]:

@@ -67,7 +67,7 @@ def _n(v, spec: str = "{:+.4f}") -> str:
     return "–" if v is None else spec.format(v)
 
 
-def gadre_section(fits, runs) -> list[str]:
+def gadre_section(fits, runs, by_multiple) -> list[str]:
     if not fits:
         return []
     from depthdelusion.analysis.fitting.result import parameter_status
@@ -87,15 +87,9 @@ def gadre_section(fits, runs) -> list[str]:
             "the files and are left out. With 4 shapes and 2 depths, a shape law has 4 points to describe "
             "its shape term: expect its shape parameters not identified.", "",
             markdown_table(["law", "rows", "ΔAICc", "RMSE (nats)", "parameters identified", "bootstrap kept"],
-                           table, "lrrrrr"), "", _by_multiple(fits[0], runs), ""]
-
-
-def _by_multiple(best, runs) -> str:
-    """Where the best law misses: its RMSE per tokens-per-parameter multiple."""
-    multiple = np.round(np.asarray(runs.tokens, float) / np.asarray(runs.params, float))
-    resid = np.asarray(runs.loss, float) - best.fit.predict(runs)
-    parts = [f"{m:.0f}: {np.sqrt(np.mean(resid[multiple == m] ** 2)):.3f}" for m in np.unique(multiple)]
-    return f"RMSE of {best.law} by tokens per parameter (multiple: nats) — " + ", ".join(parts) + "."
+                           table, "lrrrrr"), "",
+            f"RMSE of {fits[0].law} by tokens per parameter (multiple: nats) — "
+            + ", ".join(f"{m:.0f}: {rmse:.3f}" for m, rmse in by_multiple) + ".", ""]
 
 
 def figures_section(lines: list[str]) -> list[str]:

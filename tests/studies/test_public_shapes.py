@@ -29,12 +29,21 @@ def _rows(path):
 
 
 @pytest.fixture(scope="module")
-def study(mirror, tmp_path_factory):
+def measured(mirror):
+    """The miniature's results, from its spec built as the command builds it from its flags."""
+    from depthdelusion.studies.public_shapes import spec_from_flags
+    from depthdelusion.studies.public_shapes_results import measure
+
+    return measure(spec_from_flags(bootstrap=8, replicates=9, tables="gemstones", conventions="total",
+                                   laws="chinchilla,depth_delusion_power,shape_quadratic"))
+
+
+@pytest.fixture(scope="module")
+def study(measured, tmp_path_factory):
+    from depthdelusion.studies.public_shapes_report import write_report
+
     out = tmp_path_factory.mktemp("public_shapes")
-    code = main(["public-shapes", "--out", str(out), "--bootstrap", "8", "--replicates", "9",
-                 "--tables", "gemstones", "--conventions", "total",
-                 "--laws", "chinchilla,depth_delusion_power,shape_quadratic"])
-    assert code == 0
+    assert write_report(measured, out) == out / "report.md"
     return out
 
 
@@ -66,11 +75,33 @@ def test_on_gemstones_the_kink_leaves_the_data_and_the_shallowest_shape_loses_mo
     assert worst["shape"] == "768x3" and float(worst["d_over_d_crit_paper"]) < 1
 
 
-def test_an_unknown_table_is_one_line_naming_the_flag(tmp_path, capsys):
-    assert main(["public-shapes", "--out", str(tmp_path), "--tables", "gemstone"]) == 2
+def test_the_results_are_frozen_and_the_report_is_rendered_from_them_alone(measured, study):
+    """sections() formats the results object and computes nothing: the same results render
+    report.md as written, and a results object with another wall time differs in that only."""
+    import dataclasses
+
+    from depthdelusion.studies.public_shapes_report import sections
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        measured.wall_s = 0.0
+    written = (study / "report.md").read_text()
+    assert sections(measured) == written
+    other = sections(dataclasses.replace(measured, wall_s=12345.0)).splitlines()
+    changed = [(a, b) for a, b in zip(written.splitlines(), other) if a != b]
+    assert len(other) == len(written.splitlines()) and len(changed) == 1
+    assert "wall time 12345 s on this machine" in changed[0][1]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--tables", "gemstone"], "--tables[0]='gemstone': valid values are gemstones, gemstones_cooldown"),
+    (["--laws", "kaplan,depth_delusion"], "--laws=['kaplan', 'depth_delusion']: must include chinchilla"),
+    (["--conventions", ","], "--conventions=[]: need at least one of total, non_embedding")])
+def test_a_bad_flag_is_one_line_naming_it_and_what_is_valid(tmp_path, capsys, flags, message):
+    assert main(["public-shapes", "--out", str(tmp_path / "out"), *flags]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
-    assert "--tables 'gemstone': expected a comma-separated list of gemstones, gemstones_cooldown" in err
+    assert message in err
+    assert not (tmp_path / "out").exists()  # refused before any work
 
 
 def test_the_miniature_writes_the_compute_optimal_prediction_gadre_and_figure_outputs(study):
@@ -155,7 +186,7 @@ def test_an_unknown_part_is_one_line_naming_the_flag(tmp_path, capsys):
     assert main(["public-shapes", "--out", str(tmp_path), "--parts", "figure"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
-    assert "--parts 'figure': expected a comma-separated list of laws, optimal, prediction, gadre, figures" in err
+    assert "--parts[0]='figure': valid values are laws, optimal, prediction, gadre, figures" in err
 
 
 def test_the_main_reports_audit_names_a_table_given_by_name_and_points_gemstones_to_this_study():
