@@ -183,16 +183,6 @@ def write_outputs(r: RedundancyResults, out: Path, figures: bool = True) -> None
     (out / "report.md").write_text(sections(r))
 
 
-def run(out: Path, *, betas=BETAS, sources=SOURCES, ns=NS, p=P, seeds=SEEDS, n_min=N_MIN,
-        figures=True) -> RedundancyResults:
-    """`measure` the check for these values, written to ``out`` (local)."""
-    spec = from_flags(RedundancySpec, {"betas": list(betas), "sources": list(sources), "ns": list(ns),
-                                       "p": p, "seeds": seeds, "n_min": n_min})
-    r = measure(spec)
-    write_outputs(r, out, figures)
-    return r
-
-
 def _read(path) -> list[dict]:
     with io.StringIO(rundir.as_path(path).read_text(encoding="utf-8"), newline="") as fh:
         rows = list(csv.DictReader(fh))
