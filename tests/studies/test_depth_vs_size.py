@@ -295,7 +295,8 @@ def test_a_cell_with_a_diverged_seed_is_shown_as_such_and_left_out_of_the_compar
     exp = load_spec(dvs.DepthVsSizeSpec, write_experiment(tmp_path, levels=EXPERIMENT["levels"][:1]))
     sp = cells_with_a_seed_effect({(32, 1): 1.50, (16, 4): 1.53})
     sp[1] = sp[1]._replace(losses=(sp[1].losses[0], math.inf, sp[1].losses[2]))
-    groups = {(1, "SP"): dvs.compare(sp, 3), (1, "CompleteP"): dvs.compare([c._replace(arm="CompleteP") for c in sp], 3)}
+    groups = {(1, "SP"): dvs.compare(sp, 3),
+              (1, "CompleteP"): dvs.compare([c._replace(arm="CompleteP") for c in sp], 3)}
     text = "\n".join(report.level_lines(exp, groups))
     assert "diverged at 1 of 3 seeds" in text
     assert groups[(1, "SP")].rows[0].welch is None and "fewer than 2 shapes with every test seed" in text
