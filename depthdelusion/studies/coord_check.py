@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Iterable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -20,30 +20,79 @@ from flax import nnx
 
 from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
-from depthdelusion.config import DataConfig, ModelConfig, TrainConfig
+from depthdelusion.config import (
+    PARAMETRIZATIONS,
+    DataConfig,
+    ModelConfig,
+    Parametrization,
+    TrainConfig,
+    bounded,
+)
 from depthdelusion.data.pipeline import Batches
 from depthdelusion.model.transformer import Transformer
+from depthdelusion.studies import spec as study_spec
+from depthdelusion.studies.spec import spec_error
 from depthdelusion.train.optimizer import make_optimizer
+
+DEFAULT_WIDTHS = (64, 128, 256, 512)
+DEFAULT_DEPTHS = (2, 4, 8, 16)
+LISTS = ("widths", "depths", "parametrizations")  # the grid; every shape shares the rest (SETUP)
+SETUP = ("steps", "lr", "batch_size", "seq_len", "head_dim", "base_width", "base_depth", "seed")
+FLAGS = {"widths": "--widths", "depths": "--depths", "parametrizations": "--parametrization", "steps": "--steps",
+         "lr": "--lr", "batch_size": "--batch-size", "seq_len": "--seq-len", "head_dim": "--head-dim",
+         "base_width": "--base-width", "base_depth": "--base-depth"}  # field -> the command's flag
 
 
 @dataclasses.dataclass(frozen=True)
-class CoordCheckSetup:
-    """Everything but the shape and the parameterization. lr is the base (m_N = m_L = 1) lr,
-    constant (no warmup, no decay); batch and seq are tiny so the 512 × 16 corner stays cheap."""
+class CoordCheckSpec:
+    """What the check trains: every width × depth under each parameterization, the rest (`SETUP`)
+    fixed. lr is the base (m_N = m_L = 1) lr, constant (no warmup, no decay); batch and seq are
+    tiny so the 512 × 16 corner stays cheap. Built from the command's flags by `from_flags`."""
 
-    steps: int = 10
-    lr: float = 1e-2
-    batch_size: int = 4
-    seq_len: int = 64
-    head_dim: int = 16
-    base_width: int = 64
-    base_depth: int = 2
-    seed: int = 0
+    widths: list[int] = dataclasses.field(default_factory=lambda: list(DEFAULT_WIDTHS))
+    depths: list[int] = dataclasses.field(default_factory=lambda: list(DEFAULT_DEPTHS))
+    parametrizations: list[Parametrization] = dataclasses.field(default_factory=lambda: list(PARAMETRIZATIONS))
+    steps: int = bounded(10, ge=1)
+    lr: float = bounded(1e-2, gt=0)
+    batch_size: int = bounded(4, ge=1)
+    seq_len: int = bounded(64, ge=1)
+    head_dim: int = bounded(16, ge=1)
+    base_width: int = bounded(64, ge=1)
+    base_depth: int = bounded(2, ge=1)
+    seed: int = bounded(0, ge=0)
+
+    def validate(self) -> None:
+        for name in ("widths", "depths"):
+            values = getattr(self, name)
+            if not values or any(v < 1 for v in values):
+                raise spec_error(name, values, "need positive integers, e.g. 64,128")
+        if not self.parametrizations:
+            raise spec_error("parametrizations", self.parametrizations,
+                             f"need at least one of {', '.join(PARAMETRIZATIONS)}")
+        bad = [w for w in self.widths if w % self.head_dim]
+        if bad:
+            raise spec_error("widths", bad, f"not multiples of head_dim={self.head_dim} (--head-dim)")
+
+    def setup(self) -> dict:
+        """The hyperparameters every shape shares, as the report and the JSON record them."""
+        return {name: getattr(self, name) for name in SETUP}
 
 
-def shape_trace(parametrization: str, width: int, depth: int, setup: CoordCheckSetup) -> dict:
-    """Train one shape for setup.steps updates. Returns block_rms [steps+1, depth] and logits_rms
-    [steps+1]; row t is the forward pass on batch t with the parameters after t updates."""
+def from_flags(**flags) -> CoordCheckSpec:
+    """The spec from the command's flags (keyed by field: `FLAGS`), through the field checks of
+    every study spec (`spec.from_flags`). A list flag is comma-separated, each item a YAML scalar
+    as `--set` reads it. An error is a ValueError naming the flag and what is valid."""
+    import yaml
+
+    raw = {k: [yaml.safe_load(v) for v in str(x).split(",") if v.strip()] if k in LISTS else x
+           for k, x in flags.items()}
+    return study_spec.from_flags(CoordCheckSpec, raw, FLAGS)
+
+
+def shape_trace(parametrization: str, width: int, depth: int, setup: CoordCheckSpec) -> dict:
+    """Train one shape for setup.steps updates (its width and depth; the rest from `setup`).
+    Returns block_rms [steps+1, depth] and logits_rms [steps+1]; row t is the forward pass on
+    batch t with the parameters after t updates."""
     batches = Batches(DataConfig(prefetch=0), setup.seq_len, setup.batch_size)
     tokenizer = batches.tokenizer
     mc = ModelConfig(depth=depth, width=width, head_dim=setup.head_dim, seq_len=setup.seq_len,
@@ -75,22 +124,32 @@ def shape_trace(parametrization: str, width: int, depth: int, setup: CoordCheckS
             "logits_rms": np.asarray(jax.device_get(logits_rms))}
 
 
-def run(parametrizations: Iterable[str], widths: Iterable[int], depths: Iterable[int],
-        setup: CoordCheckSetup, log=print) -> list[dict]:
-    """One row per (parametrization, width, depth, step): last_block_rms, logits_rms, block_rms."""
+class TraceRow(NamedTuple):
+    """One shape under one parameterization at one step: the RMS of every block's output and of
+    the logits on that step's batch."""
+
+    parametrization: str
+    width: int
+    depth: int
+    step: int
+    last_block_rms: float
+    logits_rms: float
+    block_rms: tuple[float, ...]
+
+
+def run(spec: CoordCheckSpec, log=print) -> list[TraceRow]:
+    """Train every shape of the spec under each parameterization: one row per step."""
     rows = []
-    for name in parametrizations:
-        for depth in depths:
-            for width in widths:
-                trace = shape_trace(name, width, depth, setup)
-                for t in range(setup.steps + 1):
-                    rows.append({"parametrization": name, "width": width, "depth": depth, "step": t,
-                                 "last_block_rms": float(trace["block_rms"][t, -1]),
-                                 "logits_rms": float(trace["logits_rms"][t]),
-                                 "block_rms": [float(v) for v in trace["block_rms"][t]]})
+    for name in spec.parametrizations:
+        for depth in spec.depths:
+            for width in spec.widths:
+                trace = shape_trace(name, width, depth, spec)
+                for t in range(spec.steps + 1):
+                    rows.append(TraceRow(name, width, depth, t, float(trace["block_rms"][t, -1]),
+                                         float(trace["logits_rms"][t]), tuple(float(v) for v in trace["block_rms"][t])))
                 final = rows[-1]
-                log(f"{name:>10} W={width:<4} D={depth:<3} step {setup.steps}: last block RMS "
-                    f"{final['last_block_rms']:.4g}, logits RMS {final['logits_rms']:.4g}")
+                log(f"{name:>10} W={width:<4} D={depth:<3} step {spec.steps}: last block RMS "
+                    f"{final.last_block_rms:.4g}, logits RMS {final.logits_rms:.4g}")
     return rows
 
 
@@ -105,11 +164,10 @@ class Spread:
     depth_growth: float  # max over widths of max/min across depths
 
 
-def spreads(rows: list[dict], step: int) -> list[Spread]:
+def spreads(rows: list[TraceRow], step: int) -> list[Spread]:
     out = []
-    for name in dict.fromkeys(r["parametrization"] for r in rows):
-        at = {(r["width"], r["depth"]): r["last_block_rms"] for r in rows
-              if r["parametrization"] == name and r["step"] == step}
+    for name in dict.fromkeys(r.parametrization for r in rows):
+        at = {(r.width, r.depth): r.last_block_rms for r in rows if r.parametrization == name and r.step == step}
         widths = sorted({w for w, _ in at})
         depths = sorted({d for _, d in at})
         values = list(at.values())
@@ -119,38 +177,57 @@ def spreads(rows: list[dict], step: int) -> list[Spread]:
     return out
 
 
-def write_outputs(rows: list[dict], setup: CoordCheckSetup, out: str | Path) -> dict[str, Path]:
+@dataclasses.dataclass(frozen=True)
+class CoordCheckResults:
+    """What the check measured (rendered by `sections`, written by `write_outputs`)."""
+
+    spec: CoordCheckSpec
+    rows: tuple  # TraceRow per parameterization × shape × step
+    spreads: tuple  # Spread per parameterization at the last step
+
+
+def results_of(spec: CoordCheckSpec, rows: list[TraceRow]) -> CoordCheckResults:
+    """The results of trained rows: the rows and their spreads at the last step."""
+    return CoordCheckResults(spec, tuple(rows), tuple(spreads(rows, spec.steps)))
+
+
+def measure(spec: CoordCheckSpec, log=print) -> CoordCheckResults:
+    """Train the spec's grid (`run`) and measure the spreads."""
+    return results_of(spec, run(spec, log))
+
+
+def write_outputs(r: CoordCheckResults, out: str | Path) -> dict[str, Path]:
     """coord_check.csv (one row per shape and step), coord_check.json (rows + setup),
-    coord_check.md (step-final table and spreads), coord_check.png (one panel per parameterization);
+    coord_check.md (`sections`), coord_check.png (one panel per parameterization);
     OUT local or gs:// (written to a local directory, then copied up). Returns the paths in OUT."""
     names = {k: f"coord_check.{k}" for k in ("csv", "json", "md", "png")}
     with rundir.local_dir(out) as local_out:
         local_out.mkdir(parents=True, exist_ok=True)
         paths = {k: local_out / name for k, name in names.items()}
-        write_csv(paths["csv"], ["parametrization", "width", "depth", "step", "last_block_rms", "logits_rms",
-                                 "block_rms"],
-                  [[r["parametrization"], r["width"], r["depth"], r["step"], f"{r['last_block_rms']:.6g}",
-                    f"{r['logits_rms']:.6g}", " ".join(f"{v:.6g}" for v in r["block_rms"])] for r in rows])
-        paths["json"].write_text(json.dumps({"setup": dataclasses.asdict(setup), "rows": rows}))
-        paths["md"].write_text(markdown(rows, setup))
-        plot(rows, setup, paths["png"])
+        write_csv(paths["csv"], list(TraceRow._fields),
+                  [[x.parametrization, x.width, x.depth, x.step, f"{x.last_block_rms:.6g}",
+                    f"{x.logits_rms:.6g}", " ".join(f"{v:.6g}" for v in x.block_rms)] for x in r.rows])
+        paths["json"].write_text(json.dumps({"setup": r.spec.setup(), "rows": [x._asdict() for x in r.rows]}))
+        paths["md"].write_text(sections(r))
+        plot(r, paths["png"])
     return {k: rundir.as_path(out) / name for k, name in names.items()}
 
 
-def markdown(rows: list[dict], setup: CoordCheckSetup) -> str:
-    step = setup.steps
+def sections(r: CoordCheckResults) -> str:
+    """coord_check.md: the spreads, then the last block's RMS at the last step per shape."""
+    step = r.spec.steps
     lines = [f"# Coordinate check: RMS of the last block's output after {step} updates", "",
-             f"Setup: {dataclasses.asdict(setup)}; built-in corpus; constant lr.", ""]
+             f"Setup: {r.spec.setup()}; built-in corpus; constant lr.", ""]
     lines.append(markdown_table(
         ["parametrization", "spread (max/min, all shapes)", "width growth (widest/narrowest)", "depth growth"],
         [[s.parametrization, f"{s.spread:.2f}", f"{s.width_growth:.2f}", f"{s.depth_growth:.2f}"]
-         for s in spreads(rows, step)]))
-    widths = sorted({r["width"] for r in rows})
-    final = {(r["parametrization"], r["depth"], r["width"]): r for r in rows if r["step"] == step}
+         for s in r.spreads]))
+    widths = sorted({x.width for x in r.rows})
+    final = {(x.parametrization, x.depth, x.width): x for x in r.rows if x.step == step}
     table = []
-    for name in dict.fromkeys(r["parametrization"] for r in rows):
-        for depth in sorted({r["depth"] for r in rows}):
-            cells = [f"{final[name, depth, w]['last_block_rms']:.3g}" if (name, depth, w) in final
+    for name in dict.fromkeys(x.parametrization for x in r.rows):
+        for depth in sorted({x.depth for x in r.rows}):
+            cells = [f"{final[name, depth, w].last_block_rms:.3g}" if (name, depth, w) in final
                      else "–" for w in widths]
             if any(c != "–" for c in cells):
                 table.append([name, depth, *cells])
@@ -158,23 +235,24 @@ def markdown(rows: list[dict], setup: CoordCheckSetup) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(rows: list[dict], setup: CoordCheckSetup, path: Path) -> None:
+def plot(r: CoordCheckResults, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(dict.fromkeys(r["parametrization"] for r in rows))
-    depths = sorted({r["depth"] for r in rows})
+    rows, setup = r.rows, r.spec
+    names = list(dict.fromkeys(x.parametrization for x in rows))
+    depths = sorted({x.depth for x in rows})
     fig, axes = plt.subplots(2, len(names), figsize=(4 * len(names), 7), squeeze=False, sharey="row")
     colors = plt.cm.viridis(np.linspace(0, 0.9, len(depths)))
     for col, name in enumerate(names):
         for depth, color in zip(depths, colors):
-            sel = sorted((r["width"], r) for r in rows if r["parametrization"] == name
-                         and r["depth"] == depth and r["step"] == setup.steps)
-            widths = [w for w, _ in sel]
-            axes[0, col].plot(widths, [r["last_block_rms"] for _, r in sel], "o-", color=color, label=f"D={depth}")
-            axes[1, col].plot(widths, [r["logits_rms"] for _, r in sel], "o-", color=color, label=f"D={depth}")
+            sel = sorted((x for x in rows if x.parametrization == name and x.depth == depth and x.step == setup.steps),
+                         key=lambda x: x.width)
+            widths = [x.width for x in sel]
+            axes[0, col].plot(widths, [x.last_block_rms for x in sel], "o-", color=color, label=f"D={depth}")
+            axes[1, col].plot(widths, [x.logits_rms for x in sel], "o-", color=color, label=f"D={depth}")
         axes[0, col].set_title(name)
         for row, what in enumerate(("last block output RMS", "logits RMS")):
             ax = axes[row, col]
@@ -191,42 +269,17 @@ def plot(rows: list[dict], setup: CoordCheckSetup, path: Path) -> None:
     plt.close(fig)
 
 
-def parse_ints(text: str, flag: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        values = []
-    if not values or any(v < 1 for v in values):
-        raise ValueError(f"{flag}={text!r}: expected comma-separated positive integers, e.g. 64,128")
-    return values
-
-
-def check_shapes(widths: list[int], head_dim: int) -> None:
-    bad = [w for w in widths if w % head_dim]
-    if bad:
-        raise ValueError(f"--widths: {bad} not divisible by --head-dim={head_dim}")
-
-
-def run_command(*, out: str, widths: str = "64,128,256,512", depths: str = "2,4,8,16",
-                steps: int = CoordCheckSetup.steps, parametrization: str = "sp,mup,depth_mup,completep",
-                lr: float = CoordCheckSetup.lr, batch_size: int = CoordCheckSetup.batch_size,
-                seq_len: int = CoordCheckSetup.seq_len, head_dim: int = CoordCheckSetup.head_dim,
-                base_width: int = CoordCheckSetup.base_width,
-                base_depth: int = CoordCheckSetup.base_depth) -> int:
+def run_command(*, out: str, widths: str = ",".join(map(str, DEFAULT_WIDTHS)),
+                depths: str = ",".join(map(str, DEFAULT_DEPTHS)), steps: int = CoordCheckSpec.steps,
+                parametrization: str = ",".join(PARAMETRIZATIONS), lr: float = CoordCheckSpec.lr,
+                batch_size: int = CoordCheckSpec.batch_size, seq_len: int = CoordCheckSpec.seq_len,
+                head_dim: int = CoordCheckSpec.head_dim, base_width: int = CoordCheckSpec.base_width,
+                base_depth: int = CoordCheckSpec.base_depth) -> int:
     """`depthdelusion coord-check` (the parser is `depthdelusion.cli`)."""
-    from depthdelusion.config import PARAMETRIZATIONS
-
-    names = [n.strip() for n in parametrization.split(",") if n.strip()]
-    bad = [n for n in names if n not in PARAMETRIZATIONS]
-    if bad or not names:
-        raise ValueError(f"--parametrization={parametrization!r}: valid values are "
-                         f"{', '.join(PARAMETRIZATIONS)} (comma-separated)")
-    shape_widths, shape_depths = parse_ints(widths, "--widths"), parse_ints(depths, "--depths")
-    check_shapes(shape_widths, head_dim)
-    setup = CoordCheckSetup(steps=steps, lr=lr, batch_size=batch_size, seq_len=seq_len,
-                            head_dim=head_dim, base_width=base_width, base_depth=base_depth)
-    rows = run(names, shape_widths, shape_depths, setup)
-    paths = write_outputs(rows, setup, out)
+    spec = from_flags(widths=widths, depths=depths, parametrizations=parametrization, steps=steps, lr=lr,
+                      batch_size=batch_size, seq_len=seq_len, head_dim=head_dim, base_width=base_width,
+                      base_depth=base_depth)
+    paths = write_outputs(measure(spec), out)
     print(paths["md"].read_text())
     print(f"written: {', '.join(str(p) for p in paths.values())}")
     return 0

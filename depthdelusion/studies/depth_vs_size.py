@@ -13,14 +13,17 @@ so no reported loss is the one its lr was picked on. Runs are named by what they
 (`sp_w32_d8_lr0.004_s1_n987`, n = steps); what to train is a pure function of the finished runs
 (`plan`), trained through the sweep runner by `planned_runs.train_planned` (finished skipped,
 unfinished resumed, failed retried). The plan is level-major, and shape by shape within a level,
-so a partial study reports whole levels and whole cells. The report and the command are in
-`depth_vs_size_report`.
+so a partial study reports whole levels and whole cells. `measure` reads the finished runs into
+a frozen `DepthVsSizeResults` (every number the report states); `depth_vs_size_report` renders
+it and holds the command.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
+from typing import NamedTuple
 
 from depthdelusion.config import Config, bounded, from_dict
 from depthdelusion.studies import planned_runs
@@ -29,6 +32,9 @@ from depthdelusion.studies.lr_grid import extend_lr_grid, grid_optimum
 from depthdelusion.studies.spec import check_run_config, required, spec_error
 
 DEFAULT_LAW_REPLICATES = 200
+ARMS = (("SP", "sp", "SP, lr tuned per shape on the tuning seed"),
+        ("CompleteP", "completep", "CompleteP, lr tuned at the level's base shape and transferred"))
+METHODS = ("welch", "paired")  # the two intervals of a neighbouring difference (`compare`)
 PER_SHAPE = ("steps", "warmup_steps", "eval_every", "lr", "seed")  # base.train keys the study sets
 
 
@@ -205,3 +211,178 @@ def train(exp: DepthVsSizeSpec, source: str, out: Path, *, max_runs: int | None 
           train_fn=None) -> tuple[int, bool]:
     return planned_runs.train_planned(lambda losses: plan(exp, losses), lambda r: run_config(exp, r),
                                       exp.metric, source, out, max_runs=max_runs, log=log, train_fn=train_fn)
+
+
+# ---------------------------------------------------------------------------------- measuring
+class Cell(NamedTuple):
+    level: int
+    arm: str
+    shape: dict  # width, depth, params (non-embedding), steps, tokens
+    lr: float | None
+    losses: tuple[float, ...]  # finished test seeds (inf: diverged)
+
+    @property
+    def complete(self) -> bool:
+        return self.lr is not None and len(self.losses) > 0 and all(math.isfinite(x) for x in self.losses)
+
+
+def cells(exp: DepthVsSizeSpec, losses: dict[str, float]) -> list[Cell]:
+    out = []
+    for i, level in enumerate(exp.resolved_levels):
+        for arm, p, _ in ARMS:
+            for s in level["shapes"]:
+                w, d = s["width"], s["depth"]
+                lr = tuned_lr(exp, losses, p, w, d)
+                got = () if lr is None else tuple(
+                    losses[n] for n in (run(exp, p, w, d, lr, seed).name for seed in exp.seeds) if n in losses)
+                out.append(Cell(i + 1, arm, s, lr, got))
+    return out
+
+
+class CellRow(NamedTuple):
+    """A cell with its mean (t interval) and its difference to the next deeper shape (this −
+    next) by Welch's interval and by the paired t over seeds; None where not compared."""
+
+    cell: Cell
+    mean: object
+    welch: object
+    paired: object
+
+
+class Worse(NamedTuple):
+    """A shape worse than a neighbour beyond the seed noise: ("shallower" or "deeper", the
+    interval of this − that neighbour) per such neighbour."""
+
+    cell: Cell
+    sides: tuple
+
+    @property
+    def both(self) -> bool:
+        return len(self.sides) == 2
+
+
+class Comparison(NamedTuple):
+    """One level's arm in depth order: its rows, and per method ("welch", "paired") the shapes
+    worse than a neighbour."""
+
+    rows: tuple
+    worse: dict
+
+
+def neighbour_rows(group: list[Cell], n_seeds: int) -> list[CellRow]:
+    """One row per cell of a level's arm (depth order), only cells with all `n_seeds` finished
+    compared (`analysis.science.depth_penalty.neighbour_intervals`)."""
+    from depthdelusion.analysis.science.depth_penalty import neighbour_intervals
+
+    full = [c.losses if c.complete and len(c.losses) == n_seeds else None for c in group]
+    return [CellRow(c, *got) for c, got in zip(group, neighbour_intervals(full))]
+
+
+def worse_than_neighbours(rows: list[CellRow], key: str = "welch") -> tuple[Worse, ...]:
+    """Each shape whose loss exceeds a neighbour's beyond the seed noise (the 95% interval of
+    the difference by `key`, "welch" or "paired", excludes 0)."""
+    from depthdelusion.analysis.science import depth_penalty
+
+    found = depth_penalty.worse_than_neighbours([getattr(r, key) for r in rows])
+    side = {-1: "shallower", +1: "deeper"}
+    return tuple(Worse(r.cell, tuple((side[k], iv) for k, iv in got)) for r, got in zip(rows, found) if got)
+
+
+def compare(group: list[Cell], n_seeds: int) -> Comparison:
+    rows = tuple(neighbour_rows(group, n_seeds))
+    return Comparison(rows, {key: worse_than_neighbours(list(rows), key) for key in METHODS})
+
+
+def seed_centred(got: list[Cell]) -> list[tuple[Cell, list[float]]]:
+    """(cell, its losses with each seed's level effect removed: `depth_penalty.seed_centred` over
+    the level's cells). Cells hold their seeds in one order (complete cells)."""
+    from depthdelusion.analysis.science.depth_penalty import seed_centred as centred
+
+    out = []
+    for level in sorted({c.level for c in got}):
+        cells_ = [c for c in got if c.level == level]
+        out += list(zip(cells_, centred([c.losses for c in cells_])))
+    return out
+
+
+def law_results(exp: DepthVsSizeSpec, all_cells: list[Cell], *, seed: int = 0) -> list:
+    """Per arm, the laws of `depth_confound_laws` fitted to every test seed of every complete
+    cell over all levels, N = non-embedding parameters. T = tokens_per_param · N at every cell,
+    so the capacity term A·N^−α carries the data term too (no separate T term). Each seed's
+    shared effect on a level (its corpus and held-out batches may move every shape alike) is
+    removed first (`seed_centred`)."""
+    from depthdelusion.studies import depth_confound_laws as laws
+
+    out = []
+    for arm, _, _ in ARMS:
+        got = [c for c in all_cells if c.arm == arm and c.complete and len(c.losses) == len(exp.seeds)]
+        records = [{"name": f"{arm}_w{c.shape['width']}_d{c.shape['depth']}_s{k}", "depth": c.shape["depth"],
+                    "width": c.shape["width"], "params": c.shape["params"], "loss": x}
+                   for c, xs in seed_centred(got) for k, x in enumerate(xs)]
+        out.append(laws.fit_arm(arm, records, 0, replicates=exp.law_replicates, seed=seed))
+    return out
+
+
+def lr_rows(exp: DepthVsSizeSpec, losses: dict[str, float], sigma: float | None, dof: int | None) -> list[dict]:
+    """Per shape, SP's grid on the tuning seed (lrs and losses), the lr chosen and the fitted
+    optimum (Fieller's 95% interval with the seed noise σ of the test seeds)."""
+    from depthdelusion.studies.lr_grid import fit_lr_curve
+
+    rows = []
+    for i, level in enumerate(exp.resolved_levels):
+        for s in level["shapes"]:
+            w, d = s["width"], s["depth"]
+            lrs, settled = grid(exp, losses, w, d)
+            names = [run(exp, "sp", w, d, lr, exp.tuning_seed).name for lr in lrs]
+            curve = [(lr, losses[n]) for lr, n in zip(lrs, names) if n in losses]
+            if not curve:
+                continue
+            fit = fit_lr_curve(curve, sigma, dof)
+            rows.append({"level": i + 1, "width": w, "depth": d, "settled": settled,
+                         "lrs": tuple(lr for lr, _ in curve), "losses": tuple(y for _, y in curve),
+                         "chosen_lr": tuned_lr(exp, losses, "sp", w, d),
+                         "fit_lr": math.exp(fit.log_lr) if fit.identified else math.nan,
+                         "fit_lr_lo": math.exp(fit.log_lr_ci[0]) if fit.identified else math.nan,
+                         "fit_lr_hi": math.exp(fit.log_lr_ci[1]) if fit.identified else math.nan,
+                         "note": fit.note if settled else "grid not settled yet"})
+    return rows
+
+
+@dataclasses.dataclass(frozen=True)
+class DepthVsSizeResults:
+    """What the study measured from its finished runs, numbers only (rendered by
+    `depth_vs_size_report.sections`)."""
+
+    spec: DepthVsSizeSpec
+    source: str  # the experiment file, as given on the command line
+    runs_dir: Path  # OUT/runs: OUT is in the command that reproduces the study
+    groups: dict  # (level, arm) -> Comparison: every cell, its neighbours, the shapes worse than one
+    sigma: float | None  # SP's seed noise over its cells (`robust_seed_sd`) and its dof; None before seeds
+    dof: int | None
+    curves: tuple  # `lr_rows`
+    laws: tuple  # depth_confound_laws.ArmLaws per arm
+    done: int  # planned runs finished
+    todo: tuple  # planned runs not finished
+    runs: int  # finished runs read
+    wall_s: float  # their training wall time
+
+
+def measure(exp: DepthVsSizeSpec, source: str, runs_dir, *, seed: int = 0) -> DepthVsSizeResults:
+    """Everything the report states, from the finished runs in `runs_dir` (local or gs://)."""
+    from depthdelusion import rundir
+    from depthdelusion.analysis.science.depth_penalty import robust_seed_sd
+
+    runs_dir = rundir.as_path(runs_dir)
+    losses, summaries = planned_runs.results(exp.metric, runs_dir)
+    got = cells(exp, losses)
+    groups = {(i + 1, arm): compare([c for c in got if c.level == i + 1 and c.arm == arm], len(exp.seeds))
+              for i in range(len(exp.resolved_levels)) for arm, _, _ in ARMS}
+    sigma, dof = robust_seed_sd(c.losses for c in got if c.arm == "SP")
+    curves = lr_rows(exp, losses, sigma, dof)
+    fitted = law_results(exp, got, seed=seed)
+    planned = plan(exp, losses)
+    return DepthVsSizeResults(
+        spec=exp, source=source, runs_dir=runs_dir, groups=groups, sigma=sigma, dof=dof, curves=tuple(curves),
+        laws=tuple(fitted), done=sum(1 for r in planned if r.name in losses),
+        todo=tuple(r for r in planned if r.name not in losses), runs=len(summaries),
+        wall_s=sum(float(s.get("wall_time_s") or 0) for s in summaries.values()))

@@ -146,17 +146,19 @@ def spec_error(where: str, value: Any, valid: str) -> SpecError:
     return SpecError(f"{where}={value!r}: {valid}", where)
 
 
-def from_flags(spec_type: type[Spec], flags: dict) -> Spec:
-    """The spec `spec_type` from a command's flags (field FIELD_NAME is flag --field-name), with
-    the loader's field checks and the spec's ``validate()``; an error is one line starting with
-    the flag at fault (``--seeds=0: must be a positive integer``)."""
+def from_flags(spec_type: type[Spec], values: dict, flags: dict[str, str] | None = None) -> Spec:
+    """The spec `spec_type` from a command's flag values (keyed by field), with the loader's field
+    checks and the spec's ``validate()``; an error is one line starting with the flag at fault
+    (``--seeds=0: must be a positive integer``). Field FIELD_NAME is flag --field-name unless
+    `flags` names it otherwise (``{"parametrizations": "--parametrization"}``)."""
     try:
-        spec = from_mapping(spec_type, flags, "")
+        spec = from_mapping(spec_type, values, "")
         spec.validate()
     except ValueError as err:
         text, field = str(err), getattr(err, "field", "")
         top = field.split(".")[0].split("[")[0]
         if top and text.startswith(top):
-            text = "--" + top.replace("_", "-") + text[len(top):]
+            flag = (flags or {}).get(top, "--" + top.replace("_", "-"))
+            text = flag + text[len(top):]
         raise ValueError(text) from None
     return spec

@@ -87,8 +87,8 @@ def test_each_shape_trains_20_tokens_per_non_embedding_parameter_and_a_level_is_
 def test_grids_use_only_the_tuning_seed_and_reported_points_only_the_test_seeds(tmp_path):
     exp = load_spec(dvs.DepthVsSizeSpec, write_experiment(tmp_path))
     losses = finished_study(exp)
-    arm_p = {arm: p for arm, p, _ in report.ARMS}
-    got = report.cells(exp, losses)
+    arm_p = {arm: p for arm, p, _ in dvs.ARMS}
+    got = dvs.cells(exp, losses)
     assert len(got) == 2 * 4 and all(c.complete and len(c.losses) == 3 for c in got)
     reported = {dvs.run(exp, arm_p[c.arm], c.shape["width"], c.shape["depth"], c.lr, s).name
                 for c in got for s in exp.seeds}
@@ -161,9 +161,9 @@ def test_a_shape_worse_than_both_neighbours_is_found_and_a_smooth_bowl_is_not(tm
         {"shapes": [[64, 2], [48, 4], [32, 8], [24, 14]], "completep_base": [32, 8]}], match_tolerance=0.2)
     exp = load_spec(dvs.DepthVsSizeSpec, path)
     for bump in (None, (48, 4)):
-        got = report.cells(exp, finished_study(exp, bump))
-        for arm, _, _ in report.ARMS:
-            found = report.worse_than_neighbours(report.neighbour_rows([c for c in got if c.arm == arm], 3))
+        got = dvs.cells(exp, finished_study(exp, bump))
+        for arm, _, _ in dvs.ARMS:
+            found = [report.worse_text(w) for w in dvs.compare([c for c in got if c.arm == arm], 3).worse["welch"]]
             bumps = [f for f in found if "worse than both neighbours" in f]
             # the bowl's ends are worse than their one neighbour; only the bump is worse than both
             assert bumps == ([] if bump is None else [next(f for f in found if f.startswith("48×4"))])
@@ -171,14 +171,23 @@ def test_a_shape_worse_than_both_neighbours_is_found_and_a_smooth_bowl_is_not(tm
                 assert any(f.startswith("64×2 is worse than its deeper neighbour") for f in found)
 
 
-def test_a_finished_study_reports_each_cell_with_its_t_interval_and_records_how_to_rerun_it(tmp_path):
-    from scipy import stats
-
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """One level trained on the synthetic world to the end, and its report written."""
+    tmp_path = tmp_path_factory.mktemp("finished")
     path = write_experiment(tmp_path, levels=EXPERIMENT["levels"][:1])
     exp = load_spec(dvs.DepthVsSizeSpec, path)
     out = tmp_path / "study"
     dvs.train(exp, str(path), out, train_fn=synthetic_train(), log=lambda t: None)
-    text = report.write_report(exp, str(path), out).read_text()
+    report.write_report(dvs.measure(exp, str(path), out / "runs"), out)
+    return exp, path, out
+
+
+def test_a_finished_study_reports_each_cell_with_its_t_interval_and_records_how_to_rerun_it(finished):
+    from scipy import stats
+
+    _, path, out = finished
+    text = (out / "report.md").read_text()
     assert "PARTIAL" not in text
     assert f"python -m depthdelusion depth-vs-size {path} --out {out}" in text
     rows = [dict(zip(*(line.split(",") for line in pair))) for pair in
@@ -190,6 +199,24 @@ def test_a_finished_study_reports_each_cell_with_its_t_interval_and_records_how_
         lo, hi = stats.t.interval(0.95, len(xs) - 1, loc=np.mean(xs), scale=stats.sem(xs))
         assert (float(r["t95_lo"]), float(r["t95_hi"])) == pytest.approx((lo, hi), abs=1e-4)  # 4 decimals
     assert (out / "loss_vs_depth.png").stat().st_size > 0
+
+
+def test_the_report_is_sections_of_the_measured_results_which_are_frozen_numbers(finished):
+    """measure() computes every number once into a frozen object; sections() only formats it:
+    report.md is sections() of what measure() read, and the results hold numbers, not text."""
+    import dataclasses
+
+    exp, path, out = finished
+    got = dvs.measure(exp, str(path), out / "runs")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        got.sigma = 0.0
+    assert report.sections(got) == (out / "report.md").read_text()
+    assert got.todo == () and got.done == got.runs > 0 and got.wall_s == got.runs * 1.0
+    rows = [row for group in got.groups.values() for row in group.rows]
+    assert len(rows) == 2 * 2  # arms x shapes
+    for row in rows:
+        assert row.mean.estimate == pytest.approx(np.mean(row.cell.losses), abs=1e-12)
+    assert all(isinstance(lr, float) for c in got.curves for lr in c["lrs"])
 
 
 def test_the_command_trains_a_real_run_and_labels_a_partial_study(tmp_path, capsys):
@@ -242,23 +269,23 @@ SEED_EFFECT = (0.06, 0.0, -0.05)  # what each test seed's corpus does to every s
 
 def cells_with_a_seed_effect(shape_loss: dict) -> list:
     noise = np.random.default_rng(1).normal(0, 0.002, (len(shape_loss), 3))
-    return [report.Cell(1, "SP", {"width": w, "depth": d, "params": 1000, "steps": 1, "tokens": 1}, 0.01,
+    return [dvs.Cell(1, "SP", {"width": w, "depth": d, "params": 1000, "steps": 1, "tokens": 1}, 0.01,
                         tuple(loss + e + z for e, z in zip(SEED_EFFECT, noise[i])))
             for i, ((w, d), loss) in enumerate(shape_loss.items())]
 
 
 def test_a_seed_effect_shared_by_every_shape_hides_a_bump_from_welch_but_not_from_the_paired_interval():
     got = cells_with_a_seed_effect({(64, 2): 1.50, (48, 4): 1.53, (32, 8): 1.50, (24, 14): 1.51})
-    rows = report.neighbour_rows(got, 3)
-    assert report.worse_than_neighbours(rows, "welch") == []
-    (found, *_) = report.worse_than_neighbours(rows, "paired")
+    worse = dvs.compare(got, 3).worse
+    assert worse["welch"] == ()
+    (found, *_) = [report.worse_text(w) for w in worse["paired"]]
     assert found.startswith("48×4") and "worse than both neighbours" in found
 
 
 def test_seed_centring_removes_the_shared_seed_effect_and_keeps_the_shape_differences():
     shape_loss = {(64, 2): 1.50, (48, 4): 1.53, (32, 8): 1.50, (24, 14): 1.51}
     got = cells_with_a_seed_effect(shape_loss)
-    centred = report.seed_centred(got)
+    centred = dvs.seed_centred(got)
     for (c, xs), loss in zip(centred, shape_loss.values()):
         assert np.std(xs, ddof=1) < 0.005  # the 0.055 seed SD is gone; the 0.002 noise stays
         assert np.mean(xs) == pytest.approx(np.mean(c.losses))  # each cell's mean is kept
@@ -268,8 +295,8 @@ def test_a_cell_with_a_diverged_seed_is_shown_as_such_and_left_out_of_the_compar
     exp = load_spec(dvs.DepthVsSizeSpec, write_experiment(tmp_path, levels=EXPERIMENT["levels"][:1]))
     sp = cells_with_a_seed_effect({(32, 1): 1.50, (16, 4): 1.53})
     sp[1] = sp[1]._replace(losses=(sp[1].losses[0], math.inf, sp[1].losses[2]))
-    groups = {(1, "SP"): report.neighbour_rows(sp, 3),
-              (1, "CompleteP"): report.neighbour_rows([c._replace(arm="CompleteP") for c in sp], 3)}
+    groups = {(1, "SP"): dvs.compare(sp, 3),
+              (1, "CompleteP"): dvs.compare([c._replace(arm="CompleteP") for c in sp], 3)}
     text = "\n".join(report.level_lines(exp, groups))
     assert "diverged at 1 of 3 seeds" in text
-    assert groups[(1, "SP")][0]["welch"] is None and "fewer than 2 shapes with every test seed" in text
+    assert groups[(1, "SP")].rows[0].welch is None and "fewer than 2 shapes with every test seed" in text

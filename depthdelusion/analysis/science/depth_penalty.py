@@ -1,13 +1,20 @@
 """What a depth costs, over a handful of seeds: the noise of one seed (robust to a seed that
-diverged), each depth's penalty against the best depth with Welch's interval, and whether a
-loss curve over depth is U-shaped. Used by the depth-confound and lr-transfer studies; the
-intervals themselves are :mod:`..fitting.seed_intervals`'."""
+diverged), each depth's penalty against the best depth with Welch's interval, whether a
+loss curve over depth is U-shaped, each shape against its neighbours in depth (Welch and paired
+intervals; which is worse beyond the noise) and a seed's shared effect removed. Used by the
+depth-confound, lr-transfer and depth-vs-size studies; the intervals themselves are
+:mod:`..fitting.seed_intervals`'."""
 from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterable, Sequence
 
-from depthdelusion.analysis.fitting.seed_intervals import Interval, welch_interval
+from depthdelusion.analysis.fitting.seed_intervals import (
+    Interval,
+    mean_interval,
+    paired_interval,
+    welch_interval,
+)
 
 
 def robust_seed_sd(samples: Iterable[Sequence[float]]) -> tuple[float | None, int | None]:
@@ -51,3 +58,47 @@ def is_u_shaped(losses: Sequence[float], tolerance: float) -> bool:
     """Strictly interior minimum that beats both ends by more than `tolerance` nats."""
     i = min(range(len(losses)), key=losses.__getitem__)
     return 0 < i < len(losses) - 1 and min(losses[0], losses[-1]) - losses[i] > tolerance
+
+
+def neighbour_intervals(samples: Sequence[Sequence[float] | None]) -> list[tuple[Interval | None, ...]]:
+    """Along conditions in order (shapes by depth), each one's (mean with its t interval, its
+    difference to the next by Welch's interval, and by the paired t over seeds); a condition
+    given as None (not every seed finished, or one diverged) has no mean and is compared with
+    neither neighbour. Paired: seed k is one draw of what every condition shares (its corpus,
+    its held-out batches), which cancels in a seed-by-seed difference; Welch counts it as noise."""
+    out = []
+    for k, xs in enumerate(samples):
+        nxt = samples[k + 1] if xs is not None and k + 1 < len(samples) else None
+        out.append((None if xs is None else mean_interval(xs),
+                    None if nxt is None else welch_interval(xs, nxt),
+                    None if nxt is None else paired_interval(xs, nxt)))
+    return out
+
+
+def worse_than_neighbours(differences: Sequence[Interval | None]) -> list[tuple[tuple[int, Interval], ...]]:
+    """Per condition in order, given each one's difference to the next (this − next, None where
+    not compared): its differences to the neighbours it exceeds beyond the noise (the 95%
+    interval of this − neighbour above 0), as (−1 for the previous or +1 for the next, the
+    interval); () where it exceeds neither. Not corrected for multiplicity."""
+    out = []
+    for k, diff in enumerate(differences):
+        sides = []
+        if k > 0 and differences[k - 1] is not None:
+            d = differences[k - 1]  # previous − this: negated
+            sides.append((-1, Interval(-d.estimate, d.se, -d.hi, -d.lo, d.df, d.level)))
+        if diff is not None:
+            sides.append((+1, diff))
+        out.append(tuple(s for s in sides if s[1].lo > 0))
+    return out
+
+
+def seed_centred(samples: Sequence[Sequence[float]]) -> list[list[float]]:
+    """Conditions that share each seed (seed k draws one corpus and one set of held-out batches
+    for all of them): each value minus its seed's mean over the conditions plus the grand mean,
+    which removes a seed's shared effect and keeps each condition's mean. Leaves n − 1 free
+    values per seed (a slight negative correlation between conditions). Every sample holds its
+    seeds in one order."""
+    n = len(samples[0])
+    seed_mean = [sum(xs[k] for xs in samples) / len(samples) for k in range(n)]
+    grand = sum(seed_mean) / n
+    return [[x - seed_mean[k] + grand for k, x in enumerate(xs)] for xs in samples]
