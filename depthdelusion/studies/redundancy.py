@@ -275,8 +275,9 @@ def sections(r: RedundancyResults) -> str:
         "probability; the target is set on the mixture's covariance. The claim: the heavier tail "
         "(β = 1.5) sets the exponent.\n\n"
         + _table(r.mixture, cols + ["predicted_if_lighter_tail"]) +
-        f"\n## Reproduce\n\n`depthdelusion redundancy-study --out "
-        f"analysis/redundancy` (seeds 0..{spec.seeds - 1} per case, transforms from seed 2026). "
+        f"\n## Reproduce\n\n`depthdelusion redundancy-study"
+        + (f" --seeds {spec.seeds}" if spec.seeds != SEEDS else "") + " --out analysis/redundancy` "
+        f"(seeds 0..{spec.seeds - 1} per case, transforms from seed 2026). "
         f"Wall time on the 2-core CPU, shared with other jobs: rates {timing['rates_s']} s, "
         f"invariance {timing['invariance_s']} s, mixture {timing['mixture_s']} s.\n")
 

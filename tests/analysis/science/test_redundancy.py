@@ -110,6 +110,7 @@ def test_the_check_measures_once_and_its_report_is_the_one_rewritten_from_its_ta
         measured.hits = 0
     study.write_outputs(measured, tmp_path, figures=False)
     assert (tmp_path / "report.md").read_text() == study.sections(study.read_results(tmp_path))
+    assert "`depthdelusion redundancy-study --seeds 2 --out" in (tmp_path / "report.md").read_text()
     assert [r["case"] for r in measured.invariance] == ["identity", "rotation", "rotation x rescaling (cond 10)"]
 
 
