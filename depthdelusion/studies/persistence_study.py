@@ -14,15 +14,19 @@ Rules (`analysis/science/persistence.py`, `docs/persistence.md`):
 - controls: activation against weight gradients, sp against completep, the residual stream's
   dtype, and the bottom block left in — each "changes / does not change the verdict".
 Also the rate at every logged step (when the shape appears), ℓ(W) over all runs, and loss
-against depth with the paper's D_crit. :func:`measure` computes the numbers once into a frozen
-:class:`PersistenceResults` (the pooled math is `analysis/science/persistence_cells.py`);
-`persistence_sections.sections` renders the report from it; :func:`build` writes the files. JAX-free: reads run directories only. RUNS and OUT may be
-local or gs:// (a gs:// OUT is written to a local directory and copied up). Every number in the
+against depth with the paper's D_crit. The study's shape: its spec (:class:`PersistenceSpec`: the
+run roots, the grid files, the step and window; from the command's flags by `spec.from_flags`);
+:func:`measure` computes the numbers once into a frozen :class:`PersistenceResults` (the pooled
+math is `analysis/science/persistence_cells.py`); `persistence_sections.sections` renders the
+report from it; :func:`build` writes the files. JAX-free: reads run directories only. RUNS and
+OUT may be local or gs:// (a gs:// OUT is written to a local directory and copied up). Every number in the
 outputs is rounded and every bootstrap seeded from the run's name, so they are the same on any
 machine.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,9 +35,46 @@ import numpy as np
 from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import write_csv
 from depthdelusion.analysis.science import persistence_cells as pc
-from depthdelusion.analysis.science.persistence import DEFAULT_STEP, DEFAULT_WINDOW, PAPER_EPSILONS, window_bounds
+from depthdelusion.analysis.science.persistence import (
+    DEFAULT_STEP,
+    DEFAULT_WINDOW,
+    PAPER_EPSILONS,
+    window_bounds,
+)
 from depthdelusion.analysis.table.runs import read_gradient_profile
+from depthdelusion.config import bounded
+from depthdelusion.studies import spec as study_spec
 from depthdelusion.studies.persistence_sections import sections
+
+FLAGS = {"runs": "RUNS", "grids": "--grid"}  # the fields whose flag is not --field-name
+
+
+@dataclass(frozen=True)
+class PersistenceSpec:
+    """What the study reads and where it measures: the run roots (each a study of its own), the
+    grid files whose runs it expects (to say which have not finished), and the step and relative
+    half-width of the window the rates are fitted over. Built from the command's flags by
+    `spec.from_flags` (a bad one: a ValueError naming the flag)."""
+
+    runs: list[str]  # sweep output directories, local or gs://
+    grids: list[str] = dataclasses.field(default_factory=list)  # grid files (`depthdelusion sweep`'s YAML)
+    step: int = bounded(DEFAULT_STEP, ge=0)
+    window: float = bounded(DEFAULT_WINDOW, gt=0, note=" (0.2 at step 1000: steps 800-1200)")
+
+    def validate(self) -> None:
+        if not self.runs:
+            raise study_spec.spec_error("runs", self.runs, "need at least one directory of runs")
+        if not math.isfinite(self.window):
+            raise study_spec.spec_error("window", self.window, "must be a finite number > 0, e.g. 0.2")
+
+    def expected(self) -> list[str]:
+        """The grids' run names; grids that share runs (the width grid repeats the depth grid's
+        cells) list them once."""
+        if not self.grids:
+            return []
+        from depthdelusion.sweep import load_grid
+
+        return list(dict.fromkeys(name for g in self.grids for name, _ in load_grid(g).runs))
 
 
 def _model_field(summary: dict, cfg: dict, field: str, default=None):
@@ -144,14 +185,13 @@ class PersistenceResults:
         return names + (["loss_vs_depth.png"] if self.loss_points else [])
 
 
-def measure(roots, *, step: int = DEFAULT_STEP, window: float = DEFAULT_WINDOW,
-            expected: list[str] | None = None) -> PersistenceResults:
-    """The study's numbers for the runs under ``roots`` (a path or a list of paths); ``expected``:
-    the grids' run names, to say which are missing."""
-    runs, unfinished = load_study_runs(roots)
+def measure(spec: PersistenceSpec) -> PersistenceResults:
+    """The study's numbers for the runs under ``spec.runs``; the runs of ``spec.grids`` that are
+    not finished are listed as missing."""
+    runs, unfinished = load_study_runs(spec.runs)
     if not runs:
-        raise ValueError(f"{', '.join(map(str, roots if isinstance(roots, (list, tuple)) else [roots]))}: "
-                         "no finished runs to analyse")
+        raise ValueError(f"{', '.join(map(str, spec.runs))}: no finished runs to analyse")
+    step, window, expected = spec.step, spec.window, spec.expected()
     fits = pc.windowed_fits(runs, step, window)  # primary: blocks 1 … D−1
     allb = pc.windowed_fits(runs, step, window, skip_bottom=0)
     ratios = pc.window_ratios(runs, step, window)
@@ -165,8 +205,8 @@ def measure(roots, *, step: int = DEFAULT_STEP, window: float = DEFAULT_WINDOW,
     paper = pc.paper_cells(iv["weight"])
     losses, points = pc.loss_by_depth(runs, studies)
     return PersistenceResults(
-        runs=tuple(runs), unfinished=tuple(unfinished), expected=tuple(expected or ()),
-        missing=tuple(n for n in (expected or []) if n not in done), step=step, window=window,
+        runs=tuple(runs), unfinished=tuple(unfinished), expected=tuple(expected),
+        missing=tuple(n for n in expected if n not in done), step=step, window=window,
         fits=fits, all_blocks=allb, ratios=ratios, intervals=iv, intervals_all=iv_all, members=members,
         counts={"blocks 1 … D−1": pc.status_counts(fits), "all blocks": pc.status_counts(allb)},
         critical=pc.critical_depth(runs, ratios), early_late=pc.early_against_late(runs, fits, step, window),
@@ -260,11 +300,9 @@ def cell_rows(results: PersistenceResults) -> list[dict]:
     return rows
 
 
-def build(roots, out: Path, *, step: int = DEFAULT_STEP, window: float = DEFAULT_WINDOW,
-          expected: list[str] | None = None, command: str = "") -> list[Path]:
-    """Write report.md, persistence.csv, cells.csv and the figures for the runs under ``roots``
-    (a path or a list of paths)."""
-    results = measure(roots, step=step, window=window, expected=expected)
+def build(spec: PersistenceSpec, out: Path, *, command: str = "") -> list[Path]:
+    """Write report.md, persistence.csv, cells.csv and the figures of the study ``spec``."""
+    results = measure(spec)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = []
@@ -306,16 +344,10 @@ def run_command(*, runs: list[str] | str, out: str, step: int = DEFAULT_STEP, wi
     import shlex
     import sys
 
-    expected = None
-    if grid:
-        from depthdelusion.sweep import load_grid
-
-        # grids that share runs (the width grid repeats the depth grid's cells) list them once
-        expected = list(dict.fromkeys(name for g in ([grid] if isinstance(grid, str) else grid)
-                                      for name, _ in load_grid(g).runs))
-    roots = [runs] if isinstance(runs, str) else list(runs)
+    spec = study_spec.from_flags(PersistenceSpec, {
+        "runs": [runs] if isinstance(runs, str) else list(runs),
+        "grids": [grid] if isinstance(grid, str) else list(grid or []), "step": step, "window": window}, FLAGS)
     with rundir.local_dir(out) as local_out:  # a gs:// OUT: drawn here, then copied up
-        files = build(roots, local_out, step=step, window=window, expected=expected,
-                      command="depthdelusion " + shlex.join(sys.argv[1:]))
+        files = build(spec, local_out, command="depthdelusion " + shlex.join(sys.argv[1:]))
     print(f"wrote {len(files)} files to {out}")
     return 0

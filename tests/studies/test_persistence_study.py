@@ -4,7 +4,20 @@ import json
 import numpy as np
 import yaml
 
-from depthdelusion.studies.persistence_study import build
+from depthdelusion.studies.persistence_study import PersistenceSpec, build
+
+
+def _spec(*roots, grids=()) -> PersistenceSpec:
+    return PersistenceSpec(runs=[str(r) for r in roots], grids=[str(g) for g in grids])
+
+
+def _grid(path, depths, width=16):
+    """A grid file of sp runs at ``depths`` × ``width``, seed 42 (named as the study's grids name them)."""
+    path.write_text(yaml.safe_dump({
+        "name": path.stem, "fixed": {"model": {"width": width, "head_dim": 16, "seq_len": 16}},
+        "grid": {"model.parametrization": ["sp"], "model.depth": depths},
+        "name_format": "{parametrization}_d{depth}_w{width}_s{train_seed}"}))
+    return str(path)
 
 
 def _run(root, name, pz, depth, width, seed, *, ell, loss, steps=range(0, 1001, 25), bottom=1.0, lr=3e-3,
@@ -35,7 +48,7 @@ def test_study_reports_growth_all_runs_in_the_fit_seeds_and_partial(tmp_path):
     for seed in (1, 2):
         _run(root, f"sp_d16_w16_s{seed}", "sp", 16, 16, seed, ell=-20.0, loss=1.84 + 0.01 * seed)
     (root / "sp_d32_w64_s42").mkdir()  # started, not finished
-    build(root, tmp_path / "out", expected=["sp_d32_w64_s42", "sp_d4_w16_s42"])
+    build(_spec(root, grids=[_grid(tmp_path / "a.yaml", [32], 64), _grid(tmp_path / "b.yaml", [4])]), tmp_path / "out")
     md = (tmp_path / "out" / "report.md").read_text()
     assert "PARTIAL" in md and "missing: sp_d32_w64_s42" in md
     assert "growth" in md and "decay" in md
@@ -61,7 +74,7 @@ def test_cells_with_three_seeds_carry_the_verdict_and_a_bottom_block_trend_is_wi
             _run(root, f"sp_d{d}_w64_s{seed}", "sp", d, 64, seed, ell=40.0, loss=1.5, bottom=6.0)
     _run(root, "sp_d8_w16_s1", "sp", 8, 16, 1, ell=-30.0, loss=1.9)
     _run(other, "sp_d8_w16_s1", "sp", 8, 16, 1, ell=-30.0, loss=1.9, lr=1e-2)  # same name, other root
-    build([root, other], tmp_path / "out")
+    build(_spec(root, other), tmp_path / "out")
     md = (tmp_path / "out" / "report.md").read_text()
     assert "Run roots (studies): depth_confound, persistence_study; 11 finished runs." in md
     assert "| depth_confound | depth_confound/sp_d8_w16_s1 |" in md  # a name met again is prefixed
@@ -117,11 +130,11 @@ def test_two_sweeps_runs_directories_stay_two_studies(tmp_path):
     runs, _ = load_study_runs([a, b])
     assert [(r["study"], r["name"]) for r in runs] == [
         ("persistence_study/runs", "sp_d8_w16_s42"), ("depth_confound/runs", "depth_confound/runs/sp_d8_w16_s42")]
-    build([a, b], tmp_path / "out")
+    build(_spec(a, b), tmp_path / "out")
     assert "Run roots (studies): depth_confound/runs, persistence_study/runs;" in (tmp_path / "out" / "report.md").read_text()
     # cells that differ only by lr are told apart in the table
     _run(b, "sp_d8_w16_lr0.02_s42", "sp", 8, 16, 42, ell=30.0, loss=1.8, lr=2e-2)
-    build([a, b], tmp_path / "out2")
+    build(_spec(a, b), tmp_path / "out2")
     md = (tmp_path / "out2" / "report.md").read_text()
     assert "| study | param. | D | W | lr | seeds |" in md and "| depth_confound/runs | sp | 8 | 16 | 0.02 | 1 |" in md
 
@@ -131,19 +144,11 @@ def test_two_grids_that_share_runs_count_each_run_once(tmp_path):
     shared run once, as the sweep trains it once."""
     from depthdelusion.studies.persistence_study import run_command
 
-    def grid(name, depths):
-        path = tmp_path / f"{name}.yaml"
-        path.write_text(yaml.safe_dump({
-            "name": name, "fixed": {"model": {"width": 16, "head_dim": 16, "seq_len": 16}},
-            "grid": {"model.parametrization": ["sp"], "model.depth": depths},
-            "name_format": "{parametrization}_d{depth}_w{width}_s{train_seed}"}))
-        return str(path)
-
     root = tmp_path / "runs"
     for d in (4, 8):
         _run(root, f"sp_d{d}_w16_s42", "sp", d, 16, 42, ell=-20.0, loss=2.0 - 0.01 * d)
     run_command(runs=str(root), out=str(tmp_path / "out"),
-                grid=[grid("depth", [4, 8]), grid("width", [8, 16])])
+                grid=[_grid(tmp_path / "depth.yaml", [4, 8]), _grid(tmp_path / "width.yaml", [8, 16])])
     md = (tmp_path / "out" / "report.md").read_text()
     assert "2 of 3 runs of the grid finished; missing: sp_d16_w16_s42." in md
 
@@ -155,7 +160,7 @@ def test_the_bottom_to_top_ratio_says_whether_a_critical_depth_is_reached_and_wa
     for seed in (1, 2, 3):
         _run(root, f"sp_d16_w64_s{seed}", "sp", 16, 64, seed, ell=3.0, loss=1.5, early_ell=-30.0)
         _run(root, f"sp_d16_w16_s{seed}", "sp", 16, 16, seed, ell=40.0, loss=1.8)
-    build(root, tmp_path / "out")
+    build(_spec(root), tmp_path / "out")
     md = (tmp_path / "out" / "report.md").read_text()
     head = md[md.index("## Is a critical depth reached?"):md.index("## Early against late")]
     assert "**6 runs, g_0/g_{D−1} from 0.0066 to 0.69" in head and "3 runs at or below 0.1" in head
@@ -183,11 +188,36 @@ def test_the_results_are_frozen_and_the_report_is_rendered_from_them_alone(tmp_p
     for d in (4, 8):
         for seed in (1, 2, 3):
             _run(root, f"sp_d{d}_w16_s{seed}", "sp", d, 16, seed, ell=30.0, loss=2.0 - 0.01 * d)
-    results = measure(root)
+    results = measure(_spec(root))
     with pytest.raises(dataclasses.FrozenInstanceError):
         results.verdict = "no decay"
-    build(root, tmp_path / "out", command="depthdelusion persistence-study runs")
+    build(_spec(root), tmp_path / "out", command="depthdelusion persistence-study runs")
     bare = dataclasses.replace(results, runs=tuple({**r, "profile": None} for r in results.runs))
     text = "\n".join(sections(bare, "depthdelusion persistence-study runs")) + "\n"
     assert text == (tmp_path / "out" / "report.md").read_text()
     assert "decay towards the input in every cell (2 decay, 0 flat, 0 growth of 2 cell(s) with ≥ 3 seeds)" in text
+
+
+def test_the_flags_build_a_frozen_spec_and_a_bad_one_is_one_line_naming_its_flag(capsys):
+    """An infinite window was an OverflowError traceback; every bad flag is now one line, exit 2,
+    before any run is read."""
+    import dataclasses
+    import re
+
+    import pytest
+
+    from depthdelusion.cli import main
+    from depthdelusion.studies.persistence_study import FLAGS
+    from depthdelusion.studies.spec import from_flags
+
+    spec = from_flags(PersistenceSpec, {"runs": ["runs"], "grids": ["g.yaml"], "step": 500, "window": 0.1}, FLAGS)
+    assert spec == PersistenceSpec(runs=["runs"], grids=["g.yaml"], step=500, window=0.1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.step = 1000
+    for values, error in (({"window": 0}, "--window=0.0: must be > 0 (0.2 at step 1000: steps 800-1200)"),
+                          ({"step": -1}, "--step=-1: must be >= 0"), ({"runs": []}, "RUNS=[]: need at least one")):
+        with pytest.raises(ValueError, match="^" + re.escape(error)):
+            from_flags(PersistenceSpec, {"runs": ["runs"], **values}, FLAGS)
+    assert main(["persistence-study", "nowhere", "--out", "out", "--window", "inf"]) == 2
+    assert capsys.readouterr().err == ("depthdelusion persistence-study: error: --window=inf: must be a finite "
+                                       "number > 0, e.g. 0.2\n")
