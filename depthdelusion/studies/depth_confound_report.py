@@ -222,18 +222,8 @@ def sections(r: DepthConfoundResults) -> str:
 def write_report(r: DepthConfoundResults, out) -> Path:
     """report.md, points.csv, lr_curves.csv, laws.csv and loss_vs_depth.png into OUT (local or
     gs://: the figure drawn locally and copied up)."""
-    from depthdelusion import rundir
-    from depthdelusion.analysis.formats.table_text import Table
-
-    out = rundir.as_path(out)
-    for name, rows in (("points", point_rows(r)), ("lr_curves", curve_rows(r)), ("laws", laws.csv_rows(list(r.laws)))):
-        if rows:
-            (out / f"{name}.csv").write_text(Table(name, "", list(rows[0]), [list(x.values()) for x in rows]).csv())
-    with rundir.local_dir(out) as local_out:
-        plot(r, local_out / "loss_vs_depth.png")
-    report = out / "report.md"
-    report.write_text(sections(r))
-    return report
+    tables = {"points": point_rows(r), "lr_curves": curve_rows(r), "laws": laws.csv_rows(list(r.laws))}
+    return planned_runs.write_outputs(out, sections(r), tables, lambda path: plot(r, path))
 
 
 def plot(r: DepthConfoundResults, path: Path) -> None:

@@ -130,19 +130,9 @@ def sections(r: DepthVsSizeResults) -> str:
 def write_report(r: DepthVsSizeResults, out) -> Path:
     """report.md, points.csv, lr_curves.csv, laws.csv and loss_vs_depth.png into OUT (local or
     gs://: the figure drawn locally and copied up)."""
-    from depthdelusion import rundir
-    from depthdelusion.analysis.formats.table_text import Table
-
-    out = rundir.as_path(out)
-    for name, rows in (("points", point_rows(r)), ("lr_curves", curve_rows(r)), ("laws", laws.csv_rows(list(r.laws)))):
-        if rows:
-            (out / f"{name}.csv").write_text(Table(name, "", list(rows[0]), [
-                [f"{v:.5g}" if isinstance(v, float) else v for v in x.values()] for x in rows]).csv())
-    with rundir.local_dir(out) as local_out:
-        plot(r, local_out / "loss_vs_depth.png")
-    report = out / "report.md"
-    report.write_text(sections(r))
-    return report
+    tables = {"points": point_rows(r), "lr_curves": curve_rows(r), "laws": laws.csv_rows(list(r.laws))}
+    return planned_runs.write_outputs(out, sections(r), tables, lambda path: plot(r, path),
+                                      cell=lambda v: f"{v:.5g}" if isinstance(v, float) else v)
 
 
 def _head_lines(r: DepthVsSizeResults) -> list[str]:

@@ -82,6 +82,26 @@ def not_finished_lines(todo, shown: int = 40) -> list[str]:
             + (" …" if len(todo) > shown else ""), ""]
 
 
+def write_outputs(out, text: str, tables: dict[str, list[dict]], draw: Callable[[Path], None],
+                  cell: Callable = lambda v: v) -> Path:
+    """A planned study's files in OUT (local or gs://): a CSV per non-empty table (each value
+    through `cell`), loss_vs_depth.png drawn by `draw` (locally, then copied up) and report.md
+    (`text`); returns the report's path."""
+    from depthdelusion import rundir
+    from depthdelusion.analysis.formats.table_text import Table
+
+    out = rundir.as_path(out)
+    for name, rows in tables.items():
+        if rows:
+            (out / f"{name}.csv").write_text(
+                Table(name, "", list(rows[0]), [[cell(v) for v in x.values()] for x in rows]).csv())
+    with rundir.local_dir(out) as local_out:
+        draw(local_out / "loss_vs_depth.png")
+    report = out / "report.md"
+    report.write_text(text)
+    return report
+
+
 def command(spec, experiment: str, out: str, *, train: Callable, write_report: Callable,
             max_runs: int | None = None, report_only: bool = False) -> int:
     """A planned study's command: train what its plan still lacks (unless `report_only`), then
