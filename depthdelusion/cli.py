@@ -751,13 +751,12 @@ def _expansion_growth(p):
             "expands each growth parent and trains it on, probes every depth-grid run, and writes "
             "tables and figures to --out (probes are cached under OUT/probes).")
 def _expansion_study(p):
-    p.add_argument("--depth-grid", default="experiments/depth_expansion.yaml", help="the depth grid's YAML")
-    p.add_argument("--growth-grid", default="experiments/depth_expansion_growth.yaml",
-                   help="the growth grid's YAML")
-    p.add_argument("--runs", default="runs", help="parent folder of the two sweeps' run directories")
+    p.add_argument("--depth-grid", default=LIBRARY_DEFAULT, help="the depth grid's YAML")
+    p.add_argument("--growth-grid", default=LIBRARY_DEFAULT, help="the growth grid's YAML")
+    p.add_argument("--runs", default=LIBRARY_DEFAULT, help="parent folder of the two sweeps' run directories")
     add_out(p)
-    p.add_argument("--probe-batches", type=POSITIVE, default=16, help="batches per probe (default 16)")
-    p.add_argument("--train", choices=("all", "growth", "none"), default="all",
+    p.add_argument("--probe-batches", type=POSITIVE, default=LIBRARY_DEFAULT, help="batches per probe")
+    p.add_argument("--train", choices=("all", "growth", "none"), default=LIBRARY_DEFAULT,
                    help="what to train before probing: both grids and the grown runs (all), "
                    "the growth grid and grown runs only (growth), nothing (none)")
 

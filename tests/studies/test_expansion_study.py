@@ -99,8 +99,8 @@ def test_the_committed_tables_rerender_from_the_cached_probes_unchanged(tmp_path
 
 
 def test_measure_gives_frozen_results_and_the_report_renders_from_them_alone(tmp_path):
-    """measure() on two committed probes, with run directories holding their committed summaries
-    and last layer stats, gives the committed runs.csv rows; the results are frozen, and sections()
+    """measure() with nothing to train, on two committed probes (OUT/probes) and run directories
+    holding their committed summaries and last layer stats, gives the committed runs.csv rows; the results are frozen, and sections()
     renders the committed report's rows for those runs with the run directories gone."""
     import shutil
     from pathlib import Path
@@ -118,7 +118,11 @@ def test_measure_gives_frozen_results_and_the_report_renders_from_them_alone(tmp
         layers = sorted((b for b in beside if b["run"] == n), key=lambda b: b["layer"])
         (run / "metrics.jsonl").write_text(json.dumps({"step": layers[0]["step"], "loss": 1.0, "per_layer_grad_norm":
                                                        [b["grad_norm"] for b in layers]}) + "\n")
-    results = expansion_study.measure(tmp_path, probes, None)
+    out = tmp_path / "out"
+    shutil.copytree(committed / "probes", out / "probes", ignore=lambda _, files: [
+        f for f in files if f.removesuffix(".json") not in names])
+    spec = expansion_study.ExpansionSpec(runs=str(tmp_path), train="none")
+    results = expansion_study.measure(spec, out, log=print)  # the cached probes: nothing trained or probed
     with pytest.raises(dataclasses.FrozenInstanceError):
         results.growth = None
     assert [r["run"] for r in results.tables["runs.csv"]] == list(names)
@@ -130,3 +134,4 @@ def test_measure_gives_frozen_results_and_the_report_renders_from_them_alone(tmp
     for n in names:
         assert next(line for line in report if line.startswith(f"| {n} |")) in text.splitlines()
     assert "## Progressive growth" not in text
+

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from depthdelusion import exit_codes
+from depthdelusion.studies.expansion.study import ExpansionSpec, run_study, spec_from_flags
 
 
 def run_expand(*, run: str, after: str | None = None, out: str | None = None, seed: int = 0,
@@ -40,11 +41,14 @@ def run_expand(*, run: str, after: str | None = None, out: str | None = None, se
     return exit_codes.OK
 
 
-def run_expansion_study(*, out: str, depth_grid: str, growth_grid: str, runs: str,
-                        probe_batches: int = 16, train: str = "all") -> int:
-    from depthdelusion.studies.expansion.study import run_study
-
-    run_study(depth_grid, growth_grid, runs, out, probe_batches=probe_batches, train=train)
+def run_expansion_study(*, out: str, depth_grid: str = ExpansionSpec.depth_grid,
+                        growth_grid: str = ExpansionSpec.growth_grid, runs: str = ExpansionSpec.runs,
+                        probe_batches: int = ExpansionSpec.probe_batches, train: str = ExpansionSpec.train) -> int:
+    """The flags become a frozen `ExpansionSpec` (a bad one: a ValueError naming the flag), which
+    the study measures and reports into OUT."""
+    spec = spec_from_flags(depth_grid=depth_grid, growth_grid=growth_grid, runs=runs,
+                           probe_batches=probe_batches, train=train)
+    run_study(spec, out)
     return exit_codes.OK
 
 
