@@ -135,3 +135,24 @@ def test_measure_gives_frozen_results_and_the_report_renders_from_them_alone(tmp
         assert next(line for line in report if line.startswith(f"| {n} |")) in text.splitlines()
     assert "## Progressive growth" not in text
 
+
+def test_the_flags_build_a_frozen_spec_and_a_bad_one_is_one_line_naming_its_flag(tmp_path, capsys):
+    from depthdelusion.cli import main
+
+    (tmp_path / "depth_expansion").mkdir()
+    spec = expansion_study.spec_from_flags(runs=str(tmp_path), probe_batches=3, train="none")
+    assert spec == expansion_study.ExpansionSpec(runs=str(tmp_path), probe_batches=3, train="none")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.train = "all"
+    for flags, starts in (({"probe_batches": 0}, "--probe-batches=0: must be a positive integer"),
+                          ({"train": "some"}, "--train='some': valid values are all, growth, none"),
+                          ({"runs": str(tmp_path / "elsewhere"), "train": "none"}, "--runs="),
+                          ({"growth_grid": str(tmp_path / "no.yaml"), "train": "growth"}, "--growth-grid=")):
+        with pytest.raises(ValueError) as err:
+            expansion_study.spec_from_flags(**flags)
+        assert str(err.value).startswith(starts) and "\n" not in str(err.value), str(err.value)
+    missing = tmp_path / "missing.yaml"  # --train all (the default) trains the depth grid first
+    assert main(["expansion-study", "--out", str(tmp_path / "out"), "--depth-grid", str(missing)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"depthdelusion expansion-study: error: --depth-grid='{missing}': no such file")
+    assert not (tmp_path / "out").exists()
