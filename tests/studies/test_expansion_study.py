@@ -137,13 +137,18 @@ def test_measure_gives_frozen_results_and_the_report_renders_from_them_alone(tmp
 
 
 def test_the_flags_build_a_frozen_spec_and_a_bad_one_is_one_line_naming_its_flag(tmp_path, capsys):
+    """expansion-study's flags are a frozen ExpansionSpec; a bad flag of it or of its sibling
+    commands (expansion-growth, expansion-prediction) is one line naming the flag, exit 2,
+    before anything is trained or written."""
     from depthdelusion.cli import main
+    from depthdelusion.studies.expansion import trials
 
     (tmp_path / "depth_expansion").mkdir()
     spec = expansion_study.spec_from_flags(runs=str(tmp_path), probe_batches=3, train="none")
     assert spec == expansion_study.ExpansionSpec(runs=str(tmp_path), probe_batches=3, train="none")
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.train = "all"
+    assert trials.growth_spec_from_flags(runs=str(tmp_path), test_seeds="3, 4,5").test_seeds == [3, 4, 5]
     for flags, starts in (({"probe_batches": 0}, "--probe-batches=0: must be a positive integer"),
                           ({"train": "some"}, "--train='some': valid values are all, growth, none"),
                           ({"runs": str(tmp_path / "elsewhere"), "train": "none"}, "--runs="),
@@ -151,8 +156,13 @@ def test_the_flags_build_a_frozen_spec_and_a_bad_one_is_one_line_naming_its_flag
         with pytest.raises(ValueError) as err:
             expansion_study.spec_from_flags(**flags)
         assert str(err.value).startswith(starts) and "\n" not in str(err.value), str(err.value)
-    missing = tmp_path / "missing.yaml"  # --train all (the default) trains the depth grid first
-    assert main(["expansion-study", "--out", str(tmp_path / "out"), "--depth-grid", str(missing)]) == 2
-    (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith(f"depthdelusion expansion-study: error: --depth-grid='{missing}': no such file")
+    missing = tmp_path / "missing"  # expansion-study's --train all (the default) trains the depth grid first
+    for argv, starts in ((["expansion-study", "--depth-grid", f"{missing}.yaml"], f"--depth-grid='{missing}.yaml'"),
+                         (["expansion-growth", "--runs", str(tmp_path), "--test-seeds", "3,x"],
+                          "--test-seeds[1]='x': must be an integer"),
+                         (["expansion-growth", "--runs", str(missing)], f"--runs='{missing}': no such directory"),
+                         (["expansion-prediction", "--runs", str(missing)], f"--runs='{missing}': no such directory")):
+        assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"depthdelusion {argv[0]}: error: {starts}"), line
     assert not (tmp_path / "out").exists()
