@@ -123,6 +123,7 @@ def test_measure_gives_frozen_results_and_the_report_renders_from_them_alone(tmp
         f for f in files if f.removesuffix(".json") not in names])
     spec = expansion_study.ExpansionSpec(runs=str(tmp_path), train="none")
     results = expansion_study.measure(spec, out, log=print)  # the cached probes: nothing trained or probed
+    assert results.probes == probes
     with pytest.raises(dataclasses.FrozenInstanceError):
         results.growth = None
     assert [r["run"] for r in results.tables["runs.csv"]] == list(names)
