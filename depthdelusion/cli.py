@@ -720,8 +720,9 @@ def _expand(p):
 def _expansion_prediction(p):
     p.add_argument("--runs", required=True, help="the parents' sweep directory")
     add_out(p)
-    p.add_argument("--steps", type=POSITIVE, default=100, help="training steps of each child after expansion")
-    p.add_argument("--probe-batches", type=POSITIVE, default=12, help="batches per probe (default 12)")
+    p.add_argument("--steps", type=POSITIVE, default=LIBRARY_DEFAULT,
+                   help="training steps of each child after expansion")
+    p.add_argument("--probe-batches", type=POSITIVE, default=LIBRARY_DEFAULT, help="batches per probe")
 
 
 @_arguments("expansion-growth", "For a finished sweep of experiments/depth_expansion_growth_matched.yaml: "
@@ -736,28 +737,28 @@ def _expansion_growth(p):
     p.add_argument("--runs", help="the growth sweep directory (omit with --static-control to compare the "
                    "table already in OUT)")
     add_out(p)
-    p.add_argument("--switch-step", type=POSITIVE, default=150, help="the parents' checkpoint to grow from")
+    p.add_argument("--switch-step", type=POSITIVE, default=LIBRARY_DEFAULT,
+                   help="the parents' checkpoint to grow from")
     p.add_argument("--test-seeds", default="", metavar="S[,S...]",
                    help="seeds kept out of the lr choice, on which the difference is measured at each "
                         "arm's chosen lr (default: none; the difference is then measured on the seeds "
                         "that chose the lrs)")
     p.add_argument("--static-control", metavar="DIR",
                    help="the static control sweep's directory (experiments/depth_expansion_static_control.yaml)")
-    p.add_argument("--static-grid", default="experiments/depth_expansion_static_control.yaml", metavar="YAML",
-                   help="the control's grid, which says how many runs are planned (default %(default)s)")
+    p.add_argument("--static-grid", default=LIBRARY_DEFAULT, metavar="YAML",
+                   help="the control's grid, which says how many runs are planned")
 
 
 @_arguments("expansion-study", "Trains the depth grid and the growth grid (skipping finished runs), "
             "expands each growth parent and trains it on, probes every depth-grid run, and writes "
             "tables and figures to --out (probes are cached under OUT/probes).")
 def _expansion_study(p):
-    p.add_argument("--depth-grid", default="experiments/depth_expansion.yaml", help="the depth grid's YAML")
-    p.add_argument("--growth-grid", default="experiments/depth_expansion_growth.yaml",
-                   help="the growth grid's YAML")
-    p.add_argument("--runs", default="runs", help="parent folder of the two sweeps' run directories")
+    p.add_argument("--depth-grid", default=LIBRARY_DEFAULT, help="the depth grid's YAML")
+    p.add_argument("--growth-grid", default=LIBRARY_DEFAULT, help="the growth grid's YAML")
+    p.add_argument("--runs", default=LIBRARY_DEFAULT, help="parent folder of the two sweeps' run directories")
     add_out(p)
-    p.add_argument("--probe-batches", type=POSITIVE, default=16, help="batches per probe (default 16)")
-    p.add_argument("--train", choices=("all", "growth", "none"), default="all",
+    p.add_argument("--probe-batches", type=POSITIVE, default=LIBRARY_DEFAULT, help="batches per probe")
+    p.add_argument("--train", choices=("all", "growth", "none"), default=LIBRARY_DEFAULT,
                    help="what to train before probing: both grids and the grown runs (all), "
                    "the growth grid and grown runs only (growth), nothing (none)")
 

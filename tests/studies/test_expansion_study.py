@@ -99,8 +99,8 @@ def test_the_committed_tables_rerender_from_the_cached_probes_unchanged(tmp_path
 
 
 def test_measure_gives_frozen_results_and_the_report_renders_from_them_alone(tmp_path):
-    """measure() on two committed probes, with run directories holding their committed summaries
-    and last layer stats, gives the committed runs.csv rows; the results are frozen, and sections()
+    """measure() with nothing to train, on two committed probes (OUT/probes) and run directories
+    holding their committed summaries and last layer stats, gives the committed runs.csv rows; the results are frozen, and sections()
     renders the committed report's rows for those runs with the run directories gone."""
     import shutil
     from pathlib import Path
@@ -118,7 +118,12 @@ def test_measure_gives_frozen_results_and_the_report_renders_from_them_alone(tmp
         layers = sorted((b for b in beside if b["run"] == n), key=lambda b: b["layer"])
         (run / "metrics.jsonl").write_text(json.dumps({"step": layers[0]["step"], "loss": 1.0, "per_layer_grad_norm":
                                                        [b["grad_norm"] for b in layers]}) + "\n")
-    results = expansion_study.measure(tmp_path, probes, None)
+    out = tmp_path / "out"
+    shutil.copytree(committed / "probes", out / "probes", ignore=lambda _, files: [
+        f for f in files if f.removesuffix(".json") not in names])
+    spec = expansion_study.ExpansionSpec(runs=str(tmp_path), train="none")
+    results = expansion_study.measure(spec, out, log=print)  # the cached probes: nothing trained or probed
+    assert results.probes == probes
     with pytest.raises(dataclasses.FrozenInstanceError):
         results.growth = None
     assert [r["run"] for r in results.tables["runs.csv"]] == list(names)
@@ -130,3 +135,35 @@ def test_measure_gives_frozen_results_and_the_report_renders_from_them_alone(tmp
     for n in names:
         assert next(line for line in report if line.startswith(f"| {n} |")) in text.splitlines()
     assert "## Progressive growth" not in text
+
+
+def test_the_flags_build_a_frozen_spec_and_a_bad_one_is_one_line_naming_its_flag(tmp_path, capsys):
+    """expansion-study's flags are a frozen ExpansionSpec; a bad flag of it or of its sibling
+    commands (expansion-growth, expansion-prediction) is one line naming the flag, exit 2,
+    before anything is trained or written."""
+    from depthdelusion.cli import main
+    from depthdelusion.studies.expansion import trials
+
+    (tmp_path / "depth_expansion").mkdir()
+    spec = expansion_study.spec_from_flags(runs=str(tmp_path), probe_batches=3, train="none")
+    assert spec == expansion_study.ExpansionSpec(runs=str(tmp_path), probe_batches=3, train="none")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.train = "all"
+    assert trials.growth_spec_from_flags(runs=str(tmp_path), test_seeds="3, 4,5").test_seeds == [3, 4, 5]
+    for flags, starts in (({"probe_batches": 0}, "--probe-batches=0: must be a positive integer"),
+                          ({"train": "some"}, "--train='some': valid values are all, growth, none"),
+                          ({"runs": str(tmp_path / "elsewhere"), "train": "none"}, "--runs="),
+                          ({"growth_grid": str(tmp_path / "no.yaml"), "train": "growth"}, "--growth-grid=")):
+        with pytest.raises(ValueError) as err:
+            expansion_study.spec_from_flags(**flags)
+        assert str(err.value).startswith(starts) and "\n" not in str(err.value), str(err.value)
+    missing = tmp_path / "missing"  # expansion-study's --train all (the default) trains the depth grid first
+    for argv, starts in ((["expansion-study", "--depth-grid", f"{missing}.yaml"], f"--depth-grid='{missing}.yaml'"),
+                         (["expansion-growth", "--runs", str(tmp_path), "--test-seeds", "3,x"],
+                          "--test-seeds[1]='x': must be an integer"),
+                         (["expansion-growth", "--runs", str(missing)], f"--runs='{missing}': no such directory"),
+                         (["expansion-prediction", "--runs", str(missing)], f"--runs='{missing}': no such directory")):
+        assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith(f"depthdelusion {argv[0]}: error: {starts}"), line
+    assert not (tmp_path / "out").exists()

@@ -1,11 +1,20 @@
-"""`depthdelusion expand` (grow a trained run's depth, or probe where growing helps) and
-`depthdelusion expansion-study`: plain functions of the parsed arguments (the parser is
-`depthdelusion.cli`)."""
+"""`depthdelusion expand` (grow a trained run's depth, or probe where growing helps),
+`expansion-study`, `expansion-prediction` and `expansion-growth`: plain functions of the parsed
+arguments (the parser is `depthdelusion.cli`); a study's flags become its frozen spec first."""
 from __future__ import annotations
 
 import json
 
 from depthdelusion import exit_codes
+from depthdelusion.studies import spec as study_spec
+from depthdelusion.studies.expansion.study import ExpansionSpec, run_study, spec_from_flags
+from depthdelusion.studies.expansion.trials import (
+    GrowthSpec,
+    PredictionSpec,
+    growth_spec_from_flags,
+    growth_study,
+    prediction_study,
+)
 
 
 def run_expand(*, run: str, after: str | None = None, out: str | None = None, seed: int = 0,
@@ -40,38 +49,35 @@ def run_expand(*, run: str, after: str | None = None, out: str | None = None, se
     return exit_codes.OK
 
 
-def run_expansion_study(*, out: str, depth_grid: str, growth_grid: str, runs: str,
-                        probe_batches: int = 16, train: str = "all") -> int:
-    from depthdelusion.studies.expansion.study import run_study
-
-    run_study(depth_grid, growth_grid, runs, out, probe_batches=probe_batches, train=train)
+def run_expansion_study(*, out: str, depth_grid: str = ExpansionSpec.depth_grid,
+                        growth_grid: str = ExpansionSpec.growth_grid, runs: str = ExpansionSpec.runs,
+                        probe_batches: int = ExpansionSpec.probe_batches, train: str = ExpansionSpec.train) -> int:
+    """The flags become a frozen `ExpansionSpec` (a bad one: a ValueError naming the flag), which
+    the study measures and reports into OUT."""
+    spec = spec_from_flags(depth_grid=depth_grid, growth_grid=growth_grid, runs=runs,
+                           probe_batches=probe_batches, train=train)
+    run_study(spec, out)
     return exit_codes.OK
 
 
-def run_expansion_prediction(*, runs: str, out: str, steps: int = 100, probe_batches: int = 12) -> int:
-    from depthdelusion.studies.expansion.trials import prediction_study
-
-    prediction_study(runs, out, steps=steps, probe_batches=probe_batches)
+def run_expansion_prediction(*, runs: str, out: str, steps: int = PredictionSpec.steps,
+                             probe_batches: int = PredictionSpec.probe_batches) -> int:
+    spec = study_spec.from_flags(PredictionSpec, {"runs": runs, "steps": steps, "probe_batches": probe_batches})
+    prediction_study(spec.runs, out, steps=spec.steps, probe_batches=spec.probe_batches)
     return exit_codes.OK
 
 
-def run_expansion_growth(*, out: str, runs: str | None = None, switch_step: int = 150, test_seeds: str = "",
-                         static_control: str | None = None,
-                         static_grid: str = "experiments/depth_expansion_static_control.yaml") -> int:
+def run_expansion_growth(*, out: str, runs: str | None = None, switch_step: int = GrowthSpec.switch_step,
+                         test_seeds: str = "", static_control: str | None = None,
+                         static_grid: str = GrowthSpec.static_grid) -> int:
     """With --runs: grow, train and compare (OUT/growth_matched.*); with --static-control: the
     grown arm (from OUT/growth_matched.csv) against the static control (OUT/static_control.*)."""
     from depthdelusion.studies.expansion.control import static_control_study
-    from depthdelusion.studies.expansion.trials import growth_study
 
-    try:
-        seeds = [int(x) for x in test_seeds.split(",") if x.strip()]
-    except ValueError:
-        raise ValueError(f"--test-seeds={test_seeds!r}: must be comma-separated integers, e.g. 3,4,5") from None
-    if not runs and not static_control:
-        raise ValueError("give --runs GROWTH_SWEEP (grow and compare), --static-control CONTROL_SWEEP "
-                         "(compare OUT/growth_matched.csv with the static control), or both")
-    if runs:
-        growth_study(runs, out, switch_step=switch_step, test_seeds=seeds)
-    if static_control:
-        static_control_study(out, static_control, static_grid, test_seeds=seeds)
+    spec = growth_spec_from_flags(runs=runs, switch_step=switch_step, test_seeds=test_seeds,
+                                  static_control=static_control, static_grid=static_grid)
+    if spec.runs:
+        growth_study(spec.runs, out, switch_step=spec.switch_step, test_seeds=spec.test_seeds)
+    if spec.static_control:
+        static_control_study(out, spec.static_control, spec.static_grid, test_seeds=spec.test_seeds)
     return exit_codes.OK

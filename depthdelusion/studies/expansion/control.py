@@ -117,10 +117,10 @@ def planned_progress(grid, static_rows: list[dict]) -> tuple[int, list]:
 
 def static_control_study(out, control, grid, *, test_seeds: list[int],
                          log: Callable[[str], None] = print) -> dict:
+    """The grown and scratch arms (OUT/growth_matched.csv) against the static control, each arm's
+    lr chosen on the seeds other than `test_seeds` (at least one; `trials.GrowthSpec` checks the
+    command's), the difference measured on `test_seeds`."""
     out = rundir.as_path(out)
-    if not test_seeds:
-        raise ValueError("--static-control needs --test-seeds: the held-out seeds the difference is "
-                         "measured on (the other seeds choose each arm's lr)")
     static = read_static_arm(control)
     rows = read_growth_rows(out / "growth_matched.csv") + static
     tuning = [r for r in rows if r["seed"] not in test_seeds]

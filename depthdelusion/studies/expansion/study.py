@@ -12,8 +12,9 @@ Tables: signal.csv (per run and insertion point), runs.csv (per run: max signal,
 largest helpful η), jumpboard.csv, covariance.csv, growth.csv (per seed and arm) and
 growth_curves.csv; figures: signal.png, alignment.png, covariance.png, growth.png,
 signal_beside_grad.png, signal_over_grad.png. Every probe is cached as probes/<run>.json (rerunning skips it).
-:func:`measure` computes the tables once into a frozen :class:`ExpansionResults`; :func:`sections`
-renders results.md from it.
+The command's flags are a frozen :class:`ExpansionSpec` (:func:`spec_from_flags`); :func:`measure`
+trains, grows and probes what it says and computes the tables once into a frozen
+:class:`ExpansionResults`; :func:`sections` renders results.md from it.
 """
 from __future__ import annotations
 
@@ -25,17 +26,53 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 import numpy as np
 
 from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
+from depthdelusion.config import bounded
+from depthdelusion.studies import spec as study_spec
 
 if TYPE_CHECKING:
     from etils import epath
 
 GROWTH_PARENT = re.compile(r"^d(\d+)_w(\d+)_steps(\d+)_seed(\d+)$")
+GRIDS_TRAINED = {"depth_grid": ("all",), "growth_grid": ("all", "growth")}  # by the `train` modes named
+
+
+@dataclass(frozen=True)
+class ExpansionSpec:
+    """What the study trains and probes: the depth grid (every run probed) and the growth grid
+    (its parents grown), both sweeps' parent folder `runs` (local or gs://), the batches per probe,
+    and what to train first (`train`: "all" both grids and the grown runs, "growth" the growth grid
+    and the grown runs, "none" nothing: report what is finished). Built from the command's flags
+    by :func:`spec_from_flags`."""
+
+    depth_grid: str = "experiments/depth_expansion.yaml"
+    growth_grid: str = "experiments/depth_expansion_growth.yaml"
+    runs: str = "runs"
+    probe_batches: int = bounded(16, ge=1)
+    train: Literal["all", "growth", "none"] = "all"
+
+    def validate(self) -> None:
+        """A grid the `train` mode trains must be there; with nothing to train, the depth grid's
+        runs must be."""
+        for name, modes in GRIDS_TRAINED.items():
+            grid = getattr(self, name)
+            if self.train in modes and not rundir.as_path(grid).is_file():
+                raise study_spec.spec_error(name, grid, f"no such file; --train {self.train} trains this "
+                                            "grid, so give its YAML (or --train none to report what is finished)")
+        if self.train == "none" and not (rundir.as_path(self.runs) / "depth_expansion").is_dir():
+            raise study_spec.spec_error("runs", self.runs, "holds no depth_expansion/ run directories to report "
+                                        "on; give the folder the study trained into (or --train all to train)")
+
+
+def spec_from_flags(**flags) -> ExpansionSpec:
+    """The spec from the command's flags (keyed by field; flag --field-name), with the field
+    checks of every study spec (`spec.from_flags`): a bad one is a ValueError naming its flag."""
+    return study_spec.from_flags(ExpansionSpec, flags)
 
 
 def _write_csv(rows: list[dict], path) -> None:
@@ -264,11 +301,10 @@ def probe_tables(runs: Path | epath.Path, probes: dict[str, dict]) -> dict[str, 
     return tables
 
 
-def write_report(runs: Path | epath.Path, out: Path, probes: dict[str, dict], growth: tuple | None) -> None:
+def write_report(results: ExpansionResults, out: Path) -> None:
     """Tables and figures into the local directory `out` (run_study copies them to a remote OUT)."""
     out.mkdir(parents=True, exist_ok=True)
-    results = measure(runs, probes, growth)
-    tables = results.tables
+    tables, growth = results.tables, results.growth
     for file, rows in tables.items():
         _write_csv(rows, out / file)
     run_rows, beside = tables["runs.csv"], tables["signal_beside_grad.csv"]
@@ -436,8 +472,19 @@ class ExpansionResults:
     growth: tuple | None
 
 
-def measure(runs: Path | epath.Path, probes: dict[str, dict], growth: tuple | None) -> ExpansionResults:
-    return ExpansionResults(probe_tables(runs, probes), probes, growth)
+def measure(spec: ExpansionSpec, out, log: Callable[[str], None] = print) -> ExpansionResults:
+    """Train what `spec.train` says (resumable), grow the growth parents, probe every finished
+    depth-grid run (cached under OUT/probes) and compute the tables and the growth comparison."""
+    runs_path = rundir.as_path(spec.runs)
+    if spec.train == "all":
+        train_grid(spec.depth_grid, runs_path / "depth_expansion", log)
+    if spec.train in ("all", "growth"):
+        train_grid(spec.growth_grid, runs_path / "depth_expansion_growth", log)
+    has_growth = (runs_path / "depth_expansion_growth").exists()
+    pairs = grow(runs_path, log, train_runs=spec.train != "none") if has_growth else []
+    probes = probe_runs(runs_path, rundir.as_path(out) / "probes", spec.probe_batches, log)
+    growth = growth_tables(runs_path, pairs) if pairs else None
+    return ExpansionResults(probe_tables(runs_path, probes), probes, growth)
 
 
 def sections(results: ExpansionResults) -> list[str]:
@@ -520,23 +567,16 @@ def growth_section(growth) -> list[str]:
     return md
 
 
-def run_study(depth_grid: str, growth_grid: str, runs: str, out: str, *, probe_batches: int = 16,
-              train: str = "all", log: Callable[[str], None] = print) -> Path | epath.Path:
-    """`train`: "all" (both grids and the grown runs), "growth" (the growth grid and grown runs
-    only) or "none" (report what is finished)."""
+def probe_runs(runs: Path | epath.Path, cache_dir, probe_batches: int,
+               log: Callable[[str], None]) -> dict[str, dict]:
+    """{run: probe} of every depth-grid run under RUNS: its current cache in `cache_dir` where
+    there is one, else probed now (finished runs only) and cached."""
     from depthdelusion.studies.expansion.probe import is_current, probe_run
 
-    runs_path, out_path = rundir.as_path(runs), rundir.as_path(out)
-    start = time.perf_counter()
-    if train == "all":
-        train_grid(depth_grid, runs_path / "depth_expansion", log)
-    if train in ("all", "growth"):
-        train_grid(growth_grid, runs_path / "depth_expansion_growth", log)
-    pairs = grow(runs_path, log, train_runs=train != "none") if (runs_path / "depth_expansion_growth").exists() else []
-    (out_path / "probes").mkdir(parents=True, exist_ok=True)
+    cache_dir.mkdir(parents=True, exist_ok=True)
     probes = {}
-    for run_dir in sorted((runs_path / "depth_expansion").iterdir()):
-        cache = out_path / "probes" / f"{run_dir.name}.json"
+    for run_dir in sorted((runs / "depth_expansion").iterdir()):
+        cache = cache_dir / f"{run_dir.name}.json"
         cached = json.loads(cache.read_text()) if cache.exists() else None
         if cached is not None and is_current(cached):
             probes[run_dir.name] = cached
@@ -548,9 +588,17 @@ def run_study(depth_grid: str, growth_grid: str, runs: str, out: str, *, probe_b
         result["run"] = run_dir.name
         cache.write_text(json.dumps(result, indent=2) + "\n")
         probes[run_dir.name] = result
-    growth = growth_tables(runs_path, pairs) if pairs else None
+    return probes
+
+
+def run_study(spec: ExpansionSpec, out: str, log: Callable[[str], None] = print) -> Path | epath.Path:
+    """`measure` what `spec` says, then the tables, figures and results.md into OUT, and this
+    invocation's wall time (study_wall_time.json)."""
+    out_path = rundir.as_path(out)
+    start = time.perf_counter()
+    results = measure(spec, out_path, log)
     with rundir.local_dir(out_path) as local_out:  # a gs:// OUT: drawn here, then copied up
-        write_report(runs_path, local_out, probes, growth)
+        write_report(results, local_out)
     (out_path / "study_wall_time.json").write_text(json.dumps(
         {"this_invocation_s": round(time.perf_counter() - start, 1)}, indent=2) + "\n")
     return out_path

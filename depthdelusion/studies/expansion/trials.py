@@ -14,10 +14,12 @@
   luck on them).
 
 Each writes a CSV of its rows and a summary JSON into `out` (RUNS and OUT local or gs://); the verdict is only as strong as
-the interval.
+the interval. The commands' flags are frozen specs (`PredictionSpec`, `GrowthSpec`) built through
+`spec.from_flags`: a bad flag is one line naming it.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -27,10 +29,59 @@ import numpy as np
 
 from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import markdown_table
+from depthdelusion.config import bounded
+from depthdelusion.studies import spec as study_spec
 
 MIN_SEEDS = 3
 # a growth sweep's run name: depth, width, steps, lr, init seed
 RUN_NAME = re.compile(r"^d(\d+)_w(\d+)_steps(\d+)_lr([0-9.e-]+)_seed(\d+)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictionSpec:
+    """`expansion-prediction`: the parents' sweep directory, the steps each child trains after
+    its expansion and the batches per probe."""
+
+    runs: str
+    steps: int = bounded(100, ge=1)
+    probe_batches: int = bounded(12, ge=1)
+
+    def validate(self) -> None:
+        if not rundir.as_path(self.runs).is_dir():
+            raise study_spec.spec_error("runs", self.runs, "no such directory; give the parents' sweep directory")
+
+
+@dataclasses.dataclass(frozen=True)
+class GrowthSpec:
+    """`expansion-growth`: the growth sweep to grow and compare (`runs`) and/or the static control
+    sweep to compare the grown arm with (`static_control`, its grid `static_grid`), the parents'
+    checkpoint grown from, and the seeds kept out of the lr choice."""
+
+    runs: str | None = None
+    switch_step: int = bounded(150, ge=1)
+    test_seeds: list[int] = dataclasses.field(default_factory=list)
+    static_control: str | None = None
+    static_grid: str = "experiments/depth_expansion_static_control.yaml"
+
+    def validate(self) -> None:
+        if not self.runs and not self.static_control:
+            raise ValueError("give --runs GROWTH_SWEEP (grow and compare), --static-control CONTROL_SWEEP "
+                             "(compare OUT/growth_matched.csv with the static control), or both")
+        if self.runs and not rundir.as_path(self.runs).is_dir():
+            raise study_spec.spec_error("runs", self.runs, "no such directory; give the growth sweep's directory")
+        if self.static_control and not self.test_seeds:
+            raise ValueError("--static-control needs --test-seeds: the held-out seeds the difference is "
+                             "measured on (the other seeds choose each arm's lr)")
+
+
+def growth_spec_from_flags(**flags) -> GrowthSpec:
+    """The spec from `expansion-growth`'s flags (keyed by field; --test-seeds comma-separated), with
+    the field checks of every study spec (`spec.from_flags`): a bad one is a ValueError naming its flag."""
+    seeds = flags.get("test_seeds")
+    if isinstance(seeds, str):  # an item that is not an integer is left as text, for the check to name
+        flags["test_seeds"] = [int(x) if re.fullmatch(r"\s*[-+]?\d+\s*", x) else x.strip()
+                               for x in seeds.split(",") if x.strip()]
+    return study_spec.from_flags(GrowthSpec, flags)
 
 
 def _ranks(x) -> np.ndarray:
@@ -101,8 +152,8 @@ def _eval_loss(run_dir) -> float:
     return float(summary["eval_loss"])
 
 
-def prediction_study(runs, out, *, steps: int = 100, probe_batches: int = 12,
-                     log: Callable[[str], None] = print) -> dict:
+def prediction_study(runs, out, *, steps: int = PredictionSpec.steps,
+                     probe_batches: int = PredictionSpec.probe_batches, log: Callable[[str], None] = print) -> dict:
     from depthdelusion.studies.expansion import surgery
     from depthdelusion.studies.expansion.probe import probe_run
     from depthdelusion.train.loop import train
@@ -148,7 +199,8 @@ def prediction_study(runs, out, *, steps: int = 100, probe_batches: int = 12,
     return summary
 
 
-def growth_study(runs, out, *, switch_step: int = 150, test_seeds=(), log: Callable[[str], None] = print) -> dict:
+def growth_study(runs, out, *, switch_step: int = GrowthSpec.switch_step, test_seeds=(),
+                 log: Callable[[str], None] = print) -> dict:
     """`test_seeds`: seeds kept out of the lr choice; the difference is measured on them at
     each arm's chosen lr (the tuning seeds' difference is reported beside it, labelled as
     measured on the seeds that chose the lrs)."""
