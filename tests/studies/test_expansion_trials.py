@@ -40,8 +40,13 @@ def test_prediction_study_miniature(tmp_path):
 
     cfg = dataclasses.replace(RUN, train=dataclasses.replace(RUN.train, eval_batches=3, eval_every=100))
     train(cfg, tmp_path / "parents" / "d2_seed0")
-    summary = trials.prediction_study(tmp_path / "parents", tmp_path / "out", steps=2, probe_batches=3,
-                                      log=lambda _: None)
+    spec = trials.PredictionSpec(runs=str(tmp_path / "parents"), steps=2, probe_batches=3)
+    results = trials.measure_prediction(spec, tmp_path / "out", log=lambda _: None)
+    trials.write_outputs(results, tmp_path / "out")
+    summary = results.summary
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        results.summary = {}
+    assert (tmp_path / "out" / "prediction.md").read_text() == trials.sections(results)
     assert "at least 3 seeds" in summary["not_tested"]
     rows = (tmp_path / "out" / "prediction.csv").read_text().splitlines()
     assert rows[0].startswith("parent,seed,after,signal_train") and len(rows) == 1 + cfg.model.depth
@@ -101,7 +106,13 @@ def test_growth_study_measures_the_difference_on_seeds_that_did_not_choose_the_l
                 train=dataclasses.replace(RUN.train, steps=steps, seed=seed, eval_batches=2, eval_every=100,
                                           checkpoint_every=2))
             train(cfg, runs / f"d{depth}_w32_steps{steps}_lr0.003_seed{seed}")
-    summary = trials.growth_study(runs, tmp_path / "out", switch_step=2, test_seeds=[3, 4, 5], log=lambda _: None)
+    def growth(test_seeds):
+        results = trials.measure_growth(trials.GrowthSpec(runs=str(runs), switch_step=2, test_seeds=test_seeds),
+                                        log=lambda _: None)
+        trials.write_outputs(results, tmp_path / "out")
+        return results.summary
+
+    summary = growth([3, 4, 5])
     rows = [r.split(",") for r in (tmp_path / "out" / "growth_matched.csv").read_text().splitlines()[1:]]
     loss = {(arm, int(seed)): float(v) for arm, _, seed, v, _ in rows}
     held_out = [loss["grown", s] - loss["scratch", s] for s in (3, 4, 5)]
@@ -110,7 +121,7 @@ def test_growth_study_measures_the_difference_on_seeds_that_did_not_choose_the_l
     tuning = [loss["grown", s] - loss["scratch", s] for s in (0, 1, 2)]
     assert summary["tuning_seeds_difference"]["diff_mean"] == pytest.approx(float(np.mean(tuning)), rel=1e-4)
 
-    summary = trials.growth_study(runs, tmp_path / "out", switch_step=2, test_seeds=[3, 4, 5, 6], log=lambda _: None)
+    summary = growth([3, 4, 5, 6])
     assert "grown lr 0.003 seeds 6" in summary["not_tested"] and "diff_mean" not in summary
 
 

@@ -111,8 +111,10 @@ def test_the_expansion_prediction_study_runs_on_gs(bucket):
     cfg = dataclasses.replace(RUN, train=dataclasses.replace(RUN.train, eval_batches=3, eval_every=100))
     parents, out = epath.Path(f"{bucket}/parents"), epath.Path(f"{bucket}/prediction")
     train(cfg, parents / "d2_seed0")
-    summary = trials.prediction_study(str(parents), str(out), steps=2, probe_batches=3, log=lambda _: None)
-    assert "at least 3 seeds" in summary["not_tested"]
+    spec = trials.PredictionSpec(runs=str(parents), steps=2, probe_batches=3)
+    results = trials.measure_prediction(spec, str(out), log=lambda _: None)
+    trials.write_outputs(results, str(out))
+    assert "at least 3 seeds" in results.summary["not_tested"]
     rows = (out / "prediction.csv").read_text().splitlines()
     assert rows[0].startswith("parent,seed,after,signal_train") and len(rows) == 1 + cfg.model.depth
     assert json.loads((out / "prediction_summary.json").read_text())["steps_after_expansion"] == 2

@@ -12,8 +12,9 @@ from depthdelusion.studies.expansion.trials import (
     GrowthSpec,
     PredictionSpec,
     growth_spec_from_flags,
-    growth_study,
-    prediction_study,
+    measure_growth,
+    measure_prediction,
+    write_outputs,
 )
 
 
@@ -63,7 +64,7 @@ def run_expansion_study(*, out: str, depth_grid: str = ExpansionSpec.depth_grid,
 def run_expansion_prediction(*, runs: str, out: str, steps: int = PredictionSpec.steps,
                              probe_batches: int = PredictionSpec.probe_batches) -> int:
     spec = study_spec.from_flags(PredictionSpec, {"runs": runs, "steps": steps, "probe_batches": probe_batches})
-    prediction_study(spec.runs, out, steps=spec.steps, probe_batches=spec.probe_batches)
+    write_outputs(measure_prediction(spec, out), out)
     return exit_codes.OK
 
 
@@ -77,7 +78,7 @@ def run_expansion_growth(*, out: str, runs: str | None = None, switch_step: int 
     spec = growth_spec_from_flags(runs=runs, switch_step=switch_step, test_seeds=test_seeds,
                                   static_control=static_control, static_grid=static_grid)
     if spec.runs:
-        growth_study(spec.runs, out, switch_step=spec.switch_step, test_seeds=spec.test_seeds)
+        write_outputs(measure_growth(spec), out)
     if spec.static_control:
         static_control_study(out, spec.static_control, spec.static_grid, test_seeds=spec.test_seeds)
     return exit_codes.OK

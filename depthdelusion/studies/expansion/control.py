@@ -1,7 +1,7 @@
 """The control of the growth claim: the grown model against a static model of its parent's depth
 trained for the same FLOPs (experiments/depth_expansion_static_control.yaml).
 
-The compute-matched test (`trials.growth_study`) compares the grown arm with a deeper model from
+The compute-matched test (`trials.measure_growth`) compares the grown arm with a deeper model from
 scratch; at equal FLOPs the grown arm sees more tokens than that model, so a saving there may come
 from the tokens, not from growing. A model that never grew, at the parents' depth, sees still more
 tokens for the same FLOPs: if growing helps, the grown arm must beat it too.
@@ -42,7 +42,7 @@ class PlannedRun(NamedTuple):
 
 
 def read_growth_rows(path) -> list[dict]:
-    """The grown and scratch arms' runs from a growth_matched.csv (`trials.growth_study`)."""
+    """The grown and scratch arms' runs from a growth_matched.csv (`trials.measure_growth`)."""
     path = rundir.as_path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: not found; write it first with "

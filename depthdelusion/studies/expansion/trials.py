@@ -1,19 +1,21 @@
 """The two trained tests of depth expansion (docs/depth_expansion.md), on finished sweeps:
 
-- `prediction_study`: does the probe's first-order signal rank insertion points the way training
+- `measure_prediction`: does the probe's first-order signal rank insertion points the way training
   each child does? Per parent (one init seed): the signal at every k, then one child per k
   (`expand --after k`, the block the probe measured) trained N more steps; the Spearman
   correlation of the signal with the realised drop in validation loss; over seeds, the mean
   correlation with a t interval over seeds (cut to [-1, 1]) and a within-seed permutation
   p-value.
-- `growth_study`: growth against a compute-matched from-scratch baseline, each arm at its tuned
+- `measure_growth`: growth against a compute-matched from-scratch baseline, each arm at its tuned
   learning rate (the depth-confound study's rule: the grid point nearest the vertex of a
   parabola in ln lr through the best mean validation loss and its neighbours), the paired
   difference over seeds with its t interval — on held-out seeds that took no part in the lr
   choice when they are given (a best-of-grid choice on the same seeds favours an arm by its
   luck on them).
 
-Each writes a CSV of its rows and a summary JSON into `out` (RUNS and OUT local or gs://); the verdict is only as strong as
+Each measures into a frozen `TrialResults` (its rows and summary: the statistic, its interval and
+test); `sections` renders its Markdown and `write_outputs` writes a CSV of the rows, the summary
+JSON and the Markdown into `out` (RUNS and OUT local or gs://); the verdict is only as strong as
 the interval. The commands' flags are frozen specs (`PredictionSpec`, `GrowthSpec`) built through
 `spec.from_flags`: a bad flag is one line naming it.
 """
@@ -152,13 +154,24 @@ def _eval_loss(run_dir) -> float:
     return float(summary["eval_loss"])
 
 
-def prediction_study(runs, out, *, steps: int = PredictionSpec.steps,
-                     probe_batches: int = PredictionSpec.probe_batches, log: Callable[[str], None] = print) -> dict:
+@dataclasses.dataclass(frozen=True)
+class TrialResults:
+    """What a trained test measured: its name (`stem` of its files), one row per run and the
+    summary (the statistic with its interval and test, or why it was not tested)."""
+
+    stem: str
+    rows: tuple
+    summary: dict
+
+
+def measure_prediction(spec: PredictionSpec, out, log: Callable[[str], None] = print) -> TrialResults:
+    """Probe every finished parent (cached under OUT/probes), train a child per insertion point,
+    and rank the signal against the realised drop."""
     from depthdelusion.studies.expansion import surgery
     from depthdelusion.studies.expansion.probe import probe_run
     from depthdelusion.train.loop import train
 
-    runs, out = rundir.as_path(runs), rundir.as_path(out)
+    runs, out, steps, probe_batches = rundir.as_path(spec.runs), rundir.as_path(out), spec.steps, spec.probe_batches
     (out / "probes").mkdir(parents=True, exist_ok=True)
     children_dir = runs.parent / f"{runs.name}_children"
     rows, per_seed = [], []
@@ -195,20 +208,19 @@ def prediction_study(runs, out, *, steps: int = PredictionSpec.steps,
         summary.update(rank_agreement(per_seed))
     except ValueError as err:
         summary["not_tested"] = str(err)
-    _write(out, "prediction", rows, summary)
-    return summary
+    return TrialResults("prediction", tuple(rows), summary)
 
 
-def growth_study(runs, out, *, switch_step: int = GrowthSpec.switch_step, test_seeds=(),
-                 log: Callable[[str], None] = print) -> dict:
-    """`test_seeds`: seeds kept out of the lr choice; the difference is measured on them at
+def measure_growth(spec: GrowthSpec, log: Callable[[str], None] = print) -> TrialResults:
+    """Grow every parent of `spec.runs` and train it on; compare with the scratch arm.
+    `spec.test_seeds`: seeds kept out of the lr choice; the difference is measured on them at
     each arm's chosen lr (the tuning seeds' difference is reported beside it, labelled as
     measured on the seeds that chose the lrs)."""
     from depthdelusion import model_size
     from depthdelusion.studies.expansion import surgery
     from depthdelusion.train.loop import train
 
-    runs, out = rundir.as_path(runs), rundir.as_path(out)
+    runs, switch_step = rundir.as_path(spec.runs), spec.switch_step
     parsed = {d.name: RUN_NAME.match(d.name) for d in sorted(runs.iterdir())}
     parsed = {n: m.groups() for n, m in parsed.items() if m}
     depths = sorted({int(g[0]) for g in parsed.values()})
@@ -237,7 +249,7 @@ def growth_study(runs, out, *, switch_step: int = GrowthSpec.switch_step, test_s
             flops = model_size.flops_per_token(cfg.model) * int(steps) * cfg.train.batch_size * cfg.model.seq_len
             rows.append({"arm": "scratch", "lr": float(lr), "seed": int(seed), "eval_loss": _eval_loss(runs / name),
                          "flops": flops})
-    test_seeds = sorted(int(s) for s in test_seeds)
+    test_seeds = sorted(spec.test_seeds)
     tuning = [r for r in rows if r["seed"] not in test_seeds]
     best = {arm: best_lr(tuning, arm) for arm in ("grown", "scratch")}
     pick = {arm: {r["seed"]: r for r in best[arm][1]} for arm in best}
@@ -261,8 +273,7 @@ def growth_study(runs, out, *, switch_step: int = GrowthSpec.switch_step, test_s
     else:
         summary.update(_held_out_difference(rows, best, test_seeds))
         summary["tuning_seeds_difference"] = in_sample
-    _write(out, "growth_matched", rows, summary)
-    return summary
+    return TrialResults("growth_matched", tuple(rows), summary)
 
 
 def _held_out_difference(rows: list[dict], best: dict, test_seeds: list[int]) -> dict:
@@ -317,12 +328,19 @@ def best_lr(rows: list[dict], arm: str) -> tuple[float, list[dict], bool, dict]:
     return lr, by_lr[lr], edge, summary
 
 
-def _write(out, stem: str, rows: list[dict], summary: dict) -> None:
+def sections(r: TrialResults) -> str:
+    """The test's Markdown: its summary, one key per row."""
+    return markdown_table(["key", "value"], [[k, json.dumps(v)] for k, v in r.summary.items()]) + "\n"
+
+
+def write_outputs(r: TrialResults, out) -> None:
+    """STEM.csv (the rows), STEM_summary.json and STEM.md into OUT (local or gs://)."""
     from depthdelusion.analysis.formats.table_text import write_csv
 
+    out = rundir.as_path(out)
     out.mkdir(parents=True, exist_ok=True)
-    if rows:
-        write_csv(out / f"{stem}.csv", list(rows[0]),
-                  [{k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows])
-    (out / f"{stem}_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (out / f"{stem}.md").write_text(markdown_table(["key", "value"], [[k, json.dumps(v)] for k, v in summary.items()]) + "\n")
+    if r.rows:
+        write_csv(out / f"{r.stem}.csv", list(r.rows[0]),
+                  [{k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()} for row in r.rows])
+    (out / f"{r.stem}_summary.json").write_text(json.dumps(r.summary, indent=2) + "\n")
+    (out / f"{r.stem}.md").write_text(sections(r))
