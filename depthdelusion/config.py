@@ -385,7 +385,13 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise ValueError(f"--set {text!r}: expected KEY=VALUE, e.g. --set model.depth=24")
-    return key.strip(), yaml.safe_load(value) if value.strip() else None
+    return key.strip(), parse_scalar(value)
+
+
+def parse_scalar(text: str) -> Any:
+    """A command-line value as a YAML scalar, as `--set` reads it (`24` -> 24, `3e-4` -> "3e-4",
+    which `coerce_value` reads as a float, `sp` -> "sp"); empty -> None."""
+    return yaml.safe_load(text) if text.strip() else None
 
 
 def read_yaml(path):

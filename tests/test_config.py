@@ -139,7 +139,7 @@ def test_one_yaml_file_reader(tmp_path):
                             and isinstance(node.value, ast.Name) and node.value.id == "yaml":
                         calls.append(f"{path.relative_to(package)}:{fn.name}")
     # run_table parses one logged parameter's text (an MLflow param), not a file
-    assert sorted(set(calls)) == ["analysis/table/run_table.py:_parse_value", "config.py:parse_override",
+    assert sorted(set(calls)) == ["analysis/table/run_table.py:_parse_value", "config.py:parse_scalar",
                                   "config.py:read_yaml"], calls
     bad = tmp_path / "bad.yaml"
     bad.write_text("model: [1,\n")

@@ -31,7 +31,7 @@ import numpy as np
 
 from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import markdown_table
-from depthdelusion.config import bounded
+from depthdelusion.config import bounded, parse_scalar
 from depthdelusion.studies import spec as study_spec
 
 MIN_SEEDS = 3
@@ -80,9 +80,8 @@ def growth_spec_from_flags(**flags) -> GrowthSpec:
     """The spec from `expansion-growth`'s flags (keyed by field; --test-seeds comma-separated), with
     the field checks of every study spec (`spec.from_flags`): a bad one is a ValueError naming its flag."""
     seeds = flags.get("test_seeds")
-    if isinstance(seeds, str):  # an item that is not an integer is left as text, for the check to name
-        flags["test_seeds"] = [int(x) if re.fullmatch(r"\s*[-+]?\d+\s*", x) else x.strip()
-                               for x in seeds.split(",") if x.strip()]
+    if isinstance(seeds, str):  # each item as `--set` reads a value; one that is not an integer is named
+        flags["test_seeds"] = [parse_scalar(x) for x in seeds.split(",") if x.strip()]
     return study_spec.from_flags(GrowthSpec, flags)
 
 
