@@ -40,7 +40,8 @@ PER_SHAPE = ("steps", "warmup_steps", "eval_every", "lr", "seed")  # base.train 
 
 @dataclasses.dataclass(frozen=True)
 class LevelSpec:
-    """One compute level: its shapes, [width, depth] each, and CompleteP's base shape among them."""
+    """One compute level: its shapes, [width, depth] or [width, depth, ffn_hidden] each (the
+    FFN width; default the model's 4·width), and CompleteP's base shape [width, depth] among them."""
 
     shapes: list[list[int]]
     completep_base: list[int]
@@ -108,23 +109,24 @@ def _resolve_level(exp: DepthVsSizeSpec, i: int, level: LevelSpec) -> dict:
     from depthdelusion.model_size import non_embedding_params
 
     where = f"levels[{i}]"
-    shapes = [tuple(s) for s in level.shapes if len(s) == 2]
+    shapes = [tuple(s) + (None,) * (3 - len(s)) for s in level.shapes if len(s) in (2, 3)]
     if len(shapes) != len(level.shapes) or len(shapes) < 2:
-        raise ValueError(f"{where}.shapes: need at least 2 [width, depth] pairs")
+        raise ValueError(f"{where}.shapes: need at least 2 [width, depth] or [width, depth, ffn_hidden] items")
     base = tuple(level.completep_base)
-    if base not in shapes:
-        raise ValueError(f"{where}.completep_base={level.completep_base!r} is not one of its shapes {[list(s) for s in shapes]}")
+    if base not in [s[:2] for s in shapes]:
+        raise ValueError(f"{where}.completep_base={level.completep_base!r} is not one of its shapes {[list(s[:2]) for s in shapes]}")
     train = exp.base.get("train") or {}
     per_step = train.get("batch_size", 8) * (exp.base.get("model") or {}).get("seq_len", 64)
     out = []
-    for w, d in shapes:
+    for w, d, f in shapes:
         try:
-            cfg = _config(exp, w, d, "sp", None, steps=1, lr=1e-3, seed=0, where=f"{where}.shapes {[w, d]}")
+            cfg = _config(exp, w, d, "sp", None, steps=1, lr=1e-3, seed=0, ffn=f, where=f"{where}.shapes {[w, d]}")
         except ValueError as err:
             raise ValueError(f"{where}.shapes: {[w, d]}: {err}") from None
         n = non_embedding_params(cfg.model)
         steps = max(1, round(exp.tokens_per_param * n / per_step))
-        out.append({"width": w, "depth": d, "params": n, "steps": steps, "tokens": steps * per_step})
+        out.append({"width": w, "depth": d, "params": n, "steps": steps, "tokens": steps * per_step,
+                    **({"ffn": f} if f is not None else {})})
     mid = sorted(s["params"] for s in out)[len(out) // 2]
     for s in out:
         if abs(s["params"] / mid - 1) > exp.match_tolerance:
@@ -135,10 +137,12 @@ def _resolve_level(exp: DepthVsSizeSpec, i: int, level: LevelSpec) -> dict:
 
 
 def _config(exp: DepthVsSizeSpec, w: int, d: int, p: str, cp_base: tuple | None, *, steps: int, lr: float,
-            seed: int, where: str) -> Config:
+            seed: int, where: str, ffn: int | None = None) -> Config:
     raw = json.loads(json.dumps(exp.base))  # deep copy
     model = raw.setdefault("model", {})
     model.update(width=w, depth=d, parametrization=p)
+    if ffn is not None:
+        model["ffn_hidden"] = ffn
     if p == "completep":
         model.update(base_width=cp_base[0], base_depth=cp_base[1])
     train = raw.setdefault("train", {})
@@ -163,12 +167,18 @@ def trained_as(exp: DepthVsSizeSpec, p: str, w: int, d: int) -> str:
 
 
 def run(exp: DepthVsSizeSpec, p: str, w: int, d: int, lr: float, seed: int) -> Run:
-    return make_run(trained_as(exp, p, w, d), w, d, lr, seed, shape_of(exp, w, d)["steps"])
+    """A shape with its own FFN width is named for it (`sp_w32_d4_f320_lr…`)."""
+    shape = shape_of(exp, w, d)
+    r = make_run(trained_as(exp, p, w, d), w, d, lr, seed, shape["steps"])
+    if "ffn" in shape:
+        r = r._replace(name=r.name.replace(f"_d{d}_", f"_d{d}_f{shape['ffn']}_", 1))
+    return r
 
 
 def run_config(exp: DepthVsSizeSpec, r: Run) -> Config:
     return _config(exp, r.width, r.depth, r.parametrization, level_of(exp, r.width, r.depth)["completep_base"],
-                   steps=r.steps, lr=r.lr, seed=r.seed, where=f"depth-vs-size run {r.name}")
+                   steps=r.steps, lr=r.lr, seed=r.seed, ffn=shape_of(exp, r.width, r.depth).get("ffn"),
+                   where=f"depth-vs-size run {r.name}")
 
 
 def grid(exp: DepthVsSizeSpec, losses: dict[str, float], w: int, d: int) -> tuple[list[float], bool]:
