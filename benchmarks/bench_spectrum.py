@@ -23,8 +23,7 @@ import jax
 import numpy as np
 
 from depthdelusion.analysis.science import spectra
-from depthdelusion.studies import spectrum
-
+from depthdelusion.studies.common import spectrum
 parser = argparse.ArgumentParser()
 parser.add_argument("--depth", type=int, default=4)
 parser.add_argument("--width", type=int, default=1024)

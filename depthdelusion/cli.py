@@ -37,15 +37,15 @@ COMMANDS = (
      "a grid as SkyPilot managed jobs, one TPU slice per run (spot, reserved or best-effort)"),
     ("bench", "depthdelusion.train.commands:run_bench",
      "compile time, step time, tokens/s, MFU and peak memory of the train step"),
-    ("coord-check", "depthdelusion.studies.coord_check:run_command",
+    ("coord-check", "depthdelusion.studies.coord_check.study:run_command",
      "RMS of every block's output and the logits over the first steps, per shape"),
-    ("lr-transfer", "depthdelusion.studies.lr_transfer:run_command",
+    ("lr-transfer", "depthdelusion.studies.lr_transfer.study:run_command",
      "lr sweep per width x depth and parameterization, then a depth sweep; CSV, PNG, report"),
-    ("depth-confound", "depthdelusion.studies.depth_confound_report:run_command",
+    ("depth-confound", "depthdelusion.studies.depth_confound.report:run_command",
      "SP at one lr vs SP tuned per shape vs CompleteP transferred, per depth x width; report"),
-    ("public-shapes", "depthdelusion.studies.public_shapes_report:run_command",
+    ("public-shapes", "depthdelusion.studies.public_shapes.report:run_command",
      "the critical-depth law tested on the Gemstones suite (tables by name); report.md, CSVs"),
-    ("depth-vs-size", "depthdelusion.studies.depth_vs_size_report:run_command",
+    ("depth-vs-size", "depthdelusion.studies.depth_vs_size.report:run_command",
      "depth traded against width at fixed non-embedding parameters and tokens; report"),
     ("report", "depthdelusion.analysis.commands:run_report",
      "fit the laws and write the analysis report (md, tex, csv, png); no JAX needed"),
@@ -73,17 +73,17 @@ COMMANDS = (
      "does the probe's signal rank insertion points as training each child does? (Spearman, seeds)"),
     ("expansion-growth", "depthdelusion.studies.expansion.commands:run_expansion_growth",
      "growth against a compute-matched from-scratch baseline, lrs tuned per arm, seeds"),
-    ("persistence-probe", "depthdelusion.studies.persistence_probe:run_command",
+    ("persistence-probe", "depthdelusion.studies.persistence.probe:run_command",
      "per-layer gradient profiles at init and over the first steps for a width x depth grid; ℓ per shape"),
-    ("persistence-study", "depthdelusion.studies.persistence_study:run_command",
+    ("persistence-study", "depthdelusion.studies.persistence.study:run_command",
      "tables and figures of the persistence study from its trained runs"),
-    ("spectrum", "depthdelusion.studies.spectrum:run_spectrum",
+    ("spectrum", "depthdelusion.studies.spectrum.command:run_spectrum",
      "eigenvalue spectra of a trained run's residual stream per layer, with tail indices"),
-    ("redundancy-study", "depthdelusion.studies.redundancy:run_command",
+    ("redundancy-study", "depthdelusion.studies.redundancy.study:run_command",
      "synthetic check of the redundancy law (ridge regression on power-law spectra); numpy only"),
-    ("data-exponent", "depthdelusion.studies.data_exponent:run_data_exponent",
+    ("data-exponent", "depthdelusion.studies.data_exponent.study:run_data_exponent",
      "token sweeps' measured data exponent vs the one predicted from spectra and the LM head"),
-    ("data-exponent-ridge", "depthdelusion.studies.data_exponent_ridge:run_command",
+    ("data-exponent-ridge", "depthdelusion.studies.data_exponent.ridge:run_command",
      "ridge readouts on a trained run's frozen features: data exponent vs its spectrum's and wrong ones"),
 )
 
@@ -446,7 +446,7 @@ def _depth_confound(p):
 
 
 def add_planned_study(p, keys: str) -> None:
-    """The arguments of a study planned from its finished runs (studies/planned_runs.py)."""
+    """The arguments of a study planned from its finished runs (studies/common/planned_runs.py)."""
     p.add_argument("experiment", metavar="EXPERIMENT", help=f"YAML file: {keys}")
     add_out(p)
     p.add_argument("--max-runs", type=COUNT, default=None, help="train at most N runs this time")

@@ -44,7 +44,7 @@ def _bounds_text(bounds: dict, integer: bool) -> str:
 def check_bounds(section_obj: Any, section: str) -> None:
     """Every field declared with :func:`bounded`: a ValueError naming the first one out of its
     range as SECTION.FIELD (FIELD alone when ``section`` is empty; null passes where the field
-    allows it). Run configs and study specs (studies/spec.py) both check their fields here."""
+    allows it). Run configs and study specs (studies/common/spec.py) both check their fields here."""
     hints = typing.get_type_hints(type(section_obj))
     for f in dataclasses.fields(section_obj):
         bounds = f.metadata.get("bounds")

@@ -104,6 +104,6 @@ def test_the_scan_sees_both_forms():
     """The checker itself: an import of a private name and an attribute access are both caught,
     a module's own private names are not."""
     source = ("from depthdelusion.model.transformer import _norm\nfrom depthdelusion.analysis import plots\n"
-              "plots._save\nfrom depthdelusion.studies.spectrum import _own\n")
-    found = violations(PACKAGE / "studies" / "spectrum.py", source)
+              "plots._save\nfrom depthdelusion.studies.common.spectrum import _own\n")
+    found = violations(PACKAGE / "studies" / "common" / "spectrum.py", source)
     assert len(found) == 2 and "_norm" in found[0] and "plots._save" in found[1], found

@@ -320,7 +320,7 @@ def test_a_run_after_another_of_its_shape_reuses_its_programs_bound_to_its_own_n
     from depthdelusion.rundir import read_metrics
     from depthdelusion.train import step as step_module
     from depthdelusion.train.loop import train
-    from tests.studies.test_expansion import RUN
+    from tests.studies.expansion.test_expansion import RUN
 
     def trained(cfg, name):
         train(cfg, tmp_path / name)

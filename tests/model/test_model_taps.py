@@ -13,7 +13,7 @@ from depthdelusion.model import parametrization as pz
 from depthdelusion.model.transformer import Taps, Transformer, block, residual_dtype
 from depthdelusion.studies.expansion import probe, surgery
 from depthdelusion.train.step import cross_entropy
-from tests.studies.test_expansion import logits, tiny_model, trained_like_params
+from tests.studies.expansion.test_expansion import logits, tiny_model, trained_like_params
 
 
 def merged(model, params):

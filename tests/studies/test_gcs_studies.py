@@ -106,7 +106,7 @@ def test_the_expansion_prediction_study_runs_on_gs(bucket):
 
     from depthdelusion.studies.expansion import trials
     from depthdelusion.train.loop import train
-    from tests.studies.test_expansion import RUN
+    from tests.studies.expansion.test_expansion import RUN
 
     cfg = dataclasses.replace(RUN, train=dataclasses.replace(RUN.train, eval_batches=3, eval_every=100))
     parents, out = epath.Path(f"{bucket}/parents"), epath.Path(f"{bucket}/prediction")
@@ -292,7 +292,7 @@ def test_depth_confound_trains_into_gs_and_the_data_exponent_studies_read_its_ru
     spectrum from the checkpoint on gs:// (RUN/spectrum/ written beside it) and writes its
     tables to the bucket; `data-exponent-ridge` reads the same run."""
     from depthdelusion.cli import main
-    from tests.studies.test_depth_confound import write_experiment
+    from tests.studies.depth_confound.test_depth_confound import write_experiment
 
     experiment = write_experiment(tmp_path, widths=[16], depths=[1, 2], arm_a_depth=1,
                                   completep={"base_width": 16, "base_depth": 1, "tuned_cells": []},

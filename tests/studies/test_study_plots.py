@@ -9,9 +9,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - after the backend
 
-from depthdelusion.studies import data_exponent  # noqa: E402
-from depthdelusion.studies import depth_confound as dc  # noqa: E402
-from depthdelusion.studies import depth_confound_report  # noqa: E402
+from depthdelusion.studies.data_exponent import study as data_exponent  # noqa: E402
+from depthdelusion.studies.depth_confound import study as dc  # noqa: E402
+from depthdelusion.studies.depth_confound import report as depth_confound_report  # noqa: E402
 
 
 def _legends_while_plotting(monkeypatch, plot, *args):

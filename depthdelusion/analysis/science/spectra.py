@@ -1,6 +1,6 @@
 """Tail indices of representation spectra ("Scaling laws are redundancy laws") and their section of the analysis report.
 
-`depthdelusion spectrum RUN` (depthdelusion/studies/spectrum.py) measures the eigenvalues of the
+`depthdelusion spectrum RUN` (depthdelusion/studies/common/spectrum.py) measures the eigenvalues of the
 covariance of a model's residual stream; this module, numpy only, owns what is fitted to them and
 the tail.csv format it writes:
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from depthdelusion import exit_codes
-from depthdelusion.studies import spec as study_spec
+from depthdelusion.studies.common import spec as study_spec
 from depthdelusion.studies.expansion.study import ExpansionSpec, run_study, spec_from_flags
 from depthdelusion.studies.expansion.trials import (
     GrowthSpec,

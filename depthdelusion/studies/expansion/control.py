@@ -30,7 +30,7 @@ from depthdelusion.analysis.fitting.seed_intervals import (
     welch_interval,
 )
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
-from depthdelusion.studies import planned_runs
+from depthdelusion.studies.common import planned_runs
 from depthdelusion.studies.expansion.trials import RUN_NAME, best_lr
 
 ARMS = ("grown", "scratch", "static")

@@ -33,8 +33,7 @@ import numpy as np
 from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.config import bounded
-from depthdelusion.studies import spec as study_spec
-
+from depthdelusion.studies.common import spec as study_spec
 if TYPE_CHECKING:
     from etils import epath
 

@@ -32,8 +32,7 @@ import numpy as np
 from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import markdown_table
 from depthdelusion.config import bounded, parse_scalar
-from depthdelusion.studies import spec as study_spec
-
+from depthdelusion.studies.common import spec as study_spec
 MIN_SEEDS = 3
 # a growth sweep's run name: depth, width, steps, lr, init seed
 RUN_NAME = re.compile(r"^d(\d+)_w(\d+)_steps(\d+)_lr([0-9.e-]+)_seed(\d+)$")
@@ -300,7 +299,7 @@ def best_lr(rows: list[dict], arm: str) -> tuple[float, list[dict], bool, dict]:
     grid's best), the grid's best where it has no interior minimum. Returns (lr, its rows, at the grid's edge, the fit: vertex lr with its Fieller 95%
     interval from the seeds' spread, and any note); at the edge the optimum is not bracketed:
     the arm is not tuned, only the grid's best."""
-    from depthdelusion.studies.depth_confound import fit_lr_curve
+    from depthdelusion.studies.common.lr_grid import fit_lr_curve
 
     by_lr: dict = {}
     for r in rows:

@@ -65,7 +65,7 @@ def _no_depth_rows(rng, noise=0.02):
 
 
 def test_no_depth_term_null_is_not_rejected_on_data_without_a_depth_term():
-    from depthdelusion.studies.depth_confound_laws import no_depth_term
+    from depthdelusion.studies.common.laws import no_depth_term
 
     rng = np.random.default_rng(4)
     draws = 60

@@ -72,8 +72,7 @@ def test_the_report_says_when_a_constant_exponent_passes_the_check_as_well(tmp_p
     import shutil
     from pathlib import Path
 
-    from depthdelusion.studies import redundancy as redundancy_study
-
+    from depthdelusion.studies.redundancy import study as redundancy_study
     committed = Path(__file__).resolve().parents[3] / "analysis" / "redundancy"
     for name in ("rates.csv", "invariance.csv", "mixture.csv", "run.json"):
         shutil.copy(committed / name, tmp_path / name)
@@ -100,8 +99,8 @@ def test_the_check_measures_once_and_its_report_is_the_one_rewritten_from_its_ta
     from them; --report-only's results read back from the tables render the same bytes."""
     import dataclasses
 
-    from depthdelusion.studies import redundancy as study
-    from depthdelusion.studies.spec import from_flags
+    from depthdelusion.studies.redundancy import study
+    from depthdelusion.studies.common.spec import from_flags
 
     spec = from_flags(study.RedundancySpec, {"betas": [2.0], "sources": [0.5], "ns": [20, 40, 80],
                                              "p": 60, "seeds": 2, "n_min": 20})
@@ -115,8 +114,8 @@ def test_the_check_measures_once_and_its_report_is_the_one_rewritten_from_its_ta
 
 
 def test_a_bad_value_of_the_check_is_one_line_naming_its_flag(tmp_path):
-    from depthdelusion.studies import redundancy as study
-    from depthdelusion.studies.spec import from_flags
+    from depthdelusion.studies.redundancy import study
+    from depthdelusion.studies.common.spec import from_flags
 
     with pytest.raises(ValueError, match=r"^--seeds=0: must be a positive integer$"):
         study.run_command(out=str(tmp_path), seeds=0)

@@ -1,0 +1,208 @@
+"""The depth-vs-size study's report and command: `sections` renders what `depth_vs_size.measure`
+found (report.md): per level and arm, the loss of every shape over the test seeds with its
+Student-t interval, Welch and paired-t intervals on the differences between neighbouring shapes
+(in depth order), which shapes are worse than a neighbour beyond the seed noise, the laws with
+the calibrated kink-vs-smooth test (`depth_confound_laws`), the lr grids; `write_report` writes it
+with points.csv, lr_curves.csv, laws.csv and loss_vs_depth.png. A partial study is labelled
+partial (only cells with every test seed finished are compared). `run_command` is
+`depthdelusion depth-vs-size`. Nothing here computes a number the report states; it formats them."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from depthdelusion.studies.common import laws
+from depthdelusion.studies.depth_vs_size import study as dvs
+from depthdelusion.studies.common import planned_runs
+from depthdelusion.studies.depth_vs_size.study import ARMS, DepthVsSizeResults, Worse
+from depthdelusion.studies.common.spec import load_spec
+
+COMMAND = "python -m depthdelusion depth-vs-size {source} --out {out}"
+METHOD_NAMES = {"welch": "Welch", "paired": "paired t"}
+
+
+def worse_text(w: Worse) -> str:
+    """One shape worse than a neighbour (or both) beyond the seed noise, as a sentence."""
+    whom = " and ".join(f"its {side} neighbour by {iv.estimate:.4f} [{iv.lo:.4f}, {iv.hi:.4f}]" for side, iv in w.sides)
+    return (f"{w.cell.shape['width']}×{w.cell.shape['depth']} is worse than {whom}"
+            + (" — worse than both neighbours: a bump no bowl in the aspect ratio makes" if w.both else ""))
+
+
+def _ci(m, digits: int = 4) -> str:
+    if m is None or not math.isfinite(m.estimate):
+        return "–"
+    if not math.isfinite(m.lo):
+        return f"{m.estimate:.{digits}f}"
+    return f"{m.estimate:.{digits}f} [{m.lo:.{digits}f}, {m.hi:.{digits}f}]"
+
+
+def _cell_text(row: dict) -> str:
+    c = row.cell
+    diverged = sum(1 for x in c.losses if not math.isfinite(x))
+    text = f"diverged at {diverged} of {len(c.losses)} seeds" if diverged else _ci(row.mean)
+    return text + (f" (lr {c.lr:g})" if c.lr else "")
+
+
+def point_rows(r: DepthVsSizeResults) -> list[dict]:
+    """points.csv: one row per level × arm × shape."""
+    out = []
+    for (level, arm), group in r.groups.items():
+        for row in group.rows:
+            c, m, d, q = row
+            s = c.shape
+            out.append({"level": level, "arm": arm, "width": s["width"], "depth": s["depth"],
+                        "aspect_w_over_d": f"{s['width'] / s['depth']:.3g}", "params_nonemb": s["params"],
+                        "steps": s["steps"], "tokens": s["tokens"], "lr": "" if c.lr is None else f"{c.lr:g}",
+                        "seeds": len(c.losses), "of": len(r.spec.seeds),
+                        "losses": " ".join(f"{x:.4f}" for x in c.losses),
+                        "mean": f"{m.estimate:.4f}" if m else "", "t95_lo": f"{m.lo:.4f}" if m else "",
+                        "t95_hi": f"{m.hi:.4f}" if m else "",
+                        "minus_next_deeper": f"{d.estimate:.4f}" if d else "",
+                        "welch95_lo": f"{d.lo:.4f}" if d else "", "welch95_hi": f"{d.hi:.4f}" if d else "",
+                        "paired95_lo": f"{q.lo:.4f}" if q else "", "paired95_hi": f"{q.hi:.4f}" if q else ""})
+    return out
+
+
+def curve_rows(r: DepthVsSizeResults) -> list[dict]:
+    """lr_curves.csv: a shape's grid as text (lrs %g, losses 4 decimals)."""
+    return [{**c, "lrs": " ".join(f"{lr:g}" for lr in c["lrs"]), "losses": " ".join(f"{y:.4f}" for y in c["losses"])}
+            for c in r.curves]
+
+
+def level_lines(exp: dvs.DepthVsSizeSpec, groups: dict) -> list[str]:
+    """Per level: a table of every arm's loss against depth and the neighbour verdicts."""
+    from depthdelusion.analysis.formats.table_text import markdown_table
+
+    lines = []
+    for i, level in enumerate(exp.resolved_levels):
+        shapes = level["shapes"]
+        mid = sorted(s["params"] for s in shapes)[len(shapes) // 2]
+        lines += [f"### Level {i + 1}: N ≈ {mid:,} non-embedding parameters, T ≈ {exp.tokens_per_param:g} N", ""]
+        header = ["arm"] + [f"{s['width']}×{s['depth']}" for s in shapes]
+        table = [["N (non-emb.) / steps / tokens"] + [f"{s['params']:,} / {s['steps']} / {s['tokens']:,}" for s in shapes]]
+        for arm, _, _ in ARMS:
+            rows = groups[(i + 1, arm)].rows
+            table.append([f"{arm}: loss [t 95%]"] + [_cell_text(r) for r in rows])
+            for key, name in METHOD_NAMES.items():
+                table.append([f"{arm}: this − next deeper [{name} 95%]"] + [_ci(getattr(r, key)) for r in rows])
+        lines += [markdown_table(header, table), ""]
+        for arm, _, _ in ARMS:
+            group = groups[(i + 1, arm)]
+            compared = sum(1 for r in group.rows if r.mean is not None)
+            if compared < 2:
+                lines += [f"- {arm}: fewer than 2 shapes with every test seed finished: not compared yet.", ""]
+                continue
+            for key, name in METHOD_NAMES.items():
+                found = [worse_text(w) for w in group.worse[key]]
+                lines += [f"- {arm}, {name} ({compared} of {len(group.rows)} shapes complete): "
+                          + ("; ".join(found) + "." if found else
+                             f"no shape is worse than a neighbour beyond the seed noise (every {name} 95% "
+                             "interval of a neighbouring difference includes 0 or favours the shape).")]
+            lines += [""]
+    return lines
+
+
+def sections(r: DepthVsSizeResults) -> str:
+    """report.md: what ran, the loss against depth per level with the neighbour verdicts, the
+    laws, the lr grids and what has not finished."""
+    exp = r.spec
+    lines = _head_lines(r)
+    lines += ["## Loss against depth at fixed N and T", "",
+              f"Mean over the test seeds {exp.seeds} with its Student-t 95% interval (n − 1 dof). The "
+              "difference to the next deeper shape twice: Welch's 95% interval (unequal variances, "
+              "unpaired) and the paired t interval of the seed-by-seed differences (n − 1 dof). A seed "
+              "draws the corpus and the held-out batches, which may move every shape at that seed alike: "
+              "the paired interval removes such a shared effect, Welch's counts it as noise. A shape "
+              "is 'worse than a neighbour beyond the seed noise' when the interval excludes 0; the "
+              "comparisons are not corrected for multiplicity.", ""]
+    lines += level_lines(exp, r.groups)
+    lines += laws.report_lines(list(r.laws), setting=(
+        "rows are seed-centred: each loss minus its seed's mean over the level's complete cells plus the "
+        "level's mean, which removes a seed's shared effect (its corpus and held-out batches), if any, and "
+        "leaves n − 1 free values per seed and level (a slight negative correlation the bootstrap "
+        "ignores); N = non-embedding parameters (the study's design variable); T = "
+        f"{exp.tokens_per_param:g} N at every cell, so the capacity term carries the data term"))
+    lines += lr_lines(r)
+    lines += planned_runs.not_finished_lines(list(r.todo))
+    return "\n".join(lines)
+
+
+def write_report(r: DepthVsSizeResults, out) -> Path:
+    """report.md, points.csv, lr_curves.csv, laws.csv and loss_vs_depth.png into OUT (local or
+    gs://: the figure drawn locally and copied up)."""
+    tables = {"points": point_rows(r), "lr_curves": curve_rows(r), "laws": laws.csv_rows(list(r.laws))}
+    return planned_runs.write_outputs(out, sections(r), tables, lambda path: plot(r, path),
+                                      cell=lambda v: f"{v:.5g}" if isinstance(v, float) else v)
+
+
+def _head_lines(r: DepthVsSizeResults) -> list[str]:
+    """The title, what ran, how to reproduce it and the arms."""
+    exp, t = r.spec, r.spec.base["train"]
+    lines = ["# Depth against size: loss at fixed non-embedding parameters and tokens "
+             "(generated by `depthdelusion depth-vs-size`)", ""]
+    lines += planned_runs.partial_lines(r.done, list(r.todo))
+    lines += [f"Experiment: `{r.source}`; reproduce with `{COMMAND.format(source=r.source, out=r.runs_dir.parent)}`. "
+              f"{len(exp.levels)} levels; tokens = {exp.tokens_per_param:g} × non-embedding N "
+              f"(steps of {t['batch_size']} × {exp.base['model']['seq_len']} tokens), warmup "
+              f"{exp.warmup_fraction:g} of the steps. Test seeds {exp.seeds} (init, data order and "
+              f"the built-in corpus drawn with that seed); lr grids on tuning seed {exp.tuning_seed} only. "
+              f"Metric: `{exp.metric}` (validation loss, nats/byte, {t['eval_batches']} fixed held-out "
+              f"batches). Training wall time{' so far' if r.todo else ''}: {r.wall_s / 3600:.2f} h "
+              f"({r.runs} runs, niced on a shared 2-core CPU).", "",
+              "Arms: " + "; ".join(f"**{a}** {text}" for a, _, text in ARMS) + ".", ""]
+    return lines
+
+
+def lr_lines(r: DepthVsSizeResults) -> list[str]:
+    from depthdelusion.analysis.formats.table_text import markdown_table
+
+    sigma, dof = r.sigma, r.dof
+    lines = [f"## SP learning-rate grids (tuning seed {r.spec.tuning_seed})", "",
+             "The chosen lr is the grid point nearest the optimum of the quadratic in ln lr through the "
+             "grid's best point and its two neighbours (`lr_grid`); lr* with Fieller's 95% interval, the "
+             "noise σ " + (f"= {sigma:.4f} from the test seeds (median-based; {dof} dof)." if sigma else
+                           "not yet measured (no test seeds finished): no interval yet."), ""]
+    rows = [[c["level"], f"{c['width']}×{c['depth']}", c["lrs"], c["losses"],
+             "–" if c["chosen_lr"] is None else f"{c['chosen_lr']:g}",
+             f"{c['fit_lr']:.3g} [{c['fit_lr_lo']:.3g}, {c['fit_lr_hi']:.3g}]" if math.isfinite(c["fit_lr"]) else "–",
+             c["note"]] for c in curve_rows(r)]
+    return lines + [markdown_table(["level", "W×D", "lrs", "losses", "chosen lr", "lr* [95%]", "note"], rows), ""]
+
+
+def plot(r: DepthVsSizeResults, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    exp = r.spec
+    n = len(exp.resolved_levels)
+    fig, axes = plt.subplots(1, n, figsize=(4.4 * n, 3.6), squeeze=False)
+    for i, ax in enumerate(axes[0]):
+        for (arm, _, _), color, shift in zip(ARMS, ("tab:blue", "tab:green"), (0.97, 1.03)):
+            rows = [row for row in r.groups[(i + 1, arm)].rows if row.mean is not None]
+            if not rows:
+                continue
+            xs = [row.cell.shape["depth"] * shift for row in rows]  # offset so the bars do not overlap
+            ys = [row.mean.estimate for row in rows]
+            err = [[y - row.mean.lo for y, row in zip(ys, rows)], [row.mean.hi - y for y, row in zip(ys, rows)]]
+            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=color, label=arm)
+        shapes = exp.resolved_levels[i]["shapes"]
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([s["depth"] for s in shapes], [f"{s['depth']}\n(W {s['width']})" for s in shapes], fontsize=7)
+        mid = sorted(s["params"] for s in shapes)[len(shapes) // 2]
+        ax.set_title(f"level {i + 1}: N ≈ {mid:,}, T ≈ {exp.tokens_per_param:g} N", fontsize=9)
+        ax.set_xlabel("depth D (width W)")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    axes[0][0].set_ylabel(f"{exp.metric} (nats/byte)\nmean, t 95% over test seeds", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run_command(*, experiment: str, out: str, max_runs: int | None = None, report_only: bool = False) -> int:
+    """`depthdelusion depth-vs-size` (the parser is `depthdelusion.cli`)."""
+    return planned_runs.command(
+        load_spec(dvs.DepthVsSizeSpec, experiment), experiment, out, train=dvs.train, max_runs=max_runs,
+        write_report=lambda exp, source, out_dir: write_report(dvs.measure(exp, source, out_dir / "runs"), out_dir),
+        report_only=report_only)

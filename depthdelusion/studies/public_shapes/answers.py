@@ -1,0 +1,152 @@
+"""The public-shapes study's answers (issue 51, item 4), each with an interval and its method.
+
+- :func:`critical_depth`: the power-law kink D_crit = c·W^p per arm — its exponent p against the
+  paper's (``reference.PAPER_FIT``), D_crit at each width, how many checkpoints lie past it — with
+  cluster-bootstrap percentile intervals (whole runs resampled).
+- :func:`lr_interaction`: the same shapes at the published learning rate and at half of it; the
+  shape parameters (optimal aspect ratio m and curvature q of ``shape_quadratic``; the width and
+  depth exponents of ``gemstones_width_depth``) fitted to each, and their difference with a
+  *paired* cluster bootstrap: one draw of shapes, the same for both tables (the same seed and the
+  same run labels give the same draw), so a shape's two runs stay together.
+- :func:`audit`: the paper's D / D_crit(W) = D / (κ·ln W), its κ, for every shape, against the
+  shape's own excess loss over the shape-agnostic chinchilla fit (its checkpoints' mean residual);
+  deep shapes (D / D_crit > 1) against the rest, with a cluster bootstrap of the difference.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from depthdelusion.analysis.reference import PAPER_FIT, PAPER_KAPPA
+
+from depthdelusion.studies.public_shapes.study import POWER_KINK, Arm, fit_laws, shape_labels, table_runs
+
+LEVEL = 95
+PAPER_EXPONENT = PAPER_FIT["persistence_exponent"]
+LR_LAWS = {"shape_quadratic": ("m", "q"), "gemstones_width_depth": ("aw", "ad")}
+
+
+def percentile_interval(samples) -> tuple[float, float]:
+    """The central LEVEL% percentile interval of the finite samples (NaN, NaN when none is)."""
+    s = np.asarray(samples, float)
+    s = s[np.isfinite(s)]
+    if not len(s):
+        return (np.nan, np.nan)
+    return tuple(float(v) for v in np.percentile(s, [(100 - LEVEL) / 2, (100 + LEVEL) / 2]))
+
+
+@dataclass(frozen=True)
+class CriticalDepth:
+    arm: str
+    p: float
+    p_ci: tuple
+    p_status: str
+    widths: list          # (W, D_crit, (lo, hi)) per width of the suite
+    past: int             # checkpoints with D > D_crit at the fit
+    rows: int
+
+    def exponent_text(self) -> str:
+        ref, (rlo, rhi) = PAPER_EXPONENT
+        if self.p_status != "ok" or self.past == 0:
+            where = ("no checkpoint lies past the fitted D_crit, so the kink is outside the data"
+                     if self.past == 0 else f"its status is {self.p_status}")
+            return (f"p is not identified ({where}; the optimum's p = {self.p:.3g} is one point of "
+                    f"a flat ridge, not an estimate): nothing to set against the paper's {ref} [{rlo}, {rhi}]")
+        lo, hi = self.p_ci
+        overlap = np.isfinite(lo) and lo <= rhi and hi >= rlo
+        return (f"p = {self.p:.3g} [{lo:.3g}, {hi:.3g}] (cluster bootstrap, 95% percentile) against "
+                f"the paper's {ref} [{rlo}, {rhi}]: the intervals " + ("overlap" if overlap else "do not overlap"))
+
+
+def critical_depth(arm: Arm) -> CriticalDepth | None:
+    """The power-law kink of ``arm`` (None when it was not fitted)."""
+    from depthdelusion.analysis.fitting.result import parameter_status
+
+    f = arm.fits.get(POWER_KINK)
+    if f is None:
+        return None
+    names = list(f.params)
+    boot = f.bootstrap_params if f.bootstrap_params is not None else np.zeros((0, len(names)))
+    c_s, p_s = boot[:, names.index("c")], boot[:, names.index("p")]
+    widths = []
+    for w in sorted({float(x) for x in arm.runs.width}):
+        widths.append((w, f.params["c"] * w ** f.params["p"], percentile_interval(c_s * w ** p_s)))
+    d_crit = f.params["c"] * np.asarray(arm.runs.width, float) ** f.params["p"]
+    past = int(np.sum(np.asarray(arm.runs.depth, float) > d_crit))
+    return CriticalDepth(arm.label, f.params["p"], f.ci_bootstrap["p"] if f.ci_bootstrap else (np.nan, np.nan),
+                         parameter_status(f, "p"), widths, past, f.n)
+
+
+@dataclass(frozen=True)
+class Interaction:
+    law: str
+    parameter: str
+    hot: float
+    half: float
+    diff_ci: tuple
+    p: float
+    paired: bool
+    shapes: int
+
+    @property
+    def moves(self) -> bool:
+        lo, hi = self.diff_ci
+        return bool(np.isfinite(lo) and (lo > 0 or hi < 0))
+
+
+def lr_interaction(*, bootstrap: int, seed: int, convention: str = "total") -> list[Interaction]:
+    """Shape parameters at the published and at half the learning rate, on the shapes both
+    tables hold, with a paired cluster bootstrap of each difference (half − published) and its
+    two-sided bootstrap p-value, 2·min(P*(Δ ≤ 0), P*(Δ ≥ 0))."""
+    hot, half = (table_runs(name, convention) for name in ("gemstones", "gemstones_lr_half"))
+    common = set(shape_labels(hot).tolist()) & set(shape_labels(half).tolist())
+    arms = [r.subset(np.isin(shape_labels(r), sorted(common))) for r in (hot, half)]
+    fits = [fit_laws(r, shape_labels(r), tuple(LR_LAWS), bootstrap=bootstrap, seed=seed) for r in arms]
+    out = []
+    for law, params in LR_LAWS.items():
+        a, b = fits[0][law], fits[1][law]
+        paired = a.n_bootstrap == b.n_bootstrap == bootstrap  # no resample left out: rows align
+        for name in params:
+            i = list(a.params).index(name)
+            if paired and bootstrap:
+                diff = b.bootstrap_params[:, i] - a.bootstrap_params[:, i]
+            else:  # unpaired: independent draws of each (a wider interval than the paired one)
+                n = min(a.n_bootstrap, b.n_bootstrap)
+                diff = b.bootstrap_params[:n, i] - a.bootstrap_params[::-1][:n, i]
+            p = 2 * min(np.mean(diff <= 0), np.mean(diff >= 0)) if len(diff) else np.nan
+            out.append(Interaction(law, name, a.params[name], b.params[name], percentile_interval(diff),
+                                   float(min(1.0, p)), paired, len(common)))
+    return out
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    shape: str
+    depth: int
+    width: int
+    params: float
+    ratio: float       # D / D_crit(W), the paper's κ
+    excess: float      # mean residual over chinchilla (nats): > 0 the shape loses
+
+
+def audit(arm: Arm, *, bootstrap: int, seed: int) -> tuple[list[AuditRow], float, tuple]:
+    """Per shape, the paper's D / D_crit and the shape's excess loss over ``arm``'s chinchilla
+    fit; and the mean excess of the deep shapes (D / D_crit > 1) minus that of the others, with
+    a cluster bootstrap interval (shapes resampled within each of the two groups)."""
+    f = arm.fits["chinchilla"]
+    resid = np.asarray(arm.runs.loss, float) - f.predict(arm.runs)
+    rows = []
+    for label in sorted(set(arm.clusters.tolist()), key=lambda s: tuple(int(x) for x in s.split("x"))):
+        at = arm.clusters == label
+        w, d = (int(x) for x in label.split("x"))
+        rows.append(AuditRow(label, d, w, float(np.mean(np.asarray(arm.runs.params)[at])),
+                             d / (PAPER_KAPPA * np.log(w)), float(np.mean(resid[at]))))
+    deep = np.array([r.ratio > 1 for r in rows])
+    excess = np.array([r.excess for r in rows])
+    if deep.all() or not deep.any():
+        return rows, np.nan, (np.nan, np.nan)
+    rng = np.random.default_rng(seed)
+    draws = [rng.choice(excess[deep], deep.sum()).mean() - rng.choice(excess[~deep], (~deep).sum()).mean()
+             for _ in range(bootstrap)]
+    return rows, float(excess[deep].mean() - excess[~deep].mean()), percentile_interval(draws)

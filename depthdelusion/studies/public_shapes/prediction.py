@@ -1,0 +1,150 @@
+"""The public-shapes study's prediction test (issue 51, item 5) and its check on Gadre et al. (item 2).
+
+:func:`predict`: every law fitted on the shapes up to ``SMALL`` parameters at all but the last
+``LAST_BUDGETS`` token budgets, then asked for three held-out sets: the larger shapes (at the
+fitted budgets), the small shapes' last budgets, and the larger shapes' last budgets. Each fit is
+the bare fit of a rollout step (:mod:`depthdelusion.analysis.fitting.rollout`: no bootstrap, profile or
+leave-one-out; same seed), each set's errors a rollout ``Step`` (observed − predicted, nats).
+A law's error is set against the shape-agnostic baseline (chinchilla) on the same held-out
+checkpoints: the difference of RMSEs, with a cluster-bootstrap interval over the held-out runs
+(held-out shapes resampled, the fits held fixed: it measures which runs were held out, not the
+fit's own uncertainty).
+
+:func:`gadre`: the laws robust on Gemstones fitted to Gadre et al. 2024 (the runs with a width
+and depth: 4 shapes × 3 training sets × token multiples), one offset E per training set,
+intervals from a case bootstrap within training sets (each row there is its own training run).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from depthdelusion.studies.public_shapes.study import Arm, fit_laws
+
+SMALL = 1e9          # parameters (the arm's convention): fitted up to this size
+LAST_BUDGETS = 2     # token budgets held out at the end
+HELD_OUT = ("larger shapes", "last budgets", "larger shapes, last budgets")
+BASELINE = "chinchilla"
+GADRE_LAWS = ("chinchilla", "shape_quadratic", "gemstones_width_depth", "depth_delusion")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    arm: str
+    law: str
+    held_out: str
+    step: object           # rollout.Step: errors on the held-out checkpoints
+    runs: int              # held-out runs
+    vs_baseline: float     # RMSE − baseline RMSE (nats); < 0: the law predicts better
+    vs_ci: tuple
+    status: str
+
+
+def split(runs, clusters) -> dict:
+    """Row masks: ``train`` and one per :data:`HELD_OUT` set. A shape is large when its (one)
+    parameter count exceeds :data:`SMALL`; the last budgets are the ``LAST_BUDGETS`` largest
+    token counts of the table."""
+    params = np.asarray(runs.params, float)
+    large = np.array([params[clusters == c].mean() > SMALL for c in clusters])
+    budgets = np.unique(np.round(np.asarray(runs.tokens, float), -9))
+    last = np.round(np.asarray(runs.tokens, float), -9) >= budgets[-LAST_BUDGETS]
+    return {"train": ~large & ~last, HELD_OUT[0]: large & ~last, HELD_OUT[1]: ~large & last,
+            HELD_OUT[2]: large & last}
+
+
+def predict(arm: Arm, laws, *, bootstrap: int, seed: int) -> list[Prediction]:
+    """Each law fitted on ``split``'s train rows, its errors on each held-out set against chinchilla's."""
+    from depthdelusion.analysis.fitting.rollout import Step
+
+    masks = split(arm.runs, arm.clusters)
+    train = arm.runs.subset(masks["train"])
+    fits = fit_laws(train, arm.clusters[masks["train"]], laws, bootstrap=0, seed=seed)
+    out = []
+    for name in HELD_OUT:
+        held = arm.runs.subset(masks[name])
+        labels = arm.clusters[masks[name]]
+        errors = {law: np.asarray(held.loss, float) - f.predict(held) for law, f in fits.items()}
+        for law, f in fits.items():
+            step = Step(1, int(masks["train"].sum()), SMALL, np.nan, len(held.loss), errors[law])
+            diff, ci = _vs_baseline(errors[law], errors[BASELINE], labels, bootstrap, seed)
+            status = "not identified (tied fits)" if f.ridge_solutions else "ok"
+            out.append(Prediction(arm.label, law, name, step, len(set(labels.tolist())), diff, ci, status))
+    return out
+
+
+def _vs_baseline(err, base, labels, bootstrap: int, seed: int):
+    """RMSE(err) − RMSE(base) and its 95% cluster-bootstrap interval over the held-out runs."""
+    from depthdelusion.studies.public_shapes.answers import percentile_interval
+
+    rmse = lambda e: float(np.sqrt(np.mean(e ** 2)))  # noqa: E731
+    diff = rmse(err) - rmse(base)
+    groups = [np.flatnonzero(labels == c) for c in sorted(set(labels.tolist()))]
+    if len(groups) < 2 or not bootstrap:
+        return diff, (np.nan, np.nan)
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(bootstrap):
+        idx = np.concatenate([groups[i] for i in rng.integers(0, len(groups), len(groups))])
+        draws.append(rmse(err[idx]) - rmse(base[idx]))
+    return diff, percentile_interval(draws)
+
+
+def prediction_rows(preds: list[Prediction]) -> list[dict]:
+    """prediction.csv: per arm, held-out set and law its errors and its RMSE against chinchilla's."""
+    return [{"arm": p.arm, "held_out": p.held_out, "law": p.law, "runs": p.runs,
+             "checkpoints": p.step.n_test, "mean_error": _nats(p.step.mean_error),
+             "rmse": _nats(p.step.rmse), "max_abs_error": _nats(p.step.max_abs),
+             "rmse_minus_chinchilla": _nats(p.vs_baseline), "ci95_low": _nats(p.vs_ci[0]),
+             "ci95_high": _nats(p.vs_ci[1]), "status": p.status} for p in preds]
+
+
+def _nats(v):
+    """A loss error to 0.1 millinat: far below the runs' own noise (≈ 0.02 nats), and the
+    same on any machine (tied fits differ in the 8th decimal)."""
+    return None if not np.isfinite(v) else round(float(v), 4) + 0.0
+
+
+@dataclass(frozen=True)
+class GadreFit:
+    law: str
+    fit: object
+    d_aicc: float
+
+
+def gadre(*, bootstrap: int, seed: int, laws=GADRE_LAWS) -> tuple[list[GadreFit], object]:
+    """The laws of ``laws`` fitted to Gadre et al.'s runs with a width and depth (total N), one
+    offset per training set; (fits sorted by AICc, the runs fitted)."""
+    from depthdelusion.analysis import fit
+    from depthdelusion.analysis.table.published import load_table
+
+    runs = load_table("gadre2024")
+    runs = runs.subset(np.isfinite(np.asarray(runs.depth, float)) & np.isfinite(np.asarray(runs.width, float)))
+    fits = {law: fit(runs, law, bootstrap=bootstrap, seed=seed, profile=False, leave_one_out=False,
+                     diagnostics=False, group_offsets=True) for law in laws}
+    best = min(f.aicc for f in fits.values())
+    return sorted((GadreFit(law, f, f.aicc - best) for law, f in fits.items()), key=lambda g: g.d_aicc), runs
+
+
+def rmse_by_multiple(best: GadreFit, runs) -> tuple:
+    """Where the best law misses: (tokens per parameter, its RMSE there in nats) per multiple."""
+    multiple = np.round(np.asarray(runs.tokens, float) / np.asarray(runs.params, float))
+    resid = np.asarray(runs.loss, float) - best.fit.predict(runs)
+    return tuple((float(m), float(np.sqrt(np.mean(resid[multiple == m] ** 2)))) for m in np.unique(multiple))
+
+
+def gadre_rows(fits: list[GadreFit]) -> list[dict]:
+    """gadre.csv: per law and parameter the value, status and case-bootstrap interval."""
+    from depthdelusion.analysis.fitting.result import parameter_status
+
+    from depthdelusion.studies.public_shapes.study import significant
+
+    rows = []
+    for g in fits:
+        for name, value in g.fit.params.items():
+            lo, hi = (g.fit.ci_bootstrap or {}).get(name, (np.nan, np.nan))
+            rows.append({"law": g.law, "parameter": name, "value": significant(value),
+                         "status": parameter_status(g.fit, name), "ci95_low": significant(lo), "ci95_high": significant(hi),
+                         "rows": g.fit.n, "d_aicc": round(g.d_aicc, 1), "bootstrap_kept": g.fit.n_bootstrap})
+    return rows
+

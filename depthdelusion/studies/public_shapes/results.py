@@ -1,0 +1,94 @@
+"""The public-shapes study's results: :func:`measure` turns a
+:class:`~.public_shapes.PublicShapesSpec` into a frozen :class:`PublicShapesResults` holding
+every number the report, its CSVs and its figures state (rendered by
+``public_shapes_report.sections``); the core's answers come from :mod:`.public_shapes_answers`,
+the compute-optimal shape from :mod:`.public_shapes_optimal`, the prediction test and the check
+on Gadre et al. from :mod:`.public_shapes_prediction`, the figures' facts from
+:mod:`.public_shapes_figures`."""
+from __future__ import annotations
+
+import importlib.util
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from depthdelusion.studies.public_shapes import study
+from depthdelusion.studies.public_shapes import answers
+from depthdelusion.studies.public_shapes import optimal
+from depthdelusion.studies.public_shapes import prediction
+from depthdelusion.studies.public_shapes.figures import figure_facts
+
+
+@dataclass(frozen=True)
+class PublicShapesResults:
+    """Every number the study states, computed once by :func:`measure` (rendered by
+    ``public_shapes_report.sections``; its CSVs and figures written from the same object)."""
+
+    spec: study.PublicShapesSpec
+    arms: tuple                       # Arm per (table, convention) of the spec
+    critical: tuple = ()              # answers.CriticalDepth per arm with the power kink (4.1)
+    interaction: tuple = ()           # answers.Interaction per shape parameter (4.3)
+    audit: tuple = ()                 # answers.AuditRow per shape of the first arm (4.4)
+    deep_minus_rest: float = np.nan   # mean excess of the deep shapes minus the rest (nats)
+    deep_ci: tuple = (np.nan, np.nan)
+    audit_drawn: bool = False         # audit.png can be drawn (matplotlib is installed)
+    optimal: tuple = ()               # optimal.Optimum: fitted, then the authors' released (4.2)
+    predictions: tuple = ()           # prediction.Prediction per arm, held-out set and law (5)
+    gadre: tuple = ()                 # prediction.GadreFit, by AICc (item 2)
+    gadre_runs: object = None         # the Gadre et al. runs those laws were fitted to
+    gadre_by_multiple: tuple = ()     # (tokens per parameter, RMSE of the best law there)
+    figures: object = None            # figures.FigureFacts of the first arm (6)
+    wall_s: float = 0.0               # measure()'s wall time on this machine
+
+
+def measure(spec: study.PublicShapesSpec) -> PublicShapesResults:
+    """The study's fits, tests and answers for ``spec``: the core (part "laws") and the parts
+    beyond it, each only when ``spec.parts`` names it."""
+    start = time.perf_counter()
+    common = {"bootstrap": spec.bootstrap, "seed": spec.seed}
+    if spec.core:
+        arms = tuple(study.fit_arm(t, c, spec.laws, replicates=spec.replicates, **common) for t, c in spec.arms)
+    else:
+        arms = tuple(parts_arm(t, c, spec.laws, **common) for t, c in spec.arms)
+    found = {**_parts(spec, arms), **(_core(spec, arms) if spec.core else {})}
+    return PublicShapesResults(spec, arms, **found, wall_s=time.perf_counter() - start)
+
+
+def parts_arm(table: str, convention: str, laws, *, bootstrap: int, seed: int) -> study.Arm:
+    """An arm without the core's tests: the shape laws of 4.2 with their cluster bootstrap, the
+    rest of ``laws`` bare (the figures need only their optima)."""
+    runs = study.table_runs(table, convention)
+    clusters = study.shape_labels(runs)
+    boot = [law for law in laws if law in optimal.OPTIMAL_LAWS]
+    fits = {**study.fit_laws(runs, clusters, boot, bootstrap=bootstrap, seed=seed),
+            **study.fit_laws(runs, clusters, [law for law in laws if law not in boot], bootstrap=0, seed=seed)}
+    return study.Arm(table, convention, runs, clusters, fits)
+
+
+def _parts(spec: study.PublicShapesSpec, arms) -> dict:
+    """The parts beyond the core: 4.2, 5, the check on Gadre et al. and the figures' facts."""
+    found, common = {}, {"bootstrap": spec.bootstrap, "seed": spec.seed}
+    if "optimal" in spec.parts:
+        found["optimal"] = tuple([o for a in arms for o in optimal.optima(a, bootstrap=spec.bootstrap)]
+                                 + optimal.released_optima(arms[0].runs))
+    if "prediction" in spec.parts:
+        found["predictions"] = tuple(p for a in arms for p in prediction.predict(a, spec.laws, **common))
+    if "gadre" in spec.parts:
+        fits, runs = prediction.gadre(**common)
+        found.update(gadre=tuple(fits), gadre_runs=runs,
+                     gadre_by_multiple=prediction.rmse_by_multiple(fits[0], runs) if fits else ())
+    if "figures" in spec.parts:
+        found["figures"] = figure_facts(arms[0])
+    return found
+
+
+def _core(spec: study.PublicShapesSpec, arms) -> dict:
+    """The core's answers: the critical depth (4.1), the learning-rate interaction (4.3) and the
+    paper's audit (4.4)."""
+    critical = tuple(c for c in (answers.critical_depth(a) for a in arms) if c is not None)
+    interaction = tuple(answers.lr_interaction(bootstrap=spec.bootstrap, seed=spec.seed)
+                        if spec.lr_interaction else ())
+    rows, diff, ci = answers.audit(arms[0], bootstrap=spec.bootstrap, seed=spec.seed)
+    return {"critical": critical, "interaction": interaction, "audit": tuple(rows), "deep_minus_rest": diff,
+            "deep_ci": ci, "audit_drawn": importlib.util.find_spec("matplotlib") is not None}

@@ -1,0 +1,96 @@
+"""The public-shapes report's sections for the compute-optimal shape (4.2), the prediction test
+(item 5), the check on Gadre et al. (item 2) and the figures (item 6)."""
+from __future__ import annotations
+
+import numpy as np
+
+from depthdelusion.analysis.formats.table_text import markdown_table
+from depthdelusion.analysis.reference import PAPER_SHAPE_EXPONENTS
+
+from depthdelusion.studies.public_shapes.prediction import BASELINE, HELD_OUT, LAST_BUDGETS, SMALL
+
+
+def _ci(lo, hi) -> str:
+    return "" if lo is None or not np.isfinite(lo) else f"[{lo:.3g}, {hi:.3g}]"
+
+
+def optimal_section(rows: list[dict], assumptions: list[str]) -> list[str]:
+    if not rows:
+        return []
+    table = [[r["arm"], r["law"], r["source"], r["shape"], f"{r['exponent']:.3g}" if r["exponent"] is not None else "–",
+              _ci(r["ci95_low"], r["ci95_high"]), f"{r['paper']}", r["paper_in_ci"] or "no interval",
+              f"{r['d_star_low_c']:.0f}→{r['d_star_high_c']:.0f}" if r["shape"] == "depth" else
+              f"{r['w_star_low_c']}→{r['w_star_high_c']}"] for r in rows]
+    c_low, c_high = rows[0]["c_low"], rows[0]["c_high"]
+    return ["## 4.2 Compute-optimal depth and width against C (compute_optimal.csv)", "",
+            f"Each shape law minimised over (D, W) at fixed compute C = 6·N_total·T, at {c_low:.2g}–"
+            f"{c_high:.2g} FLOPs (the suite's own range: no extrapolation); D* ∝ C^a, W* ∝ C^b as "
+            "least-squares slopes over those budgets. Intervals: each cluster-bootstrap draw of the "
+            "fit (whole runs resampled) re-solved, 95% percentile. The paper: depth "
+            f"C^{PAPER_SHAPE_EXPONENTS['depth']}, width C^{PAPER_SHAPE_EXPONENTS['width']} (no "
+            "interval stated). Gemstones: the authors' released width-depth parameters (cool-down, "
+            "half learning rate) optimised the same way — exponents implied by their parameters, "
+            "computed here; no compute-optimal depth or width exponent of the authors' is in the "
+            "material available to this study (their released files and the model cards), so none "
+            "is quoted. shape_quadratic holds ln(D/W) at its optimum m by construction, so its two "
+            "exponents are equal (a third of N*'s) whatever the data.", "",
+            *_beyond(rows),
+            markdown_table(["arm", "law", "source", "shape", "exponent", "95%", "paper", "paper in 95%",
+                            "D* or W* over the range"], table, "llllrrrll"), "",
+            "Assumptions of the search:", ""] + [f"- {a}" for a in assumptions] + [""]
+
+
+def _beyond(rows: list[dict]) -> list[str]:
+    far = sorted({f"{r['law']} on {r['arm']}" for r in rows if r["d_star_beyond_deepest_run"]})
+    return [f"D* passes the suite's deepest run (80 layers) for {', '.join(far)}: there the optimum "
+            "is an extrapolation in depth, not a shape the data contain.", ""] if far else []
+
+
+def prediction_section(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    table = [[r["arm"], r["held_out"], r["law"], r["runs"], r["checkpoints"], _n(r["mean_error"]), _n(r["rmse"], "{:.4f}"),
+              _n(r["rmse_minus_chinchilla"]), _ci(r["ci95_low"], r["ci95_high"]), r["status"]] for r in rows]
+    return ["## 5. Prediction: fit on the small shapes, predict the large ones and the last budgets "
+            "(prediction.csv)", "",
+            f"Every law fitted (least squares, bare: as a rollout step) on the shapes with N ≤ {SMALL:.0e} "
+            f"at all but the last {LAST_BUDGETS} token budgets; error = observed − predicted (nats) on "
+            f"{'; '.join(repr(h) for h in HELD_OUT)}. Against the shape-agnostic baseline: RMSE − RMSE({BASELINE}) on the "
+            "same checkpoints (negative: the law predicts better), 95% cluster bootstrap over the held-out "
+            "runs with the fits held fixed (which runs were held out, not the fit's own uncertainty). "
+            "Kink laws whose fit collapses to chinchilla predict as it does (tied fits).", "",
+            markdown_table(["arm", "held out", "law", "runs", "checkpoints", "mean error", "RMSE",
+                            f"RMSE − {BASELINE}", "95%", "status"], table, "lllrrrrrrl"), ""]
+
+
+def _n(v, spec: str = "{:+.4f}") -> str:
+    return "–" if v is None else spec.format(v)
+
+
+def gadre_section(fits, runs, by_multiple) -> list[str]:
+    if not fits:
+        return []
+    from depthdelusion.analysis.fitting.result import parameter_status
+
+    shapes = sorted({(int(w), int(d)) for w, d in zip(runs.width, runs.depth)})
+    table = []
+    for g in fits:
+        status = [parameter_status(g.fit, n) for n in g.fit.params]
+        ok = sum(s == "ok" for s in status)
+        table.append([g.law, g.fit.n, f"{g.d_aicc:+.1f}", f"{np.sqrt(g.fit.rss / g.fit.n):.4f}",
+                      f"{ok} of {len(status)}", g.fit.n_bootstrap])
+    return ["## Item 2: the robust laws checked on Gadre et al. 2024 (gadre.csv)", "",
+            f"The {len(runs)} runs of `gadre2024` with a width and depth: {len(shapes)} shapes "
+            f"({', '.join(f'{w}×{d}' for w, d in shapes)}) on 3 training sets, C4 validation loss, total N; "
+            "one offset E per training set; intervals from a case bootstrap within training sets (each row "
+            "is its own training run, so rows are the clusters). open_lm_1b/7b have no width or depth in "
+            "the files and are left out. With 4 shapes and 2 depths, a shape law has 4 points to describe "
+            "its shape term: expect its shape parameters not identified.", "",
+            markdown_table(["law", "rows", "ΔAICc", "RMSE (nats)", "parameters identified", "bootstrap kept"],
+                           table, "lrrrrr"), "",
+            f"RMSE of {fits[0].law} by tokens per parameter (multiple: nats) — "
+            + ", ".join(f"{m:.0f}: {rmse:.3f}" for m, rmse in by_multiple) + ".", ""]
+
+
+def figures_section(lines: list[str]) -> list[str]:
+    return (["## 6. Figures", ""] + [f"- {line}" for line in lines] + [""]) if lines else []

@@ -1,0 +1,205 @@
+"""The public-shapes study: the paper's critical-depth law tested on runs nobody here trained.
+
+Reads the Gemstones suite (McLeish et al. 2025) by name — ``gemstones`` (no cool-down, "hot"),
+``gemstones_cooldown`` and ``gemstones_lr_half`` (the same shapes at half the learning rate) —
+through the package's table download and cache (``DEPTHDELUSION_TABLES_URL``,
+``DEPTHDELUSION_CACHE``). For the hot and cooldown tables and both parameter-count conventions
+(total: ``params_active_precise``, embeddings included; non-embedding: that less 50,304·W, the
+authors' own subtraction) it fits every law of :data:`LAWS` by least squares, with a cluster
+bootstrap over whole runs (a shape's checkpoints are one run), and runs the calibrated tests of
+:mod:`depthdelusion.analysis.report.verdict` with a per-run random effect in the parametric bootstrap.
+The answers (critical depth, learning-rate interaction, the paper's audit) are in
+:mod:`.public_shapes_answers`, the compute-optimal shape in :mod:`.public_shapes_optimal`, the
+prediction test and the check on Gadre et al. in :mod:`.public_shapes_prediction`, the figures in
+:mod:`.public_shapes_figures`, the report in :mod:`.public_shapes_report` (its later sections in
+:mod:`.public_shapes_sections`).
+
+The study's shape: its spec (:class:`PublicShapesSpec`, from the command's flags by
+:func:`spec_from_flags`), ``public_shapes_results.measure`` to a frozen ``PublicShapesResults``,
+whose report, CSVs and figures ``public_shapes_report`` writes.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from depthdelusion.analysis.fitting.options import BOOTSTRAP
+from depthdelusion.config import bounded
+
+from depthdelusion.studies.common.spec import from_flags, spec_error
+
+BASELINES = ("kaplan", "chinchilla")
+KINKS = ("depth_delusion", "depth_delusion_relative", "depth_delusion_power")
+SMOOTH = ("shape_quadratic", "depth_softplus", "gemstones_width_depth")
+LAWS = BASELINES + KINKS + SMOOTH
+#: the kink law whose critical depth D_crit = c·W^p has an exponent to set against the paper's
+POWER_KINK = "depth_delusion_power"
+FITTED_TABLES = ("gemstones", "gemstones_cooldown")
+LR_TABLES = ("gemstones", "gemstones_lr_half")
+CONVENTIONS = ("total", "non_embedding")
+#: the study's parts: "laws" is the core (fits, tests, 4.1, 4.3, 4.4: report.md and its CSVs);
+#: without it the other parts write report_partial.md and leave the core's files alone
+PARTS = ("laws", "optimal", "prediction", "gadre", "figures")
+FLOP_CONVENTION = ("C = 6·N·T, N in the arm's convention, T tokens (the table gives no FLOP "
+                   "column; Gemstones' own plots use 6·N·T with N = params_active_precise)")
+DEFAULT_REPLICATES = 200
+
+
+@dataclass(frozen=True)
+class PublicShapesSpec:
+    """What one run of the study does: the flags of `depthdelusion public-shapes`
+    (:func:`spec_from_flags`), each field checked as a study spec's (`spec.from_flags`)."""
+
+    bootstrap: int = bounded(BOOTSTRAP, ge=0, note=" (cluster-bootstrap refits per law)")
+    replicates: int = bounded(DEFAULT_REPLICATES, ge=0, note=" (parametric-bootstrap replicates per test)")
+    seed: int = bounded(0, ge=0)
+    tables: list[Literal[FITTED_TABLES]] = field(default_factory=lambda: list(FITTED_TABLES))
+    conventions: list[Literal[CONVENTIONS]] = field(default_factory=lambda: list(CONVENTIONS))
+    laws: list[Literal[LAWS]] = field(default_factory=lambda: list(LAWS))
+    lr_interaction: bool = True   # gemstones against gemstones_lr_half (4.3)
+    parts: list[Literal[PARTS]] = field(default_factory=lambda: list(PARTS))
+
+    def validate(self) -> None:
+        for name, known in (("tables", FITTED_TABLES), ("conventions", CONVENTIONS), ("laws", LAWS),
+                            ("parts", PARTS)):
+            if not getattr(self, name):
+                raise spec_error(name, getattr(self, name), f"need at least one of {', '.join(known)}")
+        if "chinchilla" not in self.laws:
+            raise spec_error("laws", self.laws, "must include chinchilla: the tests and the audit are against it")
+
+    @property
+    def core(self) -> bool:
+        """Whether the core (part "laws") runs: report.md, else report_partial.md."""
+        return "laws" in self.parts
+
+    @property
+    def arms(self) -> list[tuple[str, str]]:
+        """(table, N convention) of every arm, in the report's order."""
+        return [(t, c) for t in self.tables for c in self.conventions]
+
+
+def spec_from_flags(**flags) -> PublicShapesSpec:
+    """The spec from the command's flags (a comma-separated list split here; None: the
+    default), every field checked as in a study YAML (`spec.from_flags`); a bad one is a
+    ValueError naming its flag."""
+    lists = ("tables", "conventions", "laws", "parts")
+    raw = {k: [t.strip() for t in v.split(",") if t.strip()] if k in lists and isinstance(v, str) else v
+           for k, v in flags.items() if v is not None}
+    return from_flags(PublicShapesSpec, raw)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One table in one N convention: its fits and the calibrated tests."""
+
+    table: str
+    convention: str
+    runs: object
+    clusters: np.ndarray
+    fits: dict = field(default_factory=dict)
+    penalties: tuple = ()                            # verdict.PenaltyVerdict per kink law
+    critical: dict = field(default_factory=dict)    # kink law -> verdict.CriticalDepthVerdict
+    seconds: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"{self.table} ({self.convention} N)"
+
+    @property
+    def n_shapes(self) -> int:
+        return len(set(self.clusters.tolist()))
+
+
+def shape_labels(runs) -> np.ndarray:
+    """One label per row naming its run: the shape WIDTHxDEPTH (one run per shape in Gemstones)."""
+    return np.array([f"{int(w)}x{int(d)}" for w, d in zip(runs.width, runs.depth)])
+
+
+def table_runs(name: str, convention: str):
+    """The published table ``name`` with N in ``convention`` (total: as the table gives it)."""
+    from depthdelusion.analysis.report.consistency import with_param_convention
+    from depthdelusion.analysis.table.published import load_table
+
+    runs = load_table(name)
+    if convention == "total":
+        return runs
+    return with_param_convention(runs, convention)[0]
+
+
+def fit_laws(runs, clusters, laws, *, bootstrap: int, seed: int) -> dict:
+    """Every law by least squares, its intervals from ``bootstrap`` cluster resamples (whole runs).
+    Profile-likelihood intervals are not computed: they would treat each checkpoint as an
+    independent run."""
+    from depthdelusion.analysis import fit
+
+    return {law: fit(runs, law, bootstrap=bootstrap, seed=seed, profile=False, leave_one_out=False,
+                     diagnostics=False, clusters=clusters) for law in laws}
+
+
+def fit_arm(table: str, convention: str, laws=LAWS, *, bootstrap: int, replicates: int,
+            seed: int) -> Arm:
+    """Fit ``laws`` to one table in one convention and test each kink law: λ = 0 against
+    chinchilla, and the kink against the best smooth law, both by a parametric bootstrap with a
+    per-run random effect (``replicates``; 0: Davies' bound for λ = 0, no kink test)."""
+    from depthdelusion.analysis.report.verdict import (
+        critical_depth_verdict,
+        penalty_verdicts,
+    )
+
+    start = time.perf_counter()
+    runs = table_runs(table, convention)
+    clusters = shape_labels(runs)
+    fits = fit_laws(runs, clusters, laws, bootstrap=bootstrap, seed=seed)
+    penalties = penalty_verdicts(fits, runs, replicates=replicates, seed=seed, clusters=clusters)
+    critical = {v.law: critical_depth_verdict(fits, runs, v.law, v, replicates=replicates, seed=seed,
+                                              clusters=clusters) for v in penalties}
+    return Arm(table, convention, runs, clusters, fits, tuple(penalties), critical,
+               time.perf_counter() - start)
+
+
+def parameter_rows(arms: list[Arm]) -> list[dict]:
+    """laws.csv: one row per arm × law × parameter: value, status, cluster-bootstrap interval."""
+    from depthdelusion.analysis.fitting.result import parameter_status
+
+    rows = []
+    for arm in arms:
+        for law, f in arm.fits.items():
+            for name, value in f.params.items():
+                lo, hi = (f.ci_bootstrap or {}).get(name, (np.nan, np.nan))
+                rows.append({"table": arm.table, "n_convention": arm.convention, "law": law,
+                             "parameter": name, "value": significant(value), "status": parameter_status(f, name),
+                             "ci95_low": significant(lo), "ci95_high": significant(hi), "rows": f.n, "runs": arm.n_shapes,
+                             "rss": significant(f.rss), "aicc": round(f.aicc, 1),
+                             "bootstrap_kept": f.n_bootstrap})
+    return rows
+
+
+def significant(v, digits: int = 4):
+    """A committed number to ``digits`` significant digits (the data support no more; the last
+    bits would differ between BLAS builds)."""
+    v = float(v)
+    return v if not np.isfinite(v) or v == 0 else float(f"{v:.{digits}g}")
+
+
+def verdict_rows(arms: list[Arm]) -> list[dict]:
+    """tests.csv: per arm and kink law, λ = 0 against chinchilla and the kink against the best
+    smooth law, each with its statistic, p-value, method and answer."""
+    rows = []
+    for arm in arms:
+        for v in arm.penalties:
+            rows.append(_test_row(arm, "lambda = 0", v.law, v.baseline, v.test, v.answer, v.d_aicc))
+            c = arm.critical[v.law]
+            rows.append(_test_row(arm, "kink vs best smooth", v.law, c.smooth, c.test, c.answer, c.d_aicc))
+    return rows
+
+
+def _test_row(arm, test, law, against, t, answer, d_aicc) -> dict:
+    return {"table": arm.table, "n_convention": arm.convention, "test": test, "law": law,
+            "against": against, "lr": None if t is None else round(t.lr, 2),
+            "p": None if t is None else round(t.p, 3), "method": "" if t is None else t.method,
+            "replicates": None if t is None else t.replicates, "answer": answer,
+            "d_aicc": round(d_aicc, 1)}
+

@@ -1,0 +1,201 @@
+"""The public-shapes study in miniature: the real Gemstones tables, downloaded by name from a
+local mirror of the shared test copies (issue 50's path), a subset of the laws, few resamples."""
+import csv
+
+import pytest
+
+from depthdelusion.cli import main
+
+from tests.analysis.table.test_published_downloads import PUBLISHED, Server
+
+pytestmark = pytest.mark.skipif(not PUBLISHED.is_dir(), reason=f"no test copies at {PUBLISHED}")
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory):
+    server = Server(PUBLISHED)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NO_PROXY", "127.0.0.1,localhost")
+        mp.setenv("no_proxy", "127.0.0.1,localhost")
+        mp.setenv("DEPTHDELUSION_TABLES_URL", server.url)
+        mp.setenv("DEPTHDELUSION_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield server
+    server.stop()
+
+
+def _rows(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="module")
+def measured(mirror):
+    """The miniature's results, from its spec built as the command builds it from its flags."""
+    from depthdelusion.studies.public_shapes.study import spec_from_flags
+    from depthdelusion.studies.public_shapes.results import measure
+
+    return measure(spec_from_flags(bootstrap=8, replicates=9, tables="gemstones", conventions="total",
+                                   laws="chinchilla,depth_delusion_power,shape_quadratic"))
+
+
+@pytest.fixture(scope="module")
+def study(measured, tmp_path_factory):
+    from depthdelusion.studies.public_shapes.report import write_report
+
+    out = tmp_path_factory.mktemp("public_shapes")
+    assert write_report(measured, out) == out / "report.md"
+    return out
+
+
+def test_the_miniature_writes_every_output_with_cluster_resampling_named(study):
+    for name in ("report.md", "laws.csv", "tests.csv", "critical_depth.csv", "lr_interaction.csv", "audit.csv"):
+        assert (study / name).is_file(), name
+    report = (study / "report.md").read_text()
+    assert "8 cluster-bootstrap refits per law" in report and "per-run random effect" in report
+    laws = _rows(study / "laws.csv")
+    assert {r["law"] for r in laws} == {"chinchilla", "depth_delusion_power", "shape_quadratic"}
+    assert {r["runs"] for r in laws} == {"22"} and {r["rows"] for r in laws} == {"220"}
+    assert {r["status"] for r in laws} <= {"ok", "at_bound", "not_identified"}
+    tests = _rows(study / "tests.csv")
+    assert [(t["test"], t["against"]) for t in tests] == [("lambda = 0", "chinchilla"),
+                                                          ("kink vs best smooth", "shape_quadratic")]
+    assert {t["method"] for t in tests} == {"parametric bootstrap"}
+    assert len(_rows(study / "lr_interaction.csv")) == 4
+
+
+def test_on_gemstones_the_kink_leaves_the_data_and_the_shallowest_shape_loses_most(study):
+    """Facts of the hot table whatever the resampling: the fitted critical depth lies past every
+    checkpoint (so its exponent is reported as not identified), and the shape with the largest
+    excess loss over chinchilla is the shallowest, 768x3 — not a deep, narrow one."""
+    report = (study / "report.md").read_text()
+    assert "p is not identified (no checkpoint lies past the fitted D_crit" in report
+    audit = _rows(study / "audit.csv")
+    assert len(audit) == 22
+    worst = max(audit, key=lambda r: float(r["excess_loss_vs_chinchilla"]))
+    assert worst["shape"] == "768x3" and float(worst["d_over_d_crit_paper"]) < 1
+
+
+def test_the_results_are_frozen_and_the_report_is_rendered_from_them_alone(measured, study):
+    """sections() formats the results object and computes nothing: the same results render
+    report.md as written, and a results object with another wall time differs in that only."""
+    import dataclasses
+
+    from depthdelusion.studies.public_shapes.report import sections
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        measured.wall_s = 0.0
+    written = (study / "report.md").read_text()
+    assert sections(measured) == written
+    other = sections(dataclasses.replace(measured, wall_s=12345.0)).splitlines()
+    changed = [(a, b) for a, b in zip(written.splitlines(), other) if a != b]
+    assert len(other) == len(written.splitlines()) and len(changed) == 1
+    assert "wall time 12345 s on this machine" in changed[0][1]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--tables", "gemstone"], "--tables[0]='gemstone': valid values are gemstones, gemstones_cooldown"),
+    (["--laws", "kaplan,depth_delusion"], "--laws=['kaplan', 'depth_delusion']: must include chinchilla"),
+    (["--conventions", ","], "--conventions=[]: need at least one of total, non_embedding")])
+def test_a_bad_flag_is_one_line_naming_it_and_what_is_valid(tmp_path, capsys, flags, message):
+    assert main(["public-shapes", "--out", str(tmp_path / "out"), *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert message in err
+    assert not (tmp_path / "out").exists()  # refused before any work
+
+
+def test_the_miniature_writes_the_compute_optimal_prediction_gadre_and_figure_outputs(study):
+    """The parts beyond the core (items 4.2, 5, 2's Gadre check, 6) each write their file."""
+    optimal = _rows(study / "compute_optimal.csv")
+    assert {(r["law"], r["source"]) for r in optimal} == {
+        ("shape_quadratic", "fit (cluster bootstrap)"),
+        ("gemstones_width_depth", "the authors' released parameters")}
+    assert {r["shape"] for r in optimal} == {"depth", "width"}
+    fitted = [r for r in optimal if r["source"].startswith("fit")]
+    assert all(r["ci95_low"] and float(r["ci95_low"]) <= float(r["exponent"]) <= float(r["ci95_high"])
+               for r in fitted)
+    prediction = _rows(study / "prediction.csv")
+    assert len(prediction) == 3 * 3  # three held-out sets × three laws
+    assert {float(r["rmse_minus_chinchilla"]) for r in prediction if r["law"] == "chinchilla"} == {0.0}
+    assert {r["law"] for r in _rows(study / "gadre.csv")} == {"chinchilla", "shape_quadratic",
+                                                              "gemstones_width_depth", "depth_delusion"}
+    for name in ("loss_vs_depth_matched.png", "fitted_vs_observed.png", "d_crit.png"):
+        assert 0 < (study / name).stat().st_size < 200_000, name
+    report = (study / "report.md").read_text()
+    for heading in ("## 4.2 Compute-optimal", "## 5. Prediction", "## Item 2: the robust laws checked on Gadre",
+                    "## 6. Figures"):
+        assert heading in report, heading
+
+
+def test_a_bowl_in_ln_d_over_w_gives_equal_depth_and_width_exponents(study):
+    """shape_quadratic holds D/W at its optimum, so D* and W* grow alike with C (within the
+    integer-depth grid's resolution, 0.02); the authors' released width-depth parameters make
+    depth grow more slowly than width."""
+    optimal = {(r["law"], r["source"], r["arm"], r["shape"]): float(r["exponent"])
+               for r in _rows(study / "compute_optimal.csv")}
+    bowl = {k[3]: v for k, v in optimal.items() if k[0] == "shape_quadratic"}
+    assert bowl["depth"] == pytest.approx(bowl["width"], abs=0.02)
+    for arm in ("gemstones_cooldown (total N)", "gemstones_lr_half (total N)"):
+        released = {k[3]: v for k, v in optimal.items() if k[2] == arm}
+        assert 0 < released["depth"] < released["width"], released
+
+
+def test_the_gemstones_parameter_count_is_recovered_from_the_table(mirror):
+    """N(D, W) fitted to the table's own counts reproduces every shape's total count within 1.5%
+    (its non-embedding count within 2%: 768×3 has few blocks, so a small count), and the
+    non-embedding convention is the total less 50,304·W."""
+    import numpy as np
+
+    from depthdelusion.studies.public_shapes.study import table_runs
+    from depthdelusion.studies.public_shapes.optimal import gemstones_counts
+
+    for convention, tolerance in (("total", 0.015), ("non_embedding", 0.02)):
+        runs = table_runs("gemstones", convention)
+        counts = gemstones_counts(runs, convention)
+        assert np.max(np.abs(counts.params(runs.depth, runs.width) / runs.params - 1)) < tolerance
+    assert "N_total − 50304·W" in counts.params_formula
+
+
+def test_the_prediction_split_holds_out_the_large_shapes_and_the_last_budgets(mirror):
+    import numpy as np
+
+    from depthdelusion.studies.public_shapes.study import shape_labels, table_runs
+    from depthdelusion.studies.public_shapes.prediction import HELD_OUT, SMALL, split
+
+    runs = table_runs("gemstones", "total")
+    masks = split(runs, shape_labels(runs))
+    assert sum(m.astype(int) for m in masks.values()).tolist() == [1] * len(runs)  # a partition
+    assert runs.params[masks["train"]].max() <= SMALL and runs.tokens[masks["train"]].max() < 1e11 - 1e9
+    assert runs.params[masks[HELD_OUT[0]]].min() > SMALL
+    assert set(np.round(runs.tokens[masks[HELD_OUT[1]]], -9)) == {9e10, 1e11}
+
+
+def test_parts_without_the_core_leave_its_report_alone_and_say_partial(mirror, tmp_path):
+    (tmp_path / "report.md").write_text("the earlier full run\n")
+    code = main(["public-shapes", "--out", str(tmp_path), "--bootstrap", "0", "--tables", "gemstones",
+                 "--conventions", "total", "--laws", "chinchilla,depth_delusion", "--parts", "figures"])
+    assert code == 0
+    assert (tmp_path / "report.md").read_text() == "the earlier full run\n"
+    partial = (tmp_path / "report_partial.md").read_text()
+    assert partial.startswith("# Public shapes: PARTIAL RESULT — the parts figures only")
+    assert "report.md and its CSVs are from an earlier full run" in partial
+    assert (tmp_path / "d_crit.png").is_file() and not (tmp_path / "laws.csv").exists()
+
+
+def test_an_unknown_part_is_one_line_naming_the_flag(tmp_path, capsys):
+    assert main(["public-shapes", "--out", str(tmp_path), "--parts", "figure"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "--parts[0]='figure': valid values are laws, optimal, prediction, gadre, figures" in err
+
+
+def test_the_main_reports_audit_names_a_table_given_by_name_and_points_gemstones_to_this_study():
+    from depthdelusion.analysis.report.markdown import published_table_line
+
+    assert published_table_line("runs.csv") == []
+    line = published_table_line("published table epoch_chinchilla")[0]
+    assert "published table `epoch_chinchilla`" in line and "public-shapes" not in line
+    for label in ("published table gemstones", "published table gemstones_cooldown=/tmp/cool.jsonl"):
+        line = published_table_line(label)[0]
+        assert "`depthdelusion public-shapes`" in line and "do not lose" in line
+    assert "`gemstones_cooldown`" in published_table_line("published table gemstones_cooldown=/x")[0]
