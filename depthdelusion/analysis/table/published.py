@@ -26,8 +26,10 @@ import numpy as np
 from depthdelusion import rundir
 
 from ..reference import PAPER_KAPPA, REFERENCE_DIR
+from .param_count import EmbeddingCount
 from .published_files import SourceFile, fetch, files_under
 from .published_readers import (
+    CHINCHILLA_EMBEDDINGS,
     EPOCH_EXCLUDED,
     chinchilla_shapes_runs,
     gadre_runs,
@@ -84,6 +86,9 @@ class PublishedTable:
     rows: int = 0
     #: how the source counts training compute, where the table gives it
     flop_convention: str = ""
+    #: how its N counts the vocabulary matrices (tied or not), where registered: the one rule that
+    #: --params uses for it (analysis/table/param_count.py)
+    embeddings: EmbeddingCount | None = None
 
     @property
     def shipped(self) -> bool:
@@ -97,6 +102,13 @@ class PublishedTable:
         """The licence and citation, printed when the table is first downloaded."""
         return f"{self.name}: license {self.license}; cite {self.paper}"
 
+    def parameters(self) -> str:
+        """How the table counts N and whether its embeddings are tied (``tables show``)."""
+        if self.embeddings is None:
+            return ("as the source gives them; which vocabulary matrices they count is not registered "
+                    "(--params nonembedding uses the table's own non-embedding column, if it has one)")
+        return f"as published. {self.embeddings.describe()}"
+
     def describe(self) -> str:
         if self.shipped:
             where = "shipped in the package"
@@ -109,6 +121,7 @@ class PublishedTable:
             lines.append(f"  file: {f.raw_url}\n    sha256 {f.sha256}")
         if self.flop_convention:
             lines.append(f"  compute: {self.flop_convention}")
+        lines.append(f"  parameters: {self.parameters()}")
         if self.fit:
             values = ", ".join(f"{k} {v:g} ± {tol:g}" for k, (v, tol) in self.fit.values.items())
             lines.append(f"  published fit ({self.fit.law}, {self.fit.method}): {values} ({self.fit.interval})")
@@ -157,6 +170,16 @@ _GEMSTONES_FIELDS = ("run_name", "width", "depth", "params_active_precise", "tok
 #: The authors' tokenizer's vocabulary (their depth_width.py, which subtracts 50304·width for
 #: non-embedding counts).
 GEMSTONES_VOCAB = 50304
+
+
+#: Gemstones' count, measured on the hot table (22 shapes; the other two tables give the same to
+#: 0.01%): least squares gives N = 15.0·D·W² − 6.6·D·W + 100,525·W, and 100,525 ≈ 2·50,304.
+GEMSTONES_EMBEDDINGS = EmbeddingCount(
+    GEMSTONES_VOCAB, 2, False,
+    "N is params_active_precise as published: N ≈ 15.0·D·W² − 6.6·D·W + 100,525·W (least squares on "
+    "the 22 shapes, within 1.5%), the W term ≈ 2V: an untied input embedding and LM head. The table's "
+    "params_non_embedding column is the authors' --no_embeds count (N − V·W: the LM head still in), "
+    "not Kaplan's")
 
 
 def gemstones(path) -> Runs:
@@ -216,7 +239,7 @@ def _gemstones_file(kind: str) -> SourceFile:
 def _gemstones_variant(name: str, kind: str, what: str, rows: int, fit=None) -> PublishedTable:
     return PublishedTable(name, f"The Gemstones suite, {what}", GEMSTONES_PAPER, GEMSTONES_SOURCE,
                           GEMSTONES_LICENSE, True, gemstones, rows=rows, files=(_gemstones_file(kind),),
-                          fit=fit)
+                          fit=fit, embeddings=GEMSTONES_EMBEDDINGS)
 
 
 def _gemstones_width_depth_fit(kind: str, E: float, exponents: tuple, coefficients: tuple,
@@ -333,7 +356,7 @@ TABLES = {t.name: t for t in (
         "McLeish, Kirchenbauer, Miller, Singh, Bhatele, Goldblum, Panda, Goldstein: Gemstones: A Model "
         "Suite for Multi-Faceted Scaling Laws (arXiv 2502.06857, NeurIPS 2025)",
         GEMSTONES_SOURCE, GEMSTONES_LICENSE, True, gemstones, rows=220,
-        files=(_gemstones_file("hot"),),
+        files=(_gemstones_file("hot"),), embeddings=GEMSTONES_EMBEDDINGS,
         fit=PublishedFit("chinchilla", "huber",
                          {"E": (2.1431, 0.002), "alpha": (0.29287, 0.002), "beta": (0.71287, 0.002)},
                          "the authors' released optimum (parameters_delta-3/approach_3_parameters_"
@@ -359,6 +382,7 @@ TABLES = {t.name: t for t in (
         f"{CHINCHILLA_SHAPES_FILE.commit})",
         "none stated (no LICENSE file in the repository; so not redistributed here)",
         False, chinchilla_shapes_runs, rows=245, files=(CHINCHILLA_SHAPES_FILE,),
+        embeddings=CHINCHILLA_EMBEDDINGS,
         flop_convention="FLOP as digitised from Hoffmann et al.'s Figure 4 (their C ≈ 6·N·D); "
                         "tokens = FLOP / (6 N), as the file gives them",
         notes=CHINCHILLA_SHAPES_NOTES),
@@ -414,6 +438,7 @@ def load_table(name: str, path=None, *, all_rows: bool = False) -> Runs:
         # a table of several files is read from their folder (as from a clone's)
         path = paths[0] if len(paths) == 1 else Path(os.path.commonpath(paths))
     runs = table.reader(path)
+    runs.embeddings = table.embeddings
     status = runs.extra.get("status")
     if status is None or all_rows:
         return runs

@@ -12,6 +12,7 @@ import numpy as np
 
 from depthdelusion import rundir
 
+from .param_count import EmbeddingCount
 from .runs import Runs
 
 #: Epoch AI's selection of the Chinchilla points: the 5 runs with the highest loss are left out
@@ -169,6 +170,11 @@ CHINCHILLA_SHAPES_FIELDS = ("model_size", "FLOP", "loss", "num_tokens", "d_model
 #: Chinchilla's vocabulary (Hoffmann et al. 2022, Gopher's SentencePiece size): the V of the
 #: one V × W matrix that Table A9's counts hold (measured on the file: N ≈ 13·D·W² + 32,000·W).
 CHINCHILLA_VOCAB = 32000
+CHINCHILLA_EMBEDDINGS = EmbeddingCount(
+    CHINCHILLA_VOCAB, 1, None,
+    "N is Table A9's count as published: 41 of the 43 shapes follow N = 13·D·W² + 32,000·W to within "
+    "0.15%, one V × W matrix; Hoffmann et al. do not say whether the input embedding and the output "
+    "layer are tied (a tied matrix, or a head left out of the count, would both give this)")
 
 
 def chinchilla_shapes_runs(path) -> Runs:
@@ -190,7 +196,7 @@ def chinchilla_shapes_runs(path) -> Runs:
     shape = [f"{int(d)}Lx{int(w)}" for d, w in zip(depth, width)]
     names = [f"{s}@{t / 1e9:.5g}B" for s, t in zip(shape, col["num_tokens"])]
     status = highest_losses_excluded(col["loss"])
-    n_emb = CHINCHILLA_VOCAB * width
+    n_emb = CHINCHILLA_EMBEDDINGS.embedding_params(width)
     runs = Runs(depth=depth, width=width, params=col["model_size"], tokens=col["num_tokens"],
                 loss=col["loss"], compute=col["FLOP"], name=names, source=str(path),
                 tokenizer=["chinchilla-sentencepiece"] * len(rows),

@@ -1,0 +1,113 @@
+"""The parameter count N as a stated choice (analysis/table/param_count.py): total as published,
+Kaplan's non-embedding N from the table's registration, the pieces of N = N_nonemb + ε·N_emb,
+and one count per table whichever command reads it (issue 62 item 1, issue 63 item 11)."""
+import csv
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from depthdelusion.analysis.report.consistency import with_param_convention
+from depthdelusion.analysis.table.param_count import EmbeddingCount, param_pieces, with_params
+from depthdelusion.analysis.table.published import GEMSTONES_VOCAB, TABLES, load_table
+from depthdelusion.analysis.table.runs import Runs, load_runs
+from depthdelusion.cli import main
+
+from .test_published_downloads import mirror_cache, no_proxy_for_the_local_mirror  # noqa: F401 (fixtures)
+
+DEPTH, WIDTH = np.array([4, 8, 16]), np.array([256, 256, 512])
+V = 1000
+
+
+def shaped_runs(matrices: int, tied) -> Runs:
+    total = 12.0 * DEPTH * WIDTH ** 2 + matrices * V * WIDTH
+    return Runs(depth=DEPTH, width=WIDTH, params=total, loss=[3.0, 2.9, 2.8], tokens=[1e9, 1e9, 1e9],
+                embeddings=EmbeddingCount(V, matrices, tied, "synthetic"))
+
+
+@pytest.mark.parametrize("matrices, tied", [(2, False), (1, True)])
+def test_nonembedding_removes_every_vocabulary_matrix_the_total_counts(matrices, tied):
+    runs = shaped_runs(matrices, tied)
+    kaplan, notes = with_params(runs, "nonembedding")
+    assert np.array_equal(kaplan.params, 12.0 * DEPTH * WIDTH ** 2)
+    assert f"N − {matrices}·1,000·W" in notes[0] and ("untied" if not tied else "tied") in notes[0]
+    n_nonemb, n_emb, _ = param_pieces(runs)  # the pieces of N = N_nonemb + ε·N_emb
+    assert np.array_equal(n_nonemb + n_emb, runs.params) and np.array_equal(n_emb, matrices * V * WIDTH)
+    same, notes = with_params(runs, "total")
+    assert same.params is runs.params and "as published" in notes[0]
+
+
+def test_the_registered_count_survives_row_selection_and_replacement():
+    runs = shaped_runs(2, False)
+    for kept in (runs.subset(runs.depth > 4), load_runs(runs, where="depth > 4"),
+                 dataclasses.replace(runs, loss=runs.loss + 1)):
+        assert kept.embeddings == runs.embeddings
+        assert np.array_equal(with_params(kept, "nonembedding")[0].params, 12.0 * kept.depth * kept.width ** 2)
+
+
+def test_a_table_without_a_registration_uses_its_own_column_or_is_refused_naming_it():
+    own = Runs(depth=DEPTH, width=WIDTH, params=[3e6, 5e6, 9e6], params_non_embedding=[1e6, 2e6, 4e6],
+               loss=[3.0, 2.9, 2.8])
+    assert list(with_params(own, "nonembedding")[0].params) == [1e6, 2e6, 4e6]
+    bare = Runs(depth=DEPTH, width=WIDTH, params=[3e6, 5e6, 9e6], loss=[3.0, 2.9, 2.8])
+    with pytest.raises(ValueError, match="give a params_non_embedding column .*valid without it: --params total"):
+        with_params(bare, "nonembedding")
+    with pytest.raises(ValueError, match="unknown parameter-count convention 'kaplan'; valid: total, nonembedding"):
+        with_params(bare, "kaplan")
+    too_big = dataclasses.replace(shaped_runs(2, False), params=np.array([1e5, 1e5, 1e5]))
+    with pytest.raises(ValueError, match=r"non-embedding N of row 0 \(4Lx256\) is .*larger than its total N"):
+        with_params(too_big, "nonembedding")
+
+
+def test_fit_params_nonembedding_without_a_count_is_one_line_exit_2(tmp_path, capsys):
+    path = tmp_path / "runs.csv"
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["depth", "width", "params", "loss"])
+        for d, wd, n, loss in zip(DEPTH, WIDTH, [3e6, 5e6, 9e6], [3.0, 2.9, 2.8]):
+            w.writerow([d, wd, n, loss])
+    assert main(["fit", str(path), "--law", "kaplan", "--params", "nonembedding", "--bootstrap", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "params_non_embedding column" in err
+
+
+def test_the_gemstones_registration_is_what_its_counts_measure(mirror_cache):
+    """N_total = 15.0·D·W² − 6.6·D·W + 100,525·W by least squares on the 22 shapes; the W term
+    is 2V within 0.1%: two vocabulary matrices (untied), as registered."""
+    runs = load_table("gemstones")
+    D, W = runs.depth.astype(float), runs.width.astype(float)
+    coef = np.linalg.lstsq(np.c_[D * W ** 2, D * W, W], runs.params, rcond=None)[0]
+    assert (round(coef[0], 1), round(coef[1], 1), round(coef[2])) == (15.0, -6.6, 100525)
+    assert coef[2] / GEMSTONES_VOCAB == pytest.approx(2, abs=0.002)
+    count = TABLES["gemstones"].embeddings
+    assert (count.vocab, count.matrices, count.tied) == (GEMSTONES_VOCAB, 2, False)
+    # the table's own column is the authors' --no_embeds count: one matrix out, the LM head still in
+    assert np.array_equal(runs.params - runs.params_non_embedding, GEMSTONES_VOCAB * W)
+    assert np.array_equal(with_params(runs, "nonembedding")[0].params, runs.params - 2 * GEMSTONES_VOCAB * W)
+
+
+def test_tables_show_says_how_each_table_counts_n_and_whether_it_ties(mirror_cache, capsys):
+    shown = {}
+    for name in ("gemstones", "chinchilla_shapes", "isoflop_marin"):
+        assert main(["tables", "show", name]) == 0
+        shown[name] = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  parameters:"))
+    assert "as published. N counts 2 vocabulary matrices (V = 50,304; embeddings untied)" in shown["gemstones"]
+    assert "N counts 1 vocabulary matrix (V = 32,000; embeddings tied or not: the source does not say)" in shown["chinchilla_shapes"]
+    assert "not registered" in shown["isoflop_marin"]
+    assert main(["tables", "show", "gemstones", "--json"]) == 0
+    assert "untied" in json.loads(capsys.readouterr().out)["parameters"]
+
+
+def _fitted_params(out) -> np.ndarray:
+    with open(out / "rows.csv", newline="") as fh:
+        return np.array([float(r["params"]) for r in csv.DictReader(fh)])
+
+
+def test_fit_params_nonembedding_fits_kaplans_n_of_the_registered_table(mirror_cache, tmp_path, capsys):
+    runs = load_table("gemstones")
+    assert main(["fit", "--table", "gemstones", "--law", "kaplan", "--params", "nonembedding",
+                 "--bootstrap", "0", "--out", str(tmp_path / "fit")]) == 0
+    assert "Kaplan's non-embedding N = N − 2·50,304·W" in capsys.readouterr().out
+    expected = runs.params - 2 * GEMSTONES_VOCAB * runs.width
+    assert np.allclose(_fitted_params(tmp_path / "fit"), expected, rtol=1e-4)  # rows.csv prints 5 digits
