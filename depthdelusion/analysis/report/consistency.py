@@ -223,7 +223,9 @@ def with_param_convention(runs, convention: str = "total", *, tolerance: float =
         raise ValueError(f"unknown parameter-count convention {convention!r}; known: "
                          f"{', '.join(PARAM_CONVENTIONS)}")
     runs = load_runs(runs)
-    if convention == "nonembedding":  # Kaplan's, from the table's registration (param_count.py)
+    if convention == "nonembedding" or (convention == "total" and runs.embeddings is not None):
+        # one count per table, whichever command reads it: a registered table's counts as its
+        # authors published them, Kaplan's non-embedding N from the same registration
         return with_params(runs, convention)
     if not (runs.has("depth") and runs.has("width")):
         if convention != "total":

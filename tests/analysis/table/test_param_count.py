@@ -111,3 +111,22 @@ def test_fit_params_nonembedding_fits_kaplans_n_of_the_registered_table(mirror_c
     assert "Kaplan's non-embedding N = N − 2·50,304·W" in capsys.readouterr().out
     expected = runs.params - 2 * GEMSTONES_VOCAB * runs.width
     assert np.allclose(_fitted_params(tmp_path / "fit"), expected, rtol=1e-4)  # rows.csv prints 5 digits
+
+
+def test_fit_and_report_on_the_same_table_use_the_same_n(mirror_cache, tmp_path):
+    """report --table gemstones replaced all 220 published counts with the paper's formula (3.6–18.2%
+    lower) while fit used them as published (issue 63 item 11): now both fit the authors' counts."""
+    from depthdelusion.analysis.fitting.options import FitOptions
+    from depthdelusion.analysis.report.options import ReportOptions
+    from depthdelusion.analysis.report.results import compute
+
+    assert main(["fit", "--table", "gemstones", "--law", "kaplan", "--bootstrap", "0", "--out", str(tmp_path / "fit")]) == 0
+    table = load_table("gemstones")
+    report = compute(table, ReportOptions(fit=FitOptions(bootstrap=0), laws=("chinchilla",), shape_draws=0,
+                                          design=False, lr_replicates=0))  # what `report` computes
+    assert np.array_equal(report.runs.params, table.params)
+    assert np.allclose(_fitted_params(tmp_path / "fit"), report.runs.params, rtol=1e-4)
+    assert not any("disagrees with its shape" in n for n in report.notes)
+    assert any("total, the table's counts as published" in n for n in report.notes)
+    # and the same holds for the function every command's --params goes through
+    assert np.array_equal(with_param_convention(table, "total")[0].params, table.params)
