@@ -128,5 +128,10 @@ def test_fit_and_report_on_the_same_table_use_the_same_n(mirror_cache, tmp_path)
     assert np.allclose(_fitted_params(tmp_path / "fit"), report.runs.params, rtol=1e-4)
     assert not any("disagrees with its shape" in n for n in report.notes)
     assert any("total, the table's counts as published" in n for n in report.notes)
+    from depthdelusion.analysis.report.markdown import markdown
+    from depthdelusion.analysis.report.tables import with_tables
+
+    text = markdown(with_tables(report))  # the report says the counts are fitted as published
+    assert "this table's counts are registered and fitted as published" in text and "disagree" not in text
     # and the same holds for the function every command's --params goes through
     assert np.array_equal(with_param_convention(table, "total")[0].params, table.params)
