@@ -558,10 +558,12 @@ def _fit(p):
                         "multistart otherwise (said in the summary)")
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
     p.add_argument("--json", dest="json_output", action="store_true", help="print the fit as JSON")
-    p.add_argument("--params", choices=PARAMS_CHOICES,
+    p.add_argument("--params", choices=PARAMS_CHOICES + ("fitted",),
                    help="parameter-count convention N: total as the table gives it (default), "
                         "recomputed from (D, W) (needs the vocabulary: a vocab_size column or "
-                        "--vocab); " + PARAMS_HELP + "; said in the notes")
+                        "--vocab); " + PARAMS_HELP + "; fitted: N = N_nonemb + ε·N_emb with ε in "
+                        "[0, 1] profiled for the law by least squares (its 95%% profile interval "
+                        "printed); said in the notes")
     add_vocab(p)
     add_out(p, help="also write DIR/rows.csv (per row: inputs, loss, fitted, residual, robust z, "
             "leverage, Cook's distance, group), DIR/residuals.png and, with --validate, "

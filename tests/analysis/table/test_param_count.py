@@ -4,6 +4,7 @@ and one count per table whichever command reads it (issue 62 item 1, issue 63 it
 import csv
 import dataclasses
 import json
+import re
 
 import numpy as np
 import pytest
@@ -135,3 +136,40 @@ def test_fit_and_report_on_the_same_table_use_the_same_n(mirror_cache, tmp_path)
     assert "this table's counts are registered and fitted as published" in text and "disagree" not in text
     # and the same holds for the function every command's --params goes through
     assert np.array_equal(with_param_convention(table, "total")[0].params, table.params)
+
+
+def _kaplan_table(epsilon: float, seed: int = 0) -> Runs:
+    """A width × depth grid whose loss follows kaplan on N = N_nonemb + ε·N_emb (V 50,000, untied),
+    with 0.002 nats of noise."""
+    depth, width = (a.ravel() for a in np.meshgrid([2, 4, 8, 16, 32], [128, 256, 512, 1024]))
+    nonemb = 12.0 * depth * width ** 2
+    emb = 2 * 50000.0 * width
+    loss = 1.8 + 400.0 * (nonemb + epsilon * emb) ** -0.3
+    loss = loss + 0.002 * np.random.default_rng(seed).standard_normal(len(loss))
+    return Runs(depth=depth, width=width, params=nonemb + emb, loss=loss,
+                embeddings=EmbeddingCount(50000, 2, False, "synthetic"))
+
+
+def test_a_fitted_embedding_weight_recovers_the_one_the_losses_were_made_with():
+    from depthdelusion.analysis.fitting.embedding_weight import fit_embedding_weight
+
+    weight = fit_embedding_weight(_kaplan_table(0.3), "kaplan")
+    assert weight.low < 0.3 < weight.high and weight.value == pytest.approx(0.3, abs=0.05)
+    assert not (weight.low_open or weight.high_open) and weight.rss[weight.value] < min(weight.rss[0.0], weight.rss[1.0])
+    total = fit_embedding_weight(_kaplan_table(1.0), "kaplan")  # the data want ε at its range's end
+    assert total.high_open and total.high == 1.0 and "≥ 1]" in total.interval_text()
+    with pytest.raises(ValueError, match="profiles ε by least squares; --loss huber is not supported"):
+        fit_embedding_weight(_kaplan_table(0.3), "kaplan", "huber")
+
+
+def test_fit_params_fitted_on_gemstones_finds_the_referees_epsilon(mirror_cache, capsys):
+    """Issue 62's referee: chinchilla's least-squares RSS 0.282 at ε = 0 (Kaplan's N), 0.475 at
+    ε = 1 (total), lower near ε ≈ 0.1 (0.262)."""
+    assert main(["fit", "--table", "gemstones", "--law", "chinchilla", "--params", "fitted",
+                 "--bootstrap", "0"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "ε fitted" in x)
+    assert "RSS 0.2821 at ε = 0, 0.4752 at ε = 1" in line
+    value = float(re.search(r"ε = ([\d.]+) \[", line)[1])
+    low, high = (float(x) for x in re.search(r"\[([\d.]+), ([\d.]+)\]", line).groups())
+    assert 0.05 < low < value < high < 0.3 and value == pytest.approx(0.146, abs=0.01)
