@@ -173,3 +173,15 @@ def test_fit_params_fitted_on_gemstones_finds_the_referees_epsilon(mirror_cache,
     value = float(re.search(r"ε = ([\d.]+) \[", line)[1])
     low, high = (float(x) for x in re.search(r"\[([\d.]+), ([\d.]+)\]", line).groups())
     assert 0.05 < low < value < high < 0.3 and value == pytest.approx(0.146, abs=0.01)
+
+
+def test_report_params_nonembedding_fits_kaplans_n_of_a_registered_table():
+    from depthdelusion.analysis.fitting.options import FitOptions
+    from depthdelusion.analysis.report.options import ReportOptions
+    from depthdelusion.analysis.report.results import compute
+
+    table = _kaplan_table(0.0)
+    report = compute(table, ReportOptions(fit=FitOptions(bootstrap=0), laws=("kaplan",), shape_draws=0,
+                                          design=False, lr_replicates=0, params="nonembedding"))
+    assert np.array_equal(report.runs.params, 12.0 * table.depth * table.width ** 2)
+    assert any("Kaplan's non-embedding N = N − 2·50,000·W" in n for n in report.notes)
