@@ -100,6 +100,12 @@ RUNS_HELP = ("a directory of run directories (searched for summary.json), a CSV 
              "the law needs (params,loss; params,tokens,loss; depth,width,params[,tokens],loss; "
              "aliases: `depthdelusion laws --columns`), or 'paper' for the bundled data of the "
              "Depth Delusion paper")
+PARAMS_CHOICES = ("total", "nonembedding", "non_embedding", "recomputed")
+PARAMS_HELP = ("nonembedding: Kaplan's, every vocabulary matrix the total counts removed (both "
+               "input embedding and LM head when untied; from the table's registration, `tables "
+               "show NAME`, or its params_non_embedding column); non_embedding: the table's own "
+               "params_non_embedding column as given (Gemstones: the authors' count, the LM head "
+               "still in), else D·(12W² + 13W)")
 COLUMNS_HELP = ("read these table columns as the canonical ones, e.g. loss=val_loss,params=N "
                 "(`depthdelusion laws --columns` lists names and aliases)")
 LIBRARY_DEFAULT = argparse.SUPPRESS  # absent: the command function's own default applies
@@ -503,9 +509,10 @@ def _report(p):
                    help="offsets: one offset E_g per group (token budgets that differ); pooled: one "
                         "law for all (flagged when budgets differ); auto (default): offsets when "
                         "the groups' token budgets differ or are unknown for some")
-    p.add_argument("--params", choices=("total", "non_embedding", "recomputed"), default="total",
-                   help="parameter-count convention N (default total; rows inconsistent with their "
-                        "shape are refitted with N recomputed from (D, W))")
+    p.add_argument("--params", choices=PARAMS_CHOICES, default="total",
+                   help="parameter-count convention N (default total: a registered table's counts as "
+                        "published; other tables' rows inconsistent with their shape are refitted "
+                        "with N recomputed from (D, W)); " + PARAMS_HELP)
     add_table_options(p)
     add_row_options(p)
     add_vocab(p)
@@ -551,11 +558,12 @@ def _fit(p):
                         "multistart otherwise (said in the summary)")
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
     p.add_argument("--json", dest="json_output", action="store_true", help="print the fit as JSON")
-    p.add_argument("--params", choices=("total", "non_embedding", "recomputed"),
+    p.add_argument("--params", choices=PARAMS_CHOICES + ("fitted",),
                    help="parameter-count convention N: total as the table gives it (default), "
-                        "non_embedding (the table's params_non_embedding column where it has one, "
-                        "else computed from depth and width), recomputed from (D, W) (needs the "
-                        "vocabulary: a vocab_size column or --vocab); said in the notes")
+                        "recomputed from (D, W) (needs the vocabulary: a vocab_size column or "
+                        "--vocab); " + PARAMS_HELP + "; fitted: N = N_nonemb + ε·N_emb with ε in "
+                        "[0, 1] profiled for the law by least squares (its 95%% profile interval "
+                        "printed); said in the notes")
     add_vocab(p)
     add_out(p, help="also write DIR/rows.csv (per row: inputs, loss, fitted, residual, robust z, "
             "leverage, Cook's distance, group), DIR/residuals.png and, with --validate, "

@@ -189,7 +189,7 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
     runs, _ = runs_or_table(runs, table_name, "fit")
     table = _load(runs, RowOptions(group=rows.group, where=rows.where, columns=rows.columns,
                                    column=rows.column, reduce=rows.reduce))
-    if params is not None:  # the convention as asked, said in the fit's notes
+    if params is not None and params != "fitted":  # the convention as asked, said in the fit's notes
         from .report.consistency import with_param_convention
 
         table, conv_notes = with_param_convention(table, params, vocab=rows.vocab)
@@ -200,6 +200,8 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
     if law is None:
         law, why = pick_law(table)
         print(why, file=sys.stderr)
+    if params == "fitted":  # ε of N = N_nonemb + ε·N_emb, profiled for this law
+        table = _with_fitted_weight(table, law, options, pooled)
     progress = Stages("fit")  # stderr: a bar on a terminal, a line per stage in a log
     kwargs = dict(options.fit_kwargs(), diagnostics=True, progress=progress)
     if pooled:
@@ -221,6 +223,16 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
     if out is not None and not rundir.is_local(out):
         print(f"copied to {out}", file=sys.stderr)
     return exit_codes.OK
+
+
+def _with_fitted_weight(table, law: str, options: FitOptions, pooled):
+    from .fitting.embedding_weight import with_fitted_weight
+
+    if pooled:
+        raise ValueError("--params fitted fits ε on one table: it does not apply with --pool")
+    table, notes, _ = with_fitted_weight(table, law, options.method)
+    table.notes = list(table.notes) + notes
+    return table
 
 
 def _table_files(*table_args: str | None) -> list[str]:

@@ -61,7 +61,8 @@ def provenance(name: str) -> dict:
             "license": t.license, "rows": t.rows, "bundled": t.shipped, "cached": t.cached,
             "files": [{"repo": f.repo, "commit": f.commit, "path": f.path, "url": f.raw_url,
                        "sha256": f.sha256} for f in t.files],
-            "compute": t.flop_convention, "columns": columns(name), "published_fit": fit,
+            "compute": t.flop_convention, "parameters": t.parameters(), "columns": columns(name),
+            "published_fit": fit,
             "notes": list(t.notes)}
 
 

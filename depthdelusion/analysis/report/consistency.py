@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize
 
+from ..table.param_count import PARAM_CONVENTIONS as TABLE_CONVENTIONS
+from ..table.param_count import with_params
 from ..table.runs import PAPER_VOCAB as VOCAB
 from ..table.runs import load_runs
 
@@ -191,6 +193,7 @@ PARAM_CONVENTIONS = {
                      "the runs' own non-embedding count when they carry one",
     "recomputed": "N recomputed from (D, W) for every row by its group's convention (the "
                   "consistency audit's best fit)",
+    "nonembedding": TABLE_CONVENTIONS["nonembedding"],
 }
 NON_EMBEDDING_FORMULA = "D·(12W² + 13W)"
 
@@ -220,6 +223,10 @@ def with_param_convention(runs, convention: str = "total", *, tolerance: float =
         raise ValueError(f"unknown parameter-count convention {convention!r}; known: "
                          f"{', '.join(PARAM_CONVENTIONS)}")
     runs = load_runs(runs)
+    if convention == "nonembedding" or (convention == "total" and runs.embeddings is not None):
+        # one count per table, whichever command reads it: a registered table's counts as its
+        # authors published them, Kaplan's non-embedding N from the same registration
+        return with_params(runs, convention)
     if not (runs.has("depth") and runs.has("width")):
         if convention != "total":
             raise ValueError(f"the {convention} parameter count needs depth and width for every "

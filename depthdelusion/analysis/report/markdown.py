@@ -284,6 +284,10 @@ def _consistency_section(r: ReportResults) -> list:
     if not (r.raw.has("depth") and r.raw.has("width")):
         return ["## Consistency audit", "", "Not done: the table has no depth and width, so "
                 "parameter counts cannot be recomputed from the shape.", ""]
+    if r.raw.embeddings is not None:  # a published table's own rule, not the paper's conventions
+        return ["## Parameter-count audit", "", "Not audited against the paper's conventions: this "
+                f"table's counts are registered and fitted as published. {r.raw.embeddings.describe()} "
+                "(`--params nonembedding` fits Kaplan's non-embedding N.)", ""]
     if r.audit is None:  # never an assumed vocabulary: the audit would blame the wrong rows
         return ["## Parameter-count audit", "", "Not audited: the table gives no vocabulary size "
                 "(a vocab_size column, or --vocab V), which the embedding count needs.", ""]

@@ -392,8 +392,9 @@ def compute(runs, options: ReportOptions, progress=SILENT) -> ReportResults:
     matrix = design_matrix(raw, primary, method, seed) if with_matrix else {}
     notes = sorted({n for f in fits.values() for n in f.notes if "token" in n} | set(runs.notes)
                    | set(n_notes))
-    audit = (audit_param_counts(raw, vocab=runs_vocab(raw))
-             if raw.has("depth") and raw.has("width") and runs_vocab(raw) is not None else None)
+    audit = (audit_param_counts(raw, vocab=runs_vocab(raw))  # a registered count is not the paper's
+             if raw.has("depth") and raw.has("width") and runs_vocab(raw) is not None
+             and raw.embeddings is None else None)
     progress.stage("extrapolation")
     extrapolated = extrapolate(runs, laws, method, offsets, seed)
     progress.stage("optimal shape, persistence")

@@ -26,8 +26,17 @@ import numpy as np
 from depthdelusion import rundir
 
 from ..reference import PAPER_KAPPA, REFERENCE_DIR
+from .param_count import EmbeddingCount
 from .published_files import SourceFile, fetch, files_under
-from .published_readers import gadre_runs, isoflop_table, olmo_ladder_runs
+from .published_readers import (
+    CHINCHILLA_EMBEDDINGS,
+    EPOCH_EXCLUDED,
+    chinchilla_shapes_runs,
+    gadre_runs,
+    highest_losses_excluded,
+    isoflop_table,
+    olmo_ladder_runs,
+)
 from .runs import Runs, load_reference, load_runs
 
 
@@ -77,6 +86,9 @@ class PublishedTable:
     rows: int = 0
     #: how the source counts training compute, where the table gives it
     flop_convention: str = ""
+    #: how its N counts the vocabulary matrices (tied or not), where registered: the one rule that
+    #: --params uses for it (analysis/table/param_count.py)
+    embeddings: EmbeddingCount | None = None
 
     @property
     def shipped(self) -> bool:
@@ -90,6 +102,13 @@ class PublishedTable:
         """The licence and citation, printed when the table is first downloaded."""
         return f"{self.name}: license {self.license}; cite {self.paper}"
 
+    def parameters(self) -> str:
+        """How the table counts N and whether its embeddings are tied (``tables show``)."""
+        if self.embeddings is None:
+            return ("as the source gives them; which vocabulary matrices they count is not registered "
+                    "(--params nonembedding uses the table's own non-embedding column, if it has one)")
+        return f"as published. {self.embeddings.describe()}"
+
     def describe(self) -> str:
         if self.shipped:
             where = "shipped in the package"
@@ -102,6 +121,7 @@ class PublishedTable:
             lines.append(f"  file: {f.raw_url}\n    sha256 {f.sha256}")
         if self.flop_convention:
             lines.append(f"  compute: {self.flop_convention}")
+        lines.append(f"  parameters: {self.parameters()}")
         if self.fit:
             values = ", ".join(f"{k} {v:g} ± {tol:g}" for k, (v, tol) in self.fit.values.items())
             lines.append(f"  published fit ({self.fit.law}, {self.fit.method}): {values} ({self.fit.interval})")
@@ -115,10 +135,6 @@ def _depth_delusion(path) -> Runs:
     if path is not None:
         raise ValueError("table 'depth_delusion' ships in the package; it takes no path")
     return load_reference("depth_delusion")
-
-
-#: Epoch AI's selection: the 5 runs with the highest loss are left out (245 -> 240 points).
-EPOCH_EXCLUDED = 5
 
 
 def epoch_chinchilla(path) -> Runs:
@@ -138,8 +154,8 @@ def epoch_chinchilla(path) -> Runs:
         loss = np.array([float(r["loss"]) for r in rows])
     except ValueError as err:
         raise ValueError(f"{path}: a value is not a number ({err})") from None
-    keep = loss < np.sort(loss)[-EPOCH_EXCLUDED]
-    status = np.where(keep, "finished", "excluded")
+    status = highest_losses_excluded(loss)
+    keep = status == "finished"
     runs = Runs(params=n, tokens=flop / (6 * n), loss=loss, compute=flop, source=str(path),
                 tokenizer=["chinchilla-sentencepiece"] * len(rows), extra={"status": status})
     runs.notes.append(f"Epoch AI's selection: {len(rows)} points, the {EPOCH_EXCLUDED} with the highest "
@@ -154,6 +170,16 @@ _GEMSTONES_FIELDS = ("run_name", "width", "depth", "params_active_precise", "tok
 #: The authors' tokenizer's vocabulary (their depth_width.py, which subtracts 50304·width for
 #: non-embedding counts).
 GEMSTONES_VOCAB = 50304
+
+
+#: Gemstones' count, measured on the hot table (22 shapes; the other two tables give the same to
+#: 0.01%): least squares gives N = 15.0·D·W² − 6.6·D·W + 100,525·W, and 100,525 ≈ 2·50,304.
+GEMSTONES_EMBEDDINGS = EmbeddingCount(
+    GEMSTONES_VOCAB, 2, False,
+    "N is params_active_precise as published: N ≈ 15.0·D·W² − 6.6·D·W + 100,525·W (least squares on "
+    "the 22 shapes, within 1.5%), the W term ≈ 2V: an untied input embedding and LM head. The table's "
+    "params_non_embedding column is the authors' --no_embeds count (N − V·W: the LM head still in), "
+    "not Kaplan's")
 
 
 def gemstones(path) -> Runs:
@@ -213,7 +239,7 @@ def _gemstones_file(kind: str) -> SourceFile:
 def _gemstones_variant(name: str, kind: str, what: str, rows: int, fit=None) -> PublishedTable:
     return PublishedTable(name, f"The Gemstones suite, {what}", GEMSTONES_PAPER, GEMSTONES_SOURCE,
                           GEMSTONES_LICENSE, True, gemstones, rows=rows, files=(_gemstones_file(kind),),
-                          fit=fit)
+                          fit=fit, embeddings=GEMSTONES_EMBEDDINGS)
 
 
 def _gemstones_width_depth_fit(kind: str, E: float, exponents: tuple, coefficients: tuple,
@@ -270,6 +296,25 @@ def _isoflops(name: str, folder: str, what: str, paper: str, rows: int, reader=i
         flop_convention="the sweep's nominal budget C (≈ 6·N·D), as compiled", **more)
 
 
+CHINCHILLA_SHAPES_FILE = SourceFile("liuyz0/DepthScaling", "07360e3decddf64d0e6b6322f5f82b79d0dd4596",
+                                    "Scaling/get_fitting_data_chinchilla.csv")
+#: What the file is, measured on it (tests/analysis/table/test_published_downloads.py checks the
+#: counts): the points are Epoch's, row for row, with a shape per row.
+CHINCHILLA_SHAPES_NOTES = (
+    "the 245 rows are epoch_chinchilla's points in the same order (N, FLOP and loss equal to "
+    "double precision); each run's width and depth are from Hoffmann et al.'s Table A9: 12 widths "
+    "(640 to 2560) at 3 depths each, plus 7 single shapes (576×9 and 3072×36 to 5120×47)",
+    "losses were read from the figure's colour scale: 99 distinct values among the 245 rows, "
+    "consecutive distinct values 0.011 nats apart at the median (10%–90%: 0.0075–0.028), so "
+    "differences below about 0.01 nats are not resolved; lines 65 and 90 of the file (19Lx1536) have the same "
+    "loss and tokens 0.007% apart, probably one point read twice (both kept, as in Epoch's file)",
+    "N (model_size) is Table A9's count: 41 of the 43 shapes follow N = 13·D·W² + 32,000·W to "
+    "within 0.15% (13W² per block: attention's 4W², a 4W FFN's 8W² and one W² more, as a "
+    "relative-position projection would give; 32,000·W: one vocabulary matrix); 4352×47 and 4608×47 do not (−2.2% and "
+    "−4.2%): their counts fit 46 and 45 layers, so the file's depth or Table A9's count is off for them",
+    f"by default Epoch's {EPOCH_EXCLUDED} highest losses are left out of fits, as for epoch_chinchilla",
+)
+
 TABLES = {t.name: t for t in (
     PublishedTable(
         "depth_delusion", "The Depth Delusion paper's 30 runs (Appendix C), as printed",
@@ -311,7 +356,7 @@ TABLES = {t.name: t for t in (
         "McLeish, Kirchenbauer, Miller, Singh, Bhatele, Goldblum, Panda, Goldstein: Gemstones: A Model "
         "Suite for Multi-Faceted Scaling Laws (arXiv 2502.06857, NeurIPS 2025)",
         GEMSTONES_SOURCE, GEMSTONES_LICENSE, True, gemstones, rows=220,
-        files=(_gemstones_file("hot"),),
+        files=(_gemstones_file("hot"),), embeddings=GEMSTONES_EMBEDDINGS,
         fit=PublishedFit("chinchilla", "huber",
                          {"E": (2.1431, 0.002), "alpha": (0.29287, 0.002), "beta": (0.71287, 0.002)},
                          "the authors' released optimum (parameters_delta-3/approach_3_parameters_"
@@ -327,6 +372,20 @@ TABLES = {t.name: t for t in (
                        GEMSTONES_WIDTH_DEPTH["lr_ablation_hot"]),
     _gemstones_variant("gemstones_cooldown", "cool_end", "each checkpoint after a learning-rate cool-down", 199,
                        GEMSTONES_WIDTH_DEPTH["cool_end"]),
+    PublishedTable(
+        "chinchilla_shapes", "Chinchilla's runs with their shapes: Epoch's 245 points (240 fitted), "
+        "43 width × depth shapes from Table A9",
+        "Hoffmann, Borgeaud, Mensch, et al.: Training Compute-Optimal Large Language Models (arXiv "
+        "2203.15556, 2022), points digitised by Besiroglu, Erdil, Barnett, You (arXiv 2404.10102, "
+        "2024), shapes joined from its Table A9 by Liu et al. (Inverse Depth Scaling, ICML 2026)",
+        f"https://github.com/{CHINCHILLA_SHAPES_FILE.repo} ({CHINCHILLA_SHAPES_FILE.path}, commit "
+        f"{CHINCHILLA_SHAPES_FILE.commit})",
+        "none stated (no LICENSE file in the repository; so not redistributed here)",
+        False, chinchilla_shapes_runs, rows=245, files=(CHINCHILLA_SHAPES_FILE,),
+        embeddings=CHINCHILLA_EMBEDDINGS,
+        flop_convention="FLOP as digitised from Hoffmann et al.'s Figure 4 (their C ≈ 6·N·D); "
+                        "tokens = FLOP / (6 N), as the file gives them",
+        notes=CHINCHILLA_SHAPES_NOTES),
     PublishedTable(
         "gadre2024", "Gadre et al.'s over-trained runs: 104 runs, 3 training sets (groups), several validation losses",
         "Gadre, Smyrnis, Shankar, Gururangan, Wortsman, Shao, Mercat, Fang, Li, Keh, et al.: Language models "
@@ -379,6 +438,7 @@ def load_table(name: str, path=None, *, all_rows: bool = False) -> Runs:
         # a table of several files is read from their folder (as from a clone's)
         path = paths[0] if len(paths) == 1 else Path(os.path.commonpath(paths))
     runs = table.reader(path)
+    runs.embeddings = table.embeddings
     status = runs.extra.get("status")
     if status is None or all_rows:
         return runs

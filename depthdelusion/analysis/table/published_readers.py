@@ -12,7 +12,21 @@ import numpy as np
 
 from depthdelusion import rundir
 
+from .param_count import EmbeddingCount
 from .runs import Runs
+
+#: Epoch AI's selection of the Chinchilla points: the 5 runs with the highest loss are left out
+#: (245 -> 240 points); every reader of those points applies it (:func:`highest_losses_excluded`).
+EPOCH_EXCLUDED = 5
+
+
+def highest_losses_excluded(loss, count: int = EPOCH_EXCLUDED) -> np.ndarray:
+    """Each row's status under Epoch AI's selection: ``excluded`` for the ``count`` highest
+    losses, ``finished`` for the others."""
+    loss = np.asarray(loss, float)
+    keep = loss < np.sort(loss)[-count] if len(loss) >= count else np.zeros(len(loss), bool)
+    return np.where(keep, "finished", "excluded")
+
 
 #: Open-Athena/scaling-law-analysis's extracted isoFLOP tables (data/isoflops/extract/*/isoflops.csv).
 ISOFLOP_FIELDS = ("source", "dataset", "tokens", "params", "budget", "loss")
@@ -148,4 +162,50 @@ def olmo_ladder_runs(path) -> Runs:
     runs.notes.append(f"OLMo ladder: {len(files)} runs, each at its last logged step; N is the "
                       "nominal size in the file name (190M … 3B), D = multiple × 20 × N (the "
                       f"ladder's 'xC', Chinchilla multiples); loss = {OLMO_LOSS}")
+    return runs
+
+
+#: liuyz0/DepthScaling's join of Epoch's Chinchilla points with Hoffmann et al.'s Table A9.
+CHINCHILLA_SHAPES_FIELDS = ("model_size", "FLOP", "loss", "num_tokens", "d_model", "n_layers")
+#: Chinchilla's vocabulary (Hoffmann et al. 2022, Gopher's SentencePiece size): the V of the
+#: one V × W matrix that Table A9's counts hold (measured on the file: N ≈ 13·D·W² + 32,000·W).
+CHINCHILLA_VOCAB = 32000
+CHINCHILLA_EMBEDDINGS = EmbeddingCount(
+    CHINCHILLA_VOCAB, 1, None,
+    "N is Table A9's count as published: 41 of the 43 shapes follow N = 13·D·W² + 32,000·W to within "
+    "0.15%, one V × W matrix; Hoffmann et al. do not say whether the input embedding and the output "
+    "layer are tied (a tied matrix, or a head left out of the count, would both give this)")
+
+
+def chinchilla_shapes_runs(path) -> Runs:
+    """Chinchilla's runs with their shapes (``Scaling/get_fitting_data_chinchilla.csv`` of
+    github.com/liuyz0/DepthScaling): Epoch AI's digitised points (``model_size`` N as in
+    Hoffmann et al.'s Table A9, ``FLOP``, ``loss``, ``num_tokens`` = FLOP / (6 N)), each joined
+    with its width ``d_model`` and depth ``n_layers`` from Table A9. Each row is one training
+    run; its shape label (``shape``, e.g. 40Lx3584) is shared by the runs of one shape. Every
+    point is kept; Epoch's 5 highest losses have status ``excluded``, as in ``epoch_chinchilla``."""
+    rows = read_csv_records(path, CHINCHILLA_SHAPES_FIELDS,
+                            "liuyz0/DepthScaling's Scaling/get_fitting_data_chinchilla.csv")
+    col = {k: numbers(rows, k, path) for k in CHINCHILLA_SHAPES_FIELDS}
+    depth, width = col["n_layers"], col["d_model"]
+    for name, value in (("n_layers", depth), ("d_model", width)):
+        bad = np.flatnonzero((value != np.round(value)) | (value < 1))
+        if len(bad):
+            raise ValueError(f"{path}:{bad[0] + 2}: column {name!r} is {value[bad[0]]!r}, not a whole "
+                             "number of at least 1")
+    shape = [f"{int(d)}Lx{int(w)}" for d, w in zip(depth, width)]
+    names = [f"{s}@{t / 1e9:.5g}B" for s, t in zip(shape, col["num_tokens"])]
+    status = highest_losses_excluded(col["loss"])
+    n_emb = CHINCHILLA_EMBEDDINGS.embedding_params(width)
+    runs = Runs(depth=depth, width=width, params=col["model_size"], tokens=col["num_tokens"],
+                loss=col["loss"], compute=col["FLOP"], name=names, source=str(path),
+                tokenizer=["chinchilla-sentencepiece"] * len(rows),
+                vocab_size=np.full(len(rows), CHINCHILLA_VOCAB),
+                params_non_embedding=col["model_size"] - n_emb,
+                extra={"status": status, "shape": shape})
+    kept = int(np.sum(status == "finished"))
+    runs.notes.append(f"chinchilla_shapes: {len(rows)} runs of {len(set(shape))} shapes (width × depth); "
+                      f"Epoch AI's selection: the {len(rows) - kept} with the highest loss left out "
+                      f"({kept} fitted); tokens = FLOP / (6 N); losses read from a colour scale "
+                      f"({len(set(col['loss']))} distinct values)")
     return runs

@@ -111,6 +111,9 @@ class Runs:
     read_as: dict = field(default_factory=dict)
     #: How rows were selected (``where``, ``rows_read``, ``rows_kept``, ``dropped``), if they were.
     selection: dict = field(default_factory=dict)
+    #: How the table's N counts its vocabulary matrices (:class:`.param_count.EmbeddingCount`),
+    #: when its registration says; None otherwise.
+    embeddings: object = None
 
     def __post_init__(self):
         if self.loss is None:
@@ -179,7 +182,8 @@ class Runs:
                     self.tokenizer[idx], self.vocab_size[idx], self.loss_unit[idx],
                     self.unread_columns, self.params_non_embedding[idx],
                     {k: v[idx] for k, v in self.extra.items()}, self.compute[idx],
-                    dict(self.column_sources), dict(self.read_as), dict(self.selection))
+                    dict(self.column_sources), dict(self.read_as), dict(self.selection),
+                    self.embeddings)
 
     def where_group(self, group: str) -> "Runs":
         if group not in set(self.group):

@@ -161,6 +161,8 @@ def test_offline_with_an_empty_cache_is_one_line_naming_the_url_the_mirror_varia
 SCHEMA = {
     "depth_delusion": {"depth", "width", "params", "tokenizer", "vocab_size"},
     "epoch_chinchilla": {"params", "tokens", "compute", "tokenizer"},
+    "chinchilla_shapes": {"depth", "width", "params", "params_non_embedding", "tokens", "compute",
+                          "tokenizer", "vocab_size"},
     "gemstones": {"depth", "width", "params", "params_non_embedding", "tokens", "vocab_size"},
     "gemstones_lr_half": {"depth", "width", "params", "params_non_embedding", "tokens", "vocab_size"},
     "gemstones_cooldown": {"depth", "width", "params", "params_non_embedding", "tokens", "vocab_size"},
@@ -203,6 +205,54 @@ def test_epoch_keeps_all_245_points_and_leaves_the_5_highest_losses_out_of_fits(
     assert len(every) == 245 and len(fitted) == 240 and len(excluded) == 5
     assert excluded.min() > fitted.loss.max()
     assert "the 5 with the highest loss left out" in fitted.notes[0]
+
+
+def test_chinchilla_shapes_is_epochs_points_with_43_shapes_and_the_same_5_left_out(mirror_cache):
+    every = load_table("chinchilla_shapes", all_rows=True)
+    fitted = load_table("chinchilla_shapes")
+    epoch = load_table("epoch_chinchilla", all_rows=True)
+    assert len(every) == 245 and len(fitted) == 240
+    assert np.allclose(every.loss, epoch.loss, rtol=1e-15) and np.allclose(every.params, epoch.params, rtol=1e-15)
+    assert list(every.extra["status"]) == list(epoch.extra["status"])  # the one selection rule
+    shapes = {}
+    for w, d in zip(every.width, every.depth):
+        shapes.setdefault(int(w), set()).add(int(d))
+    assert sum(len(v) for v in shapes.values()) == 43
+    assert sorted(w for w, v in shapes.items() if len(v) == 3) == [640, 768, 896, 1024, 1280, 1408, 1536,
+                                                                   1792, 2048, 2176, 2304, 2560]
+    assert sorted((w, *v) for w, v in shapes.items() if len(v) == 1) == [
+        (576, 9), (3072, 36), (3584, 40), (4096, 42), (4352, 47), (4608, 47), (5120, 47)]
+    # the file's first row (excluded: Epoch's highest loss) and its last (the largest compute)
+    assert (every.name[0], every.extra["shape"][0], every.extra["status"][0]) == ("40Lx3584@0.24511B", "40Lx3584", "excluded")
+    assert every.loss[0] == pytest.approx(5.005581996196243, abs=1e-12)
+    assert (every.depth[-1], every.width[-1], every.params[-1]) == (40, 3584, pytest.approx(6795614805.310381, abs=1e-3))
+    assert every.tokens[-1] == pytest.approx(317754489343.9688, rel=1e-12) and every.loss[-1] == pytest.approx(2.0773942450664395, abs=1e-12)
+    assert len(set(every.name)) == 245  # a row's name is the run's: its shape and its tokens
+    assert fitted.params.min() == pytest.approx(5.73342e7, rel=1e-5) and fitted.params.max() == pytest.approx(1.618335e10, rel=1e-5)
+
+
+def test_chinchilla_shapes_notes_say_what_the_file_measures(mirror_cache):
+    """The registration's sentences about the file, measured here: 99 distinct losses, 0.011
+    nats apart at the median; N = 13·D·W² + 32,000·W within 0.15% for 41 of 43 shapes."""
+    every = load_table("chinchilla_shapes", all_rows=True)
+    losses = np.unique(every.loss)
+    assert len(losses) == 99 and np.median(np.diff(losses)) == pytest.approx(0.011, abs=5e-4)
+    assert np.quantile(np.diff(losses), [0.1, 0.9]) == pytest.approx([0.0075, 0.028], abs=5e-4)
+    off = every.params / (13.0 * every.depth * every.width.astype(float) ** 2 + 32000.0 * every.width) - 1
+    wrong = sorted({(int(w), int(d)) for w, d, o in zip(every.width, every.depth, off) if abs(o) > 0.0015})
+    assert wrong == [(4352, 47), (4608, 47)] and np.all(off[np.abs(off) <= 0.0015] > 0)
+    assert np.array_equal(every.params_non_embedding, every.params - 32000.0 * every.width)
+    text = " ".join(TABLES["chinchilla_shapes"].notes)
+    assert "99 distinct values" in text and "0.011 nats apart at the median" in text
+    assert "41 of the 43 shapes" in text and "4352×47 and 4608×47" in text
+
+
+def test_tables_show_chinchilla_shapes_says_no_licence_and_the_colour_scale(mirror_cache, capsys):
+    assert main(["tables", "show", "chinchilla_shapes"]) == 0
+    out = capsys.readouterr().out
+    assert "license: none stated" in out and "colour scale" in out and "rows: 245" in out
+    assert "liuyz0/DepthScaling/07360e3decddf64d0e6b6322f5f82b79d0dd4596/Scaling/get_fitting_data_chinchilla.csv" in out
+    assert "columns: " in out and "depth, width" in out
 
 
 def test_gemstones_reproduces_the_authors_released_huber_optimum(mirror_cache):
