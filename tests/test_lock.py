@@ -20,15 +20,18 @@ WHERE_EXTRAS_ARE_NAMED = ["README.md", ".ci/run", "pyproject.toml", "docs/**/*.m
                           "benchmarks/**/*"]
 
 
-def lock_pins() -> dict[str, list[Version]]:
+SKY_LOCK = ROOT / "constraints-skypilot.txt"  # .ci/run's SkyPilot environment
+
+
+def lock_pins(lock: Path = LOCK) -> dict[str, list[Version]]:
     """{package: the versions the lock pins} (several where a pin depends on the Python version)."""
     pins: dict[str, list[Version]] = {}
-    for number, line in enumerate(LOCK.read_text().splitlines(), 1):
+    for number, line in enumerate(lock.read_text().splitlines(), 1):
         if not line or line[0] in " #":
             continue
         requirement = Requirement(line)
         (spec,) = requirement.specifier  # a lock line pins exactly one version
-        assert spec.operator == "==", f"constraints.txt:{number}: not a pin: {line!r}"
+        assert spec.operator == "==", f"{lock.name}:{number}: not a pin: {line!r}"
         pins.setdefault(canonicalize_name(requirement.name), []).append(Version(spec.version))
     return pins
 
@@ -74,6 +77,20 @@ def test_the_lock_pins_every_requirement_at_a_version_pyproject_allows():
             assert requirement.specifier.contains(version, prereleases=True), (
                 f"constraints.txt pins {requirement.name}=={version}, outside pyproject.toml's "
                 f"{requirement}: re-lock with the command at the top of constraints.txt")
+
+
+def test_the_skypilot_lock_pins_its_extra_at_versions_pyproject_allows():
+    """.ci/run installs the skypilot-check extra through constraints-skypilot.txt, compiled for it."""
+    header = SKY_LOCK.read_text().splitlines()[1]
+    assert re.findall(r"--extra (\S+)", header) == ["skypilot-check"], header
+    assert '-e ".[skypilot-check]" -c constraints-skypilot.txt' in (ROOT / ".ci/run").read_text()
+    pins = lock_pins(SKY_LOCK)
+    wanted = PYPROJECT["project"]["dependencies"] + PYPROJECT["project"]["optional-dependencies"]["skypilot-check"]
+    for requirement in map(Requirement, wanted):
+        versions = pins.get(canonicalize_name(requirement.name))
+        assert versions and all(requirement.specifier.contains(v, prereleases=True) for v in versions), (
+            f"{SKY_LOCK.name} pins {requirement.name} at {versions}, pyproject.toml asks {requirement}: "
+            "re-lock with the command at its top")
 
 
 def test_the_lock_has_no_direct_requirement_that_pyproject_dropped():
