@@ -202,14 +202,3 @@ def _within_cell_sd(runs: Runs, cols) -> tuple[float, int] | None:
     ss = sum(float(np.sum((runs.loss[c] - runs.loss[c].mean()) ** 2)) for c in cells)
     dof = sum(len(c) - 1 for c in cells)
     return math.sqrt(ss / dof), len(cells)
-
-
-def check_replicates(runs: Runs, reduce: str | None = None) -> Runs:
-    """``runs`` reduced by ``reduce`` when given; else with a note naming its replicate cells
-    (if any), which the fit's summary and the report's verdict repeat."""
-    if reduce:
-        return reduce_replicates(runs, reduce)
-    cells = replicate_cells(runs)
-    if cells.cells:
-        runs.notes.append(cells.describe(runs))
-    return runs

@@ -36,9 +36,6 @@ class Interval:
     df: float
     level: float = LEVEL
 
-    def excludes_zero(self) -> bool:
-        return self.lo > 0 or self.hi < 0
-
 
 def _finite(xs) -> list[float]:
     xs = [float(x) for x in xs]
@@ -97,16 +94,6 @@ def paired_interval(a, b, level: float = LEVEL) -> Interval:
     if len(a) != len(b):
         raise ValueError(f"paired interval: {len(a)} and {len(b)} values; pairs need equal counts")
     return mean_interval([x - y for x, y in zip(a, b)], level)
-
-
-def welch_p(a, b) -> float:
-    """Two-sided p-value of Welch's t test of equal means."""
-    from scipy import stats
-
-    iv = welch_interval(a, b)
-    if iv.se == 0:
-        return 0.0 if iv.estimate != 0 else 1.0
-    return float(2 * stats.t.sf(abs(iv.estimate / iv.se), iv.df))
 
 
 def fieller_ratio(num: Interval, den: Interval, level: float = LEVEL) -> tuple[float, float, float]:

@@ -6,11 +6,11 @@ and PNG figures. Text outputs are deterministic for a given input, bootstrap cou
 rounded to the precision the data supports. On the command line: ``depthdelusion report RUNS
 --out DIR``.
 
-The report is data, then text: ``report_results.compute`` computes every number once into a
-frozen :class:`~report_results.ReportResults` (fits, tests and verdicts with their assumptions,
+The report is data, then text: ``report.results.compute`` computes every number once into a
+frozen :class:`~depthdelusion.analysis.report.results.ReportResults` (fits, tests and verdicts with their assumptions,
 the design matrix, extrapolation, audits, shape, persistence; its ``tables`` are the formatted
-rows of ``report_tables.with_tables``); :func:`markdown`, :func:`latex` and the CSV files render it and
-compute nothing. The design assumptions it makes explicit are listed in ``report_results``.
+rows of ``report.tables.with_tables``); :func:`markdown`, :func:`latex` and the CSV files render it and
+compute nothing. The design assumptions it makes explicit are listed in ``report.results``.
 """
 from __future__ import annotations
 

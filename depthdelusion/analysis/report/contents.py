@@ -126,7 +126,7 @@ class Persistence:
 class ReportResults:
     """Everything the report states, computed once (see :func:`compute`); the renderers only
     format it. ``tables`` are its tables as formatted rows under named columns, the one source
-    of the Markdown, LaTeX and CSV tables (filled by ``report_tables.with_tables``)."""
+    of the Markdown, LaTeX and CSV tables (filled by ``report.tables.with_tables``)."""
 
     settings: Settings
     raw: Runs                # the table as loaded

@@ -1,7 +1,7 @@
 """The analysis report's numbers, computed once: fits, tests and verdicts with their assumptions,
 the design matrix, extrapolation, the parameter-count audit, critical depth and optimal shape,
-persistence lengths — a frozen :class:`ReportResults` that the renderers (``report_markdown``,
-``report.latex``, the CSV tables of ``report_tables``) only format.
+persistence lengths — a frozen :class:`ReportResults` that the renderers (``report.markdown``,
+``report.latex``, the CSV tables of ``report.tables``) only format.
 
 Design assumptions the results make explicit (docs/analysis.md):
 

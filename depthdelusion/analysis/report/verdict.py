@@ -27,23 +27,19 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from ..fitting.lr_test import (
     DEFAULT_REPLICATES,
     LRTest,
     bootstrap_tests,
-    chibar_p,
     davies_test,
 )
 from ..fitting.refits import default_refit
 from ..laws import shape_kind
 
-LR_THRESHOLD = float(stats.chi2.ppf(0.95, 1))  # 3.84: χ²₁'s, which the verdicts no longer use
 MIN_RESIDUAL_DF = 5  # n − K − 1 at or below this: "too few runs for K parameters"
 KINK_LOCATION = ("kappa", "c")  # the kink parameter unidentified at λ = 0 (Davies' path)
 COLLINEAR_R2 = 0.99  # ln D explained this well by ln W (or by ln N): shape does not vary on its own
-PENALTY_PARAMS = ("lam",)
 
 
 @dataclass
@@ -148,15 +144,6 @@ class PenaltyVerdict:
                     "rejected" if self.significant else "not rejected")
                  + f" (LR = {self.lr:.2f}, {self.p_text()})")
         return f"{head}: {self.reason}. ({facts}.)"
-
-
-def significance(law_fit, base_fit) -> tuple[float, float]:
-    """(LR, χ̄² p) of λ = 0 from the two fits' residual sums of squares (same runs, same data
-    term). The χ̄² p ignores the unidentified kink location: use :func:`penalty_test`."""
-    if law_fit.n != base_fit.n:
-        raise ValueError("the law and its baseline were fitted to different runs")
-    lr = max(0.0, law_fit.n * math.log(max(base_fit.rss, 1e-300) / max(law_fit.rss, 1e-300)))
-    return lr, chibar_p(lr)
 
 
 def penalty_test(law_fit, base_fit) -> LRTest:

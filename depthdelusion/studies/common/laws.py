@@ -56,7 +56,7 @@ def fit_arm(arm: str, records: list[dict], diverged: int, *, replicates: int, se
 
 def csv_rows(results: list[ArmLaws]) -> list[dict]:
     """laws.csv: one row per arm × law × parameter, with its status and profile interval (its
-    ends as the data support them: `report_tables.supported_ends`)."""
+    ends as the data support them: `analysis.report.cells.supported_ends`)."""
     from depthdelusion.analysis.fitting.result import parameter_status
     from depthdelusion.analysis.report.cells import supported_ends
 
