@@ -12,6 +12,7 @@ from ..formats import json_text
 from ..formats.interval_text import interval_text
 from ..laws import Law, LawInputs, get_law
 from ..table.runs import load_runs
+from .diagnostics import row_keys
 from .problem import HUBER_THRESHOLD, OFFSET, STRONG_CORR, offset_name
 
 if TYPE_CHECKING:  # the search makes it; a result only holds it
@@ -401,8 +402,8 @@ class FitResult:
             "aicc": f(self.aicc), "bic": f(self.bic), "loo_rmse": f(self.loo_rmse),
             "condition_number": f(self.condition_number),
             "correlation": [[f(v) for v in row] for row in self.correlation],
-            "residuals": (rows(self.run_names, self.residuals) if rows
-                          else {n: float(r) for n, r in zip(self.run_names, self.residuals)}),
+            "residuals": (rows(row_keys(self.run_names), self.residuals) if rows
+                          else {n: float(r) for n, r in zip(row_keys(self.run_names), self.residuals)}),
             "starts": {"n_starts": self.starts.n_starts, "n_success": self.starts.n_success,
                        "n_at_best": self.starts.n_at_best, "local_optima": self.starts.local_optima,
                        "ridge_params": self.starts.ridge_params, "search": self.search},
