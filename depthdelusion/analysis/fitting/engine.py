@@ -121,6 +121,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
     stage(f"leave-one-out ({leave_one_out})" if leave_one_out else "")
     loo = loo_stage(problem, found, theta, jac, leave_one_out, notes)
     result = _fit_result(problem, setup, runs, theta, jac, found, boot, loo, seed)
+    result.at_bound = at_bound(problem, theta, fixed=list(fixed or {}))
     set_profiles(result, problem, theta, statistic, found, jac, profiles, profile)
     _add_flags_and_notes(result, problem, jac, runs, setup, law, method)
     stage("row diagnostics" if diagnostics else "")
@@ -189,7 +190,6 @@ def _fit_result(problem, setup, runs, theta, jac, search, boot, loo, seed) -> Fi
         bounds={p.name: tuple(p.bounds) for p in problem.free},
         ridge_solutions=search.ridge_solutions, tie_tolerance=TIE, offset_groups=setup.offset_groups,
         bootstrap_scheme=boot.scheme, search=search.describe)
-    result.at_bound = at_bound(problem, theta)
     result.theta, result.se_theta = np.array(theta, float), np.array(jac.se_theta, float)
     return result
 

@@ -140,6 +140,7 @@ class FitResult:
     profiles: dict = field(default_factory=dict)
     jacobian_log: list = field(default_factory=list)
     bounds: dict = field(default_factory=dict)
+    #: parameters within tolerance of a physical bound, free or fixed (:func:`.uncertainty.near_bound`)
     at_bound: list = field(default_factory=list)
     ridge_solutions: list = field(default_factory=list)  # all_params dicts, the chosen one first
     tie_tolerance: float = 0.0
@@ -466,7 +467,8 @@ class FitResult:
             rows.append([name, format_estimate(self, name), _g(self.stderr[name]), jac, prof, boot,
                          correlation_note(self, name)])
         for name, value in self.fixed.items():
-            rows.append([name, _g(value), "(fixed)", "", "", "", ""])
+            shown = f"at bound {_g(value)}" if name in self.at_bound else _g(value)
+            rows.append([name, shown, "(fixed)", "", "", "", ""])
         head = ["parameter", "value", "std.err", *cols, "note"]
         if not any(r[-1] for r in rows):
             rows, head = [r[:-1] for r in rows], head[:-1]
