@@ -9,7 +9,7 @@ import numpy as np
 from scipy import special
 
 from ..formats.interval_text import interval_text
-from .problem import STRONG_CORR, TIE, Problem
+from .problem import STRONG_CORR, TIE, Problem, open_beyond_support, scale_interval
 from .profile import Statistic, profile_intervals
 from .solver import FAILED
 
@@ -140,13 +140,13 @@ def _jacobian_uncertainty(problem: Problem, theta) -> _Jacobian:
             # v·s in log space: a drifted scale (e^700) times its s.e. overflows a float
             log_se = theta[j] + math.log(s) if np.isfinite(s) and s > 0 else (-math.inf if s == 0 else math.inf)
             stderr[p.name] = math.exp(log_se) if log_se < 709 else math.inf
-            ci[p.name] = ((float(math.exp(theta[j] - tq * s)), float(math.exp(min(theta[j] + tq * s, 700))))
-                          if np.isfinite(s) else (0.0, math.inf))
+            ci[p.name] = scale_interval(p, theta[j], tq * s)
         else:  # intersected with the parameter's bounds: values outside are not models
             stderr[p.name] = float(s)
             b0, b1 = p.bounds
-            ci[p.name] = ((max(v - tq * s, b0), min(v + tq * s, b1)) if np.isfinite(s)
-                          else (b0, b1))
+            # an end past the values the data can set (15 decades out) is open
+            ci[p.name] = open_beyond_support(p, (max(v - tq * s, b0), min(v + tq * s, b1))
+                                             if np.isfinite(s) else (b0, b1))
     return _Jacobian(stderr=stderr, ci=ci, corr=corr, cond=cond, flags=flags, se_theta=se_theta,
                      J=J, r=r)
 
