@@ -424,7 +424,8 @@ class FitResult:
                           else {n: float(r) for n, r in zip(row_keys(self.run_names), self.residuals)}),
             "starts": {"n_starts": self.starts.n_starts, "n_success": self.starts.n_success,
                        "n_at_best": self.starts.n_at_best, "local_optima": self.starts.local_optima,
-                       "ridge_params": self.starts.ridge_params, "search": self.search},
+                       "ridge_params": self.starts.ridge_params, "search": self.search,
+                       "found_by_profile": getattr(self.starts, "found_by_profile", "")},
             "ridge_solutions": self.ridge_solutions, "tie_tolerance": self.tie_tolerance,
             "flags": self.flags, "notes": self.notes, "profile_notes": self.profile_notes,
             "seed": self.seed,
@@ -469,7 +470,9 @@ class FitResult:
             f"R² = {self.r2:.4f}   RMSE = {self.rmse:.4f} nats   leave-one-out RMSE = {self.loo_rmse:.4f} nats",
             f"AIC = {self.aic:.2f}   AICc = {self.aicc:.2f}   BIC = {self.bic:.2f}   "
             f"condition number = {self.condition_number:.3g}",
-            f"Starts: {self.starts.n_at_best}/{self.starts.n_starts} reached the best optimum"
+            (f"Starts: none of {self.starts.n_starts} reached the best optimum; a profile found it "
+             "(see the flags)" if getattr(self.starts, "found_by_profile", "") else
+             f"Starts: {self.starts.n_at_best}/{self.starts.n_starts} reached the best optimum")
             + (f"; other local optima (objective): {', '.join(f'{v:.4g}' for v in self.starts.local_optima[1:6])}"
                if len(self.starts.local_optima) > 1 else ""),
             "",

@@ -60,10 +60,16 @@ def better_optimum(problem: Problem, profiles: dict, objective: float, search):
     found = [p for p in profiles.values() if p.better_theta is not None]
     if not found:
         return None
-    start = min(found, key=lambda p: p.better_fit).better_theta
-    res = problem.solve(start[None])
+    finder = min(found, key=lambda p: p.better_fit)
+    res = problem.solve(finder.better_theta[None])
     if res.status[0] == FAILED or not res.objective[0] < objective * (1 - TIE):
         return None
+    summary = search.summary
+    summary.found_by_profile = (
+        f"the profile of {finder.name} found a lower objective ({objective:.6g} → "
+        f"{float(res.objective[0]):.6g}) than the best of the {summary.n_starts} starts "
+        f"(which {summary.n_at_best} of them reached), and the fit was restarted from it"
+        + (f"; {summary.found_by_profile}" if summary.found_by_profile else ""))
     search.objective = float(res.objective[0])
     search.summary.local_optima.insert(0, search.objective)
     search.summary.n_at_best, search.summary.ridge_params = 0, []
@@ -230,7 +236,10 @@ def identifiability_flags(result, problem: Problem) -> list[str]:
                      f"(within {TIE:g} relative) end at different values (a ridge of equally good "
                      "fits): not identified; predictions outside the data are the range over "
                      f"the {max(len(result.ridge_solutions), 2)} tied solutions (predict_range)")
-    if result.starts.n_at_best < 0.5 * result.starts.n_starts:
+    if getattr(result.starts, "found_by_profile", ""):
+        flags.append(f"no start reached the optimum: {result.starts.found_by_profile}; the "
+                     "objective has several local optima (more starts: grid_points, max_starts)")
+    elif result.starts.n_at_best < 0.5 * result.starts.n_starts:
         flags.append(f"only {result.starts.n_at_best} of {result.starts.n_starts} starts reached the "
                      "best optimum: the objective has several local optima")
     return flags
