@@ -499,8 +499,9 @@ class FitResult:
                                   for i, (c, w) in enumerate(zip(r, width))).rstrip()
         lines += [fmt(head), "-" * len(fmt(head))] + [fmt(r) for r in rows]
         lines.append("at bound: the optimum is on the parameter's physical bound (the data want it "
-                     "beyond); n.i.: not identified (an infinite or undefined standard error, a "
-                     "ridge, a drifted estimate or an open profile interval): no estimate is "
+                     "beyond); n.i.: not identified (a ridge, a drifted estimate, an open profile "
+                     "interval, or without a profile an infinite or undefined standard error or an "
+                     "open Jacobian interval): no estimate is "
                      f"printed; note r = … with X: |r| ≥ {STRONG_CORR:g}, the Jacobian sees mostly a "
                      "combination of the two (its standard error is then the least reliable; the "
                      "profile and bootstrap intervals say what the data bound).")
