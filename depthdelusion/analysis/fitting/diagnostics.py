@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..table.row_filter import grouping_columns
+from ..formats.row_keys import row_key, row_keys
 from .leverage import leverage
 from .options import OUTLIER_Z
 from .robust import MAD_TO_SIGMA, mad_scale, robust_residuals
@@ -37,18 +38,6 @@ from .solver import irls_weights
 
 #: Rows named in a summary line, then a count.
 NAMED_ROWS = 10
-
-
-def row_key(name, i: int) -> str:
-    """How every per-row output names row ``i`` (0-based) of a fit: its label and its 1-based
-    row number, "40Lx3584 (row 17)" — the row of ``rows.csv`` with that ``row``. A label alone
-    is not a row: a shape's checkpoints at several token budgets share one."""
-    return f"{name} (row {i + 1})"
-
-
-def row_keys(names) -> list[str]:
-    """:func:`row_key` of every row, in row order (the keys of ``--json``'s per-row maps)."""
-    return [row_key(nm, i) for i, nm in enumerate(names)]
 
 
 #: Kruskal–Wallis p-value below which residuals "differ between groups beyond noise".

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .diagnostics import NAMED_ROWS, row_key
+from ..formats.row_keys import row_key
+from .diagnostics import NAMED_ROWS
 from .options import OUTLIER_Z
 from .engine import fit
 

@@ -10,7 +10,7 @@ matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from ..fitting.diagnostics import row_key  # noqa: E402
+from ..formats.row_keys import row_key  # noqa: E402
 
 _DPI = 110
 
