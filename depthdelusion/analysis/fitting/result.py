@@ -49,9 +49,10 @@ def parameter_status(result: "FitResult", name: str) -> str:
     ``"not_identified"`` (a ridge of tied starts, an estimate drifted beyond ``DRIFT``, a profile
     interval open at an end; without a profile, an infinite or undefined standard error or a
     Jacobian interval open at an end) or ``"ok"``. A closed profile interval makes a parameter
-    ``"ok"`` even where the Jacobian at the optimum sees a flat direction (α and β on
-    Gemstones, beside a drifted width scale): the profile refits every other parameter, the
-    Jacobian is a local view. Tables print a value as an estimate only when it is ``"ok"``. A strong correlation with another parameter is not a
+    ``"ok"`` even where the Jacobian at the optimum is undefined for it (α and β on Gemstones,
+    beside a kink penalty that acts on no shape): the profile refits every other parameter,
+    the Jacobian is a local view. Tables print a value as an estimate only when it is
+    ``"ok"``. A strong correlation with another parameter is not a
     status (:func:`correlation_note`): the data can bound each of two parameters that the
     Jacobian sees mostly as one combination."""
     if name not in result.params:
