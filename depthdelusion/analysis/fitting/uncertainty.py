@@ -180,7 +180,8 @@ def near_bound(p, value: float) -> bool:
         if not value > 0:
             return True
         width = (math.log(p.init[1]) - math.log(p.init[0])) or 1.0
-        low = value <= _COLLAPSED * p.init[0] if b0 == 0 else math.log(value) <= math.log(b0) + _BOUND_TOL * width
+        low = (value <= _COLLAPSED * p.init[0] if b0 == 0
+               else math.log(value) <= math.log(b0) + _BOUND_TOL * width)
         high = np.isfinite(b1) and math.log(value) >= math.log(b1) - _BOUND_TOL * width
         return bool(low or high)
     tol = _BOUND_TOL * ((p.init[1] - p.init[0]) or 1.0)
