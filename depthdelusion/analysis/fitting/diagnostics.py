@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..table.row_filter import grouping_columns
+from ..formats.row_keys import row_key, row_keys
 from .leverage import leverage
 from .options import OUTLIER_Z
 from .robust import MAD_TO_SIGMA, mad_scale, robust_residuals
@@ -37,6 +38,8 @@ from .solver import irls_weights
 
 #: Rows named in a summary line, then a count.
 NAMED_ROWS = 10
+
+
 #: Kruskal–Wallis p-value below which residuals "differ between groups beyond noise".
 GROUP_P = 0.01
 #: Cold starts besides θ̂ for the refit without outliers (the best grid start: a second chance
@@ -55,11 +58,16 @@ class RowDiagnostics:
     cooks_distance: np.ndarray
     scale: float  # 1.4826·MAD of the working residuals at the robust reference
     threshold: float
-    outliers: list = field(default_factory=list)  # row names, by |z| descending
+    outlier_rows: list = field(default_factory=list)  # 0-based row indices, by |z| descending
     without_outliers: dict | None = None  # {"params": {...}, "n": k}
     moved: str = ""  # one sentence on how the parameters moved without the outliers
     working: str = "loss residuals (nats)"
     judged_by: str = ""  # the fit the robust z is measured from (:mod:`.robust_fit`)
+
+    @property
+    def outliers(self) -> list[str]:
+        """The outlying rows by |z| descending, each as :func:`row_key` names it."""
+        return [row_key(self.names[i], i) for i in self.outlier_rows]
 
     @property
     def outlier_mask(self) -> np.ndarray:
@@ -67,8 +75,9 @@ class RowDiagnostics:
 
     def to_dict(self, rows=None) -> dict:
         """The diagnostics as JSON data; a per-row array as ``rows(names, array)`` (the
-        :class:`~..formats.json_text.Rows` a writer streams), a ``{name: value}`` dict by default."""
-        keys = [str(n) for n in self.names]
+        :class:`~..formats.json_text.Rows` a writer streams), a ``{row key: value}`` dict by
+        default (:func:`row_key`: label and row number, so repeated labels stay apart)."""
+        keys = row_keys(self.names)
 
         def by_row(a):
             return rows(keys, a) if rows else {n: float(v) for n, v in zip(keys, a)}
@@ -85,9 +94,8 @@ class RowDiagnostics:
                 f"of the {self.working}" + (f" of {self.judged_by}" if self.judged_by else "") + ")")
         if self.outliers:
             shown = []
-            for nm in self.outliers[:NAMED_ROWS]:
-                i = self.names.index(nm)
-                shown.append(f"{nm} (z = {self.robust_z[i]:+.1f})")
+            for i in self.outlier_rows[:NAMED_ROWS]:
+                shown.append(f"{self.names[i]} (row {i + 1}, z = {self.robust_z[i]:+.1f})")
             more = len(self.outliers) - NAMED_ROWS
             lines.append(f"{head}: {len(self.outliers)}: " + ", ".join(shown)
                          + (f" and {more} more" if more > 0 else ""))
@@ -96,7 +104,7 @@ class RowDiagnostics:
             lines.append(f"{head}: none (largest |z| {np.nanmax(np.abs(self.robust_z)):.1f})")
         if len(self.cooks_distance) and np.any(np.isfinite(self.cooks_distance)):
             i = int(np.nanargmax(self.cooks_distance))
-            lines.append(f"Most influential row: {self.names[i]} (Cook's distance "
+            lines.append(f"Most influential row: {row_key(self.names[i], i)} (Cook's distance "
                          f"{self.cooks_distance[i]:.3g}, leverage {self.leverage[i]:.3g})")
         return lines
 
@@ -144,7 +152,7 @@ def row_diagnostics(problem, theta, J, *, names, stderr: dict, cold_starts=None,
     out_idx = out_idx[np.argsort(-np.abs(z[out_idx]), kind="stable")]
     diag = RowDiagnostics(names=names, residual=resid, robust_z=z, leverage=h, cooks_distance=cook,
                           scale=scale, threshold=float(threshold),
-                          outliers=[names[i] for i in out_idx],
+                          outlier_rows=[int(i) for i in out_idx],
                           working="log-loss residuals" if problem.huber else "loss residuals (nats)",
                           judged_by=judged_by)
     if len(out_idx):
@@ -265,12 +273,13 @@ def group_labels(runs, result) -> np.ndarray:
 
 
 #: rows.csv's columns (inputs the table lacks are left out).
-ROW_COLUMNS = ("name", "depth", "width", "params", "tokens", "loss", "fitted", "residual",
+ROW_COLUMNS = ("row", "name", "depth", "width", "params", "tokens", "loss", "fitted", "residual",
                "robust_z", "leverage", "cooks_distance", "outlier", "group")
 
 
 def row_table(runs, result) -> tuple[list, list]:
-    """(columns, rows) of the per-row diagnostics: name, the law's inputs the table has, loss,
+    """(columns, rows) of the per-row diagnostics: row (1-based, as :func:`row_key` numbers it),
+    name, the law's inputs the table has, loss,
     fitted, residual, robust z, leverage, Cook's distance, outlier (true/false), group."""
     d = result.diagnostics
     if d is None:
@@ -281,7 +290,7 @@ def row_table(runs, result) -> tuple[list, list]:
     labels = group_labels(runs, result)
     rows = []
     for i in range(len(runs)):
-        row = {"name": runs.name[i], "group": labels[i], "loss": _num(runs.loss[i]),
+        row = {"row": str(i + 1), "name": runs.name[i], "group": labels[i], "loss": _num(runs.loss[i]),
                "fitted": _num(result.predicted[i]), "residual": _num(d.residual[i]),
                "robust_z": _num(d.robust_z[i], 4), "leverage": _num(d.leverage[i], 4),
                "cooks_distance": _num(d.cooks_distance[i], 4), "outlier": str(bool(out[i])).lower()}

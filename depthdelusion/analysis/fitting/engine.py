@@ -120,7 +120,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
                             setup.gidx if setup.offset_groups is not None else None, notes, clusters)
     stage(f"leave-one-out ({leave_one_out})" if leave_one_out else "")
     loo = loo_stage(problem, found, theta, jac, leave_one_out, notes)
-    result = _fit_result(problem, setup, runs, theta, jac, found, boot, loo, seed)
+    result = _fit_result(problem, setup, runs, theta, jac, found, boot, loo, seed, list(fixed or {}))
     set_profiles(result, problem, theta, statistic, found, jac, profiles, profile)
     _add_flags_and_notes(result, problem, jac, runs, setup, law, method)
     stage("row diagnostics" if diagnostics else "")
@@ -171,9 +171,10 @@ def _stage_sizes(n, bootstrap, leave_one_out, profile, bootstrap_refit, notes):
     return leave_one_out, profile, bootstrap_refit
 
 
-def _fit_result(problem, setup, runs, theta, jac, search, boot, loo, seed) -> FitResult:
+def _fit_result(problem, setup, runs, theta, jac, search, boot, loo, seed, user_fixed) -> FitResult:
     """The FitResult of the optimum θ with its statistics and intervals (profiles set later);
-    its loss statistics (RSS, R², AIC, ...) are views it computes from the fields."""
+    its loss statistics (RSS, R², AIC, ...) are views it computes from the fields. ``user_fixed``:
+    the names the caller fixed (checked against their bounds, as the free ones are)."""
     y, n = problem.y, len(problem.y)
     values = problem.values(theta)
     result = FitResult(
@@ -189,7 +190,7 @@ def _fit_result(problem, setup, runs, theta, jac, search, boot, loo, seed) -> Fi
         bounds={p.name: tuple(p.bounds) for p in problem.free},
         ridge_solutions=search.ridge_solutions, tie_tolerance=TIE, offset_groups=setup.offset_groups,
         bootstrap_scheme=boot.scheme, search=search.describe)
-    result.at_bound = at_bound(problem, theta)
+    result.at_bound = at_bound(problem, theta, fixed=user_fixed)
     result.theta, result.se_theta = np.array(theta, float), np.array(jac.se_theta, float)
     return result
 

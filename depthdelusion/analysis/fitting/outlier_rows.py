@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..formats.row_keys import row_key
 from .diagnostics import NAMED_ROWS
 from .options import OUTLIER_Z
 from .engine import fit
@@ -16,7 +17,8 @@ def without_outliers(runs, law, method: str = "lm", *, threshold: float = OUTLIE
     first = fit(runs, law, method, bootstrap=0, profile=False, leave_one_out=False,
                 diagnostics=True, outlier_threshold=threshold, seed=seed)
     mask = first.diagnostics.outlier_mask
-    dropped = [first.run_names[i] for i in np.flatnonzero(mask)]
+    # named by row (label and row number of ``runs``): a label may repeat over token budgets
+    dropped = [row_key(first.run_names[i], i) for i in np.flatnonzero(mask)]
     kept = runs.subset(~mask)
     kept.selection = {**runs.selection, "rows_read": runs.selection.get("rows_read", len(runs)),
                       "rows_kept": len(kept), "dropped": dropped}

@@ -26,11 +26,56 @@ TIE = 1e-6  # relative objective difference below which two optima are equally g
 #: each may still be pinned down (Chinchilla's A and α at r = +1.000 on Gemstones' 220 rows,
 #: α's profile interval [0.246, 0.341]).
 STRONG_CORR = 0.95
+#: How far beyond its start range (``Param.init``, the range its law declares plausible) an
+#: interval end may lie and still be a number the data set: this many decades for a scale, this
+#: many start-range widths for another parameter (:func:`supported_range`). Beyond, the end is
+#: where a profile walk or a Jacobian standard error ran out along a flat direction (λ's
+#: profile "closing" at 1.065e15, a Jacobian end at e^700 = 1.0142e304), not a measurement.
+SUPPORTED_DECADES = 6
+SUPPORTED_WIDTHS = 1e3
 _BATCH_ELEMENTS = 4_000_000  # numbers per batched Jacobian evaluation (≈ 32 MB)
 
 
 def offset_name(group) -> str:
     return f"{OFFSET}[{group}]"
+
+
+def supported_range(p: Param) -> tuple[float, float]:
+    """(lowest, highest) value of ``p`` that an interval end may take and still be printed as a
+    number (``SUPPORTED_DECADES`` / ``SUPPORTED_WIDTHS`` beyond its start range, within its
+    bounds); an end outside is open."""
+    b0, b1 = p.bounds
+    if p.log:
+        factor = 10.0 ** SUPPORTED_DECADES
+        return max(p.init[0] / factor, b0), min(p.init[1] * factor, b1)
+    reach = SUPPORTED_WIDTHS * max(p.init[1] - p.init[0], abs(p.init[0]), abs(p.init[1]), 1e-3)
+    return max(p.init[0] - reach, b0), min(p.init[1] + reach, b1)
+
+
+def open_beyond_support(p: Param, ci) -> tuple[float, float]:
+    """``ci`` with an end outside :func:`supported_range` opened: +inf above; below, the
+    parameter's lower bound when it is 0 for a scale (the interval then reaches 0, as an open
+    log-space end is written) and −inf otherwise."""
+    lo, hi = (float(v) for v in ci)
+    s0, s1 = supported_range(p)
+    if hi > s1 and s1 < math.inf:
+        hi = math.inf
+    if lo < s0 and s0 > -math.inf:
+        lo = 0.0 if p.log and p.bounds[0] == 0 else -math.inf
+    return lo, hi
+
+
+def scale_interval(p: Param, log_value: float, half_width: float) -> tuple[float, float]:
+    """exp(log_value ± half_width): a scale parameter's interval from a log-space standard error
+    (``half_width`` = t·s). Open — (its lower bound, +inf) — when the standard error is not
+    finite or the interval would span more than ``SUPPORTED_DECADES`` decades (a standard error
+    of several e-folds: the data set no scale, λ's [9e−19, 3.3e15] with a standard error 20×
+    its value), and an end beyond :func:`supported_range` open (:func:`open_beyond_support`)."""
+    if not np.isfinite(half_width) or 2 * half_width > SUPPORTED_DECADES * math.log(10):
+        return float(p.bounds[0]), math.inf
+    lo = math.exp(log_value - half_width) if log_value - half_width > -745 else 0.0
+    hi = math.exp(log_value + half_width) if log_value + half_width < 709 else math.inf
+    return open_beyond_support(p, (lo, hi))
 
 
 class Problem:

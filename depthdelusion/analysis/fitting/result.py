@@ -9,10 +9,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..formats import json_text
-from ..formats.interval_text import interval_text
+from ..formats.interval_text import interval_text, one_sided_text
+from ..formats.row_keys import row_keys
 from ..laws import Law, LawInputs, get_law
 from ..table.runs import load_runs
-from .problem import HUBER_THRESHOLD, OFFSET, STRONG_CORR, offset_name
+from .problem import (
+    HUBER_THRESHOLD,
+    OFFSET,
+    STRONG_CORR,
+    SUPPORTED_DECADES,
+    SUPPORTED_WIDTHS,
+    offset_name,
+    open_beyond_support,
+    scale_interval,
+)
 
 if TYPE_CHECKING:  # the search makes it; a result only holds it
     from .starts import StartsSummary
@@ -35,10 +45,14 @@ DRIFT = 1e30
 
 
 def parameter_status(result: "FitResult", name: str) -> str:
-    """``"at_bound"`` (the optimum sits on the parameter's physical bound), ``"not_identified"``
-    (an infinite or undefined standard error, a ridge of tied starts, an estimate drifted beyond
-    ``DRIFT``, or a profile interval open at an end) or ``"ok"``. Tables print a value as an
-    estimate only when it is ``"ok"``. A strong correlation with another parameter is not a
+    """``"at_bound"`` (the optimum sits within tolerance of the parameter's physical bound),
+    ``"not_identified"`` (a ridge of tied starts, an estimate drifted beyond ``DRIFT``, a profile
+    interval open at an end; without a profile, an infinite or undefined standard error or a
+    Jacobian interval open at an end) or ``"ok"``. A closed profile interval makes a parameter
+    ``"ok"`` even where the Jacobian at the optimum is undefined for it (α and β on Gemstones,
+    beside a kink penalty that acts on no shape): the profile refits every other parameter,
+    the Jacobian is a local view. Tables print a value as an estimate only when it is
+    ``"ok"``. A strong correlation with another parameter is not a
     status (:func:`correlation_note`): the data can bound each of two parameters that the
     Jacobian sees mostly as one combination."""
     if name not in result.params:
@@ -46,14 +60,16 @@ def parameter_status(result: "FitResult", name: str) -> str:
     if name in result.at_bound:
         return AT_BOUND
     v, se = result.params[name], result.stderr.get(name, math.nan)
-    if name in getattr(result.starts, "ridge_params", []) or not np.isfinite(se):
+    if name in getattr(result.starts, "ridge_params", []):
         return NOT_IDENTIFIED
     if not np.isfinite(v) or abs(v) >= DRIFT or (name in result.jacobian_log and 0 < v <= 1 / DRIFT):
         return NOT_IDENTIFIED
-    if np.any(np.isnan(_correlations(result, name))):  # an undefined covariance
-        return NOT_IDENTIFIED
     prof = (result.ci_profile or {}).get(name)
-    if prof is not None and not (np.isfinite(prof[0]) and np.isfinite(prof[1])):
+    if prof is not None:  # refitting every other parameter, the profile outranks the local Jacobian
+        return OK if np.isfinite(prof[0]) and np.isfinite(prof[1]) else NOT_IDENTIFIED
+    if not np.isfinite(se) or not np.all(np.isfinite(result.ci_jacobian.get(name, (0.0, 0.0)))):
+        return NOT_IDENTIFIED
+    if np.any(np.isnan(_correlations(result, name))):  # an undefined covariance
         return NOT_IDENTIFIED
     return OK
 
@@ -139,6 +155,7 @@ class FitResult:
     profiles: dict = field(default_factory=dict)
     jacobian_log: list = field(default_factory=list)
     bounds: dict = field(default_factory=dict)
+    #: parameters within tolerance of a physical bound, free or fixed (:func:`.uncertainty.near_bound`)
     at_bound: list = field(default_factory=list)
     ridge_solutions: list = field(default_factory=list)  # all_params dicts, the chosen one first
     tie_tolerance: float = 0.0
@@ -252,11 +269,14 @@ class FitResult:
             from scipy import stats
 
             crit = float(stats.chi2.ppf(1 - alpha, 1))
-            return {nm: _profile_interval(self.profiles[nm], self.params[nm], crit,
-                                          self.bounds.get(nm, (-np.inf, np.inf)),
-                                          nm in self.jacobian_log)
-                    for nm in self.params}
+            return {nm: open_beyond_support(self._param(nm), _profile_interval(
+                self.profiles[nm], self.params[nm], crit, self.bounds.get(nm, (-np.inf, np.inf)),
+                nm in self.jacobian_log)) for nm in self.params}
         raise ValueError(f"method must be 'profile', 'wald' or 'bootstrap', got {method!r}")
+
+    def _param(self, name: str):
+        """The law's Param of the free parameter ``name`` (a group offset ``E[g]``: E's)."""
+        return self.law.param(OFFSET if name.startswith(OFFSET + "[") else name)
 
     def _ensure_profiles(self):
         if self.ci_profile is not None:
@@ -278,10 +298,10 @@ class FitResult:
             b0, b1 = self.bounds.get(nm, (-np.inf, np.inf))
             if not np.isfinite(s):
                 out[nm] = (b0, b1)
-            elif nm in self.jacobian_log:  # in log space: exp() only of what does not overflow
-                out[nm] = (_exp(th - t * s), _exp(th + t * s))
+            elif nm in self.jacobian_log:  # in log space, open where it sets no scale
+                out[nm] = scale_interval(self._param(nm), th, t * s)
             else:
-                out[nm] = (max(th - t * s, b0), min(th + t * s, b1))
+                out[nm] = open_beyond_support(self._param(nm), (max(th - t * s, b0), min(th + t * s, b1)))
         return {nm: (float(lo), float(hi)) for nm, (lo, hi) in out.items()}
 
     def to_frame(self):
@@ -401,11 +421,12 @@ class FitResult:
             "aicc": f(self.aicc), "bic": f(self.bic), "loo_rmse": f(self.loo_rmse),
             "condition_number": f(self.condition_number),
             "correlation": [[f(v) for v in row] for row in self.correlation],
-            "residuals": (rows(self.run_names, self.residuals) if rows
-                          else {n: float(r) for n, r in zip(self.run_names, self.residuals)}),
+            "residuals": (rows(row_keys(self.run_names), self.residuals) if rows
+                          else {n: float(r) for n, r in zip(row_keys(self.run_names), self.residuals)}),
             "starts": {"n_starts": self.starts.n_starts, "n_success": self.starts.n_success,
                        "n_at_best": self.starts.n_at_best, "local_optima": self.starts.local_optima,
-                       "ridge_params": self.starts.ridge_params, "search": self.search},
+                       "ridge_params": self.starts.ridge_params, "search": self.search,
+                       "found_by_profile": getattr(self.starts, "found_by_profile", "")},
             "ridge_solutions": self.ridge_solutions, "tie_tolerance": self.tie_tolerance,
             "flags": self.flags, "notes": self.notes, "profile_notes": self.profile_notes,
             "seed": self.seed,
@@ -450,7 +471,9 @@ class FitResult:
             f"R² = {self.r2:.4f}   RMSE = {self.rmse:.4f} nats   leave-one-out RMSE = {self.loo_rmse:.4f} nats",
             f"AIC = {self.aic:.2f}   AICc = {self.aicc:.2f}   BIC = {self.bic:.2f}   "
             f"condition number = {self.condition_number:.3g}",
-            f"Starts: {self.starts.n_at_best}/{self.starts.n_starts} reached the best optimum"
+            (f"Starts: none of {self.starts.n_starts} reached the best optimum; a profile found it "
+             "(see the flags)" if getattr(self.starts, "found_by_profile", "") else
+             f"Starts: {self.starts.n_at_best}/{self.starts.n_starts} reached the best optimum")
             + (f"; other local optima (objective): {', '.join(f'{v:.4g}' for v in self.starts.local_optima[1:6])}"
                if len(self.starts.local_optima) > 1 else ""),
             "",
@@ -459,13 +482,16 @@ class FitResult:
                 f"95% CI bootstrap ({self.n_bootstrap})" if self.ci_bootstrap else "95% CI bootstrap"]
         rows = []
         for name, value in self.params.items():
-            jac = interval_text(self.ci_jacobian[name]) + (" log" if name in self.jacobian_log else "")
-            prof = interval_text(self.ci_profile[name]) if self.ci_profile and name in self.ci_profile else "—"
+            bounds = self.bounds.get(name, (-np.inf, np.inf))
+            jac = one_sided_text(self.ci_jacobian[name], bounds) + (" log" if name in self.jacobian_log else "")
+            prof = (one_sided_text(self.ci_profile[name], bounds)
+                    if self.ci_profile and name in self.ci_profile else "—")
             boot = interval_text(self.ci_bootstrap[name]) if self.ci_bootstrap else "—"
             rows.append([name, format_estimate(self, name), _g(self.stderr[name]), jac, prof, boot,
                          correlation_note(self, name)])
         for name, value in self.fixed.items():
-            rows.append([name, _g(value), "(fixed)", "", "", "", ""])
+            shown = f"at bound {_g(value)}" if name in self.at_bound else _g(value)
+            rows.append([name, shown, "(fixed)", "", "", "", ""])
         head = ["parameter", "value", "std.err", *cols, "note"]
         if not any(r[-1] for r in rows):
             rows, head = [r[:-1] for r in rows], head[:-1]
@@ -474,14 +500,18 @@ class FitResult:
                                   for i, (c, w) in enumerate(zip(r, width))).rstrip()
         lines += [fmt(head), "-" * len(fmt(head))] + [fmt(r) for r in rows]
         lines.append("at bound: the optimum is on the parameter's physical bound (the data want it "
-                     "beyond); n.i.: not identified (an infinite or undefined standard error, a "
-                     "ridge, a drifted estimate or an open profile interval): no estimate is "
+                     "beyond); n.i.: not identified (a ridge, a drifted estimate, an open profile "
+                     "interval, or without a profile an infinite or undefined standard error or an "
+                     "open Jacobian interval): no estimate is "
                      f"printed; note r = … with X: |r| ≥ {STRONG_CORR:g}, the Jacobian sees mostly a "
                      "combination of the two (its standard error is then the least reliable; the "
                      "profile and bootstrap intervals say what the data bound).")
         lines.append("Jacobian CI: from the column-scaled Jacobian; 'log' = computed in log space "
                      "(positive scale). Profile CI: " + (self.profile_statistic or "not computed")
-                     + "; unbounded = not bounded by the data. Bootstrap: " + (self.bootstrap_scheme or "none") + ".")
+                     + "; unbounded = not bounded by the data. Bootstrap: " + (self.bootstrap_scheme or "none") + ". "
+                     "An interval open at an end (not closed by the data, or only beyond "
+                     f"{SUPPORTED_DECADES} decades / {SUPPORTED_WIDTHS:g} widths past the parameter's "
+                     "start range) is '≥ x' or '≤ x'; open at both (or open and reaching its bound): n.i.")
         lines.append("")
         lines.append("Identifiability flags:" if self.flags else "Identifiability flags: none")
         lines += [f"  ! {f}" for f in self.flags]

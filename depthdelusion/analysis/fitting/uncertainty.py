@@ -9,7 +9,7 @@ import numpy as np
 from scipy import special
 
 from ..formats.interval_text import interval_text
-from .problem import STRONG_CORR, TIE, Problem
+from .problem import STRONG_CORR, TIE, Problem, open_beyond_support, scale_interval
 from .profile import Statistic, profile_intervals
 from .solver import FAILED
 
@@ -18,6 +18,8 @@ _PROFILE_RESTARTS = 2  # refits from a lower objective a profile found, at most
 PROFILE_ROWS = 2000  # profile intervals by default up to this many rows
 _COND_FLAG = 1e8
 _BOUND_TOL = 1e-6  # relative to the init range: closer than this to a bound is "at" it
+#: A scale bounded below by 0 is at that bound below this share of its smallest start.
+_COLLAPSED = 1e-6
 
 
 def set_profiles(result, problem, theta, statistic, found, jac, profiles, profile) -> None:
@@ -58,10 +60,16 @@ def better_optimum(problem: Problem, profiles: dict, objective: float, search):
     found = [p for p in profiles.values() if p.better_theta is not None]
     if not found:
         return None
-    start = min(found, key=lambda p: p.better_fit).better_theta
-    res = problem.solve(start[None])
+    finder = min(found, key=lambda p: p.better_fit)
+    res = problem.solve(finder.better_theta[None])
     if res.status[0] == FAILED or not res.objective[0] < objective * (1 - TIE):
         return None
+    summary = search.summary
+    summary.found_by_profile = (
+        f"the profile of {finder.name} found a lower objective ({objective:.6g} → "
+        f"{float(res.objective[0]):.6g}) than the best of the {summary.n_starts} starts "
+        f"(which {summary.n_at_best} of them reached), and the fit was restarted from it"
+        + (f"; {summary.found_by_profile}" if summary.found_by_profile else ""))
     search.objective = float(res.objective[0])
     search.summary.local_optima.insert(0, search.objective)
     search.summary.n_at_best, search.summary.ridge_params = 0, []
@@ -138,33 +146,51 @@ def _jacobian_uncertainty(problem: Problem, theta) -> _Jacobian:
             # v·s in log space: a drifted scale (e^700) times its s.e. overflows a float
             log_se = theta[j] + math.log(s) if np.isfinite(s) and s > 0 else (-math.inf if s == 0 else math.inf)
             stderr[p.name] = math.exp(log_se) if log_se < 709 else math.inf
-            ci[p.name] = ((float(math.exp(theta[j] - tq * s)), float(math.exp(min(theta[j] + tq * s, 700))))
-                          if np.isfinite(s) else (0.0, math.inf))
+            ci[p.name] = scale_interval(p, theta[j], tq * s)
         else:  # intersected with the parameter's bounds: values outside are not models
             stderr[p.name] = float(s)
             b0, b1 = p.bounds
-            ci[p.name] = ((max(v - tq * s, b0), min(v + tq * s, b1)) if np.isfinite(s)
-                          else (b0, b1))
+            # an end past the values the data can set (15 decades out) is open
+            ci[p.name] = open_beyond_support(p, (max(v - tq * s, b0), min(v + tq * s, b1))
+                                             if np.isfinite(s) else (b0, b1))
     return _Jacobian(stderr=stderr, ci=ci, corr=corr, cond=cond, flags=flags, se_theta=se_theta,
                      J=J, r=r)
 
 
 # --- flags ----------------------------------------------------------------------------------------
 
-def at_bound(problem: Problem, theta) -> list[str]:
-    out = []
-    for j, p in enumerate(problem.free):
-        width = (math.log(p.init[1]) - math.log(p.init[0])) if p.log else (p.init[1] - p.init[0])
-        tol = _BOUND_TOL * (width or 1.0)
-        if (np.isfinite(problem.lo[j]) and theta[j] <= problem.lo[j] + tol) or \
-                (np.isfinite(problem.hi[j]) and theta[j] >= problem.hi[j] - tol):
-            out.append(p.name)
-    return out
+def at_bound(problem: Problem, theta, fixed=()) -> list[str]:
+    """The parameters within tolerance of a physical bound (:func:`near_bound`): the free ones at
+    ``theta``, then those of ``fixed`` (the names the user fixed; not the dropped token terms,
+    which sit on their bound by design and are said in the notes)."""
+    values = problem.values(theta)
+    params = {p.name: p for p in problem.law.params}
+    free = [p.name for p in problem.free if near_bound(p, values[p.name])]
+    pinned = [nm for nm in fixed if nm in params and near_bound(params[nm], problem.fixed[nm])]
+    return free + pinned
+
+
+def near_bound(p, value: float) -> bool:
+    """Whether ``value`` of the parameter ``p`` is within tolerance of one of its bounds:
+    ``_BOUND_TOL`` of its init range (in log space for a scale), and for a scale bounded below
+    by 0 — which log space never reaches — a value below ``_COLLAPSED`` × its smallest start
+    (λ at 3.5e−183: the term it scales has vanished, the data want it at 0)."""
+    b0, b1 = p.bounds
+    if p.log:
+        if not value > 0:
+            return True
+        width = (math.log(p.init[1]) - math.log(p.init[0])) or 1.0
+        low = (value <= _COLLAPSED * p.init[0] if b0 == 0
+               else math.log(value) <= math.log(b0) + _BOUND_TOL * width)
+        high = np.isfinite(b1) and math.log(value) >= math.log(b1) - _BOUND_TOL * width
+        return bool(low or high)
+    tol = _BOUND_TOL * ((p.init[1] - p.init[0]) or 1.0)
+    return bool((np.isfinite(b0) and value <= b0 + tol) or (np.isfinite(b1) and value >= b1 - tol))
 
 
 def identifiability_flags(result, problem: Problem) -> list[str]:
     """The identifiability flags of ``result`` (a FitResult): strongly correlated pairs, parameters
-    at a bound or collapsed, intervals spanning zero, a better optimum, ill-conditioning."""
+    at a bound (fixed or fitted), intervals spanning zero, a better optimum, ill-conditioning."""
     flags = []
     names = problem.names
     for i, j in itertools.combinations(range(len(names)), 2):
@@ -178,8 +204,6 @@ def identifiability_flags(result, problem: Problem) -> list[str]:
             b0, b1 = p.bounds
             flags.append(f"{nm} = {_g(v)} is at its bound (allowed: [{_g(b0)}, {_g(b1)}]): the fit "
                          "wants it beyond the physical range; its Jacobian interval is not valid")
-        elif p.log and v < 1e-6 * p.init[0]:
-            flags.append(f"{nm} = {_g(v)} has collapsed towards 0 (the term it scales vanishes)")
         lo, hi = result.ci_jacobian[nm]
         prof = result.ci_profile.get(nm) if result.ci_profile else None
         if prof is not None and prof[0] <= 0 <= prof[1]:
@@ -190,6 +214,11 @@ def identifiability_flags(result, problem: Problem) -> list[str]:
             flags.append(f"{nm}: bootstrap 95% interval spans zero")
         elif not np.isfinite(result.stderr[nm]):
             flags.append(f"{nm}: standard error is not finite")
+    for nm in result.fixed:
+        if nm in result.at_bound:
+            b0, b1 = problem.law.param(nm).bounds
+            flags.append(f"{nm} = {_g(result.fixed[nm])} (fixed) is at its bound (allowed: "
+                         f"[{_g(b0)}, {_g(b1)}])")
     better = {nm: pr.better_fit for nm, pr in result.profiles.items() if pr.better_fit is not None}
     if better:
         flags.append("the profile of " + ", ".join(better) + " found a lower objective than the "
@@ -208,7 +237,10 @@ def identifiability_flags(result, problem: Problem) -> list[str]:
                      f"(within {TIE:g} relative) end at different values (a ridge of equally good "
                      "fits): not identified; predictions outside the data are the range over "
                      f"the {max(len(result.ridge_solutions), 2)} tied solutions (predict_range)")
-    if result.starts.n_at_best < 0.5 * result.starts.n_starts:
+    if getattr(result.starts, "found_by_profile", ""):
+        flags.append(f"no start reached the optimum: {result.starts.found_by_profile}; the "
+                     "objective has several local optima (more starts: grid_points, max_starts)")
+    elif result.starts.n_at_best < 0.5 * result.starts.n_starts:
         flags.append(f"only {result.starts.n_at_best} of {result.starts.n_starts} starts reached the "
                      "best optimum: the objective has several local optima")
     return flags

@@ -32,3 +32,25 @@ def interval_text(ci, spec: str = ".4g", open_ends: tuple[str, str] = OPEN_ENDS)
         return NO_NUMBER
     lo, hi = ci
     return f"[{end_text(lo, spec, open_ends)}, {end_text(hi, spec, open_ends)}]"
+
+
+#: A parameter's interval that the data close on neither side.
+NOT_IDENTIFIED_TEXT = "n.i."
+
+
+def one_sided_text(ci, bounds=(-math.inf, math.inf), spec: str = ".4g") -> str:
+    """A parameter's interval as a reader should take it: "≥ lo" when only the upper end is open
+    (infinite), "≤ hi" when only the lower one is, "n.i." when both are or when the one closed
+    end is the parameter's own bound (``bounds``: the data then bound it on no side), else
+    :func:`interval_text`'s "[lo, hi]" — never an open end printed as a number."""
+    if ci is None or len(ci) == 0:
+        return NO_NUMBER
+    lo, hi = (math.nan if v is None else float(v) for v in ci)
+    lo_open, hi_open = lo == -math.inf, hi == math.inf
+    if (hi_open and (lo_open or lo <= bounds[0])) or (lo_open and hi >= bounds[1]):
+        return NOT_IDENTIFIED_TEXT
+    if hi_open:
+        return f"≥ {end_text(lo, spec)}"
+    if lo_open:
+        return f"≤ {end_text(hi, spec)}"
+    return interval_text(ci, spec)

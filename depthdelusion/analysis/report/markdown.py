@@ -248,8 +248,9 @@ def _paper_and_extrapolation(r: ReportResults) -> list:
 def _fits_section(r: ReportResults) -> list:
     s = r.settings
     md = ["## Fits", "", "status: ok, at_bound (the optimum is on the physical bound) or "
-          "not_identified (n.i.: a ridge of equally good fits, an open-ended profile interval, an "
-          "infinite or undefined standard error, or a drifted estimate; a strong correlation "
+          "not_identified (n.i.: a ridge of equally good fits, an open-ended profile interval, "
+          "a drifted estimate, or without a profile an infinite or undefined standard error or "
+          "an open Jacobian interval; a strong correlation "
           "with another parameter alone is not one): "
           "no point estimate is given unless ok. "
           + (f"Bootstrap intervals are percentiles of {s.bootstrap} refits, printed to 2 digits "

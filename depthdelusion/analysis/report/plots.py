@@ -10,6 +10,8 @@ matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from ..formats.row_keys import row_key  # noqa: E402
+
 _DPI = 110
 
 
@@ -315,7 +317,7 @@ def residual_diagnostics(runs, result, labels, path: Path) -> Path:
             ax.plot(x[out], d.residual[out], "o", ms=10, mfc="none", mec="k", mew=1.2,
                     label=f"|robust z| > {d.threshold:g}")
             for i in np.flatnonzero(out)[:10]:
-                ax.annotate(str(runs.name[i]), (x[i], d.residual[i]), fontsize=7,
+                ax.annotate(row_key(runs.name[i], i), (x[i], d.residual[i]), fontsize=7,
                             xytext=(4, 4), textcoords="offset points")
         ax.axhline(0, color="k", lw=1)
         if label != "row" and np.all(x > 0):

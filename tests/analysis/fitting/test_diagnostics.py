@@ -32,7 +32,7 @@ def test_contaminated_rows_are_named_and_the_refit_without_them_recovers_the_tru
     runs = table(bad=BAD)
     r = fit(runs, "chinchilla", **BARE, diagnostics=True)
     d = r.diagnostics
-    assert sorted(d.outliers) == sorted(f"r{i}" for i in BAD)
+    assert sorted(d.outlier_rows) == BAD and sorted(d.outliers) == sorted(f"r{i} (row {i + 1})" for i in BAD)
     assert np.all(np.abs(np.delete(d.robust_z, BAD)) < 4)
     np.testing.assert_allclose(d.residual, runs.loss - r.predicted)
     # the fit keeps every row; the refit without the outliers is near the truth, the fit is not
@@ -49,7 +49,7 @@ def test_contaminated_rows_are_named_and_the_refit_without_them_recovers_the_tru
     out = json.loads(r.to_json())
     assert sorted(out["outliers"]) == sorted(d.outliers) and out["without_outliers"]["n"] == 87
     assert set(out["without_outliers"]["params"]) == {"E", "A", "alpha", "B", "beta"}
-    assert set(out["diagnostics"]["robust_z"]) == set(runs.name)
+    assert list(out["diagnostics"]["robust_z"]) == [f"{nm} (row {i + 1})" for i, nm in enumerate(runs.name)]
     summary = r.summary()
     assert "Outlying rows (|robust z| > 4; z = residual / (1.4826·MAD)" in summary
     assert "Without the 3 outlying rows:" in summary
@@ -82,7 +82,7 @@ def test_leverage_and_cooks_distance_are_the_linearised_leave_one_out():
 def test_huber_judges_log_residuals_and_the_threshold_is_an_option():
     runs = table(bad=BAD)
     r = fit(runs, "chinchilla", "huber", **BARE, diagnostics=True, outlier_threshold=5)
-    assert sorted(r.diagnostics.outliers) == sorted(f"r{i}" for i in BAD)  # r42 has z 4.1
+    assert sorted(r.diagnostics.outlier_rows) == BAD  # r42 has z 4.1
     assert "log-loss residuals" in r.summary()
     strict = fit(runs, "chinchilla", **BARE, diagnostics=True, outlier_threshold=1e6)
     assert strict.diagnostics.outliers == []
@@ -114,7 +114,7 @@ def test_outliers_are_judged_from_a_fit_they_cannot_pull(law):
     for seed in range(4):
         runs, bad = contaminated(law, seed)
         d = fit(runs, law, **BARE, diagnostics=True).diagnostics
-        found = set(d.outliers)
+        found = {d.names[i] for i in d.outlier_rows}
         assert len(found & bad) >= 7 and len(found - bad) <= 3, (seed, sorted(found - bad))
         assert d.judged_by.startswith("a Huber refit (δ = 1.345·σ̂ = ")
         clean, _ = contaminated(law, seed, shift=0.0)
@@ -128,7 +128,7 @@ def test_drop_outliers_leaves_out_exactly_the_rows_the_summary_names(tmp_path, c
     res = json.loads(capsys.readouterr().out)
     named = res["outliers"]
     assert res["diagnostics"]["judged_by"].startswith("a Huber refit (δ = 1.345·σ̂")
-    bad = {f"run{int(nm[1:]) + 1}" for nm in bad}  # the CSV's rows are named run1, run2, ...
+    bad = {f"run{int(nm[1:]) + 1} (row {int(nm[1:]) + 1})" for nm in bad}  # CSV rows: run1, ...
     assert set(named) == bad
     assert main(["fit", str(path), "--bootstrap", "0", "--drop-outliers", "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
@@ -173,7 +173,7 @@ def test_a_hidden_group_is_flagged_with_a_test_and_a_homogeneous_one_is_not():
 def test_without_outliers_drops_them_and_says_so():
     kept = without_outliers(table(bad=BAD), "chinchilla")
     assert len(kept) == 87 and not set(kept.name) & {f"r{i}" for i in BAD}
-    assert kept.selection["dropped"] == [f"r{i}" for i in sorted(BAD)]
+    assert kept.selection["dropped"] == [f"r{i} (row {i + 1})" for i in sorted(BAD)]
     assert any(n.startswith("--drop-outliers: 3 row(s) with |robust z| > 4") for n in kept.notes)
 
 
@@ -191,14 +191,14 @@ def test_cli_fit_names_outliers_drops_them_on_request_and_writes_rows_and_figure
     assert main(["fit", str(path), "--bootstrap", "0", "--json", "--out", str(out)]) == 0
     captured = capsys.readouterr()
     res = json.loads(captured.out)
-    assert sorted(res["outliers"]) == ["run18", "run30", "run4"]  # rows 3, 17, 29 (1-based names)
+    assert sorted(res["outliers"]) == ["run18 (row 18)", "run30 (row 30)", "run4 (row 4)"]
     assert res["without_outliers"]["n"] == 87 and res["rows"] == {"read": 90, "kept": 90}
     assert res["column_readings"]["D"].startswith("column D read as tokens: C ≈ 6·N·D")
     assert "column D read as tokens" in captured.err.splitlines()[0]  # the line naming the law
     rows = (out / "rows.csv").read_text().splitlines()
-    assert rows[0] == ("name,params,tokens,loss,fitted,residual,robust_z,leverage,cooks_distance,"
+    assert rows[0] == ("row,name,params,tokens,loss,fitted,residual,robust_z,leverage,cooks_distance,"
                        "outlier,group")
-    flagged = [r.split(",")[0] for r in rows[1:] if r.split(",")[-2] == "true"]
+    flagged = [r.split(",")[1] for r in rows[1:] if r.split(",")[-2] == "true"]
     assert sorted(flagged) == ["run18", "run30", "run4"]
     assert {r.split(",")[-1] for r in rows[1:]} == {"web", "code", "books"}
     assert (out / "residuals.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -206,7 +206,7 @@ def test_cli_fit_names_outliers_drops_them_on_request_and_writes_rows_and_figure
     assert main(["fit", str(path), "--bootstrap", "0", "--drop-outliers", "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert res["n"] == 87 and res["outliers"] == []
-    assert res["rows"]["dropped"] == ["run4", "run18", "run30"]
+    assert res["rows"]["dropped"] == ["run4 (row 4)", "run18 (row 18)", "run30 (row 30)"]
     assert abs(res["params"]["alpha"] - ALPHA) < 0.03
 
 

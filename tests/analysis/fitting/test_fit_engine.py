@@ -148,3 +148,9 @@ def test_a_better_optimum_found_by_a_profile_is_adopted():
     assert 3.5 < r.params["q"] < 6.5 and r.rmse < 0.005
     assert any("profile likelihood found a lower objective" in n for n in r.notes)
     assert r.starts.n_at_best == 0 and r.rss < 0.5 * 2 * r.starts.local_optima[1]
+    # said as what happened, not as "only 0 of 81 starts reached the best optimum" (issue 63)
+    assert not any(f.startswith("only 0 of") for f in r.flags)
+    said = next(f for f in r.flags if f.startswith("no start reached the optimum: the profile of "))
+    assert "found a lower objective" in said and "than the best of the 81 starts" in said
+    assert "and the fit was restarted from it" in said
+    assert "Starts: none of 81 reached the best optimum; a profile found it" in r.summary()

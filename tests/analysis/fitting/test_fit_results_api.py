@@ -42,7 +42,7 @@ def test_params_bse_cov_and_intervals_by_method(kaplan_fit):
     with pytest.raises(ValueError, match="method must be"):
         r.conf_int(method="jackknife")
     frame = r.to_frame()
-    assert list(frame.index) == list(r.params) and set(frame["status"]) == {"ok"}
+    assert list(frame.index) == list(r.params) and list(frame["status"]) == list(r.status.values())
     assert np.allclose(r.predict(synthetic_runs()), r.predicted)
 
 

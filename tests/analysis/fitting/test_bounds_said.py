@@ -1,0 +1,54 @@
+"""Bounds said: a parameter within tolerance of its physical bound, fitted or fixed, is in
+``at_bound`` and printed as such, in the API and the CLI (issue 63, item 3). The tables: the
+Chinchilla law with a depth effect of the wrong sign for a kink law (deeper past
+D_crit = 2.43·ln W is *better*), so the bounded λ ≥ 0 goes to 0."""
+import json
+
+import numpy as np
+
+from depthdelusion.analysis import Runs, fit
+from depthdelusion.cli import main
+
+QUICK = dict(bootstrap=0, leave_one_out=False)
+
+
+def deeper_is_better(seed=0):
+    rng = np.random.default_rng(seed)
+    depth = np.repeat([4, 8, 16, 32, 48], 6)
+    width = np.tile([256, 512, 768, 1024, 1536, 2048], 5)
+    params = 12.0 * depth * width.astype(float) ** 2
+    loss = 1.8 + 480 * params ** -0.35 + 0.003 * rng.standard_normal(len(depth))
+    loss -= 0.5 * np.maximum(0, depth - 2.43 * np.log(width)) * width ** -0.35
+    return Runs(depth=depth, width=width, params=params, loss=loss)
+
+
+def test_a_penalty_scale_gone_to_zero_with_kappa_and_gamma_fixed_is_at_its_bound():
+    r = fit(deeper_is_better(), "depth_delusion", fixed={"kappa": 2.43, "gamma": 0.35}, **QUICK)
+    assert r.params["lam"] < 1e-9  # the premise: the data want λ below 0
+    assert r.at_bound == ["lam"] and r.status["lam"] == "at_bound"
+    assert json.loads(r.to_json())["at_bound"] == ["lam"]
+    lam_row = next(x for x in r.summary().splitlines() if x.startswith("lam "))
+    assert "at bound" in lam_row
+    assert any(f.startswith("lam = ") and "is at its bound" in f for f in r.flags)
+
+
+def test_a_parameter_fixed_on_its_bound_is_flagged_and_a_dropped_token_term_is_not():
+    r = fit(deeper_is_better(), "depth_delusion", fixed={"kappa": 0.0, "gamma": 0.35}, **QUICK)
+    assert "kappa" in r.at_bound and "gamma" not in r.at_bound
+    assert not {"B", "beta"} & set(r.at_bound)  # fixed at 0 by the fit (no tokens), said in notes
+    kappa_row = next(x for x in r.summary().splitlines() if x.startswith("kappa "))
+    assert "at bound 0" in kappa_row and "(fixed)" in kappa_row
+    assert "kappa = 0 (fixed) is at its bound (allowed: [0, inf])" in r.flags
+
+
+def test_the_cli_says_lambda_is_at_its_bound(tmp_path, capsys):
+    runs = deeper_is_better()
+    path = tmp_path / "deeper.csv"
+    path.write_text("depth,width,params,loss\n" + "".join(
+        f"{d},{w},{float(n)!r},{float(y)!r}\n" for d, w, n, y in zip(runs.depth, runs.width, runs.params, runs.loss)))
+    assert main(["fit", str(path), "--law", "depth_delusion", "--bootstrap", "0", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "lam" in doc["at_bound"] and doc["status"]["lam"] == "at_bound"
+    assert main(["fit", str(path), "--law", "depth_delusion", "--bootstrap", "0"]) == 0
+    text = capsys.readouterr().out
+    assert next(x for x in text.splitlines() if x.startswith("lam ")).split()[1:3] == ["at", "bound"]

@@ -1,0 +1,76 @@
+"""An open interval is never a number (issue 63, item 2): a profile that "closes" only far
+beyond a parameter's start range, a Jacobian interval that sets no scale (a standard error many
+times the value) and an end at the e^700 clip are printed as "≥ x", "≤ x" or "n.i.", with a
+status that is not "ok", and written to JSON as null."""
+import json
+import math
+
+import numpy as np
+
+from depthdelusion.analysis import Runs, fit
+from depthdelusion.analysis.fitting.problem import open_beyond_support, scale_interval, supported_range
+from depthdelusion.analysis.formats.interval_text import one_sided_text
+from depthdelusion.analysis.laws import get_law
+
+
+def faint_penalty(seed=0):
+    """A kink law's table whose penalty is faint: λ = 2e−4 past D_crit = ln W, noise 3 mnats.
+    Fitted with κ and γ free, λ's profile rises so slowly that it crosses the cut only
+    around 1e173, and its Jacobian standard error is several times its value."""
+    law = get_law("depth_delusion")
+    depth = np.repeat([4, 8, 16, 32, 48], 6)
+    width = np.tile([256, 512, 768, 1024, 1536, 2048], 5)
+    params = 12.0 * depth * width.astype(float) ** 2
+    rng = np.random.default_rng(seed)
+    from depthdelusion.analysis.law_types import LawInputs
+
+    x = LawInputs.of(depth, width, params)
+    loss = law(x, A=480.0, alpha=0.35, lam=2e-4, kappa=1.0, gamma=0.35, E=1.8, B=0.0, beta=0.0)
+    loss = loss + 0.003 * rng.standard_normal(len(depth))
+    return Runs(depth=depth, width=width, params=params, loss=loss)
+
+
+def row(result, name):
+    return next(x for x in result.summary().splitlines() if x.startswith(f"{name} "))
+
+
+def test_a_profile_closing_only_far_beyond_the_start_range_is_one_sided():
+    r = fit(faint_penalty(), "depth_delusion", bootstrap=0, leave_one_out=False)
+    lo, hi = r.ci_profile["lam"]
+    assert 0 < lo < 1e-3 and hi == math.inf
+    assert r.status["lam"] == "not_identified"
+    lam = row(r, "lam").split()
+    assert lam[1] == "n.i." and f"≥ {lo:.4g}" in row(r, "lam")
+    assert any("lam: the profile crosses the cut only at" in n and "that end is open" in n
+               for n in r.profile_notes)
+    assert json.loads(r.to_json())["ci_profile"]["lam"] == [lo, None]
+    assert r.conf_int(alpha=0.1)["lam"][1] == math.inf  # any level: the same rule
+
+
+def test_a_jacobian_interval_that_sets_no_scale_is_not_identified():
+    r = fit(faint_penalty(), "depth_delusion", bootstrap=0, leave_one_out=False, profile=False)
+    assert r.stderr["lam"] > 5 * r.params["lam"]  # the premise: a standard error many times λ
+    assert r.ci_jacobian["lam"] == (0.0, math.inf) and r.conf_int(method="wald")["lam"] == (0.0, math.inf)
+    assert r.status["lam"] == "not_identified"
+    assert row(r, "lam").split()[1] == "n.i." and "n.i. log" in row(r, "lam")
+    assert json.loads(r.to_json())["ci_jacobian"]["lam"] == [0.0, None]
+
+
+def test_the_issues_intervals_are_open_where_they_should_be():
+    dd, gem = get_law("depth_delusion"), get_law("gemstones_width_depth")
+    lam, aw = dd.param("lam"), gem.param("Aw")
+    # λ's profile [0.0035, 1.065e+15]: a crossing 15 decades out is no limit the data set
+    assert open_beyond_support(lam, (0.0035, 1.065e15)) == (0.0035, math.inf)
+    assert one_sided_text((0.0035, math.inf), lam.bounds) == "≥ 0.0035"
+    # λ's Jacobian [9e−19, 3.3e15]: symmetric in log space about its estimate
+    lo, hi = math.log(9e-19), math.log(3.3e15)
+    opened = scale_interval(lam, (lo + hi) / 2, (hi - lo) / 2)
+    assert opened == (0.0, math.inf) and one_sided_text(opened, lam.bounds) == "n.i."
+    # Aw's Jacobian end at the e^700 clip
+    assert open_beyond_support(aw, (0.8, math.exp(700))) == (0.8, math.inf)
+    assert one_sided_text((-math.inf, 2.0)) == "≤ 2"
+    # closed intervals inside the supported range are left alone
+    assert open_beyond_support(lam, (0.0035, 0.4)) == (0.0035, 0.4)
+    assert scale_interval(lam, math.log(0.05), 1.0) == (math.exp(math.log(0.05) - 1), math.exp(math.log(0.05) + 1))
+    assert one_sided_text((0.0035, 0.4), lam.bounds) == "[0.0035, 0.4]"
+    assert supported_range(lam) == (1e-8, 1e6)
