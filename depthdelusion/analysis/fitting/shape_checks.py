@@ -1,0 +1,126 @@
+"""Held-out checks of the pooled shape laws (issue 58): leave-one-suite-out, rollout to larger
+compute, the pick of ``--law auto`` from them, and the cluster resampling of whole runs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .clusters import cluster_index
+from .shape_pool import LAWS, Pooled, PooledFit, fit_shape_law
+
+#: Rollout: each suite's rows up to this fraction of its ln-compute range are fitted, the rest predicted.
+ROLLOUT_FRACTION = 0.7
+#: Laws whose held-out score is within this factor of the best count as tied; the one with the
+#: fewest parameters is picked among them.
+SCORE_MARGIN = 1.02
+
+
+@dataclass(frozen=True)
+class LawCheck:
+    """One law's held-out errors (RMSE, nats; NaN where the check does not apply), its score
+    (mean over the checks of its error / the best law's error), parameters and in-sample RSS."""
+
+    law: str
+    loso: float
+    rollout: float
+    score: float
+    n_params: int
+    rss: float
+
+
+def leave_one_suite_out(data: Pooled, law: str) -> float:
+    """RMSE over every suite's rows predicted from the others: what the law shares (the shape
+    term, ε; everything under ``shared``) comes from the other suites, the suite's own E, A, α,
+    B, β are refitted on it (under ``separate`` nothing is shared: Chinchilla refitted on it)."""
+    if len(data.names) < 2:
+        return float("nan")
+    errors = []
+    for s in range(len(data.names)):
+        others = fit_shape_law(data.rows(data.suite != s), law)
+        held = data.rows(data.suite == s)
+        if law == "shared":
+            pred = others.suite_loss(0, held.u, held.nonemb, held.emb, held.tokens)
+        else:
+            pred = own_terms_refit(held, others, law).predict(held)
+        errors.append(held.loss - pred)
+    return float(np.sqrt(np.mean(np.square(np.concatenate(errors)))))
+
+
+def own_terms_refit(held: Pooled, shared_from: PooledFit, law: str) -> PooledFit:
+    """``held``'s own E, A, α, B, β fitted with what ``law`` shares held at ``shared_from``'s."""
+    if law == "separate":
+        return fit_shape_law(held, "chinchilla")
+    if law == "chinchilla":
+        return fit_shape_law(held, "chinchilla", eps=float(shared_from.eps[0]))
+    return fit_shape_law(held, "bowl", eps=float(shared_from.eps[0]),
+                         shape_fixed=(float(shared_from.curvature[0]), float(shared_from.slope[0])))
+
+
+def rollout(data: Pooled, law: str, fraction: float = ROLLOUT_FRACTION) -> float:
+    """RMSE on each suite's larger-compute rows (above ``fraction`` of its ln C range) of the law
+    fitted on the smaller ones (NaN when a suite has fewer than 5 rows to fit or none to predict)."""
+    lnc = np.log(data.compute)
+    train = np.zeros(len(lnc), bool)
+    for s in range(len(data.names)):
+        m = data.suite == s
+        lo, hi = lnc[m].min(), lnc[m].max()
+        train |= m & (lnc <= lo + fraction * (hi - lo))
+    if any(np.sum(train & (data.suite == s)) < 5 or not np.any(~train & (data.suite == s))
+           for s in range(len(data.names))):
+        return float("nan")
+    fitted = fit_shape_law(data.rows(train), law)
+    test = data.rows(~train)
+    return float(np.sqrt(np.mean(np.square(test.loss - fitted.predict(test)))))
+
+
+def candidate_laws(n_suites: int) -> tuple:
+    """With one suite, separate and shared are the bowl itself: only bowl and chinchilla differ."""
+    return tuple(LAWS) if n_suites > 1 else ("bowl", "chinchilla")
+
+
+def check_laws(data: Pooled, laws=None) -> list[LawCheck]:
+    """Every candidate law's held-out errors and score (see :class:`LawCheck`)."""
+    laws = laws or candidate_laws(len(data.names))
+    raw = [(law, leave_one_suite_out(data, law), rollout(data, law), fit_shape_law(data, law)) for law in laws]
+    ratios = []
+    for col in (1, 2):
+        errs = np.array([r[col] for r in raw])
+        ratios.append(errs / np.nanmin(errs) if np.any(np.isfinite(errs)) else np.full(len(raw), np.nan))
+    ratios = np.array(ratios)
+    counted = ratios[np.any(np.isfinite(ratios), axis=1)]
+    score = counted.mean(axis=0) if len(counted) else np.full(len(raw), np.nan)
+    return [LawCheck(law, loso, roll, float(sc), f.n_params, f.rss)
+            for (law, loso, roll, f), sc in zip(raw, score)]
+
+
+def pick_law(checks: list[LawCheck]) -> tuple[str, str]:
+    """(law, why): the lowest held-out score; among laws within :data:`SCORE_MARGIN` of it, the
+    one with the fewest parameters. Without any held-out error: bowl (said)."""
+    scored = [c for c in checks if np.isfinite(c.score)]
+    if not scored:
+        return "bowl", "no held-out check applies (one suite, too few rows to roll out): the default bowl"
+    best = min(c.score for c in scored)
+    tied = [c for c in scored if c.score <= best * SCORE_MARGIN]
+    pick = min(tied, key=lambda c: (c.n_params, c.score))
+    why = (f"lowest held-out score ({pick.score:.3f}: mean of leave-one-suite-out and rollout RMSE "
+           "over the best law's)")
+    if len(tied) > 1:
+        why = (f"held-out scores within {SCORE_MARGIN - 1:.0%} of the best: "
+               f"{', '.join(c.law for c in tied)}; the one with the fewest parameters")
+    return pick.law, why
+
+
+def cluster_resample_weights(data: Pooled, n_resamples: int, seed: int) -> np.ndarray:
+    """(n_resamples, n) counts: per resample, each suite's runs drawn with replacement (as many
+    as it has), each row weighted by how often its run was drawn."""
+    idx, run_suite = cluster_index(data.run, len(data.loss), data.suite)
+    rng = np.random.default_rng(seed)
+    groups = [np.flatnonzero(run_suite == s) for s in range(len(data.names))]
+    out = np.zeros((n_resamples, len(data.loss)))
+    for b in range(n_resamples):
+        counts = np.zeros(len(run_suite))
+        for members in groups:
+            counts += np.bincount(rng.choice(members, len(members)), minlength=len(run_suite))
+        out[b] = counts[idx]
+    return out
