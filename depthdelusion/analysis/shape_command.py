@@ -13,7 +13,6 @@ from depthdelusion import exit_codes
 def load_suites(runs=None, table_names=None, column=None) -> dict:
     """{suite name: Runs}: every ``--table NAME[=PATH]`` (named by NAME) and every RUNS path
     (named by its file or folder name), in the order given, tables first."""
-    from .commands import column_mapping
     from .table.published import load_table, parse_table_arg
     from .table.runs import load_runs
 
@@ -21,7 +20,7 @@ def load_suites(runs=None, table_names=None, column=None) -> dict:
     for text in table_names or ():
         name, path = parse_table_arg(text)
         tables[name] = load_table(name, path)
-    mapping = column_mapping(None, column)
+    mapping = column_mapping(column)
     for path in runs or ():
         name = Path(str(path).rstrip("/")).stem or str(path)
         if name in tables:
@@ -30,6 +29,17 @@ def load_suites(runs=None, table_names=None, column=None) -> dict:
     if not tables:
         raise ValueError("shape: give RUNS or --table NAME (at least one suite)")
     return tables
+
+
+def column_mapping(column) -> dict | None:
+    """Repeated ``--column NAME=COLUMN`` as {NAME: COLUMN}."""
+    mapping = {}
+    for item in column or ():
+        key, sep, col = (x.strip() for x in item.partition("="))
+        if not sep or not key or not col or key in mapping:
+            raise ValueError(f"--column {item!r}: expected NAME=COLUMN, each NAME once (e.g. --column width=d_model)")
+        mapping[key] = col
+    return mapping or None
 
 
 def run_shape(*, compute, runs=None, table_names=None, column=None, law: str = "auto",

@@ -21,8 +21,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.optimize import least_squares, lsq_linear
 
-from ..table.shape_suites import Suite
-
 N_UNIT, T_UNIT = 1e9, 1e10  # N and T enter the law as N/1e9 and T/1e10 (conditioning)
 EXPONENT_BOUNDS = (0.02, 1.5)
 EPS_BOUNDS = (0.0, 1.0)
@@ -51,7 +49,8 @@ class Pooled:
     run: np.ndarray
 
     @classmethod
-    def of(cls, suites: list[Suite]) -> "Pooled":
+    def of(cls, suites: list) -> "Pooled":
+        """Stacked :class:`..table.shape_suites.Suite` s, in order."""
         cat = lambda f: np.concatenate([f(s) for s in suites])  # noqa: E731
         return cls(tuple(s.name for s in suites), cat(lambda s: np.full(len(s), suites.index(s))),
                    cat(lambda s: np.log(s.depth / s.width)), cat(lambda s: s.params_nonemb),

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .runs import Runs
-
 #: Columns the shape fit needs, in the words of the error a table without them gets.
 SHAPE_COLUMNS = ("depth", "width", "params", "tokens", "loss")
 
@@ -44,9 +42,9 @@ class Suite:
         return 6.0 * self.params_total * self.tokens
 
 
-def embedding_split(runs: Runs, name: str) -> tuple[np.ndarray, np.ndarray, str]:
-    """(N_nonemb, N_emb) per row of ``runs``, Kaplan's convention (every vocabulary matrix is
-    embedding), and the sentence saying how they were counted. Untied embeddings (input and LM
+def embedding_split(runs, name: str) -> tuple[np.ndarray, np.ndarray, str]:
+    """(N_nonemb, N_emb) per row of ``runs`` (a :class:`.runs.Runs`), Kaplan's convention
+    (every vocabulary matrix is embedding), and the sentence saying how they were counted. Untied embeddings (input and LM
     head: 2·V·W) unless the table has a ``tied_embeddings`` column saying true. A table with its
     own non-embedding count keeps it; one without a vocabulary counts everything as non-embedding
     (ε then does not act on that suite)."""
@@ -67,8 +65,9 @@ def embedding_split(runs: Runs, name: str) -> tuple[np.ndarray, np.ndarray, str]
                                          "parameter counted as non-embedding (ε does not act on this suite)")
 
 
-def suite_from_runs(runs: Runs, name: str) -> Suite:
-    """The suite of ``runs``; a table without one of :data:`SHAPE_COLUMNS` is refused, naming it."""
+def suite_from_runs(runs, name: str) -> Suite:
+    """The suite of ``runs`` (a :class:`.runs.Runs`); a table without one of
+    :data:`SHAPE_COLUMNS` is refused, naming it."""
     missing = [c for c in SHAPE_COLUMNS if not runs.has(c)]
     if missing:
         raise ValueError(f"{name}: the shape fit needs columns {', '.join(SHAPE_COLUMNS)}; this table "
