@@ -49,6 +49,7 @@ class ShapeAnswer:
     counts: SuiteCounts
     eps_profile: tuple
     eps_bootstrap: tuple
+    shape_intervals: dict
     checks: list
     budgets: list
     compute_range: tuple
@@ -112,7 +113,7 @@ def shape_answer(tables, compute, *, law: str = "auto", tolerance: float = 0.01,
     full = fit_shape_law(data, law)
     s = data.names.index(ref)
     counts = suite_counts(suites[s])
-    boot, eps_boot, degenerate = _bootstrap(data, law, full, s, counts, budgets, tolerance, resamples, seed)
+    boot, fitted, degenerate = _bootstrap(data, law, full, s, counts, budgets, tolerance, resamples, seed)
     lo, hi = data.compute.min(), data.compute.max()
     total, nonemb = (fit_shape_law(data, law, eps=e, start=full) for e in (1.0, 0.0))
     without = _without_each_suite(data, law, s)
@@ -125,7 +126,7 @@ def shape_answer(tables, compute, *, law: str = "auto", tolerance: float = 0.01,
             shape_point(total, s, counts, C, tolerance), shape_point(nonemb, s, counts, C, tolerance),
             {name: shape_point(f, 0, counts, C, tolerance).depth for name, f in without.items()}))
     notes = [x.count_note for x in suites] + [counts.formula]
-    return ShapeAnswer(law, why, full, ref, counts, _eps_profile(data, law, full), eps_boot, checks,
+    return ShapeAnswer(law, why, full, ref, counts, _eps_profile(data, law, full), fitted.pop("eps"), fitted, checks,
                        per_budget, (float(lo), float(hi)), tolerance, len(boot), degenerate, suites, notes)
 
 
@@ -135,17 +136,18 @@ def _percentiles(values) -> tuple:
 
 
 def _bootstrap(data, law, full, s, counts, budgets, tolerance, resamples, seed):
-    """(answers (resamples, budgets, FIELDS), ε's 95% interval, resamples whose optimum sat on
-    the search grid's edge at some budget: counted, kept)."""
+    """(answers (resamples, budgets, FIELDS), 95% intervals of ε and the shape term's parameters
+    by name, resamples whose optimum sat on the search grid's edge at some budget: counted, kept)."""
     out = np.full((resamples, len(budgets), len(FIELDS)), np.nan)
-    eps, degenerate = [], 0
+    fitted, degenerate = [], 0
     for b, w in enumerate(cluster_resample_weights(data, resamples, seed)):
         refit = fit_shape_law(data, law, weights=w, start=full)
-        eps.append(float(refit.eps[s]))
+        fitted.append({"eps": float(refit.eps[s]), **refit.shape_parameters(s)})
         points = [shape_point(refit, s, counts, C, tolerance) for C in budgets]
         degenerate += any("optimum" in p.at_limit for p in points)
         out[b] = [p.vector() for p in points]
-    return out, _percentiles(np.array(eps)), degenerate
+    names = ["eps", *full.shape_parameters(s)]
+    return out, {k: _percentiles(np.array([f[k] for f in fitted])) for k in names}, degenerate
 
 
 def _eps_profile(data: Pooled, law: str, full: PooledFit) -> tuple:

@@ -45,7 +45,7 @@ def leave_one_suite_out(data: Pooled, law: str) -> float:
         others = fit_shape_law(data.rows(data.suite != s), law)
         held = data.rows(data.suite == s)
         if law == "shared":
-            pred = others.suite_loss(0, held.u, held.nonemb, held.emb, held.tokens)
+            pred = others.suite_loss(0, held.depth, held.width, held.nonemb, held.emb, held.tokens)
         else:
             pred = own_terms_refit(held, others, law).predict(held)
         errors.append(held.loss - pred)
@@ -58,8 +58,7 @@ def own_terms_refit(held: Pooled, shared_from: PooledFit, law: str) -> PooledFit
         return fit_shape_law(held, "chinchilla")
     if law == "chinchilla":
         return fit_shape_law(held, "chinchilla", eps=float(shared_from.eps[0]))
-    return fit_shape_law(held, "bowl", eps=float(shared_from.eps[0]),
-                         shape_fixed=(float(shared_from.curvature[0]), float(shared_from.slope[0])))
+    return fit_shape_law(held, law, eps=float(shared_from.eps[0]), shape_fixed=shared_from)
 
 
 def leave_runs_out(data: Pooled, law: str, folds: int = RUN_FOLDS) -> float:
@@ -101,8 +100,8 @@ def rollout(data: Pooled, law: str, fraction: float = ROLLOUT_FRACTION) -> float
 
 
 def candidate_laws(n_suites: int) -> tuple:
-    """With one suite, separate and shared are the bowl itself: only bowl and chinchilla differ."""
-    return tuple(LAWS) if n_suites > 1 else ("bowl", "chinchilla")
+    """With one suite, separate and shared are the bowl itself: only bowl, kink and chinchilla differ."""
+    return tuple(LAWS) if n_suites > 1 else ("bowl", "kink", "chinchilla")
 
 
 def check_laws(data: Pooled, laws=None) -> list[LawCheck]:

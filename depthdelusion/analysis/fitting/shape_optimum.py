@@ -94,7 +94,7 @@ def loss_surface(fit: PooledFit, s: int, counts: SuiteCounts, compute: float,
     """Predicted loss (len(depths), len(widths)) of suite ``s`` at ``compute`` FLOPs."""
     D, W = depths[:, None], widths[None, :]
     tokens = compute / (6.0 * counts.total(D, W))
-    loss = fit.suite_loss(s, np.log(D / W), counts.nonemb(D, W), counts.emb(W), tokens)
+    loss = fit.suite_loss(s, D, W, counts.nonemb(D, W), counts.emb(W), tokens)
     return np.where(np.isfinite(loss) & (counts.nonemb(D, W) > 0), loss, np.inf)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..fitting.shape_answer import BudgetAnswer, ShapeAnswer
 from ..fitting.shape_checks import ROLLOUT_FRACTION, RUN_FOLDS
-from ..fitting.shape_pool import LAWS
+from ..fitting.shape_pool import GAMMA_BOUNDS, KAPPA_BOUNDS, LAWS
 from ..formats.interval_text import interval_text
 
 INTERVALS = ("95% percentile intervals of {n} cluster-bootstrap refits: whole runs (a shape's "
@@ -49,9 +49,25 @@ def first_lines(a: ShapeAnswer) -> list[str]:
     line2 = (f"N = N_nonemb + ε·N_emb with ε = {eps:.3f} fitted (profile {interval_text(a.eps_profile, '.3f')}, "
              f"rows independent; cluster bootstrap {interval_text(a.eps_bootstrap, '.3f')}); N_nonemb is "
              f"Kaplan's (every vocabulary matrix removed). {moves}")
-    line3 = (f"Law: {a.law} ({LAWS[a.law]}); {a.law_reason}. Losses on the scale of suite "
+    line3 = (f"Law: {a.law} ({LAWS[a.law]}); {a.law_reason}.{shape_text(a)} Losses on the scale of suite "
              f"{a.reference!r}; band: shapes within {a.tolerance:.3g} (relative) of the best loss.")
     return [line1, line2, line3]
+
+
+def shape_text(a: ShapeAnswer) -> str:
+    """The fitted shape term with its intervals (the bowl's centre also as D/W), or ""."""
+    s = a.fit.names.index(a.reference)
+    values = a.fit.shape_parameters(s)
+    if not values:
+        return ""
+    bounds = {"kappa": KAPPA_BOUNDS, "gamma": GAMMA_BOUNDS}
+    parts = [f"{k} {v:.4g} {interval_text(a.shape_intervals.get(k), '.4g')}"
+             + (" (at its bound)" if k in bounds and min(abs(v - b) for b in bounds[k]) < 1e-6 else "")
+             for k, v in values.items()]
+    if "centre" in values and np.isfinite(values["centre"]):
+        lo, hi = a.shape_intervals.get("centre", (np.nan, np.nan))
+        parts.append(f"bowl bottom D/W = {np.exp(values['centre']):.3g} {interval_text((np.exp(lo), np.exp(hi)), '.3g')}")
+    return " Shape term: " + ", ".join(parts) + "."
 
 
 def _depth(v) -> str:
@@ -143,6 +159,9 @@ def to_json(a: ShapeAnswer) -> dict:
             "under_nonemb_params": {"depth": _num(b.under_nonemb.depth), "band_depth": list(map(_num, b.under_nonemb.band_depth))},
             "depth_without_suite": {k: _num(v) for k, v in b.without_suite.items()}})
     return {"first_lines": first_lines(a), "law": a.law, "law_reason": a.law_reason,
+            "shape_term": {k: {"value": _num(v), "low": _num(a.shape_intervals.get(k, (None, None))[0]),
+                               "high": _num(a.shape_intervals.get(k, (None, None))[1])}
+                           for k, v in a.fit.shape_parameters(a.fit.names.index(a.reference)).items()},
             "eps": {"value": float(a.fit.eps[0]), "profile": list(map(_num, a.eps_profile)),
                     "bootstrap": list(map(_num, a.eps_bootstrap))},
             "tolerance": a.tolerance, "reference": a.reference, "budgets": budgets,

@@ -32,9 +32,11 @@ GEMSTONES = (PUBLISHED / "mcleish7/gemstone-scaling-laws/5f420478f6057b0cbb4d134
              "wandb_dfs/wandb_df_for_fitting_hot.jsonl")
 
 
-def synthetic_suites(seed: int, *, run_sd=0.01, noise_sd=0.003, bowl_q=BOWL_Q, offsets=None) -> dict:
+def synthetic_suites(seed: int, *, run_sd=0.01, noise_sd=0.003, bowl_q=BOWL_Q, offsets=None,
+                     kink=None) -> dict:
     """Three suites with the known bowl, their own Chinchilla terms, a random effect per run
-    (shared by its checkpoints) and checkpoint noise; N_nonemb = 12·D·W², N_emb = 2·V·W."""
+    (shared by its checkpoints) and checkpoint noise; N_nonemb = 12·D·W², N_emb = 2·V·W.
+    ``kink``: (λ, κ, γ) of the paper's penalty λ·max(0, D − κ·ln W)·W^−γ, added."""
     rng = np.random.default_rng(seed)
     out = {}
     for k, (name, (E, A, alpha, B, beta)) in enumerate(SUITE_TERMS.items()):
@@ -46,6 +48,8 @@ def synthetic_suites(seed: int, *, run_sd=0.01, noise_sd=0.003, bowl_q=BOWL_Q, o
                 n = (nonemb + EPS_TRUE * emb) / 1e9
                 loss = (E + A * n ** -alpha + B * (t / 1e10) ** -beta
                         + bowl_q * (np.log(d / w) - BOWL_CENTRE) ** 2 + run_effect + rng.normal(0, noise_sd))
+                if kink:
+                    loss += kink[0] * max(0.0, d - kink[1] * np.log(w)) * w ** -kink[2]
                 rows.append((d, w, nonemb + emb, t, loss + (offsets or {}).get(name, 0.0)))
         d, w, n, t, loss = map(np.array, zip(*rows))
         out[name] = Runs(depth=d, width=w, params=n, tokens=t, loss=loss, vocab_size=np.full(len(d), VOCAB),
@@ -119,6 +123,19 @@ def test_auto_picks_the_bowl_when_there_is_one_and_prints_the_errors_behind_it()
     shared = next(c for c in a.checks if c.law == "shared")
     bowl = next(c for c in a.checks if c.law == "bowl")
     assert shared.loso > 5 * bowl.loso  # losses of different suites are not comparable
+
+
+PAPER_KINK = (0.01, 2.43, 0.35)  # λ, κ (the paper's), γ: 0.07 nats at 64 × 256
+
+
+def test_a_known_kink_is_found_when_present_and_not_made_up_when_absent():
+    with_kink = shape_answer(synthetic_suites(11, bowl_q=0.0, kink=PAPER_KINK), [BUDGET], resamples=30)
+    assert with_kink.law == "kink", [(c.law, round(c.score, 3)) for c in with_kink.checks]
+    fitted = with_kink.fit.shape_parameters()
+    assert 1.8 <= fitted["kappa"] <= 3.2 and fitted["lambda"] > 0, fitted
+    assert with_kink.shape_intervals["kappa"][0] <= PAPER_KINK[1] <= with_kink.shape_intervals["kappa"][1]
+    bowl_only = shape_answer(synthetic_suites(11), [BUDGET], resamples=0)
+    assert bowl_only.law == "bowl", [(c.law, round(c.score, 3)) for c in bowl_only.checks]
 
 
 def test_a_budget_outside_the_data_is_said_in_the_first_line():
