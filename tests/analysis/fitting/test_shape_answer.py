@@ -119,7 +119,7 @@ def test_auto_picks_the_bowl_when_there_is_one_and_prints_the_errors_behind_it()
     assert a.law == "bowl", [(c.law, c.score) for c in a.checks]
     text = summary(a)
     assert "Laws by held-out prediction" in text and "<- used" in text
-    assert {c.law for c in a.checks} == {"bowl", "chinchilla", "separate", "shared"}
+    assert {c.law for c in a.checks} == {"bowl", "kink", "chinchilla", "separate", "shared"}
     shared = next(c for c in a.checks if c.law == "shared")
     bowl = next(c for c in a.checks if c.law == "bowl")
     assert shared.loso > 5 * bowl.loso  # losses of different suites are not comparable
