@@ -58,6 +58,8 @@ class ShapeAnswer:
     n_degenerate: int
     suites: list
     notes: list = field(default_factory=list)
+    #: what undermines the answer itself (said in the third line)
+    warnings: list = field(default_factory=list)
 
 
 def as_suites(tables) -> list[Suite]:
@@ -126,8 +128,12 @@ def shape_answer(tables, compute, *, law: str = "auto", tolerance: float = 0.01,
             shape_point(total, s, counts, C, tolerance), shape_point(nonemb, s, counts, C, tolerance),
             {name: shape_point(f, 0, counts, C, tolerance).depth for name, f in without.items()}))
     notes = [x.count_note for x in suites] + [counts.formula]
+    warnings = [f"suite {x.name}: tokens vary by {np.ptp(np.log(x.tokens)):.2f} in ln T (< ln 1.5), so its data "
+                "term B·T^−β, and with it the split of C into N* and T*, is barely identified"
+                for x in suites if np.ptp(np.log(x.tokens)) < np.log(1.5)]
     return ShapeAnswer(law, why, full, ref, counts, _eps_profile(data, law, full), fitted.pop("eps"), fitted, checks,
-                       per_budget, (float(lo), float(hi)), tolerance, len(boot), degenerate, suites, notes)
+                       per_budget, (float(lo), float(hi)), tolerance, len(boot), degenerate, suites, notes,
+                       warnings)
 
 
 def _percentiles(values) -> tuple:

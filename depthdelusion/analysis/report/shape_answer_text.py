@@ -50,7 +50,8 @@ def first_lines(a: ShapeAnswer) -> list[str]:
              f"rows independent; cluster bootstrap {interval_text(a.eps_bootstrap, '.3f')}); N_nonemb is "
              f"Kaplan's (every vocabulary matrix removed). {moves}")
     line3 = (f"Law: {a.law} ({LAWS[a.law]}); {a.law_reason}.{shape_text(a)} Losses on the scale of suite "
-             f"{a.reference!r}; band: shapes within {a.tolerance:.3g} (relative) of the best loss.")
+             f"{a.reference!r}; band: shapes within {a.tolerance:.3g} (relative) of the best loss."
+             + "".join(f" WARNING: {w}." for w in a.warnings))
     return [line1, line2, line3]
 
 
@@ -167,7 +168,7 @@ def to_json(a: ShapeAnswer) -> dict:
             "tolerance": a.tolerance, "reference": a.reference, "budgets": budgets,
             "checks": [{"law": c.law, "loso": _num(c.loso), "runs_out": _num(c.runs_out), "rollout": _num(c.rollout), "score": _num(c.score),
                         "n_params": c.n_params, "rss": c.rss} for c in a.checks],
-            "intervals": INTERVALS.format(n=a.n_resamples), "notes": a.notes}
+            "intervals": INTERVALS.format(n=a.n_resamples), "notes": a.notes, "warnings": a.warnings}
 
 
 def _num(v):

@@ -148,6 +148,14 @@ def test_a_budget_outside_the_data_is_said_in_the_first_line():
     assert summary(a).splitlines()[0] == line
 
 
+def test_a_suite_whose_tokens_do_not_vary_is_warned_of_in_the_third_line():
+    suites = synthetic_suites(2)
+    suites["gamma_suite"] = suites["gamma_suite"].subset(suites["gamma_suite"].tokens == CHECKPOINTS[-1])
+    a = shape_answer(suites, [BUDGET], law="bowl", resamples=0, compare=False)
+    assert "WARNING: suite gamma_suite: tokens vary by 0.00" in first_lines(a)[2]
+    assert "alpha_suite" not in first_lines(a)[2].split("WARNING")[1]
+
+
 def test_the_n_form_and_its_alternatives_are_in_the_second_line():
     a = shape_answer(synthetic_suites(2), [BUDGET], law="bowl", resamples=0, compare=False)
     line = first_lines(a)[1]
