@@ -2,8 +2,10 @@
 suite, with per row its depth, width, tokens, loss, the parameter count split into its
 non-embedding and embedding parts, and the run (cluster) the row belongs to.
 
-The split is :func:`embedding_split`, the one place that decides how N is counted here: the
-lead swaps it for the parameter-count module of the published-table layer when that lands.
+The split is :func:`embedding_split`, the one place that decides how N is counted here. It is
+meant to be replaced by the published-table layer's ``param_pieces(runs)`` (branch h58-tables,
+``table/param_count.py``: the same (N_nonemb, N_emb, how), from a table's registered embedding
+count) once that is merged, keeping the fallback below for a table it refuses.
 Kaplan's non-embedding N removes every vocabulary matrix (input embedding and LM head).
 """
 from __future__ import annotations
