@@ -51,6 +51,9 @@ COMMANDS = (
      "fit the laws and write the analysis report (md, tex, csv, png); no JAX needed"),
     ("fit", "depthdelusion.analysis.commands:run_fit",
      "fit one law to a table of runs and print its summary; no JAX needed"),
+    ("shape", "depthdelusion.analysis.shape_command:run_shape",
+     "how deep and how wide for C FLOPs: the optimum and the band of near-optimal shapes, pooled "
+     "over tables (suites), with intervals"),
     ("isoflop", "depthdelusion.analysis.commands:run_isoflop",
      "isoFLOP profiles (Approach 2): N*(C), D*(C) exponents with intervals, the method's bias on "
      "this grid"),
@@ -625,6 +628,40 @@ def _isoflop(p):
     p.add_argument("--json", dest="json_output", action="store_true",
                    help="print {a, b, budgets[, bias]} as JSON")
     add_out(p, help="write the isoFLOP figure(s) here", required=False)
+
+
+@_arguments("shape", "The compute-optimal depth and width at each --compute budget, and the band of "
+            "shapes whose predicted loss is within --tolerance of the best, from every table given "
+            "(each one suite) pooled: each suite keeps its own E, A, α, B, β; the shape term (a bowl "
+            "in ln(D/W)) and ε in N = N_nonemb + ε·N_emb are shared (--law). Intervals: cluster "
+            "bootstrap over whole runs. The first line says whether C lies inside the data.")
+def _shape(p):
+    p.add_argument("runs", metavar="RUNS", nargs="*", help="our own runs, each one suite: " + RUNS_HELP)
+    p.add_argument("--table", dest="table_names", action="append", metavar="NAME[=PATH]",
+                   help="a published table by name, one suite (repeatable; `depthdelusion tables list`)")
+    p.add_argument("--compute", type=POSITIVE_FLOAT, action="append", required=True, metavar="FLOPS",
+                   help="a training budget C in FLOPs, e.g. 1e21 (repeatable)")
+    p.add_argument("--law", choices=("auto", "bowl", "kink", "chinchilla", "separate", "shared"),
+                   default="auto",
+                   help="auto (default): picked by held-out error (leave one suite out, leave runs "
+                        "out, rollout; the table is printed); bowl: shared bowl and ε, per-suite "
+                        "Chinchilla terms; kink: the paper's critical-depth penalty instead of the "
+                        "bowl; chinchilla: no shape term; separate: each suite alone; shared: one "
+                        "law for all suites")
+    p.add_argument("--tolerance", type=bounded(float, 0.0, inclusive=False), default=0.01,
+                   help="the band: shapes whose predicted loss is within this relative tolerance of "
+                        "the best (default 0.01)")
+    p.add_argument("--reference", metavar="SUITE", help="the suite whose loss scale and N(D, W) the "
+                   "answer uses (default the first given)")
+    p.add_argument("--resamples", type=COUNT, default=LIBRARY_DEFAULT,
+                   help="cluster-bootstrap refits (whole runs drawn within each suite)")
+    p.add_argument("--seed", type=COUNT, default=LIBRARY_DEFAULT, help=SEED_HELP)
+    p.add_argument("--column", action="append", metavar="NAME=COLUMN",
+                   help="read RUNS' COLUMN as NAME, e.g. --column width=d_model (repeatable)")
+    p.add_argument("--json", dest="json_output", action="store_true",
+                   help="print the answer as JSON (keys depth, width, params, tokens, loss, band)")
+    add_out(p, help="write a figure per budget here (predicted loss over width × depth, the band, "
+            "the suites' shapes, D_crit and published LLMs)", required=False)
 
 
 def add_published_table(p):

@@ -5,6 +5,9 @@
     r = fit(load_reference("depth_delusion"), "depth_delusion")
     print(r.summary())
 
+    from depthdelusion.analysis import shape_answer
+    a = shape_answer({"gemstones": load_table("gemstones")}, compute=[1e21])  # D*, W*, band
+
 Any table works with the columns its law needs (``load_runs("runs.csv", columns={"params": "N"})``;
 names and aliases in :mod:`.table.columns`).
 """
@@ -15,7 +18,7 @@ from .table.runs import GradientProfile, Runs, load_reference, load_runs
 
 __all__ = ["FitResult", "GradientProfile", "Law", "LawInputs", "Param", "Runs", "fit", "get_law",
            "law_columns", "law_missing_columns", "laws_for", "list_laws", "load_reference",
-           "load_runs", "load_table", "register_law"]
+           "load_runs", "load_table", "register_law", "shape_answer"]
 
 
 def __getattr__(name):
@@ -25,4 +28,8 @@ def __getattr__(name):
         from .fitting import engine
 
         return getattr(engine, name)
+    if name == "shape_answer":  # how deep, how wide for C FLOPs (issue 58); scipy too
+        from .fitting.shape_answer import shape_answer
+
+        return shape_answer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

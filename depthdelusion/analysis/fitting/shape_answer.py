@@ -1,0 +1,179 @@
+"""How deep and how wide for C FLOPs (issue 58): the pooled shape fit's answer per budget, with
+cluster-bootstrap intervals, the band, the parameter-count form, the rivals' held-out errors,
+where C lies against the data, and which suites constrain the answer. Numbers only: the text,
+JSON and figure are :mod:`..report.shape_answer_text`."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..table.published import load_table
+from ..table.runs import Runs
+from ..table.shape_suites import Suite, suite_from_runs
+from .shape_checks import (
+    check_laws,
+    cluster_resample_weights,
+    own_terms_refit,
+    pick_law,
+)
+from .shape_optimum import FIELDS, ShapePoint, SuiteCounts, shape_point, suite_counts
+from .shape_pool import LAWS, Pooled, PooledFit, fit_shape_law
+
+DEFAULT_RESAMPLES = 200
+EPS_GRID = np.linspace(0.0, 1.0, 41)  # the profile of ε, step 0.025
+LR_95 = 3.841  # χ²₁ 95% quantile: the profile interval's cut on n·ln(RSS/RSS_min)
+
+
+@dataclass(frozen=True)
+class BudgetAnswer:
+    """The answer at one budget: the point estimate, 95% cluster-bootstrap percentile intervals
+    per :data:`.shape_optimum.FIELDS` name, where C lies against the data (decades beyond the
+    largest (+) or below the smallest (−) run's compute; 0 inside), the optimum under total
+    (ε = 1) and non-embedding (ε = 0) N, and each suite's leave-one-suite-out D* (point)."""
+
+    point: ShapePoint
+    intervals: dict
+    decades_outside: float
+    under_total: ShapePoint
+    under_nonemb: ShapePoint
+    without_suite: dict
+
+
+@dataclass(frozen=True)
+class ShapeAnswer:
+    law: str
+    law_reason: str
+    fit: PooledFit
+    reference: str
+    counts: SuiteCounts
+    eps_profile: tuple
+    eps_bootstrap: tuple
+    shape_intervals: dict
+    checks: list
+    budgets: list
+    compute_range: tuple
+    tolerance: float
+    n_resamples: int
+    n_degenerate: int
+    suites: list
+    notes: list = field(default_factory=list)
+    #: what undermines the answer itself (said in the third line)
+    warnings: list = field(default_factory=list)
+
+
+def as_suites(tables) -> list[Suite]:
+    """Suites from a table, a list of them, or {name: table}; a table is :class:`Runs`, a
+    published table's name, or a :class:`Suite`."""
+    if isinstance(tables, (Runs, Suite, str)):
+        tables = [tables]
+    items = tables.items() if isinstance(tables, dict) else ((None, t) for t in tables)
+    suites = []
+    for i, (name, table) in enumerate(items):
+        if isinstance(table, Suite):
+            suites.append(table)
+            continue
+        if isinstance(table, str):
+            name, table = name or table, load_table(table)
+        suites.append(suite_from_runs(table, name or f"suite{i + 1}"))
+    names = [s.name for s in suites]
+    if len(set(names)) < len(names):
+        raise ValueError(f"tables: two suites have the same name ({', '.join(names)}); give a dict of names")
+    if not suites:
+        raise ValueError("tables: no table given")
+    return suites
+
+
+def shape_answer(tables, compute, *, law: str = "auto", tolerance: float = 0.01,
+                 resamples: int = DEFAULT_RESAMPLES, seed: int = 0, reference: str | None = None,
+                 compare: bool = True) -> ShapeAnswer:
+    """The compute-optimal shape at each budget in ``compute`` (FLOPs) from the suites in
+    ``tables`` (see :func:`as_suites`) pooled by ``law`` (a key of :data:`.shape_pool.LAWS`, or
+    ``auto``: picked by held-out error), with the band of shapes within ``tolerance`` (relative)
+    of the best loss. Losses are on the scale of suite ``reference`` (default the first).
+    ``resamples``: cluster-bootstrap refits (whole runs drawn within each suite). ``compare``:
+    the rivals' held-out checks (needed by ``auto``; without them the answer has no table)."""
+    budgets = np.atleast_1d(np.asarray(compute, float))
+    if budgets.size == 0 or np.any(~np.isfinite(budgets) | (budgets <= 0)):
+        raise ValueError(f"compute: expected positive FLOP budgets, got {list(budgets)}")
+    if not 0 < tolerance < 1:
+        raise ValueError(f"tolerance: expected a relative tolerance in (0, 1), got {tolerance}")
+    suites = as_suites(tables)
+    data = Pooled.of(suites)
+    ref = suites[0].name if reference is None else reference
+    if ref not in data.names:
+        raise ValueError(f"reference: no suite {ref!r}; suites: {', '.join(data.names)}")
+    if law == "auto" and not compare:
+        raise ValueError("law: auto picks by the held-out checks; give a law to skip them (compare=False)")
+    checks = check_laws(data) if compare else []
+    if law == "auto":
+        law, why = pick_law(checks)
+    elif law in LAWS:
+        why = "given (--law)"
+    else:
+        raise ValueError(f"law: expected auto or one of {', '.join(LAWS)}, got {law!r}")
+    full = fit_shape_law(data, law)
+    s = data.names.index(ref)
+    counts = suite_counts(suites[s])
+    boot, fitted, degenerate = _bootstrap(data, law, full, s, counts, budgets, tolerance, resamples, seed)
+    lo, hi = data.compute.min(), data.compute.max()
+    total, nonemb = (fit_shape_law(data, law, eps=e, start=full) for e in (1.0, 0.0))
+    without = _without_each_suite(data, law, s)
+    per_budget = []
+    for k, C in enumerate(budgets):
+        ci = {f: _percentiles(boot[:, k, i]) for i, f in enumerate(FIELDS)}
+        outside = np.log10(C / hi) if C > hi else (np.log10(C / lo) if C < lo else 0.0)
+        per_budget.append(BudgetAnswer(
+            shape_point(full, s, counts, C, tolerance), ci, float(outside),
+            shape_point(total, s, counts, C, tolerance), shape_point(nonemb, s, counts, C, tolerance),
+            {name: shape_point(f, 0, counts, C, tolerance).depth for name, f in without.items()}))
+    notes = [x.count_note for x in suites] + [counts.formula]
+    warnings = [f"suite {x.name}: tokens vary by {np.ptp(np.log(x.tokens)):.2f} in ln T (< ln 1.5), so its data "
+                "term B·T^−β, and with it the split of C into N* and T*, is barely identified"
+                for x in suites if np.ptp(np.log(x.tokens)) < np.log(1.5)]
+    return ShapeAnswer(law, why, full, ref, counts, _eps_profile(data, law, full), fitted.pop("eps"), fitted, checks,
+                       per_budget, (float(lo), float(hi)), tolerance, len(boot), degenerate, suites, notes,
+                       warnings)
+
+
+def _percentiles(values) -> tuple:
+    v = values[np.isfinite(values)]
+    return (float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))) if len(v) > 1 else (np.nan, np.nan)
+
+
+def _bootstrap(data, law, full, s, counts, budgets, tolerance, resamples, seed):
+    """(answers (resamples, budgets, FIELDS), 95% intervals of ε and the shape term's parameters
+    by name, resamples whose optimum sat on the search grid's edge at some budget: counted, kept)."""
+    out = np.full((resamples, len(budgets), len(FIELDS)), np.nan)
+    fitted, degenerate = [], 0
+    for b, w in enumerate(cluster_resample_weights(data, resamples, seed)):
+        refit = fit_shape_law(data, law, weights=w, start=full)
+        fitted.append({"eps": float(refit.eps[s]), **refit.shape_parameters(s)})
+        points = [shape_point(refit, s, counts, C, tolerance) for C in budgets]
+        degenerate += any("optimum" in p.at_limit for p in points)
+        out[b] = [p.vector() for p in points]
+    names = ["eps", *full.shape_parameters(s)]
+    return out, {k: _percentiles(np.array([f[k] for f in fitted])) for k in names}, degenerate
+
+
+def _eps_profile(data: Pooled, law: str, full: PooledFit) -> tuple:
+    """ε's 95% profile interval on a grid of step 0.025 (rows as independent: narrower than the
+    run-level truth when a run's checkpoints share its noise; the bootstrap's is beside it)."""
+    rss = np.array([fit_shape_law(data, law, eps=e, start=full).rss for e in EPS_GRID])
+    best = min(rss.min(), full.rss)
+    inside = EPS_GRID[len(data.loss) * np.log(rss / best) <= LR_95]
+    return (float(inside.min()), float(inside.max())) if len(inside) else (np.nan, np.nan)
+
+
+def _without_each_suite(data: Pooled, law: str, s: int) -> dict:
+    """{suite: the reference suite's law with that suite left out of what the law shares} (the
+    reference suite's own terms refitted on it with the shared ones held; its suite index is 0);
+    empty for one suite or a law that shares no shape (chinchilla, separate)."""
+    if len(data.names) < 2 or law in ("chinchilla", "separate"):
+        return {}
+    ref_rows = data.rows(data.suite == s)
+    out = {}
+    for t, name in enumerate(data.names):
+        others = fit_shape_law(data.rows(data.suite != t), law)
+        out[name] = others if law == "shared" else own_terms_refit(ref_rows, others, law)
+    return out

@@ -1,0 +1,319 @@
+"""The pooled shape laws of ``depthdelusion shape`` (issue 58): suites (tables whose losses are
+not comparable: other data, tokenizers) fitted together, sharing only what a law says they share.
+
+Every law is Chinchilla's form per suite s plus a shape term in u = ln(D/W):
+
+    L = E_s + A_s·(N/1e9)^−α_s + B_s·(T/1e10)^−β_s + a·u² + b·u,   N = N_nonemb + ε·N_emb
+
+``bowl`` (the default): E, A, α, B, β per suite; the bowl a·u² + b·u = a·(u − c)² − a·c² (its
+curvature a and centre c = −b/(2a); the constant folds into E_s) and ε shared.
+``kink``: the paper's critical-depth penalty instead of the bowl (SPEC Eq. 6, absolute form),
+λ·max(0, D − κ·ln W)·W^−γ with λ ≥ 0, κ, γ and ε shared.
+``chinchilla``: no shape term (ε shared). ``separate``: every suite fitted alone (its own bowl
+and ε). ``shared``: one E, A, α, B, β, bowl and ε for all suites.
+
+Fitted by variable projection: E, A, B, a, b are linear, solved by least squares (A, B ≥ 0) for
+each value of the nonlinear α, β, ε, which scipy's bounded least squares moves. Objective: least
+squares on loss (nats), every row weighted equally (or by its resampling count).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy.optimize import least_squares, lsq_linear
+
+N_UNIT, T_UNIT = 1e9, 1e10  # N and T enter the law as N/1e9 and T/1e10 (conditioning)
+EXPONENT_BOUNDS = (0.02, 1.5)
+EPS_BOUNDS = (0.0, 1.0)
+LAWS = {
+    "bowl": "per suite E, A, α, B, β; shared bowl a·(u − c)² in u = ln(D/W) and shared ε",
+    "chinchilla": "per suite E, A, α, B, β; no shape term; shared ε",
+    "kink": "per suite E, A, α, B, β; shared kink λ·max(0, D − κ·ln W)·W^−γ (the paper's Eq. 6) and shared ε",
+    "separate": "every suite fitted alone: its own E, A, α, B, β, bowl and ε",
+    "shared": "one E, A, α, B, β, bowl and ε for every suite (losses taken as comparable)",
+}
+_STARTS = (0.15, 0.35, 0.7)  # α, β starts of a suite's first fit
+KAPPA_BOUNDS, GAMMA_BOUNDS = (0.1, 10.0), (-1.0, 2.0)
+_KINK_STARTS = ((1.5, 0.0), (2.43, 0.35), (4.0, 0.35), (2.43, 1.0))  # (κ, γ)
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """Suites stacked, arrays of shape (n,): suite index, depth, width, N_nonemb, N_emb, N_total,
+    tokens, loss, run (cluster label)."""
+
+    names: tuple
+    suite: np.ndarray
+    depth: np.ndarray
+    width: np.ndarray
+    nonemb: np.ndarray
+    emb: np.ndarray
+    total: np.ndarray
+    tokens: np.ndarray
+    loss: np.ndarray
+    run: np.ndarray
+
+    @classmethod
+    def of(cls, suites: list) -> "Pooled":
+        """Stacked :class:`..table.shape_suites.Suite` s, in order."""
+        cat = lambda f: np.concatenate([f(s) for s in suites])  # noqa: E731
+        return cls(tuple(s.name for s in suites), cat(lambda s: np.full(len(s), suites.index(s))),
+                   cat(lambda s: s.depth), cat(lambda s: s.width), cat(lambda s: s.params_nonemb),
+                   cat(lambda s: s.params_emb), cat(lambda s: s.params_total), cat(lambda s: s.tokens),
+                   cat(lambda s: s.loss), cat(lambda s: s.run))
+
+    def rows(self, mask: np.ndarray) -> "Pooled":
+        """The rows where ``mask``, the suites renumbered to those left (names kept in order)."""
+        kept = [i for i in range(len(self.names)) if np.any(mask & (self.suite == i))]
+        renumber = np.full(len(self.names), -1)
+        renumber[kept] = np.arange(len(kept))
+        return Pooled(tuple(self.names[i] for i in kept), renumber[self.suite[mask]], self.depth[mask],
+                      self.width[mask],
+                      self.nonemb[mask], self.emb[mask], self.total[mask], self.tokens[mask],
+                      self.loss[mask], self.run[mask])
+
+    @property
+    def compute(self) -> np.ndarray:
+        return 6.0 * self.total * self.tokens
+
+    @property
+    def u(self) -> np.ndarray:
+        return np.log(self.depth / self.width)
+
+
+@dataclass(frozen=True)
+class PooledFit:
+    """A fitted pooled law; every parameter per suite, arrays of shape (S,) in ``names`` order
+    (a shared parameter repeats). The shape term: the bowl a·u² + b·u (``curvature`` a,
+    ``slope`` b) plus the kink λ·max(0, D − κ·ln W)·W^−γ (``kink`` (λ, κ, γ) or None)."""
+
+    law: str
+    names: tuple
+    eps: np.ndarray
+    E: np.ndarray
+    A: np.ndarray
+    alpha: np.ndarray
+    B: np.ndarray
+    beta: np.ndarray
+    curvature: np.ndarray
+    slope: np.ndarray
+    rss: float
+    n_rows: int
+    n_params: int
+    kink: tuple | None = None
+
+    @property
+    def has_shape(self) -> bool:
+        return self.law != "chinchilla"
+
+    def shape_parameters(self, s: int = 0) -> dict:
+        """The shape term's parameters by name: the bowl's curvature a and centre c (in
+        u = ln(D/W)), the kink's λ, κ, γ; empty without a shape term."""
+        if self.kink is not None:
+            return {name: float(v[s]) for name, v in zip(("lambda", "kappa", "gamma"), self.kink)}
+        if not self.has_shape:
+            return {}
+        return {"curvature": float(self.curvature[s]), "centre": self.centre(s)}
+
+    def centre(self, s: int = 0) -> float:
+        """c = −b/(2a), the bowl's bottom in u = ln(D/W) (NaN without a bowl: a ≤ 0)."""
+        a = self.curvature[s]
+        return float(-self.slope[s] / (2 * a)) if a > 0 else float("nan")
+
+    def shape_term(self, s: int, depth, width) -> np.ndarray:
+        """Suite ``s``'s shape term at (D, W) in nats, broadcast."""
+        D, W = np.asarray(depth, float), np.asarray(width, float)
+        u = np.log(D / W)
+        out = self.curvature[s] * u ** 2 + self.slope[s] * u
+        if self.kink is not None:
+            out = out + self.kink[0][s] * kink_column(D, W, self.kink[1][s], self.kink[2][s])
+        return out
+
+    def suite_loss(self, s: int, depth, width, nonemb, emb, tokens) -> np.ndarray:
+        """The law of suite ``s`` at (D, W, N_nonemb, N_emb, T), broadcast."""
+        N = (np.asarray(nonemb, float) + self.eps[s] * np.asarray(emb, float)) / N_UNIT
+        with np.errstate(all="ignore"):
+            return (self.E[s] + self.A[s] * N ** -self.alpha[s]
+                    + self.B[s] * (np.asarray(tokens, float) / T_UNIT) ** -self.beta[s]
+                    + self.shape_term(s, depth, width))
+
+    def predict(self, data: Pooled) -> np.ndarray:
+        out = np.empty(len(data.loss))
+        for s, name in enumerate(data.names):
+            i, m = self.names.index(name), data.suite == s
+            out[m] = self.suite_loss(i, data.depth[m], data.width[m], data.nonemb[m], data.emb[m],
+                                     data.tokens[m])
+        return out
+
+
+def kink_column(D, W, kappa, gamma) -> np.ndarray:
+    """max(0, D − κ·ln W)·W^−γ: the paper's excess depth over D_crit, scaled by width."""
+    return np.maximum(0.0, D - kappa * np.log(W)) * W ** -gamma
+
+
+class _Layout:
+    """Where each parameter sits: the nonlinear vector (α, β per suite or shared, then ε if
+    free, then κ, γ for the kink) and the linear columns (E, A, B per suite or shared, then a, b
+    for the bowl or λ for the kink, unless the shape term is held at ``shape_fixed``'s)."""
+
+    def __init__(self, n_suites: int, law: str, eps_fixed, shape_fixed):
+        self.S, self.per_suite = n_suites, law != "shared"
+        self.k = n_suites if self.per_suite else 1
+        self.eps_fixed, self.shape_fixed = eps_fixed, shape_fixed
+        self.bowl = law in ("bowl", "separate", "shared") and shape_fixed is None
+        self.kink = law == "kink" and shape_fixed is None
+
+    def unpack(self, theta):
+        """(α, β, ε, (κ, γ) or None) from the nonlinear vector."""
+        alpha, beta = theta[:self.k], theta[self.k:2 * self.k]
+        at = 2 * self.k
+        eps = self.eps_fixed if self.eps_fixed is not None else theta[at]
+        at += self.eps_fixed is None
+        return alpha, beta, eps, (tuple(theta[at:at + 2]) if self.kink else None)
+
+    def bounds(self) -> tuple[list, list]:
+        lo = [EXPONENT_BOUNDS[0]] * (2 * self.k) + ([] if self.eps_fixed is not None else [EPS_BOUNDS[0]])
+        hi = [EXPONENT_BOUNDS[1]] * (2 * self.k) + ([] if self.eps_fixed is not None else [EPS_BOUNDS[1]])
+        if self.kink:
+            lo, hi = lo + [KAPPA_BOUNDS[0], GAMMA_BOUNDS[0]], hi + [KAPPA_BOUNDS[1], GAMMA_BOUNDS[1]]
+        return lo, hi
+
+    def design(self, data: Pooled, theta) -> tuple[np.ndarray, np.ndarray]:
+        """(X (n, p), the target y minus any fixed shape term)."""
+        alpha, beta, eps, kink = self.unpack(theta)
+        idx = data.suite if self.per_suite else np.zeros(len(data.loss), int)
+        onehot = np.eye(self.k)[idx]
+        n_scaled = (data.nonemb + eps * data.emb) / N_UNIT
+        t_scaled = data.tokens / T_UNIT
+        cols = [onehot, onehot * n_scaled[:, None] ** -alpha[idx][:, None],
+                onehot * t_scaled[:, None] ** -beta[idx][:, None]]
+        if self.bowl:
+            cols.append(np.stack([data.u ** 2, data.u], axis=1))
+        if self.kink:
+            cols.append(kink_column(data.depth, data.width, *kink)[:, None])
+        y = data.loss
+        if self.shape_fixed is not None:
+            y = y - self.shape_fixed.shape_term(0, data.depth, data.width)
+        return np.concatenate(cols, axis=1), y
+
+    def nonnegative(self, p: int) -> np.ndarray:
+        """Which of the p linear coefficients are bounded below by 0: A, B and the kink's λ."""
+        mask = np.zeros(p, bool)
+        mask[self.k:3 * self.k] = True
+        mask[3 * self.k:] = self.kink
+        return mask
+
+
+def _solve_linear(X, y, nonnegative) -> np.ndarray:
+    """Least squares with the ``nonnegative`` coefficients (A, B, λ) bounded below by 0."""
+    coef = np.linalg.lstsq(X, y, rcond=None)[0]
+    if np.all(coef[nonnegative] >= 0):
+        return coef
+    lower = np.where(nonnegative, 0.0, -np.inf)
+    return lsq_linear(X, y, bounds=(lower, np.inf), method="bvls").x
+
+
+def _residuals(theta, data, layout, sqrt_w):
+    X, y = layout.design(data, theta)
+    coef = _solve_linear(X * sqrt_w[:, None], y * sqrt_w, layout.nonnegative(X.shape[1]))
+    return sqrt_w * (y - X @ coef)
+
+
+def fit_shape_law(data: Pooled, law: str, *, eps: float | None = None, weights=None,
+                  start: PooledFit | None = None, shape_fixed: PooledFit | None = None) -> PooledFit:
+    """Fit ``law`` (a key of :data:`LAWS`) to ``data``. ``eps``: ε held at this value (None:
+    fitted in [0, 1]); ``weights``: a count per row (a resample; rows weighted 0 are left out);
+    ``start``: a fit to start from (one start: a warm refit) instead of the cold search;
+    ``shape_fixed``: a fit whose shape term (its first suite's) is held: only the suites' own
+    terms and ε are fitted."""
+    if law not in LAWS:
+        raise ValueError(f"unknown shape law {law!r}; known: {', '.join(LAWS)}")
+    if weights is not None:
+        keep = np.asarray(weights) > 0
+        data, weights = data.rows(keep), np.asarray(weights, float)[keep]
+    sqrt_w = np.sqrt(weights) if weights is not None else np.ones(len(data.loss))
+    if law == "separate":
+        return _fit_separate(data, eps, sqrt_w, start)
+    layout = _Layout(len(data.names), law, eps, shape_fixed)
+    lo, hi = layout.bounds()
+    starts = ([_theta_of(start, data.names, layout)] if start is not None
+              else _cold_starts(data, layout, sqrt_w))
+    best = None
+    for theta0 in starts:
+        sol = least_squares(_residuals, np.clip(theta0, lo, hi), bounds=(lo, hi),
+                            args=(data, layout, sqrt_w), xtol=1e-10, ftol=1e-10)
+        if best is None or sol.cost < best.cost:
+            best = sol
+    return _assemble(law, data, layout, best.x, sqrt_w)
+
+
+def _theta_of(fit: PooledFit, names: tuple, layout: _Layout) -> np.ndarray:
+    at = [fit.names.index(n) for n in names] if layout.per_suite else [0]
+    theta = [*fit.alpha[at], *fit.beta[at]] + ([] if layout.eps_fixed is not None else [float(fit.eps[at[0]])])
+    if layout.kink:
+        theta += [float(fit.kink[1][at[0]]), float(fit.kink[2][at[0]])] if fit.kink else list(_KINK_STARTS[1])
+    return np.array(theta)
+
+
+def _cold_starts(data: Pooled, layout: _Layout, sqrt_w) -> list[np.ndarray]:
+    """Each suite's best (α, β) of a 3 × 3 grid (Chinchilla alone, ε = 0.5), with ε from 0.1,
+    0.5 and 0.9 when ε is fitted; for a shared law the grid itself."""
+    eps_starts = [None] if layout.eps_fixed is not None else [0.1, 0.5, 0.9]
+    grid = [(a, b) for a in _STARTS for b in _STARTS]
+    if not layout.per_suite:
+        pairs = [([a], [b]) for a, b in grid]
+    else:
+        alpha, beta = [], []
+        for s in range(layout.S):
+            m = data.suite == s
+            one = _Layout(1, "chinchilla", layout.eps_fixed if layout.eps_fixed is not None else 0.5, None)
+            part = data.rows(m)
+            costs = [np.sum(_residuals(np.array(g), part, one, sqrt_w[m]) ** 2) for g in grid]
+            alpha.append(grid[int(np.argmin(costs))][0])
+            beta.append(grid[int(np.argmin(costs))][1])
+        pairs = [(alpha, beta)]
+    kinks = _KINK_STARTS if layout.kink else [()]
+    return [np.array([*a, *b] + ([] if e is None else [e]) + list(kg))
+            for a, b in pairs for e in eps_starts for kg in kinks]
+
+
+def _assemble(law: str, data: Pooled, layout: _Layout, theta, sqrt_w) -> PooledFit:
+    alpha, beta, eps, kink = layout.unpack(theta)
+    X, y = layout.design(data, theta)
+    coef = _solve_linear(X * sqrt_w[:, None], y * sqrt_w, layout.nonnegative(X.shape[1]))
+    rss = float(np.sum((sqrt_w * (y - X @ coef)) ** 2))
+    S, k = layout.S, layout.k
+    per = (lambda v: np.asarray(v, float)) if layout.per_suite else (lambda v: np.full(S, float(np.ravel(v)[0])))
+    a = b = 0.0
+    kink_values = None
+    if layout.bowl:
+        a, b = coef[3 * k], coef[3 * k + 1]
+    elif layout.kink:
+        kink_values = tuple(np.full(S, float(v)) for v in (coef[3 * k], *kink))
+    elif layout.shape_fixed is not None:
+        held = layout.shape_fixed
+        a, b = held.curvature[0], held.slope[0]
+        kink_values = None if held.kink is None else tuple(np.full(S, float(v[0])) for v in held.kink)
+    return PooledFit(law, data.names, np.full(S, float(eps)), per(coef[:k]), per(coef[k:2 * k]),
+                     per(alpha), per(coef[2 * k:3 * k]), per(beta), np.full(S, float(a)),
+                     np.full(S, float(b)), rss, len(y), len(theta) + X.shape[1], kink_values)
+
+
+def _fit_separate(data: Pooled, eps, sqrt_w, start) -> PooledFit:
+    fits = []
+    for s in range(len(data.names)):
+        m = data.suite == s
+        warm = None if start is None else replace(_one_suite(start, data.names[s]), law="bowl")
+        fits.append(fit_shape_law(data.rows(m), "bowl", eps=eps, weights=sqrt_w[m] ** 2, start=warm))
+    cat = lambda f: np.concatenate([getattr(x, f) for x in fits])  # noqa: E731
+    return PooledFit("separate", data.names, cat("eps"), cat("E"), cat("A"), cat("alpha"), cat("B"),
+                     cat("beta"), cat("curvature"), cat("slope"), sum(x.rss for x in fits),
+                     sum(x.n_rows for x in fits), sum(x.n_params for x in fits))
+
+
+def _one_suite(fit: PooledFit, name: str) -> PooledFit:
+    i = fit.names.index(name)
+    pick = lambda v: v[i:i + 1]  # noqa: E731
+    return PooledFit(fit.law, (name,), pick(fit.eps), pick(fit.E), pick(fit.A), pick(fit.alpha),
+                     pick(fit.B), pick(fit.beta), pick(fit.curvature), pick(fit.slope), 0.0, 0, 0)

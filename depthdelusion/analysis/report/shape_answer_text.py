@@ -1,0 +1,175 @@
+"""The shape answer (issue 58) for a reader: the terminal text (extrapolation and the N form in
+the first lines), the JSON (plain keys ``depth``, ``width``, ``params``, ``tokens``, ``loss``,
+``band``, each with ``low``/``high``) and the figure (predicted loss over depth × width at one C
+with the band, the suites' shapes, the paper's D_crit(W) line and published LLM shapes)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..fitting.shape_answer import BudgetAnswer, ShapeAnswer
+from ..fitting.shape_checks import ROLLOUT_FRACTION, RUN_FOLDS
+from ..fitting.shape_pool import GAMMA_BOUNDS, KAPPA_BOUNDS, LAWS
+from ..formats.interval_text import interval_text
+
+INTERVALS = ("95% percentile intervals of {n} cluster-bootstrap refits: whole runs (a shape's "
+             "checkpoint series) drawn with replacement within each suite, each refit started from "
+             "the full fit; N(D, W) held at the reference suite's count")
+
+
+def where_text(b: BudgetAnswer) -> str:
+    if b.decades_outside > 0:
+        return f"EXTRAPOLATION: {b.decades_outside:.2f} decades beyond the largest run's compute"
+    if b.decades_outside < 0:
+        return f"EXTRAPOLATION: {-b.decades_outside:.2f} decades below the smallest run's compute"
+    return "inside the data's compute range"
+
+
+def first_lines(a: ShapeAnswer) -> list[str]:
+    """Where every C lies against the data (line 1), the N form and how D* moves under total
+    and non-embedding N (line 2), the law and the loss scale (line 3)."""
+    lo, hi = a.compute_range
+    wheres = "; ".join(f"C = {b.point.compute:.3g}: {where_text(b)}" for b in a.budgets)
+    extrapolated = any(b.decades_outside for b in a.budgets)
+    line1 = (("EXTRAPOLATION — " if extrapolated else "Inside the data — ") + wheres
+             + f" (runs span {lo:.3g}–{hi:.3g} FLOPs, C = 6·N_total·T)")
+    eps = float(a.fit.eps[a.fit.names.index(a.reference)])
+    if not a.fit.has_shape:
+        moves = ("the law has no shape term: D* and W* are not determined; N* at the first budget "
+                 f"{a.budgets[0].point.params:.3g} (fitted ε), {a.budgets[0].under_total.params:.3g} under "
+                 f"total N, {a.budgets[0].under_nonemb.params:.3g} under non-embedding N")
+    else:
+        moves = "; ".join(
+            f"at {b.point.compute:.3g}: D* {_depth(b.point.depth)} (fitted ε), {_depth(b.under_total.depth)} "
+            f"under total N, {_depth(b.under_nonemb.depth)} under non-embedding N; band depth "
+            f"{_range(b.point.band_depth)}, {_range(b.under_total.band_depth)}, {_range(b.under_nonemb.band_depth)}"
+            for b in a.budgets)
+    line2 = (f"N = N_nonemb + ε·N_emb with ε = {eps:.3f} fitted (profile {interval_text(a.eps_profile, '.3f')}, "
+             f"rows independent; cluster bootstrap {interval_text(a.eps_bootstrap, '.3f')}); N_nonemb is "
+             f"Kaplan's (every vocabulary matrix removed). {moves}")
+    line3 = (f"Law: {a.law} ({LAWS[a.law]}); {a.law_reason}.{shape_text(a)} Losses on the scale of suite "
+             f"{a.reference!r}; band: shapes within {a.tolerance:.3g} (relative) of the best loss."
+             + "".join(f" WARNING: {w}." for w in a.warnings))
+    return [line1, line2, line3]
+
+
+def shape_text(a: ShapeAnswer) -> str:
+    """The fitted shape term with its intervals (the bowl's centre also as D/W), or ""."""
+    s = a.fit.names.index(a.reference)
+    values = a.fit.shape_parameters(s)
+    if not values:
+        return ""
+    bounds = {"kappa": KAPPA_BOUNDS, "gamma": GAMMA_BOUNDS}
+    parts = [f"{k} {v:.4g} {interval_text(a.shape_intervals.get(k), '.4g')}"
+             + (" (at its bound)" if k in bounds and min(abs(v - b) for b in bounds[k]) < 1e-6 else "")
+             for k, v in values.items()]
+    if "centre" in values and np.isfinite(values["centre"]):
+        lo, hi = a.shape_intervals.get("centre", (np.nan, np.nan))
+        parts.append(f"bowl bottom D/W = {np.exp(values['centre']):.3g} {interval_text((np.exp(lo), np.exp(hi)), '.3g')}")
+    return " Shape term: " + ", ".join(parts) + "."
+
+
+def _depth(v) -> str:
+    return "—" if not np.isfinite(v) else (f"{v:.0f}" if v >= 10 else f"{v:.1f}")
+
+
+def _range(edges) -> str:
+    return f"{_depth(edges[0])}–{_depth(edges[1])}"
+
+
+def _value(v, ci, spec) -> str:
+    return f"{format(v, spec)} {interval_text(ci, spec)}"
+
+
+def budget_lines(a: ShapeAnswer, b: BudgetAnswer) -> list[str]:
+    p, ci = b.point, b.intervals
+    shape = a.fit.has_shape
+    lines = [f"C = {p.compute:.3g} FLOPs ({where_text(b)})",
+             f"  depth D*      {_value(p.depth, ci['depth'], '.3g') if shape else 'not determined (no shape term)'}",
+             f"  width W*      {_value(p.width, ci['width'], '.4g') if shape else 'not determined (no shape term)'}",
+             f"  N* total      {_value(p.params, ci['params'], '.3g')}  (every parameter, embeddings included)",
+             f"  N* non-emb    {_value(p.params_nonemb, ci['params_nonemb'], '.3g')}  (Kaplan: every vocabulary matrix removed)",
+             f"  tokens T*     {_value(p.tokens, ci['tokens'], '.3g')}  (T = C / (6·N_total))",
+             f"  loss          {_value(p.loss, ci['loss'], '.4f')} nats on the scale of suite {a.reference}",
+             f"  band (loss within {a.tolerance:.3g} of the best; each edge with its interval):"]
+    for label, key, spec in (("depth", "depth", ".3g"), ("width", "width", ".4g"), ("D/W", "aspect", ".3g")):
+        edges = getattr(p, f"band_{key}")
+        lines.append(f"    {label:<6} {_value(edges[0], ci[f'band_{key}_low'], spec)} to "
+                     f"{_value(edges[1], ci[f'band_{key}_high'], spec)}")
+    if p.at_limit:
+        lines.append(f"  at the search grid's edge: {', '.join(p.at_limit)} (depth 1–1024, width 32–262144)")
+    if b.without_suite:
+        shifts = ", ".join(f"without {n}: {_depth(d)} ({d - p.depth:+.0f})" for n, d in b.without_suite.items())
+        lines.append(f"  which suites constrain D* (leave one suite out of the shared terms): {shifts}")
+    return lines
+
+
+def check_lines(a: ShapeAnswer) -> list[str]:
+    lines = ["Laws by held-out prediction (RMSE, nats). LOSO: leave one suite out (its own E, A, α, "
+             f"B, β refitted on it, the shared terms from the others); runs-out: {RUN_FOLDS} folds of "
+             f"whole runs (unseen shapes); rollout: fitted on each suite's smaller {ROLLOUT_FRACTION:.0%} "
+             "of ln C, predicting the rest. Score: mean over the checks of RMSE / the best law's.",
+             f"  {'law':<11} {'LOSO':>8} {'runs-out':>8} {'rollout':>8} {'score':>7} {'params':>6} {'RSS':>8}"]
+    for c in a.checks:
+        lines.append(f"  {c.law:<11} {_rmse(c.loso)} {_rmse(c.runs_out)} {_rmse(c.rollout)} {c.score:>7.3f} {c.n_params:>6d} "
+                     f"{c.rss:>8.4f}" + ("  <- used" if c.law == a.law else ""))
+    return lines
+
+
+def _rmse(v) -> str:
+    return f"{'n.a.':>8}" if not np.isfinite(v) else f"{v:>8.4f}"
+
+
+def summary(a: ShapeAnswer) -> str:
+    """The whole terminal text."""
+    lines = first_lines(a) + [""]
+    for b in a.budgets:
+        lines += budget_lines(a, b) + [""]
+    lines += check_lines(a) + ["", "Notes:", "  - " + INTERVALS.format(n=a.n_resamples)]
+    if a.n_degenerate and a.fit.has_shape:
+        lines.append(f"  - {a.n_degenerate} of {a.n_resamples} resamples put the optimum on the search "
+                     "grid's edge at some budget (kept in the intervals)")
+    lines += [f"  - {n}" for n in a.notes]
+    lines.append("  - fitted by least squares on loss (nats), every row weighted equally; the bowl is "
+                 "a·(u − c)² in u = ln(D/W), its centre and curvature shared; grid resolution ≈ 3% in D and W")
+    return "\n".join(lines)
+
+
+def to_json(a: ShapeAnswer) -> dict:
+    """The answer under plain keys (see the module)."""
+    def item(v, ci):
+        return {"value": _num(v), "low": _num(ci[0]), "high": _num(ci[1])}
+
+    budgets = []
+    for b in a.budgets:
+        p, ci = b.point, b.intervals
+        band = {key: {"low": item(getattr(p, f"band_{key}")[0], ci[f"band_{key}_low"]),
+                      "high": item(getattr(p, f"band_{key}")[1], ci[f"band_{key}_high"])}
+                for key in ("depth", "width", "aspect")}
+        budgets.append({
+            "compute": p.compute, "where": where_text(b), "decades_outside": b.decades_outside,
+            "depth": item(p.depth, ci["depth"]), "width": item(p.width, ci["width"]),
+            "params": {**item(p.params, ci["params"]), "convention": "total"},
+            "params_nonemb": {**item(p.params_nonemb, ci["params_nonemb"]),
+                              "convention": "Kaplan non-embedding (every vocabulary matrix removed)"},
+            "tokens": item(p.tokens, ci["tokens"]), "loss": {**item(p.loss, ci["loss"]), "scale": a.reference},
+            "band": band, "at_limit": list(p.at_limit),
+            "under_total_params": {"depth": _num(b.under_total.depth), "band_depth": list(map(_num, b.under_total.band_depth))},
+            "under_nonemb_params": {"depth": _num(b.under_nonemb.depth), "band_depth": list(map(_num, b.under_nonemb.band_depth))},
+            "depth_without_suite": {k: _num(v) for k, v in b.without_suite.items()}})
+    return {"first_lines": first_lines(a), "law": a.law, "law_reason": a.law_reason,
+            "shape_term": {k: {"value": _num(v), "low": _num(a.shape_intervals.get(k, (None, None))[0]),
+                               "high": _num(a.shape_intervals.get(k, (None, None))[1])}
+                           for k, v in a.fit.shape_parameters(a.fit.names.index(a.reference)).items()},
+            "eps": {"value": float(a.fit.eps[0]), "profile": list(map(_num, a.eps_profile)),
+                    "bootstrap": list(map(_num, a.eps_bootstrap))},
+            "tolerance": a.tolerance, "reference": a.reference, "budgets": budgets,
+            "checks": [{"law": c.law, "loso": _num(c.loso), "runs_out": _num(c.runs_out), "rollout": _num(c.rollout), "score": _num(c.score),
+                        "n_params": c.n_params, "rss": c.rss} for c in a.checks],
+            "intervals": INTERVALS.format(n=a.n_resamples), "notes": a.notes, "warnings": a.warnings}
+
+
+def _num(v):
+    return None if v is None or not math.isfinite(float(v)) else float(v)

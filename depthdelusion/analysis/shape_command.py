@@ -1,0 +1,65 @@
+"""``depthdelusion shape``: how deep and how wide for C FLOPs (issue 58), from published tables
+by name and our own runs, each one suite of the pooled shape fit. A plain function of the parsed
+arguments (the parser is ``depthdelusion.cli``); bad input raises ValueError (one line, exit 2)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from depthdelusion import exit_codes
+
+
+def load_suites(runs=None, table_names=None, column=None) -> dict:
+    """{suite name: Runs}: every ``--table NAME[=PATH]`` (named by NAME) and every RUNS path
+    (named by its file or folder name), in the order given, tables first."""
+    from .table.published import load_table, parse_table_arg
+    from .table.runs import load_runs
+
+    tables = {}
+    for text in table_names or ():
+        name, path = parse_table_arg(text)
+        tables[name] = load_table(name, path)
+    mapping = column_mapping(column)
+    for path in runs or ():
+        name = Path(str(path).rstrip("/")).stem or str(path)
+        if name in tables:
+            raise ValueError(f"RUNS {path}: a suite named {name!r} is already given; rename the file")
+        tables[name] = load_runs(path, columns=mapping)
+    if not tables:
+        raise ValueError("shape: give RUNS or --table NAME (at least one suite)")
+    return tables
+
+
+def column_mapping(column) -> dict | None:
+    """Repeated ``--column NAME=COLUMN`` as {NAME: COLUMN}."""
+    mapping = {}
+    for item in column or ():
+        key, sep, col = (x.strip() for x in item.partition("="))
+        if not sep or not key or not col or key in mapping:
+            raise ValueError(f"--column {item!r}: expected NAME=COLUMN, each NAME once (e.g. --column width=d_model)")
+        mapping[key] = col
+    return mapping or None
+
+
+def run_shape(*, compute, runs=None, table_names=None, column=None, law: str = "auto",
+              tolerance: float = 0.01, json_output: bool = False, out: str | None = None,
+              resamples: int | None = None, seed: int = 0, reference: str | None = None) -> int:
+    from .fitting.shape_answer import DEFAULT_RESAMPLES, shape_answer
+    from .report.shape_answer_text import summary, to_json
+
+    if out is not None:  # before the fits, not after them
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise ValueError("--out: the figure needs matplotlib, which is not installed") from None
+    tables = load_suites(runs, table_names, column)
+    answer = shape_answer(tables, compute, law=law, tolerance=tolerance, seed=seed, reference=reference,
+                          resamples=DEFAULT_RESAMPLES if resamples is None else resamples)
+    print(json.dumps(to_json(answer), indent=2) if json_output else summary(answer))
+    if out is not None:
+        from .report.shape_answer_plot import write_figures
+
+        for path in write_figures(answer, Path(out)):
+            print(f"wrote {path}", file=sys.stderr)
+    return exit_codes.OK

@@ -1,0 +1,203 @@
+"""``shape_answer`` and ``depthdelusion shape`` (issue 58): the pooled shape fit recovers a known
+bowl, its intervals cover the truth, an offset suite changes nothing, an extrapolation is said
+first, and a table without depth or width is refused."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from depthdelusion.analysis import Runs, shape_answer
+from depthdelusion.analysis.fitting.shape_optimum import shape_point, suite_counts
+from depthdelusion.analysis.fitting.shape_pool import PooledFit
+from depthdelusion.analysis.report.shape_answer_text import first_lines, summary, to_json
+from depthdelusion.analysis.table.shape_suites import suite_from_runs
+from depthdelusion.cli import main
+
+VOCAB = 50_000
+#: The known bowl: curvature q (nats per unit ln(D/W) squared) around D/W = 24/1536.
+BOWL_Q, BOWL_CENTRE = 0.02, float(np.log(24 / 1536))
+EPS_TRUE = 0.1
+#: Per suite (E, A, α, B, β): different data, tokenizers, so different scales and exponents.
+SUITE_TERMS = {"alpha_suite": (1.8, 0.5, 0.30, 0.6, 0.30), "beta_suite": (2.2, 0.4, 0.35, 0.5, 0.28),
+               "gamma_suite": (2.6, 0.6, 0.25, 0.7, 0.35)}
+SHAPES = [(d, w) for d in (4, 8, 16, 32, 64) for w in (256, 512, 1024, 2048)]
+CHECKPOINTS = np.array([2e9, 4e9, 6e9, 8e9, 1e10])
+BUDGET = 1e19  # inside the synthetic runs' compute (≈ 3e17 – 2e20 FLOPs)
+
+PUBLISHED = Path(__file__).resolve().parents[3].parent / "shared" / "reference" / "published"
+GEMSTONES = (PUBLISHED / "mcleish7/gemstone-scaling-laws/5f420478f6057b0cbb4d13405fb10ca64675bccb/"
+             "wandb_dfs/wandb_df_for_fitting_hot.jsonl")
+
+
+def synthetic_suites(seed: int, *, run_sd=0.01, noise_sd=0.003, bowl_q=BOWL_Q, offsets=None,
+                     kink=None) -> dict:
+    """Three suites with the known bowl, their own Chinchilla terms, a random effect per run
+    (shared by its checkpoints) and checkpoint noise; N_nonemb = 12·D·W², N_emb = 2·V·W.
+    ``kink``: (λ, κ, γ) of the paper's penalty λ·max(0, D − κ·ln W)·W^−γ, added."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for k, (name, (E, A, alpha, B, beta)) in enumerate(SUITE_TERMS.items()):
+        rows = []
+        for d, w in SHAPES:
+            run_effect = rng.normal(0, run_sd)
+            nonemb, emb = 12.0 * d * w * w, 2.0 * VOCAB * w
+            for t in CHECKPOINTS:
+                n = (nonemb + EPS_TRUE * emb) / 1e9
+                loss = (E + A * n ** -alpha + B * (t / 1e10) ** -beta
+                        + bowl_q * (np.log(d / w) - BOWL_CENTRE) ** 2 + run_effect + rng.normal(0, noise_sd))
+                if kink:
+                    loss += kink[0] * max(0.0, d - kink[1] * np.log(w)) * w ** -kink[2]
+                rows.append((d, w, nonemb + emb, t, loss + (offsets or {}).get(name, 0.0)))
+        d, w, n, t, loss = map(np.array, zip(*rows))
+        out[name] = Runs(depth=d, width=w, params=n, tokens=t, loss=loss, vocab_size=np.full(len(d), VOCAB),
+                         source=name)
+    return out
+
+
+def true_point(suites: dict, tolerance=0.01):
+    """The optimum and band of the generating law on the first suite's scale."""
+    E, A, alpha, B, beta = SUITE_TERMS["alpha_suite"]
+    one = lambda v: np.array([float(v)])  # noqa: E731
+    law = PooledFit("bowl", ("alpha_suite",), one(EPS_TRUE), one(E + BOWL_Q * BOWL_CENTRE ** 2), one(A),
+                    one(alpha), one(B), one(beta), one(BOWL_Q), one(-2 * BOWL_Q * BOWL_CENTRE), 0.0, 0, 0)
+    counts = suite_counts(suite_from_runs(suites["alpha_suite"], "alpha_suite"))
+    return shape_point(law, 0, counts, BUDGET, tolerance)
+
+
+COVERED = ("depth", "width", "band_depth_low", "band_depth_high", "band_width_low", "band_width_high")
+
+
+def coverage(draws: int, resamples: int, first_seed: int = 0) -> dict:
+    """Per quantity of :data:`COVERED`, the fraction of draws whose 95% interval holds the truth."""
+    hits = {k: 0 for k in COVERED}
+    for seed in range(first_seed, first_seed + draws):
+        suites = synthetic_suites(seed)
+        truth = true_point(suites)
+        truth_values = dict(zip(("depth", "width", "band_depth_low", "band_depth_high",
+                                 "band_width_low", "band_width_high"),
+                                (truth.depth, truth.width, *truth.band_depth, *truth.band_width)))
+        a = shape_answer(suites, [BUDGET], law="bowl", resamples=resamples, seed=seed, compare=False)
+        ci = a.budgets[0].intervals
+        for k in COVERED:
+            hits[k] += ci[k][0] <= truth_values[k] <= ci[k][1]
+    return {k: v / draws for k, v in hits.items()}
+
+
+def test_the_known_bowl_is_recovered_and_its_intervals_cover_the_truth():
+    """A CI-sized version of the 200-draw benchmark (benchmarks/RESULTS.md): 12 draws, each
+    quantity covered in at least 10 (a row bootstrap, blind to the run effect, covers far less)."""
+    cover = coverage(draws=12, resamples=60)
+    assert all(v >= 10 / 12 for v in cover.values()), cover
+
+
+def test_a_suite_shifted_by_a_constant_leaves_the_shape_answer_unchanged():
+    plain = shape_answer(synthetic_suites(3), [BUDGET], law="bowl", resamples=20, compare=False)
+    shifted = shape_answer(synthetic_suites(3, offsets={"beta_suite": 0.37}), [BUDGET], law="bowl",
+                           resamples=20, compare=False)
+    p, q = plain.budgets[0].point, shifted.budgets[0].point
+    for field in ("depth", "width", "params", "loss"):
+        assert getattr(q, field) == pytest.approx(getattr(p, field), rel=1e-4), field
+    assert q.band_depth == pytest.approx(p.band_depth, rel=1e-6)
+    assert plain.fit.E[1] + 0.37 == pytest.approx(shifted.fit.E[1], abs=1e-4)
+
+
+def test_the_point_estimate_finds_the_known_optimum_and_epsilon():
+    a = shape_answer(synthetic_suites(5, run_sd=0.0, noise_sd=0.0005), [BUDGET], law="bowl", resamples=0,
+                     compare=False)
+    truth = true_point(synthetic_suites(5))
+    assert a.budgets[0].point.depth == pytest.approx(truth.depth, rel=0.03)
+    assert a.budgets[0].point.width == pytest.approx(truth.width, rel=0.03)
+    assert a.fit.centre() == pytest.approx(BOWL_CENTRE, abs=0.05)
+    assert float(a.fit.eps[0]) == pytest.approx(EPS_TRUE, abs=0.03)
+
+
+def test_auto_picks_the_bowl_when_there_is_one_and_prints_the_errors_behind_it():
+    a = shape_answer(synthetic_suites(7), [BUDGET], resamples=0)
+    assert a.law == "bowl", [(c.law, c.score) for c in a.checks]
+    text = summary(a)
+    assert "Laws by held-out prediction" in text and "<- used" in text
+    assert {c.law for c in a.checks} == {"bowl", "kink", "chinchilla", "separate", "shared"}
+    shared = next(c for c in a.checks if c.law == "shared")
+    bowl = next(c for c in a.checks if c.law == "bowl")
+    assert shared.loso > 5 * bowl.loso  # losses of different suites are not comparable
+
+
+PAPER_KINK = (0.01, 2.43, 0.35)  # λ, κ (the paper's), γ: 0.07 nats at 64 × 256
+
+
+def test_a_known_kink_is_found_when_present_and_not_made_up_when_absent():
+    with_kink = shape_answer(synthetic_suites(11, bowl_q=0.0, kink=PAPER_KINK), [BUDGET], resamples=30)
+    assert with_kink.law == "kink", [(c.law, round(c.score, 3)) for c in with_kink.checks]
+    fitted = with_kink.fit.shape_parameters()
+    assert 1.8 <= fitted["kappa"] <= 3.2 and fitted["lambda"] > 0, fitted
+    assert with_kink.shape_intervals["kappa"][0] <= PAPER_KINK[1] <= with_kink.shape_intervals["kappa"][1]
+    bowl_only = shape_answer(synthetic_suites(11), [BUDGET], resamples=0)
+    assert bowl_only.law == "bowl", [(c.law, round(c.score, 3)) for c in bowl_only.checks]
+
+
+def test_a_budget_outside_the_data_is_said_in_the_first_line():
+    a = shape_answer(synthetic_suites(1), [BUDGET, 1e23], law="bowl", resamples=0, compare=False)
+    line = first_lines(a)[0]
+    assert line.startswith("EXTRAPOLATION")
+    assert "C = 1e+23: EXTRAPOLATION: 2.69 decades beyond" in line  # 1e23 / 2.06e20 FLOPs
+    inside = shape_answer(synthetic_suites(1), [BUDGET], law="bowl", resamples=0, compare=False)
+    assert first_lines(inside)[0].startswith("Inside the data")
+    assert summary(a).splitlines()[0] == line
+
+
+def test_a_suite_whose_tokens_do_not_vary_is_warned_of_in_the_third_line():
+    suites = synthetic_suites(2)
+    suites["gamma_suite"] = suites["gamma_suite"].subset(suites["gamma_suite"].tokens == CHECKPOINTS[-1])
+    a = shape_answer(suites, [BUDGET], law="bowl", resamples=0, compare=False)
+    assert "WARNING: suite gamma_suite: tokens vary by 0.00" in first_lines(a)[2]
+    assert "alpha_suite" not in first_lines(a)[2].split("WARNING")[1]
+
+
+def test_the_n_form_and_its_alternatives_are_in_the_second_line():
+    a = shape_answer(synthetic_suites(2), [BUDGET], law="bowl", resamples=0, compare=False)
+    line = first_lines(a)[1]
+    assert line.startswith("N = N_nonemb + ε·N_emb with ε = 0.")
+    assert "under total N" in line and "under non-embedding N" in line
+
+
+def write_csv(path: Path, runs: Runs, columns=("depth", "width", "params", "tokens", "loss")) -> Path:
+    lines = [",".join(columns)] + [",".join(str(getattr(runs, c)[i]) for c in columns) for i in range(len(runs))]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_table_without_depth_or_width_is_refused_naming_the_columns(tmp_path, capsys):
+    runs = synthetic_suites(0)["alpha_suite"]
+    csv = write_csv(tmp_path / "flat.csv", runs, ("params", "tokens", "loss"))
+    assert main(["shape", "--compute", "1e19", str(csv)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "has no depth, width" in err and "flat" in err
+
+
+def test_the_command_json_has_plain_keys_with_low_and_high(tmp_path, capsys):
+    suites = synthetic_suites(4)
+    paths = [str(write_csv(tmp_path / f"{name}.csv", runs)) for name, runs in suites.items()]
+    assert main(["shape", "--compute", "1e19", "--law", "bowl", "--resamples", "10", "--json", *paths]) == 0
+    out = json.loads(capsys.readouterr().out)
+    budget = out["budgets"][0]
+    for key in ("depth", "width", "params", "tokens", "loss"):
+        assert set(budget[key]) >= {"value", "low", "high"}, key
+        assert budget[key]["low"] <= budget[key]["value"] <= budget[key]["high"], key
+    for key in ("depth", "width", "aspect"):
+        assert budget["band"][key]["low"]["value"] < budget["band"][key]["high"]["value"]
+    assert out["first_lines"][0].startswith("Inside the data")
+
+
+@pytest.mark.skipif(not GEMSTONES.is_file(), reason=f"no test copy at {GEMSTONES}")
+def test_gemstones_by_name_gives_a_finite_answer_with_its_n_form(capsys, tmp_path):
+    assert main(["shape", "--compute", "1e21", "--table", f"gemstones={GEMSTONES}", "--resamples", "10",
+                 "--out", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    first = text.splitlines()
+    assert first[0].startswith("Inside the data")
+    assert first[1].startswith("N = N_nonemb + ε·N_emb")
+    assert (tmp_path / "shape_C1e21.png").is_file()
