@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .param_count import param_pieces
+
 #: Columns the shape fit needs, in the words of the error a table without them gets.
 SHAPE_COLUMNS = ("depth", "width", "params", "tokens", "loss")
 
@@ -46,10 +48,16 @@ class Suite:
 
 def embedding_split(runs, name: str) -> tuple[np.ndarray, np.ndarray, str]:
     """(N_nonemb, N_emb) per row of ``runs`` (a :class:`.runs.Runs`), Kaplan's convention
-    (every vocabulary matrix is embedding), and the sentence saying how they were counted. Untied embeddings (input and LM
-    head: 2·V·W) unless the table has a ``tied_embeddings`` column saying true. A table with its
-    own non-embedding count keeps it; one without a vocabulary counts everything as non-embedding
-    (ε then does not act on that suite)."""
+    (every vocabulary matrix is embedding), and the sentence saying how they were counted: a
+    registered table's count or the table's own non-embedding column (:func:`.param_count.param_pieces`,
+    the one owner of that rule); else, from a vocabulary column, untied embeddings (input and LM
+    head: 2·V·W) unless a ``tied_embeddings`` column says true; else everything counts as
+    non-embedding (ε then does not act on that suite)."""
+    try:
+        n_nonemb, n_emb, how = param_pieces(runs)
+        return n_nonemb, n_emb, f"{name}: {how}"
+    except ValueError:
+        pass  # neither a registration nor a non-embedding column: count from the vocabulary
     total = np.asarray(runs.params, float)
     width = np.asarray(runs.width, float)
     vocab = np.asarray(runs.vocab_size, float)
@@ -60,9 +68,6 @@ def embedding_split(runs, name: str) -> tuple[np.ndarray, np.ndarray, str]:
         how = ("N_emb = V·W tied, 2·V·W untied (V the table's vocabulary; "
                f"{'tied' if tied.all() else 'untied' if not tied.any() else 'mixed'})")
         return total - emb, emb, f"{name}: {how}; N_nonemb = N_total − N_emb"
-    own = np.asarray(runs.params_non_embedding, float)
-    if np.all(np.isfinite(own)):
-        return own, total - own, f"{name}: N_nonemb from the table's own column; N_emb = N_total − N_nonemb"
     return total, np.zeros_like(total), (f"{name}: no vocabulary and no non-embedding column: every "
                                          "parameter counted as non-embedding (ε does not act on this suite)")
 
