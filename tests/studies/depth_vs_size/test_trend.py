@@ -174,3 +174,36 @@ def test_the_total_n_of_every_committed_shape_is_what_its_runs_counted():
     shapes = [s for level in exp.resolved_levels for s in level["shapes"]]
     assert len(shapes) == 9
     assert all(counted[(s["width"], s["depth"])] == (s["params"], s["params_total"]) for s in shapes)
+
+
+def synthetic_train(loss_of):
+    """A trainer stand-in: loss_of(width, depth) + a quadratic in ln lr around 0.01 + a shared seed
+    effect + small noise; writes what the study reads."""
+    from depthdelusion import rundir
+
+    def train(cfg, run_dir) -> dict:
+        m, t = cfg.model, cfg.train
+        rng = np.random.default_rng([t.seed, m.depth, m.width, int(round(t.lr * 1e6))])
+        loss = (loss_of(m.width, m.depth) + 0.05 * math.log(0.01 / t.lr) ** 2
+                + {1: 0.05, 2: 0.0, 3: -0.04}.get(t.seed, 0.0) + rng.normal(0, 0.003))
+        run_dir.mkdir(parents=True, exist_ok=True)
+        summary = {"status": "finished", "eval_loss": loss, "final_loss": 0.0, "wall_time_s": 1.0,
+                   "steps": t.steps, "params": 1, "tokens": t.steps * t.batch_size * m.seq_len}
+        rundir.write_config(run_dir, cfg)
+        rundir.write_summary(run_dir, summary)
+        return summary
+    return train
+
+
+def test_a_study_with_a_depth_and_a_width_series_reports_the_verdict_and_the_ffn_nuisance(tmp_path):
+    from depthdelusion.studies.depth_vs_size import report
+
+    path = write(tmp_path, "experiments/depth_at_width.yaml", law_replicates=0)
+    exp = load_spec(dvs.DepthVsSizeSpec, path)
+    out = tmp_path / "study"
+    dvs.train(exp, str(path), out, train_fn=synthetic_train(lambda w, d: 1.0 - 0.05 * math.log(w)), log=lambda t: None)
+    text = report.sections(dvs.measure(exp, str(path), out / "runs"))
+    assert "## Level 1: depth at fixed width and width at fixed depth" in text
+    assert "- SP: Narrowness carries the rise" in text and "- CompleteP: Narrowness carries the rise" in text
+    assert "32×4 F/W = 10" in text and "32×16 F/W = 1" in text and "32×4 lie(s) outside that range" in text
+    assert "32×24 is not in the level" in text and "PARTIAL" not in text
