@@ -87,11 +87,9 @@ def level_lines(exp: dvs.DepthVsSizeSpec, groups: dict) -> list[str]:
             for key, name in METHOD_NAMES.items():
                 table.append([f"{arm}: this − next deeper [{name} 95%]"] + [_ci(getattr(r, key)) for r in rows])
         lines += [markdown_table(header, table), ""]
-        for arm, _, _ in arms(exp):
-            compared = sum(1 for r in groups[(i + 1, arm)].rows if r.mean is not None)
-            if compared < 2:
-                lines += [f"- {arm}: fewer than 2 shapes with every test seed finished: not compared yet."]
-        lines += [""] + tests_text.unmatched_lines(exp, i)
+        waiting = [f"- {arm}: fewer than 2 shapes with every test seed finished: not compared yet."
+                   for arm, _, _ in arms(exp) if sum(1 for r in groups[(i + 1, arm)].rows if r.mean is not None) < 2]
+        lines += waiting + ([""] if waiting else []) + tests_text.unmatched_lines(exp, i)
     return lines
 
 

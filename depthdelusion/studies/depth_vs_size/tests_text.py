@@ -151,7 +151,9 @@ def verdict(found, arm: str) -> str:
     deep = d.p_holm <= ALPHA and d.interval.estimate > 0
     narrow = w.p_holm <= ALPHA and w.interval.estimate < 0
     facts = (f"depth at width {depth[0].fixed}: {_ci(d.interval)} nats per e-fold of D (Holm p {_p(d.p_holm)}); "
-             f"width at depth {width[0].fixed}: {_ci(w.interval)} nats per e-fold of W (Holm p {_p(w.p_holm)})")
+             f"width at depth {width[0].fixed}: {_ci(w.interval)} nats per e-fold of W (Holm p {_p(w.p_holm)}); "
+             f"per e-fold of D/W, the trend's scale: {d.interval.estimate:+.4f} along depth, "
+             f"{-w.interval.estimate:+.4f} along narrowness)")
     head = {(True, True): "both depth and narrowness carry the rise",
             (True, False): "depth carries the rise; narrowness at fixed depth does not beyond the seed noise",
             (False, True): "narrowness carries the rise; depth at fixed width does not beyond the seed noise",
