@@ -170,25 +170,37 @@ def lr_lines(r: DepthVsSizeResults) -> list[str]:
     return lines + [markdown_table(["level", "W×D", "lrs", "losses", "chosen lr", "lr* [95%]", "note"], rows), ""]
 
 
+def _x_axis(shapes: list[dict]) -> tuple:
+    """(x of a shape, its axis label): depth, or D/W where two shapes of the level share a depth
+    (a width series), which would otherwise be drawn on top of each other."""
+    if len({s["depth"] for s in shapes}) == len(shapes):
+        return (lambda s: s["depth"]), "depth D (width W)"
+    return (lambda s: s["depth"] / s["width"]), "D/W (width × depth)"
+
+
 def plot(r: DepthVsSizeResults, path: Path) -> None:
     exp = r.spec
     n = len(exp.resolved_levels)
     fig, axes = plt.subplots(1, n, figsize=(4.4 * n, 3.6), squeeze=False)
     for i, ax in enumerate(axes[0]):
+        shapes = exp.resolved_levels[i]["shapes"]
+        x_of, label = _x_axis(shapes)
         for (arm, _, _), color, shift in zip(arms(exp), ("tab:blue", "tab:green"), (0.97, 1.03)):
             rows = [row for row in r.groups[(i + 1, arm)].rows if row.mean is not None]
             if not rows:
                 continue
-            xs = [row.cell.shape["depth"] * shift for row in rows]  # offset so the bars do not overlap
+            xs = [x_of(row.cell.shape) * shift for row in rows]  # offset so the bars do not overlap
             ys = [row.mean.estimate for row in rows]
             err = [[y - row.mean.lo for y, row in zip(ys, rows)], [row.mean.hi - y for y, row in zip(ys, rows)]]
-            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=color, label=arm)
-        shapes = exp.resolved_levels[i]["shapes"]
+            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=color, label=arm, linestyle="none"
+                        if label.startswith("D/W") else "-")  # a line through two series would mean nothing
         ax.set_xscale("log", base=2)
-        ax.set_xticks([s["depth"] for s in shapes], [f"{s['depth']}\n(W {s['width']})" for s in shapes], fontsize=7)
+        ticks = [f"{s['depth']}\n(W {s['width']})" if label.startswith("depth") else f"{s['width']}×{s['depth']}"
+                 for s in shapes]
+        ax.set_xticks([x_of(s) for s in shapes], ticks, fontsize=7, rotation=0 if label.startswith("depth") else 45)
         mid = sorted(s["params"] for s in shapes)[len(shapes) // 2]
         ax.set_title(f"level {i + 1}: N ≈ {mid:,}, T ≈ {exp.tokens_per_param:g} N", fontsize=9)
-        ax.set_xlabel("depth D (width W)")
+        ax.set_xlabel(label)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     axes[0][0].set_ylabel(f"{exp.metric} (nats/byte)\nmean, t 95% over test seeds", fontsize=8)

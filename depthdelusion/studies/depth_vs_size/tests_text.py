@@ -130,7 +130,7 @@ def series_lines(r: DepthVsSizeResults) -> list[str]:
                   f"series (both arms). Contrasts to the base shape {base[0]}×{base[1]}: Welch's 95% interval, "
                   "uncorrected (description). A rise with depth at fixed width is a positive depth slope; a rise "
                   "with narrowness at fixed depth is a negative width slope.", ""]
-        rows = [[s.test.arm, f"{KINDS[s.test.kind]} {s.fixed}", _shapes(s.test), _ci(s.test.interval),
+        rows = [[s.test.arm, f"{KINDS[s.test.kind]} {s.fixed}", _series_cells(r.spec, level, s), _ci(s.test.interval),
                  _p(s.test.p), _p(s.test.p_holm), "; ".join(f"{_shapes(t)}: {_ci(t.interval)}" for t in s.to_base) or "–"]
                 for s in found]
         lines += [markdown_table(["arm", "series", "cells", "slope [95%] (nats per e-fold)", "p", "Holm p",
@@ -138,6 +138,15 @@ def series_lines(r: DepthVsSizeResults) -> list[str]:
         lines += [f"- {arm}: {verdict(found, arm)}" for arm, _, _ in arms(r.spec)] + [""]
         lines += ffn_lines(r.spec, level, found)
     return lines
+
+
+def _series_cells(exp: DepthVsSizeSpec, level: int, series) -> str:
+    """The series' complete cells, and how many of the level's shapes it holds when not all are
+    complete (a partial series)."""
+    held = "width" if series.test.kind == "depth" else "depth"
+    planned = sum(1 for x in exp.resolved_levels[level - 1]["shapes"] if x[held] == series.fixed)
+    got = len(series.test.shapes)
+    return _shapes(series.test) + ("" if got == planned else f" (partial: {got} of {planned} shapes complete)")
 
 
 def verdict(found, arm: str) -> str:
@@ -153,7 +162,7 @@ def verdict(found, arm: str) -> str:
     facts = (f"depth at width {depth[0].fixed}: {_ci(d.interval)} nats per e-fold of D (Holm p {_p(d.p_holm)}); "
              f"width at depth {width[0].fixed}: {_ci(w.interval)} nats per e-fold of W (Holm p {_p(w.p_holm)}); "
              f"per e-fold of D/W, the trend's scale: {d.interval.estimate:+.4f} along depth, "
-             f"{-w.interval.estimate:+.4f} along narrowness)")
+             f"{-w.interval.estimate:+.4f} along narrowness")
     head = {(True, True): "both depth and narrowness carry the rise",
             (True, False): "depth carries the rise; narrowness at fixed depth does not beyond the seed noise",
             (False, True): "narrowness carries the rise; depth at fixed width does not beyond the seed noise",

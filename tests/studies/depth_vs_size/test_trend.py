@@ -207,3 +207,16 @@ def test_a_study_with_a_depth_and_a_width_series_reports_the_verdict_and_the_ffn
     assert "- SP: Narrowness carries the rise" in text and "- CompleteP: Narrowness carries the rise" in text
     assert "32×4 F/W = 10" in text and "32×16 F/W = 1" in text and "32×4 lie(s) outside that range" in text
     assert "32×24 is not in the level" in text and "PARTIAL" not in text
+
+
+def test_the_depth_free_law_counts_the_seed_centring_in_its_pure_error():
+    """Seed-centred rows of C cells x S seeds per level have (C − 1)(S − 1) pure-error dof per
+    level, not C·(S − 1): centring used S − 1 per level. The committed study: 3·2 + 4·2 = 14."""
+    cells_ = []
+    for (level, arm), group in committed_groups().items():
+        if arm == "SP":
+            cells_ += [dvs.Cell(level, arm, {**c.shape, "params": 50_000 * level + 100 * c.shape["depth"]}, 0.01,
+                                c.losses) for c in group]
+    got = dvs.depth_free(dvs.law_records("SP", cells_, "params"), "non-embedding", 3)
+    assert (got.lack_of_fit.df_lack, got.lack_of_fit.df_pure) == (9 - 3, 14)
+    assert got.lack_of_fit.p < 1e-4
