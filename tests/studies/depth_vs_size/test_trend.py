@@ -220,3 +220,18 @@ def test_the_depth_free_law_counts_the_seed_centring_in_its_pure_error():
     got = dvs.depth_free(dvs.law_records("SP", cells_, "params"), "non-embedding", 3)
     assert (got.lack_of_fit.df_lack, got.lack_of_fit.df_pure) == (9 - 3, 14)
     assert got.lack_of_fit.p < 1e-4
+
+
+def test_a_study_with_fixed_lrs_and_one_arm_reports_that_arm_only_and_no_grid(tmp_path):
+    from depthdelusion.studies.depth_vs_size import report
+
+    path = write(tmp_path, "experiments/depth_vs_size_long.yaml", law_replicates=0)
+    exp = load_spec(dvs.DepthVsSizeSpec, path)
+    out = tmp_path / "study"
+    dvs.train(exp, str(path), out, train_fn=synthetic_train(lambda w, d: 1.0 + 0.02 * math.log(d / w)), log=lambda t: None)
+    got = dvs.measure(exp, str(path), out / "runs")
+    assert got.runs == 12 and got.todo == () and got.curves == ()
+    text = report.sections(got)
+    assert "**SP** SP, lr fixed per shape by the spec (`sp_lrs`)" in text and "CompleteP" not in text
+    assert "every lr fixed by the spec (`sp_lrs`): no lr grid ran." in text and "learning-rate grids" not in text
+    assert [(t.arm, t.kind) for t in got.trends] == [("SP", "trend"), ("SP", "ends")]
