@@ -107,13 +107,19 @@ def trend_lines(r: DepthVsSizeResults) -> list[str]:
              "narrower than an interval over cell means would be.", ""]
     if not r.trends:
         return lines + ["No arm has two complete cells of different D/W at any level yet: nothing tested.", ""]
-    rows = [[t.level, t.arm, KINDS[t.kind], _shapes(t) if t.kind == "ends" else f"{len(t.shapes)} cells",
+    rows = [[t.level, t.arm, KINDS[t.kind], _shapes(t) if t.kind == "ends" else _of_level(r.spec, t),
              _ci(t.interval), _p(t.p), _p(t.p_holm), "yes" if t.p_holm <= ALPHA else "no", _lof(t)] for t in r.trends]
     lines += [markdown_table(["level", "arm", "test", "shapes", "estimate [95%] (nats)", "p", "Holm p",
                               f"rejects 0 (Holm, {ALPHA:g})", "line's lack of fit"], rows), ""]
     held = sum(1 for t in r.trends if t.p_holm <= ALPHA)
     return lines + [f"{held} of {len(r.trends)} tests reject 0 after Holm; a positive estimate: the loss rises "
                     "with D/W (deeper and narrower is worse at fixed N and T).", ""]
+
+
+def _of_level(exp: DepthVsSizeSpec, t) -> str:
+    """'5 cells', or how many of the level's shapes a partial study's trend rests on."""
+    planned = len(exp.resolved_levels[t.level - 1]["shapes"])
+    return f"{len(t.shapes)} cells" + ("" if len(t.shapes) == planned else f" (partial: of {planned} shapes)")
 
 
 def series_lines(r: DepthVsSizeResults) -> list[str]:
