@@ -1,10 +1,11 @@
 """The depth-vs-size study's report and command: `sections` renders what `depth_vs_size.measure`
 found (report.md): per level and arm, the loss of every shape over the test seeds with its
 Student-t interval, Welch and paired-t intervals on the differences between neighbouring shapes
-(in depth order), which shapes are worse than a neighbour beyond the seed noise, the laws with
-the calibrated kink-vs-smooth test (`depth_confound_laws`), the lr grids; `write_report` writes it
-with points.csv, lr_curves.csv, laws.csv and loss_vs_depth.png. A partial study is labelled
-partial (only cells with every test seed finished are compared). `run_command` is
+(in depth order; description, no verdict), the pre-specified tests and the series, κ fixed and
+the depth-free law in both N conventions (worded by `tests_text`), the laws with the calibrated
+kink-vs-smooth test (`common/laws.py`), the lr grids; `write_report` writes it with points.csv,
+lr_curves.csv, laws.csv, tests.csv and loss_vs_depth.png. A partial study is labelled partial
+(only cells with every test seed finished are compared or tested). `run_command` is
 `depthdelusion depth-vs-size`. Nothing here computes a number the report states; it formats them."""
 from __future__ import annotations
 

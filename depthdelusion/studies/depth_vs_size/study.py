@@ -1,12 +1,15 @@
 """The depth-vs-size study: at fixed non-embedding parameters N and fixed tokens (T ≈
 `tokens_per_param` · N), trade depth against width. Every compute level is a set of shapes
 (width, depth) whose N match within `match_tolerance`; each shape trains T tokens (its steps are
-T over the tokens per step, so T is exact to one step). Two arms per shape:
+T over the tokens per step, so T is exact to one step). Two arms per shape (`arms` may keep one):
 
 - SP, lr tuned per shape: the `lr_grid` rule (a grid spaced by at most 2x, extended by 2x beyond
   an edge best until the best is interior) on `tuning_seed` alone;
 - CompleteP (depth exponent 1), its lr tuned once per level at the level's `completep_base`
   shape (where CompleteP is SP exactly, so that grid is SP's) and transferred unchanged.
+
+A level may instead fix SP's lr per shape (`sp_lrs`, e.g. lrs tuned by an earlier study at
+another token budget): then no grid runs, and CompleteP takes the base shape's fixed lr.
 
 Every reported point is trained at every test seed in `seeds`, none of which is the tuning seed,
 so no reported loss is the one its lr was picked on. Runs are named by what they are
@@ -14,8 +17,8 @@ so no reported loss is the one its lr was picked on. Runs are named by what they
 (`plan`), trained through the sweep runner by `planned_runs.train_planned` (finished skipped,
 unfinished resumed, failed retried). The plan is level-major, and shape by shape within a level,
 so a partial study reports whole levels and whole cells. `measure` reads the finished runs into
-a frozen `DepthVsSizeResults` (every number the report states); `depth_vs_size_report` renders
-it and holds the command.
+a frozen `DepthVsSizeResults` (every number the report states; the tests are `trend`'s);
+`report` renders it and holds the command.
 """
 from __future__ import annotations
 
