@@ -12,6 +12,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from depthdelusion.analysis import fit
+from depthdelusion.analysis.law_types import Law
+from depthdelusion.analysis.laws import get_law
+from depthdelusion.analysis.report.verdict import penalty_verdicts
+from depthdelusion.analysis.table.runs import load_runs
+
 KINK, SMOOTH, BASELINE = "depth_delusion", "shape_quadratic", "kaplan"
 LAWS = (BASELINE, KINK, SMOOTH)
 
@@ -124,3 +130,29 @@ def no_depth_term(records: list[dict]):
     f = fit(load_runs(records), NO_DEPTH, bootstrap=0, profile=False, leave_one_out=False)
     y = [r["loss"] for r in records]
     return f, lack_of_fit(y, f.predict(load_runs(records)), cells, f.k)
+
+
+def kappa_fixed_law(kappa: float) -> Law:
+    """The kink law (:data:`KINK`) with its critical-depth slope fixed, D_crit = ``kappa``·ln W:
+    a law of its own (not registered), so that the bootstrap's refits keep κ fixed too (the
+    refits take a law, not the fit's fixed values)."""
+    kink = get_law(KINK)
+
+    def law(x, A, alpha, lam, gamma, E, B=0.0, beta=0.0):
+        return kink.func(x, A, alpha, lam, kappa, gamma, E, B, beta)
+
+    return Law(f"{KINK}_kappa{kappa:g}", law, tuple(p for p in kink.params if p.name != "kappa"),
+               kink.formula.replace("κ", f"{kappa:g}"), f"{KINK} with κ fixed at {kappa:g}", kink.source,
+               dict(kink.token_params), kink.needs_tokens, "kink")
+
+
+def kappa_fixed_test(records: list[dict], kappa: float, *, replicates: int, seed: int):
+    """The kink law with κ fixed (:func:`kappa_fixed_law`) fitted to seed rows, and its λ = 0
+    verdict against :data:`BASELINE` (the calibrated test of ``verdict.penalty_verdicts``: a
+    parametric bootstrap from the baseline fit, γ unidentified under the null; Davies' bound at
+    ``replicates=0``). (fit, PenaltyVerdict)."""
+    runs, law = load_runs(records), kappa_fixed_law(kappa)
+    fits = {BASELINE: fit(runs, BASELINE, bootstrap=0, profile=False, leave_one_out=False),
+            law.name: fit(runs, law, bootstrap=0, profile=True, leave_one_out=False)}
+    verdict = next(v for v in penalty_verdicts(fits, runs, replicates=replicates, seed=seed) if v.law == law.name)
+    return fits[law.name], verdict

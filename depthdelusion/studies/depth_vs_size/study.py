@@ -1,12 +1,15 @@
 """The depth-vs-size study: at fixed non-embedding parameters N and fixed tokens (T ≈
 `tokens_per_param` · N), trade depth against width. Every compute level is a set of shapes
 (width, depth) whose N match within `match_tolerance`; each shape trains T tokens (its steps are
-T over the tokens per step, so T is exact to one step). Two arms per shape:
+T over the tokens per step, so T is exact to one step). Two arms per shape (`arms` may keep one):
 
 - SP, lr tuned per shape: the `lr_grid` rule (a grid spaced by at most 2x, extended by 2x beyond
   an edge best until the best is interior) on `tuning_seed` alone;
 - CompleteP (depth exponent 1), its lr tuned once per level at the level's `completep_base`
   shape (where CompleteP is SP exactly, so that grid is SP's) and transferred unchanged.
+
+A level may instead fix SP's lr per shape (`sp_lrs`, e.g. lrs tuned by an earlier study at
+another token budget): then no grid runs, and CompleteP takes the base shape's fixed lr.
 
 Every reported point is trained at every test seed in `seeds`, none of which is the tuning seed,
 so no reported loss is the one its lr was picked on. Runs are named by what they are
@@ -14,8 +17,8 @@ so no reported loss is the one its lr was picked on. Runs are named by what they
 (`plan`), trained through the sweep runner by `planned_runs.train_planned` (finished skipped,
 unfinished resumed, failed retried). The plan is level-major, and shape by shape within a level,
 so a partial study reports whole levels and whole cells. `measure` reads the finished runs into
-a frozen `DepthVsSizeResults` (every number the report states); `depth_vs_size_report` renders
-it and holds the command.
+a frozen `DepthVsSizeResults` (every number the report states; the tests are `trend`'s);
+`report` renders it and holds the command.
 """
 from __future__ import annotations
 
@@ -25,16 +28,26 @@ import math
 from pathlib import Path
 from typing import NamedTuple
 
+from scipy import stats
+
+from depthdelusion import rundir
+from depthdelusion.analysis import fit
+from depthdelusion.analysis.fitting.seed_intervals import lack_of_fit
+from depthdelusion.analysis.reference import PAPER_KAPPA
+from depthdelusion.analysis.science.depth_penalty import neighbour_intervals, robust_seed_sd
+from depthdelusion.analysis.science.depth_penalty import seed_centred as centred_losses
+from depthdelusion.analysis.table.runs import load_runs
 from depthdelusion.config import Config, bounded, from_dict
-from depthdelusion.studies.common import planned_runs
+from depthdelusion.model_size import count_params, non_embedding_params
+from depthdelusion.studies.common import laws, planned_runs
+from depthdelusion.studies.common.lr_grid import extend_lr_grid, fit_lr_curve, grid_optimum
 from depthdelusion.studies.common.planned_runs import Run, make_run
-from depthdelusion.studies.common.lr_grid import extend_lr_grid, grid_optimum
 from depthdelusion.studies.common.spec import check_run_config, required, spec_error
+from depthdelusion.studies.depth_vs_size import trend
 
 DEFAULT_LAW_REPLICATES = 200
 ARMS = (("SP", "sp", "SP, lr tuned per shape on the tuning seed"),
         ("CompleteP", "completep", "CompleteP, lr tuned at the level's base shape and transferred"))
-METHODS = ("welch", "paired")  # the two intervals of a neighbouring difference (`compare`)
 PER_SHAPE = ("steps", "warmup_steps", "eval_every", "lr", "seed")  # base.train keys the study sets
 
 
@@ -45,6 +58,12 @@ class LevelSpec:
 
     shapes: list[list[int]]
     completep_base: list[int]
+    #: [[width, depth, lr], ...]: SP's lr at every shape of the level, fixed (no lr grid is run;
+    #: CompleteP takes the base shape's); [] (default): tuned on the tuning seed
+    sp_lrs: list[list[float]] = dataclasses.field(default_factory=list)
+    #: [[width, depth], ...]: shapes asked for that no FFN width matches in N (checked: even with
+    #: F = 1 their N is above the tolerance); the report says so
+    unmatched: list[list[int]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,10 +80,13 @@ class DepthVsSizeSpec:
     tuning_seed: int = required()  # lr grids only; never reported
     seeds: list[int] = required()  # the test seeds of every reported point
     metric: str = required()
+    arms: list[str] = dataclasses.field(default_factory=lambda: [a for a, _, _ in ARMS])  # a subset of ARMS
     law_replicates: int = bounded(DEFAULT_LAW_REPLICATES, ge=0, note=" (a whole number of "
                                   "parametric-bootstrap replicates)")
     #: each level's shapes resolved by `validate`: {"shapes": [{"width", "depth", "params"
-    #: (non-embedding), "steps", "tokens"}, ...] by depth, "completep_base": (width, depth)}
+    #: (non-embedding), "params_total", "steps", "tokens"[, "ffn"]}, ...] by depth,
+    #: "completep_base": (width, depth), "sp_lrs": {(width, depth): lr} (empty: tuned),
+    #: "unmatched": [{"width", "depth", "params" (at F = 1), "off" (from the median)}]}
     resolved_levels: list = dataclasses.field(init=False, default_factory=list)
 
     def validate(self) -> None:
@@ -98,16 +120,17 @@ def _check_numbers(exp: DepthVsSizeSpec) -> None:
     if exp.tuning_seed in seeds:
         raise ValueError(f"tuning_seed={exp.tuning_seed} is one of seeds {seeds}: the lr must "
                          "be tuned on a seed that is not reported")
+    known = [a for a, _, _ in ARMS]
+    if not exp.arms or len(set(exp.arms)) != len(exp.arms) or any(a not in known for a in exp.arms):
+        raise spec_error("arms", exp.arms, f"need distinct arms among {known}")
     if not exp.levels:
         raise ValueError("levels: need a list of levels, each {shapes: [[width, depth], ...], "
                          "completep_base: [width, depth]}")
 
 
 def _resolve_level(exp: DepthVsSizeSpec, i: int, level: LevelSpec) -> dict:
-    """One level's shapes with their N (non-embedding), steps and tokens; N matched within the
-    tolerance of the level's median."""
-    from depthdelusion.model_size import non_embedding_params
-
+    """One level's shapes with their N (non-embedding and total), steps and tokens; N matched
+    within the tolerance of the level's median; its fixed SP lrs and its unmatched shapes."""
     where = f"levels[{i}]"
     shapes = [tuple(s) + (None,) * (3 - len(s)) for s in level.shapes if len(s) in (2, 3)]
     if len(shapes) != len(level.shapes) or len(shapes) < 2:
@@ -119,21 +142,56 @@ def _resolve_level(exp: DepthVsSizeSpec, i: int, level: LevelSpec) -> dict:
     per_step = train.get("batch_size", 8) * (exp.base.get("model") or {}).get("seq_len", 64)
     out = []
     for w, d, f in shapes:
-        try:
-            cfg = _config(exp, w, d, "sp", None, steps=1, lr=1e-3, seed=0, ffn=f, where=f"{where}.shapes {[w, d]}")
-        except ValueError as err:
-            raise ValueError(f"{where}.shapes: {[w, d]}: {err}") from None
-        n = non_embedding_params(cfg.model)
+        n, total = _counts(exp, w, d, f, where)
         steps = max(1, round(exp.tokens_per_param * n / per_step))
-        out.append({"width": w, "depth": d, "params": n, "steps": steps, "tokens": steps * per_step,
-                    **({"ffn": f} if f is not None else {})})
+        out.append({"width": w, "depth": d, "params": n, "params_total": total, "steps": steps,
+                    "tokens": steps * per_step, **({"ffn": f} if f is not None else {})})
     mid = sorted(s["params"] for s in out)[len(out) // 2]
     for s in out:
         if abs(s["params"] / mid - 1) > exp.match_tolerance:
             raise ValueError(f"{where}.shapes: [{s['width']}, {s['depth']}] has {s['params']:,} non-embedding "
                              f"parameters, {100 * (s['params'] / mid - 1):+.1f}% from the level's median "
                              f"{mid:,}; match_tolerance is {exp.match_tolerance}")
-    return {"shapes": sorted(out, key=lambda s: s["depth"]), "completep_base": base}
+    return {"shapes": sorted(out, key=lambda s: s["depth"]), "completep_base": base,
+            "sp_lrs": _fixed_lrs(level, where, [s[:2] for s in shapes]),
+            "unmatched": [_unmatched(exp, where, mid, item) for item in level.unmatched]}
+
+
+def _counts(exp: DepthVsSizeSpec, w: int, d: int, ffn: int | None, where: str) -> tuple[int, int]:
+    """(non-embedding, total) parameters of a shape."""
+    try:
+        cfg = _config(exp, w, d, "sp", None, steps=1, lr=1e-3, seed=0, ffn=ffn, where=f"{where}.shapes {[w, d]}")
+    except ValueError as err:
+        raise ValueError(f"{where}.shapes: {[w, d]}: {err}") from None
+    return non_embedding_params(cfg.model), count_params(cfg.model)
+
+
+def _fixed_lrs(level: LevelSpec, where: str, shapes: list[tuple]) -> dict:
+    """{(width, depth): lr} from `sp_lrs`: every shape of the level once, each lr > 0; {} when unset."""
+    if not level.sp_lrs:
+        return {}
+    got = {}
+    for item in level.sp_lrs:
+        if len(item) != 3 or not item[2] > 0 or tuple(int(v) for v in item[:2]) in got:
+            raise spec_error(f"{where}.sp_lrs", level.sp_lrs, "need one [width, depth, lr] per shape, lr > 0")
+        got[(int(item[0]), int(item[1]))] = float(item[2])
+    if sorted(got) != sorted(shapes):
+        raise spec_error(f"{where}.sp_lrs", level.sp_lrs, f"need exactly the level's shapes {[list(s) for s in shapes]}")
+    return got
+
+
+def _unmatched(exp: DepthVsSizeSpec, where: str, mid: int, item: list[int]) -> dict:
+    """A shape said to be unmatchable: its N with the narrowest FFN (F = 1) must be above the
+    tolerance (N grows with F, so then no F matches it)."""
+    if len(item) != 2:
+        raise spec_error(f"{where}.unmatched", item, "need [width, depth]")
+    w, d = item
+    n, _ = _counts(exp, w, d, 1, where)
+    off = n / mid - 1
+    if off <= exp.match_tolerance:
+        raise spec_error(f"{where}.unmatched", item, f"with F = 1 its N is {n:,} ({100 * off:+.1f}% from the "
+                         f"median {mid:,}), so some FFN width matches it: put it in shapes")
+    return {"width": w, "depth": d, "params": n, "off": off}
 
 
 def _config(exp: DepthVsSizeSpec, w: int, d: int, p: str, cp_base: tuple | None, *, steps: int, lr: float,
@@ -182,16 +240,23 @@ def run_config(exp: DepthVsSizeSpec, r: Run) -> Config:
 
 
 def grid(exp: DepthVsSizeSpec, losses: dict[str, float], w: int, d: int) -> tuple[list[float], bool]:
-    """SP's lr grid at one shape on the tuning seed, and whether it is settled."""
+    """SP's lr grid at one shape on the tuning seed, and whether it is settled; none (settled)
+    where the level fixes SP's lrs."""
+    if level_of(exp, w, d)["sp_lrs"]:
+        return [], True
     s = exp.tuning_seed
     return extend_lr_grid(exp.lrs, exp.lr_bounds, lambda lr: losses.get(run(exp, "sp", w, d, lr, s).name))
 
 
 def tuned_lr(exp: DepthVsSizeSpec, losses: dict[str, float], p: str, w: int, d: int) -> float | None:
     """The lr an arm reports at a shape: SP's own grid optimum; CompleteP's is the grid optimum at
-    its level's base shape. None until that grid is settled."""
+    its level's base shape. None until that grid is settled. A level's fixed lrs (`sp_lrs`)
+    stand in for the grid optima."""
     if p == "completep":
         w, d = level_of(exp, w, d)["completep_base"]
+    fixed = level_of(exp, w, d)["sp_lrs"]
+    if fixed:
+        return fixed[(w, d)]
     lrs, settled = grid(exp, losses, w, d)
     if not settled:
         return None
@@ -210,11 +275,16 @@ def plan(exp: DepthVsSizeSpec, losses: dict[str, float]) -> list[Run]:
         for s in level["shapes"]:
             w, d = s["width"], s["depth"]
             out.extend(run(exp, "sp", w, d, lr, exp.tuning_seed) for lr in grid(exp, losses, w, d)[0])
-            for p in ("sp", "completep"):
+            for _, p, _ in arms(exp):
                 lr = tuned_lr(exp, losses, p, w, d)
                 if lr is not None:
                     out.extend(run(exp, p, w, d, lr, seed) for seed in exp.seeds)
     return list(dict.fromkeys(out))  # CompleteP's base-shape runs are SP's: once
+
+
+def arms(exp: DepthVsSizeSpec) -> tuple:
+    """The spec's arms, as `ARMS` entries (name, parametrization, description)."""
+    return tuple(a for a in ARMS if a[0] in exp.arms)
 
 
 def train(exp: DepthVsSizeSpec, source: str, out: Path, *, max_runs: int | None = None, log=print,
@@ -239,7 +309,7 @@ class Cell(NamedTuple):
 def cells(exp: DepthVsSizeSpec, losses: dict[str, float]) -> list[Cell]:
     out = []
     for i, level in enumerate(exp.resolved_levels):
-        for arm, p, _ in ARMS:
+        for arm, p, _ in arms(exp):
             for s in level["shapes"]:
                 w, d = s["width"], s["depth"]
                 lr = tuned_lr(exp, losses, p, w, d)
@@ -251,7 +321,8 @@ def cells(exp: DepthVsSizeSpec, losses: dict[str, float]) -> list[Cell]:
 
 class CellRow(NamedTuple):
     """A cell with its mean (t interval) and its difference to the next deeper shape (this −
-    next) by Welch's interval and by the paired t over seeds; None where not compared."""
+    next) by Welch's interval and by the paired t over seeds; None where not compared. The
+    differences describe; the tests are `trend`'s, chosen before the data."""
 
     cell: Cell
     mean: object
@@ -259,84 +330,101 @@ class CellRow(NamedTuple):
     paired: object
 
 
-class Worse(NamedTuple):
-    """A shape worse than a neighbour beyond the seed noise: ("shallower" or "deeper", the
-    interval of this − that neighbour) per such neighbour."""
-
-    cell: Cell
-    sides: tuple
-
-    @property
-    def both(self) -> bool:
-        return len(self.sides) == 2
-
-
 class Comparison(NamedTuple):
-    """One level's arm in depth order: its rows, and per method ("welch", "paired") the shapes
-    worse than a neighbour."""
+    """One level's arm in depth order: its rows."""
 
     rows: tuple
-    worse: dict
 
 
-def neighbour_rows(group: list[Cell], n_seeds: int) -> list[CellRow]:
-    """One row per cell of a level's arm (depth order), only cells with all `n_seeds` finished
-    compared (`analysis.science.depth_penalty.neighbour_intervals`)."""
-    from depthdelusion.analysis.science.depth_penalty import neighbour_intervals
-
-    full = [c.losses if c.complete and len(c.losses) == n_seeds else None for c in group]
-    return [CellRow(c, *got) for c, got in zip(group, neighbour_intervals(full))]
-
-
-def worse_than_neighbours(rows: list[CellRow], key: str = "welch") -> tuple[Worse, ...]:
-    """Each shape whose loss exceeds a neighbour's beyond the seed noise (the 95% interval of
-    the difference by `key`, "welch" or "paired", excludes 0)."""
-    from depthdelusion.analysis.science import depth_penalty
-
-    found = depth_penalty.worse_than_neighbours([getattr(r, key) for r in rows])
-    side = {-1: "shallower", +1: "deeper"}
-    return tuple(Worse(r.cell, tuple((side[k], iv) for k, iv in got)) for r, got in zip(rows, found) if got)
+def complete(cell: Cell, n_seeds: int) -> bool:
+    """Every test seed finished and finite: the cells every comparison and test uses."""
+    return cell.complete and len(cell.losses) == n_seeds
 
 
 def compare(group: list[Cell], n_seeds: int) -> Comparison:
-    rows = tuple(neighbour_rows(group, n_seeds))
-    return Comparison(rows, {key: worse_than_neighbours(list(rows), key) for key in METHODS})
+    """One row per cell of a level's arm (depth order), only cells with all `n_seeds` finished
+    compared (`depth_penalty.neighbour_intervals`)."""
+    full = [c.losses if complete(c, n_seeds) else None for c in group]
+    return Comparison(tuple(CellRow(c, *got) for c, got in zip(group, neighbour_intervals(full))))
 
 
 def seed_centred(got: list[Cell]) -> list[tuple[Cell, list[float]]]:
     """(cell, its losses with each seed's level effect removed: `depth_penalty.seed_centred` over
     the level's cells). Cells hold their seeds in one order (complete cells)."""
-    from depthdelusion.analysis.science.depth_penalty import seed_centred as centred
-
     out = []
     for level in sorted({c.level for c in got}):
         cells_ = [c for c in got if c.level == level]
-        out += list(zip(cells_, centred([c.losses for c in cells_])))
+        out += list(zip(cells_, centred_losses([c.losses for c in cells_])))
     return out
 
 
-def law_results(exp: DepthVsSizeSpec, all_cells: list[Cell], *, seed: int = 0) -> list:
-    """Per arm, the laws of `depth_confound_laws` fitted to every test seed of every complete
-    cell over all levels, N = non-embedding parameters. T = tokens_per_param · N at every cell,
-    so the capacity term A·N^−α carries the data term too (no separate T term). Each seed's
-    shared effect on a level (its corpus and held-out batches may move every shape alike) is
-    removed first (`seed_centred`)."""
-    from depthdelusion.studies.common import laws
+class DepthFree(NamedTuple):
+    """The depth-free law E + A·N^−α (`laws.BASELINE`) on one N convention: its fit and its lack
+    of fit against the seed noise (F, dofs, p)."""
+
+    convention: str  # "non-embedding" or "total"
+    fit: object
+    lack_of_fit: trend.LackOfFit
+
+
+class ArmTests(NamedTuple):
+    """One arm's law-based tests: the laws (`laws.fit_arm`), the kink law with the paper's κ
+    fixed (its fit and the λ = 0 verdict) and the depth-free law in both N conventions."""
+
+    laws: object
+    kappa_fit: object
+    kappa_verdict: object
+    depth_free: tuple
+
+
+def law_records(arm: str, got: list[Cell], n_key: str) -> list[dict]:
+    """Seed-centred rows (one per test seed of each complete cell, with its level), N = the
+    shape's `n_key` ("params": non-embedding; "params_total")."""
+    return [{"name": f"{arm}_w{c.shape['width']}_d{c.shape['depth']}_s{k}", "depth": c.shape["depth"],
+             "width": c.shape["width"], "params": c.shape[n_key], "loss": x, "level": c.level}
+            for c, xs in seed_centred(got) for k, x in enumerate(xs)]
+
+
+def depth_free(records: list[dict], convention: str, n_seeds: int) -> DepthFree | None:
+    """`laws.BASELINE` fitted to seed-centred rows and tested against the seed noise: the
+    cell-by-seed interaction is the pure error ((C − 1)(S − 1) dof per level, as centring used
+    S − 1 per level), the law's misfit of the cell means the lack of fit (cells − K dof). None
+    with 3 cells or fewer."""
+    if len({(r["depth"], r["width"]) for r in records}) <= 3:
+        return None
+    runs = load_runs(records)
+    f = fit(runs, laws.BASELINE, bootstrap=0, profile=False, leave_one_out=False)
+    got = lack_of_fit([r["loss"] for r in records], f.predict(runs),
+                      [(r["depth"], r["width"]) for r in records], f.k)
+    df_pure = got.df_pure - (n_seeds - 1) * len({r["level"] for r in records})
+    f_value = ((got.rss - got.rss_pure) / got.df_lof) / (got.rss_pure / df_pure) if got.rss_pure > 0 else math.inf
+    return DepthFree(convention, f, trend.LackOfFit(f_value, got.df_lof, df_pure,
+                                                    float(stats.f.sf(f_value, got.df_lof, df_pure))))
+
+
+def arm_tests(exp: DepthVsSizeSpec, all_cells: list[Cell], *, seed: int = 0) -> list[ArmTests]:
+    """Per arm, the laws of `common/laws.py` fitted to every test seed of every complete cell over
+    all levels, N = non-embedding parameters; the kink law with κ fixed at the paper's value and
+    its λ = 0 test; the depth-free law in non-embedding and in total N. T = tokens_per_param · N
+    at every cell, so the capacity term A·N^−α carries the data term too (no separate T term).
+    Each seed's shared effect on a level is removed first (`seed_centred`)."""
     out = []
-    for arm, _, _ in ARMS:
-        got = [c for c in all_cells if c.arm == arm and c.complete and len(c.losses) == len(exp.seeds)]
-        records = [{"name": f"{arm}_w{c.shape['width']}_d{c.shape['depth']}_s{k}", "depth": c.shape["depth"],
-                    "width": c.shape["width"], "params": c.shape["params"], "loss": x}
-                   for c, xs in seed_centred(got) for k, x in enumerate(xs)]
-        out.append(laws.fit_arm(arm, records, 0, replicates=exp.law_replicates, seed=seed))
+    for arm, _, _ in arms(exp):
+        got = [c for c in all_cells if c.arm == arm and complete(c, len(exp.seeds))]
+        records = law_records(arm, got, "params")
+        fitted = laws.fit_arm(arm, records, 0, replicates=exp.law_replicates, seed=seed)
+        kappa_fit, kappa_verdict = (laws.kappa_fixed_test(records, PAPER_KAPPA, replicates=exp.law_replicates,
+                                                          seed=seed) if fitted.fits else (None, None))
+        free = tuple(x for x in (depth_free(records, "non-embedding", len(exp.seeds)),
+                                 depth_free(law_records(arm, got, "params_total"), "total", len(exp.seeds)))
+                     if x is not None)
+        out.append(ArmTests(fitted, kappa_fit, kappa_verdict, free))
     return out
 
 
 def lr_rows(exp: DepthVsSizeSpec, losses: dict[str, float], sigma: float | None, dof: int | None) -> list[dict]:
     """Per shape, SP's grid on the tuning seed (lrs and losses), the lr chosen and the fitted
     optimum (Fieller's 95% interval with the seed noise σ of the test seeds)."""
-    from depthdelusion.studies.common.lr_grid import fit_lr_curve
-
     rows = []
     for i, level in enumerate(exp.resolved_levels):
         for s in level["shapes"]:
@@ -346,14 +434,14 @@ def lr_rows(exp: DepthVsSizeSpec, losses: dict[str, float], sigma: float | None,
             curve = [(lr, losses[n]) for lr, n in zip(lrs, names) if n in losses]
             if not curve:
                 continue
-            fit = fit_lr_curve(curve, sigma, dof)
+            parabola = fit_lr_curve(curve, sigma, dof)
             rows.append({"level": i + 1, "width": w, "depth": d, "settled": settled,
                          "lrs": tuple(lr for lr, _ in curve), "losses": tuple(y for _, y in curve),
                          "chosen_lr": tuned_lr(exp, losses, "sp", w, d),
-                         "fit_lr": math.exp(fit.log_lr) if fit.identified else math.nan,
-                         "fit_lr_lo": math.exp(fit.log_lr_ci[0]) if fit.identified else math.nan,
-                         "fit_lr_hi": math.exp(fit.log_lr_ci[1]) if fit.identified else math.nan,
-                         "note": fit.note if settled else "grid not settled yet"})
+                         "fit_lr": math.exp(parabola.log_lr) if parabola.identified else math.nan,
+                         "fit_lr_lo": math.exp(parabola.log_lr_ci[0]) if parabola.identified else math.nan,
+                         "fit_lr_hi": math.exp(parabola.log_lr_ci[1]) if parabola.identified else math.nan,
+                         "note": parabola.note if settled else "grid not settled yet"})
     return rows
 
 
@@ -365,33 +453,53 @@ class DepthVsSizeResults:
     spec: DepthVsSizeSpec
     source: str  # the experiment file, as given on the command line
     runs_dir: Path  # OUT/runs: OUT is in the command that reproduces the study
-    groups: dict  # (level, arm) -> Comparison: every cell, its neighbours, the shapes worse than one
+    groups: dict  # (level, arm) -> Comparison: every cell and its neighbours (description)
     sigma: float | None  # SP's seed noise over its cells (`robust_seed_sd`) and its dof; None before seeds
     dof: int | None
     curves: tuple  # `lr_rows`
-    laws: tuple  # depth_confound_laws.ArmLaws per arm
+    laws: tuple  # ArmTests per arm
+    trends: tuple  # `trend.trend_family`: the pre-specified tests, Holm-corrected
+    series: dict  # level -> `trend.series_family` of that level (both arms)
+    below_crit: tuple  # `trend.below_critical` at the paper's κ
+    checkpoints: int  # finished runs whose checkpoints are on disk (re-evaluable on more batches)
     done: int  # planned runs finished
     todo: tuple  # planned runs not finished
     runs: int  # finished runs read
     wall_s: float  # their training wall time
 
 
+def complete_groups(exp: DepthVsSizeSpec, got: list[Cell]) -> dict:
+    """(level, arm) -> that arm's complete cells at the level, in depth order."""
+    return {(i + 1, arm): [c for c in got if c.level == i + 1 and c.arm == arm and complete(c, len(exp.seeds))]
+            for i in range(len(exp.resolved_levels)) for arm, _, _ in arms(exp)}
+
+
+def level_series(exp: DepthVsSizeSpec, full: dict) -> dict:
+    """level -> its depth and width series over both arms, Holm-corrected within the level."""
+    out = {}
+    for i, level in enumerate(exp.resolved_levels):
+        found = [s for arm, _, _ in arms(exp) for s in trend.series(i + 1, arm, full[(i + 1, arm)],
+                                                                      level["completep_base"])]
+        out[i + 1] = trend.series_family(found)
+    return out
+
+
 def measure(exp: DepthVsSizeSpec, source: str, runs_dir, *, seed: int = 0) -> DepthVsSizeResults:
     """Everything the report states, from the finished runs in `runs_dir` (local or gs://)."""
-    from depthdelusion import rundir
-    from depthdelusion.analysis.science.depth_penalty import robust_seed_sd
-
     runs_dir = rundir.as_path(runs_dir)
     losses, summaries = planned_runs.results(exp.metric, runs_dir)
     got = cells(exp, losses)
     groups = {(i + 1, arm): compare([c for c in got if c.level == i + 1 and c.arm == arm], len(exp.seeds))
-              for i in range(len(exp.resolved_levels)) for arm, _, _ in ARMS}
+              for i in range(len(exp.resolved_levels)) for arm, _, _ in arms(exp)}
+    full = complete_groups(exp, got)
     sigma, dof = robust_seed_sd(c.losses for c in got if c.arm == "SP")
-    curves = lr_rows(exp, losses, sigma, dof)
-    fitted = law_results(exp, got, seed=seed)
     planned = plan(exp, losses)
     return DepthVsSizeResults(
-        spec=exp, source=source, runs_dir=runs_dir, groups=groups, sigma=sigma, dof=dof, curves=tuple(curves),
-        laws=tuple(fitted), done=sum(1 for r in planned if r.name in losses),
+        spec=exp, source=source, runs_dir=runs_dir, groups=groups, sigma=sigma, dof=dof,
+        curves=tuple(lr_rows(exp, losses, sigma, dof)), laws=tuple(arm_tests(exp, got, seed=seed)),
+        trends=trend.trend_family(full), series=level_series(exp, full),
+        below_crit=trend.below_critical(full, PAPER_KAPPA),
+        checkpoints=sum(1 for name in summaries if (runs_dir / name / "checkpoints").exists()),
+        done=sum(1 for r in planned if r.name in losses),
         todo=tuple(r for r in planned if r.name not in losses), runs=len(summaries),
         wall_s=sum(float(s.get("wall_time_s") or 0) for s in summaries.values()))

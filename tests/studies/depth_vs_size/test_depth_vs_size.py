@@ -156,21 +156,6 @@ def finished_study(exp: dvs.DepthVsSizeSpec, bump=None) -> dict[str, float]:
     return losses
 
 
-def test_a_shape_worse_than_both_neighbours_is_found_and_a_smooth_bowl_is_not(tmp_path):
-    path = write_experiment(tmp_path, levels=[
-        {"shapes": [[64, 2], [48, 4], [32, 8], [24, 14]], "completep_base": [32, 8]}], match_tolerance=0.2)
-    exp = load_spec(dvs.DepthVsSizeSpec, path)
-    for bump in (None, (48, 4)):
-        got = dvs.cells(exp, finished_study(exp, bump))
-        for arm, _, _ in dvs.ARMS:
-            found = [report.worse_text(w) for w in dvs.compare([c for c in got if c.arm == arm], 3).worse["welch"]]
-            bumps = [f for f in found if "worse than both neighbours" in f]
-            # the bowl's ends are worse than their one neighbour; only the bump is worse than both
-            assert bumps == ([] if bump is None else [next(f for f in found if f.startswith("48×4"))])
-            if bump is None:
-                assert any(f.startswith("64×2 is worse than its deeper neighbour") for f in found)
-
-
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     """One level trained on the synthetic world to the end, and its report written."""
@@ -272,14 +257,6 @@ def cells_with_a_seed_effect(shape_loss: dict) -> list:
     return [dvs.Cell(1, "SP", {"width": w, "depth": d, "params": 1000, "steps": 1, "tokens": 1}, 0.01,
                         tuple(loss + e + z for e, z in zip(SEED_EFFECT, noise[i])))
             for i, ((w, d), loss) in enumerate(shape_loss.items())]
-
-
-def test_a_seed_effect_shared_by_every_shape_hides_a_bump_from_welch_but_not_from_the_paired_interval():
-    got = cells_with_a_seed_effect({(64, 2): 1.50, (48, 4): 1.53, (32, 8): 1.50, (24, 14): 1.51})
-    worse = dvs.compare(got, 3).worse
-    assert worse["welch"] == ()
-    (found, *_) = [report.worse_text(w) for w in worse["paired"]]
-    assert found.startswith("48×4") and "worse than both neighbours" in found
 
 
 def test_seed_centring_removes_the_shared_seed_effect_and_keeps_the_shape_differences():
