@@ -16,6 +16,31 @@ BOOTSTRAP = 1000  # case-bootstrap refits per fit: fit(), the report and `fit`
 SWEEP_BOOTSTRAP = 200  # the report that closes a sweep: a first look, in minutes
 #: The objective's names on the command line -> the fitting engine's (``fitting.fit(method=)``).
 LOSSES = {"ls": "lm", "huber": "huber", "asymmetric": "asymmetric"}
+#: The profile-likelihood stage: skipped, interval ends by root-finding, or the grid walk.
+PROFILE_MODES = ("none", "fast", "full")
+
+
+def parse_fixed(items) -> dict:
+    """``["kappa=2.43", "gamma=0.35"]`` (``--fix``) -> ``{"kappa": 2.43, "gamma": 0.35}``; a
+    malformed item or a value that is not a finite number is a one-line error naming the flag
+    (whether the law has the parameter is the fit's check: it knows the law)."""
+    import math
+
+    fixed = {}
+    for item in [items] if isinstance(items, str) else (items or ()):
+        name, sep, text = (s.strip() for s in str(item).partition("="))
+        if not sep or not name or not text:
+            raise ValueError(f"--fix {item!r}: expected NAME=VALUE (e.g. --fix kappa=2.43)")
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"--fix {item!r}: {text!r} is not a number (e.g. --fix {name}=2.43)") from None
+        if not math.isfinite(value):
+            raise ValueError(f"--fix {item!r}: the value must be a finite number")
+        if name in fixed:
+            raise ValueError(f"--fix {item!r}: {name!r} is given twice")
+        fixed[name] = value
+    return fixed
 
 
 class _FromArguments:
@@ -41,12 +66,24 @@ class FitOptions(_FromArguments):
     grid_points: int | None = None
     overestimate_weight: float | None = None
     outlier_threshold: float = OUTLIER_Z
+    #: ``NAME=VALUE`` items (``--fix``, repeatable): parameters held at a value
+    fix: tuple[str, ...] | list[str] | None = None
+    #: the depth penalty λ free in sign (``--signed-penalty``): a negative λ is deeper-is-better
+    signed_penalty: bool = False
+    #: the column whose rows are resampled together (``--cluster``); None: the table's run or
+    #: shape column where it has one (:func:`.clusters.cluster_labels`)
+    cluster: str | None = None
+    #: the profile-likelihood stage (``--profile``): ``none``, ``fast``, ``full``; None: by rows
+    profile: str | None = None
 
     def __post_init__(self):
         if self.loss not in LOSSES:
             raise ValueError(f"--loss {self.loss!r}: valid: {', '.join(LOSSES)}")
         if self.overestimate_weight is not None and self.loss != "asymmetric":
             raise ValueError("--overestimate-weight applies to --loss asymmetric only")
+        if self.profile not in (None, *PROFILE_MODES):
+            raise ValueError(f"--profile {self.profile!r}: valid: {', '.join(PROFILE_MODES)}")
+        parse_fixed(self.fix)  # a malformed item fails before any fit
 
     @property
     def method(self) -> str:
@@ -54,12 +91,32 @@ class FitOptions(_FromArguments):
         return LOSSES[self.loss]
 
     def fit_kwargs(self) -> dict:
-        """The keyword arguments of ``fitting.fit`` that these options set (``method`` apart)."""
+        """The keyword arguments of ``fitting.fit`` that these options set (``method`` apart;
+        the clusters depend on the table: :meth:`cluster_kwargs`)."""
         kwargs = dict(bootstrap=self.bootstrap, seed=self.seed, grid_points=self.grid_points,
                       max_starts=self.starts, search=self.search, outlier_threshold=self.outlier_threshold)
         if self.overestimate_weight is not None:
             kwargs["overestimate_weight"] = self.overestimate_weight
+        # added only when asked, so that a caller's own keywords (and old engines) are untouched
+        if self.fix:
+            kwargs["fixed"] = self.fixed_values()
+        if self.signed_penalty:
+            kwargs["signed_penalty"] = True
+        if self.profile is not None:
+            kwargs["profile"] = self.profile
         return kwargs
+
+    def fixed_values(self) -> dict:
+        """{name: value} of the ``--fix`` items."""
+        return parse_fixed(self.fix)
+
+    def cluster_kwargs(self, runs) -> dict:
+        """``clusters`` and ``cluster_name`` of ``fitting.fit`` for the table ``runs``: the
+        ``--cluster`` column's labels (or the default's), or the row bootstrap named as such."""
+        from .clusters import cluster_labels
+
+        labels, name = cluster_labels(runs, self.cluster)
+        return dict(clusters=labels, cluster_name=name)
 
 
 @dataclass(frozen=True)
