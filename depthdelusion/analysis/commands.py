@@ -200,7 +200,7 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
     if law is None:
         law, why = pick_law(table)
         print(why, file=sys.stderr)
-    check_fixed(options, [law])
+    options.check_fixed([law])
     if params == "fitted":  # ε of N = N_nonemb + ε·N_emb, profiled for this law
         table = _with_fitted_weight(table, law, options, pooled)
     progress = Stages("fit")  # stderr: a bar on a terminal, a line per stage in a log
@@ -236,20 +236,6 @@ def _with_fitted_weight(table, law: str, options: FitOptions, pooled):
     table, notes, _ = with_fitted_weight(table, law, options.method)
     table.notes = list(table.notes) + notes
     return table
-
-
-def check_fixed(options: FitOptions, laws) -> None:
-    """Every ``--fix NAME`` is a parameter of one of ``laws`` (names or Laws), else a one-line
-    error naming the flag and their parameters."""
-    from .laws import get_law
-
-    laws = [get_law(law) for law in laws]
-    known = list(dict.fromkeys(p for law in laws for p in law.param_names))
-    for item, name in zip(options.fix or (), options.fixed_values()):
-        if name not in known:
-            which = f"law {laws[0].name!r}" if len(laws) == 1 else f"laws {', '.join(w.name for w in laws)}"
-            raise ValueError(f"--fix {item}: {which} ha{'s' if len(laws) == 1 else 've'} no parameter "
-                             f"{name!r}; parameters: {', '.join(known)}")
 
 
 def _table_files(*table_args: str | None) -> list[str]:

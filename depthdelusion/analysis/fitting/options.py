@@ -106,6 +106,41 @@ class FitOptions(_FromArguments):
             kwargs["profile"] = self.profile
         return kwargs
 
+    def law_kwargs(self, law) -> dict:
+        """:meth:`fit_kwargs` for one of several laws fitted alike (a report): only the fixed
+        parameters ``law`` has, and the signed penalty only where it has λ."""
+        from ..laws import PENALTY, get_law
+
+        names = get_law(law).param_names
+        kwargs = self.fit_kwargs()
+        if "fixed" in kwargs:
+            kwargs["fixed"] = {k: v for k, v in kwargs["fixed"].items() if k in names}
+        if PENALTY not in names:
+            kwargs.pop("signed_penalty", None)
+        return kwargs
+
+    def check_fixed(self, laws) -> None:
+        """Every ``--fix NAME`` is a parameter of one of ``laws`` (names or Laws), else a
+        one-line error naming the flag and their parameters."""
+        from ..laws import get_law
+
+        laws = [get_law(law) for law in laws]
+        known = list(dict.fromkeys(p for law in laws for p in law.param_names))
+        for item, name in zip(self.fix or (), self.fixed_values()):
+            if name not in known:
+                which = (f"law {laws[0].name!r} has" if len(laws) == 1 else
+                         f"laws {', '.join(w.name for w in laws)} have")
+                raise ValueError(f"--fix {item}: {which} no parameter {name!r}; parameters: "
+                                 f"{', '.join(known)}")
+
+    def interval_flags(self) -> str:
+        """The command-line flags of ``fix``, ``signed_penalty``, ``cluster`` and ``profile`` as
+        set (" --fix kappa=2.43 --profile fast"; "" at their defaults): for a "regenerate with"."""
+        return "".join([*(f" --fix {k}={v:g}" for k, v in self.fixed_values().items()),
+                        " --signed-penalty" if self.signed_penalty else "",
+                        f" --cluster {self.cluster}" if self.cluster is not None else "",
+                        f" --profile {self.profile}" if self.profile is not None else ""])
+
     def fixed_values(self) -> dict:
         """{name: value} of the ``--fix`` items."""
         return parse_fixed(self.fix)

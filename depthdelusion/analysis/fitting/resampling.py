@@ -36,12 +36,15 @@ def bootstrap_stage(problem, search, theta, jac, bootstrap, refit, seed, strata,
     if not bootstrap:
         return _Boot()
     how = " within groups" if strata is not None else ""
-    kind = "case" + (f" (cluster = {cluster_name}: each row drawn alone)" if cluster_name else "")
+    kind = "case"
     if clusters is not None:
         n_clusters = len(np.unique(np.asarray(clusters).astype(str)))
-        kind = (f"cluster (cluster = {cluster_name}: {n_clusters} clusters, each drawn whole with all "
-                "its rows)" if cluster_name else
-                f"cluster (whole runs: {n_clusters} clusters, each drawn with all its rows)")
+        kind = f"cluster (whole runs: {n_clusters} clusters, each drawn with all its rows)"
+        if cluster_name:
+            kind, how = "cluster", how + (f" (cluster = {cluster_name}: {n_clusters} clusters, each "
+                                          "drawn whole with all its rows)")
+    elif cluster_name:
+        how += f" (cluster = {cluster_name}: rows drawn one by one)"
     if refit:
         starts = search.refit_starts(theta)
         first = _OneStep(problem, theta, jac.J, jac.r) if search.warm else None
