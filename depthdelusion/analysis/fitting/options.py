@@ -30,15 +30,15 @@ def parse_fixed(items) -> dict:
     for item in [items] if isinstance(items, str) else (items or ()):
         name, sep, text = (s.strip() for s in str(item).partition("="))
         if not sep or not name or not text:
-            raise ValueError(f"--fix {item!r}: expected NAME=VALUE (e.g. --fix kappa=2.43)")
+            raise ValueError(f"--fix {item}: expected NAME=VALUE (e.g. --fix kappa=2.43)")
         try:
             value = float(text)
         except ValueError:
-            raise ValueError(f"--fix {item!r}: {text!r} is not a number (e.g. --fix {name}=2.43)") from None
+            raise ValueError(f"--fix {item}: {text!r} is not a number (e.g. --fix {name}=2.43)") from None
         if not math.isfinite(value):
-            raise ValueError(f"--fix {item!r}: the value must be a finite number")
+            raise ValueError(f"--fix {item}: the value must be a finite number")
         if name in fixed:
-            raise ValueError(f"--fix {item!r}: {name!r} is given twice")
+            raise ValueError(f"--fix {item}: {name!r} is given twice")
         fixed[name] = value
     return fixed
 
@@ -83,7 +83,6 @@ class FitOptions(_FromArguments):
             raise ValueError("--overestimate-weight applies to --loss asymmetric only")
         if self.profile not in (None, *PROFILE_MODES):
             raise ValueError(f"--profile {self.profile!r}: valid: {', '.join(PROFILE_MODES)}")
-        parse_fixed(self.fix)  # a malformed item fails before any fit
 
     @property
     def method(self) -> str:
@@ -120,18 +119,22 @@ class FitOptions(_FromArguments):
         return kwargs
 
     def check_fixed(self, laws) -> None:
-        """Every ``--fix NAME`` is a parameter of one of ``laws`` (names or Laws), else a
-        one-line error naming the flag and their parameters."""
+        """Every ``--fix`` item is NAME=number with NAME a parameter of one of ``laws`` (names or
+        Laws), else a one-line error naming the flag and their parameters. Called before the
+        fits (the laws are known only then)."""
         from ..laws import get_law
 
         laws = [get_law(law) for law in laws]
         known = list(dict.fromkeys(p for law in laws for p in law.param_names))
-        for item, name in zip(self.fix or (), self.fixed_values()):
+        which = f"law {laws[0].name!r}" if len(laws) == 1 else f"laws {', '.join(w.name for w in laws)}"
+        listed = f"; parameters of {which}: {', '.join(known)}"
+        try:
+            values = self.fixed_values()
+        except ValueError as err:
+            raise ValueError(f"{err}{listed}") from None
+        for item, name in zip([self.fix] if isinstance(self.fix, str) else self.fix or (), values):
             if name not in known:
-                which = (f"law {laws[0].name!r} has" if len(laws) == 1 else
-                         f"laws {', '.join(w.name for w in laws)} have")
-                raise ValueError(f"--fix {item}: {which} no parameter {name!r}; parameters: "
-                                 f"{', '.join(known)}")
+                raise ValueError(f"--fix {item}: no parameter {name!r}{listed}")
 
     def interval_flags(self) -> str:
         """The command-line flags of ``fix``, ``signed_penalty``, ``cluster`` and ``profile`` as
