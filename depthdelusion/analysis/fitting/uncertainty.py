@@ -46,7 +46,7 @@ def optimum_and_profiles(problem, search, profile, notes):
     for restart in range(_PROFILE_RESTARTS + 1) if profile else ():
         if profile == "fast":
             profiles = fast_profile_intervals(problem, theta, statistic, search.cold(PROFILE_STARTS),
-                                              jac.se_theta)
+                                              jac.se_theta, staged=search.warm)
         else:
             profiles = profile_intervals(problem, theta, statistic, search.cold(PROFILE_STARTS),
                                          jac.se_theta, staged=search.warm)
