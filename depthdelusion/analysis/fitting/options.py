@@ -139,7 +139,7 @@ class FitOptions(_FromArguments):
     def interval_flags(self) -> str:
         """The command-line flags of ``fix``, ``signed_penalty``, ``cluster`` and ``profile`` as
         set (" --fix kappa=2.43 --profile fast"; "" at their defaults): for a "regenerate with"."""
-        return "".join([*(f" --fix {k}={v:g}" for k, v in self.fixed_values().items()),
+        return "".join([*(f" --fix {k}={v!r}" for k, v in self.fixed_values().items()),
                         " --signed-penalty" if self.signed_penalty else "",
                         f" --cluster {self.cluster}" if self.cluster is not None else "",
                         f" --profile {self.profile}" if self.profile is not None else ""])

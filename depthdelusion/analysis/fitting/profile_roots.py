@@ -226,4 +226,4 @@ def _profile(problem: Problem, j: int, name: str, points: dict, ends, reached, n
         i = int(np.nanargmin(np.where(finite, s, np.nan)))
         better, better_theta = float(s[i]), np.asarray(points[t[i]][1])
     values = np.array([natural(v) for v in t])
-    return Profile(name, values, s, (lo, hi), reached, better, better_theta, notes, critical)
+    return Profile(name, values, s, (lo, hi), reached, better, better_theta, notes, critical, "roots")

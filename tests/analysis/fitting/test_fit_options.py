@@ -169,3 +169,15 @@ def test_the_search_says_why_it_left_variable_projection():
     r = fit(runs, "chinchilla", **BARE, profile="none")
     assert r.search.startswith("multi-start")
     assert "not variable projection, this law's default search: the grid's best point lies on the edge" in r.search
+
+
+def test_davies_bound_needs_a_walked_profile_and_says_so_under_fast_profiles():
+    """Davies' bound sums √LR's variation along κ's profile; the few points root-finding meets
+    would understate it (and p), so a fast profile gives the named chi-bar-squared instead."""
+    from depthdelusion.analysis.fitting.lr_test import davies_test
+
+    null = fit("paper", "kaplan", profile="none", **BARE)
+    walked = davies_test(fit("paper", "depth_delusion", profile="full", **BARE), null, "kappa")
+    rooted = davies_test(fit("paper", "depth_delusion", profile="fast", **BARE), null, "kappa")
+    assert walked.method == "Davies bound"
+    assert rooted.method == "chi-bar-squared" and "--profile fast: no walked path" in rooted.note
