@@ -580,19 +580,19 @@ def _fit(p):
 def add_interval_options(p):
     """What a fit holds fixed, which sign λ may take, and how its intervals are made: one meaning
     in `fit` and `report` (fitting.options.FitOptions)."""
-    p.add_argument("--fix", action="append", default=LIBRARY_DEFAULT, metavar="NAME=VALUE",
+    p.add_argument("--fix", action="append", metavar="NAME=VALUE",
                    help="hold a law parameter at a value (repeatable), e.g. --fix kappa=2.43 to test "
                         "the paper's critical-depth slope; `report` fixes it in every law that has it")
-    p.add_argument("--signed-penalty", action="store_true", default=LIBRARY_DEFAULT,
+    p.add_argument("--signed-penalty", action="store_true",
                    help="the kink laws' depth penalty λ free in sign (fitted as it is, not in log "
                         "space), so that deeper-is-better past D_crit shows as λ < 0 instead of a "
                         "fit at the bound λ = 0")
-    p.add_argument("--cluster", metavar="COLUMN", default=LIBRARY_DEFAULT,
+    p.add_argument("--cluster", metavar="COLUMN",
                    help="resample the rows of one COLUMN value together in every bootstrap (e.g. a "
                         "run's checkpoints); 'row' for the row bootstrap; default: the table's run "
                         "column where a run has several rows, else the shape (depth × width) where "
                         "shapes repeat, else rows (named in the output)")
-    p.add_argument("--profile", choices=("none", "fast", "full"), default=LIBRARY_DEFAULT,
+    p.add_argument("--profile", choices=("none", "fast", "full"),
                    help="profile-likelihood intervals: full walks a grid (default up to 2000 rows, "
                         "none above), fast finds each end by root-finding from the Wald bracket, "
                         "none skips them (the Jacobian and bootstrap intervals remain, named)")
