@@ -181,3 +181,21 @@ def test_davies_bound_needs_a_walked_profile_and_says_so_under_fast_profiles():
     rooted = davies_test(fit("paper", "depth_delusion", profile="fast", **BARE), null, "kappa")
     assert walked.method == "Davies bound"
     assert rooted.method == "chi-bar-squared" and "--profile fast: no walked path" in rooted.note
+
+
+def test_report_takes_the_options_says_them_and_regenerates_with_them(tmp_path, capsys):
+    out = tmp_path / "rep"
+    assert main(["report", "paper", "--out", str(out), "--no-figures", "--bootstrap", "10",
+                 "--profile", "none", "--fix", "kappa=2.43", "--cluster", "name"]) == 0
+    text = (out / "report.md").read_text()
+    assert ("Regenerate with `depthdelusion report paper --out DIR --bootstrap 10 --seed 0 --groups "
+            "auto --fix kappa=2.43 --cluster name --profile none`") in text
+    assert "cluster-bootstrap (whole clusters; cluster = name)" in text
+    assert "(skipped: --profile none" in text and "p-values conservative" in text
+    rows = (out / "parameters.csv").read_text().splitlines()
+    assert not any(r.startswith("depth_delusion,kappa,") for r in rows)  # held, not fitted
+    assert any(r.startswith("depth_delusion_power,c,") for r in rows)  # a law without κ: untouched
+    capsys.readouterr()
+    assert main(["report", "paper", "--out", str(tmp_path / "bad"), "--no-figures", "--fix", "kapa=1"]) == 2
+    err = capsys.readouterr().err
+    assert "--fix kapa=1: no parameter 'kapa'; parameters of laws depth_delusion, " in err
