@@ -199,3 +199,15 @@ def test_report_takes_the_options_says_them_and_regenerates_with_them(tmp_path, 
     assert main(["report", "paper", "--out", str(tmp_path / "bad"), "--no-figures", "--fix", "kapa=1"]) == 2
     err = capsys.readouterr().err
     assert "--fix kapa=1: no parameter 'kapa'; parameters of laws depth_delusion, " in err
+
+
+def test_fast_profiles_on_an_older_scipy_use_brentq_and_agree(monkeypatch):
+    """Without scipy.optimize.elementwise (SciPy < 1.15, which pyproject still allows) the ends
+    are found one at a time by brentq, to the same tolerance."""
+    from depthdelusion.analysis.fitting import profile_roots
+
+    batched = fit("paper", "kaplan", profile="fast", **BARE).ci_profile
+    monkeypatch.setattr(profile_roots, "find_root", None)
+    one_by_one = fit("paper", "kaplan", profile="fast", **BARE).ci_profile
+    for name, ends in batched.items():
+        assert np.allclose(one_by_one[name], ends, rtol=1e-4), name
