@@ -178,7 +178,9 @@ def _stage_sizes(n, bootstrap, leave_one_out, profile, bootstrap_refit, notes):
     elif profile == "none":
         profile = False
         notes.append("profile intervals skipped (profile 'none'): each parameter's intervals are "
-                     "the Jacobian's and the bootstrap's, named in their columns")
+                     "the Jacobian's and the bootstrap's, named in their columns; an open profile "
+                     "no longer marks a parameter n.i., so read a kink parameter's bootstrap "
+                     "interval before its value")
     elif profile is True or profile is False:
         profile = "full" if profile else False
     elif profile not in ("fast", "full"):
