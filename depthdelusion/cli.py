@@ -519,6 +519,7 @@ def _report(p):
     add_table_options(p)
     add_row_options(p)
     add_vocab(p)
+    add_interval_options(p)
 
 
 @_arguments("fit", "Fit a registered law to runs and print the fit summary. Without --law, the law "
@@ -573,6 +574,28 @@ def _fit(p):
             "rollout.csv (without --out, the rollout is printed only)", required=False)
     add_table_options(p)
     add_row_options(p)
+    add_interval_options(p)
+
+
+def add_interval_options(p):
+    """What a fit holds fixed, which sign λ may take, and how its intervals are made: one meaning
+    in `fit` and `report` (fitting.options.FitOptions)."""
+    p.add_argument("--fix", action="append", metavar="NAME=VALUE",
+                   help="hold a law parameter at a value (repeatable), e.g. --fix kappa=2.43 to test "
+                        "the paper's critical-depth slope; `report` fixes it in every law that has it")
+    p.add_argument("--signed-penalty", action="store_true",
+                   help="the kink laws' depth penalty λ free in sign (fitted as it is, not in log "
+                        "space), so that deeper-is-better past D_crit shows as λ < 0 instead of a "
+                        "fit at the bound λ = 0")
+    p.add_argument("--cluster", metavar="COLUMN",
+                   help="resample the rows of one COLUMN value together in every bootstrap (e.g. a "
+                        "run's checkpoints); 'row' for the row bootstrap; default: the table's run "
+                        "column where a run has several rows, else the shape (depth × width) where "
+                        "shapes repeat, else rows (named in the output)")
+    p.add_argument("--profile", choices=("none", "fast", "full"),
+                   help="profile-likelihood intervals: full walks a grid (default up to 2000 rows, "
+                        "none above), fast finds each end by root-finding from the Wald bracket, "
+                        "none skips them (the Jacobian and bootstrap intervals remain, named)")
 
 
 def add_row_options(p):

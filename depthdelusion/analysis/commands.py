@@ -200,16 +200,19 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
     if law is None:
         law, why = pick_law(table)
         print(why, file=sys.stderr)
+    options.check_fixed([law])
     if params == "fitted":  # ε of N = N_nonemb + ε·N_emb, profiled for this law
         table = _with_fitted_weight(table, law, options, pooled)
     progress = Stages("fit")  # stderr: a bar on a terminal, a line per stage in a log
     kwargs = dict(options.fit_kwargs(), diagnostics=True, progress=progress)
     if pooled:
         parts = {None: table}
-        results = {None: fit_pooled(ours, pooled[0], law, options.method, path=pooled[1], **kwargs)}
+        results = {None: fit_pooled(ours, pooled[0], law, options.method, path=pooled[1], **kwargs,
+                                    **options.cluster_kwargs(table))}
     else:
         parts = split_rows(table, rows, law, options)
-        results = {v: fit(part, law, options.method, **kwargs) for v, part in parts.items()}
+        results = {v: fit(part, law, options.method, **kwargs, **options.cluster_kwargs(part))
+                   for v, part in parts.items()}
     checked = None
     if validate == "rollout":
         from .fitting.rollout import rollout

@@ -17,6 +17,7 @@ fit that ends on a bound is flagged); tuple specs are unbounded (log ones: posit
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Callable
 
@@ -74,6 +75,27 @@ def get_law(law) -> Law:
 
 def list_laws() -> list[Law]:
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+#: The depth penalty's scale, the parameter ``signed_penalty`` frees in sign.
+PENALTY = "lam"
+
+
+def signed_penalty(law) -> Law:
+    """``law`` (a name or Law) with its depth-penalty scale λ free in sign: a negative λ is a
+    depth that helps past D_crit, which the registered laws (λ ≥ 0, fitted in log space) can only
+    meet at λ = 0. λ is then fitted as it is, starts spanning ±(its positive start range's top);
+    the law keeps its name. A law without λ is a one-line error naming the laws that have it."""
+    law = get_law(law)
+    if PENALTY not in law.param_names:
+        having = [w.name for w in list_laws() if PENALTY in w.param_names]
+        raise ValueError(f"--signed-penalty: law {law.name!r} has no depth penalty λ ({PENALTY!r}; "
+                         f"its parameters: {', '.join(law.param_names)}); laws with one: {', '.join(having)}")
+    top = law.param(PENALTY).init[1]
+    free = Param(PENALTY, (-top, top), log=False, bounds=(-INF, INF),
+                 doc="depth-penalty scale, free in sign (negative: deeper is better past D_crit)")
+    return dataclasses.replace(law, params=tuple(free if p.name == PENALTY else p for p in law.params),
+                               formula=law.formula + "  (λ free in sign)")
 
 
 def shape_kind(law) -> str:

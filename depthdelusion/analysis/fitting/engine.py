@@ -25,6 +25,7 @@ import numpy as np
 
 from ...progress import SILENT
 from ..laws import get_law
+from ..laws import signed_penalty as signed_penalty_law
 from ..table.law_columns import check_law_columns
 from ..table.runs import Runs, load_runs
 from .diagnostics import pooled_group_flag, pooled_groups, row_diagnostics
@@ -53,7 +54,8 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
         group_offsets: bool = False, groups=None, refit_starts: int = REFIT_STARTS,
         bootstrap_refit: bool | None = None, overestimate_weight: float | None = None,
         diagnostics: bool | None = None, outlier_threshold: float = OUTLIER_Z,
-        search: str | None = None, clusters=None, progress=SILENT) -> FitResult:
+        search: str | None = None, clusters=None, progress=SILENT, signed_penalty: bool = False,
+        cluster_name: str | None = None) -> FitResult:
     """Fit ``law`` (a registered name or Law) to ``runs`` (anything :func:`load_runs` takes).
 
     ``method``: ``"lm"`` (least squares on loss residuals) or ``"huber"`` (Huber on log-loss
@@ -76,10 +78,13 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
     ``ONE_BASIN_REFIT_STARTS`` of them where the search found one optimum within ``COMPETING``
     times the best objective); a refit still at the iteration cap after a restart is left out and counted. Leave-one-out refits start from the first
     ``LOO_STARTS`` cold starts. ``profile`` computes profile-likelihood intervals for every free
-    parameter. ``fixed`` pins parameters to given values. ``group_offsets=True`` fits one offset
+    parameter: ``"full"`` (True) by the grid walk of :mod:`.profile`, ``"fast"`` by root-finding
+    (:mod:`.profile_roots`), ``"none"`` (False) not at all. ``fixed`` pins parameters to given values; ``signed_penalty`` frees the depth
+    penalty λ in sign (:func:`..laws.signed_penalty`). ``group_offsets=True`` fits one offset
     E per group (``groups``: labels per run, default ``runs.group``); the bootstrap then
     resamples within groups; ``clusters`` (a label per row, one per training run) resamples whole
-    runs (a cluster bootstrap). Token parameters of a law are dropped (absorbed into E) unless
+    runs (a cluster bootstrap), ``cluster_name`` naming them in ``bootstrap_scheme`` (e.g.
+    ``"run"``, ``"shape"``; ``"row"`` with no clusters: the case bootstrap, named). Token parameters of a law are dropped (absorbed into E) unless
     every run has a token count and they vary.
 
     Sizes (``None`` = by the number of rows n): ``leave_one_out`` ``"refit"`` (True) refits
@@ -97,12 +102,8 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
 
     ``progress``: a ``depthdelusion.progress.Stages`` told as each stage starts (default silent).
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
-    if search not in SEARCHES:
-        raise ValueError(f"unknown search {search!r}; known: {', '.join(s for s in SEARCHES if s)} "
-                         "(or None: by the law)")
-    law, runs = get_law(law), load_runs(runs)
+    _check_choices(method, search)
+    law, runs = (signed_penalty_law(law) if signed_penalty else get_law(law)), load_runs(runs)
     check_law_columns(law, runs)
     setup = FitSetup(runs, law, fixed, method, group_offsets, groups, overestimate_weight,
                      _first_notes(runs))
@@ -116,8 +117,8 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
     stage("profile intervals" if profile else "")
     theta, jac, statistic, profiles = optimum_and_profiles(problem, found, profile, notes)
     stage(f"bootstrap ({bootstrap} resamples)" if bootstrap else "")
-    boot = bootstrap_stage(problem, found, theta, jac, bootstrap, bootstrap_refit, seed,
-                            setup.gidx if setup.offset_groups is not None else None, notes, clusters)
+    boot = bootstrap_stage(problem, found, theta, jac, bootstrap, bootstrap_refit, seed, setup.strata,
+                           notes, clusters, cluster_name)
     stage(f"leave-one-out ({leave_one_out})" if leave_one_out else "")
     loo = loo_stage(problem, found, theta, jac, leave_one_out, notes)
     result = _fit_result(problem, setup, runs, theta, jac, found, boot, loo, seed, list(fixed or {}))
@@ -127,6 +128,14 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
     _add_row_diagnostics(result, runs, problem, theta, jac.J, found.cold_starts, setup.offset_groups,
                          groups is None, diagnostics, outlier_threshold)
     return result
+
+
+def _check_choices(method: str, search) -> None:
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    if search not in SEARCHES:
+        raise ValueError(f"unknown search {search!r}; known: {', '.join(s for s in SEARCHES if s)} "
+                         "(or None: by the law)")
 
 
 def _first_notes(runs) -> list[str]:
@@ -161,11 +170,21 @@ def _stage_sizes(n, bootstrap, leave_one_out, profile, bootstrap_refit, notes):
     if leave_one_out not in (False, "refit", "hat"):
         raise ValueError(f"leave_one_out must be True, False, 'refit', 'hat' or None, got {leave_one_out!r}")
     if profile is None:
-        profile = n <= PROFILE_ROWS
+        profile = "full" if n <= PROFILE_ROWS else False
         if not profile:
             notes.append(f"profile intervals not computed by default above {PROFILE_ROWS} rows "
                          "(each profile point refits every row); conf_int(method='profile') "
                          "computes them")
+    elif profile == "none":
+        profile = False
+        notes.append("profile intervals skipped (profile 'none'): each parameter's intervals are "
+                     "the Jacobian's and the bootstrap's, named in their columns; an open profile "
+                     "no longer marks a parameter n.i., so read a kink parameter's bootstrap "
+                     "interval before its value")
+    elif profile is True or profile is False:
+        profile = "full" if profile else False
+    elif profile not in ("fast", "full"):
+        raise ValueError(f"profile must be 'none', 'fast', 'full', True, False or None, got {profile!r}")
     if bootstrap_refit is None:
         bootstrap_refit = n <= BOOT_REFIT_ROWS
     return leave_one_out, profile, bootstrap_refit

@@ -113,9 +113,11 @@ def davies_test(alt_fit, null_fit, nuisance: str) -> LRTest:
     """The Davies bound from the alternative's profile of ``nuisance``: LR(ψ) = LR − Λ(ψ)."""
     lr = lr_statistic(alt_fit.n, null_fit.rss, alt_fit.rss)
     prof = (getattr(alt_fit, "profiles", None) or {}).get(nuisance)
-    if prof is None or len(prof.values) < 3:
+    if prof is None or len(prof.values) < 3 or getattr(prof, "method", "walk") != "walk":
+        # root-finding's few points would understate the path's variation, and so p
+        why = "" if prof is None or len(prof.values) < 3 else " (--profile fast: no walked path)"
         return LRTest(null_fit.law.name, alt_fit.law.name, lr, chibar_p(lr), "chi-bar-squared",
-                      note=f"no profile of {nuisance} for Davies' bound")
+                      note=f"no profile of {nuisance} for Davies' bound{why}")
     return LRTest(null_fit.law.name, alt_fit.law.name, lr, davies_p(lr, lr - prof.statistic),
                   "Davies bound")
 

@@ -111,6 +111,9 @@ class Profile:
     better_theta: np.ndarray | None = None  # the θ (all free parameters) where it was found
     notes: list = field(default_factory=list)
     critical: float = CRITICAL
+    #: "walk" (this module's grid: a dense path) or "roots" (:mod:`.profile_roots`: the points
+    #: its root-finding met, too sparse for a path's total variation)
+    method: str = "walk"
 
 
 def _first_crossing(s, critical) -> int | None:

@@ -30,8 +30,9 @@ class _Boot:
 
 
 def bootstrap_stage(problem, search, theta, jac, bootstrap, refit, seed, strata, notes,
-                     clusters=None) -> _Boot:
-    """The case (or cluster) bootstrap: refitted (from the optimum and the best starts) or one-step."""
+                     clusters=None, cluster_name=None) -> _Boot:
+    """The case (or cluster) bootstrap: refitted (from the optimum and the best starts) or
+    one-step; ``cluster_name`` (the column the clusters come from) is said in its scheme."""
     if not bootstrap:
         return _Boot()
     how = " within groups" if strata is not None else ""
@@ -39,6 +40,11 @@ def bootstrap_stage(problem, search, theta, jac, bootstrap, refit, seed, strata,
     if clusters is not None:
         n_clusters = len(np.unique(np.asarray(clusters).astype(str)))
         kind = f"cluster (whole runs: {n_clusters} clusters, each drawn with all its rows)"
+        if cluster_name:
+            kind, how = "cluster", how + (f" (cluster = {cluster_name}: {n_clusters} clusters, each "
+                                          "drawn whole with all its rows)")
+    elif cluster_name:
+        how += f" (cluster = {cluster_name}: rows drawn one by one)"
     if refit:
         starts = search.refit_starts(theta)
         first = _OneStep(problem, theta, jac.J, jac.r) if search.warm else None

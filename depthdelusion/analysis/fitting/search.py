@@ -45,8 +45,11 @@ def run_search(problem, search, grid_points, max_starts, seed, refit_starts, not
                          f"free parameters {problem.names} has none: use search='multistart'")
     n = len(problem.y)
     auto = search is None
+    fallback = None  # why the default variable projection gave way to the multi-start
     if sp is not None and (not auto or len(sp.nonlinear) <= varpro.AUTO_NONLINEAR):
-        found = _varpro_search(problem, sp, seed, refit_starts, auto)
+        declined = []
+        found = _varpro_search(problem, sp, seed, refit_starts, auto, declined)
+        fallback = declined[0] if declined else None
     else:
         found = None
     if found is not None:
@@ -55,6 +58,11 @@ def run_search(problem, search, grid_points, max_starts, seed, refit_starts, not
                          f"of the {n} rows; its best minima polished on every row")
         return found
     found = _multistart(problem, grid_points, max_starts, seed, refit_starts)
+    if fallback:
+        # said where the search is named (the summary's header, the JSON's "search"): the
+        # default changed with the data, which a reader comparing two fits must see
+        found.describe += (f" — not variable projection, this law's default search: {fallback}; "
+                           "--search varpro forces it")
     if n > SEARCH_ROWS:
         notes.append(f"multi-start on a seeded subsample of {SEARCH_ROWS} of the {n} rows (the "
                      f"start counts and local optima describe it); the best start of each of the "
@@ -149,7 +157,7 @@ def _chosen(problem, res, ok, optima, replace_best, summary, cold_starts, descri
                    competing, describe)
 
 
-def _varpro_search(problem: Problem, sp, seed, refit_starts, auto) -> _Search | None:
+def _varpro_search(problem: Problem, sp, seed, refit_starts, auto, declined=None) -> _Search | None:
     """Variable projection (:mod:`.varpro`): the reduced objective on a grid over the nonlinear
     parameters (on a seeded subsample above ``varpro.SEARCH_ROWS`` rows), its best local minima
     polished on every row. The polished starts are the summary's starts; the refits' cold
@@ -157,10 +165,13 @@ def _varpro_search(problem: Problem, sp, seed, refit_starts, auto) -> _Search | 
     parameters' design is rank-deficient at the grid's best point (a ridge, which the
     multi-start's many starts show and a few polished minima do not), or that point is on the
     grid's edge (the optimum may lie beyond the start ranges, where the grid says nothing:
-    on tables with exponents outside them the polish ended in another basin)."""
+    on tables with exponents outside them the polish ended in another basin); the reason is
+    appended to ``declined``."""
     sub = _search_subset(problem, seed, varpro.SEARCH_ROWS)
     grid = varpro.grid_search(sub or problem, sp)
     if auto and (grid.rank_deficient or grid.at_edge):
+        if declined is not None:
+            declined.append(_fallback_reason(problem, sp, grid))
         return None
     picks = varpro.polish_candidates(grid)
     if not len(picks):
@@ -178,6 +189,16 @@ def _varpro_search(problem: Problem, sp, seed, refit_starts, auto) -> _Search | 
                 "least squares, then bounded LM)")
     return _chosen(problem, res, ok, optima, True, summary,
                    grid.theta[cold[:max(refit_starts, 1)]], describe)
+
+
+def _fallback_reason(problem: Problem, sp, grid) -> str:
+    """Why :func:`_varpro_search` declined its ``grid`` (in words)."""
+    names = ", ".join(problem.names[j] for j in sp.nonlinear)
+    if grid.rank_deficient:
+        return ("the linear parameters' design is rank-deficient at the grid's best point (a ridge "
+                "of equally good fits, which many starts show and a few polished minima do not)")
+    return (f"the grid's best point lies on the edge of its grid over {names} (the optimum may "
+            "lie beyond the start ranges, where the grid says nothing)")
 
 
 def _search_subset(problem: Problem, seed: int, rows: int = SEARCH_ROWS) -> Problem | None:

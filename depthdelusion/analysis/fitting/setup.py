@@ -48,6 +48,12 @@ class FitSetup:
             raise ValueError(f"law {law.name!r} has {k} free parameters; fitting it needs more than "
                              f"{k + 1} runs, got {n}")
 
+    @property
+    def strata(self):
+        """Each row's group index where the fit has group offsets (the bootstrap resamples
+        within groups), else None."""
+        return self.gidx if self.offset_groups is not None else None
+
     def _offsets(self, law, runs, group_offsets):
         labels, fixed = self.labels, self.fixed
         if len(labels) != len(runs):

@@ -11,6 +11,7 @@ from scipy import special
 from ..formats.interval_text import interval_text
 from .problem import STRONG_CORR, TIE, Problem, open_beyond_support, scale_interval
 from .profile import Statistic, profile_intervals
+from .profile_roots import fast_profile_intervals
 from .solver import FAILED
 
 PROFILE_STARTS = 4  # cold starts per profile point, besides the optimum and the neighbours
@@ -22,24 +23,33 @@ _BOUND_TOL = 1e-6  # relative to the init range: closer than this to a bound is 
 _COLLAPSED = 1e-6
 
 
+#: How each ``profile`` mode finds the interval ends, as the summary's legend says it.
+PROFILE_HOW = {"full": "", "fast": "; ends by root-finding (Brent) on Λ from the Wald bracket outward"}
+
+
 def set_profiles(result, problem, theta, statistic, found, jac, profiles, profile) -> None:
     """The profile intervals, or the function that computes them when first asked."""
     result.ci_profile = {nm: p.interval for nm, p in profiles.items()} if profile else None
     result.profiles = profiles
-    result.profile_statistic = f"{statistic.describe}, {statistic.cut}" if profile else ""
+    result.profile_statistic = (f"{statistic.describe}, {statistic.cut}{PROFILE_HOW.get(profile, '')}"
+                                if profile else "")
     if not profile:
         result.profile_fn = _later_profiles(problem, theta, statistic, found, jac.se_theta)
 
 
 def optimum_and_profiles(problem, search, profile, notes):
-    """θ at the optimum with its Jacobian uncertainty, and the profiles when asked; a profile
-    that finds a lower objective restarts the fit from it (at most ``_PROFILE_RESTARTS``)."""
+    """θ at the optimum with its Jacobian uncertainty, and the profiles when asked (``profile``:
+    ``"full"`` the grid walk, ``"fast"`` root-finding, falsy none); a profile that finds a lower objective restarts the fit from it (at most ``_PROFILE_RESTARTS``)."""
     theta, objective = search.theta, search.objective
     jac = _jacobian_uncertainty(problem, theta)
     statistic, profiles = Statistic(problem, objective), {}
     for restart in range(_PROFILE_RESTARTS + 1) if profile else ():
-        profiles = profile_intervals(problem, theta, statistic, search.cold(PROFILE_STARTS),
-                                     jac.se_theta, staged=search.warm)
+        if profile == "fast":
+            profiles = fast_profile_intervals(problem, theta, statistic, search.cold(PROFILE_STARTS),
+                                              jac.se_theta, staged=search.warm)
+        else:
+            profiles = profile_intervals(problem, theta, statistic, search.cold(PROFILE_STARTS),
+                                         jac.se_theta, staged=search.warm)
         theta_better = (better_optimum(problem, profiles, objective, search)
                         if restart < _PROFILE_RESTARTS else None)
         if theta_better is None:

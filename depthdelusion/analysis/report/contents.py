@@ -29,12 +29,17 @@ class Settings:
     params: str
     lr_replicates: int
     shape_draws: int
+    #: what the bootstraps resample together ("row": rows one by one) and the profile stage
+    #: asked for (None: by the number of rows), and the flags that set them and --fix
+    cluster: str = "row"
+    profile: str | None = None
+    interval_flags: str = ""
 
     @property
     def command(self) -> str:
         return (f"depthdelusion report {self.label} --out DIR --bootstrap {self.bootstrap} --seed {self.seed}"
                 + ("" if self.method == "lm" else f" --loss {self.method}") + f" --groups {self.groups}"
-                + (f" --params {self.params}" if self.params != "total" else ""))
+                + (f" --params {self.params}" if self.params != "total" else "") + self.interval_flags)
 
 
 @dataclass(frozen=True)

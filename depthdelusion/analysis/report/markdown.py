@@ -179,11 +179,25 @@ def _head(r: ReportResults) -> list:
             + ", ".join(f"{g} ({int((runs.group == g).sum())})" for g in runs.groups) + ".",
             f"Regenerate with `{s.command}`. "
             f"Fits: {method_words} from a grid of starts; intervals from the Jacobian, from "
-            f"{s.bootstrap} seeded (seed {s.seed}) case-bootstrap refits (from the optimum and the best multi-start points) and from the "
-            "profile likelihood; runs weighted equally; loss in nats.", "",
+            f"{s.bootstrap} seeded (seed {s.seed}) {_resampled(s)} refits (from the optimum and the best multi-start points) and from the "
+            f"profile likelihood{_profile_how(s)}; runs weighted equally; loss in nats.", "",
             *[f"- {n} not fitted: the law needs the column(s) {', '.join(m)}, which the table lacks"
               for n, m in r.skipped.items()], *([""] if r.skipped else []),
             *[f"- {n}" for n in r.notes], ""]
+
+
+def _resampled(s) -> str:
+    """What the report's bootstraps draw: rows ("case-bootstrap"), or whole clusters, named."""
+    return "case-bootstrap" if s.cluster == "row" else f"cluster-bootstrap (whole clusters; cluster = {s.cluster})"
+
+
+def _profile_how(s) -> str:
+    how = {"none": " (skipped: --profile none; each interval is named by its method)",
+           "fast": " (ends by root-finding from the Wald bracket: --profile fast)"}.get(s.profile, "")
+    if "--fix" in s.interval_flags:  # the tests' replicate refits (fitting.refits) take no fixed values
+        how += (" (--fix holds its parameters in the fits; the likelihood-ratio tests' replicate "
+                "refits leave them free, which makes their p-values conservative)")
+    return how
 
 
 # --- verdicts ------------------------------------------------------------------------------------

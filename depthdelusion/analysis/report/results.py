@@ -151,15 +151,18 @@ def fit_form(runs, law, method, offsets: bool, **kw) -> FitResult:
         raise
 
 
-def design_matrix(runs: Runs, law: str, method: str, seed: int, conventions=("total", "non_embedding")):
+def design_matrix(runs: Runs, law: str, method: str, seed: int, conventions=("total", "non_embedding"),
+                  profile=None):
     """The penalty verdict of ``law`` against its same-data-term baseline in every design form
-    under each N convention: {(form label, convention): (verdict or reason, fit, caveat)}."""
+    under each N convention: {(form label, convention): (verdict or reason, fit, caveat)};
+    ``profile``: the law's profile stage (``fitting.fit``'s; None: its default)."""
     out = {}
     for label, sub, offsets, caveat in design_forms(runs):
         for conv in conventions:
             try:
                 r, _ = with_param_convention(sub, conv)
-                lf = fit_form(r, law, method, offsets, bootstrap=0, seed=seed, leave_one_out=False)
+                lf = fit_form(r, law, method, offsets, bootstrap=0, seed=seed, leave_one_out=False,
+                              profile=profile)
                 base = "chinchilla" if r.tokens_vary else "kaplan"
                 bf = fit_form(r, base, method, offsets, bootstrap=0, seed=seed, leave_one_out=False,
                               profile=False)
@@ -349,7 +352,8 @@ def _settings(runs, o: ReportOptions) -> Settings:
         raise ValueError(f"groups must be one of {', '.join(GROUP_MODES)}, got {o.groups!r}")
     label = o.runs_label or (runs if isinstance(runs, str) else "RUNS")
     return Settings(label, o.fit.bootstrap, o.fit.seed, o.fit.method, o.step, o.groups, o.params,
-                    lr_replicates, o.shape_draws)
+                    lr_replicates, o.shape_draws, profile=o.fit.profile,
+                    interval_flags=o.fit.interval_flags())
 
 
 def _shape(fits, verdicts, critical, runs, raw, s: Settings) -> ShapeResults | None:
@@ -377,19 +381,24 @@ def compute(runs, options: ReportOptions, progress=SILENT) -> ReportResults:
     with_matrix = bool(design and primary and len(raw.groups) >= 2)
     progress.expect(len(laws) + 3 + with_matrix)
     fits = {}
+    options.fit.check_fixed(laws)
+    clusters = options.fit.cluster_kwargs(runs)  # every bootstrap of the report resamples these
+    s = dataclasses.replace(s, cluster=clusters["cluster_name"])
     for name in laws:
         progress.stage(f"fitting {name} ({bootstrap} bootstraps)")
-        fits[name] = fit_form(runs, name, method, offsets, **options.fit.fit_kwargs(),
+        fits[name] = fit_form(runs, name, method, offsets, **options.fit.law_kwargs(name), **clusters,
                               **(options.extra_fit_kwargs or {}))
     progress.stage("penalty and critical-depth tests")
-    verdicts = penalty_verdicts(fits, runs, replicates=s.lr_replicates, seed=seed)
+    verdicts = penalty_verdicts(fits, runs, replicates=s.lr_replicates, seed=seed,
+                                clusters=clusters["clusters"])
     critical = (critical_depth_verdict(fits, runs, primary,
                                        next((v for v in verdicts if v.law == primary), None),
-                                       replicates=s.lr_replicates, seed=seed)
+                                       replicates=s.lr_replicates, seed=seed,
+                                       clusters=clusters["clusters"])
                 if primary in fits else None)
     if with_matrix:
         progress.stage(f"{primary} in every design form")
-    matrix = design_matrix(raw, primary, method, seed) if with_matrix else {}
+    matrix = design_matrix(raw, primary, method, seed, profile=options.fit.profile) if with_matrix else {}
     notes = sorted({n for f in fits.values() for n in f.notes if "token" in n} | set(runs.notes)
                    | set(n_notes))
     audit = (audit_param_counts(raw, vocab=runs_vocab(raw))  # a registered count is not the paper's
