@@ -227,6 +227,14 @@ def _write_local(full: np.ndarray, fits: list, info: dict, out: Path, command: s
         for layer, eig in enumerate(full):
             fh.writelines(f"{layer},{i + 1},{v:.6g}\n" for i, v in enumerate(eig))
     paths = [out / "spectrum.csv", spectra.write_tail_csv(fits, out / "tail.csv")]
+    (out / "tail.md").write_text(tail_markdown(fits, info, command))
+    paths += [out / "tail.md", plot_spectra(full, fits, out / "spectrum.png")]
+    return paths
+
+
+def tail_markdown(fits: list, info: dict, command: str) -> str:
+    """tail.md: what was measured, how β and its interval are read, and the tail fit of every layer
+    (formatting `fits` and `info`, computing nothing); `command` is the one that regenerates it."""
     lines = [f"# Residual-stream spectra of {info['run']}", "",
              f"Checkpoint step {info['step']}; D = {info['depth']}, W = {info['width']}; "
              f"{info['tokens']:,} held-out tokens (validation split, first {info['batches']} batches "
@@ -250,9 +258,7 @@ def _write_local(full: np.ndarray, fits: list, info: dict, out: Path, command: s
                                f"{f.beta_halves[0]:.3f} / {f.beta_halves[1]:.3f}",
                                f"{f.rank_range[0]}–{f.rank_range[1]}" if f.rank_range else "no stable range",
                                f.top_k, f"{f.half_max_rel_diff:.3g}"] for f in fits])]
-    (out / "tail.md").write_text("\n".join(lines) + "\n")
-    paths += [out / "tail.md", plot_spectra(full, fits, out / "spectrum.png")]
-    return paths
+    return "\n".join(lines) + "\n"
 
 
 def plot_spectra(full: np.ndarray, fits: list, path: Path) -> Path:
