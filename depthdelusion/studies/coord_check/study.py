@@ -235,6 +235,7 @@ def sections(r: CoordCheckResults) -> str:
 
 
 def plot(r: CoordCheckResults, path: Path) -> None:
+    # here, not at the top: only a run that draws pays matplotlib's import (4 s measured), after Agg is chosen
     import matplotlib
 
     matplotlib.use("Agg")
