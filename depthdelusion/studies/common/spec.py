@@ -19,7 +19,7 @@ from typing import Any, TypeVar, get_args, get_origin
 
 import yaml
 
-from depthdelusion.config import bounded, check_bounds, coerce_value, from_dict, read_yaml
+from depthdelusion.config import bounded, check_bounds, coerce_value, from_dict, parse_scalar, read_yaml
 
 Spec = TypeVar("Spec")
 
@@ -160,3 +160,9 @@ def from_flags(spec_type: type[Spec], values: dict, flags: dict[str, str] | None
             text = flag + text[len(top):]
         raise ValueError(text) from None
     return spec
+
+
+def comma_separated(text: Any) -> list:
+    """A list flag's value (``64,128``): its items, each a YAML scalar as ``--set`` reads it, for
+    `from_flags` to check against the field's item type."""
+    return [parse_scalar(v) for v in str(text).split(",") if v.strip()]

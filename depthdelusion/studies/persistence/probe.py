@@ -27,11 +27,11 @@ from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.analysis.report import plots
 from depthdelusion.analysis.science.persistence import persistence_length, persistence_scaling
-from depthdelusion.config import Config, DataConfig, ModelConfig, Parametrization, TrainConfig, bounded, parse_scalar
+from depthdelusion.config import Config, DataConfig, ModelConfig, Parametrization, TrainConfig, bounded
 from depthdelusion.data.pipeline import Batches
 from depthdelusion.model_size import count_params
 from depthdelusion.parallel.mesh import make_mesh
-from depthdelusion.studies.common.spec import from_flags, spec_error
+from depthdelusion.studies.common.spec import comma_separated, from_flags, spec_error
 from depthdelusion.train.step import build_trainer
 
 KINDS = ("weight", "activation")
@@ -95,8 +95,7 @@ class ProbeSpec:
 def spec_from_flags(**flags) -> ProbeSpec:
     """The spec from the command's flags (keyed by field); a list flag is comma-separated, each
     item a YAML scalar as `--set` reads it. An error is a ValueError naming the flag."""
-    raw = {k: [parse_scalar(v) for v in str(x).split(",") if v.strip()] if k in LISTS else x
-           for k, x in flags.items()}
+    raw = {k: comma_separated(x) if k in LISTS else x for k, x in flags.items()}
     return from_flags(ProbeSpec, raw)
 
 
