@@ -80,7 +80,7 @@ COMMANDS = (
      "per-layer gradient profiles at init and over the first steps for a width x depth grid; ℓ per shape"),
     ("persistence-study", "depthdelusion.studies.persistence.study:run_command",
      "tables and figures of the persistence study from its trained runs"),
-    ("spectrum", "depthdelusion.studies.spectrum.command:run_spectrum",
+    ("spectrum", "depthdelusion.studies.spectrum.study:run_command",
      "eigenvalue spectra of a trained run's residual stream per layer, with tail indices"),
     ("redundancy-study", "depthdelusion.studies.redundancy.study:run_command",
      "synthetic check of the redundancy law (ridge regression on power-law spectra); numpy only"),

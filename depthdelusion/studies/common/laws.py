@@ -13,9 +13,13 @@ import math
 from dataclasses import dataclass, field
 
 from depthdelusion.analysis import fit
+from depthdelusion.analysis.fitting.result import format_estimate, parameter_status
+from depthdelusion.analysis.fitting.seed_intervals import lack_of_fit
+from depthdelusion.analysis.formats.table_text import markdown_table
 from depthdelusion.analysis.law_types import Law
 from depthdelusion.analysis.laws import get_law
-from depthdelusion.analysis.report.verdict import penalty_verdicts
+from depthdelusion.analysis.report.cells import param_interval, supported_ends
+from depthdelusion.analysis.report.verdict import critical_depth_verdict, penalty_verdicts
 from depthdelusion.analysis.table.runs import load_runs
 
 KINK, SMOOTH, BASELINE = "depth_delusion", "shape_quadratic", "kaplan"
@@ -40,13 +44,6 @@ def fit_arm(arm: str, records: list[dict], diverged: int, *, replicates: int, se
     """Fit :data:`LAWS` (no bootstrap intervals; profile-likelihood intervals) and run the two
     calibrated tests with ``replicates`` parametric-bootstrap replicates (0: Davies' bound for
     λ = 0 and no kink-vs-smooth test)."""
-    from depthdelusion.analysis import fit
-    from depthdelusion.analysis.report.verdict import (
-        critical_depth_verdict,
-        penalty_verdicts,
-    )
-    from depthdelusion.analysis.table.runs import load_runs
-
     out = ArmLaws(arm, len(records), diverged, replicates)
     if len({(r["depth"], r["width"]) for r in records}) < 3:
         out.note = "fewer than 3 cells with a finished seed: nothing fitted"
@@ -63,9 +60,6 @@ def fit_arm(arm: str, records: list[dict], diverged: int, *, replicates: int, se
 def csv_rows(results: list[ArmLaws]) -> list[dict]:
     """laws.csv: one row per arm × law × parameter, with its status and profile interval (its
     ends as the data support them: `analysis.report.cells.supported_ends`)."""
-    from depthdelusion.analysis.fitting.result import parameter_status
-    from depthdelusion.analysis.report.cells import supported_ends
-
     rows = []
     for a in results:
         for law, f in a.fits.items():
@@ -83,10 +77,6 @@ def report_lines(results: list[ArmLaws], setting: str | None = None) -> list[str
     """The report's section: per arm the three fits (value or status, profile interval) and the
     two verdict sentences, then the assumptions they rest on. `setting` says what N and T are
     (by default the depth-confound study's: total parameters, one token budget)."""
-    from depthdelusion.analysis.fitting.result import format_estimate
-    from depthdelusion.analysis.formats.table_text import markdown_table
-    from depthdelusion.analysis.report.cells import param_interval
-
     lines = ["## Laws per arm" + ("" if setting else " (equal tokens)"), "",
              "Fitted to every finished seed of the arm's reported points (rows = seeds), least squares; "
              + (setting or "N = total parameters (embeddings included); one token budget, so the token term "
@@ -120,10 +110,6 @@ def no_depth_term(records: list[dict]):
     against the seed noise by the lack-of-fit F test (:func:`..analysis.seed_intervals.lack_of_fit`):
     a small p says the cell means leave the no-depth law by more than their seeds scatter, i.e.
     depth (or shape) matters beyond N and T. (fit, LackOfFit); None when too few cells."""
-    from depthdelusion.analysis import fit
-    from depthdelusion.analysis.fitting.seed_intervals import lack_of_fit
-    from depthdelusion.analysis.table.runs import load_runs
-
     cells = [(r["params"], r["tokens"]) for r in records]
     if len(set(cells)) <= 5:
         return None

@@ -8,6 +8,9 @@ from __future__ import annotations
 import math
 from typing import Callable, NamedTuple
 
+import numpy as np
+from scipy import stats
+
 
 def extend_lr_grid(initial: list[float], bounds: tuple[float, float],
                    loss_of: Callable[[float], float | None]) -> tuple[list[float], bool]:
@@ -59,9 +62,6 @@ def fit_lr_curve(curve: list[tuple[float, float]], sigma: float | None = None, d
     (divergence just above the optimum) drag the vertex away from the best lr. 95% intervals on
     the vertex x* = -b/2a (Fieller's) and the loss there (delta method), with t quantiles and the
     noise sigma from seed replicates (`sigma`, `dof`); without replicates there is no interval."""
-    import numpy as np
-    from scipy import stats
-
     pts = sorted((math.log(lr), y) for lr, y in curve if math.isfinite(y))
     if not pts:
         return LrFit(False, math.nan, (math.nan, math.nan), math.nan, (math.nan, math.nan), 0, "no finite loss")

@@ -8,8 +8,13 @@ one way a study trains named configs through the sweep runner.
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NamedTuple
+
+from depthdelusion import exit_codes, rundir
+from depthdelusion.analysis.formats.table_text import Table
+from depthdelusion.sweep import Grid, run_sweep
 
 if TYPE_CHECKING:
     from depthdelusion.config import Config
@@ -17,8 +22,6 @@ if TYPE_CHECKING:
 
 def results(metric: str, runs_dir: Path) -> tuple[dict[str, float], dict[str, dict]]:
     """(`metric` per finished or diverged run: +inf for a diverged or non-finite one, its summary)."""
-    from depthdelusion import rundir
-
     losses: dict[str, float] = {}
     summaries: dict[str, dict] = {}
     if not runs_dir.is_dir():
@@ -90,9 +93,6 @@ def write_outputs(out, text: str, tables: dict[str, list[dict]], draw: Callable[
     """A planned study's files in OUT (local or gs://): a CSV per non-empty table (each value
     through `cell`), loss_vs_depth.png drawn by `draw` (locally, then copied up) and report.md
     (`text`); returns the report's path."""
-    from depthdelusion import rundir
-    from depthdelusion.analysis.formats.table_text import Table
-
     out = rundir.as_path(out)
     for name, rows in tables.items():
         if rows:
@@ -110,10 +110,6 @@ def command(spec, experiment: str, out: str, *, train: Callable, write_report: C
     """A planned study's command: train what its plan still lacks (unless `report_only`), then
     write and print its report. `train(spec, experiment, out_dir, max_runs=, log=)` returns
     (runs, preempted); `write_report(spec, experiment, out_dir)` returns the report's path."""
-    import sys
-
-    from depthdelusion import exit_codes, rundir
-
     out_dir = rundir.as_path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     if not report_only:
@@ -151,8 +147,6 @@ def train_runs(runs: list[tuple[str, Config]], known: list[tuple[str, Config]], 
     unfinished ones resumed, a failed run is recorded and tried again next time) and return the
     sweep's rows for them, in order. `known` are every run trained so far, so that
     OUT/runs/runs.csv lists them all."""
-    from depthdelusion.sweep import Grid, run_sweep
-
     names = [name for name, _ in runs]
     grid = Grid(name="lr_transfer", description="", topology=None, source=source,
                 runs=list(dict(known + runs).items()))

@@ -17,7 +17,9 @@ import typing
 from pathlib import Path
 from typing import Any, TypeVar, get_args, get_origin
 
-from depthdelusion.config import bounded, check_bounds, coerce_value, read_yaml
+import yaml
+
+from depthdelusion.config import bounded, check_bounds, coerce_value, from_dict, parse_scalar, read_yaml
 
 Spec = TypeVar("Spec")
 
@@ -52,8 +54,6 @@ def load_spec(spec_type: type[Spec], path: str | Path) -> Spec:
 def _line_of(path: Path, field: str) -> int | None:
     """The line (from 1) where `field` (dotted, with [i] for list items) is written in the YAML
     file, or where the nearest field above it is; None when it is not there."""
-    import yaml
-
     if not field:
         return None
     node, line = yaml.compose(path.read_text()), None
@@ -131,8 +131,6 @@ def required(**bounds) -> Any:
 def check_run_config(raw: dict, where: str = "base") -> None:
     """A run config inside a spec (`where`: its field), checked as a run's config is
     (`config.from_dict`, then `Config.validate`) before the study trains its first run."""
-    from depthdelusion.config import from_dict
-
     try:
         from_dict(raw, where).validate()
     except ValueError as err:
@@ -162,3 +160,9 @@ def from_flags(spec_type: type[Spec], values: dict, flags: dict[str, str] | None
             text = flag + text[len(top):]
         raise ValueError(text) from None
     return spec
+
+
+def comma_separated(text: Any) -> list:
+    """A list flag's value (``64,128``): its items, each a YAML scalar as ``--set`` reads it, for
+    `from_flags` to check against the field's item type."""
+    return [parse_scalar(v) for v in str(text).split(",") if v.strip()]

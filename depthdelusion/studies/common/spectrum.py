@@ -21,13 +21,24 @@ from __future__ import annotations
 import dataclasses
 import math
 import shlex
+import tempfile
 import time
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+import orbax.checkpoint as ocp
+from etils import epath
+from flax import nnx
 
+from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import markdown_table
+from depthdelusion.analysis.report import plots
 from depthdelusion.analysis.science import spectra
+from depthdelusion.data.pipeline import validation_batches
+from depthdelusion.model.transformer import Taps, Transformer
+from depthdelusion.train.checkpoints import absolute
 
 DEFAULT_TOKENS = 1 << 18
 DEFAULT_ROWS = 16  # sequences per forward pass
@@ -70,9 +81,6 @@ def eigenvalues(moments: Moments) -> np.ndarray:
 
 def batch_moments(x_BxSxW):
     """(mean_W, M2_WxW) of one batch of one stream, float32, full-precision matmul."""
-    import jax
-    import jax.numpy as jnp
-
     x_NxW = x_BxSxW.reshape(-1, x_BxSxW.shape[-1]).astype(jnp.float32)
     mean_W = x_NxW.mean(axis=0)
     xc_NxW = x_NxW - mean_W
@@ -83,15 +91,6 @@ def load_run(run) -> tuple:
     """(config, step, graphdef, params) of a run directory's newest checkpoint, parameters only,
     on one device. The forward runs in float32 whatever the run's compute dtype, so the spectrum's
     tail is not bf16 rounding noise."""
-    import jax
-    import orbax.checkpoint as ocp
-    from etils import epath
-    from flax import nnx
-
-    from depthdelusion import rundir
-    from depthdelusion.model.transformer import Transformer
-    from depthdelusion.train.checkpoints import absolute
-
     run = epath.Path(run)
     cfg = rundir.read_config(run)
     if cfg is None:
@@ -129,8 +128,6 @@ def load_run(run) -> tuple:
 def validation_tokens(cfg, tokens: int, rows: int) -> list[np.ndarray]:
     """Batches [rows, seq_len + 1] of the validation split's first windows, ⌈tokens / (rows ·
     seq_len)⌉ of them (fewer if the split is shorter)."""
-    from depthdelusion.data.pipeline import validation_batches
-
     n_batches = max(1, math.ceil(tokens / (rows * cfg.model.seq_len)))
     batches = validation_batches(cfg.data, cfg.model.seq_len, rows, n_batches)
     if batches is None:
@@ -142,11 +139,6 @@ def validation_tokens(cfg, tokens: int, rows: int) -> list[np.ndarray]:
 
 def forward_fn(graphdef, stream_fn):
     """jit(params, tokens [B, S+1]) -> stream_fn of every stream, stacked (D + 1 first)."""
-    import jax
-    from flax import nnx
-
-    from depthdelusion.model.transformer import Taps
-
     @jax.jit
     def run(params, tokens_BxS1):
         return nnx.merge(graphdef, params).forward(tokens_BxS1[:, :-1], Taps(stream_fn=stream_fn)).streams
@@ -156,8 +148,6 @@ def forward_fn(graphdef, stream_fn):
 
 def group_moments(graphdef, params, batches: list[np.ndarray], groups: int) -> list[Moments]:
     """Moments per contiguous group of batches (batch b goes to group ⌊b·G/n⌋)."""
-    import jax
-
     forward = forward_fn(graphdef, batch_moments)
     out = [empty_moments() for _ in range(groups)]
     for b, tokens in enumerate(batches):
@@ -203,14 +193,8 @@ def measure(run, tokens: int = DEFAULT_TOKENS, rows: int = DEFAULT_ROWS, groups:
 def write_outputs(full: np.ndarray, fits: list, info: dict, out, command: str) -> list:
     """Writes OUT's files; a remote OUT (gs://) gets them copied from a local staging directory,
     since the CSV writers and matplotlib write local files only."""
-    from depthdelusion import rundir
-
     if rundir.is_local(out):
         return _write_local(full, fits, info, Path(out), command)
-    import tempfile
-
-    from etils import epath
-
     out = epath.Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -227,6 +211,14 @@ def _write_local(full: np.ndarray, fits: list, info: dict, out: Path, command: s
         for layer, eig in enumerate(full):
             fh.writelines(f"{layer},{i + 1},{v:.6g}\n" for i, v in enumerate(eig))
     paths = [out / "spectrum.csv", spectra.write_tail_csv(fits, out / "tail.csv")]
+    (out / "tail.md").write_text(tail_markdown(fits, info, command))
+    paths += [out / "tail.md", plot_spectra(full, fits, out / "spectrum.png")]
+    return paths
+
+
+def tail_markdown(fits: list, info: dict, command: str) -> str:
+    """tail.md: what was measured, how β and its interval are read, and the tail fit of every layer
+    (formatting `fits` and `info`, computing nothing); `command` is the one that regenerates it."""
     lines = [f"# Residual-stream spectra of {info['run']}", "",
              f"Checkpoint step {info['step']}; D = {info['depth']}, W = {info['width']}; "
              f"{info['tokens']:,} held-out tokens (validation split, first {info['batches']} batches "
@@ -250,14 +242,10 @@ def _write_local(full: np.ndarray, fits: list, info: dict, out: Path, command: s
                                f"{f.beta_halves[0]:.3f} / {f.beta_halves[1]:.3f}",
                                f"{f.rank_range[0]}–{f.rank_range[1]}" if f.rank_range else "no stable range",
                                f.top_k, f"{f.half_max_rel_diff:.3g}"] for f in fits])]
-    (out / "tail.md").write_text("\n".join(lines) + "\n")
-    paths += [out / "tail.md", plot_spectra(full, fits, out / "spectrum.png")]
-    return paths
+    return "\n".join(lines) + "\n"
 
 
 def plot_spectra(full: np.ndarray, fits: list, path: Path) -> Path:
-    from depthdelusion.analysis.report import plots
-
     plt = plots.plt
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for layer, (eig, color) in enumerate(zip(full, plots.colors(len(full)))):

@@ -27,7 +27,6 @@ from depthdelusion.config import (
     Parametrization,
     TrainConfig,
     bounded,
-    parse_scalar,
 )
 from depthdelusion.data.pipeline import Batches
 from depthdelusion.model.transformer import Transformer
@@ -83,8 +82,7 @@ def from_flags(**flags) -> CoordCheckSpec:
     """The spec from the command's flags (keyed by field: `FLAGS`), through the field checks of
     every study spec (`spec.from_flags`). A list flag is comma-separated, each item a YAML scalar
     as `--set` reads it. An error is a ValueError naming the flag and what is valid."""
-    raw = {k: [parse_scalar(v) for v in str(x).split(",") if v.strip()] if k in LISTS else x
-           for k, x in flags.items()}
+    raw = {k: study_spec.comma_separated(x) if k in LISTS else x for k, x in flags.items()}
     return study_spec.from_flags(CoordCheckSpec, raw, FLAGS)
 
 
@@ -235,6 +233,7 @@ def sections(r: CoordCheckResults) -> str:
 
 
 def plot(r: CoordCheckResults, path: Path) -> None:
+    # here, not at the top: only a run that draws pays matplotlib's import (4 s measured), after Agg is chosen
     import matplotlib
 
     matplotlib.use("Agg")

@@ -30,12 +30,17 @@ import math
 import shlex
 import time
 
+import jax
 import numpy as np
+from flax import nnx
 
 from depthdelusion import exit_codes, rundir
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.analysis.science import ridge_exponent
+from depthdelusion.analysis.science.redundancy import power_law_spectrum, source_target
 from depthdelusion.config import bounded
+from depthdelusion.model.transformer import Taps
+from depthdelusion.studies.common import spectrum
 from depthdelusion.studies.common.spec import from_flags, spec_error
 
 DEFAULT_TOKENS = 1 << 17
@@ -85,11 +90,6 @@ class RidgeResults:
 
 def pool_features(run, tokens: int, rows: int) -> tuple:
     """(features (N, W) float64, next tokens (N,), head kernel (W, V), checkpoint step, config)."""
-    import jax
-    from flax import nnx
-
-    from depthdelusion.model.transformer import Taps
-    from depthdelusion.studies.common import spectrum
     cfg, step, graphdef, params = spectrum.load_run(run)
     batches = spectrum.validation_tokens(cfg, tokens, rows)
 
@@ -146,11 +146,6 @@ def power_law_twin(prediction, width: int, *, ns, reps: int, seed: int, noise: f
     of smoothness s (the measured β, s; analysis/science/redundancy.py's source_target), at the same
     width, n, replicates and noise ratio: what the measured exponent is at this finite width and
     n range when the law's assumptions hold exactly (None without a prediction)."""
-    from depthdelusion.analysis.science.redundancy import (
-        power_law_spectrum,
-        source_target,
-    )
-
     if not (math.isfinite(prediction.beta) and math.isfinite(prediction.s)):
         return None
     lam_W = power_law_spectrum(width, prediction.beta)

@@ -28,7 +28,9 @@ law, its fit, the local slopes and the verdict are numpy in `analysis/science/da
 """
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 import math
 import shlex
@@ -39,6 +41,7 @@ import numpy as np
 
 from depthdelusion import exit_codes, rundir
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
+from depthdelusion.analysis.report import plots
 from depthdelusion.analysis.science import data_power, readout, spectra
 from depthdelusion.config import bounded
 from depthdelusion.studies.common.spec import from_flags
@@ -114,6 +117,8 @@ def fit_sweep(runs: list[Run]):
 
 def head_input_moments(graphdef, params, cfg, batches, groups: int):
     """Per token group: (Moments of the LM head's input h, next-token counts (V,))."""
+    # JAX here, not at the top: --refit-tables reads a written study's tables and never loads a
+    # model, so it does not pay JAX's import (about 13 s measured with flax)
     import jax
     from flax import nnx
 
@@ -139,7 +144,7 @@ def head_input_moments(graphdef, params, cfg, batches, groups: int):
 
 
 def _eig_and_p(parts) -> tuple:
-    from depthdelusion.studies.common.spectrum import total_moments
+    from depthdelusion.studies.common.spectrum import total_moments  # JAX: see head_input_moments
 
     moments = total_moments([m for m, _ in parts])
     counts = np.sum([c for _, c in parts], axis=0)
@@ -150,7 +155,8 @@ def _eig_and_p(parts) -> tuple:
 def measure_run(run: Run, tokens: int, rows: int, groups: int = 8) -> tuple[readout.SourceFit, dict]:
     """Writes RUN/spectrum/ (the spectrum command's files and readout.csv); returns the head-input
     source fit and the residual-stream tail fits' last layer."""
-    from depthdelusion.studies.common import spectrum
+    from depthdelusion.studies.common import spectrum  # JAX: see head_input_moments
+
     start = time.perf_counter()
     full, fits, info = spectrum.measure(run.path, tokens, rows, groups)
     command = f"depthdelusion spectrum {shlex.quote(str(run.path))} --tokens {tokens} --rows {rows}"
@@ -339,8 +345,6 @@ def _num(v) -> float:
 
 
 def plot_learning_curves(curves: dict, path: Path) -> Path:
-    from depthdelusion.analysis.report import plots
-
     plt = plots.plt
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for (name, (runs, result)), color in zip(sorted(curves.items()), plots.colors(len(curves))):
@@ -365,8 +369,6 @@ def plot_exponents(rows: list[dict], path: Path) -> Path:
     """Left: measured b against predicted b per sweep (each over all its budgets). Right: against
     the corpus' Zipf exponent (the sweeps at the largest width), b measured over the common budgets,
     b predicted and β of the head input at the largest common budget."""
-    from depthdelusion.analysis.report import plots
-
     plt = plots.plt
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
     for row, color in zip(rows, plots.colors(len(rows))):
@@ -487,9 +489,6 @@ def sections(r: DataExponentResults) -> str:
 
 
 def _read_csv(path) -> list[dict]:
-    import csv
-    import io
-
     with io.StringIO(rundir.as_path(path).read_text(encoding="utf-8"), newline="") as fh:
         return list(csv.DictReader(fh))
 

@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import json
 
+from etils import epath
+
 from depthdelusion import exit_codes
+from depthdelusion.analysis.table.runs import INSERTION_PROBE
 from depthdelusion.studies.common import spec as study_spec
+from depthdelusion.studies.expansion import surgery
+from depthdelusion.studies.expansion.control import static_control_study
+from depthdelusion.studies.expansion.probe import ETAS, markdown, probe_run
 from depthdelusion.studies.expansion.study import ExpansionSpec, run_study, spec_from_flags
 from depthdelusion.studies.expansion.trials import (
     GrowthSpec,
@@ -21,12 +27,7 @@ from depthdelusion.studies.expansion.trials import (
 def run_expand(*, run: str, after: str | None = None, out: str | None = None, seed: int = 0,
                overrides: list[str] = (), probe: bool = False, batches: int = 16,
                etas: str | None = None, step: int | None = None) -> int:
-    from etils import epath
-
     if probe:
-        from depthdelusion.analysis.table.runs import INSERTION_PROBE
-        from depthdelusion.studies.expansion.probe import ETAS, markdown, probe_run
-
         steps = [float(x) for x in etas.split(",")] if etas else ETAS
         result = probe_run(run, n_batches=batches, etas=steps, seed=seed)
         text = markdown(result)
@@ -40,8 +41,6 @@ def run_expand(*, run: str, after: str | None = None, out: str | None = None, se
         return exit_codes.OK
     if not after or not out:
         raise ValueError("expand: give --after K[,K...] and --out DIR (or --probe)")
-    from depthdelusion.studies.expansion import surgery
-
     cfg = surgery.read_run_config(run)
     blocks = surgery.parse_after(after, cfg.model.depth)
     record = surgery.expand_run(run, blocks, out, seed=seed, overrides=list(overrides), step=step)
@@ -73,8 +72,6 @@ def run_expansion_growth(*, out: str, runs: str | None = None, switch_step: int 
                          static_grid: str = GrowthSpec.static_grid) -> int:
     """With --runs: grow, train and compare (OUT/growth_matched.*); with --static-control: the
     grown arm (from OUT/growth_matched.csv) against the static control (OUT/static_control.*)."""
-    from depthdelusion.studies.expansion.control import static_control_study
-
     spec = growth_spec_from_flags(runs=runs, switch_step=switch_step, test_seeds=test_seeds,
                                   static_control=static_control, static_grid=static_grid)
     if spec.runs:

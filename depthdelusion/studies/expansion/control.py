@@ -24,14 +24,11 @@ import math
 from typing import Callable, NamedTuple
 
 from depthdelusion import rundir
-from depthdelusion.analysis.fitting.seed_intervals import (
-    mean_se,
-    paired_interval,
-    welch_interval,
-)
+from depthdelusion.analysis.fitting.seed_intervals import mean_se, paired_interval, welch_interval
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.studies.common import planned_runs
 from depthdelusion.studies.expansion.trials import RUN_NAME, best_lr
+from depthdelusion.sweep import load_grid
 
 ARMS = ("grown", "scratch", "static")
 GROWTH_COLUMNS = ("arm", "lr", "seed", "eval_loss", "flops")
@@ -107,8 +104,6 @@ def compare(a: str, b: str, rows: list[dict], lrs: dict, test_seeds: list[int]) 
 
 def planned_progress(grid, static_rows: list[dict]) -> tuple[int, list]:
     """(runs of the control grid finished or diverged, the grid's runs not yet done)."""
-    from depthdelusion.sweep import load_grid
-
     done = {r["run"] for r in static_rows}
     planned = load_grid(grid).runs
     todo = [PlannedRun(name) for name, _ in planned if name not in done]

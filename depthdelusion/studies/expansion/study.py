@@ -29,11 +29,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
 import numpy as np
+from scipy import stats
 
+from depthdelusion import model_size as size
 from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.config import bounded
 from depthdelusion.studies.common import spec as study_spec
+from depthdelusion.studies.expansion import surgery
+from depthdelusion.studies.expansion.probe import is_current, probe_run
+from depthdelusion.sweep import load_grid, run_sweep
 if TYPE_CHECKING:
     from etils import epath
 
@@ -97,8 +102,6 @@ def rerender_probe_tables(out) -> None:
     signal_over_grad.png and results.md again from the cached probes and the other committed
     tables, for when the run directories are not at hand; the other figures and tables are left
     as they are. A cache made another way is refused (ValueError)."""
-    from depthdelusion.studies.expansion.probe import is_current
-
     out = rundir.as_path(out)
     probes = {}
     for cache in sorted((p for p in (out / "probes").iterdir() if p.name.endswith(".json")), key=str):
@@ -134,8 +137,6 @@ def rerender_probe_tables(out) -> None:
 
 
 def train_grid(grid_path: str, out: Path | epath.Path, log: Callable[[str], None]) -> None:
-    from depthdelusion.sweep import load_grid, run_sweep
-
     run_sweep(load_grid(grid_path), out, report=False, log=log)
 
 
@@ -143,8 +144,7 @@ def grow(runs: Path | epath.Path, log: Callable[[str], None], train_runs: bool =
     """Expand every growth parent (depth D, N steps) by one block after every layer and train it
     to the scratch runs' step count (`train_runs` False: only collect the finished ones);
     returns one row per seed: the parent, grown and scratch run names."""
-    from depthdelusion.studies.expansion import surgery
-    from depthdelusion.train.loop import train
+    from depthdelusion.train.loop import train  # JAX only when training: see surgery.py's note
 
     growth_dir = runs / "depth_expansion_growth"
     names = sorted(p.name for p in growth_dir.iterdir() if GROWTH_PARENT.match(p.name))
@@ -177,9 +177,6 @@ def _curve(run_dir: Path | epath.Path, key: str) -> dict[int, float]:
 
 def growth_tables(runs: Path | epath.Path, pairs: list[dict]) -> tuple[list[dict], list[dict], dict]:
     """Per-seed final losses of both arms, curves, and the paired comparison."""
-    from depthdelusion import model_size as size
-    from depthdelusion.studies.expansion import surgery
-
     growth_dir = runs / "depth_expansion_growth"
     per_seed, curves = [], []
     for pair in pairs:
@@ -211,8 +208,6 @@ def growth_tables(runs: Path | epath.Path, pairs: list[dict]) -> tuple[list[dict
     n = len(diffs)
     summary: dict[str, Any] = {"seeds": n}
     if n >= 2:
-        from scipy import stats
-
         se = float(diffs.std(ddof=1) / math.sqrt(n))
         t = float(stats.t.ppf(0.975, n - 1))
         summary.update({
@@ -258,6 +253,7 @@ def plot_signal_beside_grad(ax, rows: list[dict], label: str = "") -> None:
 
 
 def _pyplot():
+    # here, not at the top: only a run that draws pays matplotlib's import (4 s measured), after Agg is chosen
     import matplotlib
 
     matplotlib.use("Agg")
@@ -429,6 +425,7 @@ def _shape(name: str) -> tuple[int, int]:
 def plot_normalised_signal(run_rows: list[dict], beside: list[dict], path) -> None:
     """signal_over_grad.png: the largest signal against depth per width, in absolute units and
     in the model's own gradient units (max over l of signal after l / g_l)."""
+    # here, not at the top: only a run that draws pays matplotlib's import (4 s measured), after Agg is chosen
     import matplotlib
 
     matplotlib.use("Agg")
@@ -570,8 +567,6 @@ def probe_runs(runs: Path | epath.Path, cache_dir, probe_batches: int,
                log: Callable[[str], None]) -> dict[str, dict]:
     """{run: probe} of every depth-grid run under RUNS: its current cache in `cache_dir` where
     there is one, else probed now (finished runs only) and cached."""
-    from depthdelusion.studies.expansion.probe import is_current, probe_run
-
     cache_dir.mkdir(parents=True, exist_ok=True)
     probes = {}
     for run_dir in sorted((runs / "depth_expansion").iterdir()):
@@ -605,7 +600,7 @@ def run_study(spec: ExpansionSpec, out: str, log: Callable[[str], None] = print)
 
 def _save_depth_panels(fig, axes, titles, path) -> None:
     """Log–log panels against depth, titled, with legends; saved without a timestamp."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # here: its callers drew with it already (Agg chosen)
 
     for ax, title in zip(axes, titles):
         ax.set_xscale("log", base=2)

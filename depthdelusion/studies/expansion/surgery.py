@@ -31,6 +31,9 @@ run trains and resumes like any other; metrics.jsonl starts after the parent's s
 """
 from __future__ import annotations
 
+# The module's note: JAX, flax, orbax, grain and the model, trainer and data modules are imported
+# inside the functions that run them, because the expansion study's tables read run configs and
+# probe caches through this module without them (JAX with flax: about 13 s of import, measured).
 import copy
 import dataclasses
 import json
@@ -38,8 +41,10 @@ import re
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from etils import epath
 
-from depthdelusion.config import Config, ModelConfig
+from depthdelusion import rundir
+from depthdelusion.config import Config, MeshConfig, ModelConfig, parse_override, set_field
 from depthdelusion.model import parametrization as pz
 
 # Projections that write into the residual stream: zero in an inserted block, rescaled by c in
@@ -93,7 +98,7 @@ def expanded_model_config(model: ModelConfig, n_new: int) -> ModelConfig:
 def fresh_blocks(model: ModelConfig, n: int, seed: int) -> dict[str, np.ndarray]:
     """{name: [n, ...]}: n blocks drawn like fresh ones (the parameterization's init) with the
     residual-writing projections zero."""
-    from flax import nnx
+    from flax import nnx  # JAX: see the module's note
 
     from depthdelusion.model.transformer import Blocks
 
@@ -175,7 +180,7 @@ def expand_params(params: Any, model: ModelConfig, after: Sequence[int], seed: i
                   fresh: dict[str, np.ndarray] | None = None):
     """In memory: (child ModelConfig, child params nnx.State) for a model's nnx.State of Params.
     `fresh`: the inserted blocks' values ({name: [len(after), ...]}); default `inserted_blocks`."""
-    import jax
+    import jax  # JAX: see the module's note
     from flax import nnx
 
     from depthdelusion.model.transformer import Transformer
@@ -196,8 +201,6 @@ def expand_params(params: Any, model: ModelConfig, after: Sequence[int], seed: i
 
 
 def read_run_config(run_dir) -> Config:
-    from depthdelusion import rundir
-
     cfg = rundir.read_config(run_dir)
     if cfg is None:
         raise FileNotFoundError(f"{run_dir}: no {rundir.CONFIG} (not a run directory)")
@@ -207,8 +210,6 @@ def read_run_config(run_dir) -> Config:
 
 
 def latest_step(run_dir) -> int:
-    from etils import epath
-
     directory = epath.Path(run_dir) / "checkpoints"
     steps = sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit()) if directory.exists() else []
     if not steps:
@@ -218,9 +219,8 @@ def latest_step(run_dir) -> int:
 
 def single_device_trainer(cfg: Config):
     """The run's compiled pieces on one device (surgery and probes are single-device tools)."""
-    import jax
+    import jax  # JAX: see the module's note
 
-    from depthdelusion.config import MeshConfig
     from depthdelusion.parallel.mesh import make_mesh
     from depthdelusion.train.step import build_trainer
 
@@ -230,7 +230,7 @@ def single_device_trainer(cfg: Config):
 
 def restore_state(run_dir, cfg: Config, step: int | None = None):
     """(step, flat {key: array}, TrainState, trainer) of a run's checkpoint, on one device."""
-    import jax
+    import jax  # JAX: see the module's note
     import orbax.checkpoint as ocp
 
     from depthdelusion.train.checkpoints import absolute, abstract_flat_state
@@ -249,12 +249,8 @@ def expand_run(run_dir, after: Sequence[int], out, seed: int = 0, overrides: Seq
                step: int | None = None) -> dict:
     """Write the expanded run directory `out` from the parent's checkpoint at `step` (default the
     newest); returns what expansion.json records."""
-    import grain
+    import grain  # JAX: see the module's note
     import orbax.checkpoint as ocp
-    from etils import epath
-
-    from depthdelusion import rundir
-    from depthdelusion.config import parse_override, set_field
     from depthdelusion.train.checkpoints import (
         FrozenIteratorState,
         absolute,

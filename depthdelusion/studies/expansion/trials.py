@@ -28,11 +28,15 @@ import re
 from typing import Callable
 
 import numpy as np
+from scipy import stats
 
-from depthdelusion import rundir
-from depthdelusion.analysis.formats.table_text import markdown_table
+from depthdelusion import model_size, rundir
+from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.config import bounded, parse_scalar
 from depthdelusion.studies.common import spec as study_spec
+from depthdelusion.studies.common.lr_grid import fit_lr_curve
+from depthdelusion.studies.expansion import surgery
+from depthdelusion.studies.expansion.probe import probe_run
 MIN_SEEDS = 3
 # a growth sweep's run name: depth, width, steps, lr, init seed
 RUN_NAME = re.compile(r"^d(\d+)_w(\d+)_steps(\d+)_lr([0-9.e-]+)_seed(\d+)$")
@@ -85,8 +89,6 @@ def growth_spec_from_flags(**flags) -> GrowthSpec:
 
 
 def _ranks(x) -> np.ndarray:
-    from scipy import stats
-
     return stats.rankdata(np.asarray(x, float))  # average ranks for ties
 
 
@@ -113,8 +115,6 @@ def rank_agreement(per_seed: list[tuple[list[float], list[float]]], n_perm: int 
     rhos = np.array([spearman(p, r) for p, r in per_seed])
     if not np.all(np.isfinite(rhos)):
         raise ValueError("the rank test: a seed's predictions or realised losses are all equal")
-    from scipy import stats
-
     rng = np.random.default_rng(seed)
     observed = float(rhos.mean())
     # a t interval over seeds, cut to [-1, 1]: a bootstrap over 3 seeds' values cannot reach
@@ -134,8 +134,6 @@ def rank_agreement(per_seed: list[tuple[list[float], list[float]]], n_perm: int 
 
 def paired_difference(a: list[float], b: list[float]) -> dict:
     """mean(a − b) over paired seeds with its 95% t interval."""
-    from scipy import stats
-
     if len(a) != len(b) or len(a) < MIN_SEEDS:
         raise ValueError(f"paired difference: needs at least {MIN_SEEDS} paired seeds, got {len(a)} and {len(b)}")
     d = np.asarray(a, float) - np.asarray(b, float)
@@ -165,9 +163,7 @@ class TrialResults:
 def measure_prediction(spec: PredictionSpec, out, log: Callable[[str], None] = print) -> TrialResults:
     """Probe every finished parent (cached under OUT/probes), train a child per insertion point,
     and rank the signal against the realised drop."""
-    from depthdelusion.studies.expansion import surgery
-    from depthdelusion.studies.expansion.probe import probe_run
-    from depthdelusion.train.loop import train
+    from depthdelusion.train.loop import train  # JAX only when training: see surgery.py's note
 
     runs, out, steps, probe_batches = rundir.as_path(spec.runs), rundir.as_path(out), spec.steps, spec.probe_batches
     (out / "probes").mkdir(parents=True, exist_ok=True)
@@ -214,9 +210,7 @@ def measure_growth(spec: GrowthSpec, log: Callable[[str], None] = print) -> Tria
     `spec.test_seeds`: seeds kept out of the lr choice; the difference is measured on them at
     each arm's chosen lr (the tuning seeds' difference is reported beside it, labelled as
     measured on the seeds that chose the lrs)."""
-    from depthdelusion import model_size
-    from depthdelusion.studies.expansion import surgery
-    from depthdelusion.train.loop import train
+    from depthdelusion.train.loop import train  # JAX only when training: see surgery.py's note
 
     runs, switch_step = rundir.as_path(spec.runs), spec.switch_step
     parsed = {d.name: RUN_NAME.match(d.name) for d in sorted(runs.iterdir())}
@@ -299,8 +293,6 @@ def best_lr(rows: list[dict], arm: str) -> tuple[float, list[dict], bool, dict]:
     grid's best), the grid's best where it has no interior minimum. Returns (lr, its rows, at the grid's edge, the fit: vertex lr with its Fieller 95%
     interval from the seeds' spread, and any note); at the edge the optimum is not bracketed:
     the arm is not tuned, only the grid's best."""
-    from depthdelusion.studies.common.lr_grid import fit_lr_curve
-
     by_lr: dict = {}
     for r in rows:
         if r["arm"] == arm:
@@ -333,8 +325,6 @@ def sections(r: TrialResults) -> str:
 
 def write_outputs(r: TrialResults, out) -> None:
     """STEM.csv (the rows), STEM_summary.json and STEM.md into OUT (local or gs://)."""
-    from depthdelusion.analysis.formats.table_text import write_csv
-
     out = rundir.as_path(out)
     out.mkdir(parents=True, exist_ok=True)
     if r.rows:

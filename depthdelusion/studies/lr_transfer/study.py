@@ -23,8 +23,11 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from depthdelusion import rundir
+import numpy as np
+
+from depthdelusion import exit_codes, rundir
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
+from depthdelusion.analysis.science.depth_penalty import is_u_shaped
 from depthdelusion.config import Config, Parametrization, from_dict
 from depthdelusion.studies.common.planned_runs import train_runs
 from depthdelusion.studies.common.spec import check_run_config, load_spec, required
@@ -152,8 +155,6 @@ def run_experiment(path: str | Path, out: str | Path, log=print, train_fn=None) 
 
 def run_command(*, experiment: str, out: str) -> int:
     """`depthdelusion lr-transfer` (the parser is `depthdelusion.cli`)."""
-    from depthdelusion import exit_codes
-
     outcome = run_experiment(experiment, out, log=lambda text: print(text, flush=True))
     if outcome.preempted:
         print("preempted: run the same command again to resume", file=sys.stderr)
@@ -243,8 +244,6 @@ def transfer_summary(rows: list[dict], exp: LrTransferSpec, p: str, optima: dict
 def measure(exp: LrTransferSpec, source: str, rows: list[dict], depth_rows: list[dict],
             failed: list[str] = ()) -> LrTransferResults:
     """The optima, the transfer summaries and the depth sweep's shape from the two sweeps' rows."""
-    from depthdelusion.analysis.science.depth_penalty import is_u_shaped
-
     names = exp.parametrizations
     optima = {(p, w, d): shape_optimum(rows, p, w, d) for p in names for d in exp.depths for w in exp.widths}
     u_shaped = {p: is_u_shaped([r["eval_loss"] for r in depth_rows if r["parametrization"] == p], 0.01)
@@ -349,12 +348,11 @@ def _depth_sweep_section(r: LrTransferResults) -> list[str]:
 
 
 def plot_lr_curves(rows: list[dict], exp: LrTransferSpec, path: Path) -> None:
+    # here, not at the top: only a run that draws pays matplotlib's import (4 s measured), after Agg is chosen
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
-
     names = exp.parametrizations
     fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False, sharey=True)
     shapes = [(w, d) for d in exp.depths for w in exp.widths]
@@ -384,6 +382,7 @@ def plot_lr_curves(rows: list[dict], exp: LrTransferSpec, path: Path) -> None:
 
 
 def plot_depth_sweep(depth_rows: list[dict], rows: list[dict], path: Path) -> None:
+    # here, not at the top: only a run that draws pays matplotlib's import (4 s measured), after Agg is chosen
     import matplotlib
 
     matplotlib.use("Agg")

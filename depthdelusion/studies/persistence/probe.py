@@ -5,18 +5,34 @@ The gradients come from the trainer's own layer-stats step (`train/step.py`: wei
 norms per block and ‖∂L/∂h_l‖ from `grad_probe`), so the probe measures exactly what a training
 run logs. Row t of a profile is the gradient at the parameters after t updates (t = 0: init).
 OUT may be local or gs:// (written to a local directory, then copied up).
+
+The study's shape: its spec (`ProbeSpec`, from the command's flags by `spec.from_flags`),
+`measure` to a frozen `ProbeResults` (the profiles, their persistence fits and ℓ(W)), `sections`
+to report.md; the CSVs and figures from the same results.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
+import sys
 import time
 from pathlib import Path
+from typing import Literal
 
+import jax
 import numpy as np
 
 from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
+from depthdelusion.analysis.report import plots
+from depthdelusion.analysis.science.persistence import persistence_length, persistence_scaling
+from depthdelusion.config import Config, DataConfig, ModelConfig, Parametrization, TrainConfig, bounded
+from depthdelusion.data.pipeline import Batches
+from depthdelusion.model_size import count_params
+from depthdelusion.parallel.mesh import make_mesh
+from depthdelusion.studies.common.spec import comma_separated, from_flags, spec_error
+from depthdelusion.train.step import build_trainer
 
 KINDS = ("weight", "activation")
 
@@ -39,9 +55,51 @@ class ProbeSetup:
     max_params: float = 1.2e8  # shapes above are skipped (and listed): memory and time on a CPU
 
 
-def probe_config(width: int, depth: int, setup: ProbeSetup):
-    from depthdelusion.config import Config, DataConfig, ModelConfig, TrainConfig
+DEFAULT_WIDTHS = (64, 256, 1024)
+DEFAULT_DEPTHS = (8, 16, 32, 64)
+LISTS = ("widths", "depths")  # comma-separated flags
 
+
+@dataclasses.dataclass(frozen=True)
+class ProbeSpec:
+    """What the probe trains: every width × depth of the grid (shapes over ``max_params`` skipped)
+    with the rest of `ProbeSetup` from the command's flags (`spec.from_flags`; ``--field-name``)."""
+
+    widths: list[int] = dataclasses.field(default_factory=lambda: list(DEFAULT_WIDTHS))
+    depths: list[int] = dataclasses.field(default_factory=lambda: list(DEFAULT_DEPTHS))
+    steps: int = bounded(ProbeSetup.steps, ge=0)
+    batch_size: int = bounded(ProbeSetup.batch_size, ge=1)
+    seq_len: int = bounded(ProbeSetup.seq_len, ge=1)
+    head_dim: int = bounded(ProbeSetup.head_dim, ge=1)
+    lr: float = bounded(ProbeSetup.lr, gt=0)
+    parametrization: Parametrization = ProbeSetup.parametrization
+    compute_dtype: Literal["auto", "float32", "bfloat16"] = ProbeSetup.compute_dtype
+    seed: int = bounded(ProbeSetup.seed, ge=0)
+    max_params: float = bounded(ProbeSetup.max_params, gt=0)
+
+    def validate(self) -> None:
+        for name in LISTS:
+            values = getattr(self, name)
+            if not values or min(values) < 1:
+                raise spec_error(name, values, "expected positive integers, e.g. 64,256")
+        bad = [w for w in self.widths if w % self.head_dim]
+        if bad:
+            raise spec_error("widths", bad, f"not multiples of --head-dim {self.head_dim}")
+
+    def setup(self) -> ProbeSetup:
+        """Everything but the shape, as the report records it."""
+        return ProbeSetup(**{f.name: getattr(self, f.name) for f in dataclasses.fields(ProbeSetup)
+                             if hasattr(self, f.name)})
+
+
+def spec_from_flags(**flags) -> ProbeSpec:
+    """The spec from the command's flags (keyed by field); a list flag is comma-separated, each
+    item a YAML scalar as `--set` reads it. An error is a ValueError naming the flag."""
+    raw = {k: comma_separated(x) if k in LISTS else x for k, x in flags.items()}
+    return from_flags(ProbeSpec, raw)
+
+
+def probe_config(width: int, depth: int, setup: ProbeSetup):
     model = ModelConfig(depth=depth, width=width, head_dim=setup.head_dim, seq_len=setup.seq_len,
                         vocab_size=257, parametrization=setup.parametrization,
                         base_width=setup.base_width, base_depth=setup.base_depth,
@@ -57,12 +115,6 @@ def layer_gradient_profiles(cfg, steps: int) -> dict:
     Returns ``weight`` [steps+1, D] (per-block weight-gradient norms), ``activation``
     [steps+1, D] (‖∂L/∂h_l‖, h_l the residual stream entering block l) and ``loss`` [steps+1];
     index 0 of D is the bottom block. Reusable by other studies (e.g. depth expansion)."""
-    import jax
-
-    from depthdelusion.data.pipeline import Batches
-    from depthdelusion.parallel.mesh import make_mesh
-    from depthdelusion.train.step import build_trainer
-
     cfg.validate()
     mesh = make_mesh(cfg.mesh, devices=jax.devices()[:1])
     trainer = build_trainer(cfg, mesh)
@@ -81,8 +133,6 @@ def layer_gradient_profiles(cfg, steps: int) -> dict:
 
 def run(widths, depths, setup: ProbeSetup, log=print) -> dict:
     """Profiles of every shape under ``setup.max_params``; ``skipped`` lists the others."""
-    from depthdelusion.model_size import count_params
-
     shapes, skipped = [], []
     for w in widths:
         for d in depths:
@@ -101,12 +151,10 @@ def run(widths, depths, setup: ProbeSetup, log=print) -> dict:
     return {"shapes": shapes, "skipped": skipped}
 
 
-def fit_rows(result: dict, setup: ProbeSetup) -> list:
+def fit_rows(shapes) -> list:
     """One PersistenceFit per shape, kind and step (0 = init, then every update)."""
-    from depthdelusion.analysis.science.persistence import persistence_length
-
     fits = []
-    for s in result["shapes"]:
+    for s in shapes:
         for kind in KINDS:
             for t, norms in enumerate(s[kind]):
                 fits.append(persistence_length(norms, name=f"d{s['depth']}_w{s['width']}",
@@ -114,20 +162,97 @@ def fit_rows(result: dict, setup: ProbeSetup) -> list:
     return fits
 
 
-def write(result: dict, setup: ProbeSetup, out: Path, command: str) -> list[Path]:
-    from depthdelusion.analysis.report import plots
-    from depthdelusion.analysis.science.persistence import persistence_scaling
+def reported_steps(spec: ProbeSpec) -> list[int]:
+    """The steps the report's tables and ℓ(W) fits show: initialisation and the last update."""
+    return sorted({0, spec.steps})
 
+
+@dataclasses.dataclass(frozen=True)
+class ProbeResults:
+    """What the probe measured; rendered by `sections`, written by `write_outputs`."""
+
+    spec: ProbeSpec
+    shapes: tuple  # per trained shape: width, depth, params, seconds and the weight, activation, loss profiles
+    skipped: tuple  # the shapes over max_params: width, depth, params
+    fits: tuple  # PersistenceFit per shape, kind and step
+    scalings: tuple  # (kind, step, ℓ(W) fit or None, why it was not fitted) per reported step
+    command: str
+
+
+def results_of(spec: ProbeSpec, trained: dict, command: str = "") -> ProbeResults:
+    """The results of trained profiles (`run`'s shapes and skipped): each profile's persistence
+    fit and ℓ(W) at the reported steps."""
+    fits = fit_rows(trained["shapes"])
+    scalings = []
+    for kind in KINDS:
+        for t in reported_steps(spec):
+            try:
+                scalings.append((kind, t, persistence_scaling([f for f in fits if f.kind == kind and f.step == t]), ""))
+            except ValueError as err:
+                scalings.append((kind, t, None, str(err)))
+    return ProbeResults(spec, tuple(trained["shapes"]), tuple(trained["skipped"]), tuple(fits), tuple(scalings),
+                        command)
+
+
+def measure(spec: ProbeSpec, *, command: str = "", log=print) -> ProbeResults:
+    """Train every shape of the grid (`run`) and fit what the report states; ``command`` is the
+    one quoted in report.md."""
+    return results_of(spec, run(spec.widths, spec.depths, spec.setup(), log), command)
+
+
+def _fit_of(r: ProbeResults, shape: dict, kind: str, step: int):
+    return next(f for f in r.fits if f.kind == kind and f.step == step
+                and f.name == f"d{shape['depth']}_w{shape['width']}")
+
+
+def _kind_section(r: ProbeResults, kind: str) -> list[str]:
+    """One kind's table (every shape at init and the last step) and its ℓ(W) fits."""
+    table = []
+    for s in r.shapes:
+        for t in reported_steps(r.spec):
+            f, g = _fit_of(r, s, kind, t), s[kind][t]
+            table.append([s["depth"], s["width"], f"{s['params'] / 1e6:.2f}M", f"{s['seconds']:.0f}", t, f.status,
+                          f"{f.rate:+.3f} [{f.rate_ci[0]:+.3f}, {f.rate_ci[1]:+.3f}]",
+                          "—" if f.length is None else f"{f.length:+.3g}", f"{g[0] / g[-1]:.3g}"])
+    lines = [f"## {kind} gradients", "",
+             markdown_table(["D", "W", "params", "s", "step", "status", "rate 1/ℓ [95% CI]", "ℓ", "g_0/g_D"], table),
+             ""]
+    for _, t, scaling, why in (x for x in r.scalings if x[0] == kind):
+        lines += ([f"ℓ(W) at step {t}:", "```", scaling.summary(), "```", ""] if scaling is not None
+                  else [f"ℓ(W) at step {t} not fitted: {why}", ""])
+    return lines
+
+
+def sections(r: ProbeResults) -> str:
+    """report.md: the command, the setup, each kind's table and ℓ(W), the skipped shapes, the
+    training time and the figures (formatting `r`, computing nothing)."""
+    last = r.spec.steps
+    lines = ["# Persistence probe", "", f"Command: `{r.command}`", "",
+             f"Setup: {json.dumps(dataclasses.asdict(r.spec.setup()))}.", "",
+             "rate = 1/ℓ per layer from ln g_l = b − rate·(D − l) (one logged step: the 95% CI is the "
+             "regression t-interval). rate > 0: the paper's decay towards the input; rate < 0: "
+             "growth towards the input. g_0/g_D: bottom block over top block.", ""]
+    for kind in KINDS:
+        lines += _kind_section(r, kind)
+    if r.skipped:
+        lines += ["Skipped (over --max-params): " + ", ".join(
+            f"{s['depth']}L×{s['width']} ({s['params'] / 1e6:.0f}M)" for s in r.skipped), ""]
+    total = sum(s["seconds"] for s in r.shapes)
+    lines += [f"Training time of the shapes (compile included): {total:.0f} s.", ""]
+    lines += ["![init](gradient_profiles_init.png)", "", f"![step {last}](gradient_profiles_step{last}.png)", ""]
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(r: ProbeResults, out: Path) -> list[Path]:
+    """profiles.csv, persistence.csv, the two figures and report.md (`sections`) in local `out`."""
     out.mkdir(parents=True, exist_ok=True)
-    fits = fit_rows(result, setup)
-    files = []
-    files.append(write_csv(out / "profiles.csv", ["width", "depth", "step", "kind", "layer", "norm"], [
+    files = [write_csv(out / "profiles.csv", ["width", "depth", "step", "kind", "layer", "norm"], [
         [s["width"], s["depth"], t, kind, layer, f"{g:.6g}"]
-        for s in result["shapes"] for kind in KINDS
-        for t, norms in enumerate(s[kind]) for layer, g in enumerate(norms)]))
+        for s in r.shapes for kind in KINDS
+        for t, norms in enumerate(s[kind]) for layer, g in enumerate(norms)])]
     rows = []
-    for f in fits:
-        s = next(x for x in result["shapes"] if f"d{x['depth']}_w{x['width']}" == f.name)
+    for f in r.fits:
+        s = next(x for x in r.shapes if f"d{x['depth']}_w{x['width']}" == f.name)
         g = s[f.kind][f.step]
         rows.append([f.width, f.depth, f.step, f.kind, f.status, f"{f.rate:.4g}", f"{f.rate_ci[0]:.4g}",
                      f"{f.rate_ci[1]:.4g}", "" if f.length is None else f"{f.length:.4g}",
@@ -135,39 +260,9 @@ def write(result: dict, setup: ProbeSetup, out: Path, command: str) -> list[Path
     files.append(write_csv(out / "persistence.csv", [
         "width", "depth", "step", "kind", "status", "rate_per_layer", "rate_lo", "rate_hi", "length", "r2",
         "g_bottom_over_g_top"], rows))
-
-    last = setup.steps
-    lines = ["# Persistence probe", "", f"Command: `{command}`", "",
-             f"Setup: {json.dumps(dataclasses.asdict(setup))}.", "",
-             "rate = 1/ℓ per layer from ln g_l = b − rate·(D − l) (one logged step: the 95% CI is the "
-             "regression t-interval). rate > 0: the paper's decay towards the input; rate < 0: "
-             "growth towards the input. g_0/g_D: bottom block over top block.", ""]
-    for kind in KINDS:
-        table = []
-        for s in result["shapes"]:
-            for t in sorted({0, last}):
-                f = next(f for f in fits if f.kind == kind and f.step == t and f.name == f"d{s['depth']}_w{s['width']}")
-                g = s[kind][t]
-                table.append([s["depth"], s["width"], f"{s['params'] / 1e6:.2f}M", f"{s['seconds']:.0f}", t, f.status,
-                              f"{f.rate:+.3f} [{f.rate_ci[0]:+.3f}, {f.rate_ci[1]:+.3f}]",
-                              "—" if f.length is None else f"{f.length:+.3g}", f"{g[0] / g[-1]:.3g}"])
-        lines += [f"## {kind} gradients", "",
-                  markdown_table(["D", "W", "params", "s", "step", "status", "rate 1/ℓ [95% CI]", "ℓ",
-                                  "g_0/g_D"], table),
-                  ""]
-        for t in sorted({0, last}):
-            at = [f for f in fits if f.kind == kind and f.step == t]
-            try:
-                lines += [f"ℓ(W) at step {t}:", "```", persistence_scaling(at).summary(), "```", ""]
-            except ValueError as err:
-                lines += [f"ℓ(W) at step {t} not fitted: {err}", ""]
-    if result["skipped"]:
-        lines += ["Skipped (over --max-params): " + ", ".join(
-            f"{s['depth']}L×{s['width']} ({s['params'] / 1e6:.0f}M)" for s in result["skipped"]), ""]
-    total = sum(s["seconds"] for s in result["shapes"])
-    lines += [f"Training time of the shapes (compile included): {total:.0f} s.", ""]
+    last = r.spec.steps
     by_width = {}
-    for s in result["shapes"]:
+    for s in r.shapes:
         by_width.setdefault(s["width"], []).append((s["depth"], s["weight"][0], s["weight"][last]))
     files.append(plots.gradient_profile_panels(
         {w: [(d, g0) for d, g0, _ in v] for w, v in by_width.items()}, out / "gradient_profiles_init.png",
@@ -175,44 +270,25 @@ def write(result: dict, setup: ProbeSetup, out: Path, command: str) -> list[Path
     files.append(plots.gradient_profile_panels(
         {w: [(d, gk) for d, _, gk in v] for w, v in by_width.items()}, out / f"gradient_profiles_step{last}.png",
         title=f"Weight-gradient profiles after {last} AdamW steps"))
-    lines += ["![init](gradient_profiles_init.png)", "", f"![step {last}](gradient_profiles_step{last}.png)", ""]
-    (out / "report.md").write_text("\n".join(lines) + "\n")
+    (out / "report.md").write_text(sections(r))
     files.append(out / "report.md")
     return files
 
 
-def parse_ints(text: str, flag: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise ValueError(f"{flag}={text!r}: expected comma-separated integers, e.g. 64,256") from None
-    if not values or min(values) < 1:
-        raise ValueError(f"{flag}={text!r}: expected positive integers")
-    return values
-
-
-def run_command(*, out: str, widths: str = "64,256,1024", depths: str = "8,16,32,64",
+def run_command(*, out: str, widths: str = ",".join(map(str, DEFAULT_WIDTHS)),
+                depths: str = ",".join(map(str, DEFAULT_DEPTHS)),
                 steps: int = ProbeSetup.steps, batch_size: int = ProbeSetup.batch_size,
                 seq_len: int = ProbeSetup.seq_len, head_dim: int = ProbeSetup.head_dim,
                 lr: float = ProbeSetup.lr, parametrization: str = ProbeSetup.parametrization,
                 compute_dtype: str = ProbeSetup.compute_dtype, seed: int = ProbeSetup.seed,
                 max_params: float = ProbeSetup.max_params) -> int:
     """`depthdelusion persistence-probe` (the parser is `depthdelusion.cli`)."""
-    import shlex
-    import sys
-
-    shape_widths, shape_depths = parse_ints(widths, "--widths"), parse_ints(depths, "--depths")
-    for w in shape_widths:
-        if w % head_dim:
-            raise ValueError(f"--widths: {w} is not a multiple of --head-dim {head_dim}")
-    if steps < 0:
-        raise ValueError(f"--steps={steps}: must be >= 0")
-    setup = ProbeSetup(steps=steps, batch_size=batch_size, seq_len=seq_len, head_dim=head_dim, lr=lr,
-                       parametrization=parametrization, compute_dtype=compute_dtype, seed=seed,
-                       max_params=max_params)
+    spec = spec_from_flags(widths=widths, depths=depths, steps=steps, batch_size=batch_size, seq_len=seq_len,
+                           head_dim=head_dim, lr=lr, parametrization=parametrization,
+                           compute_dtype=compute_dtype, seed=seed, max_params=max_params)
     start = time.perf_counter()
-    result = run(shape_widths, shape_depths, setup)
+    results = measure(spec, command="depthdelusion " + shlex.join(sys.argv[1:]))
     with rundir.local_dir(out) as where:  # a gs:// OUT: written here, then copied up
-        files = write(result, setup, where, "depthdelusion " + shlex.join(sys.argv[1:]))
+        files = write_outputs(results, where)
     print(f"wrote {len(files)} files to {out} in {time.perf_counter() - start:.0f} s")
     return 0

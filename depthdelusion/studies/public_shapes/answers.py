@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from depthdelusion.analysis.fitting.result import parameter_status
 from depthdelusion.analysis.reference import PAPER_FIT, PAPER_KAPPA
-
 from depthdelusion.studies.public_shapes.study import POWER_KINK, Arm, fit_laws, shape_labels, table_runs
 
 LEVEL = 95
@@ -61,8 +61,6 @@ class CriticalDepth:
 
 def critical_depth(arm: Arm) -> CriticalDepth | None:
     """The power-law kink of ``arm`` (None when it was not fitted)."""
-    from depthdelusion.analysis.fitting.result import parameter_status
-
     f = arm.fits.get(POWER_KINK)
     if f is None:
         return None

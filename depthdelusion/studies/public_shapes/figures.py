@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from depthdelusion.analysis.fitting.isoflop import group_budgets
 from depthdelusion.analysis.reference import PAPER_FIT
 
 MATCH = 0.2          # shapes within 20% in N count as matched
@@ -52,6 +53,7 @@ def captions(facts: FigureFacts) -> list[str]:
 
 def draw(arm, out: Path) -> None:
     """Every figure of the module for ``arm``, into ``out``."""
+    # here, not at the top: only the figures part pays matplotlib's import (4 s measured)
     from depthdelusion.analysis.report import plots
 
     _matched(arm, out / LOSS_VS_DEPTH, plots)
@@ -68,8 +70,6 @@ def _shapes(arm):
 
 def _matched_groups(shapes) -> list:
     """Groups (indices into ``shapes``) of >= 3 shapes within MATCH of each other in N."""
-    from depthdelusion.analysis.fitting.isoflop import group_budgets
-
     return [g for g in group_budgets(np.array([s[2] for s in shapes]), MATCH) if len(g) >= 3]
 
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from depthdelusion.analysis.reference import PAPER_SHAPE_EXPONENTS
+from depthdelusion.analysis.report.shape import Counts, optimal_shape
+from depthdelusion.analysis.table.published import GEMSTONES_VOCAB, gemstones_width_depth_released
 
 #: the laws with a shape optimum (the kink laws collapse to chinchilla here: no shape term left)
 OPTIMAL_LAWS = ("gemstones_width_depth", "shape_quadratic")
@@ -37,9 +39,6 @@ class Optimum:
 def gemstones_counts(runs, convention: str):
     """N(D, W) of the Gemstones architecture in ``convention`` and C = 6·N_total·T, from a
     least-squares fit of the table's per-shape total count; with its largest relative error."""
-    from depthdelusion.analysis.report.shape import Counts
-    from depthdelusion.analysis.table.published import GEMSTONES_VOCAB
-
     total = np.asarray(runs.params, float)
     if convention == "non_embedding":  # the arm's N is the total less the embedding matrix
         total = total + GEMSTONES_VOCAB * np.asarray(runs.width, float)
@@ -70,8 +69,6 @@ def suite_budgets(runs, convention: str) -> np.ndarray:
 
 def optima(arm, *, bootstrap: int) -> list[Optimum]:
     """D*(C), W*(C) per shape law fitted to ``arm``, intervals from ``bootstrap`` of its draws."""
-    from depthdelusion.analysis.report.shape import optimal_shape
-
     counts, budgets = gemstones_counts(arm.runs, arm.convention), suite_budgets(arm.runs, arm.convention)
     out = []
     for law in OPTIMAL_LAWS:
@@ -85,9 +82,6 @@ def optima(arm, *, bootstrap: int) -> list[Optimum]:
 def released_optima(runs) -> list[Optimum]:
     """The exponents implied by the authors' released width-depth optimum for each table (total
     N, their convention), over ``runs``' compute range; no interval (none is released)."""
-    from depthdelusion.analysis.report.shape import optimal_shape
-    from depthdelusion.analysis.table.published import gemstones_width_depth_released
-
     counts, budgets = gemstones_counts(runs, "total"), suite_budgets(runs, "total")
     return [Optimum(f"{table} (total N)", "gemstones_width_depth", "the authors' released parameters",
                     optimal_shape("gemstones_width_depth", budgets, counts=counts, bootstrap=0,

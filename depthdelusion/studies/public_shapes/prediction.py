@@ -20,7 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from depthdelusion.studies.public_shapes.study import Arm, fit_laws
+from depthdelusion.analysis import fit
+from depthdelusion.analysis.fitting.result import parameter_status
+from depthdelusion.analysis.fitting.rollout import Step
+from depthdelusion.analysis.table.published import load_table
+from depthdelusion.studies.public_shapes.answers import percentile_interval
+from depthdelusion.studies.public_shapes.study import Arm, fit_laws, significant
 
 SMALL = 1e9          # parameters (the arm's convention): fitted up to this size
 LAST_BUDGETS = 2     # token budgets held out at the end
@@ -55,8 +60,6 @@ def split(runs, clusters) -> dict:
 
 def predict(arm: Arm, laws, *, bootstrap: int, seed: int) -> list[Prediction]:
     """Each law fitted on ``split``'s train rows, its errors on each held-out set against chinchilla's."""
-    from depthdelusion.analysis.fitting.rollout import Step
-
     masks = split(arm.runs, arm.clusters)
     train = arm.runs.subset(masks["train"])
     fits = fit_laws(train, arm.clusters[masks["train"]], laws, bootstrap=0, seed=seed)
@@ -75,8 +78,6 @@ def predict(arm: Arm, laws, *, bootstrap: int, seed: int) -> list[Prediction]:
 
 def _vs_baseline(err, base, labels, bootstrap: int, seed: int):
     """RMSE(err) − RMSE(base) and its 95% cluster-bootstrap interval over the held-out runs."""
-    from depthdelusion.studies.public_shapes.answers import percentile_interval
-
     rmse = lambda e: float(np.sqrt(np.mean(e ** 2)))  # noqa: E731
     diff = rmse(err) - rmse(base)
     groups = [np.flatnonzero(labels == c) for c in sorted(set(labels.tolist()))]
@@ -115,9 +116,6 @@ class GadreFit:
 def gadre(*, bootstrap: int, seed: int, laws=GADRE_LAWS) -> tuple[list[GadreFit], object]:
     """The laws of ``laws`` fitted to Gadre et al.'s runs with a width and depth (total N), one
     offset per training set; (fits sorted by AICc, the runs fitted)."""
-    from depthdelusion.analysis import fit
-    from depthdelusion.analysis.table.published import load_table
-
     runs = load_table("gadre2024")
     runs = runs.subset(np.isfinite(np.asarray(runs.depth, float)) & np.isfinite(np.asarray(runs.width, float)))
     fits = {law: fit(runs, law, bootstrap=bootstrap, seed=seed, profile=False, leave_one_out=False,
@@ -135,10 +133,6 @@ def rmse_by_multiple(best: GadreFit, runs) -> tuple:
 
 def gadre_rows(fits: list[GadreFit]) -> list[dict]:
     """gadre.csv: per law and parameter the value, status and case-bootstrap interval."""
-    from depthdelusion.analysis.fitting.result import parameter_status
-
-    from depthdelusion.studies.public_shapes.study import significant
-
     rows = []
     for g in fits:
         for name, value in g.fit.params.items():

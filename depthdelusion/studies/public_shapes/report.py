@@ -10,11 +10,12 @@ from pathlib import Path
 
 import numpy as np
 
+from depthdelusion import rundir
 from depthdelusion.analysis.fitting.options import BOOTSTRAP
 from depthdelusion.analysis.formats.table_text import csv_text, markdown_table
 from depthdelusion.analysis.reference import PAPER_KAPPA
-
-from depthdelusion.studies.public_shapes import study
+from depthdelusion.studies.public_shapes import figures, optimal, prediction, study
+from depthdelusion.studies.public_shapes import sections as more
 from depthdelusion.studies.public_shapes.results import PublicShapesResults, measure
 
 COMMAND = "depthdelusion public-shapes --out analysis/public_shapes"
@@ -46,6 +47,7 @@ def _audit_rows(rows) -> list[dict]:
 
 def _figure(out: Path, rows) -> None:
     """audit.png: each shape's excess loss over chinchilla against the paper's D / D_crit."""
+    # here, not at the top: only a run that draws pays matplotlib's import (4 s measured), after Agg is chosen
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -75,8 +77,6 @@ def run_command(*, out: str, bootstrap: int = BOOTSTRAP, replicates: int = study
                 conventions: str = ",".join(study.CONVENTIONS), laws: str | None = None,
                 lr_interaction: bool = True, parts: str = ",".join(study.PARTS)) -> int:
     """`depthdelusion public-shapes`: the spec from the flags, measured, then written."""
-    from depthdelusion import rundir
-
     spec = study.spec_from_flags(bootstrap=bootstrap, replicates=replicates, seed=seed, tables=tables,
                                  conventions=conventions, laws=laws, lr_interaction=lr_interaction,
                                  parts=parts)
@@ -91,10 +91,6 @@ def run_command(*, out: str, bootstrap: int = BOOTSTRAP, replicates: int = study
 def write_report(r: PublicShapesResults, out_dir: Path) -> Path:
     """report.md (report_partial.md without the core), the CSVs and figures of the parts run,
     all from ``r``; the report's path."""
-    from depthdelusion.studies.public_shapes import figures
-    from depthdelusion.studies.public_shapes import optimal
-    from depthdelusion.studies.public_shapes import prediction
-
     parts = r.spec.parts
     if "optimal" in parts:
         _csv(out_dir / "compute_optimal.csv", optimal.rows(list(r.optimal)))
@@ -145,11 +141,6 @@ def _audit_caption(r: PublicShapesResults) -> str:
 
 def _more_sections(r: PublicShapesResults) -> list[str]:
     """The report's lines for the parts beyond the core that were run."""
-    from depthdelusion.studies.public_shapes import figures
-    from depthdelusion.studies.public_shapes import optimal
-    from depthdelusion.studies.public_shapes import prediction
-    from depthdelusion.studies.public_shapes import sections as more
-
     lines, parts = [], r.spec.parts
     if "optimal" in parts:
         lines += more.optimal_section(optimal.rows(list(r.optimal)),

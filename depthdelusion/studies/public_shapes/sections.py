@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from depthdelusion.analysis.fitting.result import parameter_status
 from depthdelusion.analysis.formats.table_text import markdown_table
 from depthdelusion.analysis.reference import PAPER_SHAPE_EXPONENTS
-
 from depthdelusion.studies.public_shapes.prediction import BASELINE, HELD_OUT, LAST_BUDGETS, SMALL
 
 
@@ -70,8 +70,6 @@ def _n(v, spec: str = "{:+.4f}") -> str:
 def gadre_section(fits, runs, by_multiple) -> list[str]:
     if not fits:
         return []
-    from depthdelusion.analysis.fitting.result import parameter_status
-
     shapes = sorted({(int(w), int(d)) for w, d in zip(runs.width, runs.depth)})
     table = []
     for g in fits:

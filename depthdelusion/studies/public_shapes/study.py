@@ -26,9 +26,13 @@ from typing import Literal
 
 import numpy as np
 
+from depthdelusion.analysis import fit
 from depthdelusion.analysis.fitting.options import BOOTSTRAP
+from depthdelusion.analysis.fitting.result import parameter_status
+from depthdelusion.analysis.report.consistency import with_param_convention
+from depthdelusion.analysis.report.verdict import critical_depth_verdict, penalty_verdicts
+from depthdelusion.analysis.table.published import load_table
 from depthdelusion.config import bounded
-
 from depthdelusion.studies.common.spec import from_flags, spec_error
 
 BASELINES = ("kaplan", "chinchilla")
@@ -120,9 +124,6 @@ def shape_labels(runs) -> np.ndarray:
 
 def table_runs(name: str, convention: str):
     """The published table ``name`` with N in ``convention`` (total: as the table gives it)."""
-    from depthdelusion.analysis.report.consistency import with_param_convention
-    from depthdelusion.analysis.table.published import load_table
-
     runs = load_table(name)
     if convention == "total":
         return runs
@@ -133,8 +134,6 @@ def fit_laws(runs, clusters, laws, *, bootstrap: int, seed: int) -> dict:
     """Every law by least squares, its intervals from ``bootstrap`` cluster resamples (whole runs).
     Profile-likelihood intervals are not computed: they would treat each checkpoint as an
     independent run."""
-    from depthdelusion.analysis import fit
-
     return {law: fit(runs, law, bootstrap=bootstrap, seed=seed, profile=False, leave_one_out=False,
                      diagnostics=False, clusters=clusters) for law in laws}
 
@@ -144,11 +143,6 @@ def fit_arm(table: str, convention: str, laws=LAWS, *, bootstrap: int, replicate
     """Fit ``laws`` to one table in one convention and test each kink law: λ = 0 against
     chinchilla, and the kink against the best smooth law, both by a parametric bootstrap with a
     per-run random effect (``replicates``; 0: Davies' bound for λ = 0, no kink test)."""
-    from depthdelusion.analysis.report.verdict import (
-        critical_depth_verdict,
-        penalty_verdicts,
-    )
-
     start = time.perf_counter()
     runs = table_runs(table, convention)
     clusters = shape_labels(runs)
@@ -162,8 +156,6 @@ def fit_arm(table: str, convention: str, laws=LAWS, *, bootstrap: int, replicate
 
 def parameter_rows(arms: list[Arm]) -> list[dict]:
     """laws.csv: one row per arm × law × parameter: value, status, cluster-bootstrap interval."""
-    from depthdelusion.analysis.fitting.result import parameter_status
-
     rows = []
     for arm in arms:
         for law, f in arm.fits.items():

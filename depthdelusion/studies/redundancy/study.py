@@ -283,6 +283,7 @@ def sections(r: RedundancyResults) -> str:
 
 
 def _figure(curves, path: Path) -> None:
+    # here, not at the top: only a run that draws pays matplotlib's import (4 s measured), after Agg is chosen
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -1,21 +1,22 @@
 """The probe's per-layer gradients are the trainer's layer-stats step's; checked against an
-independent per-block gradient computation at initialisation."""
+independent per-block gradient computation at initialisation. Its flags are checked before it trains."""
+import jax
 import numpy as np
 import optax
-import jax
+import pytest
 import jax.numpy as jnp
 from flax import nnx
 
 from depthdelusion.data.pipeline import Batches
 from depthdelusion.model.transformer import Transformer
-from depthdelusion.studies.persistence.probe import (ProbeSetup, fit_rows, layer_gradient_profiles,
-                                                     probe_config, write)
+from depthdelusion.studies.persistence import probe
+from depthdelusion.studies.persistence.probe import layer_gradient_profiles, probe_config
 
 
 def test_probe_profiles_match_a_direct_gradient_and_the_report_keeps_the_sign(tmp_path):
-    setup = ProbeSetup(steps=1, batch_size=2, seq_len=16, head_dim=16)
-    cfg = probe_config(16, 3, setup)
-    prof = layer_gradient_profiles(cfg, setup.steps)
+    spec = probe.spec_from_flags(widths="16", depths="3", steps=1, batch_size=2, seq_len=16, head_dim=16)
+    cfg = probe_config(16, 3, spec.setup())
+    prof = layer_gradient_profiles(cfg, spec.steps)
     assert prof["weight"].shape == (2, 3) and prof["activation"].shape == (2, 3)
     assert np.all(prof["weight"] > 0) and np.all(np.isfinite(prof["activation"]))
 
@@ -33,11 +34,27 @@ def test_probe_profiles_match_a_direct_gradient_and_the_report_keeps_the_sign(tm
                          for g in jax.tree.leaves(blocks)))
     np.testing.assert_allclose(prof["weight"][0], direct, rtol=1e-4)
 
-    result = {"shapes": [{"width": 16, "depth": 3, "params": 1, "seconds": 1.0, **prof}], "skipped": []}
-    fits = fit_rows(result, setup)
-    assert {f.status for f in fits} <= {"decay", "growth", "flat"}
-    files = write(result, setup, tmp_path / "probe", "test")
+    results = probe.results_of(spec, {"shapes": [{"width": 16, "depth": 3, "params": 1, "seconds": 1.0, **prof}],
+                                      "skipped": []}, command="test")
+    assert {f.status for f in results.fits} <= {"decay", "growth", "flat"}
+    files = probe.write_outputs(results, tmp_path / "probe")
     md = (tmp_path / "probe" / "report.md").read_text()
-    assert "g_0/g_D" in md and all(p.exists() for p in files)
-    f0 = next(f for f in fits if f.kind == "weight" and f.step == 0)
+    assert md == probe.sections(results) and "g_0/g_D" in md and all(p.exists() for p in files)
+    f0 = next(f for f in results.fits if f.kind == "weight" and f.step == 0)
     assert f"{f0.rate:+.3f}" in md  # the signed rate is printed, growth included
+
+
+@pytest.mark.parametrize("flags, says", [
+    ({"batch_size": 0}, "--batch-size=0: must be a positive integer"),
+    ({"widths": "64,abc"}, "--widths[1]='abc': must be an integer"),
+    ({"widths": "24,64"}, "--widths=[24]: not multiples of --head-dim 16"),
+    ({"compute_dtype": "float16"}, "--compute-dtype='float16': valid values are auto, float32, bfloat16"),
+])
+def test_a_bad_flag_is_one_line_naming_it_before_anything_trains(tmp_path, monkeypatch, flags, says):
+    def train(*args, **kwargs):
+        raise AssertionError("the probe trained before checking its flags")
+
+    monkeypatch.setattr(probe, "layer_gradient_profiles", train)
+    with pytest.raises(ValueError) as err:
+        probe.run_command(out=str(tmp_path / "probe"), **flags)
+    assert str(err.value).startswith(says) and len(str(err.value).splitlines()) == 1

@@ -11,6 +11,8 @@ from depthdelusion.cli import main
 from depthdelusion.model import parametrization as pz
 from depthdelusion.model import transformer
 from depthdelusion.studies.common import spectrum
+from depthdelusion.studies.spectrum import study as spectrum_study
+
 D, W, S = 2, 32, 32
 TINY = ["--set", f"model.depth={D}", "--set", f"model.width={W}", "--set", "model.head_dim=16",
         "--set", f"model.seq_len={S}", "--set", "train.batch_size=8", "--set", "train.steps=2",
@@ -114,6 +116,22 @@ def test_bad_run_directory_is_one_clear_line(tmp_path, capsys):
         main(["spectrum", str(tmp_path), "--tokens", "0"])
     assert exit.value.code == 2
     assert "argument --tokens: 0: must be an integer >= 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("arguments, says", [
+    ({"rows": 0}, "--rows=0: must be a positive integer"),
+    ({"tokens": "lots"}, "--tokens='lots': must be an integer"),
+])
+def test_a_bad_argument_of_the_command_function_is_one_line_naming_its_flag_before_any_work(
+        tmp_path, monkeypatch, arguments, says):
+    """The checks of the spec's fields, for a caller of the function the parser does not guard."""
+    def measure(*args, **kwargs):
+        raise AssertionError("the spectrum was measured before its arguments were checked")
+
+    monkeypatch.setattr(spectrum, "measure", measure)
+    with pytest.raises(ValueError) as err:
+        spectrum_study.run_command(run=str(tmp_path), **arguments)
+    assert str(err.value) == says
 
 
 def test_data_exponent_ridge_on_the_tiny_run(run_dir, loaded, tmp_path):
