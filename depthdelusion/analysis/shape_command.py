@@ -12,7 +12,8 @@ from depthdelusion import exit_codes
 
 def load_suites(runs=None, table_names=None, column=None) -> dict:
     """{suite name: Runs}: every ``--table NAME[=PATH]`` (named by NAME) and every RUNS path
-    (named by its file or folder name), in the order given, tables first."""
+    (named by its file or folder name; a folder named runs by the folder that holds it), in the
+    order given, tables first."""
     from .table.published import load_table, parse_table_arg
     from .table.runs import load_runs
 
@@ -22,7 +23,9 @@ def load_suites(runs=None, table_names=None, column=None) -> dict:
         tables[name] = load_table(name, path)
     mapping = column_mapping(column)
     for path in runs or ():
-        name = Path(str(path).rstrip("/")).stem or str(path)
+        where = Path(str(path).rstrip("/"))
+        # a study's runs live in STUDY/runs: the suite is named for the study
+        name = (where.parent.name if where.name == "runs" and where.parent.name else where.stem) or str(path)
         if name in tables:
             raise ValueError(f"RUNS {path}: a suite named {name!r} is already given; rename the file")
         tables[name] = load_runs(path, columns=mapping)

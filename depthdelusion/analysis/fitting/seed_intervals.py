@@ -96,6 +96,16 @@ def paired_interval(a, b, level: float = LEVEL) -> Interval:
     return mean_interval([x - y for x, y in zip(a, b)], level)
 
 
+def welch_p(a, b) -> float:
+    """Two-sided p-value of Welch's t test of equal means."""
+    from scipy import stats
+
+    iv = welch_interval(a, b)
+    if iv.se == 0:
+        return 0.0 if iv.estimate != 0 else 1.0
+    return float(2 * stats.t.sf(abs(iv.estimate / iv.se), iv.df))
+
+
 def fieller_ratio(num: Interval, den: Interval, level: float = LEVEL) -> tuple[float, float, float]:
     """(ratio, lo, hi): Fieller's interval for num/den of two independent estimates, t quantile
     on the smaller of their degrees of freedom (conservative). (ratio, -inf, inf) when the
