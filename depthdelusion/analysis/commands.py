@@ -119,7 +119,8 @@ def run_report(*, runs: str | None = None, out: str, table_name: str | None = No
         print(f"--drop-outliers: outliers judged by the {why}", file=sys.stderr)
     parts = split_rows(table, rows, law, options)
     settings = dict(by=rows.by, options=options, step=step, figures=not no_figures, label=label,
-                    groups=groups, params=params)
+                    groups=groups, params=params,
+                    source=_report_source(runs if table_name is None else None, table_name, rows, options))
     if not rundir.is_local(out):  # the report's writers (csv, matplotlib) write local files
         import tempfile
 
@@ -132,7 +133,29 @@ def run_report(*, runs: str | None = None, out: str, table_name: str | None = No
     return exit_codes.OK
 
 
-def _write_reports(parts, out, *, by, options: FitOptions, step, figures, label, groups, params) -> None:
+def _report_source(runs: str | None, table_name: str | None, rows: RowOptions, options: FitOptions) -> dict:
+    """The report's input as command-line words (RUNS or --table NAME, and the row options, so
+    that its "Regenerate with" line runs and reads the same rows) and, for a table by name, the
+    table's source, licence and citation."""
+    import shlex
+
+    from .table.published import parse_table_arg, table_entry
+
+    words = [shlex.quote(runs)] if table_name is None else ["--table", shlex.quote(table_name)]
+    for flag, value in (("--group", rows.group), ("--where", rows.where), ("--by", rows.by),
+                        ("--columns", rows.columns), ("--vocab", rows.vocab)):
+        words += [flag, shlex.quote(str(value))] if value is not None else []
+    for flag, values in (("--column", rows.column), ("--reduce", rows.reduce)):
+        for value in [values] if isinstance(values, str) else (values or []):
+            words += [flag, shlex.quote(value)]
+    if rows.drop_outliers:
+        words += ["--drop-outliers", "--outlier-threshold", repr(options.outlier_threshold)]
+    cite = table_entry(parse_table_arg(table_name)[0]).reference() if table_name else ""
+    return dict(input_words=" ".join(words), citation=cite)
+
+
+def _write_reports(parts, out, *, by, options: FitOptions, step, figures, label, groups, params,
+                   source: dict) -> None:
     from .report.build import write_report
     from .report.options import ReportOptions
 
@@ -143,7 +166,7 @@ def _write_reports(parts, out, *, by, options: FitOptions, step, figures, label,
                 print(note, file=sys.stderr)
         with Stages("report" if value is None else f"report {by}={value}") as progress:
             report = write_report(part, where_to, ReportOptions(fit=options, step=step, runs_label=str(label),
-                                                                 groups=groups, params=params),
+                                                                 groups=groups, params=params, **source),
                                   figures=figures, progress=progress)
         print(f"wrote {len(report.files)} files to {report.out}")
         print(report.verdict)

@@ -349,7 +349,7 @@ def _settings(runs, o: ReportOptions) -> Settings:
         raise ValueError(f"groups must be one of {', '.join(GROUP_MODES)}, got {o.groups!r}")
     label = o.runs_label or (runs if isinstance(runs, str) else "RUNS")
     return Settings(label, o.fit.bootstrap, o.fit.seed, o.fit.method, o.step, o.groups, o.params,
-                    lr_replicates, o.shape_draws)
+                    lr_replicates, o.shape_draws, o.input_words, o.citation)
 
 
 def _shape(fits, verdicts, critical, runs, raw, s: Settings) -> ShapeResults | None:

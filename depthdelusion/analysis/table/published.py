@@ -102,6 +102,10 @@ class PublishedTable:
         """The licence and citation, printed when the table is first downloaded."""
         return f"{self.name}: license {self.license}; cite {self.paper}"
 
+    def reference(self) -> str:
+        """Where the table comes from and whom to cite: the line a report of it carries."""
+        return f"{self.name} from {self.source}; license {self.license}; cite {self.paper}"
+
     def parameters(self) -> str:
         """How the table counts N and whether its embeddings are tied (``tables show``)."""
         if self.embeddings is None:
