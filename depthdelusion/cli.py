@@ -597,7 +597,8 @@ def add_row_selection(p):
             "budgets (a compute/flops/C column, else C = 6·N·D; runs within --tolerance of a "
             "budget's smallest C form it); per budget an OLS parabola of loss in ln N gives N* "
             "with Fieller's 95% interval; budgets with fewer than 3 sizes, no minimum (or one too flat "
-            "for a finite N*), or a vertex outside their sampled N range are flagged and left out; N* ∝ C^a and D* ∝ C^b by OLS "
+            "for a finite N*), or a vertex outside their sampled N range are flagged and left out (a table where "
+            "fewer than half the budgets have 3 sizes is not a sweep: refused); N* ∝ C^a and D* ∝ C^b by OLS "
             "of ln N* on ln C (t interval). Then the bias of Approach 2 on this exact grid: the "
             "Chinchilla law fitted to the table is simulated at the same (N, D) with its residual "
             "noise, and Approach 2's exponents on the simulations are compared with the law's own.")

@@ -358,6 +358,19 @@ def test_isoflop_command_takes_a_table_by_name(mirror_cache, capsys):
     assert len(doc["budgets"]) == 10 and doc["a"]["value"] == pytest.approx(LLAMA3_APPROACH2_A, abs=5e-4)
 
 
+def test_isoflop_refuses_gemstones_and_says_marin_pools_three_datasets(mirror_cache, capsys):
+    """Gemstones is shapes × checkpoints, not an isoFLOP sweep: exit 2, one line, no exponent.
+    Marin's ladders pool three datasets: the output says so, as `fit` does."""
+    load_table("gemstones")  # downloaded first: its announcement is not the error
+    capsys.readouterr()
+    assert main(["isoflop", "--table", "gemstones", "--no-bias"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
+    assert "not an isoFLOP sweep: of its 76 compute budgets" in captured.err
+    assert main(["isoflop", "--table", "isoflop_marin", "--no-bias"]) == 0
+    assert "! pooled groups: column 'group' holds 3 values" in capsys.readouterr().out
+
+
 def test_tables_list_gives_name_rows_license_and_cache_state(mirror_cache, capsys):
     load_table("isoflop_marin")
     capsys.readouterr()
