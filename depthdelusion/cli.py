@@ -633,7 +633,10 @@ def add_published_table(p):
     p.add_argument("--table", dest="table_name", metavar="NAME[=PATH]",
                    help="a published table by name instead of RUNS (`depthdelusion tables list`; "
                    "downloaded from its source and cached on first use), or NAME=PATH for a local "
-                   "copy of its source file")
+                   "copy of its source file (or folder), checked against the registered sha256")
+    p.add_argument("--allow-modified", action="store_true",
+                   help="--table (or --pool) NAME=PATH: read a copy whose sha256 is not the registered one "
+                   "(said in the output; refused without this flag)")
 
 
 def add_table_options(p):

@@ -111,7 +111,7 @@ def run_report(*, runs: str | None = None, out: str, table_name: str | None = No
     if not no_figures:  # before the fits, not after them
         _need_matplotlib("the report's figures", "pass --no-figures")
     refuse_own_inputs("--out", out, REPORT_FILES, [runs, *_table_files(table_name)])
-    runs, label = runs_or_table(runs, table_name, "report")
+    runs, label = runs_or_table(runs, table_name, "report", rows.allow_modified)
     table = _load(runs, rows)
     law = None
     if rows.drop_outliers:
@@ -150,6 +150,7 @@ def _report_source(runs: str | None, table_name: str | None, rows: RowOptions, o
             words += [flag, shlex.quote(value)]
     if rows.drop_outliers:
         words += ["--drop-outliers", "--outlier-threshold", repr(options.outlier_threshold)]
+    words += ["--allow-modified"] if rows.allow_modified else []
     cite = table_entry(parse_table_arg(table_name)[0]).reference() if table_name else ""
     return dict(input_words=" ".join(words), citation=cite)
 
@@ -209,7 +210,7 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
 
     _check_fit_options(runs, pool, rows, validate)
     refuse_own_inputs("--out", out, FIT_FILES, [runs, *_table_files(table_name, pool)])
-    runs, _ = runs_or_table(runs, table_name, "fit")
+    runs, _ = runs_or_table(runs, table_name, "fit", rows.allow_modified)
     table = _load(runs, RowOptions(group=rows.group, where=rows.where, columns=rows.columns,
                                    column=rows.column, reduce=rows.reduce))
     if params is not None and params != "fitted":  # the convention as asked, said in the fit's notes
@@ -219,7 +220,7 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
         table.notes = list(table.notes) + conv_notes
     ours, pooled = table, (parse_table_arg(pool) if pool else None)
     if pooled:
-        table = pool_runs(ours, *pooled)
+        table = pool_runs(ours, *pooled, allow_modified=rows.allow_modified)
     if law is None:
         law, why = pick_law(table)
         print(why, file=sys.stderr)
@@ -229,7 +230,8 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
     kwargs = dict(options.fit_kwargs(), diagnostics=True, progress=progress)
     if pooled:
         parts = {None: table}
-        results = {None: fit_pooled(ours, pooled[0], law, options.method, path=pooled[1], **kwargs)}
+        results = {None: fit_pooled(ours, pooled[0], law, options.method, path=pooled[1],
+                                    allow_modified=rows.allow_modified, **kwargs)}
     else:
         parts = split_rows(table, rows, law, options)
         results = {v: fit(part, law, options.method, **kwargs) for v, part in parts.items()}
@@ -331,7 +333,7 @@ def run_isoflop(*, runs: str | None = None, table_name: str | None = None,
     refuse_own_inputs("--out", out, ("isoflop*.png",), [runs, *_table_files(table_name)])
     if out is not None:  # the figure is all --out holds: known before the fits, not after
         _need_matplotlib("isoflop --out (the isoFLOP figure)", "leave out --out")
-    runs, _ = runs_or_table(runs, table_name, "isoflop")
+    runs, _ = runs_or_table(runs, table_name, "isoflop", rows.allow_modified)
     table = _load(runs, rows)
     by = rows.by
     parts = {None: table} if by is None else split_by(table, by)
@@ -374,15 +376,17 @@ def run_isoflop(*, runs: str | None = None, table_name: str | None = None,
     return exit_codes.OK
 
 
-def runs_or_table(runs, table_name: str | None, command: str):
-    """RUNS or ``--table NAME[=PATH]`` (exactly one): what to load, and the label a report gives it."""
+def runs_or_table(runs, table_name: str | None, command: str, allow_modified: bool = False):
+    """RUNS or ``--table NAME[=PATH]`` (exactly one): what to load, and the label a report gives
+    it. A local copy that is not the registered source is refused unless ``allow_modified``."""
     if (runs is None) == (table_name is None):
         raise ValueError(f"{command}: give RUNS or --table NAME, not both and not neither")
     if table_name is None:
         return runs, str(runs)
     from .table.published import load_table, parse_table_arg
 
-    return load_table(*parse_table_arg(table_name)), f"published table {table_name}"
+    return (load_table(*parse_table_arg(table_name), allow_modified=allow_modified),
+            f"published table {table_name}")
 
 
 def run_laws(*, columns: bool = False) -> int:

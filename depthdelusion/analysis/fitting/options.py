@@ -66,7 +66,9 @@ class FitOptions(_FromArguments):
 class RowOptions(_FromArguments):
     """Which rows, read how: ``group`` (keep one group), ``where`` (a filter), ``by`` (each value
     of a column apart), ``drop_outliers``; the column mapping (``columns``, ``column``), replicate
-    reduction (``reduce``) and the vocabulary size for parameter counts (``vocab``)."""
+    reduction (``reduce``) and the vocabulary size for parameter counts (``vocab``);
+    ``allow_modified``: read a local copy of a published table (``--table NAME=PATH``) whose
+    sha256 is not the registered one (said in the output; refused otherwise)."""
 
     group: str | None = None
     where: str | None = None
@@ -76,3 +78,4 @@ class RowOptions(_FromArguments):
     column: tuple[str, ...] | list[str] | None = None
     reduce: tuple[str, ...] | list[str] | str | None = None
     vocab: int | None = None
+    allow_modified: bool = False

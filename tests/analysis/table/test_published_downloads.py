@@ -157,6 +157,56 @@ def test_offline_with_an_empty_cache_is_one_line_naming_the_url_the_mirror_varia
     assert cached_files(cache) == []
 
 
+@pytest.mark.parametrize("kind", ["a file", "read-only"])
+def test_a_cache_that_cannot_be_written_is_one_line_naming_it(kind, serve, tmp_path, monkeypatch, capsys):
+    where = tmp_path / "cache"
+    if kind == "a file":
+        where.write_text("not a folder")
+    else:
+        where.mkdir(mode=0o500)
+        try:
+            (where / "probe").mkdir()
+        except PermissionError:
+            pass
+        else:  # root writes into it anyway
+            pytest.skip("this user writes into a read-only folder (root)")
+    monkeypatch.setenv("DEPTHDELUSION_CACHE", str(where))
+    monkeypatch.setenv("DEPTHDELUSION_TABLES_URL", serve().url)
+    assert main(["tables", "get", "gemstones"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert f"the table cache {where / 'tables'} cannot be written" in err and "DEPTHDELUSION_CACHE" in err
+
+
+def test_offline_a_corrupted_cached_copy_is_said_by_list_show_and_the_command_that_needs_it(
+        cache, monkeypatch, capsys):
+    monkeypatch.setenv("DEPTHDELUSION_TABLES_URL", "http://127.0.0.1:9")  # nothing listens
+    file = TABLES["isoflop_marin"].files[0]
+    file.cache_path().parent.mkdir(parents=True)
+    file.cache_path().write_bytes((PUBLISHED / file.key).read_bytes() + b"x\n")  # one line more
+    assert main(["tables", "list"]) == 0
+    assert re.search(r"^isoflop_marin .* altered$", capsys.readouterr().out, re.M)
+    assert main(["tables", "show", "isoflop_marin"]) == 0
+    out = capsys.readouterr().out
+    assert "the cached copy is altered" in out and "columns: known once downloaded" in out
+    assert file.cache_path().is_file()  # showing never deletes
+    assert main(["fit", "--table", "isoflop_marin", "--law", "kaplan", "--bootstrap", "0"]) == 2
+    err = capsys.readouterr().err
+    assert f"the cache's copy {file.cache_path()} was not the registered file (sha256 mismatch)" in err
+    assert "has no copy" not in err and not file.cache_path().exists()
+    assert main(["tables", "list"]) == 0
+    assert re.search(r"^isoflop_marin .* not cached$", capsys.readouterr().out, re.M)
+
+
+@pytest.mark.parametrize("name, suffix", [("gadre2024", ".json"), ("olmo_ladder", ".csv")])
+def test_tables_get_gives_each_row_of_a_table_of_many_files_its_own_files_url(name, suffix, mirror_cache, capsys):
+    assert main(["tables", "get", name]) == 0
+    rows = list(csv.DictReader(capsys.readouterr().out.splitlines()))
+    assert len({r["source"] for r in rows}) == len(rows) == TABLES[name].rows
+    assert all(r["source"].startswith("https://raw.githubusercontent.com/")
+               and r["source"].endswith(f"/{r['name']}{suffix}") for r in rows)
+
+
 #: Per name: the columns its reader fills (beyond loss, group, name) and its row count.
 SCHEMA = {
     "depth_delusion": {"depth", "width", "params", "tokenizer", "vocab_size"},
