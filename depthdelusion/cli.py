@@ -94,6 +94,7 @@ EPILOG = f"""exit codes:
   {exit_codes.USAGE:<3} bad command line, configuration or input: one line on stderr names the flag,
       field or file, and what would be valid
   {exit_codes.PREEMPTED:<3} preempted (SIGTERM): the state is saved; run the same command again to resume
+  {exit_codes.INTERRUPTED:<3} interrupted (Ctrl-C): one line, no traceback; a report is written whole or not at all
 """
 
 RUNS_HELP = ("a directory of run directories (searched for summary.json), a CSV with the columns "
@@ -270,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         # Configuration and input errors: one clear line, no traceback.
         print(f"depthdelusion {name}: error: {err}", file=sys.stderr)
         return exit_codes.USAGE
+    except KeyboardInterrupt:  # Ctrl-C: the user knows why it stopped; a traceback says nothing more
+        print(f"\ndepthdelusion {name}: interrupted (Ctrl-C)", file=sys.stderr)
+        return exit_codes.INTERRUPTED
 
 
 class _DeprecatedMethod(argparse.Action):

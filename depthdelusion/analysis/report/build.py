@@ -14,6 +14,10 @@ compute nothing. The design assumptions it makes explicit are listed in ``report
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -123,19 +127,43 @@ def write_report(runs, out, options: ReportOptions = ReportOptions(), *, figures
     """Write report.md, report.tex, <table>.csv and (if ``figures``) PNGs into ``out``
     (``options``, ``progress``: see :func:`build_report`)."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     progress.expect(bool(figures))
-    report, md, tex = build_report(runs, options, progress=progress)
+    report, md, tex = build_report(runs, options, progress=progress)  # nothing on disk yet
     report.out = out
     to_draw = _figures(report.results)
     md += _figures_markdown(report.results, to_draw)
-    if figures:
-        progress.stage(f"{len(to_draw)} figures")
-        report.files += [draw(out / f"{name}.png") for name, draw in to_draw.items()]
-    (out / "report.md").write_text(md)
-    (out / "numerics.md").write_text(numerics_markdown(report.results))
-    report.files.append(out / "numerics.md")
-    (out / "report.tex").write_text(tex)
-    report.files += [out / "report.md", out / "report.tex"]
-    report.files += [write_csv(out / f"{t.name}.csv", t.columns, t.rows) for t in report.tables]
+    with staged(out) as stage:  # every file complete in OUT, or none of them there
+        if figures:
+            progress.stage(f"{len(to_draw)} figures")
+            report.files += [draw(stage / f"{name}.png") for name, draw in to_draw.items()]
+        (stage / "report.md").write_text(md)
+        (stage / "numerics.md").write_text(numerics_markdown(report.results))
+        (stage / "report.tex").write_text(tex)
+        report.files += [stage / "numerics.md", stage / "report.md", stage / "report.tex"]
+        report.files += [write_csv(stage / f"{t.name}.csv", t.columns, t.rows) for t in report.tables]
+    report.files = [out / Path(f).name for f in report.files]
     return report
+
+
+@contextlib.contextmanager
+def staged(out: Path):
+    """A fresh folder beside ``out`` to write into; on success its files are moved into ``out``
+    (created, or renamed as a whole when it did not exist), on any error or interrupt (Ctrl-C)
+    it is removed: a report is never left half-written, nor an empty folder for one."""
+    base = out.parent
+    while not base.exists():  # the stage goes where the first new folder would be made
+        base = base.parent
+    stage = base / f".{out.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    stage.mkdir()  # not mkdtemp: its mode 0700 would become the report folder's
+    try:
+        yield stage
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if not out.exists():
+            os.rename(stage, out)
+            return
+        for f in stage.iterdir():
+            os.replace(f, out / f.name)
+        stage.rmdir()
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
