@@ -28,7 +28,7 @@ from ..laws import get_law
 from ..table.law_columns import check_law_columns
 from ..table.runs import Runs, load_runs
 from .diagnostics import pooled_group_flag, pooled_groups, row_diagnostics
-from .options import BOOTSTRAP, OUTLIER_Z
+from .options import BOOTSTRAP, OUTLIER_Z, engine_method
 from .problem import TIE
 from .replicates import replicate_cells
 from .resampling import BOOT_REFIT_ROWS, LOO_REFIT_ROWS, bootstrap_stage, loo_stage
@@ -53,10 +53,11 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
         group_offsets: bool = False, groups=None, refit_starts: int = REFIT_STARTS,
         bootstrap_refit: bool | None = None, overestimate_weight: float | None = None,
         diagnostics: bool | None = None, outlier_threshold: float = OUTLIER_Z,
-        search: str | None = None, clusters=None, progress=SILENT) -> FitResult:
+        search: str | None = None, clusters=None, progress=SILENT, loss: str | None = None) -> FitResult:
     """Fit ``law`` (a registered name or Law) to ``runs`` (anything :func:`load_runs` takes).
 
-    ``method``: ``"lm"`` (least squares on loss residuals) or ``"huber"`` (Huber on log-loss
+    ``loss`` (as ``--loss`` names it; ``method``, the engine's older name, still works): ``"ls"``
+    (``method="lm"``: least squares on loss residuals) or ``"huber"`` (Huber on log-loss
     residuals) or ``"asymmetric"`` (squared loss residuals, an overestimate weighted
     ``overestimate_weight``, default ``problem.OVERESTIMATE_WEIGHT``: the 1/(1+w) expectile, a
     lower envelope rather than the mean), all minimised by bounded Levenberg–Marquardt.
@@ -97,8 +98,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
 
     ``progress``: a ``depthdelusion.progress.Stages`` told as each stage starts (default silent).
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    method = engine_method(loss, method)  # `loss=` as the CLI names it, or the older `method=`
     if search not in SEARCHES:
         raise ValueError(f"unknown search {search!r}; known: {', '.join(s for s in SEARCHES if s)} "
                          "(or None: by the law)")

@@ -35,6 +35,7 @@ from scipy import stats
 from ..formats.interval_text import interval_text
 from ..table.runs import Runs, load_runs
 from .diagnostics import pooled_group_flag, pooled_groups
+from .options import engine_method
 
 #: Relative tolerance on C within which runs form one budget.
 TOLERANCE = 0.05
@@ -238,10 +239,13 @@ def _fieller(c1, c2, v11, v12, v22, t):
 def isoflop(runs, *, tolerance: float = TOLERANCE, include_flagged: bool = False,
             group: str | None = None, where: str | None = None, columns: dict | None = None,
             bias: bool = False,
-            method: str = "lm", replicates: int = BIAS_REPLICATES, seed: int = 0) -> IsoflopResult:
+            method: str = "lm", replicates: int = BIAS_REPLICATES, seed: int = 0,
+            loss: str | None = None) -> IsoflopResult:
     """Approach 2 on ``runs`` (anything :func:`load_runs` takes). ``include_flagged`` also uses
     budgets whose vertex lies outside their sampled N range. ``bias=True`` adds
-    :func:`approach2_bias` (a Chinchilla fit by ``method`` and ``replicates`` simulations)."""
+    :func:`approach2_bias` (a Chinchilla fit by ``loss``, ls or huber, or by the older ``method``
+    name of it, and ``replicates`` simulations)."""
+    method = engine_method(loss, method)
     runs = load_runs(runs, group=group, columns=columns, where=where)
     compute, source = compute_of(runs)
     result = _approach2(runs.params, runs.loss, compute, tolerance, include_flagged)

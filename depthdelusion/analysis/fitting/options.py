@@ -18,6 +18,22 @@ SWEEP_BOOTSTRAP = 200  # the report that closes a sweep: a first look, in minute
 LOSSES = {"ls": "lm", "huber": "huber", "asymmetric": "asymmetric"}
 
 
+def engine_method(loss: str | None, method: str = "lm") -> str:
+    """The fitting engine's name of the objective from ``loss=`` (the command line's names:
+    ls, huber, asymmetric) or the older ``method=`` (lm, huber, asymmetric), which ``loss``
+    replaces; ValueError for an unknown name or two that disagree."""
+    engine = tuple(dict.fromkeys(LOSSES.values()))
+    if loss is None:
+        if method not in engine:
+            raise ValueError(f"unknown method {method!r}; known: {', '.join(engine)} (or loss=: {', '.join(LOSSES)})")
+        return method
+    if loss not in LOSSES:
+        raise ValueError(f"unknown loss {loss!r}; known: {', '.join(LOSSES)}")
+    if method not in ("lm", LOSSES[loss]):  # "lm": the default, i.e. not given
+        raise ValueError(f"loss={loss!r} and method={method!r} disagree: give loss= alone")
+    return LOSSES[loss]
+
+
 class _FromArguments:
     @classmethod
     def from_arguments(cls, args: dict):
