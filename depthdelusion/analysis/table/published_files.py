@@ -126,7 +126,8 @@ def fetch(files, announce: str = "") -> list[Path]:
     """The verified local copies of ``files`` (:class:`SourceFile`), each downloaded first when
     the cache lacks it; after a download, ``announce`` (the table's licence and citation) is
     printed on stderr, once."""
-    _check_cache_dir()
+    if not all(file.cached() for file in files):  # a filled read-only cache is used as it is
+        _check_cache_dir()
     paths, fresh = [], []
     for file in files:
         missing = not file.cached()

@@ -25,3 +25,4 @@ def test_the_regenerate_line_of_a_table_by_name_parses_and_the_report_cites_the_
     assert (args.command, args.table_name, args.where, args.loss) == ("report", "depth_delusion", where, "huber")
     assert "Published table: depth_delusion from the paper's Appendix C" in text
     assert "cite The Depth Delusion: Why Transformers Should Be Wider, Not Deeper" in text
+    assert "published table: depth_delusion from the paper's Appendix C" in (tmp_path / "r" / "report.tex").read_text()

@@ -178,6 +178,18 @@ def test_a_cache_that_cannot_be_written_is_one_line_naming_it(kind, serve, tmp_p
     assert f"the table cache {where / 'tables'} cannot be written" in err and "DEPTHDELUSION_CACHE" in err
 
 
+def test_a_filled_read_only_cache_is_used_as_it_is(serve, cache, monkeypatch):
+    """An offline cluster's shared cache may be read-only: a table it holds whole is read, no
+    write is attempted (the writability check is for downloads only)."""
+    server = serve()
+    monkeypatch.setenv("DEPTHDELUSION_TABLES_URL", server.url)
+    assert len(load_table("isoflop_misfitting")) == 176
+    server.stop()
+    monkeypatch.setattr("depthdelusion.analysis.table.published_files._check_cache_dir",
+                        lambda: pytest.fail("checked a cache that needs no download"))
+    assert len(load_table("isoflop_misfitting")) == 176
+
+
 def test_offline_a_corrupted_cached_copy_is_said_by_list_show_and_the_command_that_needs_it(
         cache, monkeypatch, capsys):
     monkeypatch.setenv("DEPTHDELUSION_TABLES_URL", "http://127.0.0.1:9")  # nothing listens
