@@ -97,6 +97,7 @@ EPILOG = f"""exit codes:
   {exit_codes.USAGE:<3} bad command line, configuration or input: one line on stderr names the flag,
       field or file, and what would be valid
   {exit_codes.PREEMPTED:<3} preempted (SIGTERM): the state is saved; run the same command again to resume
+  {exit_codes.INTERRUPTED:<3} interrupted (Ctrl-C): one line, no traceback; a report is written whole or not at all
 """
 
 RUNS_HELP = ("a directory of run directories (searched for summary.json), a CSV with the columns "
@@ -273,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
         # Configuration and input errors: one clear line, no traceback.
         print(f"depthdelusion {name}: error: {err}", file=sys.stderr)
         return exit_codes.USAGE
+    except KeyboardInterrupt:  # Ctrl-C: the user knows why it stopped; a traceback says nothing more
+        print(f"\ndepthdelusion {name}: interrupted (Ctrl-C)", file=sys.stderr)
+        return exit_codes.INTERRUPTED
 
 
 class _DeprecatedMethod(argparse.Action):
@@ -623,7 +627,8 @@ def add_row_selection(p):
             "budgets (a compute/flops/C column, else C = 6·N·D; runs within --tolerance of a "
             "budget's smallest C form it); per budget an OLS parabola of loss in ln N gives N* "
             "with Fieller's 95% interval; budgets with fewer than 3 sizes, no minimum (or one too flat "
-            "for a finite N*), or a vertex outside their sampled N range are flagged and left out; N* ∝ C^a and D* ∝ C^b by OLS "
+            "for a finite N*), or a vertex outside their sampled N range are flagged and left out (a table where "
+            "fewer than half the budgets have 3 sizes is not a sweep: refused); N* ∝ C^a and D* ∝ C^b by OLS "
             "of ln N* on ln C (t interval). Then the bias of Approach 2 on this exact grid: the "
             "Chinchilla law fitted to the table is simulated at the same (N, D) with its residual "
             "noise, and Approach 2's exponents on the simulations are compared with the law's own.")
@@ -692,7 +697,10 @@ def add_published_table(p):
     p.add_argument("--table", dest="table_name", metavar="NAME[=PATH]",
                    help="a published table by name instead of RUNS (`depthdelusion tables list`; "
                    "downloaded from its source and cached on first use), or NAME=PATH for a local "
-                   "copy of its source file")
+                   "copy of its source file (or folder), checked against the registered sha256")
+    p.add_argument("--allow-modified", action="store_true",
+                   help="--table (or --pool) NAME=PATH: read a copy whose sha256 is not the registered one "
+                   "(said in the output; refused without this flag)")
 
 
 def add_table_options(p):

@@ -7,3 +7,6 @@ FAILED = 1
 USAGE = 2
 #: EX_TEMPFAIL: saved on SIGTERM (preemption); run the same command again to resume.
 PREEMPTED = 75
+#: Interrupted (Ctrl-C, SIGINT), as a shell reports it (128 + 2): one line, no traceback; a
+#: report is written whole or not at all.
+INTERRUPTED = 130

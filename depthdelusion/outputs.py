@@ -25,15 +25,29 @@ def unwritable(text: str, directory: bool = True) -> str | None:
             return f"{text} is a file, not a directory"
         if not directory and path.is_dir():
             return f"{text} is a directory, not a file"
-        return None if os.access(path, os.W_OK) else f"{text} is not writable"
+        if not os.access(path, os.W_OK):
+            return f"{text} is not writable"
+        why = _cannot_write_in(path if directory else path.parent)
+        return f"{text} is not writable ({why})" if why else None
     ancestor = path.absolute().parent
     while not ancestor.exists():
         ancestor = ancestor.parent
     if not ancestor.is_dir():
         return f"cannot create {text}: {ancestor} is a file, not a directory"
-    if not os.access(ancestor, os.W_OK | os.X_OK):  # False on a read-only mount, even for root
-        return f"cannot create {text}: {ancestor} is not writable"
-    return None
+    why = (None if os.access(ancestor, os.W_OK | os.X_OK) else "no permission") or _cannot_write_in(ancestor)
+    return f"cannot create {text}: {ancestor} is not writable ({why})" if why else None
+
+
+def _cannot_write_in(folder: Path) -> str | None:
+    """Why no file can be made in ``folder``, found by making (and removing) one; None if it
+    can. os.access says yes to root in /proc and on some read-only mounts: only trying tells."""
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".depthdelusion-probe-"):
+            return None
+    except OSError as err:
+        return err.strerror or type(err).__name__
 
 
 def refuse_own_inputs(flag: str, out: str | None, names: Iterable[str],

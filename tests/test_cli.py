@@ -82,7 +82,8 @@ def test_help_lists_the_exit_codes(capsys):
     assert exit.value.code == 0
     text = capsys.readouterr().out
     for code, words in ((exit_codes.OK, "done"), (exit_codes.FAILED, "the command ran and the answer is no"),
-                        (exit_codes.USAGE, "bad command line"), (exit_codes.PREEMPTED, "preempted")):
+                        (exit_codes.USAGE, "bad command line"), (exit_codes.PREEMPTED, "preempted"),
+                        (exit_codes.INTERRUPTED, "interrupted (Ctrl-C)")):
         assert f"  {code:<3} {words}" in text
     with pytest.raises(SystemExit) as exit:
         cli.main(["train", "--no-such-flag"])

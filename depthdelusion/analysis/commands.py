@@ -111,7 +111,7 @@ def run_report(*, runs: str | None = None, out: str, table_name: str | None = No
     if not no_figures:  # before the fits, not after them
         _need_matplotlib("the report's figures", "pass --no-figures")
     refuse_own_inputs("--out", out, REPORT_FILES, [runs, *_table_files(table_name)])
-    runs, label = runs_or_table(runs, table_name, "report")
+    runs, label = runs_or_table(runs, table_name, "report", rows.allow_modified)
     table = _load(runs, rows)
     law = None
     if rows.drop_outliers:
@@ -119,7 +119,8 @@ def run_report(*, runs: str | None = None, out: str, table_name: str | None = No
         print(f"--drop-outliers: outliers judged by the {why}", file=sys.stderr)
     parts = split_rows(table, rows, law, options)
     settings = dict(by=rows.by, options=options, step=step, figures=not no_figures, label=label,
-                    groups=groups, params=params)
+                    groups=groups, params=params,
+                    source=_report_source(runs if table_name is None else None, table_name, rows, options))
     if not rundir.is_local(out):  # the report's writers (csv, matplotlib) write local files
         import tempfile
 
@@ -132,7 +133,30 @@ def run_report(*, runs: str | None = None, out: str, table_name: str | None = No
     return exit_codes.OK
 
 
-def _write_reports(parts, out, *, by, options: FitOptions, step, figures, label, groups, params) -> None:
+def _report_source(runs: str | None, table_name: str | None, rows: RowOptions, options: FitOptions) -> dict:
+    """The report's input as command-line words (RUNS or --table NAME, and the row options, so
+    that its "Regenerate with" line runs and reads the same rows) and, for a table by name, the
+    table's source, licence and citation."""
+    import shlex
+
+    from .table.published import parse_table_arg, table_entry
+
+    words = [shlex.quote(runs)] if table_name is None else ["--table", shlex.quote(table_name)]
+    for flag, value in (("--group", rows.group), ("--where", rows.where), ("--by", rows.by),
+                        ("--columns", rows.columns), ("--vocab", rows.vocab)):
+        words += [flag, shlex.quote(str(value))] if value is not None else []
+    for flag, values in (("--column", rows.column), ("--reduce", rows.reduce)):
+        for value in [values] if isinstance(values, str) else (values or []):
+            words += [flag, shlex.quote(value)]
+    if rows.drop_outliers:
+        words += ["--drop-outliers", "--outlier-threshold", repr(options.outlier_threshold)]
+    words += ["--allow-modified"] if rows.allow_modified else []
+    cite = table_entry(parse_table_arg(table_name)[0]).reference() if table_name else ""
+    return dict(input_words=" ".join(words), citation=cite)
+
+
+def _write_reports(parts, out, *, by, options: FitOptions, step, figures, label, groups, params,
+                   source: dict) -> None:
     from .report.build import write_report
     from .report.options import ReportOptions
 
@@ -143,7 +167,7 @@ def _write_reports(parts, out, *, by, options: FitOptions, step, figures, label,
                 print(note, file=sys.stderr)
         with Stages("report" if value is None else f"report {by}={value}") as progress:
             report = write_report(part, where_to, ReportOptions(fit=options, step=step, runs_label=str(label),
-                                                                 groups=groups, params=params),
+                                                                 groups=groups, params=params, **source),
                                   figures=figures, progress=progress)
         print(f"wrote {len(report.files)} files to {report.out}")
         print(report.verdict)
@@ -186,7 +210,7 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
 
     _check_fit_options(runs, pool, rows, validate)
     refuse_own_inputs("--out", out, FIT_FILES, [runs, *_table_files(table_name, pool)])
-    runs, _ = runs_or_table(runs, table_name, "fit")
+    runs, _ = runs_or_table(runs, table_name, "fit", rows.allow_modified)
     table = _load(runs, RowOptions(group=rows.group, where=rows.where, columns=rows.columns,
                                    column=rows.column, reduce=rows.reduce))
     if params is not None and params != "fitted":  # the convention as asked, said in the fit's notes
@@ -196,7 +220,7 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
         table.notes = list(table.notes) + conv_notes
     ours, pooled = table, (parse_table_arg(pool) if pool else None)
     if pooled:
-        table = pool_runs(ours, *pooled)
+        table = pool_runs(ours, *pooled, allow_modified=rows.allow_modified)
     if law is None:
         law, why = pick_law(table)
         print(why, file=sys.stderr)
@@ -207,7 +231,8 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
     kwargs = dict(options.fit_kwargs(), diagnostics=True, progress=progress)
     if pooled:
         parts = {None: table}
-        results = {None: fit_pooled(ours, pooled[0], law, options.method, path=pooled[1], **kwargs,
+        results = {None: fit_pooled(ours, pooled[0], law, options.method, path=pooled[1],
+                                    allow_modified=rows.allow_modified, **kwargs,
                                     **options.cluster_kwargs(table))}
     else:
         parts = split_rows(table, rows, law, options)
@@ -311,7 +336,7 @@ def run_isoflop(*, runs: str | None = None, table_name: str | None = None,
     refuse_own_inputs("--out", out, ("isoflop*.png",), [runs, *_table_files(table_name)])
     if out is not None:  # the figure is all --out holds: known before the fits, not after
         _need_matplotlib("isoflop --out (the isoFLOP figure)", "leave out --out")
-    runs, _ = runs_or_table(runs, table_name, "isoflop")
+    runs, _ = runs_or_table(runs, table_name, "isoflop", rows.allow_modified)
     table = _load(runs, rows)
     by = rows.by
     parts = {None: table} if by is None else split_by(table, by)
@@ -354,15 +379,17 @@ def run_isoflop(*, runs: str | None = None, table_name: str | None = None,
     return exit_codes.OK
 
 
-def runs_or_table(runs, table_name: str | None, command: str):
-    """RUNS or ``--table NAME[=PATH]`` (exactly one): what to load, and the label a report gives it."""
+def runs_or_table(runs, table_name: str | None, command: str, allow_modified: bool = False):
+    """RUNS or ``--table NAME[=PATH]`` (exactly one): what to load, and the label a report gives
+    it. A local copy that is not the registered source is refused unless ``allow_modified``."""
     if (runs is None) == (table_name is None):
         raise ValueError(f"{command}: give RUNS or --table NAME, not both and not neither")
     if table_name is None:
         return runs, str(runs)
     from .table.published import load_table, parse_table_arg
 
-    return load_table(*parse_table_arg(table_name)), f"published table {table_name}"
+    return (load_table(*parse_table_arg(table_name), allow_modified=allow_modified),
+            f"published table {table_name}")
 
 
 def run_laws(*, columns: bool = False) -> int:

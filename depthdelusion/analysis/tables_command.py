@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import PurePosixPath
 
 import numpy as np
 
@@ -42,7 +43,7 @@ def run_tables(*, action: str, name: str | None = None, json_output: bool = Fals
 def listing() -> str:
     lines = [f"{'name':<20} {'rows':>5}  {'license':<12} where", "-" * 72]
     for t in TABLES.values():
-        where = "bundled" if t.shipped else ("cached" if t.cached else "not cached")
+        where = "bundled" if t.shipped else t.cache_state()
         lines.append(f"{t.name:<20} {t.rows:>5}  {short_license(t.license):<12} {where}")
     lines.append(f"cache: {cache_dir()} (DEPTHDELUSION_CACHE); `depthdelusion tables show NAME` for provenance")
     return "\n".join(lines)
@@ -59,6 +60,7 @@ def provenance(name: str) -> dict:
                      "values": {k: {"value": v, "tolerance": tol} for k, (v, tol) in t.fit.values.items()}}
     return {"name": t.name, "title": t.title, "citation": t.paper, "source": t.source,
             "license": t.license, "rows": t.rows, "bundled": t.shipped, "cached": t.cached,
+            "cache_state": "bundled" if t.shipped else t.cache_state(),
             "files": [{"repo": f.repo, "commit": f.commit, "path": f.path, "url": f.raw_url,
                        "sha256": f.sha256} for f in t.files],
             "compute": t.flop_convention, "parameters": t.parameters(), "columns": columns(name),
@@ -91,9 +93,8 @@ def run_table_rows(name: str) -> list[dict]:
 
     t = table_entry(name)
     runs = load_table(name, all_rows=True)
-    where = t.files[0].raw_url if t.files else t.source
-    if t.flop_convention and np.isfinite(runs.compute).any():
-        where += f" (flops: {t.flop_convention})"
+    flops = f" (flops: {t.flop_convention})" if t.flop_convention and np.isfinite(runs.compute).any() else ""
+    where = [url + flops for url in row_files(t, runs)]
     status = runs.extra.get("status", ["finished"] * len(runs))
     steps, lrs, heads = (runs.extra.get(k, [""] * len(runs)) for k in ("step", "lr", "heads"))
     rows = []
@@ -101,12 +102,24 @@ def run_table_rows(name: str) -> list[dict]:
         row = dict.fromkeys(COLUMNS, "")
         row.update(schema_version=SCHEMA_VERSION, name=runs.name[i], group=runs.group[i],
                    status=status[i], steps=steps[i], lr=lrs[i], heads=heads[i], tokenizer=runs.tokenizer[i],
-                   loss_unit=runs.loss_unit[i], source=where,
+                   loss_unit=runs.loss_unit[i], source=where[i],
                    params_convention=f"as published ({t.name})" if np.isfinite(runs.params[i]) else "")
         row.update({col: _number(getattr(runs, attr)[i]) for col, attr in _NUMBERS.items()})
         rows.append(row)
     given = [c for c in COLUMNS if any(r[c] not in (None, "") for r in rows)]
     return [{c: r[c] for c in given} for r in rows]
+
+
+def row_files(t, runs) -> list[str]:
+    """Per row, the URL of the source file it was read from. A table of many files (one run
+    per file: gadre2024, olmo_ladder) names each row by its file's stem, which maps it back."""
+    if len(t.files) <= 1:
+        return [t.files[0].raw_url if t.files else t.source] * len(runs)
+    by_stem = {PurePosixPath(f.path).stem: f.raw_url for f in t.files}
+    unknown = [n for n in runs.name if n not in by_stem]
+    if unknown:  # a reader that stopped naming rows by their file: no row gets another's URL
+        raise ValueError(f"{t.name}: row {unknown[0]!r} is named after none of the table's files")
+    return [by_stem[n] for n in runs.name]
 
 
 def _number(value):

@@ -227,12 +227,42 @@ def test_an_empty_out_is_refused_before_any_work(tmp_path, capsys):
     assert code == 2 and "--out" in stderr and "an empty path" in stderr
 
 
-@pytest.mark.skipif(__import__("os").access("/proc/sys", __import__("os").W_OK),
-                    reason="needs a read-only directory (/proc/sys is read-only in containers)")
-def test_an_out_under_a_read_only_directory_is_refused(tmp_path, capsys):
+@pytest.mark.skipif(not Path("/proc/sys").is_dir(), reason="needs /proc/sys (Linux), where no file can be made")
+@pytest.mark.parametrize("out", ["/proc/sys/depthdelusion_fit", "/proc/depthdelusion_fit"])
+def test_an_out_under_a_read_only_directory_is_refused(tmp_path, capsys, out):
+    """Refused at parse time, before the fit, for root as well (whom os.access lets write
+    anywhere): making a file there is tried."""
     table = shape_table(tmp_path / "runs.csv")
-    code, _, stderr = exit_code(["fit", str(table), "--out", "/proc/sys/depthdelusion_fit"], capsys)
-    assert code == 2 and "--out" in stderr and "/proc/sys is not writable" in stderr
+    code, stdout, stderr = exit_code(["fit", str(table), "--out", out], capsys)
+    assert code == 2 and stdout == "" and len(stderr.strip().splitlines()) == 1
+    assert f"--out: cannot create {out}: {Path(out).parent} is not writable" in stderr
+
+
+@pytest.mark.slow  # a report in a subprocess, interrupted
+def test_ctrl_c_during_a_report_is_one_line_exit_130_and_leaves_no_folder(tmp_path):
+    """A real SIGINT to `report` while it fits: exit 130, one line and no traceback on stderr,
+    and neither the output folder nor a partial one is left."""
+    import os
+    import signal
+    import time
+
+    table = shape_table(tmp_path / "runs.csv", tokens_vary=True)
+    out = tmp_path / "new" / "report"
+    proc = subprocess.Popen([sys.executable, "-m", "depthdelusion", "report", str(table), "--out", str(out),
+                             "--no-figures", "--bootstrap", "50"], cwd=ROOT, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    lines = []
+    for line in proc.stderr:  # the fits have started: interrupt them
+        lines.append(line)
+        if "fitting" in line:
+            break
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=120) == 130, "".join(lines) + rest
+    said = [line for line in rest.splitlines() if line.strip() and not line.startswith("report: [")]
+    assert said == ["depthdelusion report: interrupted (Ctrl-C)"], rest  # beside any stage's line
+    assert list(tmp_path.iterdir()) == [table]  # no report folder, no partial one, no new/
 
 
 def test_runs_export_refuses_a_csv_path_under_a_file(tmp_path, capsys):

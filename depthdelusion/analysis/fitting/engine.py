@@ -29,7 +29,7 @@ from ..laws import signed_penalty as signed_penalty_law
 from ..table.law_columns import check_law_columns
 from ..table.runs import Runs, load_runs
 from .diagnostics import pooled_group_flag, pooled_groups, row_diagnostics
-from .options import BOOTSTRAP, OUTLIER_Z
+from .options import BOOTSTRAP, OUTLIER_Z, engine_method
 from .problem import TIE
 from .replicates import replicate_cells
 from .resampling import BOOT_REFIT_ROWS, LOO_REFIT_ROWS, bootstrap_stage, loo_stage
@@ -55,10 +55,11 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
         bootstrap_refit: bool | None = None, overestimate_weight: float | None = None,
         diagnostics: bool | None = None, outlier_threshold: float = OUTLIER_Z,
         search: str | None = None, clusters=None, progress=SILENT, signed_penalty: bool = False,
-        cluster_name: str | None = None) -> FitResult:
+        cluster_name: str | None = None, loss: str | None = None) -> FitResult:
     """Fit ``law`` (a registered name or Law) to ``runs`` (anything :func:`load_runs` takes).
 
-    ``method``: ``"lm"`` (least squares on loss residuals) or ``"huber"`` (Huber on log-loss
+    ``loss`` (as ``--loss`` names it; ``method``, the engine's older name, still works): ``"ls"``
+    (``method="lm"``: least squares on loss residuals) or ``"huber"`` (Huber on log-loss
     residuals) or ``"asymmetric"`` (squared loss residuals, an overestimate weighted
     ``overestimate_weight``, default ``problem.OVERESTIMATE_WEIGHT``: the 1/(1+w) expectile, a
     lower envelope rather than the mean), all minimised by bounded Levenberg–Marquardt.
@@ -102,6 +103,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
 
     ``progress``: a ``depthdelusion.progress.Stages`` told as each stage starts (default silent).
     """
+    method = engine_method(loss, method)  # `loss=` as the CLI names it, or the older `method=`
     _check_choices(method, search)
     law, runs = (signed_penalty_law(law) if signed_penalty else get_law(law)), load_runs(runs)
     check_law_columns(law, runs)

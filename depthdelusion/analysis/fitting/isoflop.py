@@ -12,7 +12,10 @@ A budget is flagged — and left out of the exponent fit unless ``include_flagge
 fewer than 3 distinct sizes (no parabola), the parabola opens downwards (no minimum), it is so
 flat that its vertex is beyond any float N (no optimum: the losses lie on a line in ln N), or the
 vertex lies outside the sampled N range (an extrapolated optimum). Without a vertex a budget is
-never used. The exponents come from ordinary least squares of ln N* on ln C over the used
+never used. A table is refused as no isoFLOP sweep when fewer than half its budgets have 3 or
+more sizes (its runs sit at compute values of their own: a grid of sizes × token counts). Text
+columns pooled into one sweep (datasets as groups) are tested and said as ``fit`` says them
+(:func:`.diagnostics.pooled_groups`, on the parabolas' residuals). The exponents come from ordinary least squares of ln N* on ln C over the used
 budgets: N* ∝ C^a with the t interval (k − 2 degrees of freedom for k budgets); since
 D* = C/(6N*), ln D* = ln C − ln 6 − ln N* and b = 1 − a with the same interval width.
 
@@ -31,6 +34,8 @@ from scipy import stats
 
 from ..formats.interval_text import interval_text
 from ..table.runs import Runs, load_runs
+from .diagnostics import pooled_group_flag, pooled_groups
+from .options import engine_method
 
 #: Relative tolerance on C within which runs form one budget.
 TOLERANCE = 0.05
@@ -40,6 +45,11 @@ BIAS_REPLICATES = 20
 LEVEL = 0.95
 
 FEW_POINTS, NO_MINIMUM, OUTSIDE = "fewer_than_3_sizes", "no_minimum", "vertex_outside_sampled_N"
+#: An isoFLOP sweep trains several sizes at each of a few budgets: at least this share of its
+#: budgets must have SWEEP_SIZES or more distinct sizes. A table of sizes × token counts (Gemstones,
+#: Chinchilla's Figure 4 points) has its runs at compute values of their own: cut into budgets by
+#: the tolerance, most budgets hold 1 or 2 sizes, and the few with 3 are coincidences of N·D.
+SWEEP_SHARE, SWEEP_SIZES = 0.5, 3
 #: A minimum so flat that its vertex N* (or D* = C/(6N*)) is beyond any float: no optimum at all.
 FLAT = "flat_parabola"
 #: Flags of a budget without a usable vertex: never used, not even with include_flagged.
@@ -95,6 +105,9 @@ class IsoflopResult:
     loss: np.ndarray | None = None
     params: np.ndarray | None = None
     rows: dict = field(default_factory=dict)  # {"read", "kept"[, "where", "group", "by", "value"]}
+    #: text columns pooled into one sweep, with a test of the parabolas' residuals between their
+    #: values (:func:`.diagnostics.pooled_groups`, as ``fit`` reports them)
+    pooled_groups: list = field(default_factory=list)
 
     @property
     def used(self) -> list:
@@ -104,7 +117,7 @@ class IsoflopResult:
         out = {"a": self.a.to_dict(), "b": self.b.to_dict(),
                "budgets": [b.to_dict() for b in self.budgets],
                "tolerance": self.tolerance, "compute": self.compute_source, "notes": list(self.notes),
-               "rows": dict(self.rows)}
+               "rows": dict(self.rows), "pooled_groups": list(self.pooled_groups)}
         if self.bias is not None:
             out["bias"] = self.bias
         return out
@@ -114,7 +127,7 @@ class IsoflopResult:
                  f"budgets ({self.compute_source}; runs within {self.tolerance:g} relative of a "
                  f"budget's smallest C form it), {len(self.used)} used" + _rows_text(self.rows),
                  "Per budget: OLS parabola of loss in ln N; vertex N* with Fieller's 95% interval "
-                 "(t, m − 3 df).", "",
+                 "(t, m − 3 df).", *[f"! {pooled_group_flag(p)}" for p in self.pooled_groups], "",
                  f"{'C':>10} {'pts':>4} {'N*':>10} {'N* 95% CI':>23} {'D*':>10} {'L*':>7}  flags"]
         for b in self.budgets:
             lo, hi = b.n_opt_ci
@@ -226,10 +239,13 @@ def _fieller(c1, c2, v11, v12, v22, t):
 def isoflop(runs, *, tolerance: float = TOLERANCE, include_flagged: bool = False,
             group: str | None = None, where: str | None = None, columns: dict | None = None,
             bias: bool = False,
-            method: str = "lm", replicates: int = BIAS_REPLICATES, seed: int = 0) -> IsoflopResult:
+            method: str = "lm", replicates: int = BIAS_REPLICATES, seed: int = 0,
+            loss: str | None = None) -> IsoflopResult:
     """Approach 2 on ``runs`` (anything :func:`load_runs` takes). ``include_flagged`` also uses
     budgets whose vertex lies outside their sampled N range. ``bias=True`` adds
-    :func:`approach2_bias` (a Chinchilla fit by ``method`` and ``replicates`` simulations)."""
+    :func:`approach2_bias` (a Chinchilla fit by ``loss``, ls or huber, or by the older ``method``
+    name of it, and ``replicates`` simulations)."""
+    method = engine_method(loss, method)
     runs = load_runs(runs, group=group, columns=columns, where=where)
     compute, source = compute_of(runs)
     result = _approach2(runs.params, runs.loss, compute, tolerance, include_flagged)
@@ -243,6 +259,10 @@ def isoflop(runs, *, tolerance: float = TOLERANCE, include_flagged: bool = False
         result.notes.append("D* = C/(6·N*) (the compute column's C), so b = 1 − a by construction")
     if len(result.used) < 2:
         raise ValueError(_too_few_budgets(result, include_flagged))
+    sized = [b for b in result.budgets if len(np.unique(runs.params[b.index])) >= SWEEP_SIZES]
+    if len(sized) < SWEEP_SHARE * len(result.budgets):
+        raise ValueError(_not_a_sweep(result, sized, len(runs)))
+    result.pooled_groups = pooled_groups(runs, _parabola_residuals(result, runs))
     if bias:
         try:
             result.bias = approach2_bias(runs, result, method=method, replicates=replicates,
@@ -266,6 +286,27 @@ def _too_few_budgets(result: IsoflopResult, include_flagged: bool) -> str:
             "needs at least 2 compute budgets (runs whose C agree within --tolerance "
             f"{result.tolerance:g}), each with at least 3 distinct sizes N whose losses have a "
             f"minimum between the smallest and largest N{hint}: an isoFLOP sweep")
+
+
+def _not_a_sweep(result: IsoflopResult, sized: list, rows: int) -> str:
+    """Why a table whose runs are not at shared compute budgets gives no exponent."""
+    held = sum(b.points for b in sized)
+    return (f"{result.source}: not an isoFLOP sweep: of its {len(result.budgets)} compute budgets "
+            f"(runs whose C agree within --tolerance {result.tolerance:g}), {len(sized)} have "
+            f"{SWEEP_SIZES} or more distinct sizes N ({held} of {rows} runs); an isoFLOP sweep trains "
+            f"several sizes at each of a few budgets (at least {SWEEP_SHARE:.0%} of its budgets with "
+            f"{SWEEP_SIZES} or more sizes), while these runs sit at compute values of their own (a grid "
+            "of sizes × token counts): fit a law of N and D to them instead (depthdelusion fit)")
+
+
+def _parabola_residuals(result: IsoflopResult, runs: Runs) -> np.ndarray:
+    """Per row: its loss minus its budget's parabola (NaN where the budget has none)."""
+    resid = np.full(len(runs), np.nan)
+    for b in result.budgets:
+        if np.all(np.isfinite(b.coef)):
+            x = np.log(runs.params[b.index]) - b.centre
+            resid[b.index] = runs.loss[b.index] - (b.coef[0] + b.coef[1] * x + b.coef[2] * x * x)
+    return resid
 
 
 def _rows_text(rows: dict) -> str:

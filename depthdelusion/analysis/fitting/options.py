@@ -43,6 +43,22 @@ def parse_fixed(items) -> dict:
     return fixed
 
 
+def engine_method(loss: str | None, method: str = "lm") -> str:
+    """The fitting engine's name of the objective from ``loss=`` (the command line's names:
+    ls, huber, asymmetric) or the older ``method=`` (lm, huber, asymmetric), which ``loss``
+    replaces; ValueError for an unknown name or two that disagree."""
+    engine = tuple(dict.fromkeys(LOSSES.values()))
+    if loss is None:
+        if method not in engine:
+            raise ValueError(f"unknown method {method!r}; known: {', '.join(engine)} (or loss=: {', '.join(LOSSES)})")
+        return method
+    if loss not in LOSSES:
+        raise ValueError(f"unknown loss {loss!r}; known: {', '.join(LOSSES)}")
+    if method not in ("lm", LOSSES[loss]):  # "lm": the default, i.e. not given
+        raise ValueError(f"loss={loss!r} and method={method!r} disagree: give loss= alone")
+    return LOSSES[loss]
+
+
 class _FromArguments:
     @classmethod
     def from_arguments(cls, args: dict):
@@ -161,7 +177,9 @@ class FitOptions(_FromArguments):
 class RowOptions(_FromArguments):
     """Which rows, read how: ``group`` (keep one group), ``where`` (a filter), ``by`` (each value
     of a column apart), ``drop_outliers``; the column mapping (``columns``, ``column``), replicate
-    reduction (``reduce``) and the vocabulary size for parameter counts (``vocab``)."""
+    reduction (``reduce``) and the vocabulary size for parameter counts (``vocab``);
+    ``allow_modified``: read a local copy of a published table (``--table NAME=PATH``) whose
+    sha256 is not the registered one (said in the output; refused otherwise)."""
 
     group: str | None = None
     where: str | None = None
@@ -171,3 +189,4 @@ class RowOptions(_FromArguments):
     column: tuple[str, ...] | list[str] | None = None
     reduce: tuple[str, ...] | list[str] | str | None = None
     vocab: int | None = None
+    allow_modified: bool = False

@@ -7,11 +7,13 @@ from ..table.runs import Runs
 from .engine import fit
 
 
-def fit_pooled(ours, table: str, law, method: str = "lm", *, path=None, **options):
+def fit_pooled(ours, table: str, law, method: str = "lm", *, path=None, allow_modified: bool = False,
+               **options):
     """Fit ``law`` to our runs pooled with the published ``table``, one offset E per source
     (``ours``, ``table``) and every other parameter shared. The result's first note says what
-    was pooled and what the offsets assume."""
-    runs = pool(ours, table, path)
+    was pooled and what the offsets assume. A local copy ``path`` that is not the registered
+    source is refused unless ``allow_modified`` (:func:`..table.published.load_table`)."""
+    runs = pool(ours, table, path, allow_modified=allow_modified)
     result = fit(runs, law, method, group_offsets=True, groups=runs.group, **options)
     n_ours = int((runs.group == "ours").sum())
     meta = TABLES[table]

@@ -34,10 +34,18 @@ class Settings:
     cluster: str = "row"
     profile: str | None = None
     interval_flags: str = ""
+    #: the command-line words that name the input (RUNS, or --table NAME, and the row options);
+    #: "" when unknown: then the label, quoted for a shell
+    input_words: str = ""
+    #: the published table's licence and citation, for a table by name ("" otherwise)
+    citation: str = ""
 
     @property
     def command(self) -> str:
-        return (f"depthdelusion report {self.label} --out DIR --bootstrap {self.bootstrap} --seed {self.seed}"
+        """The `report` command that regenerates this report (parsed by the CLI in a test)."""
+        import shlex
+
+        return (f"depthdelusion report {self.input_words or shlex.quote(self.label)} --out DIR --bootstrap {self.bootstrap} --seed {self.seed}"
                 + ("" if self.method == "lm" else f" --loss {self.method}") + f" --groups {self.groups}"
                 + (f" --params {self.params}" if self.params != "total" else "") + self.interval_flags)
 

@@ -177,6 +177,7 @@ def _head(r: ReportResults) -> list:
             *[line + "\n" for line in rest],
             f"Data: {runs.source} — {len(runs)} runs, groups: "
             + ", ".join(f"{g} ({int((runs.group == g).sum())})" for g in runs.groups) + ".",
+            *([f"Published table: {s.citation}."] if s.citation else []),
             f"Regenerate with `{s.command}`. "
             f"Fits: {method_words} from a grid of starts; intervals from the Jacobian, from "
             f"{s.bootstrap} seeded (seed {s.seed}) {_resampled(s)} refits (from the optimum and the best multi-start points) and from the "

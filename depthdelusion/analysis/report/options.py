@@ -18,6 +18,9 @@ class ReportOptions:
     """``fit``: the objective, bootstrap refits, seed and search of every fit the report makes.
     ``laws``: the laws fitted. ``step``: the training step of the gradient profiles.
     ``runs_label``: how the report names its input (default: the path given).
+    ``input_words``: the command-line words that give the same input (RUNS or ``--table NAME``
+    and the row options), for the report's "Regenerate with" line (default: the label).
+    ``citation``: a published table's licence and citation, printed under the data line.
     ``shape_draws``: bootstrap draws of the optimal-shape intervals.
     ``groups``: ``"auto"`` (per-group offsets E_g when the groups' token budgets differ or are
     unknown for some, else pooled), ``"offsets"`` or ``"pooled"`` (flagged when budgets differ).
@@ -32,6 +35,8 @@ class ReportOptions:
     laws: tuple = DEFAULT_LAWS
     step: int = DEFAULT_STEP
     runs_label: str | None = None
+    input_words: str = ""
+    citation: str = ""
     shape_draws: int = 200
     groups: str = "auto"
     params: str = "total"

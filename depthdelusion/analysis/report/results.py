@@ -353,7 +353,7 @@ def _settings(runs, o: ReportOptions) -> Settings:
     label = o.runs_label or (runs if isinstance(runs, str) else "RUNS")
     return Settings(label, o.fit.bootstrap, o.fit.seed, o.fit.method, o.step, o.groups, o.params,
                     lr_replicates, o.shape_draws, profile=o.fit.profile,
-                    interval_flags=o.fit.interval_flags())
+                    interval_flags=o.fit.interval_flags(), input_words=o.input_words, citation=o.citation)
 
 
 def _shape(fits, verdicts, critical, runs, raw, s: Settings) -> ShapeResults | None:

@@ -17,8 +17,9 @@ import io
 import json
 import math
 import os
+import sys
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Callable
 
 import numpy as np
@@ -27,7 +28,7 @@ from depthdelusion import rundir
 
 from ..reference import PAPER_KAPPA, REFERENCE_DIR
 from .param_count import EmbeddingCount
-from .published_files import SourceFile, fetch, files_under
+from .published_files import SourceFile, fetch, files_under, sha256_of
 from .published_readers import (
     CHINCHILLA_EMBEDDINGS,
     EPOCH_EXCLUDED,
@@ -96,11 +97,27 @@ class PublishedTable:
 
     @property
     def cached(self) -> bool:
-        return bool(self.files) and all(f.cached() for f in self.files)
+        """Every file in the cache, each with its registered sha256."""
+        return self.cache_state() == "cached"
+
+    def cache_state(self) -> str:
+        """What the cache holds of the table, checked by sha256 (``tables list`` and ``show``):
+        ``cached``, ``altered`` (a copy whose sha256 is not the registered one: never used, and
+        downloaded again on next use), ``partly cached`` or ``not cached``."""
+        states = [f.cache_state() for f in self.files]
+        if "altered" in states:
+            return "altered"
+        if states and all(state == "verified" for state in states):
+            return "cached"
+        return "partly cached" if "verified" in states else "not cached"
 
     def announcement(self) -> str:
         """The licence and citation, printed when the table is first downloaded."""
         return f"{self.name}: license {self.license}; cite {self.paper}"
+
+    def reference(self) -> str:
+        """Where the table comes from and whom to cite: the line a report of it carries."""
+        return f"{self.name} from {self.source}; license {self.license}; cite {self.paper}"
 
     def parameters(self) -> str:
         """How the table counts N and whether its embeddings are tied (``tables show``)."""
@@ -113,7 +130,9 @@ class PublishedTable:
         if self.shipped:
             where = "shipped in the package"
         else:
-            state = "cached" if self.cached else "not cached yet"
+            state = {"not cached": "not cached yet",
+                     "altered": "the cached copy is altered, its sha256 not the registered one: "
+                                "never used, downloaded again on next use"}.get(self.cache_state(), self.cache_state())
             where = f"downloaded from its source on first use ({state})"
         lines = [f"{self.name}: {self.title}", f"  paper: {self.paper}", f"  source: {self.source}",
                  f"  license: {self.license}", f"  rows: {self.rows}", f"  {where}"]
@@ -427,22 +446,58 @@ TABLES = {t.name: t for t in (
 )}
 
 
-def load_table(name: str, path=None, *, all_rows: bool = False) -> Runs:
+def load_table(name: str, path=None, *, all_rows: bool = False, allow_modified: bool = False) -> Runs:
     """The published table ``name`` (:data:`TABLES`) as :class:`.runs.Runs`, read from ``path``
-    (a local copy of its source file) or else from the package or the download cache (downloaded
-    first when missing). Rows the source's own analysis leaves out (status ``excluded``, e.g.
-    Epoch's 5 highest losses) are left out unless ``all_rows``."""
+    (a local copy of its source file, or of its folder for a table of many files) or else from
+    the package or the download cache (downloaded first when missing). A local copy is checked
+    against the registered sha256: one that differs is refused (ValueError) unless
+    ``allow_modified``, and then said in the runs' notes. Rows the source's own analysis leaves
+    out (status ``excluded``, e.g. Epoch's 5 highest losses) are left out unless ``all_rows``."""
     table = table_entry(name)
+    modified = None
     if path is None and not table.shipped:
         paths = fetch(table.files, table.announcement())
         # a table of several files is read from their folder (as from a clone's)
         path = paths[0] if len(paths) == 1 else Path(os.path.commonpath(paths))
-    runs = table.reader(path)
+    runs = table.reader(path)  # first: a file in another format is said as such, by line
+    if path is not None and table.files:
+        modified = local_copy_differences(table, rundir.as_path(path))
+        if modified and not allow_modified:
+            raise ValueError(f"--table {name}={path}: not the registered source ({modified}): an "
+                             "altered copy would be read as the published table; give "
+                             "--allow-modified to read it anyway (said in the output), or "
+                             f"--table {name} for the verified download")
     runs.embeddings = table.embeddings
+    if modified:  # in the notes every fit and report prints, and now for the commands that print none
+        runs.notes.insert(0, f"MODIFIED COPY of {name}: {path} is not the registered source "
+                             f"({modified}); read as asked (--allow-modified)")
+        print(f"warning: {runs.notes[0]}", file=sys.stderr)
     status = runs.extra.get("status")
     if status is None or all_rows:
         return runs
     return runs.subset(status == "finished")
+
+
+def local_copy_differences(table: PublishedTable, path: Path) -> str:
+    """How a local copy of ``table``'s source differs from the registered files ("" when it
+    does not): a file is compared with the table's one file; a folder holds one file per
+    registered name (a table of many files), and any other file of theirs it holds is counted,
+    since the reader would read it too."""
+    if not path.exists():
+        return ""  # the reader says the path is missing
+    if path.is_file():
+        (file,) = table.files[:1] if len(table.files) == 1 else (None,)
+        if file is None:
+            return f"a file, where {table.name} is a folder of {len(table.files)} files"
+        got = sha256_of(path)
+        return "" if got == file.sha256 else f"sha256 {got[:12]}…, registered {file.sha256[:12]}… for {file.key}"
+    names = {PurePosixPath(f.path).name: f for f in table.files}
+    differ = [n for n, f in names.items() if not (path / n).is_file() or sha256_of(path / n) != f.sha256]
+    suffixes = {PurePosixPath(n).suffix for n in names}
+    extra = [p.name for p in path.iterdir() if p.suffix in suffixes and p.name not in names]
+    parts = ([f"{len(differ)} of its {len(names)} files missing or with another sha256, e.g. {differ[0]}"]
+             if differ else []) + ([f"{len(extra)} unregistered file(s), e.g. {extra[0]}"] if extra else [])
+    return "; ".join(parts)
 
 
 def table_entry(name: str) -> PublishedTable:
@@ -459,12 +514,12 @@ def parse_table_arg(text: str) -> tuple[str, str | None]:
     return name.strip(), (path.strip() or None)
 
 
-def pool(ours, table: str, path=None) -> Runs:
+def pool(ours, table: str, path=None, *, allow_modified: bool = False) -> Runs:
     """Our runs (anything :func:`.runs.load_runs` takes) and the published table ``table`` as
     one Runs whose ``group`` is the source: ``ours`` or the table's name. The loss units must
     agree (checked as for any table)."""
     mine = load_runs(ours)
-    theirs = load_table(table, path)
+    theirs = load_table(table, path, allow_modified=allow_modified)
     columns = ("depth", "width", "params", "loss", "tokens", "loss_se")
     merged = {c: np.concatenate([np.asarray(getattr(mine, c), float), np.asarray(getattr(theirs, c), float)])
               for c in columns}

@@ -62,8 +62,35 @@ class SourceFile:
     def cache_path(self) -> Path:
         return cache_dir() / self.key
 
+    def cache_state(self) -> str:
+        """``verified`` (the cache holds this file, its sha256 the registered one), ``altered``
+        (it holds a file of that name with another sha256: never used, replaced on the next
+        download) or ``absent``."""
+        path = self.cache_path()
+        if not path.is_file():
+            return "absent"
+        return "verified" if sha256_of(path) == self.sha256 else "altered"
+
     def cached(self) -> bool:
-        return self.cache_path().is_file()
+        return self.cache_state() == "verified"
+
+
+def sha256_of(path: Path) -> str:
+    """The file's sha256, remembered per (path, size, modification time): ``tables list`` checks
+    every cached file, and one command may ask more than once."""
+    stat = Path(path).stat()
+    return _sha256(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=1024)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 @functools.lru_cache(maxsize=None)
@@ -99,6 +126,8 @@ def fetch(files, announce: str = "") -> list[Path]:
     """The verified local copies of ``files`` (:class:`SourceFile`), each downloaded first when
     the cache lacks it; after a download, ``announce`` (the table's licence and citation) is
     printed on stderr, once."""
+    if not all(file.cached() for file in files):  # a filled read-only cache is used as it is
+        _check_cache_dir()
     paths, fresh = [], []
     for file in files:
         missing = not file.cached()
@@ -111,22 +140,46 @@ def fetch(files, announce: str = "") -> list[Path]:
     return paths
 
 
+def _check_cache_dir() -> None:
+    """TableUnavailable, naming the path, when the cache cannot hold a download (a file, a
+    read-only mount, a folder without write permission): said before any download."""
+    from depthdelusion.outputs import unwritable
+
+    where = cache_dir()
+    why = unwritable(str(where))
+    if why is None:
+        try:  # os.access says yes to root on a read-only mount's subfolders: try it
+            where.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            why = f"cannot create {where}: {err.strerror}"
+    if why:
+        raise TableUnavailable(f"the table cache {where} cannot be written ({why}): set "
+                               f"{CACHE_VARIABLE} to a writable directory (its tables/ folder holds "
+                               "the downloads)")
+
+
 def _retrieve(file: SourceFile) -> Path:
     import pooch
     import requests
 
     pooch.get_logger().setLevel("WARNING")  # its "Downloading ..." lines are ours to say
     target, url = file.cache_path(), file.url()
+    altered = file.cache_state() == "altered"
     try:
         path = pooch.retrieve(url, known_hash=f"sha256:{file.sha256}", fname=target.name,
                               path=target.parent, progressbar=False,
                               downloader=pooch.HTTPDownloader(timeout=TIMEOUT_S))
-    except requests.exceptions.RequestException as err:
-        target.unlink(missing_ok=True)
+    except requests.exceptions.RequestException as err:  # before OSError: it is one
+        target.unlink(missing_ok=True)  # an altered copy is never used: not kept either
+        held = (f"the cache's copy {target} was not the registered file (sha256 mismatch), so it "
+                "was removed" if altered else f"the cache {cache_dir()} has no copy")
         raise TableUnavailable(
-            f"cannot download {url} ({type(err).__name__}) and the cache {cache_dir()} has no copy: "
+            f"cannot download {url} ({type(err).__name__}) and {held}: "
             f"connect, or set {MIRROR_VARIABLE} to a mirror (OWNER/REPO/COMMIT/PATH layout) or "
             f"{CACHE_VARIABLE} to a cache that has it") from None
+    except OSError as err:  # the cache folder went away or lost its permissions meanwhile
+        raise TableUnavailable(f"cannot write {target} in the table cache ({err.strerror}): set "
+                               f"{CACHE_VARIABLE} to a writable directory") from None
     except ValueError as err:  # pooch: the sha256 does not match
         target.unlink(missing_ok=True)
         raise TableUnavailable(f"{url}: refused, its sha256 is not the registered {file.sha256} "

@@ -259,3 +259,34 @@ def test_cli_warns_of_an_unread_column_that_looks_misspelled(tmp_path, capsys):
     assert main(["isoflop", _csv(tmp_path / "t.csv", rows), "--no-bias"]) == 0
     err = capsys.readouterr().err
     assert "warning: " in err and "column 'loss_sterr' is not read: did you mean 'loss_stderr'" in err
+
+
+def test_runs_at_compute_values_of_their_own_are_not_an_isoflop_sweep(tmp_path, capsys):
+    """Two budgets with 5 sizes each, and 6 runs each at a compute of its own (as in a grid of
+    sizes × token counts, where a few budgets hold 3 sizes by coincidence): 2 of 8 budgets have
+    3 sizes, so there is no sweep to read an exponent from: refused, exit 2, one line."""
+    rows = sweep(budgets=(1e18, 1e19), k=5)
+    rows += [{"params": N, "tokens": C / (6 * N), "loss": law(N, C / (6 * N))}
+             for N, C in zip((1e8, 2e8, 4e8, 8e8, 1.6e9, 3.2e9), (3e18, 3e19, 3e20, 1e21, 3e21, 1e22))]
+    with pytest.raises(ValueError, match=r"not an isoFLOP sweep: of its 8 compute budgets .* 2 have 3 or "
+                                         r"more distinct sizes N \(10 of 16 runs\)"):
+        isoflop(rows)
+    assert main(["isoflop", _csv(tmp_path / "grid.csv", rows), "--no-bias"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "grid.csv: not an isoFLOP sweep" in err and "depthdelusion fit" in err
+
+
+def test_pooled_datasets_are_said_as_fit_says_them(tmp_path, capsys):
+    """Two datasets' sweeps in one table, one 0.05 nats above the other: pooled, the parabolas'
+    residuals differ by dataset, and the summary, the JSON and the CLI say so as `fit` does;
+    one dataset alone says nothing."""
+    rows = [dict(r, dataset=name, loss=r["loss"] + shift)
+            for name, shift in (("web", 0.0), ("code", 0.05)) for r in sweep(k=7)]
+    res = isoflop(rows)
+    (pooled,) = res.pooled_groups
+    assert pooled["column"] == "dataset" and pooled["differ"]
+    assert "! pooled groups: column 'dataset' holds 2 values" in res.summary()
+    assert res.to_dict()["pooled_groups"][0]["column"] == "dataset"
+    assert isoflop(rows, where="dataset == web").pooled_groups == []
+    assert main(["isoflop", _csv(tmp_path / "two.csv", rows), "--no-bias"]) == 0
+    assert "pooled groups: column 'dataset'" in capsys.readouterr().out

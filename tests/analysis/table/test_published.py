@@ -53,9 +53,9 @@ def test_epoch_format_tokens_from_flops_and_the_five_highest_losses_left_out(tmp
         w.writerow(["x", "y", "color", "Model Size", "Training FLOP", "hex_color", "loss"])
         for i, loss in enumerate(losses):
             w.writerow([0, 0, "#000", 1e8 * (i + 1), 6e17 * (i + 1), "#000", loss])
-    runs = load_table("epoch_chinchilla", path=path)
+    runs = load_table("epoch_chinchilla", path=path, allow_modified=True)  # not Epoch's file: its own rows
     assert list(runs.loss) == pytest.approx(losses[:3])  # 8 points, the 5 highest out of fits
-    every = load_table("epoch_chinchilla", path=path, all_rows=True)
+    every = load_table("epoch_chinchilla", path=path, all_rows=True, allow_modified=True)
     assert list(every.extra["status"]) == ["finished"] * 3 + ["excluded"] * 5
     assert list(runs.tokens) == pytest.approx([1e9, 1e9, 1e9])  # FLOP / (6 N)
     (tmp_path / "other.csv").write_text("params,loss\n1,2\n")
@@ -92,12 +92,12 @@ def test_gemstones_reader_reads_the_authors_json_lines(tmp_path):
     path = tmp_path / "hot.jsonl"
     rows = gemstones_rows()
     write_gemstones(path, rows)
-    runs = load_table("gemstones", path=path)
+    runs = load_table("gemstones", path=path, allow_modified=True)
     assert len(runs) == 12 and list(runs.depth[:5]) == [23, 23, 23, 23, 28]
     assert list(runs.width[4:8]) == [1024] * 4 and runs.params[4] == 5.43e8
     assert list(runs.tokens[:4]) == [1e10, 2e10, 4e10, 8e10]
     assert runs.loss[0] == pytest.approx(rows[0]["final_loss"]) and runs.name[1] == "PyGemma-256x23_pretrain@20B"
-    assert "12 checkpoints of 3 shapes" in runs.notes[0] and "not independent runs" in runs.notes[0]
+    assert "12 checkpoints of 3 shapes" in runs.notes[1] and "not independent runs" in runs.notes[1]
 
 
 @pytest.mark.parametrize("line, message", [
@@ -126,13 +126,33 @@ def test_every_bundled_table_file_is_in_the_package_data():
         assert any(fnmatch.fnmatch(path, g) for g in globs), (path, globs)
 
 
-def test_fit_command_takes_a_registered_table_from_a_file(tmp_path, capsys):
+def test_fit_command_takes_a_registered_table_from_a_file_checked_against_its_sha256(tmp_path, capsys):
+    """A local copy is the registered file or it is refused, naming the flag that reads it
+    anyway; read with that flag, the output says it is a modified copy."""
     path = tmp_path / "hot.jsonl"
-    write_gemstones(path, gemstones_rows())
-    assert main(["fit", "--table", f"gemstones={path}", "--law", "chinchilla", "--loss", "huber",
-                 "--bootstrap", "0"]) == 0
-    out = capsys.readouterr().out
-    assert "Law 'chinchilla'" in out and "12 runs" in out and "12 checkpoints of 3 shapes" in out
+    write_gemstones(path, gemstones_rows())  # 12 rows of the authors' law: not their file
+    args = ["fit", "--table", f"gemstones={path}", "--law", "chinchilla", "--loss", "huber", "--bootstrap", "0"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"--table gemstones={path}: not the registered source (sha256 " in err
+    assert "registered 655467b5" in err and "give --allow-modified" in err
+    assert main(args + ["--allow-modified"]) == 0
+    captured = capsys.readouterr()
+    assert "Law 'chinchilla'" in captured.out and "12 runs" in captured.out
+    assert "12 checkpoints of 3 shapes" in captured.out and "MODIFIED COPY of gemstones" in captured.out
+    assert "warning: MODIFIED COPY of gemstones" in captured.err
+
+
+def test_a_folder_copy_of_a_table_of_many_files_is_checked_file_by_file(tmp_path):
+    """gadre2024 is a folder of 104 registered files: a folder missing them, or holding one
+    more, is not the registered source."""
+    from depthdelusion.analysis.table.published import local_copy_differences
+
+    table = TABLES["gadre2024"]
+    (tmp_path / "extra.json").write_text("{}")
+    text = local_copy_differences(table, tmp_path)
+    assert text.startswith("104 of its 104 files missing or with another sha256") and "1 unregistered" in text
+    assert local_copy_differences(TABLES["gemstones"], tmp_path / "absent.jsonl") == ""  # the reader says it
 
 
 def test_pooled_fit_has_one_offset_per_source_and_says_what_was_pooled(tmp_path):

@@ -157,6 +157,68 @@ def test_offline_with_an_empty_cache_is_one_line_naming_the_url_the_mirror_varia
     assert cached_files(cache) == []
 
 
+@pytest.mark.parametrize("kind", ["a file", "read-only"])
+def test_a_cache_that_cannot_be_written_is_one_line_naming_it(kind, serve, tmp_path, monkeypatch, capsys):
+    where = tmp_path / "cache"
+    if kind == "a file":
+        where.write_text("not a folder")
+    else:
+        where.mkdir(mode=0o500)
+        try:
+            (where / "probe").mkdir()
+        except PermissionError:
+            pass
+        else:  # root writes into it anyway
+            pytest.skip("this user writes into a read-only folder (root)")
+    monkeypatch.setenv("DEPTHDELUSION_CACHE", str(where))
+    monkeypatch.setenv("DEPTHDELUSION_TABLES_URL", serve().url)
+    assert main(["tables", "get", "gemstones"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert f"the table cache {where / 'tables'} cannot be written" in err and "DEPTHDELUSION_CACHE" in err
+
+
+def test_a_filled_read_only_cache_is_used_as_it_is(serve, cache, monkeypatch):
+    """An offline cluster's shared cache may be read-only: a table it holds whole is read, no
+    write is attempted (the writability check is for downloads only)."""
+    server = serve()
+    monkeypatch.setenv("DEPTHDELUSION_TABLES_URL", server.url)
+    assert len(load_table("isoflop_misfitting")) == 176
+    server.stop()
+    monkeypatch.setattr("depthdelusion.analysis.table.published_files._check_cache_dir",
+                        lambda: pytest.fail("checked a cache that needs no download"))
+    assert len(load_table("isoflop_misfitting")) == 176
+
+
+def test_offline_a_corrupted_cached_copy_is_said_by_list_show_and_the_command_that_needs_it(
+        cache, monkeypatch, capsys):
+    monkeypatch.setenv("DEPTHDELUSION_TABLES_URL", "http://127.0.0.1:9")  # nothing listens
+    file = TABLES["isoflop_marin"].files[0]
+    file.cache_path().parent.mkdir(parents=True)
+    file.cache_path().write_bytes((PUBLISHED / file.key).read_bytes() + b"x\n")  # one line more
+    assert main(["tables", "list"]) == 0
+    assert re.search(r"^isoflop_marin .* altered$", capsys.readouterr().out, re.M)
+    assert main(["tables", "show", "isoflop_marin"]) == 0
+    out = capsys.readouterr().out
+    assert "the cached copy is altered" in out and "columns: known once downloaded" in out
+    assert file.cache_path().is_file()  # showing never deletes
+    assert main(["fit", "--table", "isoflop_marin", "--law", "kaplan", "--bootstrap", "0"]) == 2
+    err = capsys.readouterr().err
+    assert f"the cache's copy {file.cache_path()} was not the registered file (sha256 mismatch)" in err
+    assert "has no copy" not in err and not file.cache_path().exists()
+    assert main(["tables", "list"]) == 0
+    assert re.search(r"^isoflop_marin .* not cached$", capsys.readouterr().out, re.M)
+
+
+@pytest.mark.parametrize("name, suffix", [("gadre2024", ".json"), ("olmo_ladder", ".csv")])
+def test_tables_get_gives_each_row_of_a_table_of_many_files_its_own_files_url(name, suffix, mirror_cache, capsys):
+    assert main(["tables", "get", name]) == 0
+    rows = list(csv.DictReader(capsys.readouterr().out.splitlines()))
+    assert len({r["source"] for r in rows}) == len(rows) == TABLES[name].rows
+    assert all(r["source"].startswith("https://raw.githubusercontent.com/")
+               and r["source"].endswith(f"/{r['name']}{suffix}") for r in rows)
+
+
 #: Per name: the columns its reader fills (beyond loss, group, name) and its row count.
 SCHEMA = {
     "depth_delusion": {"depth", "width", "params", "tokenizer", "vocab_size"},
@@ -356,6 +418,19 @@ def test_isoflop_command_takes_a_table_by_name(mirror_cache, capsys):
     assert main(["isoflop", "--table", "isoflop_llama3", "--replicates", "2", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert len(doc["budgets"]) == 10 and doc["a"]["value"] == pytest.approx(LLAMA3_APPROACH2_A, abs=5e-4)
+
+
+def test_isoflop_refuses_gemstones_and_says_marin_pools_three_datasets(mirror_cache, capsys):
+    """Gemstones is shapes × checkpoints, not an isoFLOP sweep: exit 2, one line, no exponent.
+    Marin's ladders pool three datasets: the output says so, as `fit` does."""
+    load_table("gemstones")  # downloaded first: its announcement is not the error
+    capsys.readouterr()
+    assert main(["isoflop", "--table", "gemstones", "--no-bias"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
+    assert "not an isoFLOP sweep: of its 76 compute budgets" in captured.err
+    assert main(["isoflop", "--table", "isoflop_marin", "--no-bias"]) == 0
+    assert "! pooled groups: column 'group' holds 3 values" in capsys.readouterr().out
 
 
 def test_tables_list_gives_name_rows_license_and_cache_state(mirror_cache, capsys):
