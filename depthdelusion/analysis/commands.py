@@ -203,6 +203,7 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
             law: str | None = None, options: FitOptions = FitOptions(),
             rows: RowOptions = RowOptions(), validate: str | None = None, params: str | None = None,
             json_output: bool = False, out: str | None = None) -> int:
+    from .fitting.clusters import cluster_kwargs
     from .fitting.engine import fit
     from .fitting.pooled import fit_pooled
     from .table.published import parse_table_arg
@@ -233,10 +234,10 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
         parts = {None: table}
         results = {None: fit_pooled(ours, pooled[0], law, options.method, path=pooled[1],
                                     allow_modified=rows.allow_modified, **kwargs,
-                                    **options.cluster_kwargs(table))}
+                                    **cluster_kwargs(options.cluster, table))}
     else:
         parts = split_rows(table, rows, law, options)
-        results = {v: fit(part, law, options.method, **kwargs, **options.cluster_kwargs(part))
+        results = {v: fit(part, law, options.method, **kwargs, **cluster_kwargs(options.cluster, part))
                    for v, part in parts.items()}
     checked = None
     if validate == "rollout":

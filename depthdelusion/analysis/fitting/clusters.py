@@ -60,3 +60,11 @@ def _within_groups(runs, labels: np.ndarray) -> np.ndarray:
     if len(np.unique(groups)) < 2:
         return labels
     return np.char.add(np.char.add(groups, "/"), labels)
+
+
+def cluster_kwargs(cluster: str | None, runs) -> dict:
+    """``clusters`` and ``cluster_name`` of ``fitting.fit`` for the table ``runs``: the labels of
+    the ``--cluster`` column ``cluster`` (None: the default's), or the row bootstrap named as such.
+    (Here, not on ``FitOptions``: the options stay a leaf of the import graph.)"""
+    labels, name = cluster_labels(runs, cluster)
+    return dict(clusters=labels, cluster_name=name)

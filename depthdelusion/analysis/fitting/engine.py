@@ -71,14 +71,14 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
     from a grid of ``grid_points`` per parameter (at most ``max_starts`` starts), every start
     solved (defaults 3 and 64). ``None``: the multi-start when ``grid_points`` or ``max_starts``
     is given, else variable projection where the law has linear parameters and at most
-    ``varpro.AUTO_NONLINEAR`` nonlinear ones (and no group offsets), the multi-start otherwise.
-    Either way the best optimum is kept and every other local optimum reported.
+    ``varpro.AUTO_NONLINEAR`` nonlinear ones (and no group offsets), the multi-start otherwise;
+    the best optimum is kept and every other local optimum reported.
 
     ``bootstrap`` case-resampling refits (seeded by ``seed``) each start from the optimum and
     the ``refit_starts`` best starts (the best start of each distinct local optimum first;
     ``ONE_BASIN_REFIT_STARTS`` of them where the search found one optimum within ``COMPETING``
-    times the best objective); a refit still at the iteration cap after a restart is left out and counted. Leave-one-out refits start from the first
-    ``LOO_STARTS`` cold starts. ``profile`` computes profile-likelihood intervals for every free
+    times the best objective); a refit still at the iteration cap after a restart is left out and
+    counted. Leave-one-out refits start from the first ``LOO_STARTS`` cold starts. ``profile`` computes profile-likelihood intervals for every free
     parameter: ``"full"`` (True) by the grid walk of :mod:`.profile`, ``"fast"`` by root-finding
     (:mod:`.profile_roots`), ``"none"`` (False) not at all. ``fixed`` pins parameters to given values; ``signed_penalty`` frees the depth
     penalty λ in sign (:func:`..laws.signed_penalty`). ``group_offsets=True`` fits one offset
@@ -101,10 +101,8 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
     them (``result.diagnostics``); by default computed unless the fit is bare (bootstrap=0,
     profile=False, leave_one_out=False). Text columns the fit pooled are always flagged.
 
-    ``progress``: a ``depthdelusion.progress.Stages`` told as each stage starts (default silent).
-    """
-    method = engine_method(loss, method)  # `loss=` as the CLI names it, or the older `method=`
-    _check_choices(method, search)
+    ``progress``: a ``depthdelusion.progress.Stages`` told as each stage starts (default silent)."""
+    method = _checked_method(loss, method, search)
     law, runs = (signed_penalty_law(law) if signed_penalty else get_law(law)), load_runs(runs)
     check_law_columns(law, runs)
     setup = FitSetup(runs, law, fixed, method, group_offsets, groups, overestimate_weight,
@@ -132,12 +130,16 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
     return result
 
 
-def _check_choices(method: str, search) -> None:
+def _checked_method(loss: str | None, method: str, search) -> str:
+    """The engine's method from `loss=` (as the CLI names it) or the older `method=`, both checked
+    with the search."""
+    method = engine_method(loss, method)
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     if search not in SEARCHES:
         raise ValueError(f"unknown search {search!r}; known: {', '.join(s for s in SEARCHES if s)} "
                          "(or None: by the law)")
+    return method
 
 
 def _first_notes(runs) -> list[str]:

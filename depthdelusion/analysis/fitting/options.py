@@ -107,7 +107,7 @@ class FitOptions(_FromArguments):
 
     def fit_kwargs(self) -> dict:
         """The keyword arguments of ``fitting.fit`` that these options set (``method`` apart;
-        the clusters depend on the table: :meth:`cluster_kwargs`)."""
+        the clusters depend on the table: :func:`.clusters.cluster_kwargs`)."""
         kwargs = dict(bootstrap=self.bootstrap, seed=self.seed, grid_points=self.grid_points,
                       max_starts=self.starts, search=self.search, outlier_threshold=self.outlier_threshold)
         if self.overestimate_weight is not None:
@@ -163,14 +163,6 @@ class FitOptions(_FromArguments):
     def fixed_values(self) -> dict:
         """{name: value} of the ``--fix`` items."""
         return parse_fixed(self.fix)
-
-    def cluster_kwargs(self, runs) -> dict:
-        """``clusters`` and ``cluster_name`` of ``fitting.fit`` for the table ``runs``: the
-        ``--cluster`` column's labels (or the default's), or the row bootstrap named as such."""
-        from .clusters import cluster_labels
-
-        labels, name = cluster_labels(runs, self.cluster)
-        return dict(clusters=labels, cluster_name=name)
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,6 @@ the data): the data do not bound it on that side, and ``Profile.notes`` says fro
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 from scipy import (
     special,  # the χ² and F quantiles without importing scipy.stats (a second of CPU)
@@ -49,14 +47,13 @@ from .problem import (
 )
 from .solver import CAPPED, CONVERGED, FAILED, MAX_ITER
 
-LEVEL = 0.95
-CRITICAL = float(special.chdtri(1, 1 - LEVEL))  # 3.841: χ²₁ quantile
+from .profile_result import CRITICAL, JUMP, LEVEL, Profile  # noqa: F401 (re-exported)
+
 SMALL_N = 30  # at or below this many runs the cut is F-calibrated
 _OFFSETS = 2.0 ** np.arange(-2, 12)  # multiples of the step h outward from the optimum
 _NEAR = 6  # steps up to 2³ h: a staged walk goes beyond only on sides that have not crossed
 _REFINE = 6  # interior points evaluated per round in the bracketing interval of a crossing
 _ROUNDS = 4  # refinement rounds at most: a bracket still rising by JUMP after them is a jump
-JUMP = 1.0   # a rise of Λ (about a quarter of the cut) inside a bracket refined 7⁴-fold
 FLAT = 0.1   # Λ within this of the level before a jump: the flat stretch
 FLAT_SHARE = 0.2  # ... reported when it spans at least this share of the way from the optimum
 
@@ -90,30 +87,6 @@ class Statistic:
         # a point no start could refit (non-finite predictions) is missing, not a crossing
         with np.errstate(all="ignore"):
             return np.where(np.isfinite(obj), self._f(np.asarray(obj, float)), np.nan)
-
-
-@dataclass
-class Profile:
-    """One parameter's profile: natural values, statistic Λ at each, and the interval.
-
-    ``interval`` ends are ±inf when open (not crossed before an infinite bound, or crossed only
-    by a jump after a flat stretch) and equal to the bound when the profile reaches a finite
-    bound without crossing (``reaches_bound`` names the side). ``notes`` say where the profile
-    is flat or jumps at a limit, and how many points were left out (NaN in ``statistic``)
-    because their refit did not converge."""
-
-    name: str
-    values: np.ndarray
-    statistic: np.ndarray
-    interval: tuple
-    reaches_bound: list = field(default_factory=list)
-    better_fit: float | None = None  # Λ < 0 found: a lower objective than the optimum
-    better_theta: np.ndarray | None = None  # the θ (all free parameters) where it was found
-    notes: list = field(default_factory=list)
-    critical: float = CRITICAL
-    #: "walk" (this module's grid: a dense path) or "roots" (:mod:`.profile_roots`: the points
-    #: its root-finding met, too sparse for a path's total variation)
-    method: str = "walk"
 
 
 def _first_crossing(s, critical) -> int | None:

@@ -28,7 +28,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from .problem import Problem
-from .profile import JUMP, Profile, profile_intervals
+from .profile_result import JUMP, Profile
 from .solver import CAPPED, CONVERGED, MAX_ITER
 
 try:  # SciPy ≥ 1.15: every end stepped together
@@ -92,11 +92,12 @@ def _converged(res) -> np.ndarray:
 
 
 def fast_profile_intervals(problem: Problem, theta_hat, statistic, cold_starts, se_theta,
-                           names=None, staged: bool = False) -> dict:
+                           walk, names=None) -> dict:
     """{name: :class:`.profile.Profile`} for ``names`` (default every free parameter): each
     end the root of Λ(ψ) = cut bracketed from the Wald end outward (module docstring). A
-    parameter whose Λ jumps across the cut is walked instead (``profile.profile_intervals``,
-    ``staged`` as it takes it), and its notes say so."""
+    parameter whose Λ jumps across the cut is walked instead: ``walk(names)``, the grid walk
+    (``profile.profile_intervals``, handed in so that neither finder imports the other), and its
+    notes say so."""
     critical = statistic.critical
     names = list(problem.names if names is None else names)
     lam = _Profiles(problem, theta_hat, statistic, cold_starts)
@@ -112,8 +113,7 @@ def fast_profile_intervals(problem: Problem, theta_hat, statistic, cold_starts, 
                 f"the Wald distance on the {'lower' if side < 0 else 'upper'} side: the data do not "
                 "bound it there")
     walked = [problem.names[j] for j in sorted(_jumping(theta_hat, ends, brackets, roots, lam))]
-    out = (profile_intervals(problem, theta_hat, statistic, cold_starts, se_theta, names=walked,
-                             staged=staged) if walked else {})
+    out = walk(walked) if walked else {}
     for nm in walked:
         out[nm].notes.append(f"{nm}: Λ jumps across the cut: its interval is the grid walk's "
                              "(--profile full), which judges a jump")

@@ -45,8 +45,11 @@ def optimum_and_profiles(problem, search, profile, notes):
     statistic, profiles = Statistic(problem, objective), {}
     for restart in range(_PROFILE_RESTARTS + 1) if profile else ():
         if profile == "fast":
-            profiles = fast_profile_intervals(problem, theta, statistic, search.cold(PROFILE_STARTS),
-                                              jac.se_theta, staged=search.warm)
+            cold = search.cold(PROFILE_STARTS)
+            profiles = fast_profile_intervals(
+                problem, theta, statistic, cold, jac.se_theta,
+                walk=lambda names: profile_intervals(problem, theta, statistic, cold, jac.se_theta,
+                                                     names=names, staged=search.warm))
         else:
             profiles = profile_intervals(problem, theta, statistic, search.cold(PROFILE_STARTS),
                                          jac.se_theta, staged=search.warm)

@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from ...progress import SILENT
+from ..fitting.clusters import cluster_kwargs
 from ..fitting.engine import FitResult, fit
 from ..fitting.lr_test import DEFAULT_REPLICATES
 from ..fitting.replicates import replicate_cells
@@ -382,7 +383,7 @@ def compute(runs, options: ReportOptions, progress=SILENT) -> ReportResults:
     progress.expect(len(laws) + 3 + with_matrix)
     fits = {}
     options.fit.check_fixed(laws)
-    clusters = options.fit.cluster_kwargs(runs)  # every bootstrap of the report resamples these
+    clusters = cluster_kwargs(options.fit.cluster, runs)  # every bootstrap of the report resamples these
     s = dataclasses.replace(s, cluster=clusters["cluster_name"])
     for name in laws:
         progress.stage(f"fitting {name} ({bootstrap} bootstraps)")
