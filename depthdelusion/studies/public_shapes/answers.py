@@ -20,7 +20,7 @@ import numpy as np
 
 from depthdelusion.analysis.reference import PAPER_FIT, PAPER_KAPPA
 
-from depthdelusion.studies.public_shapes.study import POWER_KINK, Arm, fit_laws, shape_labels, table_runs
+from depthdelusion.studies.public_shapes.study import POWER_KINK, Arm, convention_runs, fit_laws, shape_labels
 
 LEVEL = 95
 PAPER_EXPONENT = PAPER_FIT["persistence_exponent"]
@@ -88,6 +88,15 @@ class Interaction:
     p: float
     paired: bool
     shapes: int
+    convention: str = "total"
+    draws: int = 0
+
+    @property
+    def p_text(self) -> str:
+        """p to the bootstrap's resolution: 0 of the draws on the other side is p < 2/draws."""
+        if self.draws and self.p < 2.0 / self.draws:
+            return f"< {2.0 / self.draws:.2g}"
+        return f"{self.p:.3f}"
 
     @property
     def moves(self) -> bool:
@@ -95,11 +104,13 @@ class Interaction:
         return bool(np.isfinite(lo) and (lo > 0 or hi < 0))
 
 
-def lr_interaction(*, bootstrap: int, seed: int, convention: str = "total") -> list[Interaction]:
+def lr_interaction(*, bootstrap: int, seed: int, convention: str = "total",
+                   epsilon: float | None = None) -> list[Interaction]:
     """Shape parameters at the published and at half the learning rate, on the shapes both
-    tables hold, with a paired cluster bootstrap of each difference (half − published) and its
-    two-sided bootstrap p-value, 2·min(P*(Δ ≤ 0), P*(Δ ≥ 0))."""
-    hot, half = (table_runs(name, convention) for name in ("gemstones", "gemstones_lr_half"))
+    tables hold, N in ``convention`` (both tables with the same ε: ``epsilon`` when given), with a
+    paired cluster bootstrap of each difference (half − published) and its two-sided bootstrap
+    p-value, 2·min(P*(Δ ≤ 0), P*(Δ ≥ 0)) (never below 1/draws: reported as a bound there)."""
+    hot, half = (convention_runs(name, convention, epsilon)[0] for name in ("gemstones", "gemstones_lr_half"))
     common = set(shape_labels(hot).tolist()) & set(shape_labels(half).tolist())
     arms = [r.subset(np.isin(shape_labels(r), sorted(common))) for r in (hot, half)]
     fits = [fit_laws(r, shape_labels(r), tuple(LR_LAWS), bootstrap=bootstrap, seed=seed) for r in arms]
@@ -116,7 +127,7 @@ def lr_interaction(*, bootstrap: int, seed: int, convention: str = "total") -> l
                 diff = b.bootstrap_params[:n, i] - a.bootstrap_params[::-1][:n, i]
             p = 2 * min(np.mean(diff <= 0), np.mean(diff >= 0)) if len(diff) else np.nan
             out.append(Interaction(law, name, a.params[name], b.params[name], percentile_interval(diff),
-                                   float(min(1.0, p)), paired, len(common)))
+                                   float(min(1.0, p)), paired, len(common), convention, len(diff)))
     return out
 
 
@@ -128,6 +139,51 @@ class AuditRow:
     params: float
     ratio: float       # D / D_crit(W), the paper's κ
     excess: float      # mean residual over chinchilla (nats): > 0 the shape loses
+
+
+@dataclass(frozen=True)
+class AuditContrast:
+    """The audit of one arm: its rows and the deep-minus-rest contrast with its interval."""
+
+    arm: str
+    table: str
+    convention: str
+    rows: tuple
+    diff: float
+    ci: tuple
+
+    @property
+    def sign(self) -> str:
+        """"deep lose" / "deep win" when the 95% interval excludes 0, else "no sign"."""
+        lo, hi = self.ci
+        if not np.isfinite(lo):
+            return "no interval"
+        return "deep lose" if lo > 0 else "deep win" if hi < 0 else "no sign"
+
+    def text(self) -> str:
+        lo, hi = self.ci
+        return f"{self.diff:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+
+def audit_contrasts(arms, *, bootstrap: int, seed: int) -> tuple:
+    """:func:`audit` of every arm, as AuditContrast."""
+    out = []
+    for arm in arms:
+        rows, diff, ci = audit(arm, bootstrap=bootstrap, seed=seed)
+        out.append(AuditContrast(arm.label, arm.table, arm.convention, tuple(rows), diff, ci))
+    return tuple(out)
+
+
+def sign_flips(contrasts) -> list[str]:
+    """One sentence per table whose deep-minus-rest contrast changes sign between conventions
+    (point estimates of opposite sign, or a 95% interval that excludes 0 under one convention
+    and not under another); none when every convention agrees."""
+    out = []
+    for table in dict.fromkeys(c.table for c in contrasts):
+        mine = [c for c in contrasts if c.table == table and np.isfinite(c.diff)]
+        if len({np.sign(round(c.diff, 3)) for c in mine}) > 1 or len({c.sign for c in mine}) > 1:
+            out.append(f"{table}: " + "; ".join(f"{c.convention} N {c.text()} ({c.sign})" for c in mine))
+    return out
 
 
 def audit(arm: Arm, *, bootstrap: int, seed: int) -> tuple[list[AuditRow], float, tuple]:

@@ -34,20 +34,19 @@ class Optimum:
     deepest: float        # the suite's deepest run: a D* beyond it is an extrapolation in depth
 
 
-def gemstones_counts(runs, convention: str):
-    """N(D, W) of the Gemstones architecture in ``convention`` and C = 6·N_total·T, from a
+def gemstones_counts(runs, epsilon: float = 1.0):
+    """N(D, W) of the Gemstones architecture as the arm counts it, N_nonemb + ε·N_emb (ε = 1:
+    total; N_emb the two untied V×W vocabulary matrices), and C = 6·N_total·T, from a
     least-squares fit of the table's per-shape total count; with its largest relative error."""
     from depthdelusion.analysis.report.shape import Counts
     from depthdelusion.analysis.table.published import GEMSTONES_VOCAB
 
-    total = np.asarray(runs.params, float)
-    if convention == "non_embedding":  # the arm's N is the total less the embedding matrix
-        total = total + GEMSTONES_VOCAB * np.asarray(runs.width, float)
+    removed = 2 * GEMSTONES_VOCAB * (1.0 - epsilon)   # per unit width: the part of N_emb not counted
+    total = np.asarray(runs.params, float) + removed * np.asarray(runs.width, float)
     D, W = np.asarray(runs.depth, float), np.asarray(runs.width, float)
     X = np.c_[D * W ** 2, D * W, W]
     coef = np.linalg.lstsq(X, total, rcond=None)[0]
     worst = float(np.max(np.abs(X @ coef - total) / total))
-    vocab = GEMSTONES_VOCAB if convention == "non_embedding" else 0
 
     def n_total(D, W):
         D, W = np.asarray(D, float), np.asarray(W, float)
@@ -55,15 +54,16 @@ def gemstones_counts(runs, convention: str):
 
     formula = (f"N_total = {coef[0]:.3g}·D·W² + {coef[1]:.3g}·D·W + {coef[2]:.4g}·W (least squares on the "
                f"table's params_active_precise, largest relative error {worst:.1%})"
-               + (f"; the law's N = N_total − {GEMSTONES_VOCAB}·W" if vocab else ""))
-    return Counts(lambda D, W: n_total(D, W) - vocab * np.asarray(W, float),
+               + (f"; the law's N = N_total − {removed:.0f}·W (ε = {epsilon:.3g} of the 2·{GEMSTONES_VOCAB}·W "
+                  "vocabulary matrices counted)" if epsilon != 1.0 else ""))
+    return Counts(lambda D, W: n_total(D, W) - removed * np.asarray(W, float),
                   lambda D, W: 6.0 * n_total(D, W), formula, "C = 6·N_total·T")
 
 
-def suite_budgets(runs, convention: str) -> np.ndarray:
+def suite_budgets(runs, epsilon: float = 1.0) -> np.ndarray:
     """Budgets spanning the suite's own compute, 6·N_total·T from its smallest to its largest
     checkpoint (log-spaced): the exponents describe the data's range, not an extrapolation."""
-    counts = gemstones_counts(runs, convention)
+    counts = gemstones_counts(runs, epsilon)
     c = counts.flops_per_token(runs.depth, runs.width) * np.asarray(runs.tokens, float)
     return np.geomspace(c.min(), c.max(), BUDGET_POINTS)
 
@@ -72,7 +72,7 @@ def optima(arm, *, bootstrap: int) -> list[Optimum]:
     """D*(C), W*(C) per shape law fitted to ``arm``, intervals from ``bootstrap`` of its draws."""
     from depthdelusion.analysis.report.shape import optimal_shape
 
-    counts, budgets = gemstones_counts(arm.runs, arm.convention), suite_budgets(arm.runs, arm.convention)
+    counts, budgets = gemstones_counts(arm.runs, arm.epsilon), suite_budgets(arm.runs, arm.epsilon)
     out = []
     for law in OPTIMAL_LAWS:
         if law in arm.fits:
@@ -88,7 +88,7 @@ def released_optima(runs) -> list[Optimum]:
     from depthdelusion.analysis.report.shape import optimal_shape
     from depthdelusion.analysis.table.published import gemstones_width_depth_released
 
-    counts, budgets = gemstones_counts(runs, "total"), suite_budgets(runs, "total")
+    counts, budgets = gemstones_counts(runs), suite_budgets(runs)
     return [Optimum(f"{table} (total N)", "gemstones_width_depth", "the authors' released parameters",
                     optimal_shape("gemstones_width_depth", budgets, counts=counts, bootstrap=0,
                                   values=gemstones_width_depth_released(kind)), (budgets[0], budgets[-1]),

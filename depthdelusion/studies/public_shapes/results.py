@@ -32,6 +32,7 @@ class PublicShapesResults:
     audit: tuple = ()                 # answers.AuditRow per shape of the first arm (4.4)
     deep_minus_rest: float = np.nan   # mean excess of the deep shapes minus the rest (nats)
     deep_ci: tuple = (np.nan, np.nan)
+    audits: tuple = ()                # answers.AuditContrast per arm (every convention: issue 62)
     audit_drawn: bool = False         # audit.png can be drawn (matplotlib is installed)
     optimal: tuple = ()               # optimal.Optimum: fitted, then the authors' released (4.2)
     predictions: tuple = ()           # prediction.Prediction per arm, held-out set and law (5)
@@ -58,12 +59,12 @@ def measure(spec: study.PublicShapesSpec) -> PublicShapesResults:
 def parts_arm(table: str, convention: str, laws, *, bootstrap: int, seed: int) -> study.Arm:
     """An arm without the core's tests: the shape laws of 4.2 with their cluster bootstrap, the
     rest of ``laws`` bare (the figures need only their optima)."""
-    runs = study.table_runs(table, convention)
+    runs, epsilon, weight = study.convention_runs(table, convention)
     clusters = study.shape_labels(runs)
     boot = [law for law in laws if law in optimal.OPTIMAL_LAWS]
     fits = {**study.fit_laws(runs, clusters, boot, bootstrap=bootstrap, seed=seed),
             **study.fit_laws(runs, clusters, [law for law in laws if law not in boot], bootstrap=0, seed=seed)}
-    return study.Arm(table, convention, runs, clusters, fits)
+    return study.Arm(table, convention, runs, clusters, fits, epsilon=epsilon, weight=weight)
 
 
 def _parts(spec: study.PublicShapesSpec, arms) -> dict:
@@ -87,8 +88,18 @@ def _core(spec: study.PublicShapesSpec, arms) -> dict:
     """The core's answers: the critical depth (4.1), the learning-rate interaction (4.3) and the
     paper's audit (4.4)."""
     critical = tuple(c for c in (answers.critical_depth(a) for a in arms) if c is not None)
-    interaction = tuple(answers.lr_interaction(bootstrap=spec.bootstrap, seed=spec.seed)
-                        if spec.lr_interaction else ())
-    rows, diff, ci = answers.audit(arms[0], bootstrap=spec.bootstrap, seed=spec.seed)
-    return {"critical": critical, "interaction": interaction, "audit": tuple(rows), "deep_minus_rest": diff,
-            "deep_ci": ci, "audit_drawn": importlib.util.find_spec("matplotlib") is not None}
+    interaction = tuple(i for c in spec.conventions for i in answers.lr_interaction(
+        bootstrap=spec.bootstrap, seed=spec.seed, convention=c, epsilon=_hot_epsilon(arms, c))
+        ) if spec.lr_interaction else ()
+    audits = answers.audit_contrasts(arms, bootstrap=spec.bootstrap, seed=spec.seed)
+    first = audits[0]
+    return {"critical": critical, "interaction": interaction, "audit": first.rows, "deep_minus_rest": first.diff,
+            "deep_ci": first.ci, "audits": audits, "audit_drawn": importlib.util.find_spec("matplotlib") is not None}
+
+
+def _hot_epsilon(arms, convention: str) -> float | None:
+    """ε of the hot table's arm in ``convention`` (the lr comparison uses one ε for both tables)."""
+    hot = [a for a in arms if a.table == "gemstones" and a.convention == convention]
+    if hot:
+        return hot[0].epsilon
+    return study.convention_runs("gemstones", convention)[1]

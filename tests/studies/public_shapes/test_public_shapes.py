@@ -95,7 +95,7 @@ def test_the_results_are_frozen_and_the_report_is_rendered_from_them_alone(measu
 @pytest.mark.parametrize("flags, message", [
     (["--tables", "gemstone"], "--tables[0]='gemstone': valid values are gemstones, gemstones_cooldown"),
     (["--laws", "kaplan,depth_delusion"], "--laws=['kaplan', 'depth_delusion']: must include chinchilla"),
-    (["--conventions", ","], "--conventions=[]: need at least one of total, non_embedding")])
+    (["--conventions", ","], "--conventions=[]: need at least one of total, nonembedding, fitted, no_embeds")])
 def test_a_bad_flag_is_one_line_naming_it_and_what_is_valid(tmp_path, capsys, flags, message):
     assert main(["public-shapes", "--out", str(tmp_path / "out"), *flags]) == 2
     err = capsys.readouterr().err.strip()
@@ -149,11 +149,38 @@ def test_the_gemstones_parameter_count_is_recovered_from_the_table(mirror):
     from depthdelusion.studies.public_shapes.study import table_runs
     from depthdelusion.studies.public_shapes.optimal import gemstones_counts
 
-    for convention, tolerance in (("total", 0.015), ("non_embedding", 0.02)):
+    for convention, epsilon, tolerance in (("total", 1.0, 0.015), ("no_embeds", 0.5, 0.02)):
         runs = table_runs("gemstones", convention)
-        counts = gemstones_counts(runs, convention)
+        counts = gemstones_counts(runs, epsilon)
         assert np.max(np.abs(counts.params(runs.depth, runs.width) / runs.params - 1)) < tolerance
     assert "N_total − 50304·W" in counts.params_formula
+    kaplan = table_runs("gemstones", "nonembedding")  # both untied vocabulary matrices removed
+    assert np.allclose(kaplan.params, table_runs("gemstones", "total").params - 2 * 50304 * kaplan.width)
+
+
+def test_the_audit_sign_flips_with_the_parameter_count_and_the_report_says_so_first(mirror):
+    """Issue 62: on total N the shapes past the paper's D_crit lose less than the rest (−0.036);
+    on Kaplan's N (both untied vocabulary matrices removed) the contrast is +0.018 and 256×80
+    loses most; ε fitted by chinchilla's profile lies between (≈ 0.15). The report's first
+    paragraph names the flip."""
+    import dataclasses
+
+    from depthdelusion.studies.public_shapes import answers
+    from depthdelusion.studies.public_shapes.report import _first_paragraph
+    from depthdelusion.studies.public_shapes.results import parts_arm
+
+    arms = [parts_arm("gemstones", c, ["chinchilla"], bootstrap=0, seed=0)
+            for c in ("total", "nonembedding", "fitted")]
+    audits = answers.audit_contrasts(arms, bootstrap=200, seed=0)
+    assert [round(a.diff, 3) for a in audits[:2]] == [-0.036, 0.018]
+    assert audits[0].sign == "deep win" and audits[1].sign == "no sign"
+    kaplan = {r.shape: r.excess for r in audits[1].rows}
+    assert max(kaplan, key=kaplan.get) == "256x80" and abs(kaplan["768x3"]) < 0.01
+    assert 0.05 < arms[2].epsilon < 0.3 and arms[2].weight.low > 0 and arms[2].weight.high < 1
+    flips = answers.sign_flips(audits)
+    assert len(flips) == 1 and flips[0].startswith("gemstones: total N -0.036")
+    first = _first_paragraph(dataclasses.make_dataclass("R", ["audits"])(audits))
+    assert first[0].startswith("**The sign of the shape effect depends on the parameter count.**")
 
 
 def test_the_prediction_split_holds_out_the_large_shapes_and_the_last_budgets(mirror):
@@ -197,5 +224,5 @@ def test_the_main_reports_audit_names_a_table_given_by_name_and_points_gemstones
     assert "published table `epoch_chinchilla`" in line and "public-shapes" not in line
     for label in ("published table gemstones", "published table gemstones_cooldown=/tmp/cool.jsonl"):
         line = published_table_line(label)[0]
-        assert "`depthdelusion public-shapes`" in line and "do not lose" in line
+        assert "`depthdelusion public-shapes`" in line and "depends on the parameter count" in line
     assert "`gemstones_cooldown`" in published_table_line("published table gemstones_cooldown=/x")[0]
