@@ -226,3 +226,33 @@ def test_the_main_reports_audit_names_a_table_given_by_name_and_points_gemstones
         line = published_table_line(label)[0]
         assert "`depthdelusion public-shapes`" in line and "depends on the parameter count" in line
     assert "`gemstones_cooldown`" in published_table_line("published table gemstones_cooldown=/x")[0]
+
+
+def test_degenerate_bootstrap_draws_are_counted_and_set_no_interval_end(mirror):
+    """Issue 62 item 3: a draw whose width term vanishes (Aw → 0) or whose optimum sits at the
+    depth search limit is counted, named, and kept out of the exponent's interval (which then
+    comes from the sound draws alone); the interval over all draws is kept beside it."""
+    import dataclasses
+
+    import numpy as np
+
+    from depthdelusion.studies.public_shapes import optimal
+    from depthdelusion.studies.public_shapes.study import fit_laws, shape_labels, table_runs
+
+    runs = table_runs("gemstones", "total")
+    fit = fit_laws(runs, shape_labels(runs), ["gemstones_width_depth"], bootstrap=0, seed=0)["gemstones_width_depth"]
+    point = np.array([fit.params[n] for n in fit.param_names])
+    no_width = point.copy()
+    no_width[fit.param_names.index("Aw")] = 1e-9
+    deep = point.copy()  # a depth term that keeps paying for depth: D* runs to the search limit
+    deep[fit.param_names.index("ad")], deep[fit.param_names.index("Ad")] = 0.02, 50.0
+    fit = dataclasses.replace(fit, bootstrap_params=np.array([point, point, no_width, deep]))
+    counts, budgets = optimal.gemstones_counts(runs), optimal.suite_budgets(runs)
+    draws = optimal.draw_exponents(fit, runs, budgets, counts, bootstrap=4)
+    assert draws.total == 4 and draws.kept == 2
+    assert dict(draws.degenerate) == {"width term Aw·W^−aw vanished": 1,
+                                      f"D* at the search limit D = {optimal.DEPTH_MAX}": 1}
+    solo = optimal.draw_exponents(dataclasses.replace(fit, bootstrap_params=np.array([point])), runs,
+                                  budgets, counts, bootstrap=1)
+    assert draws.depth_kept == pytest.approx(solo.depth_all) and draws.depth_all != draws.depth_kept
+    assert draws.moved("depth")
