@@ -132,6 +132,49 @@ def lr_interaction(*, bootstrap: int, seed: int, convention: str = "total",
 
 
 @dataclass(frozen=True)
+class LrPenalty:
+    """The model-free check of 4.3: each shape's half-lr penalty (mean loss at half the lr minus
+    at the published lr, over the token budgets both runs reached), regressed on ln(D/W) and ln N;
+    the slope on ln(D/W) (nats per unit) with a cluster bootstrap over shapes."""
+
+    convention: str
+    slope: float
+    ci: tuple
+    shapes: int
+    mean_penalty: float
+
+    def text(self) -> str:
+        return (f"{self.slope:+.4f} nats per unit ln(D/W) [{self.ci[0]:+.4f}, {self.ci[1]:+.4f}] at fixed "
+                f"{self.convention} N ({self.shapes} shapes; mean penalty {self.mean_penalty:+.4f} nats)")
+
+
+def lr_penalty_slope(*, bootstrap: int, seed: int, convention: str = "total",
+                     epsilon: float | None = None) -> LrPenalty:
+    """:class:`LrPenalty` with N in ``convention`` (both tables with ``epsilon`` when given)."""
+    hot, half = (convention_runs(name, convention, epsilon)[0] for name in ("gemstones", "gemstones_lr_half"))
+    lab_hot, lab_half = shape_labels(hot), shape_labels(half)
+    rows = []
+    for shape in sorted(set(lab_hot.tolist()) & set(lab_half.tolist())):
+        a, b = hot.subset(lab_hot == shape), half.subset(lab_half == shape)
+        ta, tb = np.round(np.asarray(a.tokens, float), -9), np.round(np.asarray(b.tokens, float), -9)
+        both = sorted(set(ta.tolist()) & set(tb.tolist()))
+        if not both:
+            continue
+        pen = np.mean([np.mean(b.loss[tb == t]) - np.mean(a.loss[ta == t]) for t in both])
+        rows.append((np.log(float(a.depth[0]) / float(a.width[0])), np.log(float(np.mean(a.params))), pen))
+    x = np.array(rows)
+    X = np.c_[np.ones(len(x)), x[:, 0], x[:, 1]]
+    slope = float(np.linalg.lstsq(X, x[:, 2], rcond=None)[0][1])
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(bootstrap):
+        i = rng.integers(0, len(x), len(x))
+        if np.ptp(x[i, 0]) > 0:
+            draws.append(np.linalg.lstsq(X[i], x[i, 2], rcond=None)[0][1])
+    return LrPenalty(convention, slope, percentile_interval(draws), len(x), float(np.mean(x[:, 2])))
+
+
+@dataclass(frozen=True)
 class AuditRow:
     shape: str
     depth: int

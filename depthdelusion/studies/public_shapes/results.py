@@ -15,6 +15,8 @@ import numpy as np
 
 from depthdelusion.studies.public_shapes import study
 from depthdelusion.studies.public_shapes import answers
+from depthdelusion.studies.public_shapes import fitting_loss
+from depthdelusion.studies.public_shapes import nested
 from depthdelusion.studies.public_shapes import optimal
 from depthdelusion.studies.public_shapes import prediction
 from depthdelusion.studies.public_shapes.figures import figure_facts
@@ -33,6 +35,9 @@ class PublicShapesResults:
     deep_minus_rest: float = np.nan   # mean excess of the deep shapes minus the rest (nats)
     deep_ci: tuple = (np.nan, np.nan)
     audits: tuple = ()                # answers.AuditContrast per arm (every convention: issue 62)
+    nested: tuple = ()                # nested.NestedKink per arm (kink inside the smooth law, power)
+    losses: tuple = ()                # fitting_loss.LossComparison per arm (least squares vs Huber)
+    lr_penalty: tuple = ()            # answers.LrPenalty per convention (4.3's model-free check)
     audit_drawn: bool = False         # audit.png can be drawn (matplotlib is installed)
     optimal: tuple = ()               # optimal.Optimum: fitted, then the authors' released (4.2)
     predictions: tuple = ()           # prediction.Prediction per arm, held-out set and law (5)
@@ -80,7 +85,7 @@ def _parts(spec: study.PublicShapesSpec, arms) -> dict:
         found.update(gadre=tuple(fits), gadre_runs=runs,
                      gadre_by_multiple=prediction.rmse_by_multiple(fits[0], runs) if fits else ())
     if "figures" in spec.parts:
-        found["figures"] = figure_facts(arms[0])
+        found["figures"] = figure_facts(arms[0], arms)
     return found
 
 
@@ -91,10 +96,24 @@ def _core(spec: study.PublicShapesSpec, arms) -> dict:
     interaction = tuple(i for c in spec.conventions for i in answers.lr_interaction(
         bootstrap=spec.bootstrap, seed=spec.seed, convention=c, epsilon=_hot_epsilon(arms, c))
         ) if spec.lr_interaction else ()
+    lr_penalty = tuple(answers.lr_penalty_slope(bootstrap=spec.bootstrap, seed=spec.seed, convention=c,
+                                                epsilon=_hot_epsilon(arms, c))
+                       for c in spec.conventions) if spec.lr_interaction else ()
     audits = answers.audit_contrasts(arms, bootstrap=spec.bootstrap, seed=spec.seed)
     first = audits[0]
+    kinks = tuple(k for k in (nested.nested_test(a, replicates=spec.replicates, seed=spec.seed,
+                                                 start=_smooth_start(a)) for a in arms) if k is not None)
     return {"critical": critical, "interaction": interaction, "audit": first.rows, "deep_minus_rest": first.diff,
-            "deep_ci": first.ci, "audits": audits, "audit_drawn": importlib.util.find_spec("matplotlib") is not None}
+            "deep_ci": first.ci, "audits": audits, "nested": kinks, "lr_penalty": lr_penalty,
+            "losses": tuple(c for c in (fitting_loss.compare(a, bootstrap=spec.bootstrap, seed=spec.seed)
+                                        for a in arms) if c is not None),
+            "audit_drawn": importlib.util.find_spec("matplotlib") is not None}
+
+
+def _smooth_start(arm) -> tuple:
+    """The nested test's starting exponents: the arm's gemstones_width_depth fit when it has one."""
+    f = arm.fits.get("gemstones_width_depth")
+    return tuple(f.params[k] for k in ("aw", "ad", "alpha", "beta")) if f is not None else (0.3, 0.5, 0.3, 0.3)
 
 
 def _hot_epsilon(arms, convention: str) -> float | None:

@@ -256,3 +256,42 @@ def test_degenerate_bootstrap_draws_are_counted_and_set_no_interval_end(mirror):
                                   budgets, counts, bootstrap=1)
     assert draws.depth_kept == pytest.approx(solo.depth_all) and draws.depth_all != draws.depth_kept
     assert draws.moved("depth")
+
+
+def test_the_nested_kink_test_finds_the_papers_kink_when_added_and_resamples_whole_runs(mirror, monkeypatch):
+    """Issue 62 item 2: the kink nested in the smooth law gives LR ≥ 0; the paper's kink
+    (relative form, full size) added to the real hot runs is rejected by the whole-run residual
+    bootstrap, and the resampled residuals are whole runs' series (each run's block is one run's
+    series, in token order)."""
+    import dataclasses
+
+    import numpy as np
+
+    from depthdelusion.studies.public_shapes import nested
+    from depthdelusion.studies.public_shapes.results import parts_arm
+
+    monkeypatch.setattr(nested, "SIZES", (1.0,))
+    arm = parts_arm("gemstones", "total", ["chinchilla"], bootstrap=0, seed=0)
+    d = nested.design(arm.runs, arm.clusters)
+    resid = np.arange(len(d.D), dtype=float)
+    drawn = nested.resampled_series(d, resid, np.random.default_rng(1))
+    whole = {tuple(resid[s]) for s in d.series}
+    assert all(tuple(drawn[s]) in whole for s in d.series) and not np.array_equal(drawn, resid)
+    kinked = dataclasses.replace(arm.runs, loss=np.asarray(arm.runs.loss, float)
+                                 + nested.PAPER_KINK["lam"] * nested.paper_penalty(d))
+    found = nested.nested_test(dataclasses.replace(arm, runs=kinked), replicates=12, seed=0)
+    assert found.lr > found.critical > 0 and found.p == pytest.approx(1 / 13)
+    assert found.worst_shape == "256x80" and found.power[0][1] == pytest.approx(0.128, abs=0.001)
+    assert found.kink[0] > 0.05 and found.kink[2] > 0
+
+
+def test_the_half_lr_penalty_has_no_aspect_ratio_slope_under_either_count(mirror):
+    """Issue 62 item 6: model-free, each shape's half-lr penalty regressed on ln(D/W) at fixed N
+    has a slope within ±0.005 nats per unit whose 95% interval holds 0, on total and on Kaplan's
+    N: what moves with the lr is not the preferred aspect ratio's centre."""
+    from depthdelusion.studies.public_shapes import answers
+
+    for convention in ("total", "nonembedding"):
+        found = answers.lr_penalty_slope(bootstrap=200, seed=0, convention=convention)
+        assert found.shapes == 20 and abs(found.slope) < 0.005 and found.ci[0] < 0 < found.ci[1], found.text()
+        assert 0.02 < found.mean_penalty < 0.04
