@@ -131,6 +131,20 @@ def lr_interaction(*, bootstrap: int, seed: int, convention: str = "total",
     return out
 
 
+def lr_flips(interactions) -> list[str]:
+    """One sentence per shape parameter whose lr shift (half − published) has opposite signs
+    under different N conventions; none when every convention agrees."""
+    by = {}
+    for i in interactions:
+        by.setdefault((i.law, i.parameter), []).append(i)
+    out = []
+    for (law, name), xs in by.items():
+        if len({np.sign(x.half - x.hot) for x in xs}) > 1:
+            out.append(f"{law} {name}: " + "; ".join(
+                f"{x.convention} N {x.half - x.hot:+.3g} [{x.diff_ci[0]:+.3g}, {x.diff_ci[1]:+.3g}]" for x in xs))
+    return out
+
+
 @dataclass(frozen=True)
 class LrPenalty:
     """The model-free check of 4.3: each shape's half-lr penalty (mean loss at half the lr minus

@@ -162,19 +162,22 @@ def sections(r: PublicShapesResults) -> str:
 def _first_paragraph(r: PublicShapesResults) -> list[str]:
     """The verdict that depends on the parameter count, first: where the deep-minus-rest
     contrast of the audit changes sign between N conventions (or that it does not)."""
-    from depthdelusion.studies.public_shapes.answers import sign_flips
+    from depthdelusion.studies.public_shapes.answers import lr_flips, sign_flips
 
     flips = sign_flips(r.audits)
     names = ", ".join(dict.fromkeys(a.convention for a in r.audits))
+    lr = lr_flips(getattr(r, "interaction", ()))
+    lr_line = ([f"The learning-rate shift of the shape parameters also changes sign with the count "
+                f"(half − published, 95% paired cluster bootstrap): {' | '.join(lr)}.", ""] if lr else [])
     if not flips:
         return [f"**The parameter count does not change the audit's sign** (conventions {names}): "
-                + "; ".join(f"{a.arm} {a.text()}" for a in r.audits) + ".", ""]
+                + "; ".join(f"{a.arm} {a.text()}" for a in r.audits) + ".", ""] + lr_line
     return ["**The sign of the shape effect depends on the parameter count.** The audit's contrast "
             "(mean excess loss over chinchilla of the shapes past the paper's D_crit minus the rest, "
             "nats, 95% bootstrap over shapes) under each N convention — " + " | ".join(flips)
             + ". Total N counts both untied 50,304×W vocabulary matrices as capacity (ε = 1), Kaplan's "
             "count neither (ε = 0): which shapes 'lose' at matched N is decided by that choice as much "
-            "as by the shapes. Every verdict below is given per convention.", ""]
+            "as by the shapes. Every verdict below is given per convention.", ""] + lr_line
 
 
 def _convention_lines(arms) -> list[str]:
