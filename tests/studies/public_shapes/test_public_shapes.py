@@ -295,3 +295,18 @@ def test_the_half_lr_penalty_has_no_aspect_ratio_slope_under_either_count(mirror
         found = answers.lr_penalty_slope(bootstrap=200, seed=0, convention=convention)
         assert found.shapes == 20 and abs(found.slope) < 0.005 and found.ci[0] < 0 < found.ci[1], found.text()
         assert 0.02 < found.mean_penalty < 0.04
+
+
+def test_figure_captions_name_the_convention_and_a_kink_panel_that_is_chinchilla(mirror):
+    """Issue 62 item 7: the matched-N figure has a panel per N convention (each matching its own
+    groups), and on total N the depth_delusion panel is said to be chinchilla (its kink left the data)."""
+    from depthdelusion.studies.public_shapes.figures import captions, figure_facts
+    from depthdelusion.studies.public_shapes.results import parts_arm
+
+    arms = [parts_arm("gemstones", c, ["chinchilla", "depth_delusion"], bootstrap=0, seed=0)
+            for c in ("total", "nonembedding")]
+    facts = figure_facts(arms[0], arms)
+    assert [c for c, _ in facts.matched] == ["total", "nonembedding"] and facts.collapsed == ("depth_delusion",)
+    text = captions(facts)
+    assert "total N: " in text[0] and "nonembedding N: " in text[0]
+    assert "on gemstones (total N)" in text[1] and "depth_delusion collapsed to chinchilla" in text[1]
