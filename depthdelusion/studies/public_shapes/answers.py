@@ -23,6 +23,8 @@ from depthdelusion.analysis.reference import PAPER_FIT, PAPER_KAPPA
 from depthdelusion.studies.public_shapes.study import POWER_KINK, Arm, convention_runs, fit_laws, shape_labels
 
 LEVEL = 95
+#: a D_crit exponent whose 95% interval is wider than this is not identified (a boundary artefact)
+P_SPAN = 1.0
 PAPER_EXPONENT = PAPER_FIT["persistence_exponent"]
 LR_LAWS = {"shape_quadratic": ("m", "q"), "gemstones_width_depth": ("aw", "ad")}
 
@@ -46,11 +48,24 @@ class CriticalDepth:
     past: int             # checkpoints with D > D_crit at the fit
     rows: int
 
+    @property
+    def artefact(self) -> str:
+        """Why an "ok" p is still a boundary artefact: its interval spans more than
+        :data:`P_SPAN` (D_crit moving by a factor of more than the suite's width range), or the
+        fitted D_crit is under one layer at the narrowest width; "" when neither."""
+        lo, hi = self.p_ci
+        if np.isfinite(lo) and hi - lo > P_SPAN:
+            return f"its bootstrap interval [{lo:.3g}, {hi:.3g}] spans more than {P_SPAN:g}"
+        if self.widths and self.widths[0][1] < 1:
+            return f"the fitted D_crit at W = {int(self.widths[0][0])} is {self.widths[0][1]:.2g} layers"
+        return ""
+
     def exponent_text(self) -> str:
         ref, (rlo, rhi) = PAPER_EXPONENT
-        if self.p_status != "ok" or self.past == 0:
+        if self.p_status != "ok" or self.past == 0 or self.artefact:
             where = ("no checkpoint lies past the fitted D_crit, so the kink is outside the data"
-                     if self.past == 0 else f"its status is {self.p_status}")
+                     if self.past == 0 else self.artefact if self.p_status == "ok"
+                     else f"its status is {self.p_status}")
             return (f"p is not identified ({where}; the optimum's p = {self.p:.3g} is one point of "
                     f"a flat ridge, not an estimate): nothing to set against the paper's {ref} [{rlo}, {rhi}]")
         lo, hi = self.p_ci

@@ -58,7 +58,7 @@ def captions(facts: FigureFacts) -> list[str]:
             f"{FITTED}: fitted against observed loss on {facts.arm}, one colour per width "
             f"({', '.join(facts.laws)}){same}",
             f"{D_CRIT}: the paper's D_crit = {kappa}·ln W with its κ band and the suite's {facts.shapes} "
-            f"shapes ({facts.past} past the line); no fitted D_crit(W): no kink was found (4.1)"]
+            f"shapes ({facts.past} past the line); no fitted D_crit(W): its exponent is not identified (4.1)"]
 
 
 def draw(arm, out: Path, arms=()) -> None:
@@ -177,13 +177,13 @@ def _d_crit(arm, path: Path, plots) -> None:
     rest = [s for s in shapes if s not in past]
     ax.scatter([s[0] for s in rest], [s[1] for s in rest], color="tab:blue", label="Gemstones shapes")
     ax.scatter([s[0] for s in past], [s[1] for s in past], color="tab:red",
-               label="past the paper's D_crit (whether they lose: audit.csv, per N convention)")
+               label="past the paper's D_crit (do they lose? audit.csv)")
     _plain_log(ax.xaxis, plots, WIDTH_TICKS)
     _plain_log(ax.yaxis, plots, DEPTH_TICKS)
     ax.set_xlabel("width W (log scale)")
     ax.set_ylabel("depth D (layers, log scale)")
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.grid(alpha=0.3)
-    fig.suptitle("D_crit(W): the paper's line against the suite's shapes\n(no kink found in "
-                 "Gemstones, so no fitted D_crit is drawn)", fontsize=9)
+    fig.suptitle("D_crit(W): the paper's line against the suite's shapes\n(no fitted D_crit drawn: its "
+                 "exponent is not identified on any N convention, 4.1)", fontsize=9)
     plots.save_figure(fig, path)

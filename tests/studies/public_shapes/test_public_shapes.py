@@ -310,3 +310,15 @@ def test_figure_captions_name_the_convention_and_a_kink_panel_that_is_chinchilla
     text = captions(facts)
     assert "total N: " in text[0] and "nonembedding N: " in text[0]
     assert "on gemstones (total N)" in text[1] and "depth_delusion collapsed to chinchilla" in text[1]
+
+
+def test_a_d_crit_exponent_with_an_interval_from_the_bound_is_not_identified():
+    """Issue 62 item 3: on Kaplan's N the power kink's p came out 'ok' at 23.4 [0, 42.6] with
+    D_crit under one layer; that is a boundary artefact, never "the intervals overlap"."""
+    from depthdelusion.studies.public_shapes.answers import CriticalDepth
+
+    odd = CriticalDepth("gemstones (nonembedding N)", 23.4, (0.0, 42.6), "ok", [(256.0, 1e-50, (0, 9))], 50, 220)
+    assert odd.artefact and "p is not identified" in odd.exponent_text()
+    assert "overlap" not in odd.exponent_text()
+    sound = CriticalDepth("x", 0.45, (0.3, 0.6), "ok", [(256.0, 12.0, (10, 14))], 20, 220)
+    assert not sound.artefact and "the intervals overlap" in sound.exponent_text()
