@@ -167,7 +167,7 @@ def _first_paragraph(r: PublicShapesResults) -> list[str]:
     flips = sign_flips(r.audits)
     names = ", ".join(dict.fromkeys(a.convention for a in r.audits))
     lr = lr_flips(getattr(r, "interaction", ()))
-    lr_line = ([f"The learning-rate shift of the shape parameters also changes sign with the count "
+    lr_line = _penalty_flips(r) + ([f"The learning-rate shift of the shape parameters also changes sign with the count "
                 f"(half − published, 95% paired cluster bootstrap): {' | '.join(lr)}.", ""] if lr else [])
     if not flips:
         return [f"**The parameter count does not change the audit's sign** (conventions {names}): "
@@ -178,6 +178,27 @@ def _first_paragraph(r: PublicShapesResults) -> list[str]:
             + ". Total N counts both untied 50,304×W vocabulary matrices as capacity (ε = 1), Kaplan's "
             "count neither (ε = 0): which shapes 'lose' at matched N is decided by that choice as much "
             "as by the shapes. Every verdict below is given per convention.", ""] + lr_line
+
+
+def _penalty_flips(r) -> list[str]:
+    """A line per table where "λ = 0 against chinchilla" is rejected under one N convention and
+    not under another (any kink law)."""
+    out = []
+    arms = getattr(r, "arms", ())
+    for table in dict.fromkeys(a.table for a in arms):
+        found = {a.convention: [v for v in a.penalties if v.test is not None] for a in arms if a.table == table}
+        said = {c: any(v.significant for v in vs) for c, vs in found.items() if vs}
+        if len(set(said.values())) > 1:
+            yes = [a for a in arms if a.table == table and said.get(a.convention)]
+            smooth = any(c.test is not None and c.test.p < 0.05 for a in yes for c in a.critical.values())
+            out += [f"The kink's λ = 0 against chinchilla (calibrated parametric bootstrap) is rejected on "
+                    f"{table} under {', '.join(a.convention for a in yes)} N and not under "
+                    f"{', '.join(c for c, y in said.items() if not y)} N: " + (
+                        "where it is, the kink also beats the best smooth law there (tests below)." if smooth else
+                        "where it is, the kink still does not beat the best smooth law (tests below), so the "
+                        "deep, narrow shapes' loss there is a smooth shape effect, not evidence of a critical "
+                        "depth."), ""]
+    return out
 
 
 def _convention_lines(arms) -> list[str]:
