@@ -3,9 +3,9 @@
 Reads the Gemstones suite (McLeish et al. 2025) by name — ``gemstones`` (no cool-down, "hot"),
 ``gemstones_cooldown`` and ``gemstones_lr_half`` (the same shapes at half the learning rate) —
 through the package's table download and cache (``DEPTHDELUSION_TABLES_URL``,
-``DEPTHDELUSION_CACHE``). For the hot and cooldown tables and both parameter-count conventions
-(total: ``params_active_precise``, embeddings included; non-embedding: that less 50,304·W, the
-authors' own subtraction) it fits every law of :data:`LAWS` by least squares, with a cluster
+``DEPTHDELUSION_CACHE``). For the hot and cooldown tables and each parameter-count convention
+(:data:`CONVENTIONS`: N = N_nonemb + ε·N_emb with ε = 1 total, ε = 0 Kaplan's non-embedding N, ε
+fitted, ε = 1/2 the authors' one-matrix ``--no_embeds``) it fits every law of :data:`LAWS` by least squares, with a cluster
 bootstrap over whole runs (a shape's checkpoints are one run), and runs the calibrated tests of
 :mod:`depthdelusion.analysis.report.verdict` with a per-run random effect in the parametric bootstrap.
 The answers (critical depth, learning-rate interaction, the paper's audit) are in
