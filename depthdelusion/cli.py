@@ -467,7 +467,7 @@ def add_planned_study(p, keys: str) -> None:
 
 
 @_arguments("public-shapes", "The public-shapes study: every law fitted to the Gemstones suite (hot and "
-            "cooldown, total and non-embedding N) by name, cluster-bootstrap intervals over whole runs, "
+            "cooldown; total, Kaplan's non-embedding and fitted-ε N) by name, cluster-bootstrap intervals over whole runs, "
             "the calibrated tests with a per-run random effect, the critical depth, the learning-rate "
             "interaction and the paper's audit, the compute-optimal shape, the prediction test, the check on "
             "Gadre et al.; writes report.md, CSVs and figures. Tables are "
@@ -480,8 +480,10 @@ def _public_shapes(p):
     p.add_argument("--seed", type=COUNT, default=LIBRARY_DEFAULT, help=SEED_HELP)
     p.add_argument("--tables", default="gemstones,gemstones_cooldown",
                    help="tables fitted, comma-separated (default gemstones,gemstones_cooldown)")
-    p.add_argument("--conventions", default="total,non_embedding",
-                   help="N conventions, comma-separated (default total,non_embedding)")
+    p.add_argument("--conventions", default="total,nonembedding,fitted",
+                   help="N conventions, comma-separated: total, nonembedding (Kaplan's: both vocabulary "
+                   "matrices removed), fitted (N_nonemb + ε·N_emb, ε fitted), no_embeds (the authors': one "
+                   "matrix removed) (default total,nonembedding,fitted)")
     p.add_argument("--laws", default=None, help="laws fitted, comma-separated (default: all of the study's; "
                    "must include chinchilla)")
     p.add_argument("--no-lr-interaction", dest="lr_interaction", action="store_false",

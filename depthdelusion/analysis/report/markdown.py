@@ -363,7 +363,8 @@ def published_table_line(label: str) -> list:
     if name in PUBLIC_SHAPES_TABLES:
         line += (" — the paper's audit of these shapes themselves (D / D_crit against each shape's excess "
                  "loss), whole runs resampled, is the public-shapes study (`depthdelusion public-shapes`, "
-                 "analysis/public_shapes/): there the shapes past the paper's D_crit do not lose")
+                 "analysis/public_shapes/): there whether the shapes past the paper's D_crit lose depends on the "
+                 "parameter count (they do not on total N; on Kaplan's non-embedding N the deepest, narrowest do)")
     return [line + ".", ""]
 
 

@@ -33,30 +33,43 @@ class FigureFacts:
     laws: tuple          # the laws drawn fitted against observed
     shapes: int          # the suite's shapes
     past: int            # of them past the paper's D_crit
+    arm: str = ""        # the arm drawn (its table and N convention)
+    matched: tuple = ()  # (N convention, groups of >= 3 shapes matched in it) per panel
+    collapsed: tuple = ()  # the laws drawn whose fit is chinchilla's
 
 
-def figure_facts(arm) -> FigureFacts:
+def figure_facts(arm, arms=()) -> FigureFacts:
     shapes = _shapes(arm)
-    return FigureFacts(len(_matched_groups(shapes)), float(np.max(arm.runs.tokens)), tuple(_fitted_laws(arm)),
-                       len(shapes), len(_past(shapes)))
+    panels = [a for a in arms if a.table == arm.table] or [arm]
+    laws = tuple(_fitted_laws(arm))
+    return FigureFacts(len(_matched_groups(shapes)), float(np.max(arm.runs.tokens)), laws,
+                       len(shapes), len(_past(shapes)), arm.label,
+                       tuple((a.convention, len(_matched_groups(_shapes(a)))) for a in panels),
+                       tuple(law for law in laws if "= chinchilla" in _panel_name(arm, law)))
 
 
 def captions(facts: FigureFacts) -> list[str]:
     """One line per figure saying what it shows."""
     kappa = PAPER_FIT["kappa"][0]
+    matched = ", ".join(f"{c} N: {g}" for c, g in facts.matched) or f"{facts.groups}"
+    same = (f"; {', '.join(facts.collapsed)} collapsed to chinchilla (the panel says so)" if facts.collapsed else "")
     return [f"{LOSS_VS_DEPTH}: loss against depth among shapes matched in N (within {MATCH:.0%}) at "
-            f"the last budget ({facts.last_tokens / 1e9:.0f}B tokens), {facts.groups} groups of ≥ 3 shapes",
-            f"{FITTED}: fitted against observed loss, one colour per width ({', '.join(facts.laws)})",
+            f"the last budget ({facts.last_tokens / 1e9:.0f}B tokens), one panel per N convention; groups of "
+            f"≥ 3 shapes — {matched}",
+            f"{FITTED}: fitted against observed loss on {facts.arm}, one colour per width "
+            f"({', '.join(facts.laws)}){same}",
             f"{D_CRIT}: the paper's D_crit = {kappa}·ln W with its κ band and the suite's {facts.shapes} "
-            f"shapes ({facts.past} past the line); no fitted D_crit(W): no kink was found (4.1)"]
+            f"shapes ({facts.past} past the line); no fitted D_crit(W): its exponent is not identified (4.1)"]
 
 
-def draw(arm, out: Path) -> None:
-    """Every figure of the module for ``arm``, into ``out``."""
+def draw(arm, out: Path, arms=()) -> None:
+    """Every figure of the module for ``arm``, into ``out``; the matched-N figure one panel per
+    arm of ``arm``'s table in ``arms`` (each N convention matches different shapes)."""
     # here, not at the top: only the figures part pays matplotlib's import (4 s measured)
     from depthdelusion.analysis.report import plots
 
-    _matched(arm, out / LOSS_VS_DEPTH, plots)
+    panels = [a for a in arms if a.table == arm.table] or [arm]
+    _matched(panels, out / LOSS_VS_DEPTH, plots)
     _fitted(arm, out / FITTED, plots)
     _d_crit(arm, out / D_CRIT, plots)
 
@@ -83,13 +96,22 @@ def _past(shapes) -> list:
     return [s for s in shapes if s[1] > kappa * np.log(s[0])]
 
 
-def _matched(arm, path: Path, plots) -> None:
+def _matched(arms, path: Path, plots) -> None:
+    fig, axes = plots.plt.subplots(1, len(arms), figsize=(5.2 * len(arms), 4.4), squeeze=False, sharey=True)
+    for ax, arm in zip(axes[0], arms):
+        _matched_panel(ax, arm, plots)
+    axes[0][0].set_ylabel(f"loss at {float(np.max(arms[0].runs.tokens)) / 1e9:.0f}B tokens (nats)")
+    fig.suptitle(f"{arms[0].table}: loss against depth among shapes matched in N (±{MATCH:.0%}) at the "
+                 "last budget — the matching depends on the N convention", fontsize=9)
+    plots.save_figure(fig, path)
+
+
+def _matched_panel(ax, arm, plots) -> None:
     shapes = _shapes(arm)
     n = np.array([s[2] for s in shapes])
     groups = _matched_groups(shapes)
     last = float(np.max(arm.runs.tokens))
     at_last = np.isclose(np.asarray(arm.runs.tokens, float), last, rtol=0.01)
-    fig, ax = plots.plt.subplots(figsize=(6.4, 4.2))
     for g, colour in zip(groups, plots.colors(len(groups))):
         pts = sorted((shapes[i][1], shapes[i][0]) for i in g)
         loss = [float(np.mean(arm.runs.loss[at_last & (arm.clusters == f"{w}x{d}")])) for d, w in pts]
@@ -99,11 +121,10 @@ def _matched(arm, path: Path, plots) -> None:
             ax.annotate(f"W {w}", (d, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
     _plain_log(ax.xaxis, plots, DEPTH_TICKS)
     ax.set_xlabel("depth D (layers, log scale)")
-    ax.set_ylabel(f"loss at {last / 1e9:.0f}B tokens (nats)")
-    ax.legend(fontsize=7, title=f"matched N (±{MATCH:.0%})", title_fontsize=7)
+    ax.legend(fontsize=6, title=f"matched {arm.convention} N", title_fontsize=6)
     ax.grid(alpha=0.3)
-    fig.suptitle("Gemstones (hot): loss against depth at matched parameters and tokens", fontsize=10)
-    plots.save_figure(fig, path)
+    ax.set_title(f"N: {arm.convention}" + (f" (ε = {arm.epsilon:.2g})" if arm.convention == "fitted" else ""),
+                 fontsize=8)
 
 
 def _plain_log(axis, plots, ticks) -> None:
@@ -126,7 +147,7 @@ def _fitted(arm, path: Path, plots) -> None:
         lo, hi = float(np.min(arm.runs.loss)), float(np.max(arm.runs.loss))
         ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
         rmse = float(np.sqrt(np.mean((np.asarray(arm.runs.loss) - pred) ** 2)))
-        ax.set_title(f"{law} (RMSE {rmse:.3f} nats)", fontsize=9)
+        ax.set_title(f"{_panel_name(arm, law)} (RMSE {rmse:.3f} nats)", fontsize=8)
         ax.set_xlabel("observed loss (nats)")
         ax.set_ylabel("fitted loss (nats)")
         ax.grid(alpha=0.3)
@@ -135,11 +156,20 @@ def _fitted(arm, path: Path, plots) -> None:
     plots.save_figure(fig, path)
 
 
+def _panel_name(arm, law: str) -> str:
+    """The law's name, saying when its fit is chinchilla's (a kink collapsed to λ → 0)."""
+    base = arm.fits.get("chinchilla")
+    f = arm.fits[law]
+    if law != "chinchilla" and base is not None and abs(f.rss - base.rss) <= 1e-6 * base.rss:
+        return f"{law} = chinchilla (kink outside the data, λ → 0)"
+    return law
+
+
 def _d_crit(arm, path: Path, plots) -> None:
     kappa, (k_lo, k_hi) = PAPER_FIT["kappa"]
     shapes = _shapes(arm)
     w_line = np.geomspace(min(s[0] for s in shapes) * 0.8, max(s[0] for s in shapes) * 1.25, 100)
-    fig, ax = plots.plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plots.plt.subplots(figsize=(8.4, 4.2))
     ax.fill_between(w_line, k_lo * np.log(w_line), k_hi * np.log(w_line), color="grey", alpha=0.25,
                     label=f"paper's κ band [{k_lo}, {k_hi}]")
     ax.plot(w_line, kappa * np.log(w_line), "k-", lw=1.2, label=f"paper's D_crit = {kappa}·ln W")
@@ -147,13 +177,13 @@ def _d_crit(arm, path: Path, plots) -> None:
     rest = [s for s in shapes if s not in past]
     ax.scatter([s[0] for s in rest], [s[1] for s in rest], color="tab:blue", label="Gemstones shapes")
     ax.scatter([s[0] for s in past], [s[1] for s in past], color="tab:red",
-               label="past the paper's D_crit (they do not lose: audit.csv)")
+               label="past the paper's D_crit (do they lose? audit.csv)")
     _plain_log(ax.xaxis, plots, WIDTH_TICKS)
     _plain_log(ax.yaxis, plots, DEPTH_TICKS)
     ax.set_xlabel("width W (log scale)")
     ax.set_ylabel("depth D (layers, log scale)")
-    ax.legend(fontsize=6, loc="lower left")
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.grid(alpha=0.3)
-    fig.suptitle("D_crit(W): the paper's line against the suite's shapes\n(no kink found in "
-                 "Gemstones, so no fitted D_crit is drawn)", fontsize=9)
+    fig.suptitle("D_crit(W): the paper's line against the suite's shapes\n(no fitted D_crit drawn: its "
+                 "exponent is not identified on any N convention, 4.1)", fontsize=9)
     plots.save_figure(fig, path)

@@ -26,6 +26,42 @@ BUDGET_POINTS = 9
 RELEASED = {"cool_end": "gemstones_cooldown", "lr_ablation_hot": "gemstones_lr_half"}
 
 
+#: the search's depth limit (layers): a draw whose D* reaches it has no interior optimum
+DEPTH_MAX = 200
+#: a shape term whose range over the suite's shapes is below this (nats) has vanished: the draw's
+#: optimum is then set by the other terms alone (a tenth of the runs' residual sd, ≈ 0.02)
+VANISHED = 0.002
+#: the shape terms of each law, as functions of (values, D, W): a draw loses one when it vanishes
+SHAPE_TERMS = {
+    "gemstones_width_depth": {"width term Aw·W^−aw": lambda v, D, W: v["Aw"] * W ** -v["aw"],
+                              "depth term Ad·D^−ad": lambda v, D, W: v["Ad"] * D ** -v["ad"]},
+    "shape_quadratic": {"bowl q·(ln(D/W) − m)²": lambda v, D, W: v["q"] * (np.log(D / W) - v["m"]) ** 2},
+}
+
+
+@dataclass(frozen=True)
+class Draws:
+    """The cluster-bootstrap draws of one optimum, re-solved: the exponents' 95% intervals over
+    every draw and over the draws that are not degenerate (D* at the search limit for some budget,
+    a shape term vanished, or no shape optimum), with the count of each kind of degeneracy."""
+
+    total: int
+    degenerate: tuple          # (reason, draws) pairs
+    depth_all: tuple
+    width_all: tuple
+    depth_kept: tuple
+    width_kept: tuple
+
+    @property
+    def kept(self) -> int:
+        return self.total - sum(n for _, n in self.degenerate)
+
+    def moved(self, shape: str) -> bool:
+        """Whether dropping the degenerate draws moves an interval end by more than 0.005."""
+        a, b = (self.depth_all, self.depth_kept) if shape == "depth" else (self.width_all, self.width_kept)
+        return bool(np.isfinite(a[0]) and np.isfinite(b[0]) and max(abs(a[0] - b[0]), abs(a[1] - b[1])) > 0.005)
+
+
 @dataclass(frozen=True)
 class Optimum:
     arm: str
@@ -34,19 +70,23 @@ class Optimum:
     result: object        # shape.OptimalShape
     budgets: tuple        # (low, high) C in FLOPs
     deepest: float        # the suite's deepest run: a D* beyond it is an extrapolation in depth
+    draws: Draws | None = None
+    local: tuple = ()     # (shape, exponent over the lower half of the budgets, upper half) per shape
 
 
-def gemstones_counts(runs, convention: str):
-    """N(D, W) of the Gemstones architecture in ``convention`` and C = 6·N_total·T, from a
+def gemstones_counts(runs, epsilon: float = 1.0):
+    """N(D, W) of the Gemstones architecture as the arm counts it, N_nonemb + ε·N_emb (ε = 1:
+    total; N_emb the two untied V×W vocabulary matrices), and C = 6·N_total·T, from a
     least-squares fit of the table's per-shape total count; with its largest relative error."""
-    total = np.asarray(runs.params, float)
-    if convention == "non_embedding":  # the arm's N is the total less the embedding matrix
-        total = total + GEMSTONES_VOCAB * np.asarray(runs.width, float)
+    from depthdelusion.analysis.report.shape import Counts
+    from depthdelusion.analysis.table.published import GEMSTONES_VOCAB
+
+    removed = 2 * GEMSTONES_VOCAB * (1.0 - epsilon)   # per unit width: the part of N_emb not counted
+    total = np.asarray(runs.params, float) + removed * np.asarray(runs.width, float)
     D, W = np.asarray(runs.depth, float), np.asarray(runs.width, float)
     X = np.c_[D * W ** 2, D * W, W]
     coef = np.linalg.lstsq(X, total, rcond=None)[0]
     worst = float(np.max(np.abs(X @ coef - total) / total))
-    vocab = GEMSTONES_VOCAB if convention == "non_embedding" else 0
 
     def n_total(D, W):
         D, W = np.asarray(D, float), np.asarray(W, float)
@@ -54,35 +94,99 @@ def gemstones_counts(runs, convention: str):
 
     formula = (f"N_total = {coef[0]:.3g}·D·W² + {coef[1]:.3g}·D·W + {coef[2]:.4g}·W (least squares on the "
                f"table's params_active_precise, largest relative error {worst:.1%})"
-               + (f"; the law's N = N_total − {GEMSTONES_VOCAB}·W" if vocab else ""))
-    return Counts(lambda D, W: n_total(D, W) - vocab * np.asarray(W, float),
+               + (f"; the law's N = N_total − {removed:.0f}·W (ε = {epsilon:.3g} of the 2·{GEMSTONES_VOCAB}·W "
+                  "vocabulary matrices counted)" if epsilon != 1.0 else ""))
+    return Counts(lambda D, W: n_total(D, W) - removed * np.asarray(W, float),
                   lambda D, W: 6.0 * n_total(D, W), formula, "C = 6·N_total·T")
 
 
-def suite_budgets(runs, convention: str) -> np.ndarray:
+def suite_budgets(runs, epsilon: float = 1.0) -> np.ndarray:
     """Budgets spanning the suite's own compute, 6·N_total·T from its smallest to its largest
     checkpoint (log-spaced): the exponents describe the data's range, not an extrapolation."""
-    counts = gemstones_counts(runs, convention)
+    counts = gemstones_counts(runs, epsilon)
     c = counts.flops_per_token(runs.depth, runs.width) * np.asarray(runs.tokens, float)
     return np.geomspace(c.min(), c.max(), BUDGET_POINTS)
 
 
 def optima(arm, *, bootstrap: int) -> list[Optimum]:
-    """D*(C), W*(C) per shape law fitted to ``arm``, intervals from ``bootstrap`` of its draws."""
-    counts, budgets = gemstones_counts(arm.runs, arm.convention), suite_budgets(arm.runs, arm.convention)
+    """D*(C), W*(C) per shape law fitted to ``arm``, intervals from ``bootstrap`` of its draws
+    with the degenerate draws counted and set aside (:func:`draw_exponents`), and the local
+    exponents over the lower and upper half of the budgets."""
+    from depthdelusion.analysis.report.shape import optimal_shape
+
+    counts, budgets = gemstones_counts(arm.runs, arm.epsilon), suite_budgets(arm.runs, arm.epsilon)
     out = []
     for law in OPTIMAL_LAWS:
         if law in arm.fits:
-            res = optimal_shape(arm.fits[law], budgets, counts=counts, bootstrap=bootstrap)
+            fit = arm.fits[law]
+            res = optimal_shape(fit, budgets, counts=counts, bootstrap=0, depth_max=DEPTH_MAX)
+            draws = draw_exponents(fit, arm.runs, budgets, counts, bootstrap)
+            if draws.total >= 2:
+                res.depth_exponent_ci, res.width_exponent_ci = draws.depth_kept, draws.width_kept
+                res.n_bootstrap = draws.kept
             out.append(Optimum(arm.label, law, "fit (cluster bootstrap)", res, (budgets[0], budgets[-1]),
-                               float(np.max(arm.runs.depth))))
+                               float(np.max(arm.runs.depth)), draws, local_exponents(res, budgets)))
     return out
+
+
+def local_exponents(res, budgets) -> tuple:
+    """d ln D* / d ln C and d ln W* / d ln C over the lower and the upper half of ``budgets``
+    (least-squares slopes over each half, the middle budget in both): the exponent's drift."""
+    half = len(budgets) // 2
+    out = []
+    for shape in ("depth", "width"):
+        y, x = np.log([getattr(r, shape) for r in res.rows]), np.log(budgets)
+        out.append((shape, *(float(np.polyfit(x[sl], y[sl], 1)[0]) for sl in (slice(0, half + 1), slice(half, None)))))
+    return tuple(out)
+
+
+def draw_exponents(fit, runs, budgets, counts, bootstrap: int) -> Draws:
+    """Every cluster-bootstrap draw of ``fit`` (up to ``bootstrap``) re-solved for D*(C), W*(C);
+    each draw checked for degeneracy: D* at :data:`DEPTH_MAX`, a shape term of
+    :data:`SHAPE_TERMS` whose range over the suite's shapes is below :data:`VANISHED`, no optimum."""
+    from depthdelusion.analysis.report.shape import optimal_shape
+
+    from depthdelusion.studies.public_shapes.answers import percentile_interval
+
+    boot = fit.bootstrap_params if fit.bootstrap_params is not None else np.zeros((0, len(fit.param_names)))
+    D, W = np.asarray(runs.depth, float), np.asarray(runs.width, float)
+    exps, why = [], []
+    for draw in boot[:bootstrap]:
+        values = {**fit.fixed, **dict(zip(fit.param_names, draw))}
+        r = optimal_shape(fit.law, budgets, counts=counts, bootstrap=0, values=values, depth_max=DEPTH_MAX)
+        exps.append((r.depth_exponent, r.width_exponent))
+        why.append(_degenerate(getattr(fit.law, "name", fit.law), values, r, D, W))
+    exps = np.array(exps).reshape(-1, 2)
+    keep = np.array([w is None for w in why], bool)
+    reasons = {}
+    for w in why:
+        if w is not None:
+            reasons[w] = reasons.get(w, 0) + 1
+    return Draws(len(exps), tuple(reasons.items()), percentile_interval(exps[:, 0]), percentile_interval(exps[:, 1]),
+                 percentile_interval(exps[keep, 0]), percentile_interval(exps[keep, 1]))
+
+
+def _degenerate(law: str, values: dict, r, D, W) -> str | None:
+    """Why a draw's optimum is degenerate (a vanished term before its consequence, D* at the
+    limit), None when it is not."""
+    if not (np.isfinite(r.depth_exponent) and np.isfinite(r.width_exponent)):
+        return "no shape optimum"
+    for name, term in SHAPE_TERMS.get(law, {}).items():  # the cause first: a lost term sends D* off
+        t = term(values, D, W)
+        if float(np.max(t) - np.min(t)) < VANISHED:
+            return f"{name} vanished"
+    if any(x.depth >= DEPTH_MAX for x in r.rows):
+        return f"D* at the search limit D = {DEPTH_MAX}"
+    return None
 
 
 def released_optima(runs) -> list[Optimum]:
     """The exponents implied by the authors' released width-depth optimum for each table (total
     N, their convention), over ``runs``' compute range; no interval (none is released)."""
-    counts, budgets = gemstones_counts(runs, "total"), suite_budgets(runs, "total")
+    from depthdelusion.analysis.report.shape import optimal_shape
+    from depthdelusion.analysis.table.published import gemstones_width_depth_released
+
+    counts, budgets = gemstones_counts(runs), suite_budgets(runs)
     return [Optimum(f"{table} (total N)", "gemstones_width_depth", "the authors' released parameters",
                     optimal_shape("gemstones_width_depth", budgets, counts=counts, bootstrap=0,
                                   values=gemstones_width_depth_released(kind)), (budgets[0], budgets[-1]),
@@ -103,9 +207,17 @@ def rows(found: list[Optimum]) -> list[dict]:
         for what, value, ci in (("depth", r.depth_exponent, r.depth_exponent_ci),
                                 ("width", r.width_exponent, r.width_exponent_ci)):
             paper = PAPER_SHAPE_EXPONENTS[what]
+            all_ci = (o.draws.depth_all if what == "depth" else o.draws.width_all) if o.draws else None
+            local = next((x[1:] for x in o.local if x[0] == what), (None, None))
             out.append({"arm": o.arm, "law": o.law, "source": o.source, "shape": what,
                         "exponent": _r(value), "ci95_low": _r(ci[0]) if ci else None,
                         "ci95_high": _r(ci[1]) if ci else None, "bootstrap_draws": r.n_bootstrap,
+                        "degenerate_draws": sum(n for _, n in o.draws.degenerate) if o.draws else 0,
+                        "degenerate_why": "; ".join(f"{k}: {v}" for k, v in o.draws.degenerate)
+                        if o.draws else "",
+                        "ci95_all_draws_low": _r(all_ci[0]) if all_ci else None,
+                        "ci95_all_draws_high": _r(all_ci[1]) if all_ci else None,
+                        "local_lower_half": _r(local[0]), "local_upper_half": _r(local[1]),
                         "paper": paper, "paper_in_ci": against_paper(paper, ci) if ci else "",
                         "c_low": float(f"{o.budgets[0]:.3g}"), "c_high": float(f"{o.budgets[1]:.3g}"),
                         "d_star_low_c": r.rows[0].depth, "d_star_high_c": r.rows[-1].depth,

@@ -14,7 +14,7 @@ from depthdelusion import rundir
 from depthdelusion.analysis.fitting.options import BOOTSTRAP
 from depthdelusion.analysis.formats.table_text import csv_text, markdown_table
 from depthdelusion.analysis.reference import PAPER_KAPPA
-from depthdelusion.studies.public_shapes import figures, optimal, prediction, study
+from depthdelusion.studies.public_shapes import figures, fitting_loss, nested, optimal, prediction, study
 from depthdelusion.studies.public_shapes import sections as more
 from depthdelusion.studies.public_shapes.results import PublicShapesResults, measure
 
@@ -33,48 +33,64 @@ def _critical_rows(crit) -> list[dict]:
 
 
 def _interaction_rows(inter) -> list[dict]:
-    return [{"law": i.law, "parameter": i.parameter, "published_lr": round(i.hot, 4),
+    return [{"n_convention": i.convention, "law": i.law, "parameter": i.parameter, "published_lr": round(i.hot, 4),
              "half_lr": round(i.half, 4), "diff_ci95_low": round(i.diff_ci[0], 4),
              "diff_ci95_high": round(i.diff_ci[1], 4), "p_two_sided": round(i.p, 3),
-             "paired": i.paired, "shapes": i.shapes} for i in inter]
+             "bootstrap_draws": i.draws, "paired": i.paired, "shapes": i.shapes} for i in inter]
 
 
-def _audit_rows(rows) -> list[dict]:
-    return [{"shape": r.shape, "depth": r.depth, "width": r.width, "params_mean": int(r.params),
-             "d_over_d_crit_paper": round(r.ratio, 2), "excess_loss_vs_chinchilla": round(r.excess, 4)}
-            for r in rows]
+def _audit_rows(audits) -> list[dict]:
+    return [{"table": a.table, "n_convention": a.convention, "shape": r.shape, "depth": r.depth,
+             "width": r.width, "params_mean": int(r.params), "d_over_d_crit_paper": round(r.ratio, 2),
+             "excess_loss_vs_chinchilla": round(r.excess, 4)}
+            for a in audits for r in a.rows]
 
 
-def _figure(out: Path, rows) -> None:
-    """audit.png: each shape's excess loss over chinchilla against the paper's D / D_crit."""
+AUDIT_TICKS = (0.2, 0.5, 1, 2, 5)
+
+
+def _figure(out: Path, audits) -> None:
+    """audit.png: each shape's excess loss over chinchilla against the paper's D / D_crit, one
+    panel per N convention of the first table."""
     # here, not at the top: only a run that draws pays matplotlib's import (4 s measured), after Agg is chosen
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    widths = sorted({r.width for r in rows})
-    colours = plt.cm.viridis(np.linspace(0, 0.9, len(widths)))
-    for w, c in zip(widths, colours):
-        pts = [r for r in rows if r.width == w]
-        ax.scatter([r.ratio for r in pts], [r.excess for r in pts], color=c, label=f"W = {w}")
-        for r in pts:
-            ax.annotate(str(r.depth), (r.ratio, r.excess), fontsize=7, xytext=(3, 2), textcoords="offset points")
-    ax.axvline(1.0, color="grey", ls="--", lw=1)
-    ax.axhline(0.0, color="grey", lw=0.5)
-    ax.set_xscale("log")
-    ax.set_xlabel(f"D / D_crit(W), the paper's D_crit = {PAPER_KAPPA}·ln W (log scale)")
-    ax.set_ylabel("excess loss over chinchilla (nats, mean of checkpoints)")
-    ax.set_title("Gemstones (hot, total N): which shapes lose? (labels: depth)")
-    ax.legend(fontsize=6, ncol=2)
+    panels = [a for a in audits if a.table == audits[0].table]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.4), squeeze=False, sharey=True)
+    for ax, a in zip(axes[0], panels):
+        _audit_panel(ax, a, plt)
+    axes[0][0].set_ylabel("excess loss over chinchilla (nats, mean of checkpoints)")
+    axes[0][-1].legend(fontsize=6, ncol=2)
+    fig.suptitle(f"{panels[0].table}: which shapes lose? (labels: depth; D_crit = {PAPER_KAPPA}·ln W, "
+                 "the paper's)", fontsize=9)
     fig.tight_layout()
     fig.savefig(out / "audit.png", dpi=120)
     plt.close(fig)
 
 
+def _audit_panel(ax, a, plt) -> None:
+    rows = a.rows
+    widths = sorted({r.width for r in rows})
+    for w, c in zip(widths, plt.cm.viridis(np.linspace(0, 0.9, len(widths)))):
+        pts = [r for r in rows if r.width == w]
+        ax.scatter([r.ratio for r in pts], [r.excess for r in pts], color=c, label=f"W = {w}")
+        for r in pts:
+            ax.annotate(str(r.depth), (r.ratio, r.excess), fontsize=6, xytext=(3, 2), textcoords="offset points")
+    ax.axvline(1.0, color="grey", ls="--", lw=1)
+    ax.axhline(0.0, color="grey", lw=0.5)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(plt.FixedLocator(AUDIT_TICKS))
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(plt.NullFormatter())
+    ax.set_xlabel("D / D_crit(W) (log scale)", fontsize=8)
+    ax.set_title(f"{a.convention} N: deep − rest {a.text()}", fontsize=8)
+
+
 def run_command(*, out: str, bootstrap: int = BOOTSTRAP, replicates: int = study.DEFAULT_REPLICATES,
                 seed: int = 0, tables: str = ",".join(study.FITTED_TABLES),
-                conventions: str = ",".join(study.CONVENTIONS), laws: str | None = None,
+                conventions: str = ",".join(study.DEFAULT_CONVENTIONS), laws: str | None = None,
                 lr_interaction: bool = True, parts: str = ",".join(study.PARTS)) -> int:
     """`depthdelusion public-shapes`: the spec from the flags, measured, then written."""
     spec = study.spec_from_flags(bootstrap=bootstrap, replicates=replicates, seed=seed, tables=tables,
@@ -99,15 +115,17 @@ def write_report(r: PublicShapesResults, out_dir: Path) -> Path:
     if "gadre" in parts:
         _csv(out_dir / "gadre.csv", prediction.gadre_rows(list(r.gadre)))
     if "figures" in parts:
-        figures.draw(r.arms[0], out_dir)
+        figures.draw(r.arms[0], out_dir, r.arms)
     if r.spec.core:
         _csv(out_dir / "laws.csv", study.parameter_rows(list(r.arms)))
         _csv(out_dir / "tests.csv", study.verdict_rows(list(r.arms)))
         _csv(out_dir / "critical_depth.csv", _critical_rows(r.critical))
         _csv(out_dir / "lr_interaction.csv", _interaction_rows(r.interaction))
-        _csv(out_dir / "audit.csv", _audit_rows(r.audit))
+        _csv(out_dir / "audit.csv", _audit_rows(r.audits))
+        _csv(out_dir / "nested_kink.csv", nested.rows(list(r.nested)))
+        _csv(out_dir / "fitting_loss.csv", fitting_loss.rows(list(r.losses)))
         if r.audit_drawn:
-            _figure(out_dir, r.audit)
+            _figure(out_dir, r.audits)
     path = out_dir / ("report.md" if r.spec.core else "report_partial.md")
     path.write_text(sections(r))
     return path
@@ -120,18 +138,74 @@ def sections(r: PublicShapesResults) -> str:
     spec = r.spec
     lines = [
         "# Public shapes: the critical-depth law on the Gemstones suite", "",
+        *_first_paragraph(r),
         f"Reproduce: `{COMMAND}` (tables downloaded by name and cached; "
         "`DEPTHDELUSION_TABLES_URL` names a mirror, `DEPTHDELUSION_CACHE` the cache).", "",
         f"Settings: {spec.bootstrap} cluster-bootstrap refits per law and arm (whole runs "
         f"resampled: a shape's checkpoints are one run), {spec.replicates} parametric-bootstrap "
         f"replicates per test (with a per-run random effect), seed {spec.seed}; wall time "
-        f"{r.wall_s:.0f} s on this machine. Fits: least squares on the loss. N conventions: "
-        "total = params_active_precise (embeddings included); non-embedding = that less 50,304·W. "
-        f"FLOP convention: {study.FLOP_CONVENTION}.", ""]
-    lines += _fit_section(r.arms) + _test_section(r.arms) + _critical_section(r.critical)
-    lines += _interaction_section(r.interaction)
-    lines += _audit_section(r.audit, r.deep_minus_rest, r.deep_ci, _audit_caption(r)) + _more_sections(r)
+        f"{r.wall_s:.0f} s on this machine. Fits: least squares on the loss. "
+        f"FLOP convention: {study.FLOP_CONVENTION}.", "",
+        *_convention_lines(r.arms)]
+    lines += _fit_section(r.arms) + _test_section(r.arms) + _nested_section(r.nested) + _critical_section(r.critical)
+    lines += _interaction_section(r.interaction) + _lr_penalty_lines(r.lr_penalty)
+    lines += _audit_section(r.audits, _audit_caption(r)) + _loss_section(r.losses) + _more_sections(r)
     return "\n".join(lines) + "\n"
+
+
+def _first_paragraph(r: PublicShapesResults) -> list[str]:
+    """The verdict that depends on the parameter count, first: where the deep-minus-rest
+    contrast of the audit changes sign between N conventions (or that it does not)."""
+    from depthdelusion.studies.public_shapes.answers import lr_flips, sign_flips
+
+    flips = sign_flips(r.audits)
+    names = ", ".join(dict.fromkeys(a.convention for a in r.audits))
+    lr = lr_flips(getattr(r, "interaction", ()))
+    lr_line = _penalty_flips(r) + ([f"The learning-rate shift of the shape parameters also changes sign with the count "
+                f"(half − published, 95% paired cluster bootstrap): {' | '.join(lr)}.", ""] if lr else [])
+    if not flips:
+        return [f"**The parameter count does not change the audit's sign** (conventions {names}): "
+                + "; ".join(f"{a.arm} {a.text()}" for a in r.audits) + ".", ""] + lr_line
+    return ["**The sign of the shape effect depends on the parameter count.** The audit's contrast "
+            "(mean excess loss over chinchilla of the shapes past the paper's D_crit minus the rest, "
+            "nats, 95% bootstrap over shapes) under each N convention — " + " | ".join(flips)
+            + ". Total N counts both untied 50,304×W vocabulary matrices as capacity (ε = 1), Kaplan's "
+            "count neither (ε = 0): which shapes 'lose' at matched N is decided by that choice as much "
+            "as by the shapes. Every verdict below is given per convention.", ""] + lr_line
+
+
+def _penalty_flips(r) -> list[str]:
+    """A line per table where "λ = 0 against chinchilla" is rejected under one N convention and
+    not under another (any kink law)."""
+    out = []
+    arms = getattr(r, "arms", ())
+    for table in dict.fromkeys(a.table for a in arms):
+        found = {a.convention: [v for v in a.penalties if v.test is not None] for a in arms if a.table == table}
+        said = {c: any(v.significant for v in vs) for c, vs in found.items() if vs}
+        if len(set(said.values())) > 1:
+            yes = [a for a in arms if a.table == table and said.get(a.convention)]
+            smooth = any(c.test is not None and c.test.p < 0.05 for a in yes for c in a.critical.values())
+            out += [f"The kink's λ = 0 against chinchilla (calibrated parametric bootstrap) is rejected on "
+                    f"{table} under {', '.join(a.convention for a in yes)} N and not under "
+                    f"{', '.join(c for c, y in said.items() if not y)} N: " + (
+                        "where it is, the kink also beats the best smooth law there (tests below)." if smooth else
+                        "where it is, the kink still does not beat the best smooth law (tests below), so the "
+                        "deep, narrow shapes' loss there is a smooth shape effect, not evidence of a critical "
+                        "depth."), ""]
+    return out
+
+
+def _convention_lines(arms) -> list[str]:
+    """The N convention of every arm in words (ε with its profile interval where it is fitted)."""
+    seen, out = set(), ["N conventions (N = N_nonemb + ε·N_emb, N_emb = 2·50,304·W: Gemstones unties "
+                        "its input embedding and LM head):", ""]
+    for arm in arms:
+        key = (arm.table, arm.convention)
+        if key not in seen:
+            seen.add(key)
+            out.append(f"- {arm.label}: {arm.convention_text}"
+                       + (f". {arm.weight.sentence()}" if arm.weight is not None else ""))
+    return out + [""]
 
 
 def _audit_caption(r: PublicShapesResults) -> str:
@@ -190,6 +264,59 @@ def _test_section(arms) -> list[str]:
     return out
 
 
+def _nested_section(kinks) -> list[str]:
+    if not kinks:
+        return ["## The nested kink test: not run (--replicates 0)", ""]
+    sizes = [f"{s:g}×" for s, _, _ in kinks[0].power]
+    table = [[k.arm, f"{k.lr:.2f}", f"{k.p:.3f}", f"{k.critical:.2f}",
+              f"λ {k.kink[0]:.3g}, κ {k.kink[1]:g}, γ {k.kink[2]:.2f}",
+              *(f"{pw:.2f} ({pen:.3f})" for _, pen, pw in k.power)] for k in kinks]
+    return ["## The nested kink test and its power (nested_kink.csv)", "",
+            "The kink inside the best smooth law: gemstones_width_depth + λ·max(0, D − κ·ln W)/(κ·ln W)·W^−γ "
+            "(the relative form, λ ≥ 0, γ ∈ [0, 2], κ on a grid 1–6), against gemstones_width_depth "
+            "alone: nested, so LR = n·ln(RSS_smooth / RSS_kink) ≥ 0 (the core's kink-vs-smooth LR above is "
+            "non-nested and cannot show a kink). Null: the smooth fit plus whole runs' residual series "
+            f"resampled ({kinks[0].replicates} draws; p = (1 + #{{LR* ≥ LR}}) / (1 + draws)). Power: the "
+            "paper's kink (λ 0.18, κ 2.43, γ 0.35, relative form) added at each size to the same kind of "
+            "draw, detected when LR exceeds the null's 95th percentile; in brackets the penalty it puts "
+            f"on {kinks[0].worst_shape}, the shape it hits hardest (nats).", "",
+            markdown_table(["arm", "LR", "p", "LR* 95%", "kink fitted"] + [f"power at {s} (penalty)" for s in sizes],
+                           table, "lrrrl" + "r" * len(sizes)), "",
+            *[f"- {k.arm}: λ = 0 " + ("rejected" if k.p < 0.05 else "not rejected")
+              + f" (p = {k.p:.3f} ± {np.sqrt(k.p * (1 - k.p) / k.replicates):.3f}, Monte-Carlo error of "
+              f"{k.replicates} draws); "
+              f"{k.excluded()}." + (" The fitted γ is at its bound 0 (a penalty that does not shrink "
+                                    "with width)." if k.kink[2] == 0 else "") for k in kinks],
+            *_nested_agreement(kinks), ""]
+
+
+def _nested_agreement(kinks) -> list[str]:
+    """Whether the nested test's answer holds under every N convention of a table."""
+    out = []
+    for table in dict.fromkeys(k.arm.split(" (")[0] for k in kinks):
+        mine = [k for k in kinks if k.arm.split(" (")[0] == table]
+        if len({k.p < 0.05 for k in mine}) > 1:
+            out.append(f"- {table}: the answer depends on the N convention (rejected on "
+                       + ", ".join(k.arm for k in mine if k.p < 0.05) + " only): not a finding about the "
+                       "shapes alone.")
+    return out
+
+
+def _loss_section(found) -> list[str]:
+    if not found:
+        return []
+    table = [[c.arm, *(f"{a.text()} ({a.sign})" for a in c.contrast),
+              *(f"{e[0]:.3g} / {e[1]:.3g}" for e in c.exponents), "; ".join(c.depends) or "none"] for c in found]
+    return ["## The fitting loss: least squares against Huber on log-loss (fitting_loss.csv)", "",
+            "Every fit above is least squares on the loss (nats). The Gemstones authors fit "
+            f"{fitting_loss.HUBER}; here chinchilla and gemstones_width_depth are refitted that way "
+            "(point fits) and the audit contrast (same bootstrap over shapes) and the compute-optimal "
+            "exponents (D* / W* against C, same search) recomputed. A verdict depends on the loss "
+            f"when the contrast's sign changes or an exponent moves by more than {fitting_loss.MOVES}.", "",
+            markdown_table(["arm", "audit, least squares", "audit, Huber", "a / b, least squares", "a / b, Huber",
+                            "depends on the loss"], table, "lrrrrl"), ""]
+
+
 def _critical_section(crit) -> list[str]:
     out = ["## 4.1 Is there a critical depth? (critical_depth.csv)", ""]
     for c in crit:
@@ -201,28 +328,56 @@ def _critical_section(crit) -> list[str]:
 def _interaction_section(inter) -> list[str]:
     if not inter:
         return ["## 4.3 Learning-rate interaction: not run (--no-lr-interaction)", ""]
-    rows = [[i.law, i.parameter, f"{i.hot:.4g}", f"{i.half:.4g}", f"[{i.diff_ci[0]:.3g}, {i.diff_ci[1]:.3g}]",
-             f"{i.p:.3f}", "yes" if i.moves else "no"] for i in inter]
+    rows = [[i.convention, i.law, i.parameter, f"{i.hot:.4g}", f"{i.half:.4g}",
+             f"[{i.diff_ci[0]:.3g}, {i.diff_ci[1]:.3g}]", i.p_text, "yes" if i.moves else "no"] for i in inter]
     how = ("paired cluster bootstrap" if all(i.paired for i in inter) else
            "cluster bootstrap (unpaired where a resample was left out)")
     return ["## 4.3 Does the shape effect move with the learning rate? (lr_interaction.csv)", "",
-            f"The {inter[0].shapes} shapes in both tables, each law fitted to each learning rate; the "
+            f"The {inter[0].shapes} shapes in both tables, each law fitted to each learning rate under "
+            "each N convention (fitted ε: the hot table's, for both); the "
             f"interaction is the difference half − published of each shape parameter, its 95% interval "
-            f"and two-sided p from a {how} over shapes (a shape's two runs drawn together). "
-            "m: ln(D/W) of the loss-optimal aspect ratio; q: the bowl's curvature; aw, ad: the "
-            "Gemstones law's width and depth exponents.", "",
-            markdown_table(["law", "parameter", "published lr", "half lr", "difference 95%", "p", "moves"],
-                           rows, "llrrrrl"), ""]
+            f"and two-sided p from a {how} over shapes (a shape's two runs drawn together; p below "
+            "2/draws is given as that bound). m: ln(D/W) of the loss-optimal aspect ratio (its centre, "
+            "which moves with the convention); q: the bowl's curvature; aw, ad: the "
+            "Gemstones law's width and depth exponents. " + _lr_survives(inter), "",
+            markdown_table(["N", "law", "parameter", "published lr", "half lr", "difference 95%", "p", "moves"],
+                           rows, "lllrrrrl"), ""]
 
 
-def _audit_section(rows, diff, ci, figure) -> list[str]:
-    table = [[r.shape, r.depth, r.width, f"{r.params / 1e6:.0f}M", f"{r.ratio:.2f}", f"{r.excess:+.4f}"]
-             for r in sorted(rows, key=lambda r: -r.excess)]
-    return ["## 4.4 The paper's audit: D / D_crit against which shapes lose (audit.csv)", "",
-            f"Gemstones hot, total N. D_crit = {PAPER_KAPPA}·ln W (the paper's κ); excess = the shape's mean "
-            "residual over the chinchilla fit (observed − predicted, nats, at matched N and T), "
-            "largest first.", "",
-            markdown_table(["shape", "D", "W", "N", "D / D_crit", "excess (nats)"], table, "lrrrrr"), "",
-            f"Deep shapes (D / D_crit > 1) minus the rest, mean excess: {diff:+.4f} nats, 95% "
-            f"[{ci[0]:+.4f}, {ci[1]:+.4f}] (bootstrap over shapes within each group). Positive would "
-            "mean the deep shapes lose, as the paper predicts.", "", figure, ""]
+def _lr_penalty_lines(found) -> list[str]:
+    if not found:
+        return []
+    return (["Model-free check: each shape's half-lr penalty (mean loss at half the lr minus at the "
+             "published lr over the budgets both reached) regressed on ln(D/W) and ln N; the slope on "
+             "ln(D/W), 95% bootstrap over shapes. A centre m that moves with the lr would need a slope "
+             "that excludes 0:", ""] + [f"- {p.text()}" for p in found] + [""])
+
+
+def _lr_survives(inter) -> str:
+    """Which shape parameters move with the lr under every convention, and which under some."""
+    by = {}
+    for i in inter:
+        by.setdefault((i.law, i.parameter), []).append(i)
+    every = [f"{law} {p}" for (law, p), xs in by.items() if all(x.moves for x in xs)]
+    some = [f"{law} {p} (moves on {', '.join(x.convention for x in xs if x.moves)} N only)"
+            for (law, p), xs in by.items() if any(x.moves for x in xs) and not all(x.moves for x in xs)]
+    return ("Moves under every convention: " + (", ".join(every) or "none") + ". Depends on the "
+            "convention: " + (", ".join(some) or "none") + ".")
+
+
+def _audit_section(audits, figure) -> list[str]:
+    first = [a for a in audits if a.table == audits[0].table]
+    excess = {a.convention: {r.shape: r.excess for r in a.rows} for a in first}
+    table = [[r.shape, r.depth, r.width, f"{r.params / 1e6:.0f}M", f"{r.ratio:.2f}",
+              *(f"{excess[a.convention][r.shape]:+.4f}" for a in first)]
+             for r in sorted(first[0].rows, key=lambda r: -r.excess)]
+    return (["## 4.4 The paper's audit: D / D_crit against which shapes lose (audit.csv)", "",
+            f"D_crit = {PAPER_KAPPA}·ln W (the paper's κ); excess = the shape's mean residual over the "
+            "chinchilla fit of the same arm (observed − predicted, nats, at matched N and T), per N "
+            f"convention; {first[0].table}, sorted by the {first[0].convention}-N excess, N column in "
+            f"{first[0].convention} N.", "",
+            markdown_table(["shape", "D", "W", "N", "D / D_crit"] + [f"excess, {a.convention} N" for a in first],
+                           table, "lrrrr" + "r" * len(first)), "",
+            "Deep shapes (D / D_crit > 1) minus the rest, mean excess, 95% bootstrap over shapes within "
+            "each group (positive: the deep shapes lose, as the paper predicts):", ""]
+            + [f"- {a.arm}: {a.text()} ({a.sign})" for a in audits] + ["", figure, ""])

@@ -15,6 +15,8 @@ import numpy as np
 
 from depthdelusion.studies.public_shapes import study
 from depthdelusion.studies.public_shapes import answers
+from depthdelusion.studies.public_shapes import fitting_loss
+from depthdelusion.studies.public_shapes import nested
 from depthdelusion.studies.public_shapes import optimal
 from depthdelusion.studies.public_shapes import prediction
 from depthdelusion.studies.public_shapes.figures import figure_facts
@@ -32,6 +34,10 @@ class PublicShapesResults:
     audit: tuple = ()                 # answers.AuditRow per shape of the first arm (4.4)
     deep_minus_rest: float = np.nan   # mean excess of the deep shapes minus the rest (nats)
     deep_ci: tuple = (np.nan, np.nan)
+    audits: tuple = ()                # answers.AuditContrast per arm (every convention: issue 62)
+    nested: tuple = ()                # nested.NestedKink per arm (kink inside the smooth law, power)
+    losses: tuple = ()                # fitting_loss.LossComparison per arm (least squares vs Huber)
+    lr_penalty: tuple = ()            # answers.LrPenalty per convention (4.3's model-free check)
     audit_drawn: bool = False         # audit.png can be drawn (matplotlib is installed)
     optimal: tuple = ()               # optimal.Optimum: fitted, then the authors' released (4.2)
     predictions: tuple = ()           # prediction.Prediction per arm, held-out set and law (5)
@@ -58,12 +64,12 @@ def measure(spec: study.PublicShapesSpec) -> PublicShapesResults:
 def parts_arm(table: str, convention: str, laws, *, bootstrap: int, seed: int) -> study.Arm:
     """An arm without the core's tests: the shape laws of 4.2 with their cluster bootstrap, the
     rest of ``laws`` bare (the figures need only their optima)."""
-    runs = study.table_runs(table, convention)
+    runs, epsilon, weight = study.convention_runs(table, convention)
     clusters = study.shape_labels(runs)
     boot = [law for law in laws if law in optimal.OPTIMAL_LAWS]
     fits = {**study.fit_laws(runs, clusters, boot, bootstrap=bootstrap, seed=seed),
             **study.fit_laws(runs, clusters, [law for law in laws if law not in boot], bootstrap=0, seed=seed)}
-    return study.Arm(table, convention, runs, clusters, fits)
+    return study.Arm(table, convention, runs, clusters, fits, epsilon=epsilon, weight=weight)
 
 
 def _parts(spec: study.PublicShapesSpec, arms) -> dict:
@@ -79,7 +85,7 @@ def _parts(spec: study.PublicShapesSpec, arms) -> dict:
         found.update(gadre=tuple(fits), gadre_runs=runs,
                      gadre_by_multiple=prediction.rmse_by_multiple(fits[0], runs) if fits else ())
     if "figures" in spec.parts:
-        found["figures"] = figure_facts(arms[0])
+        found["figures"] = figure_facts(arms[0], arms)
     return found
 
 
@@ -87,8 +93,32 @@ def _core(spec: study.PublicShapesSpec, arms) -> dict:
     """The core's answers: the critical depth (4.1), the learning-rate interaction (4.3) and the
     paper's audit (4.4)."""
     critical = tuple(c for c in (answers.critical_depth(a) for a in arms) if c is not None)
-    interaction = tuple(answers.lr_interaction(bootstrap=spec.bootstrap, seed=spec.seed)
-                        if spec.lr_interaction else ())
-    rows, diff, ci = answers.audit(arms[0], bootstrap=spec.bootstrap, seed=spec.seed)
-    return {"critical": critical, "interaction": interaction, "audit": tuple(rows), "deep_minus_rest": diff,
-            "deep_ci": ci, "audit_drawn": importlib.util.find_spec("matplotlib") is not None}
+    interaction = tuple(i for c in spec.conventions for i in answers.lr_interaction(
+        bootstrap=spec.bootstrap, seed=spec.seed, convention=c, epsilon=_hot_epsilon(arms, c))
+        ) if spec.lr_interaction else ()
+    lr_penalty = tuple(answers.lr_penalty_slope(bootstrap=spec.bootstrap, seed=spec.seed, convention=c,
+                                                epsilon=_hot_epsilon(arms, c))
+                       for c in spec.conventions) if spec.lr_interaction else ()
+    audits = answers.audit_contrasts(arms, bootstrap=spec.bootstrap, seed=spec.seed)
+    first = audits[0]
+    kinks = tuple(k for k in (nested.nested_test(a, replicates=spec.replicates, seed=spec.seed,
+                                                 start=_smooth_start(a)) for a in arms) if k is not None)
+    return {"critical": critical, "interaction": interaction, "audit": first.rows, "deep_minus_rest": first.diff,
+            "deep_ci": first.ci, "audits": audits, "nested": kinks, "lr_penalty": lr_penalty,
+            "losses": tuple(c for c in (fitting_loss.compare(a, bootstrap=spec.bootstrap, seed=spec.seed)
+                                        for a in arms) if c is not None),
+            "audit_drawn": importlib.util.find_spec("matplotlib") is not None}
+
+
+def _smooth_start(arm) -> tuple:
+    """The nested test's starting exponents: the arm's gemstones_width_depth fit when it has one."""
+    f = arm.fits.get("gemstones_width_depth")
+    return tuple(f.params[k] for k in ("aw", "ad", "alpha", "beta")) if f is not None else (0.3, 0.5, 0.3, 0.3)
+
+
+def _hot_epsilon(arms, convention: str) -> float | None:
+    """ε of the hot table's arm in ``convention`` (the lr comparison uses one ε for both tables)."""
+    hot = [a for a in arms if a.table == "gemstones" and a.convention == convention]
+    if hot:
+        return hot[0].epsilon
+    return study.convention_runs("gemstones", convention)[1]

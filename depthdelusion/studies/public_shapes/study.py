@@ -3,9 +3,9 @@
 Reads the Gemstones suite (McLeish et al. 2025) by name — ``gemstones`` (no cool-down, "hot"),
 ``gemstones_cooldown`` and ``gemstones_lr_half`` (the same shapes at half the learning rate) —
 through the package's table download and cache (``DEPTHDELUSION_TABLES_URL``,
-``DEPTHDELUSION_CACHE``). For the hot and cooldown tables and both parameter-count conventions
-(total: ``params_active_precise``, embeddings included; non-embedding: that less 50,304·W, the
-authors' own subtraction) it fits every law of :data:`LAWS` by least squares, with a cluster
+``DEPTHDELUSION_CACHE``). For the hot and cooldown tables and each parameter-count convention
+(:data:`CONVENTIONS`: N = N_nonemb + ε·N_emb with ε = 1 total, ε = 0 Kaplan's non-embedding N, ε
+fitted, ε = 1/2 the authors' one-matrix ``--no_embeds``) it fits every law of :data:`LAWS` by least squares, with a cluster
 bootstrap over whole runs (a shape's checkpoints are one run), and runs the calibrated tests of
 :mod:`depthdelusion.analysis.report.verdict` with a per-run random effect in the parametric bootstrap.
 The answers (critical depth, learning-rate interaction, the paper's audit) are in
@@ -29,7 +29,6 @@ import numpy as np
 from depthdelusion.analysis import fit
 from depthdelusion.analysis.fitting.options import BOOTSTRAP
 from depthdelusion.analysis.fitting.result import parameter_status
-from depthdelusion.analysis.report.consistency import with_param_convention
 from depthdelusion.analysis.report.verdict import critical_depth_verdict, penalty_verdicts
 from depthdelusion.analysis.table.published import load_table
 from depthdelusion.config import bounded
@@ -43,7 +42,21 @@ LAWS = BASELINES + KINKS + SMOOTH
 POWER_KINK = "depth_delusion_power"
 FITTED_TABLES = ("gemstones", "gemstones_cooldown")
 LR_TABLES = ("gemstones", "gemstones_lr_half")
-CONVENTIONS = ("total", "non_embedding")
+#: N conventions, each N = N_nonemb + ε·N_emb with N_emb the two untied 50,304×W vocabulary
+#: matrices (issue 62): ε = 1 total, ε = 0 Kaplan's non-embedding N, ε fitted (profile), and the
+#: authors' ``--no_embeds`` (one matrix removed, the LM head still counted: ε = 1/2)
+CONVENTIONS = ("total", "nonembedding", "fitted", "no_embeds")
+DEFAULT_CONVENTIONS = ("total", "nonembedding", "fitted")
+EMBEDDING_WEIGHT = {"total": 1.0, "nonembedding": 0.0, "no_embeds": 0.5}
+#: the law whose least-squares profile fits ε: the shape-agnostic one, so that ε is the count
+#: that best makes loss a function of N and T alone (a shape law would trade ε for its shape terms)
+EPSILON_LAW = "chinchilla"
+CONVENTION_TEXT = {
+    "total": "total N: params_active_precise, both untied 50,304×W vocabulary matrices counted (ε = 1)",
+    "nonembedding": "Kaplan's non-embedding N: both vocabulary matrices removed (ε = 0)",
+    "fitted": f"N = N_nonemb + ε·N_emb with ε fitted per table (least-squares profile of {EPSILON_LAW})",
+    "no_embeds": "the authors' --no_embeds N: one vocabulary matrix removed, the LM head still counted "
+                 "(ε = 1/2)"}
 #: the study's parts: "laws" is the core (fits, tests, 4.1, 4.3, 4.4: report.md and its CSVs);
 #: without it the other parts write report_partial.md and leave the core's files alone
 PARTS = ("laws", "optimal", "prediction", "gadre", "figures")
@@ -61,7 +74,7 @@ class PublicShapesSpec:
     replicates: int = bounded(DEFAULT_REPLICATES, ge=0, note=" (parametric-bootstrap replicates per test)")
     seed: int = bounded(0, ge=0)
     tables: list[Literal[FITTED_TABLES]] = field(default_factory=lambda: list(FITTED_TABLES))
-    conventions: list[Literal[CONVENTIONS]] = field(default_factory=lambda: list(CONVENTIONS))
+    conventions: list[Literal[CONVENTIONS]] = field(default_factory=lambda: list(DEFAULT_CONVENTIONS))
     laws: list[Literal[LAWS]] = field(default_factory=lambda: list(LAWS))
     lr_interaction: bool = True   # gemstones against gemstones_lr_half (4.3)
     parts: list[Literal[PARTS]] = field(default_factory=lambda: list(PARTS))
@@ -107,10 +120,20 @@ class Arm:
     penalties: tuple = ()                            # verdict.PenaltyVerdict per kink law
     critical: dict = field(default_factory=dict)    # kink law -> verdict.CriticalDepthVerdict
     seconds: float = 0.0
+    epsilon: float = 1.0                            # the weight of N_emb in the arm's N
+    weight: object = None                           # embedding_weight.EmbeddingWeight when fitted
 
     @property
     def label(self) -> str:
         return f"{self.table} ({self.convention} N)"
+
+    @property
+    def convention_text(self) -> str:
+        """The arm's N convention in words, with ε (and its interval when fitted)."""
+        if self.weight is None:
+            return CONVENTION_TEXT[self.convention]
+        return (f"{CONVENTION_TEXT[self.convention]}: ε = {self.weight.value:.3g} "
+                f"{self.weight.interval_text()}")
 
     @property
     def n_shapes(self) -> int:
@@ -124,10 +147,31 @@ def shape_labels(runs) -> np.ndarray:
 
 def table_runs(name: str, convention: str):
     """The published table ``name`` with N in ``convention`` (total: as the table gives it)."""
+    return convention_runs(name, convention)[0]
+
+
+def convention_runs(name: str, convention: str, epsilon: float | None = None):
+    """``(runs, ε, weight)``: the published table ``name`` with N = N_nonemb + ε·N_emb in
+    ``convention`` (:data:`EMBEDDING_WEIGHT`; "fitted": ε from :data:`EPSILON_LAW`'s profile on
+    this table, ``weight`` its EmbeddingWeight, unless ``epsilon`` gives it)."""
+    import dataclasses
+
+    from depthdelusion.analysis.fitting.embedding_weight import fit_embedding_weight
+    from depthdelusion.analysis.table.param_count import param_pieces
+    from depthdelusion.analysis.table.published import load_table
+
     runs = load_table(name)
     if convention == "total":
-        return runs
-    return with_param_convention(runs, convention)[0]
+        return runs, 1.0, None
+    weight = None
+    if epsilon is None:
+        if convention == "fitted":
+            weight = fit_embedding_weight(runs, EPSILON_LAW)
+            epsilon = weight.value
+        else:
+            epsilon = EMBEDDING_WEIGHT[convention]
+    n_nonemb, n_emb, _ = param_pieces(runs)
+    return dataclasses.replace(runs, params=n_nonemb + epsilon * n_emb), float(epsilon), weight
 
 
 def fit_laws(runs, clusters, laws, *, bootstrap: int, seed: int) -> dict:
@@ -144,14 +188,14 @@ def fit_arm(table: str, convention: str, laws=LAWS, *, bootstrap: int, replicate
     chinchilla, and the kink against the best smooth law, both by a parametric bootstrap with a
     per-run random effect (``replicates``; 0: Davies' bound for λ = 0, no kink test)."""
     start = time.perf_counter()
-    runs = table_runs(table, convention)
+    runs, epsilon, weight = convention_runs(table, convention)
     clusters = shape_labels(runs)
     fits = fit_laws(runs, clusters, laws, bootstrap=bootstrap, seed=seed)
     penalties = penalty_verdicts(fits, runs, replicates=replicates, seed=seed, clusters=clusters)
     critical = {v.law: critical_depth_verdict(fits, runs, v.law, v, replicates=replicates, seed=seed,
                                               clusters=clusters) for v in penalties}
     return Arm(table, convention, runs, clusters, fits, tuple(penalties), critical,
-               time.perf_counter() - start)
+               time.perf_counter() - start, epsilon, weight)
 
 
 def parameter_rows(arms: list[Arm]) -> list[dict]:
@@ -161,7 +205,8 @@ def parameter_rows(arms: list[Arm]) -> list[dict]:
         for law, f in arm.fits.items():
             for name, value in f.params.items():
                 lo, hi = (f.ci_bootstrap or {}).get(name, (np.nan, np.nan))
-                rows.append({"table": arm.table, "n_convention": arm.convention, "law": law,
+                rows.append({"table": arm.table, "n_convention": arm.convention,
+                             "epsilon": significant(arm.epsilon, 3), "law": law,
                              "parameter": name, "value": significant(value), "status": parameter_status(f, name),
                              "ci95_low": significant(lo), "ci95_high": significant(hi), "rows": f.n, "runs": arm.n_shapes,
                              "rss": significant(f.rss), "aicc": round(f.aicc, 1),

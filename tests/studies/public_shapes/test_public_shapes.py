@@ -95,7 +95,7 @@ def test_the_results_are_frozen_and_the_report_is_rendered_from_them_alone(measu
 @pytest.mark.parametrize("flags, message", [
     (["--tables", "gemstone"], "--tables[0]='gemstone': valid values are gemstones, gemstones_cooldown"),
     (["--laws", "kaplan,depth_delusion"], "--laws=['kaplan', 'depth_delusion']: must include chinchilla"),
-    (["--conventions", ","], "--conventions=[]: need at least one of total, non_embedding")])
+    (["--conventions", ","], "--conventions=[]: need at least one of total, nonembedding, fitted, no_embeds")])
 def test_a_bad_flag_is_one_line_naming_it_and_what_is_valid(tmp_path, capsys, flags, message):
     assert main(["public-shapes", "--out", str(tmp_path / "out"), *flags]) == 2
     err = capsys.readouterr().err.strip()
@@ -149,11 +149,38 @@ def test_the_gemstones_parameter_count_is_recovered_from_the_table(mirror):
     from depthdelusion.studies.public_shapes.study import table_runs
     from depthdelusion.studies.public_shapes.optimal import gemstones_counts
 
-    for convention, tolerance in (("total", 0.015), ("non_embedding", 0.02)):
+    for convention, epsilon, tolerance in (("total", 1.0, 0.015), ("no_embeds", 0.5, 0.02)):
         runs = table_runs("gemstones", convention)
-        counts = gemstones_counts(runs, convention)
+        counts = gemstones_counts(runs, epsilon)
         assert np.max(np.abs(counts.params(runs.depth, runs.width) / runs.params - 1)) < tolerance
     assert "N_total − 50304·W" in counts.params_formula
+    kaplan = table_runs("gemstones", "nonembedding")  # both untied vocabulary matrices removed
+    assert np.allclose(kaplan.params, table_runs("gemstones", "total").params - 2 * 50304 * kaplan.width)
+
+
+def test_the_audit_sign_flips_with_the_parameter_count_and_the_report_says_so_first(mirror):
+    """Issue 62: on total N the shapes past the paper's D_crit lose less than the rest (−0.036);
+    on Kaplan's N (both untied vocabulary matrices removed) the contrast is +0.018 and 256×80
+    loses most; ε fitted by chinchilla's profile lies between (≈ 0.15). The report's first
+    paragraph names the flip."""
+    import dataclasses
+
+    from depthdelusion.studies.public_shapes import answers
+    from depthdelusion.studies.public_shapes.report import _first_paragraph
+    from depthdelusion.studies.public_shapes.results import parts_arm
+
+    arms = [parts_arm("gemstones", c, ["chinchilla"], bootstrap=0, seed=0)
+            for c in ("total", "nonembedding", "fitted")]
+    audits = answers.audit_contrasts(arms, bootstrap=200, seed=0)
+    assert [a.diff for a in audits[:2]] == pytest.approx([-0.0357, 0.0176], abs=5e-4)
+    assert audits[0].sign == "deep win" and audits[1].sign == "no sign"
+    kaplan = {r.shape: r.excess for r in audits[1].rows}
+    assert max(kaplan, key=kaplan.get) == "256x80" and abs(kaplan["768x3"]) < 0.01
+    assert 0.05 < arms[2].epsilon < 0.3 and arms[2].weight.low > 0 and arms[2].weight.high < 1
+    flips = answers.sign_flips(audits)
+    assert len(flips) == 1 and flips[0].startswith("gemstones: total N -0.036")
+    first = _first_paragraph(dataclasses.make_dataclass("R", ["audits"])(audits))
+    assert first[0].startswith("**The sign of the shape effect depends on the parameter count.**")
 
 
 def test_the_prediction_split_holds_out_the_large_shapes_and_the_last_budgets(mirror):
@@ -197,5 +224,101 @@ def test_the_main_reports_audit_names_a_table_given_by_name_and_points_gemstones
     assert "published table `epoch_chinchilla`" in line and "public-shapes" not in line
     for label in ("published table gemstones", "published table gemstones_cooldown=/tmp/cool.jsonl"):
         line = published_table_line(label)[0]
-        assert "`depthdelusion public-shapes`" in line and "do not lose" in line
+        assert "`depthdelusion public-shapes`" in line and "depends on the parameter count" in line
     assert "`gemstones_cooldown`" in published_table_line("published table gemstones_cooldown=/x")[0]
+
+
+def test_degenerate_bootstrap_draws_are_counted_and_set_no_interval_end(mirror):
+    """Issue 62 item 3: a draw whose width term vanishes (Aw → 0) or whose optimum sits at the
+    depth search limit is counted, named, and kept out of the exponent's interval (which then
+    comes from the sound draws alone); the interval over all draws is kept beside it."""
+    import dataclasses
+
+    import numpy as np
+
+    from depthdelusion.studies.public_shapes import optimal
+    from depthdelusion.studies.public_shapes.study import fit_laws, shape_labels, table_runs
+
+    runs = table_runs("gemstones", "total")
+    fit = fit_laws(runs, shape_labels(runs), ["gemstones_width_depth"], bootstrap=0, seed=0)["gemstones_width_depth"]
+    point = np.array([fit.params[n] for n in fit.param_names])
+    no_width = point.copy()
+    no_width[fit.param_names.index("Aw")] = 1e-9
+    deep = point.copy()  # a depth term that keeps paying for depth: D* runs to the search limit
+    deep[fit.param_names.index("ad")], deep[fit.param_names.index("Ad")] = 0.02, 50.0
+    fit = dataclasses.replace(fit, bootstrap_params=np.array([point, point, no_width, deep]))
+    counts, budgets = optimal.gemstones_counts(runs), optimal.suite_budgets(runs)
+    draws = optimal.draw_exponents(fit, runs, budgets, counts, bootstrap=4)
+    assert draws.total == 4 and draws.kept == 2
+    assert dict(draws.degenerate) == {"width term Aw·W^−aw vanished": 1,
+                                      f"D* at the search limit D = {optimal.DEPTH_MAX}": 1}
+    solo = optimal.draw_exponents(dataclasses.replace(fit, bootstrap_params=np.array([point])), runs,
+                                  budgets, counts, bootstrap=1)
+    assert draws.depth_kept == pytest.approx(solo.depth_all) and draws.depth_all != draws.depth_kept
+    assert draws.moved("depth")
+
+
+def test_the_nested_kink_test_finds_the_papers_kink_when_added_and_resamples_whole_runs(mirror, monkeypatch):
+    """Issue 62 item 2: the kink nested in the smooth law gives LR ≥ 0; the paper's kink
+    (relative form, full size) added to the real hot runs is rejected by the whole-run residual
+    bootstrap, and the resampled residuals are whole runs' series (each run's block is one run's
+    series, in token order)."""
+    import dataclasses
+
+    import numpy as np
+
+    from depthdelusion.studies.public_shapes import nested
+    from depthdelusion.studies.public_shapes.results import parts_arm
+
+    monkeypatch.setattr(nested, "SIZES", (1.0,))
+    arm = parts_arm("gemstones", "total", ["chinchilla"], bootstrap=0, seed=0)
+    d = nested.design(arm.runs, arm.clusters)
+    resid = np.arange(len(d.D), dtype=float)
+    drawn = nested.resampled_series(d, resid, np.random.default_rng(1))
+    whole = {tuple(resid[s]) for s in d.series}
+    assert all(tuple(drawn[s]) in whole for s in d.series) and not np.array_equal(drawn, resid)
+    kinked = dataclasses.replace(arm.runs, loss=np.asarray(arm.runs.loss, float)
+                                 + nested.PAPER_KINK["lam"] * nested.paper_penalty(d))
+    found = nested.nested_test(dataclasses.replace(arm, runs=kinked), replicates=12, seed=0)
+    assert found.lr > found.critical > 0 and found.p == pytest.approx(1 / 13)
+    assert found.worst_shape == "256x80" and found.power[0][1] == pytest.approx(0.128, abs=0.001)
+    assert found.kink[0] > 0.05 and found.kink[2] > 0
+
+
+def test_the_half_lr_penalty_has_no_aspect_ratio_slope_under_either_count(mirror):
+    """Issue 62 item 6: model-free, each shape's half-lr penalty regressed on ln(D/W) at fixed N
+    has a slope within ±0.005 nats per unit whose 95% interval holds 0, on total and on Kaplan's
+    N: what moves with the lr is not the preferred aspect ratio's centre."""
+    from depthdelusion.studies.public_shapes import answers
+
+    for convention in ("total", "nonembedding"):
+        found = answers.lr_penalty_slope(bootstrap=200, seed=0, convention=convention)
+        assert found.shapes == 20 and abs(found.slope) < 0.005 and found.ci[0] < 0 < found.ci[1], found.text()
+        assert 0.02 < found.mean_penalty < 0.04
+
+
+def test_figure_captions_name_the_convention_and_a_kink_panel_that_is_chinchilla(mirror):
+    """Issue 62 item 7: the matched-N figure has a panel per N convention (each matching its own
+    groups), and on total N the depth_delusion panel is said to be chinchilla (its kink left the data)."""
+    from depthdelusion.studies.public_shapes.figures import captions, figure_facts
+    from depthdelusion.studies.public_shapes.results import parts_arm
+
+    arms = [parts_arm("gemstones", c, ["chinchilla", "depth_delusion"], bootstrap=0, seed=0)
+            for c in ("total", "nonembedding")]
+    facts = figure_facts(arms[0], arms)
+    assert [c for c, _ in facts.matched] == ["total", "nonembedding"] and facts.collapsed == ("depth_delusion",)
+    text = captions(facts)
+    assert "total N: " in text[0] and "nonembedding N: " in text[0]
+    assert "on gemstones (total N)" in text[1] and "depth_delusion collapsed to chinchilla" in text[1]
+
+
+def test_a_d_crit_exponent_with_an_interval_from_the_bound_is_not_identified():
+    """Issue 62 item 3: on Kaplan's N the power kink's p came out 'ok' at 23.4 [0, 42.6] with
+    D_crit under one layer; that is a boundary artefact, never "the intervals overlap"."""
+    from depthdelusion.studies.public_shapes.answers import CriticalDepth
+
+    odd = CriticalDepth("gemstones (nonembedding N)", 23.4, (0.0, 42.6), "ok", [(256.0, 1e-50, (0, 9))], 50, 220)
+    assert odd.artefact and "p is not identified" in odd.exponent_text()
+    assert "overlap" not in odd.exponent_text()
+    sound = CriticalDepth("x", 0.45, (0.3, 0.6), "ok", [(256.0, 12.0, (10, 14))], 20, 220)
+    assert not sound.artefact and "the intervals overlap" in sound.exponent_text()
