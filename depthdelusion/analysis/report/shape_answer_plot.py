@@ -23,7 +23,10 @@ def budget_figure(a: ShapeAnswer, b: BudgetAnswer, path: Path) -> Path:
     fig.colorbar(filled, ax=ax, label=f"predicted loss above the best (%), {a.reference}'s scale")
     ax.contour(WIDTHS, DEPTHS, excess, levels=[100 * a.tolerance], colors="red", linewidths=2)
     ax.plot([], [], color="red", lw=2, label=f"band: within {a.tolerance:.3g} of the best")
-    ax.plot(b.point.width, b.point.depth, "r*", ms=16, label=f"optimum D* {b.point.depth:.0f}, W* {b.point.width:.0f}")
+    if a.fit.has_shape:  # a law without a shape term has an N*, not a D* and W*: no star to draw
+        ax.plot(b.point.width, b.point.depth, "r*", ms=16, label=f"optimum D* {b.point.depth:.0f}, W* {b.point.width:.0f}")
+    else:
+        ax.plot([], [], " ", label="no optimum shape: the law has no shape term")
     for suite, color in zip(a.suites, colors(len(a.suites))):
         shapes = np.unique(np.stack([suite.width, suite.depth], 1), axis=0)
         ax.plot(shapes[:, 0], shapes[:, 1], "o", mfc="none", color=color, label=f"{suite.name} shapes")

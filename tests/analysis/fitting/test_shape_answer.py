@@ -201,3 +201,15 @@ def test_gemstones_by_name_gives_a_finite_answer_with_its_n_form(capsys, tmp_pat
     assert first[0].startswith("Inside the data")
     assert first[1].startswith("N = N_nonemb + ε·N_emb")
     assert (tmp_path / "shape_C1e21.png").is_file()
+
+
+def test_the_figure_of_a_law_without_a_shape_term_draws_no_optimum_shape(tmp_path, monkeypatch):
+    """chinchilla has an N*, not a D* and W*: its figure must not mark a shape as the optimum."""
+    from depthdelusion.analysis.report import shape_answer_plot
+
+    labels = []
+    monkeypatch.setattr(shape_answer_plot, "save_figure",
+                        lambda fig, path: labels.extend(t.get_text() for t in fig.axes[0].get_legend().get_texts()) or path)
+    a = shape_answer(synthetic_suites(1), [BUDGET], law="chinchilla", resamples=0, compare=False)
+    shape_answer_plot.budget_figure(a, a.budgets[0], tmp_path / "f.png")
+    assert not any(t.startswith("optimum D*") for t in labels) and any("no shape term" in t for t in labels)
