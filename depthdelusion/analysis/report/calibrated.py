@@ -76,7 +76,10 @@ def calibrated_cells(forms, matrix: dict, primary: str, method: str, seed: int, 
             if not kind or not shape_variation(r).ok:
                 continue
             names = [*smooth_laws, v.baseline] if kind == "calibrated" else list(smooth_laws)
-            fits = {n: fit_form(r, n, method, offsets, bootstrap=0, seed=seed, leave_one_out=False,
-                                profile=False) for n in names}
+            try:
+                fits = {n: fit_form(r, n, method, offsets, bootstrap=0, seed=seed, leave_one_out=False,
+                                    profile=False) for n in names}
+            except ValueError:  # a law the cell's runs cannot fit: the design table says so already
+                continue
             out.append(_cell(r, label, conv, kind, v, lf, fits, (primary, seed, replicates)))
     return tuple(out)
