@@ -3,6 +3,7 @@ parts) and the words its sections are keyed by. :mod:`.results` computes them; t
 (:mod:`.markdown`, :mod:`.tables`, :mod:`.build`) read them and compute nothing."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -136,6 +137,36 @@ class Persistence:
 
 
 @dataclass(frozen=True)
+class CalibratedCell:
+    """One design cell rechecked (computed by :mod:`.calibrated`). ``kind``: "calibrated" (the
+    bound rejected λ = 0: ``penalty`` and ``critical`` are the bootstrap tests) or "described"
+    (the rule says uninformative: ``described`` is the kink-vs-smooth bootstrap, not a verdict;
+    ``limits`` says why not)."""
+
+    form: str
+    convention: str
+    kind: str
+    n: int
+    bound: object               # verdict.PenaltyVerdict: the design table's (Davies' bound)
+    kink: object                # FitResult of the primary (kink) law
+    smooth: object              # FitResult of the best smooth shape law (lowest AICc)
+    penalty: object = None      # verdict.PenaltyVerdict by the bootstrap, or None
+    critical: object = None     # verdict.CriticalDepthVerdict, or None
+    described: object = None    # lr_test.LRTest of the kink against the smooth law, or None
+    limits: str = ""
+
+    @property
+    def kink_lr(self) -> float:
+        """n·ln(RSS_smooth / RSS_kink): positive when the kink fits better."""
+        return self.n * math.log(max(self.smooth.rss, 1e-300) / max(self.kink.rss, 1e-300))
+
+
+def exceeding(test) -> int:
+    """How many bootstrap replicates reached the observed LR (p = (1 + count) / (1 + B))."""
+    return int(round(test.p * (1 + test.replicates))) - 1
+
+
+@dataclass(frozen=True)
 class ReportResults:
     """Everything the report states, computed once (see :func:`compute`); the renderers only
     format it. ``tables`` are its tables as formatted rows under named columns, the one source
@@ -159,6 +190,7 @@ class ReportResults:
     persistence: Persistence
     studies: tuple = ()      # Markdown lines of the spectrum and readout sections of run dirs
     tables: tuple = ()       # tables.Table per table of the report, in the document's order
+    calibrated: tuple = ()   # calibrated.CalibratedCell: design cells rechecked by bootstrap
 
     @property
     def laws(self) -> list:

@@ -21,7 +21,15 @@ from ..science.persistence import (
     paper_implied_length,
 )
 from .cells import interval, is_numerical_note, profile_ci, rounded_note, shape_unit, value
-from .contents import CANNOT_TELL, NO_VOCAB, NOT_ESTABLISHED, SIZE_CLASS_GAP, UNFIT, ReportResults
+from .contents import (
+    CANNOT_TELL,
+    NO_VOCAB,
+    NOT_ESTABLISHED,
+    SIZE_CLASS_GAP,
+    UNFIT,
+    ReportResults,
+    exceeding,
+)
 from .verdict import shape_variation
 
 # --- the first lines: what a reader must know before any number ----------------------------------
@@ -244,6 +252,56 @@ def _design_section(r: ReportResults) -> list:
             r.table("design_parameters").markdown(), ""]
 
 
+def _kink_against_smooth(c, test) -> str:
+    """'RSS 0.002050 (kink) against 0.008911 (shape_quadratic), ΔAICc …, LR …, p = …; κ = …'."""
+    ci = profile_ci(c.kink, "kappa")
+    return (f"RSS {c.kink.rss:.4g} (kink) against {c.smooth.rss:.4g} ({c.smooth.law.name}), "
+            f"ΔAICc kink − smooth {c.kink.aicc - c.smooth.aicc:+.1f}, LR = n·ln(RSS_smooth/RSS_kink) = "
+            f"{c.kink_lr:.1f}, " + (test.p_text() if test is not None else "not tested")
+            + f"; κ = {value(c.kink, 'kappa', '.3g')} {interval(ci, '.3g')} (95% profile likelihood)")
+
+
+def calibrated_reading(c) -> str:
+    """What one rechecked design cell says, in words (:mod:`.calibrated`)."""
+    where = f"{c.form}, {c.convention.replace('_', '-')} N ({c.n} runs)"
+    if c.kind == "described":
+        test = c.described
+        said = ("the kink fits better than the smooth law — a hint of a critical depth, too weak for "
+                "a verdict" if test.rejects() else "the kink is not preferred over the smooth law")
+        return (f"{where}: the rule calls it uninformative. Described, not a verdict: {said} "
+                f"({_kink_against_smooth(c, test)}). Its limits: {c.limits}.")
+    pen, crit = c.penalty, c.critical
+    head = (f"{where}: Davies' bound gave p ≤ {c.bound.test.p:.2g}; the parametric bootstrap gives "
+            f"LR = {pen.lr:.1f}, reached by {exceeding(pen.test)} of {pen.test.replicates} replicates, "
+            f"{pen.p_text()} — λ = 0 {'rejected' if pen.significant else 'not rejected'} at 5%"
+            + (f" (but p is within two Monte-Carlo errors of 0.05: {pen.test.replicates} replicates "
+               "do not settle the decision)" if abs(pen.test.p - 0.05) < 2 * pen.test.mc_error else "")
+            + ".")
+    if not pen.significant:
+        return head + " The bound's rejection does not survive calibration."
+    kink_test = crit.test if crit is not None else None
+    if crit is not None and crit.kink_wins:
+        return (head + f" The kink beats the smooth law ({_kink_against_smooth(c, kink_test)}): a "
+                "critical depth is supported here.")
+    smooth_better = c.kink.aicc > c.smooth.aicc
+    return (head + f" But the smooth {c.smooth.law.name} "
+            + ("fits better than the kink" if smooth_better else "is not rejected by the kink")
+            + f" ({_kink_against_smooth(c, kink_test)}): here the penalty is a smooth shape effect, "
+            "not a critical depth.")
+
+
+def _calibrated_section(r: ReportResults) -> list:
+    if not r.calibrated:
+        return []
+    return ["## The design cells rechecked by bootstrap", "",
+            "Davies' bound decides λ = 0 in the table above, and the rule calls cells with too few "
+            "runs for the law's parameters uninformative. Every valid cell that rests on the bound, "
+            "or that the rule sets aside, is rechecked here with the main section's parametric "
+            "bootstraps (λ = 0; the kink against the best smooth shape law).", "",
+            *[f"- {calibrated_reading(c)}" for c in r.calibrated], "",
+            r.table("calibrated_cells").markdown(), ""]
+
+
 # --- extrapolation, the paper's fit, every fit ---------------------------------------------------
 
 def _paper_and_extrapolation(r: ReportResults) -> list:
@@ -461,7 +519,8 @@ def _persistence_section(r: ReportResults) -> list:
 
 # --- the whole report ----------------------------------------------------------------------------
 
-SECTIONS = (_head, _penalty_section, _critical_section, _design_section, _paper_and_extrapolation,
+SECTIONS = (_head, _penalty_section, _critical_section, _design_section, _calibrated_section,
+            _paper_and_extrapolation,
             _fits_section, _consistency_section, _shape_section, _persistence_section)
 
 

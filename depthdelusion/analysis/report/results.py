@@ -29,6 +29,7 @@ from ..fitting.engine import FitResult, fit
 from ..fitting.lr_test import DEFAULT_REPLICATES
 from ..fitting.replicates import replicate_cells
 from ..fitting.result import OK, parameter_status
+from ..laws import shape_kind
 from ..science.persistence import (
     DEFAULT_WINDOW,
     persistence_lengths,
@@ -40,6 +41,7 @@ from ..science.readout import readout_section
 from ..science.spectra import spectrum_section
 from ..table.law_columns import law_missing_columns
 from ..table.runs import PAPER_VOCAB, Runs, load_runs
+from .calibrated import calibrated_cells
 from .consistency import audit_param_counts, with_param_convention
 from .contents import (
     CANNOT_TELL,
@@ -400,6 +402,9 @@ def compute(runs, options: ReportOptions, progress=SILENT) -> ReportResults:
     if with_matrix:
         progress.stage(f"{primary} in every design form")
     matrix = design_matrix(raw, primary, method, seed, profile=options.fit.profile) if with_matrix else {}
+    smooth = [n for n, f in fits.items() if shape_kind(f.law) == "smooth"]
+    calibrated = (calibrated_cells(design_forms(raw), matrix, primary, method, seed, s.lr_replicates,
+                                   smooth, fit_form) if with_matrix else ())
     notes = sorted({n for f in fits.values() for n in f.notes if "token" in n} | set(runs.notes)
                    | set(n_notes))
     audit = (audit_param_counts(raw, vocab=runs_vocab(raw))  # a registered count is not the paper's
@@ -414,4 +419,5 @@ def compute(runs, options: ReportOptions, progress=SILENT) -> ReportResults:
         design=Design(mixed, offsets, params, matrix), replicates=replicate_cells(runs),
         extrapolation=extrapolated, audit=audit,
         shape=_shape(fits, verdicts, critical, runs, raw, s), persistence=persistence(runs, step),
-        studies=tuple(spectrum_section(runs.source)) + tuple(readout_section(runs.source)))
+        studies=tuple(spectrum_section(runs.source)) + tuple(readout_section(runs.source)),
+        calibrated=calibrated)

@@ -15,7 +15,7 @@ from ..laws import shape_kind
 from ..reference import PAPER_FIT, PAPER_KAPPA, PAPER_SHAPE_EXPONENTS
 from .cells import fmt, interval, millions, param_interval, profile_ci, shape_unit, value
 from .consistency import CONVENTIONS
-from .contents import RANGE_TOL, ReportResults
+from .contents import RANGE_TOL, ReportResults, exceeding
 from .verdict import HEADS
 
 
@@ -93,6 +93,36 @@ def design_parameters(r: ReportResults) -> Table:
                  for k in (crit, "lam", "alpha")],
                fmt(lf.r2, ".3f"), len(lf.flags))
     return kt
+
+
+def _bootstrap_cell(test) -> str:
+    """'LR 19.4: 2 of 200 replicates ≥ it, p = 0.015 ± 0.009' (a parametric bootstrap)."""
+    return (f"LR {test.lr:.1f}: {exceeding(test)} of {test.replicates} replicates ≥ it, "
+            f"p = {test.p:.2g} ± {test.mc_error:.1g}")
+
+
+def calibrated_table(r: ReportResults) -> Table:
+    """The design cells rechecked by bootstrap (:mod:`.calibrated`)."""
+    reps = r.calibrated[0].described or r.calibrated[0].penalty.test
+    t = Table("calibrated_cells", f"{r.primary}: the design cells that rest on Davies' bound, and those "
+              "the rule calls uninformative, rechecked by parametric bootstrap "
+              f"({reps.replicates} replicates, seed {reps.seed}; ± its Monte-Carlo error): λ = 0 from "
+              "the shape-agnostic fit; the kink against the best smooth shape law (lowest AICc) from "
+              "the smooth fit, LR = n·ln(RSS_smooth/RSS_kink); κ with its 95% profile-likelihood "
+              "interval. 'described': the rule calls the cell uninformative, so its numbers are a "
+              "description, not a verdict",
+              ["form", "N", "runs", "test", "λ = 0 (bootstrap)", "smooth law", "RSS kink / smooth",
+               "ΔAICc kink − smooth", "kink vs smooth (bootstrap)", "κ"])
+    for c in r.calibrated:
+        kink_test = c.critical.test if c.critical is not None else c.described
+        t.add(c.form, c.convention.replace("_", "-"), c.n, c.kind,
+              _bootstrap_cell(c.penalty.test) if c.penalty is not None and c.penalty.test is not None
+              else "not tested",
+              c.smooth.law.name, f"{fmt(c.kink.rss, '.4g')} / {fmt(c.smooth.rss, '.4g')}",
+              fmt(c.kink.aicc - c.smooth.aicc, '+.1f'),
+              _bootstrap_cell(kink_test) if kink_test is not None else "not tested",
+              f"{value(c.kink, 'kappa', '.3g')} {param_interval(c.kink, 'kappa', profile_ci(c.kink, 'kappa'), '.3g')}")
+    return t
 
 
 def extrapolation(r: ReportResults) -> Table:
@@ -210,6 +240,8 @@ def build_tables(r: ReportResults) -> tuple:
     out = [law_comparison(r)]
     if r.design.matrix:
         out += [design_verdicts(r), design_parameters(r)]
+    if r.calibrated:
+        out.append(calibrated_table(r))
     out += [extrapolation(r), paper_comparison(r), parameters(r)]
     if r.audit is not None:
         out.append(consistency(r))

@@ -95,13 +95,60 @@ def no_depth_lines(r: DepthConfoundResults) -> list[str]:
 
 
 def held_out_lines(r: DepthConfoundResults) -> list[str]:
-    """The penalties at the deepest depth from the seeds that did not choose the lrs."""
+    """The penalties at the deepest depth from the seeds that did not choose the lrs, and what
+    so few seeds can say."""
     seeds = r.spec.seeds
-    parts = [f"{arm}, W = {w}: " + ("0 (best)" if iv.se == 0 else _iv_text(iv)) for arm, w, iv in r.held_out]
-    return ([f"Seed {seeds[0]} chose every lr and is one of the reported seeds, which biases "
-             "the tuned arms' means down. Penalty at D = %d from the other seeds %s alone (Welch, "
-             "2 seeds a side): " % (max(r.spec.depths), seeds[1:]) + "; ".join(parts) + ".", ""]
-            if parts and len(seeds) >= 3 else [])
+    parts = [f"{arm}, W = {w}: " + ("0 (best)" if iv.se == 0 else f"{_iv_text(iv)} (df {iv.df:.1f})")
+             for arm, w, iv in r.held_out]
+    if not parts or len(seeds) < 3:
+        return []
+    tested = [iv for _, _, iv in r.held_out if iv.se != 0 and math.isfinite(iv.df)]
+    line = (f"Seed {seeds[0]} chose every lr and is one of the reported seeds, which biases "
+            f"the tuned arms' means down. Penalty at D = {max(r.spec.depths)} from the other seeds "
+            f"{seeds[1:]} alone (Welch, {len(seeds) - 1} seeds a side): " + "; ".join(parts) + ".")
+    if tested and len(seeds) - 1 <= 2:
+        widest = max(tested, key=lambda iv: iv.hi - iv.lo)
+        line += (f" This check is uninformative, not a confirmation: with {len(seeds) - 1} seeds a side "
+                 f"Welch's t has {min(iv.df for iv in tested):.1f}–{max(iv.df for iv in tested):.1f} "
+                 f"degrees of freedom, and its widest interval, {_iv_text(widest)}, spans "
+                 f"{widest.hi - widest.lo:.1f} nats: it can neither confirm nor refute the seed-{seeds[0]} "
+                 "numbers. Only tuning on a seed that is not reported removes the bias (not done: "
+                 "the planner has no separate tuning seed).")
+    return [line, ""]
+
+
+def regime_lines(r: DepthConfoundResults) -> list[str]:
+    """The tokens-per-parameter regime of the runs and the N convention, with its reason."""
+    g = r.regime
+    if g is None or not g.tokens_per_param:
+        return []
+    parts = [f"{name}: {lo:.2g}–{hi:.2g} tokens per parameter ({n} runs)"
+             for name, (lo, hi, n) in g.tokens_per_param.items()]
+    lo_s, hi_s = g.embedding_share
+    share = (f" At these widths the embedding and output layers are {lo_s:.0%}–{hi_s:.0%} of total N "
+             f"(equal-token runs), so the two conventions differ by up to ×{1 / (1 - hi_s):.2f}."
+             if math.isfinite(hi_s) else "")
+    return ["**Regime and N convention.** Tokens per parameter (total N, from each run's summary): "
+            + "; ".join(parts) + ". Every run is far below the ~20 tokens per parameter of "
+            "compute-optimal training (Hoffmann et al. 2022): this is a short-budget regime, and the "
+            "equal-token comparison measures how much each shape learns from one small budget, not "
+            "the loss it would converge to. N here is the total parameter count, embeddings "
+            "included, because the iso-FLOP slice matched compute as 6·N·T with that N, and the "
+            "laws use the same N so that both slices are measured in one unit; the depth_vs_size "
+            "study uses non-embedding N because it matches shapes at equal non-embedding N (Kaplan "
+            "et al.'s convention)." + share + " The laws of the two studies are not compared "
+            "number for number.", ""]
+
+
+def short_lines(r: DepthConfoundResults) -> list[str]:
+    """The reported points short of their seeds, and the command that trains them."""
+    if not r.short:
+        return [f"Every reported point has all {len(r.spec.seeds)} seeds (no cell is short).", ""]
+    names = [f"{p.arm} {p.depth}L × {p.width}" + (f" ({p.steps} steps)" if p.steps else "")
+             + (": no lr yet" if p.lr is None else f": {len(p.losses)} of {len(r.spec.seeds)} seeds")
+             for p in r.short]
+    return [f"**Short**: {'; '.join(names)}. `depthdelusion depth-confound {r.source} --out DIR` "
+            "trains them (it resumes: finished runs are skipped).", ""]
 
 
 def point_rows(r: DepthConfoundResults) -> list[dict]:
@@ -206,7 +253,7 @@ def sections(r: DepthConfoundResults) -> str:
              *verdict_lines(r.points, r.penalties, r.kept, exp.widths, max(exp.depths)),
              *verdict_lines(r.iso_points, {(arm, iso_w): v for arm, v in r.iso_penalties.items()}, r.kept,
                             [iso_w], max(exp.iso_flop.depths), iso=True), "",
-             *no_depth_lines(r), *held_out_lines(r),
+             *no_depth_lines(r), *held_out_lines(r), *regime_lines(r), *short_lines(r),
              "Assumptions: one token budget for every cell (no compute matching except the iso-FLOP slice); "
              "the penalty is loss(D) − loss(best D) of seed means, its 95% interval Welch's t (Welch–"
              "Satterthwaite df) with the best depth taken as given; a depth is \"not distinguishable\" from "

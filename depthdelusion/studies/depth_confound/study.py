@@ -452,6 +452,38 @@ def penalties_at(pts: list[Point], penalties: dict, w: int, dmax: int) -> dict:
 
 
 @dataclasses.dataclass(frozen=True)
+class Regime:
+    """Tokens per parameter (total N) of the finished runs, per slice ({slice: (smallest,
+    largest, runs)}: "equal tokens" at the base budget, "iso-FLOP" the runs at other step
+    counts), and the embedding share 1 − N_non-embedding / N over the equal-token runs."""
+
+    tokens_per_param: dict
+    embedding_share: tuple  # (smallest, largest); NaN when the summaries lack the count
+
+
+def regime(exp: DepthConfoundSpec, summaries: dict) -> Regime:
+    """The tokens-per-parameter regime and the embedding share, from the runs' summaries."""
+    t = exp.base["train"]
+    budget = t["steps"] * t["batch_size"] * exp.base["model"]["seq_len"]
+    ratios: dict = {}
+    shares = []
+    for s in summaries.values():
+        n, tokens = s.get("params"), s.get("tokens")
+        if not n or not tokens:
+            continue
+        ratios.setdefault("equal tokens" if tokens == budget else "iso-FLOP", []).append(tokens / n)
+        if tokens == budget and s.get("params_non_embedding"):
+            shares.append(1 - s["params_non_embedding"] / n)
+    return Regime({k: (min(v), max(v), len(v)) for k, v in sorted(ratios.items())},
+                  (min(shares), max(shares)) if shares else (math.nan, math.nan))
+
+
+def short_points(exp: DepthConfoundSpec, pts: list[Point]) -> tuple:
+    """The reported points with fewer finished seeds than the spec's, or no lr yet."""
+    return tuple(p for p in pts if p.lr is None or len(p.losses) < len(exp.seeds))
+
+
+@dataclasses.dataclass(frozen=True)
 class DepthConfoundResults:
     """What the study measured from its finished runs, numbers only (rendered by
     `depth_confound_report.sections`)."""
@@ -474,6 +506,8 @@ class DepthConfoundResults:
     todo: tuple  # planned runs not finished
     runs: int  # finished runs read
     wall_s: float  # their training wall time
+    regime: Regime | None = None  # tokens per parameter, embedding share
+    short: tuple = ()  # `short_points` of both slices
 
 
 def measure(exp: DepthConfoundSpec, source: str, runs_dir, *, seed: int = 0) -> DepthConfoundResults:
@@ -496,4 +530,5 @@ def measure(exp: DepthConfoundSpec, source: str, runs_dir, *, seed: int = 0) -> 
         no_depth=no_depth_tests(exp, losses, summaries), held_out=held_out_penalties(exp, pts),
         transfer=tuple(transfer_cost(exp, losses)), done=sum(1 for r in planned if r.name in losses),
         todo=tuple(r for r in planned if r.name not in losses), runs=len(summaries),
-        wall_s=sum(float(s.get("wall_time_s") or 0) for s in summaries.values()))
+        wall_s=sum(float(s.get("wall_time_s") or 0) for s in summaries.values()),
+        regime=regime(exp, summaries), short=short_points(exp, pts + iso_pts))

@@ -16,6 +16,7 @@ from depthdelusion.analysis.science.persistence_cells import CRITICAL_EPS, TIMEL
 def sections(results, command: str = "") -> list[str]:
     """report.md's lines; ``command``: the one that generated it."""
     return [*header_section(results, command), *critical_depth_section(results), *early_late_section(results),
+            *step_section(results), *fit_quality_section(results),
             *per_run_section(results), *per_cell_section(results), *verdict_section(results),
             *paper_section(results), *width_power_section(results), *timeline_section(results),
             *scaling_section(results), *loss_section(results), *wall_time_section(results),
@@ -95,6 +96,54 @@ def early_late_section(results) -> list[str]:
                             f"rate, steps {lo_e}–{hi_e} [95% t]", "runs positive"], rows), "",
             f"- Steps {lo_w}–{hi_w}: {e.warm_verdict}.",
             f"- Steps {lo_e}–{hi_e}: {e.end_verdict}.", ""]
+
+
+def step_section(results) -> list[str]:
+    """Each logged step of the warm-up window fitted alone, and the headline ratio at every
+    logged step: what the windows' means hide."""
+    warm, ratios = results.warm_steps, results.step_ratios
+    if not warm and not ratios:
+        return []
+    md = ["## Step by step: the warm-up window's steps and the headline ratio at every logged step", ""]
+    if warm:
+        shares = ", ".join(f"{w.share:.2f}" for w in warm)
+        md += ["The warm-up verdict above fits the mean profile over its logged steps. Fitted to each "
+               "step alone (same fit, weight gradients, blocks 1 … D−1; the runs of the cells with "
+               f"≥ {MIN_SEEDS} seeds), the steps disagree: the share of runs with a positive rate (decay "
+               f"towards the input) is {shares} at steps {', '.join(str(w.step) for w in warm)}, so "
+               "the window's verdict is an average over steps that differ, not a state the runs hold "
+               "throughout the warm-up.", "",
+               markdown_table(["step", "runs positive", "share", "cells (t interval over seeds)"],
+                              [[w.step, f"{w.positive} of {w.runs}", f"{w.share:.2f}", w.verdict] for w in warm]),
+               ""]
+    if ratios:
+        low = min(ratios, key=lambda x: x.smallest)
+        held = sum(x.reached == 0 for x in ratios)
+        md += [f"The headline ratio g_0/g_{{D−1}} at every logged step (each run's profile at that step, "
+               f"no window): at or below {CRITICAL_EPS:g} in no run at {held} of {len(ratios)} logged steps "
+               f"({ratios[0].step}–{ratios[-1].step}); the smallest value over all runs and steps is "
+               f"{low.smallest:.2f} (step {low.step}).", "",
+               markdown_table(["step", "runs", "smallest g_0/g_{D−1}", "median", f"runs ≤ {CRITICAL_EPS:g}"],
+                              [[x.step, x.runs, f"{x.smallest:.2f}", f"{x.median:.2f}", x.reached]
+                               for x in ratios]), ""]
+    return md
+
+
+def fit_quality_section(results) -> list[str]:
+    """R² of the exponential fits per parametrization: how much their ℓ values mean."""
+    if not results.fit_r2:
+        return []
+    rows = [[pz, len(v), f"{np.median(v):.2f}", f"[{np.quantile(v, 0.25):.2f}, {np.quantile(v, 0.75):.2f}]",
+             f"{v[0]:.2f}–{v[-1]:.2f}"] for pz, v in results.fit_r2.items()]
+    low = [f"{pz} (median R² {np.median(v):.2f})" for pz, v in results.fit_r2.items() if np.median(v) < 0.5]
+    return ["## How exponential are the profiles? R² of the fits", "",
+            "R² of ln ḡ_l against D − l (weight gradients, blocks 1 … D−1, the end-of-training window) "
+            "per run. A low R² means the layers scatter about the fitted line as much as the line "
+            "moves: the rate is near 0 or the profile is not exponential in depth; either way ℓ = "
+            "1/rate is not a persistence length. "
+            + (f"Low for {', '.join(low)}: its ℓ values mean little." if low else
+               "Every parametrization has median R² ≥ 0.5."), "",
+            markdown_table(["parametrization", "runs", "median R²", "quartiles", "range"], rows), ""]
 
 
 def _rate_cells(f, with_length=False) -> list[str]:

@@ -39,6 +39,7 @@ from depthdelusion.analysis.science.persistence import (
     DEFAULT_STEP,
     DEFAULT_WINDOW,
     PAPER_EPSILONS,
+    block_ratios,
     window_bounds,
 )
 from depthdelusion.analysis.table.runs import read_gradient_profile
@@ -153,6 +154,9 @@ class PersistenceResults:
     loss_points: tuple       # the loss-vs-depth figure's points
     profiles: dict           # parametrization -> {width: [(depth, profile, fit)]} of the main seed
     bottom: tuple            # (parametrization, depth, width, g_0/g_1) of the first study's runs
+    warm_steps: tuple = ()   # WarmStep: each logged step of the warm-up window fitted alone
+    step_ratios: tuple = ()  # StepRatio: g_0/g_{D−1} over the runs at every logged step
+    fit_r2: dict = dataclasses.field(default_factory=dict)  # parametrization -> sorted R² of the primary weight fits
 
     @property
     def studies(self) -> list[str]:
@@ -185,6 +189,70 @@ class PersistenceResults:
         return names + (["loss_vs_depth.png"] if self.loss_points else [])
 
 
+@dataclass(frozen=True)
+class WarmStep:
+    """One logged step of the warm-up window fitted alone (weight gradients, blocks 1 … D−1):
+    the runs of the cells with ≥ MIN_SEEDS seeds whose rate is > 0, and the cells' verdict."""
+
+    step: int
+    positive: int
+    runs: int
+    verdict: str
+
+    @property
+    def share(self) -> float:
+        return self.positive / self.runs if self.runs else math.nan
+
+
+@dataclass(frozen=True)
+class StepRatio:
+    """The headline ratio g_0/g_{D−1} over every run that logged ``step``: its smallest value,
+    its median and the runs at or below ``pc.CRITICAL_EPS``."""
+
+    step: int
+    runs: int
+    smallest: float
+    median: float
+    reached: int
+
+
+def warm_steps(runs: list[dict], early_late: pc.EarlyAgainstLate) -> tuple[WarmStep, ...]:
+    """Each logged step of the warm-up window on its own: what the window's mean hides."""
+    lo, hi = early_late.warm_bounds
+    keys = [c.key for c in early_late.cells]
+    steps = sorted({s for r in runs if r["profile"] is not None
+                    for s in r["profile"].by_kind("weight") if lo <= s <= hi})
+    out = []
+    for step in steps:
+        fits = pc.windowed_fits(runs, step, 0.0)
+        signs = [pc.run_signs(runs, fits, key) for key in keys]
+        out.append(WarmStep(step, sum(p for p, _ in signs), sum(n for _, n in signs),
+                            pc.verdict_of(pc.cells(runs, fits))[0]))
+    return tuple(out)
+
+
+def step_ratios(runs: list[dict]) -> tuple[StepRatio, ...]:
+    """g_0/g_{D−1} of every run at every logged step (no window)."""
+    by_step: dict = {}
+    for r in runs:
+        if r["profile"] is None:
+            continue
+        for step, g in r["profile"].by_kind("weight").items():
+            by_step.setdefault(step, []).append(block_ratios(g)["ends"])
+    return tuple(StepRatio(step, len(v), min(v), float(np.median(v)), sum(x <= pc.CRITICAL_EPS for x in v))
+                 for step, v in sorted(by_step.items()))
+
+
+def fit_r2(runs: list[dict], fits: dict) -> dict:
+    """{parametrization: sorted R² of its runs' primary weight-gradient fits}."""
+    out: dict = {}
+    for r in runs:
+        f = fits.get((r["name"], "weight"))
+        if f is not None and np.isfinite(f.r2):
+            out.setdefault(r["parametrization"], []).append(float(f.r2))
+    return {pz: tuple(sorted(v)) for pz, v in sorted(out.items())}
+
+
 def measure(spec: PersistenceSpec) -> PersistenceResults:
     """The study's numbers for the runs under ``spec.runs``; the runs of ``spec.grids`` that are
     not finished are listed as missing."""
@@ -204,12 +272,13 @@ def measure(spec: PersistenceSpec) -> PersistenceResults:
     verdict = pc.verdict_of(iv["weight"])[0]
     paper = pc.paper_cells(iv["weight"])
     losses, points = pc.loss_by_depth(runs, studies)
+    early_late = pc.early_against_late(runs, fits, step, window)
     return PersistenceResults(
         runs=tuple(runs), unfinished=tuple(unfinished), expected=tuple(expected),
         missing=tuple(n for n in expected if n not in done), step=step, window=window,
         fits=fits, all_blocks=allb, ratios=ratios, intervals=iv, intervals_all=iv_all, members=members,
         counts={"blocks 1 … D−1": pc.status_counts(fits), "all blocks": pc.status_counts(allb)},
-        critical=pc.critical_depth(runs, ratios), early_late=pc.early_against_late(runs, fits, step, window),
+        critical=pc.critical_depth(runs, ratios), early_late=early_late,
         verdict=verdict, controls=pc.controls(verdict, iv, iv_all),
         trends=pc.depth_trends(studies, iv["weight"], iv_all["weight"]),
         paper_cells=paper, paper_widths=pc.paper_widths(paper, PAPER_EPSILONS),
@@ -217,7 +286,8 @@ def measure(spec: PersistenceSpec) -> PersistenceResults:
         timeline=pc.timeline_table(pc.timeline(runs), params), scalings=pc.width_scalings(runs, fits, params),
         losses=losses, loss_points=points, profiles=_profiles(runs, fits, params, studies[0]),
         bottom=tuple((r["parametrization"], r["depth"], r["width"], ratios[r["name"]]["bottom"])
-                     for r in runs if r["name"] in ratios and r["study"] == studies[0]))
+                     for r in runs if r["name"] in ratios and r["study"] == studies[0]),
+        warm_steps=warm_steps(runs, early_late), step_ratios=step_ratios(runs), fit_r2=fit_r2(runs, fits))
 
 
 def _profiles(runs: list[dict], fits: dict, params, study: str) -> dict:

@@ -201,3 +201,36 @@ def test_verdict_gives_the_kept_share_of_as_penalty_with_fiellers_interval():
     (line,) = verdict_lines(pts, pen, kept, [32], 32, iso=True)
     assert line.startswith("- **fixed compute, W = 32**")
     assert "B keeps 96% [77%, 117%] of A's penalty" in line and "C keeps 70% [38%, 104%]" in line
+
+
+def test_a_two_seed_check_is_called_uninformative_and_the_regime_and_short_cells_are_stated():
+    """Held-out seeds 2–3 give Welch intervals on about one degree of freedom: the report must say
+    the check cannot confirm anything. Tokens per parameter and the embedding share come from the
+    summaries; a point short of its seeds is named with the command that trains it."""
+    from types import SimpleNamespace
+
+    from depthdelusion.analysis.fitting.seed_intervals import welch_interval
+    from depthdelusion.studies.depth_confound.report import held_out_lines, regime_lines, short_lines
+
+    spec = SimpleNamespace(seeds=[1, 2, 3], depths=[2, 32],
+                           base={"train": {"steps": 300, "batch_size": 8}, "model": {"seq_len": 64}})
+    wide = welch_interval([1.0, 3.0], [0.9, 1.0])
+    summaries = {"a": {"params": 15360, "params_non_embedding": 9216, "tokens": 153600},
+                 "b": {"params": 1_536_000, "params_non_embedding": 1_505_280, "tokens": 153600},
+                 "c": {"params": 40000, "tokens": 400000}}
+    regime = dc.regime(spec, summaries)
+    assert regime.tokens_per_param == {"equal tokens": (0.1, 10.0, 2), "iso-FLOP": (10.0, 10.0, 1)}
+    assert regime.embedding_share == pytest.approx((0.02, 0.4))
+    short = dc.short_points(spec, [dc.Point("C", 32, 2, None, 0.032, (1.5, 1.6)),
+                                   dc.Point("B", 32, 2, None, 0.016, (1.5, 1.6, 1.4))])
+    r = SimpleNamespace(spec=spec, held_out=(("A", 32, wide),), regime=regime, short=short,
+                        source="exp.yaml")
+    (line, _) = held_out_lines(r)
+    assert f"(df {wide.df:.1f})" in line and "This check is uninformative, not a confirmation" in line
+    assert wide.df < 1.5
+    text = " ".join(regime_lines(r))
+    assert "equal tokens: 0.1–10 tokens per parameter (2 runs)" in text
+    assert "2%–40% of total N" in text and "×1.67" in text and "non-embedding N" in text
+    assert short_lines(r)[0].startswith("**Short**: C 2L × 32: 2 of 3 seeds. `depthdelusion depth-confound exp.yaml")
+    r.short = ()
+    assert short_lines(r)[0] == "Every reported point has all 3 seeds (no cell is short)."
