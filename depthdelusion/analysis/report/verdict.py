@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..fitting.kink_reach import KinkReach, reach_of_fit
 from ..fitting.lr_test import (
     DEFAULT_REPLICATES,
     LRTest,
@@ -123,6 +124,7 @@ class PenaltyVerdict:
     p_value: float = math.nan
     reason: str = ""
     test: LRTest | None = None  # how p_value was obtained
+    reach: KinkReach | None = None  # the shapes past the fitted D_crit: what the verdict rests on
 
     @property
     def significant(self) -> bool:
@@ -143,7 +145,7 @@ class PenaltyVerdict:
                  + ("not tested" if self.answer == "uninformative" else
                     "rejected" if self.significant else "not rejected")
                  + f" (LR = {self.lr:.2f}, {self.p_text()})")
-        return f"{head}: {self.reason}. ({facts}.)"
+        return f"{head}: {self.reason}{_untested(self.reach)}. ({facts}.){_reach_text(self.reach)}"
 
 
 def penalty_test(law_fit, base_fit) -> LRTest:
@@ -205,7 +207,17 @@ def penalty_verdicts(fits: dict, runs, *, replicates: int = DEFAULT_REPLICATES,
                                       reason=f"its same-data-term baseline {base!r} was not fitted"))
             continue
         out.append(penalty_verdict(f, fits[base], variation, tests.get(name)))
+        out[-1].reach = reach_of_fit(f, runs)
     return out
+
+
+def _untested(reach: KinkReach | None) -> str:
+    """"; the kink is not tested within widths …" for a verdict whose kink no width brackets."""
+    return f"; {reach.untested()}" if reach is not None and reach.untested() else ""
+
+
+def _reach_text(reach: KinkReach | None) -> str:
+    return f" {reach.sentence()}" if reach is not None else ""
 
 
 @dataclass
@@ -218,6 +230,7 @@ class CriticalDepthVerdict:
     d_aicc: float = math.nan  # AICc(kink) − AICc(smooth): negative favours the kink
     test: LRTest | None = None
     reason: str = ""
+    reach: KinkReach | None = None  # the shapes past the fitted D_crit
 
     @property
     def kink_wins(self) -> bool:
@@ -226,10 +239,11 @@ class CriticalDepthVerdict:
     def sentence(self) -> str:
         head = HEADS[self.answer]
         if self.test is None:
-            return f"{head}: {self.reason}."
-        return (f"{head}: {self.reason}. ({self.kink} vs the best smooth shape law {self.smooth}: "
-                f"ΔAICc = {self.d_aicc:+.2f} (negative favours the kink); LR = n·ln(RSS_smooth / "
-                f"RSS_kink) = {self.test.lr:.2f}, {self.test.p_text()}.)")
+            return f"{head}: {self.reason}{_untested(self.reach)}.{_reach_text(self.reach)}"
+        return (f"{head}: {self.reason}{_untested(self.reach)}. ({self.kink} vs the best smooth "
+                f"shape law {self.smooth}: ΔAICc = {self.d_aicc:+.2f} (negative favours the kink); "
+                f"LR = n·ln(RSS_smooth / RSS_kink) = {self.test.lr:.2f}, {self.test.p_text()}.)"
+                + _reach_text(self.reach))
 
 
 def critical_depth_verdict(fits: dict, runs, kink: str, penalty: PenaltyVerdict | None = None, *,
@@ -243,7 +257,7 @@ def critical_depth_verdict(fits: dict, runs, kink: str, penalty: PenaltyVerdict 
         return CriticalDepthVerdict(kink, "", "not compared", reason="no smooth shape law was fitted")
     best = min(smooth, key=lambda f: f.aicc)
     kf = fits[kink]
-    v = CriticalDepthVerdict(kink, best.law.name, "", kf.aicc - best.aicc)
+    v = CriticalDepthVerdict(kink, best.law.name, "", kf.aicc - best.aicc, reach=reach_of_fit(kf, runs))
     variation = shape_variation(runs)
     few = too_few_runs(kf) or too_few_runs(best)
     if not variation.ok:
