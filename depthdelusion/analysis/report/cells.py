@@ -87,8 +87,30 @@ def value(f, name: str, spec=".3g") -> str:
     would be arbitrary."""
     v = f.all_params.get(name)
     if name in f.params and parameter_status(f, name) != OK:
-        return f"at bound {fmt(v, spec)}" if parameter_status(f, name) == "at_bound" else "n.i."
+        return f"at bound {fmt(v, spec)}" if parameter_status(f, name) == "at_bound" else NOT_IDENTIFIED
     return fmt(v, spec)
+
+
+NOT_IDENTIFIED = "n.i."
+
+
+def is_not_identified(f, name: str) -> bool:
+    """The estimate prints "n.i." (:func:`value`): then no interval is printed beside it either,
+    since a bootstrap of a ridge can return one value over and over (a zero-width interval)."""
+    return name in f.params and parameter_status(f, name) not in (OK, "at_bound")
+
+
+def estimate_cell(f, name: str, ci, spec=".2g") -> str:
+    """The estimate and its interval in one cell ("1.2 [0.9, 1.6]"); "n.i." alone when the
+    parameter is not identified."""
+    if is_not_identified(f, name):
+        return NOT_IDENTIFIED
+    return f"{value(f, name)} {param_interval(f, name, ci, spec)}"
+
+
+def interval_cell(f, name: str, ci, spec=".3g") -> str:
+    """An interval column's cell: "n.i." for a parameter that is not identified."""
+    return NOT_IDENTIFIED if is_not_identified(f, name) else param_interval(f, name, ci, spec)
 
 
 def profile_ci(f, name):

@@ -20,7 +20,16 @@ from ..science.persistence import (
     length_statement,
     paper_implied_length,
 )
-from .cells import interval, is_numerical_note, profile_ci, rounded_note, shape_unit, value
+from .cells import (
+    NOT_IDENTIFIED,
+    interval,
+    is_not_identified,
+    is_numerical_note,
+    profile_ci,
+    rounded_note,
+    shape_unit,
+    value,
+)
 from .contents import CANNOT_TELL, NO_VOCAB, NOT_ESTABLISHED, SIZE_CLASS_GAP, UNFIT, ReportResults
 from .verdict import shape_variation
 
@@ -53,7 +62,8 @@ def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
         answers["not fitted" if isinstance(v, str) else v.answer].append((form, conv))
         if not isinstance(v, str) and v.significant and lf is not None and "kappa" in lf.params:
             ci = profile_ci(lf, 'kappa')
-            kappas.append(f"{value(lf, 'kappa', '.2f')} {interval(ci, '.2f')} "
+            kappas.append((NOT_IDENTIFIED + " " if is_not_identified(lf, "kappa")
+                           else f"{value(lf, 'kappa', '.2f')} {interval(ci, '.2f')} ")
                           + ("— its interval includes 0, i.e. no critical depth at all — " if ci is not None and ci[0] <= 0 else "")
                           + f"({form}, {conv.replace('_', '-')} N)")
     said = [f"{_ANSWER_WORDS[a]} for {_cells_text(c)}" for a, c in answers.items() if c]
@@ -137,9 +147,20 @@ def opening_paragraph(runs, fits: dict, persist: dict) -> str:
     if weight:
         text += _gradient_trend(weight, persist.get("weight_scaling"))
     if fits:
-        by_aicc = min(fits.values(), key=lambda f: f.aicc)
-        text += f" Best law by AICc: {by_aicc.law.name}."
+        text += best_law_text(fits)
     return text
+
+
+def best_law_text(fits: dict) -> str:
+    """" Best law by AICc and BIC: X.", or both laws with their margins when the criteria
+    disagree (the law-comparison table shows both; a headline naming one would contradict it)."""
+    by_aicc = min(fits.values(), key=lambda f: f.aicc)
+    by_bic = min(fits.values(), key=lambda f: f.bic)
+    a, b = by_aicc.law.name, by_bic.law.name
+    if by_aicc is by_bic:
+        return f" Best law by AICc and BIC: {a}."
+    return (f" The criteria disagree: best law by AICc: {a} (AICc {by_bic.aicc - by_aicc.aicc:.1f} "
+            f"below {b}'s); by BIC: {b} (BIC {by_aicc.bic - by_bic.bic:.1f} below {a}'s).")
 
 
 def _depth_trend(trends, widths) -> str:

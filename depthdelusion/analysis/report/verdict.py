@@ -98,8 +98,10 @@ def too_few_runs(fit) -> str | None:
     if df > MIN_RESIDUAL_DF:
         return None
     corr = f"{2 * big_k * (big_k + 1) / df:.0f}" if df > 0 else "infinite"
-    return (f"too few runs for {big_k} parameters ({fit.law.name}: n = {fit.n}, n − K − 1 = {df} "
-            f"≤ {MIN_RESIDUAL_DF}; the AICc correction alone is {corr})")
+    # k as the law-comparison table counts it, then K as AICc does: one count per meaning
+    return (f"too few runs for {fit.k} parameters and the noise variance ({fit.law.name}: n = "
+            f"{fit.n}, K = {big_k}, n − K − 1 = {df} ≤ {MIN_RESIDUAL_DF}; the AICc correction "
+            f"alone is {corr})")
 
 
 def baseline_for(fit) -> str:
@@ -140,11 +142,13 @@ class PenaltyVerdict:
         head = HEADS[self.answer]
         if self.answer == "not compared":
             return f"{head}: {self.law} — {self.reason}"
+        # an uninformative comparison is not tested: its LR is shown, a p-value (or a bound on
+        # one) would read as a test
         facts = (f"{self.law} vs {self.baseline} (same data term): ΔAICc = {self.d_aicc:+.2f}, "
                  f"ΔBIC = {self.d_bic:+.2f} (negative favours {self.law}); λ = 0 "
-                 + ("not tested" if self.answer == "uninformative" else
-                    "rejected" if self.significant else "not rejected")
-                 + f" (LR = {self.lr:.2f}, {self.p_text()})")
+                 + (f"not tested (LR = {self.lr:.2f}; no p-value)" if self.answer == "uninformative"
+                    else ("rejected" if self.significant else "not rejected")
+                    + f" (LR = {self.lr:.2f}, {self.p_text()})"))
         return f"{head}: {self.reason}{_untested(self.reach)}. ({facts}.){_reach_text(self.reach)}"
 
 
