@@ -275,8 +275,8 @@ def _print_fits(results, parts, by, json_output, out, checked=None) -> None:
         if checked is not None:
             print(f"wrote {checked.write_csv(Path(out) / 'rollout.csv')}", file=sys.stderr)
     if json_output:
-        doc = ({"by": by, "groups": {v: r.json_doc() for v, r in results.items()}} if by
-               else results[None].json_doc())
+        doc = ({"by": by, "groups": {v: _json_doc(r, parts[v]) for v, r in results.items()}} if by
+               else _json_doc(results[None], parts[None]))
         if checked is not None:
             doc["rollout"] = checked.to_dict()
         # as FitResult.to_json writes it (an open interval end is null), without its whole text
@@ -298,6 +298,14 @@ def _summary(result, runs) -> str:
 
     reach = reach_of_fit(result, runs)
     return result.summary() + (f"\n{reach.sentence()}" if reach is not None else "")
+
+
+def _json_doc(result, runs) -> dict:
+    """A fit's JSON, with a kink law's reach under ``kink_reach``."""
+    from .fitting.kink_reach import reach_of_fit
+
+    doc, reach = result.json_doc(), reach_of_fit(result, runs)
+    return doc if reach is None else {**doc, "kink_reach": reach.to_dict()}
 
 
 def run_isoflop(*, runs: str | None = None, table_name: str | None = None,

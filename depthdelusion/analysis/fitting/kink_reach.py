@@ -10,6 +10,7 @@ must say that the kink is not tested within widths.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,6 +62,10 @@ class KinkReach:
                 + (f": {named}" if named else "") + f"; {self.widths_both_sides} of {self.n_widths} "
                 "widths have shapes on both sides of D_crit" + ("" if self.tested_within_widths else
                 f" (fewer than {MIN_WIDTHS_BOTH_SIDES}: the kink is not tested within widths)") + ".")
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "past_shapes": list(self.past_shapes),
+                "tested_within_widths": self.tested_within_widths}
 
     def untested(self) -> str:
         """The clause a verdict carries when the kink is not tested within widths ("" if it is)."""

@@ -57,5 +57,20 @@ class _Runs:
 def test_fit_summary_of_a_kink_law_ends_with_its_reach():
     text = _summary(_Fit(), _Runs())
     assert text.startswith("the summary\nKink reach (κ = 2: D_crit = κ·ln W): 4 of 8 shapes")
-    _Fit.all_params = {"E": 1.7, "A": 400.0, "alpha": 0.34}
-    assert _summary(_Fit(), _Runs()) == "the summary"
+    kaplan = _Fit()
+    kaplan.all_params = {"E": 1.7, "A": 400.0, "alpha": 0.34}
+    assert _summary(kaplan, _Runs()) == "the summary"
+
+
+def test_fit_json_of_a_kink_law_carries_its_reach():
+    from depthdelusion.analysis.commands import _json_doc
+
+    class _JsonFit(_Fit):
+        all_params = {"kappa": 3.0, "lam": 0.1}
+
+        def json_doc(self):
+            return {"law": "depth_delusion"}
+
+    doc = _json_doc(_JsonFit(), _Runs())
+    assert doc["kink_reach"]["past_shapes"] == ["48L×4096", "32L×1024"]
+    assert doc["kink_reach"]["tested_within_widths"] is False and doc["law"] == "depth_delusion"
