@@ -32,22 +32,25 @@ def critical_depth(params: dict, width) -> np.ndarray:
 
 
 def _location(params: dict) -> str:
+    # the values in the formula: "p = …" beside a verdict would read as a p-value
     if "kappa" in params:
-        return f"κ = {params['kappa']:.3g}: D_crit = κ·ln W"
-    return f"c = {params['c']:.3g}, p = {params['p']:.3g}: D_crit = c·W^p"
+        return f"D_crit = {params['kappa']:.3g}·ln W"
+    return f"D_crit = {params['c']:.3g}·W^{params['p']:.3g}"
 
 
 @dataclass(frozen=True)
 class KinkReach:
     """The rows and shapes (distinct D × W) a fitted kink's penalty touches."""
 
-    location: str          # the fitted kink, e.g. "κ = 4.6: D_crit = κ·ln W"
+    location: str          # the fitted kink, e.g. "D_crit = 4.6·ln W"
     n_shapes: int
     n_rows: int
     past_shapes: tuple     # labels "DL×W" of the shapes with D > D_crit(W), most past first
     past_rows: int
     widths_both_sides: int  # widths with shapes on both sides of D_crit
     n_widths: int
+    size_break: float = float("nan")  # when every row past D_crit is larger (N) than every row
+    #                                   before it: the smallest N past it (a size break splits alike)
 
     @property
     def tested_within_widths(self) -> bool:
@@ -61,7 +64,15 @@ class KinkReach:
                 f"({self.past_rows} of {self.n_rows} rows) have D > D_crit(W)"
                 + (f": {named}" if named else "") + f"; {self.widths_both_sides} of {self.n_widths} "
                 "widths have shapes on both sides of D_crit" + ("" if self.tested_within_widths else
-                f" (fewer than {MIN_WIDTHS_BOTH_SIDES}: the kink is not tested within widths)") + ".")
+                f" (fewer than {MIN_WIDTHS_BOTH_SIDES}: the kink is not tested within widths)") + "."
+                + self.size_text())
+
+    def size_text(self) -> str:
+        """" The rows past D_crit are the k largest models …" when a break in N splits them alike."""
+        if not np.isfinite(self.size_break):
+            return ""
+        return (f" The rows past D_crit are the {self.past_rows} largest models (N ≥ "
+                f"{self.size_break:.3g}): a break in model size there splits the rows the same way.")
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "past_shapes": list(self.past_shapes),
@@ -73,12 +84,13 @@ class KinkReach:
             return ""
         return (f"the kink is not tested within widths (only {self.widths_both_sides} of "
                 f"{self.n_widths} widths have shapes on both sides of D_crit, fewer than "
-                f"{MIN_WIDTHS_BOTH_SIDES}), so a break in model size fits the same rows")
+                f"{MIN_WIDTHS_BOTH_SIDES}): what it fits may be a break across widths or model sizes")
 
 
-def kink_reach(params: dict, depth, width) -> KinkReach | None:
-    """The reach of the kink at ``params`` over rows of ``depth`` × ``width``; None when the law
-    has no critical depth or no row gives both."""
+def kink_reach(params: dict, depth, width, size=None) -> KinkReach | None:
+    """The reach of the kink at ``params`` over rows of ``depth`` × ``width`` (``size``: their N,
+    to say whether a model-size break splits the rows alike); None when the law has no critical
+    depth or no row gives both."""
     if not ("kappa" in params or ("c" in params and "p" in params)):
         return None
     D, W = np.asarray(depth, float), np.asarray(width, float)
@@ -87,6 +99,9 @@ def kink_reach(params: dict, depth, width) -> KinkReach | None:
         return None
     D, W = D[keep], W[keep]
     past = D > critical_depth(params, W)
+    N = np.full(len(D), np.nan) if size is None else np.asarray(size, float)[keep]
+    size_break = (float(N[past].min()) if past.any() and (~past).any() and np.all(np.isfinite(N))
+                  and N[past].min() > N[~past].max() else float("nan"))
     ratio = {}  # shape → D / D_crit, for the shapes past it
     sides: dict = {}  # width → the sides of D_crit its shapes are on
     for d, w, p in zip(D, W, past):
@@ -96,7 +111,7 @@ def kink_reach(params: dict, depth, width) -> KinkReach | None:
     shapes = sorted(ratio, key=lambda s: -ratio[s])
     return KinkReach(_location(params), len(set(zip(D.tolist(), W.tolist()))), int(keep.sum()),
                      tuple(f"{d:g}L×{w:g}" for d, w in shapes), int(past.sum()),
-                     sum(len(s) == 2 for s in sides.values()), len(sides))
+                     sum(len(s) == 2 for s in sides.values()), len(sides), size_break)
 
 
 def reach_of_fit(result, runs) -> KinkReach | None:
@@ -105,4 +120,4 @@ def reach_of_fit(result, runs) -> KinkReach | None:
     depth, width = getattr(runs, "depth", None), getattr(runs, "width", None)
     if "lam" not in result.all_params or depth is None or width is None:
         return None
-    return kink_reach(result.all_params, depth, width)
+    return kink_reach(result.all_params, depth, width, getattr(runs, "params", None))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..fitting.kink_reach import MIN_WIDTHS_BOTH_SIDES
 from ..reference import (
     PAPER_FIT,
     PAPER_PERSISTENCE_EXPONENT,
@@ -70,7 +71,7 @@ def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
     text = ("Which of the paper's conclusions hold depends on two choices it leaves implicit: how "
             "runs trained on different token budgets are combined, and which parameter count N is "
             f"used. Does the {law} depth penalty earn its extra parameters over the shape-agnostic "
-            "law? " + "; ".join(said) + ". ")
+            "law? " + "; ".join(said) + ". " + _untested_yes(matrix))
     text += (("Where λ is significant, the critical-depth slope is κ = " + ", ".join(kappas)
               + f" (95% profile-likelihood intervals); the paper reports κ = {PAPER_FIT['kappa'][0]}. ")
              if kappas else
@@ -82,6 +83,19 @@ def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
     text += (f"The detailed sections below use {main_label}, where the overall answer is "
              f"'{main_overall}'.")
     return [text]
+
+
+def _untested_yes(matrix) -> str:
+    """Where a penalty earns its parameters but no three widths bracket its kink, said after the
+    answers: a "yes" there is not a depth effect at fixed width."""
+    cells = [(form, conv) for (form, conv), (v, _, caveat) in matrix.items()
+             if not caveat and not isinstance(v, str) and v.answer in ("yes", "not clearly")
+             and v.reach is not None and not v.reach.tested_within_widths]
+    if not cells:
+        return ""
+    return (f"For {_cells_text(cells)}, the kink is not tested within widths (fewer than "
+            f"{MIN_WIDTHS_BOTH_SIDES} widths have shapes on both sides of the fitted D_crit): what "
+            "it fits may be a break across widths or model sizes. ")
 
 
 def _warnings(r: ReportResults) -> list:

@@ -159,12 +159,14 @@ def penalty_test(law_fit, base_fit) -> LRTest:
 
 
 def penalty_verdict(law_fit, base_fit, variation: ShapeVariation | None = None,
-                    test: LRTest | None = None) -> PenaltyVerdict:
-    """``test``: the calibrated test of λ = 0 (default: Davies' bound, :func:`penalty_test`)."""
+                    test: LRTest | None = None, runs=None) -> PenaltyVerdict:
+    """``test``: the calibrated test of λ = 0 (default: Davies' bound, :func:`penalty_test`);
+    ``runs``: the fitted rows, for the kink's reach (which shapes its penalty touches)."""
     name, base = law_fit.law.name, base_fit.law.name
     d_aicc, d_bic = law_fit.aicc - base_fit.aicc, law_fit.bic - base_fit.bic
     test = test or penalty_test(law_fit, base_fit)
-    v = PenaltyVerdict(name, base, "", d_aicc, d_bic, test.lr, test.p, test=test)
+    v = PenaltyVerdict(name, base, "", d_aicc, d_bic, test.lr, test.p, test=test,
+                       reach=None if runs is None else reach_of_fit(law_fit, runs))
     few = too_few_runs(law_fit)
     if variation is not None and not variation.ok:
         v.answer, v.reason = "cannot tell", (f"the runs cannot identify a depth penalty: {variation.reason}; "
@@ -210,8 +212,7 @@ def penalty_verdicts(fits: dict, runs, *, replicates: int = DEFAULT_REPLICATES,
             out.append(PenaltyVerdict(name, base, "not compared",
                                       reason=f"its same-data-term baseline {base!r} was not fitted"))
             continue
-        out.append(penalty_verdict(f, fits[base], variation, tests.get(name)))
-        out[-1].reach = reach_of_fit(f, runs)
+        out.append(penalty_verdict(f, fits[base], variation, tests.get(name), runs))
     return out
 
 

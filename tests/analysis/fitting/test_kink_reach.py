@@ -20,7 +20,7 @@ def test_the_reach_counts_shapes_and_rows_past_d_crit_and_widths_on_both_sides()
     assert (reach.n_shapes, reach.n_rows, reach.past_rows) == (8, 9, 5)
     assert (reach.widths_both_sides, reach.n_widths) == (3, 3) and reach.tested_within_widths
     assert reach.untested() == ""
-    assert reach.sentence().startswith("Kink reach (κ = 2: D_crit = κ·ln W): 4 of 8 shapes (5 of 9 "
+    assert reach.sentence().startswith("Kink reach (D_crit = 2·ln W): 4 of 8 shapes (5 of 9 "
                                        "rows) have D > D_crit(W): 48L×4096, 32L×1024")
 
 
@@ -30,6 +30,7 @@ def test_a_kink_past_only_the_widest_shapes_is_not_tested_within_widths():
     assert "the kink is not tested within widths (only 2 of 3 widths" in reach.untested()
     many = kink_reach({"c": 1.0, "p": 0.0, "lam": 0.1}, list(range(2, 14)), [64] * 12)  # D_crit = 1
     assert "…and 4 more" in many.sentence() and "12 of 12 shapes" in many.sentence()
+    assert many.sentence().startswith("Kink reach (D_crit = 1·W^0)")
     assert kink_reach({"A": 1.0}, DEPTH, WIDTH) is None  # no critical depth: no reach
 
 
@@ -39,8 +40,8 @@ def test_the_verdict_line_says_the_kink_is_not_tested_within_widths():
                        "the penalty earns its extra parameters", test,
                        reach=kink_reach({"kappa": 3.0}, DEPTH, WIDTH))
     head = v.sentence().split(". (")[0]
-    assert head.endswith("so a break in model size fits the same rows")
-    assert "Kink reach (κ = 3: D_crit = κ·ln W): 2 of 8 shapes (3 of 9 rows)" in v.sentence()
+    assert head.endswith("what it fits may be a break across widths or model sizes")
+    assert "Kink reach (D_crit = 3·ln W): 2 of 8 shapes (3 of 9 rows)" in v.sentence()
 
 
 class _Fit:  # what fit's summary reads of a result
@@ -56,7 +57,7 @@ class _Runs:
 
 def test_fit_summary_of_a_kink_law_ends_with_its_reach():
     text = _summary(_Fit(), _Runs())
-    assert text.startswith("the summary\nKink reach (κ = 2: D_crit = κ·ln W): 4 of 8 shapes")
+    assert text.startswith("the summary\nKink reach (D_crit = 2·ln W): 4 of 8 shapes")
     kaplan = _Fit()
     kaplan.all_params = {"E": 1.7, "A": 400.0, "alpha": 0.34}
     assert _summary(kaplan, _Runs()) == "the summary"
@@ -74,3 +75,28 @@ def test_fit_json_of_a_kink_law_carries_its_reach():
     doc = _json_doc(_JsonFit(), _Runs())
     assert doc["kink_reach"]["past_shapes"] == ["48L×4096", "32L×1024"]
     assert doc["kink_reach"]["tested_within_widths"] is False and doc["law"] == "depth_delusion"
+
+
+def test_a_kink_past_only_the_largest_models_says_a_size_break_splits_alike():
+    params = [12 * d * w * w for d, w in zip(DEPTH, WIDTH)]  # N = 12·D·W²: 48L×4096 the largest
+    reach = kink_reach({"kappa": 5.0}, DEPTH, WIDTH, params)  # D_crit(4096) = 41.6: only 48L×4096
+    assert reach.past_shapes == ("48L×4096",) and reach.size_break == 12 * 48 * 4096 ** 2
+    assert "The rows past D_crit are the 2 largest models (N ≥ 9.66e+09): a break in model size" \
+        in reach.sentence()
+    mixed = kink_reach({"kappa": 2.0}, DEPTH, WIDTH, params)  # 16L×512 is past, 8L×4096 is not
+    assert "largest models" not in mixed.sentence()
+
+
+def test_the_report_s_first_paragraph_says_which_yes_rests_on_an_untested_kink():
+    from depthdelusion.analysis.report.markdown import _conclusions
+
+    test = LRTest("kaplan", "depth_delusion", 20.0, 0.01, "parametric bootstrap", 99, 0)
+    yes = dict(answer="yes", d_aicc=-17.0, d_bic=-12.0, lr=20.0, p_value=0.01, test=test)
+    untested = PenaltyVerdict("depth_delusion", "kaplan", reach=kink_reach({"kappa": 3.0}, DEPTH, WIDTH), **yes)
+    tested = PenaltyVerdict("depth_delusion", "kaplan", reach=kink_reach({"kappa": 2.0}, DEPTH, WIDTH), **yes)
+    matrix = {("all runs pooled", "total"): (untested, None, ""),
+              ("all runs pooled", "non_embedding"): (tested, None, "")}
+    (text,) = _conclusions(matrix, "depth_delusion", "all runs pooled", "yes")
+    assert ("For all runs pooled (total N), the kink is not tested within widths (fewer than 3 widths "
+            "have shapes on both sides of the fitted D_crit)") in text
+    assert "non-embedding N), the kink is not tested" not in text
