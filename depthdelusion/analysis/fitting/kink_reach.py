@@ -45,7 +45,7 @@ class KinkReach:
     location: str          # the fitted kink, e.g. "D_crit = 4.6·ln W"
     n_shapes: int
     n_rows: int
-    past_shapes: tuple     # labels "DL×W" of the shapes with D > D_crit(W), most past first
+    past_shapes: tuple     # labels "DL×W" of the shapes with D > D_crit(W), most layers past first
     past_rows: int
     widths_both_sides: int  # widths with shapes on both sides of D_crit
     n_widths: int
@@ -102,13 +102,13 @@ def kink_reach(params: dict, depth, width, size=None) -> KinkReach | None:
     N = np.full(len(D), np.nan) if size is None else np.asarray(size, float)[keep]
     size_break = (float(N[past].min()) if past.any() and (~past).any() and np.all(np.isfinite(N))
                   and N[past].min() > N[~past].max() else float("nan"))
-    ratio = {}  # shape → D / D_crit, for the shapes past it
+    excess = {}  # shape → D − D_crit in layers (what the penalty is linear in), for those past it
     sides: dict = {}  # width → the sides of D_crit its shapes are on
     for d, w, p in zip(D, W, past):
         sides.setdefault(w, set()).add(bool(p))
         if p:
-            ratio[(d, w)] = d / float(critical_depth(params, w))
-    shapes = sorted(ratio, key=lambda s: -ratio[s])
+            excess[(d, w)] = d - float(critical_depth(params, w))
+    shapes = sorted(excess, key=lambda s: -excess[s])
     return KinkReach(_location(params), len(set(zip(D.tolist(), W.tolist()))), int(keep.sum()),
                      tuple(f"{d:g}L×{w:g}" for d, w in shapes), int(past.sum()),
                      sum(len(s) == 2 for s in sides.values()), len(sides), size_break)

@@ -1,5 +1,7 @@
 """Issue 63 item 4: a kink law's output says which shapes and rows its penalty touches, and says
 in the verdict when no three widths have shapes on both sides of D_crit."""
+import warnings
+
 import numpy as np
 
 from depthdelusion.analysis.commands import _summary
@@ -14,8 +16,8 @@ WIDTH = [512, 512, 512, 1024, 1024, 1024, 4096, 4096, 4096]
 
 def test_the_reach_counts_shapes_and_rows_past_d_crit_and_widths_on_both_sides():
     reach = kink_reach({"kappa": 2.0, "lam": 0.1}, DEPTH, WIDTH)
-    # 48×4096 twice: two rows, one shape; the most-past shape first (D / D_crit: 48/16.6 = 2.9,
-    # 32/13.9 = 2.3, 16/12.5 = 1.3, 16/13.9 = 1.2)
+    # 48×4096 twice: two rows, one shape; the most-past shape first (D − D_crit: 31.4, 18.1, 3.5,
+    # 2.1 layers)
     assert reach.past_shapes == ("48L×4096", "32L×1024", "16L×512", "16L×1024")
     assert (reach.n_shapes, reach.n_rows, reach.past_rows) == (8, 9, 5)
     assert (reach.widths_both_sides, reach.n_widths) == (3, 3) and reach.tested_within_widths
@@ -32,6 +34,10 @@ def test_a_kink_past_only_the_widest_shapes_is_not_tested_within_widths():
     assert "…and 4 more" in many.sentence() and "12 of 12 shapes" in many.sentence()
     assert many.sentence().startswith("Kink reach (D_crit = 1·W^0)")
     assert kink_reach({"A": 1.0}, DEPTH, WIDTH) is None  # no critical depth: no reach
+    with warnings.catch_warnings():  # D_crit = 0: every shape past it, and no division by it
+        warnings.simplefilter("error")
+        flat = kink_reach({"kappa": 0.0}, DEPTH, WIDTH)
+    assert len(flat.past_shapes) == 8 and flat.past_shapes[0] == "48L×4096"
 
 
 def test_the_verdict_line_says_the_kink_is_not_tested_within_widths():
