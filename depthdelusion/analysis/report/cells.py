@@ -100,17 +100,34 @@ def is_not_identified(f, name: str) -> bool:
     return name in f.params and parameter_status(f, name) not in (OK, "at_bound")
 
 
+def _not_identified_text(f, name: str, ci, spec) -> str:
+    """"n.i.", with the one end the data close ("n.i. (≥ 0.39)") when exactly one end is finite
+    and off the parameter's bound: a one-sided bound says something, two finite ends beside
+    "n.i." (a zero-width bootstrap of a ridge) would read as an estimate."""
+    lo, hi = _drift_unbounded(ci) if ci else (-np.inf, np.inf)
+    try:
+        low_bound, high_bound = f.law.param(name).bounds
+    except (ValueError, AttributeError):
+        low_bound, high_bound = -np.inf, np.inf
+    if np.isfinite(lo) and not np.isfinite(hi) and lo > low_bound:
+        return f"{NOT_IDENTIFIED} (≥ {fmt(lo, spec)})"
+    if np.isfinite(hi) and not np.isfinite(lo) and hi < high_bound:
+        return f"{NOT_IDENTIFIED} (≤ {fmt(hi, spec)})"
+    return NOT_IDENTIFIED
+
+
 def estimate_cell(f, name: str, ci, spec=".2g") -> str:
-    """The estimate and its interval in one cell ("1.2 [0.9, 1.6]"); "n.i." alone when the
-    parameter is not identified."""
+    """The estimate and its interval in one cell ("1.2 [0.9, 1.6]"); for a parameter not
+    identified, "n.i." and at most the one end the data close."""
     if is_not_identified(f, name):
-        return NOT_IDENTIFIED
+        return _not_identified_text(f, name, ci, spec)
     return f"{value(f, name)} {param_interval(f, name, ci, spec)}"
 
 
 def interval_cell(f, name: str, ci, spec=".3g") -> str:
-    """An interval column's cell: "n.i." for a parameter that is not identified."""
-    return NOT_IDENTIFIED if is_not_identified(f, name) else param_interval(f, name, ci, spec)
+    """An interval column's cell, "n.i." (and at most one closed end) for a parameter that is
+    not identified."""
+    return _not_identified_text(f, name, ci, spec) if is_not_identified(f, name) else param_interval(f, name, ci, spec)
 
 
 def profile_ci(f, name):

@@ -49,3 +49,5 @@ def test_a_parameter_not_identified_prints_n_i_and_no_interval():
     kappa = [row for row in table.rows if row[1] == "kappa"][0]
     assert kappa[2:] == ["n.i.", "not_identified", "n.i.", "n.i.", "n.i."]
     assert "15.2" not in " ".join(map(str, kappa))
+    f.ci_profile["kappa"] = (2.5, INF)  # one end closed by the data: said, as a bound, not an interval
+    assert _cells(paper_comparison(r), lambda row: row[0].startswith("κ"), "depth_delusion") == ["n.i. (≥ 2.5)"]
