@@ -531,7 +531,8 @@ def _report(p):
 @_arguments("fit", "Fit a registered law to runs and print the fit summary. Without --law, the law "
             "is picked from the table's columns, preferring the law with the most structure the "
             "table supports (depth_delusion needs depth and width, chinchilla tokens that vary); the "
-            "choice and the reason are printed on stderr.")
+            "choice and the reason are printed on stderr: a choice of what to fit, not a verdict "
+            "(compare laws with `report`).")
 def _fit(p):
     p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
     add_published_table(p)

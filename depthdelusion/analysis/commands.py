@@ -187,13 +187,20 @@ def pick_law(runs) -> tuple[str, str]:
 
     fitting = laws_for(runs)
     present = ", ".join(c for c in runs.columns if c in ("depth", "width", "params", "tokens", "loss"))
+    passed = []  # the preferred laws this table cannot fit, with the columns each lacks
     for name in FIT_PREFERENCE:
-        if not law_missing_columns(name, runs):
-            others = [n for n in fitting if n != name]
-            readings = "".join(f"; {v}" for v in runs.read_as.values())
-            return name, (f"law: {name} (picked from the columns {present}; other "
-                          f"laws this table can fit: {', '.join(others) or 'none'}; choose with "
-                          f"--law){readings}")
+        missing = law_missing_columns(name, runs)
+        if missing:
+            passed.append(f"{name} needs {', '.join(missing)}")
+            continue
+        others = [n for n in fitting if n != name]
+        readings = "".join(f"; {v}" for v in runs.read_as.values())
+        return name, (f"law: {name} (picked from the columns {present}: the first of "
+                      f"{', '.join(FIT_PREFERENCE)} the table has the columns for"
+                      + "".join(f"; {p}" for p in passed) + "; a choice of what to fit, not a "
+                      "verdict that it fits best: compare laws with `depthdelusion report`; other "
+                      f"laws this table can fit: {', '.join(others) or 'none'}; choose with "
+                      f"--law){readings}")
     raise ValueError(f"{runs.source}: no default law fits a table with the columns "
                      f"{present} (kaplan needs params, loss); laws it can fit: "
                      f"{', '.join(fitting) or 'none'}. Give --law, or map columns with --columns")
@@ -297,8 +304,8 @@ def _print_fits(results, parts, by, json_output, out, checked=None) -> None:
         if checked is not None:
             print(f"wrote {checked.write_csv(Path(out) / 'rollout.csv')}", file=sys.stderr)
     if json_output:
-        doc = ({"by": by, "groups": {v: r.json_doc() for v, r in results.items()}} if by
-               else results[None].json_doc())
+        doc = ({"by": by, "groups": {v: _json_doc(r, parts[v]) for v, r in results.items()}} if by
+               else _json_doc(results[None], parts[None]))
         if checked is not None:
             doc["rollout"] = checked.to_dict()
         # as FitResult.to_json writes it (an open interval end is null), without its whole text
@@ -306,11 +313,28 @@ def _print_fits(results, parts, by, json_output, out, checked=None) -> None:
         print()
         return
     if by:
-        print("\n\n".join(f"== {by} = {v} ({r.n} rows) ==\n{r.summary()}" for v, r in results.items()))
+        print("\n\n".join(f"== {by} = {v} ({r.n} rows) ==\n{_summary(r, parts[v])}"
+                           for v, r in results.items()))
     else:
-        print(results[None].summary())
+        print(_summary(results[None], parts[None]))
     if checked is not None:
         print(checked.summary())
+
+
+def _summary(result, runs) -> str:
+    """A fit's summary, with where a kink law's penalty acts (the rows it rests on)."""
+    from .fitting.kink_reach import reach_of_fit
+
+    reach = reach_of_fit(result, runs)
+    return result.summary() + (f"\n{reach.sentence()}" if reach is not None else "")
+
+
+def _json_doc(result, runs) -> dict:
+    """A fit's JSON, with a kink law's reach under ``kink_reach``."""
+    from .fitting.kink_reach import reach_of_fit
+
+    doc, reach = result.json_doc(), reach_of_fit(result, runs)
+    return doc if reach is None else {**doc, "kink_reach": reach.to_dict()}
 
 
 def run_isoflop(*, runs: str | None = None, table_name: str | None = None,

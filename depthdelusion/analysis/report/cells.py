@@ -87,8 +87,47 @@ def value(f, name: str, spec=".3g") -> str:
     would be arbitrary."""
     v = f.all_params.get(name)
     if name in f.params and parameter_status(f, name) != OK:
-        return f"at bound {fmt(v, spec)}" if parameter_status(f, name) == "at_bound" else "n.i."
+        return f"at bound {fmt(v, spec)}" if parameter_status(f, name) == "at_bound" else NOT_IDENTIFIED
     return fmt(v, spec)
+
+
+NOT_IDENTIFIED = "n.i."
+
+
+def is_not_identified(f, name: str) -> bool:
+    """The estimate prints "n.i." (:func:`value`): then no interval is printed beside it either,
+    since a bootstrap of a ridge can return one value over and over (a zero-width interval)."""
+    return name in f.params and parameter_status(f, name) not in (OK, "at_bound")
+
+
+def _not_identified_text(f, name: str, ci, spec) -> str:
+    """"n.i.", with the one end the data close ("n.i. (≥ 0.39)") when exactly one end is finite
+    and off the parameter's bound: a one-sided bound says something, two finite ends beside
+    "n.i." (a zero-width bootstrap of a ridge) would read as an estimate."""
+    lo, hi = _drift_unbounded(ci) if ci else (-np.inf, np.inf)
+    try:
+        low_bound, high_bound = f.law.param(name).bounds
+    except (ValueError, AttributeError):
+        low_bound, high_bound = -np.inf, np.inf
+    if np.isfinite(lo) and not np.isfinite(hi) and lo > low_bound:
+        return f"{NOT_IDENTIFIED} (≥ {fmt(lo, spec)})"
+    if np.isfinite(hi) and not np.isfinite(lo) and hi < high_bound:
+        return f"{NOT_IDENTIFIED} (≤ {fmt(hi, spec)})"
+    return NOT_IDENTIFIED
+
+
+def estimate_cell(f, name: str, ci, spec=".2g") -> str:
+    """The estimate and its interval in one cell ("1.2 [0.9, 1.6]"); for a parameter not
+    identified, "n.i." and at most the one end the data close."""
+    if is_not_identified(f, name):
+        return _not_identified_text(f, name, ci, spec)
+    return f"{value(f, name)} {param_interval(f, name, ci, spec)}"
+
+
+def interval_cell(f, name: str, ci, spec=".3g") -> str:
+    """An interval column's cell, "n.i." (and at most one closed end) for a parameter that is
+    not identified."""
+    return _not_identified_text(f, name, ci, spec) if is_not_identified(f, name) else param_interval(f, name, ci, spec)
 
 
 def profile_ci(f, name):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..fitting.kink_reach import MIN_WIDTHS_BOTH_SIDES
 from ..reference import (
     PAPER_FIT,
     PAPER_PERSISTENCE_EXPONENT,
@@ -20,7 +21,16 @@ from ..science.persistence import (
     length_statement,
     paper_implied_length,
 )
-from .cells import interval, is_numerical_note, profile_ci, rounded_note, shape_unit, value
+from .cells import (
+    NOT_IDENTIFIED,
+    interval,
+    is_not_identified,
+    is_numerical_note,
+    profile_ci,
+    rounded_note,
+    shape_unit,
+    value,
+)
 from .contents import (
     CANNOT_TELL,
     NO_VOCAB,
@@ -61,14 +71,15 @@ def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
         answers["not fitted" if isinstance(v, str) else v.answer].append((form, conv))
         if not isinstance(v, str) and v.significant and lf is not None and "kappa" in lf.params:
             ci = profile_ci(lf, 'kappa')
-            kappas.append(f"{value(lf, 'kappa', '.2f')} {interval(ci, '.2f')} "
+            kappas.append((NOT_IDENTIFIED + " " if is_not_identified(lf, "kappa")
+                           else f"{value(lf, 'kappa', '.2f')} {interval(ci, '.2f')} ")
                           + ("— its interval includes 0, i.e. no critical depth at all — " if ci is not None and ci[0] <= 0 else "")
                           + f"({form}, {conv.replace('_', '-')} N)")
     said = [f"{_ANSWER_WORDS[a]} for {_cells_text(c)}" for a, c in answers.items() if c]
     text = ("Which of the paper's conclusions hold depends on two choices it leaves implicit: how "
             "runs trained on different token budgets are combined, and which parameter count N is "
             f"used. Does the {law} depth penalty earn its extra parameters over the shape-agnostic "
-            "law? " + "; ".join(said) + ". ")
+            "law? " + "; ".join(said) + ". " + _untested_yes(matrix))
     text += (("Where λ is significant, the critical-depth slope is κ = " + ", ".join(kappas)
               + f" (95% profile-likelihood intervals); the paper reports κ = {PAPER_FIT['kappa'][0]}. ")
              if kappas else
@@ -80,6 +91,19 @@ def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
     text += (f"The detailed sections below use {main_label}, where the overall answer is "
              f"'{main_overall}'.")
     return [text]
+
+
+def _untested_yes(matrix) -> str:
+    """Where a penalty earns its parameters but no three widths bracket its kink, said after the
+    answers: a "yes" there is not a depth effect at fixed width."""
+    cells = [(form, conv) for (form, conv), (v, _, caveat) in matrix.items()
+             if not caveat and not isinstance(v, str) and v.answer in ("yes", "not clearly")
+             and v.reach is not None and not v.reach.tested_within_widths]
+    if not cells:
+        return ""
+    return (f"For {_cells_text(cells)}, the kink is not tested within widths (fewer than "
+            f"{MIN_WIDTHS_BOTH_SIDES} widths have shapes on both sides of the fitted D_crit): what "
+            "it fits may be a break across widths or model sizes. ")
 
 
 def _warnings(r: ReportResults) -> list:
@@ -145,9 +169,20 @@ def opening_paragraph(runs, fits: dict, persist: dict) -> str:
     if weight:
         text += _gradient_trend(weight, persist.get("weight_scaling"))
     if fits:
-        by_aicc = min(fits.values(), key=lambda f: f.aicc)
-        text += f" Best law by AICc: {by_aicc.law.name}."
+        text += best_law_text(fits)
     return text
+
+
+def best_law_text(fits: dict) -> str:
+    """" Best law by AICc and BIC: X.", or both laws with their margins when the criteria
+    disagree (the law-comparison table shows both; a headline naming one would contradict it)."""
+    by_aicc = min(fits.values(), key=lambda f: f.aicc)
+    by_bic = min(fits.values(), key=lambda f: f.bic)
+    a, b = by_aicc.law.name, by_bic.law.name
+    if by_aicc is by_bic:
+        return f" Best law by AICc and BIC: {a}."
+    return (f" The criteria disagree: best law by AICc: {a} (AICc {by_bic.aicc - by_aicc.aicc:.1f} "
+            f"below {b}'s); by BIC: {b} (BIC {by_aicc.bic - by_bic.bic:.1f} below {a}'s).")
 
 
 def _depth_trend(trends, widths) -> str:

@@ -169,7 +169,7 @@ def design_matrix(runs: Runs, law: str, method: str, seed: int, conventions=("to
                 base = "chinchilla" if r.tokens_vary else "kaplan"
                 bf = fit_form(r, base, method, offsets, bootstrap=0, seed=seed, leave_one_out=False,
                               profile=False)
-                out[(label, conv)] = (penalty_verdict(lf, bf, shape_variation(r)), lf, caveat)
+                out[(label, conv)] = (penalty_verdict(lf, bf, shape_variation(r), runs=r), lf, caveat)
             except ValueError as err:
                 out[(label, conv)] = (f"not fitted: {err}", None, caveat)
     return out

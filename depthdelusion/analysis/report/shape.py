@@ -25,6 +25,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..fitting.kink_reach import critical_depth as kink_critical_depth
 from ..fitting.result import FitResult, has_token_term
 from ..laws import LawInputs, get_law
 from ..reference import PAPER_KAPPA, ModelShapes, load_llm_shapes
@@ -97,15 +98,9 @@ def simple_counts(vocab: int | None = None) -> Counts:
 
 
 def critical_depth(fit_or_params, width) -> np.ndarray:
-    """D_crit(W) in layers: κ·ln W, or c·W^p for the power-law variant."""
+    """D_crit(W) in layers of a fit or its values (the formula's owner: :mod:`..fitting.kink_reach`)."""
     p = fit_or_params.all_params if isinstance(fit_or_params, FitResult) else dict(fit_or_params)
-    W = np.asarray(width, float)
-    if "kappa" in p:
-        return p["kappa"] * np.log(W)
-    if "c" in p and "p" in p:
-        return p["c"] * W ** p["p"]
-    raise ValueError(f"this law has no critical depth (parameters: {sorted(p)}); fit "
-                     "'depth_delusion', 'depth_delusion_relative' or 'depth_delusion_power'")
+    return kink_critical_depth(p, width)
 
 
 @dataclass

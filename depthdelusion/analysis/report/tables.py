@@ -13,7 +13,7 @@ from ..fitting.result import parameter_status
 from ..formats.table_text import Table
 from ..laws import shape_kind
 from ..reference import PAPER_FIT, PAPER_KAPPA, PAPER_SHAPE_EXPONENTS
-from .cells import fmt, interval, millions, param_interval, profile_ci, shape_unit, value
+from .cells import estimate_cell, fmt, interval, interval_cell, millions, profile_ci, shape_unit, value
 from .consistency import CONVENTIONS
 from .contents import RANGE_TOL, ReportResults, exceeding
 from .verdict import HEADS
@@ -89,8 +89,7 @@ def design_parameters(r: ReportResults) -> Table:
             continue
         crit = "kappa" if "kappa" in lf.all_params else "c"
         kt.add(form, conv.replace("_", "-"),
-               *[f"{value(lf, k)} {param_interval(lf, k, profile_ci(lf, k), '.2g')}"
-                 for k in (crit, "lam", "alpha")],
+               *[estimate_cell(lf, k, profile_ci(lf, k)) for k in (crit, "lam", "alpha")],
                fmt(lf.r2, ".3f"), len(lf.flags))
     return kt
 
@@ -154,7 +153,7 @@ def paper_comparison(r: ReportResults) -> Table:
         for f in r.fits.values():
             if param in f.params:
                 ci_ = profile_ci(f, param) or (f.ci_bootstrap[param] if f.ci_bootstrap else None)
-                cells.append(f"{value(f, param)} {param_interval(f, param, ci_, '.2g')}")
+                cells.append(estimate_cell(f, param, ci_))
             else:
                 cells.append("—")
         t.add(title, f"{v:g} {interval(ci)}", *cells)
@@ -175,9 +174,9 @@ def parameters(r: ReportResults) -> Table:
     for name, f in r.fits.items():
         prof = getattr(f, "ci_profile", None) or {}
         for p in f.params:
-            row = [name, p, value(f, p, ".4g"), parameter_status(f, p), param_interval(f, p, f.ci_jacobian[p]),
-                   param_interval(f, p, f.ci_bootstrap[p] if f.ci_bootstrap else None, ".2g")]
-            t.add(*row, *([param_interval(f, p, prof.get(p))] if prof_col else []))
+            row = [name, p, value(f, p, ".4g"), parameter_status(f, p), interval_cell(f, p, f.ci_jacobian[p]),
+                   interval_cell(f, p, f.ci_bootstrap[p] if f.ci_bootstrap else None, ".2g")]
+            t.add(*row, *([interval_cell(f, p, prof.get(p))] if prof_col else []))
     return t
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..fitting.kink_reach import KinkReach, reach_of_fit
 from ..fitting.lr_test import (
     DEFAULT_REPLICATES,
     LRTest,
@@ -97,8 +98,10 @@ def too_few_runs(fit) -> str | None:
     if df > MIN_RESIDUAL_DF:
         return None
     corr = f"{2 * big_k * (big_k + 1) / df:.0f}" if df > 0 else "infinite"
-    return (f"too few runs for {big_k} parameters ({fit.law.name}: n = {fit.n}, n − K − 1 = {df} "
-            f"≤ {MIN_RESIDUAL_DF}; the AICc correction alone is {corr})")
+    # k as the law-comparison table counts it, then K as AICc does: one count per meaning
+    return (f"too few runs for {fit.k} parameters and the noise variance ({fit.law.name}: n = "
+            f"{fit.n}, K = {big_k}, n − K − 1 = {df} ≤ {MIN_RESIDUAL_DF}; the AICc correction "
+            f"alone is {corr})")
 
 
 def baseline_for(fit) -> str:
@@ -123,6 +126,7 @@ class PenaltyVerdict:
     p_value: float = math.nan
     reason: str = ""
     test: LRTest | None = None  # how p_value was obtained
+    reach: KinkReach | None = None  # the shapes past the fitted D_crit: what the verdict rests on
 
     @property
     def significant(self) -> bool:
@@ -138,12 +142,14 @@ class PenaltyVerdict:
         head = HEADS[self.answer]
         if self.answer == "not compared":
             return f"{head}: {self.law} — {self.reason}"
+        # an uninformative comparison is not tested: its LR is shown, a p-value (or a bound on
+        # one) would read as a test
         facts = (f"{self.law} vs {self.baseline} (same data term): ΔAICc = {self.d_aicc:+.2f}, "
                  f"ΔBIC = {self.d_bic:+.2f} (negative favours {self.law}); λ = 0 "
-                 + ("not tested" if self.answer == "uninformative" else
-                    "rejected" if self.significant else "not rejected")
-                 + f" (LR = {self.lr:.2f}, {self.p_text()})")
-        return f"{head}: {self.reason}. ({facts}.)"
+                 + (f"not tested (LR = {self.lr:.2f}; no p-value)" if self.answer == "uninformative"
+                    else ("rejected" if self.significant else "not rejected")
+                    + f" (LR = {self.lr:.2f}, {self.p_text()})"))
+        return f"{head}: {self.reason}{_untested(self.reach)}. ({facts}.){_reach_text(self.reach)}"
 
 
 def penalty_test(law_fit, base_fit) -> LRTest:
@@ -153,12 +159,14 @@ def penalty_test(law_fit, base_fit) -> LRTest:
 
 
 def penalty_verdict(law_fit, base_fit, variation: ShapeVariation | None = None,
-                    test: LRTest | None = None) -> PenaltyVerdict:
-    """``test``: the calibrated test of λ = 0 (default: Davies' bound, :func:`penalty_test`)."""
+                    test: LRTest | None = None, runs=None) -> PenaltyVerdict:
+    """``test``: the calibrated test of λ = 0 (default: Davies' bound, :func:`penalty_test`);
+    ``runs``: the fitted rows, for the kink's reach (which shapes its penalty touches)."""
     name, base = law_fit.law.name, base_fit.law.name
     d_aicc, d_bic = law_fit.aicc - base_fit.aicc, law_fit.bic - base_fit.bic
     test = test or penalty_test(law_fit, base_fit)
-    v = PenaltyVerdict(name, base, "", d_aicc, d_bic, test.lr, test.p, test=test)
+    v = PenaltyVerdict(name, base, "", d_aicc, d_bic, test.lr, test.p, test=test,
+                       reach=None if runs is None else reach_of_fit(law_fit, runs))
     few = too_few_runs(law_fit)
     if variation is not None and not variation.ok:
         v.answer, v.reason = "cannot tell", (f"the runs cannot identify a depth penalty: {variation.reason}; "
@@ -204,8 +212,17 @@ def penalty_verdicts(fits: dict, runs, *, replicates: int = DEFAULT_REPLICATES,
             out.append(PenaltyVerdict(name, base, "not compared",
                                       reason=f"its same-data-term baseline {base!r} was not fitted"))
             continue
-        out.append(penalty_verdict(f, fits[base], variation, tests.get(name)))
+        out.append(penalty_verdict(f, fits[base], variation, tests.get(name), runs))
     return out
+
+
+def _untested(reach: KinkReach | None) -> str:
+    """"; the kink is not tested within widths …" for a verdict whose kink no width brackets."""
+    return f"; {reach.untested()}" if reach is not None and reach.untested() else ""
+
+
+def _reach_text(reach: KinkReach | None) -> str:
+    return f" {reach.sentence()}" if reach is not None else ""
 
 
 @dataclass
@@ -218,6 +235,7 @@ class CriticalDepthVerdict:
     d_aicc: float = math.nan  # AICc(kink) − AICc(smooth): negative favours the kink
     test: LRTest | None = None
     reason: str = ""
+    reach: KinkReach | None = None  # the shapes past the fitted D_crit
 
     @property
     def kink_wins(self) -> bool:
@@ -226,10 +244,11 @@ class CriticalDepthVerdict:
     def sentence(self) -> str:
         head = HEADS[self.answer]
         if self.test is None:
-            return f"{head}: {self.reason}."
-        return (f"{head}: {self.reason}. ({self.kink} vs the best smooth shape law {self.smooth}: "
-                f"ΔAICc = {self.d_aicc:+.2f} (negative favours the kink); LR = n·ln(RSS_smooth / "
-                f"RSS_kink) = {self.test.lr:.2f}, {self.test.p_text()}.)")
+            return f"{head}: {self.reason}{_untested(self.reach)}.{_reach_text(self.reach)}"
+        return (f"{head}: {self.reason}{_untested(self.reach)}. ({self.kink} vs the best smooth "
+                f"shape law {self.smooth}: ΔAICc = {self.d_aicc:+.2f} (negative favours the kink); "
+                f"LR = n·ln(RSS_smooth / RSS_kink) = {self.test.lr:.2f}, {self.test.p_text()}.)"
+                + _reach_text(self.reach))
 
 
 def critical_depth_verdict(fits: dict, runs, kink: str, penalty: PenaltyVerdict | None = None, *,
@@ -243,7 +262,7 @@ def critical_depth_verdict(fits: dict, runs, kink: str, penalty: PenaltyVerdict 
         return CriticalDepthVerdict(kink, "", "not compared", reason="no smooth shape law was fitted")
     best = min(smooth, key=lambda f: f.aicc)
     kf = fits[kink]
-    v = CriticalDepthVerdict(kink, best.law.name, "", kf.aicc - best.aicc)
+    v = CriticalDepthVerdict(kink, best.law.name, "", kf.aicc - best.aicc, reach=reach_of_fit(kf, runs))
     variation = shape_variation(runs)
     few = too_few_runs(kf) or too_few_runs(best)
     if not variation.ok:

@@ -38,7 +38,10 @@ def test_few_runs_per_parameter_is_uninformative_not_a_verdict():
     fits, verdicts = _verdicts(runs, ["depth_delusion", "kaplan"])
     (v,) = verdicts
     assert v.answer == "uninformative" and not v.significant, v.sentence()
-    assert "too few runs for 7 parameters" in v.sentence() and "n − K − 1 = 4" in v.sentence()
+    # the text counts the law's parameters as the comparison table's k does (issue 63 item 16)
+    assert "too few runs for 6 parameters and the noise variance" in v.sentence()
+    assert "K = 7, n − K − 1 = 4" in v.sentence() and fits["depth_delusion"].k == 6
+    assert "not tested (LR = " in v.sentence() and "p =" not in v.sentence() and "p ≤" not in v.sentence()
     assert overall(verdicts) == "uninformative"
 
 

@@ -1,0 +1,123 @@
+"""Where a fitted kink acts: the shapes and rows past D_crit(W), and whether any width has shapes
+on both sides of it.
+
+A kink law's penalty λ·max(0, D − D_crit(W))·… is zero for every row with D ≤ D_crit(W), so its
+whole gain over the shape-agnostic law rests on the rows past D_crit. When those are a handful of
+shapes — say the largest models — a break in model size fits as well, and the fit says nothing
+about depth at a fixed width. Within a width the kink is tested only when that width has shapes
+on both sides of D_crit; with fewer than :data:`MIN_WIDTHS_BOTH_SIDES` such widths the verdict
+must say that the kink is not tested within widths.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_WIDTHS_BOTH_SIDES = 3  # fewer widths with shapes on both sides of D_crit: not tested within widths
+SHAPES_LISTED = 8  # shapes past D_crit named; the rest counted
+
+
+def critical_depth(params: dict, width) -> np.ndarray:
+    """D_crit(W) in layers: κ·ln W, or c·W^p for the power-law variant (``params``: a kink law's
+    values, fixed ones included)."""
+    W = np.asarray(width, float)
+    if "kappa" in params:
+        return params["kappa"] * np.log(W)
+    if "c" in params and "p" in params:
+        return params["c"] * W ** params["p"]
+    raise ValueError(f"this law has no critical depth (parameters: {sorted(params)}); fit "
+                     "'depth_delusion', 'depth_delusion_relative' or 'depth_delusion_power'")
+
+
+def _location(params: dict) -> str:
+    # the values in the formula: "p = …" beside a verdict would read as a p-value
+    if "kappa" in params:
+        return f"D_crit = {params['kappa']:.3g}·ln W"
+    return f"D_crit = {params['c']:.3g}·W^{params['p']:.3g}"
+
+
+@dataclass(frozen=True)
+class KinkReach:
+    """The rows and shapes (distinct D × W) a fitted kink's penalty touches."""
+
+    location: str          # the fitted kink, e.g. "D_crit = 4.6·ln W"
+    n_shapes: int
+    n_rows: int
+    past_shapes: tuple     # labels "DL×W" of the shapes with D > D_crit(W), most layers past first
+    past_rows: int
+    widths_both_sides: int  # widths with shapes on both sides of D_crit
+    n_widths: int
+    size_break: float = float("nan")  # when every row past D_crit is larger (N) than every row
+    #                                   before it: the smallest N past it (a size break splits alike)
+
+    @property
+    def tested_within_widths(self) -> bool:
+        return self.widths_both_sides >= MIN_WIDTHS_BOTH_SIDES
+
+    def sentence(self) -> str:
+        named = ", ".join(self.past_shapes[:SHAPES_LISTED])
+        more = len(self.past_shapes) - SHAPES_LISTED
+        named += f" …and {more} more" if more > 0 else ""
+        return (f"Kink reach ({self.location}): {len(self.past_shapes)} of {self.n_shapes} shapes "
+                f"({self.past_rows} of {self.n_rows} rows) have D > D_crit(W)"
+                + (f": {named}" if named else "") + f"; {self.widths_both_sides} of {self.n_widths} "
+                "widths have shapes on both sides of D_crit" + ("" if self.tested_within_widths else
+                f" (fewer than {MIN_WIDTHS_BOTH_SIDES}: the kink is not tested within widths)") + "."
+                + self.size_text())
+
+    def size_text(self) -> str:
+        """" The rows past D_crit are the k largest models …" when a break in N splits them alike."""
+        if not np.isfinite(self.size_break):
+            return ""
+        return (f" The rows past D_crit are the {self.past_rows} largest models (N ≥ "
+                f"{self.size_break:.3g}): a break in model size there splits the rows the same way.")
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "past_shapes": list(self.past_shapes),
+                "tested_within_widths": self.tested_within_widths}
+
+    def untested(self) -> str:
+        """The clause a verdict carries when the kink is not tested within widths ("" if it is)."""
+        if self.tested_within_widths:
+            return ""
+        return (f"the kink is not tested within widths (only {self.widths_both_sides} of "
+                f"{self.n_widths} widths have shapes on both sides of D_crit, fewer than "
+                f"{MIN_WIDTHS_BOTH_SIDES}): what it fits may be a break across widths or model sizes")
+
+
+def kink_reach(params: dict, depth, width, size=None) -> KinkReach | None:
+    """The reach of the kink at ``params`` over rows of ``depth`` × ``width`` (``size``: their N,
+    to say whether a model-size break splits the rows alike); None when the law has no critical
+    depth or no row gives both."""
+    if not ("kappa" in params or ("c" in params and "p" in params)):
+        return None
+    D, W = np.asarray(depth, float), np.asarray(width, float)
+    keep = np.isfinite(D) & np.isfinite(W) & (W > 0)
+    if not keep.any():
+        return None
+    D, W = D[keep], W[keep]
+    past = D > critical_depth(params, W)
+    N = np.full(len(D), np.nan) if size is None else np.asarray(size, float)[keep]
+    size_break = (float(N[past].min()) if past.any() and (~past).any() and np.all(np.isfinite(N))
+                  and N[past].min() > N[~past].max() else float("nan"))
+    excess = {}  # shape → D − D_crit in layers (what the penalty is linear in), for those past it
+    sides: dict = {}  # width → the sides of D_crit its shapes are on
+    for d, w, p in zip(D, W, past):
+        sides.setdefault(w, set()).add(bool(p))
+        if p:
+            excess[(d, w)] = d - float(critical_depth(params, w))
+    shapes = sorted(excess, key=lambda s: -excess[s])
+    return KinkReach(_location(params), len(set(zip(D.tolist(), W.tolist()))), int(keep.sum()),
+                     tuple(f"{d:g}L×{w:g}" for d, w in shapes), int(past.sum()),
+                     sum(len(s) == 2 for s in sides.values()), len(sides), size_break)
+
+
+def reach_of_fit(result, runs) -> KinkReach | None:
+    """:func:`kink_reach` of a fitted kink law (its fixed values included) over the rows it was
+    fitted to; None for a law without a critical depth."""
+    depth, width = getattr(runs, "depth", None), getattr(runs, "width", None)
+    if "lam" not in result.all_params or depth is None or width is None:
+        return None
+    return kink_reach(result.all_params, depth, width, getattr(runs, "params", None))
