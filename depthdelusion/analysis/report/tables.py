@@ -120,7 +120,7 @@ def calibrated_table(r: ReportResults) -> Table:
               c.smooth.law.name, f"{fmt(c.kink.rss, '.4g')} / {fmt(c.smooth.rss, '.4g')}",
               fmt(c.kink.aicc - c.smooth.aicc, '+.1f'),
               _bootstrap_cell(kink_test) if kink_test is not None else "not tested",
-              f"{value(c.kink, 'kappa', '.3g')} {param_interval(c.kink, 'kappa', profile_ci(c.kink, 'kappa'), '.3g')}")
+              estimate_cell(c.kink, 'kappa', profile_ci(c.kink, 'kappa'), '.3g'))
     return t
 
 
