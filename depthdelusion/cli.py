@@ -588,8 +588,8 @@ def add_interval_options(p):
     """What a fit holds fixed, which sign λ may take, and how its intervals are made: one meaning
     in `fit` and `report` (fitting.options.FitOptions)."""
     p.add_argument("--fix", action="append", metavar="NAME=VALUE",
-                   help="hold a law parameter at a value (repeatable), e.g. --fix kappa=2.43 to test "
-                        "the paper's critical-depth slope; `report` fixes it in every law that has it")
+                   help="hold a law parameter at a value (repeatable), e.g. --fix kappa=2.5; to test "
+                        "the paper's critical-depth slope, its κ (`depthdelusion laws`); `report` fixes it in every law that has it")
     p.add_argument("--signed-penalty", action="store_true",
                    help="the kink laws' depth penalty λ free in sign (fitted as it is, not in log "
                         "space), so that deeper-is-better past D_crit shows as λ < 0 instead of a "

@@ -21,7 +21,7 @@ from .fitting.options import FitOptions, RowOptions
 FIT_FILES = ("rows.csv", "residuals.png", "rollout.csv")
 #: The report's tables, each written as NAME.csv (tests/analysis/test_cli_analysis.py checks this
 #: list against every ``Table("NAME", ...)`` the package makes).
-REPORT_TABLES = ("consistency", "design_parameters", "design_verdicts", "extrapolation",
+REPORT_TABLES = ("calibrated_cells", "consistency", "design_parameters", "design_verdicts", "extrapolation",
                  "law_comparison", "llm_audit", "paper_comparison", "parameters", "persistence")
 #: The files `report --out DIR` writes (in DIR, or a folder of it per --by value).
 REPORT_FILES = ("report.md", "report.tex", "numerics.md", "*.png", *(f"{t}.csv" for t in REPORT_TABLES))

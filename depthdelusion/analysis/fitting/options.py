@@ -21,7 +21,7 @@ PROFILE_MODES = ("none", "fast", "full")
 
 
 def parse_fixed(items) -> dict:
-    """``["kappa=2.43", "gamma=0.35"]`` (``--fix``) -> ``{"kappa": 2.43, "gamma": 0.35}``; a
+    """``["kappa=2.5", "gamma=0.35"]`` (``--fix``) -> ``{"kappa": 2.5, "gamma": 0.35}``; a
     malformed item or a value that is not a finite number is a one-line error naming the flag
     (whether the law has the parameter is the fit's check: it knows the law)."""
     import math
@@ -30,11 +30,11 @@ def parse_fixed(items) -> dict:
     for item in [items] if isinstance(items, str) else (items or ()):
         name, sep, text = (s.strip() for s in str(item).partition("="))
         if not sep or not name or not text:
-            raise ValueError(f"--fix {item}: expected NAME=VALUE (e.g. --fix kappa=2.43)")
+            raise ValueError(f"--fix {item}: expected NAME=VALUE (e.g. --fix kappa=2.5)")
         try:
             value = float(text)
         except ValueError:
-            raise ValueError(f"--fix {item}: {text!r} is not a number (e.g. --fix {name}=2.43)") from None
+            raise ValueError(f"--fix {item}: {text!r} is not a number (e.g. --fix {name}=2.5)") from None
         if not math.isfinite(value):
             raise ValueError(f"--fix {item}: the value must be a finite number")
         if name in fixed:
@@ -154,7 +154,7 @@ class FitOptions(_FromArguments):
 
     def interval_flags(self) -> str:
         """The command-line flags of ``fix``, ``signed_penalty``, ``cluster`` and ``profile`` as
-        set (" --fix kappa=2.43 --profile fast"; "" at their defaults): for a "regenerate with"."""
+        set (" --fix kappa=2.5 --profile fast"; "" at their defaults): for a "regenerate with"."""
         return "".join([*(f" --fix {k}={v!r}" for k, v in self.fixed_values().items()),
                         " --signed-penalty" if self.signed_penalty else "",
                         f" --cluster {self.cluster}" if self.cluster is not None else "",

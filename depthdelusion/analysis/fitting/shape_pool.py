@@ -23,6 +23,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.optimize import least_squares, lsq_linear
 
+from ..reference import PAPER_KAPPA
+
 N_UNIT, T_UNIT = 1e9, 1e10  # N and T enter the law as N/1e9 and T/1e10 (conditioning)
 EXPONENT_BOUNDS = (0.02, 1.5)
 EPS_BOUNDS = (0.0, 1.0)
@@ -35,7 +37,7 @@ LAWS = {
 }
 _STARTS = (0.15, 0.35, 0.7)  # α, β starts of a suite's first fit
 KAPPA_BOUNDS, GAMMA_BOUNDS = (0.1, 10.0), (-1.0, 2.0)
-_KINK_STARTS = ((1.5, 0.0), (2.43, 0.35), (4.0, 0.35), (2.43, 1.0))  # (κ, γ)
+_KINK_STARTS = ((1.5, 0.0), (PAPER_KAPPA, 0.35), (4.0, 0.35), (PAPER_KAPPA, 1.0))  # (κ, γ): the paper's κ among them
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ...progress import SILENT
 from ..formats.table_text import latex_document, write_csv
+from .calibrated import calibrated_cells
 from .markdown import first_lines, in_short, markdown, numerics_markdown, verdict_text
 from .options import DEFAULT_LAWS, ReportOptions
 from .results import (
@@ -74,7 +75,7 @@ def build_report(runs, options: ReportOptions = ReportOptions(), *,
                  progress=SILENT) -> tuple[Report, str, str]:
     """Fit and tabulate as ``options`` say; returns (report, markdown, latex) without writing
     anything. ``progress``: a ``depthdelusion.progress.Stages`` told as each stage starts."""
-    r = with_tables(compute(runs, options, progress=progress))
+    r = with_tables(compute(runs, options, progress=progress, calibrate=calibrated_cells))
     report = Report(Path("."), r.fits, list(r.tables), verdict=verdict_text(r), in_short=in_short(r),
                     verdicts=list(r.verdicts), first_lines=first_lines(r),
                     persistence=r.persistence.as_dict(), runs=r.runs, results=r)

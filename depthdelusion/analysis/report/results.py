@@ -41,7 +41,6 @@ from ..science.readout import readout_section
 from ..science.spectra import spectrum_section
 from ..table.law_columns import law_missing_columns
 from ..table.runs import PAPER_VOCAB, Runs, load_runs
-from .calibrated import calibrated_cells
 from .consistency import audit_param_counts, with_param_convention
 from .contents import (
     CANNOT_TELL,
@@ -368,10 +367,12 @@ def _shape(fits, verdicts, critical, runs, raw, s: Settings) -> ShapeResults | N
                          runs, raw, s.params, s.bootstrap, s.shape_draws)
 
 
-def compute(runs, options: ReportOptions, progress=SILENT) -> ReportResults:
+def compute(runs, options: ReportOptions, progress=SILENT, calibrate=None) -> ReportResults:
     """Fit and test as ``options`` say; writes nothing. The tables are added by
     ``tables.with_tables``. ``progress`` (``depthdelusion.progress.Stages``) is told as each
-    stage starts."""
+    stage starts. ``calibrate``: :func:`.calibrated.calibrated_cells` (build hands it in, so that
+    this module stays one level above the verdicts), the design cells rechecked by bootstrap;
+    None: not rechecked."""
     s = _settings(runs, options)
     laws, groups, params, design, step = options.laws, options.groups, options.params, options.design, options.step
     method, bootstrap, seed = s.method, s.bootstrap, s.seed
@@ -403,8 +404,8 @@ def compute(runs, options: ReportOptions, progress=SILENT) -> ReportResults:
         progress.stage(f"{primary} in every design form")
     matrix = design_matrix(raw, primary, method, seed, profile=options.fit.profile) if with_matrix else {}
     smooth = [n for n, f in fits.items() if shape_kind(f.law) == "smooth"]
-    calibrated = (calibrated_cells(design_forms(raw), matrix, primary, method, seed, s.lr_replicates,
-                                   smooth, fit_form) if with_matrix else ())
+    calibrated = (calibrate(design_forms(raw), matrix, primary, method, seed, s.lr_replicates,
+                            smooth, fit_form) if with_matrix and calibrate is not None else ())
     notes = sorted({n for f in fits.values() for n in f.notes if "token" in n} | set(runs.notes)
                    | set(n_notes))
     audit = (audit_param_counts(raw, vocab=runs_vocab(raw))  # a registered count is not the paper's

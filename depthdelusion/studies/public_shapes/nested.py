@@ -18,7 +18,7 @@ Calibration: the null is the smooth fit plus *whole runs' residual series* (each
 residual series, in token order, of a run drawn with replacement from those with at least as many
 checkpoints): within-run autocorrelation and run-level offsets travel with the residuals, where
 the core's parametric bootstrap drew independent checkpoints. Power: the same draws with the
-paper's kink (λ = 0.18, κ = 2.43, γ = 0.35, relative form) added at full, half and quarter size,
+paper's kink (relative form, at its λ, κ, γ: `PAPER_KINK`) added at full, half and quarter size,
 the test's level-5% critical value from the null draws.
 """
 from __future__ import annotations

@@ -277,7 +277,7 @@ def _nested_section(kinks) -> list[str]:
             "alone: nested, so LR = n·ln(RSS_smooth / RSS_kink) ≥ 0 (the core's kink-vs-smooth LR above is "
             "non-nested and cannot show a kink). Null: the smooth fit plus whole runs' residual series "
             f"resampled ({kinks[0].replicates} draws; p = (1 + #{{LR* ≥ LR}}) / (1 + draws)). Power: the "
-            "paper's kink (λ 0.18, κ 2.43, γ 0.35, relative form) added at each size to the same kind of "
+            f"paper's kink (λ 0.18, κ {PAPER_KAPPA}, γ 0.35, relative form) added at each size to the same kind of "
             "draw, detected when LR exceeds the null's 95th percentile; in brackets the penalty it puts "
             f"on {kinks[0].worst_shape}, the shape it hits hardest (nats).", "",
             markdown_table(["arm", "LR", "p", "LR* 95%", "kink fitted"] + [f"power at {s} (penalty)" for s in sizes],
