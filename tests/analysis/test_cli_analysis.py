@@ -252,7 +252,10 @@ def test_ctrl_c_during_a_report_is_one_line_exit_130_and_leaves_no_folder(tmp_pa
     out = tmp_path / "new" / "report"
     proc = subprocess.Popen([sys.executable, "-m", "depthdelusion", "report", str(table), "--out", str(out),
                              "--no-figures", "--bootstrap", "50"], cwd=ROOT, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            # a suite started in the background inherits SIGINT ignored, and Python
+                            # then installs no KeyboardInterrupt: give the child a terminal's default
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
     for line in proc.stderr:  # the fits have started: interrupt them
         lines.append(line)

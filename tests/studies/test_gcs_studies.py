@@ -135,7 +135,7 @@ def test_fit_and_isoflop_write_their_out_to_gs(bucket, tmp_path, capsys):
     out = epath.Path(f"{bucket}/fit")
     assert main(["fit", str(path), "--bootstrap", "0", "--json", "--out", str(out)]) == 0
     rows = (out / "rows.csv").read_text().splitlines()
-    assert rows[0].startswith("name,params,tokens,loss,fitted") and len(rows) == 91
+    assert rows[0].startswith("row,name,params,tokens,loss,fitted") and len(rows) == 91
     assert (out / "residuals.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     rows = [{"N": f"{r['params']:.6g}", "loss": f"{r['loss']:.5f}", "flops": f"{6 * r['params'] * r['tokens']:.6g}"}
