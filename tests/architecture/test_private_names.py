@@ -5,7 +5,7 @@ is defined."""
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).parent.parent / "depthdelusion"
+PACKAGE = Path(__file__).resolve().parents[2] / "depthdelusion"
 
 
 def _private(name: str) -> bool:

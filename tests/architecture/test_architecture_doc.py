@@ -2,7 +2,7 @@
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "depthdelusion"
 # A module described at the start of a clause: `name.py` (or a list of them) followed by " — ".
 DESCRIBED = re.compile(r"`([\w/]+\.py)`(?=(?:,\s*`[\w/]+\.py`)*\s+—)")
@@ -83,11 +83,13 @@ TOP_LEVEL_TEST_MODULES_MAX = 15  # issue 49: tests of the package's top-level mo
 
 def test_tests_mirror_the_package():
     """Every test folder but helpers/ is named for a subpackage of depthdelusion/ (or for the
-    repository's tpu/ scripts), and few test modules sit directly in tests/."""
+    repository's tpu/ scripts, or is architecture/: the structure tests of the whole package),
+    and few test modules sit directly in tests/."""
     tests = ROOT / "tests"
     subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
     folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name not in ("helpers", "__pycache__")}
-    assert not folders - subpackages - {"tpu"}, f"test folders that mirror nothing: {sorted(folders - subpackages - {'tpu'})}"
+    extra = {"tpu", "architecture"}
+    assert not folders - subpackages - extra, f"test folders that mirror nothing: {sorted(folders - subpackages - extra)}"
     top = sorted(p.name for p in tests.glob("test_*.py"))
     assert len(top) <= TOP_LEVEL_TEST_MODULES_MAX, f"{len(top)} test modules directly in tests/: {top}"
     assert not list(tests.glob("*.py")) or {p.name for p in tests.glob("*.py")} - set(top) == {"conftest.py"}, \
