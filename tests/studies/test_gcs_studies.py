@@ -150,8 +150,9 @@ def test_the_reports_spectrum_and_readout_sections_read_runs_on_gs(bucket, tmp_p
     """The report's sections on `depthdelusion spectrum` and `data-exponent` outputs find
     RUN/spectrum/tail.csv and readout.csv under a gs:// runs root (a remote root was read as a
     missing local directory: the sections silently vanished)."""
-    from depthdelusion.analysis.science.readout import READOUT_COLUMNS, readout_section
-    from depthdelusion.analysis.science.spectra import TAIL_COLUMNS, spectrum_section
+    from depthdelusion.analysis.report.spectra_text import readout_section, spectrum_section
+    from depthdelusion.analysis.science.readout import READOUT_COLUMNS
+    from depthdelusion.analysis.science.spectra import TAIL_COLUMNS
     from depthdelusion.analysis.formats.table_text import write_csv
 
     runs = epath.Path(f"{bucket}/runs")

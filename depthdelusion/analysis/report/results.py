@@ -37,8 +37,7 @@ from ..science.persistence import (
     seed_interval,
     window_bounds,
 )
-from ..science.readout import readout_section
-from ..science.spectra import spectrum_section
+from .spectra_text import readout_section, spectrum_section
 from ..table.law_columns import law_missing_columns
 from ..table.runs import PAPER_VOCAB, Runs, load_runs
 from .consistency import audit_param_counts, with_param_convention

@@ -43,8 +43,8 @@ import numpy as np
 
 from depthdelusion import rundir
 
-from ..formats.table_text import markdown_table, write_csv
-from .spectra import MIN_RANKS, fit_tail_index
+from ..formats.table_text import write_csv
+from .spectra import fit_tail_index
 
 READOUT_COLUMNS = ("beta", "beta_lo", "beta_hi", "decay", "decay_lo", "decay_hi", "s", "s_lo",
                    "s_hi", "b_pred", "b_pred_lo", "b_pred_hi", "rank_lo", "rank_hi", "tokens")
@@ -158,35 +158,11 @@ def read_readout_csv(path: Path) -> dict:
         raise ValueError(f"{path} line 2: a value is not a number") from None
 
 
-def readout_section(root) -> list[str]:
-    """Markdown lines of the report's table of the predicted exponent with s measured, for the
-    runs below ``root`` whose spectrum/ holds a readout.csv (written by `depthdelusion
-    data-exponent`); no lines when there is none."""
+def readout_tables(root) -> list[tuple[str, dict]]:
+    """Every RUN/spectrum/readout.csv below ``root`` (written by `depthdelusion data-exponent`),
+    read: (run name, its row) pairs; none when there is none."""
     if not root or not rundir.as_path(root).is_dir():
         return []
     root = rundir.as_path(root)
-    found = rundir.files_below(root, "spectrum/readout.csv")
-    if not found:
-        return []
-
-    def cell(r, key):
-        v, lo, hi = r[key], r[key + "_lo"], r[key + "_hi"]
-        if v is None:
-            return "—"
-        return f"{v:.3f} [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else f"{v:.3f}"
-
-    lines = ["Predicted data exponent with the source smoothness s measured from the LM head "
-             "(`depthdelusion data-exponent`; analysis/science/readout.py): features = the head's input "
-             "(final norm output), β its tail index, s from the decay a = 1 + 2βs of the readout "
-             "power λ_i·Σ_v p_v (u_iᵀw̃_v)² over the same ranks, b = 2βs/(2βs+1) = (a − 1)/a; "
-             "intervals: jackknife over token groups (not over training runs).", ""]
-    rows = []
-    for path in found:
-        run_dir = path.parent.parent
-        run = run_dir.relative_to(root).as_posix() if run_dir != root else root.name
-        r = read_readout_csv(path)
-        ranks = (f"{r['rank_lo']:.0f}–{r['rank_hi']:.0f}" if r["rank_lo"] is not None
-                 else f"no fit (fewer than {MIN_RANKS} stable ranks)")
-        rows.append([run, cell(r, 'beta'), cell(r, 's'), cell(r, 'b_pred'), ranks])
-    table = markdown_table(["run", "β (head input)", "s", "b predicted", "ranks"], rows)
-    return lines + table.splitlines() + [""]
+    return [(path.parent.parent.relative_to(root).as_posix() if path.parent.parent != root else root.name,
+             read_readout_csv(path)) for path in rundir.files_below(root, "spectrum/readout.csv")]

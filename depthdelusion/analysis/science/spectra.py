@@ -1,4 +1,5 @@
-"""Tail indices of representation spectra ("Scaling laws are redundancy laws") and their section of the analysis report.
+"""Tail indices of representation spectra ("Scaling laws are redundancy laws"); the report's section on them is
+report/spectra_text.py.
 
 `depthdelusion spectrum RUN` (depthdelusion/studies/common/spectrum.py) measures the eigenvalues of the
 covariance of a model's residual stream; this module, numpy only, owns what is fitted to them and
@@ -29,8 +30,7 @@ import numpy as np
 
 from depthdelusion import rundir
 
-from ..formats.table_text import markdown_table, write_csv
-from .redundancy import predicted_exponent
+from ..formats.table_text import write_csv
 
 HALF_TOLERANCE = 0.10  # relative difference of the two halves' eigenvalues inside the fit range
 MIN_RANKS = 5
@@ -139,41 +139,11 @@ def read_tail_csv(path: Path) -> list[dict]:
     return rows
 
 
-def spectrum_section(root) -> list[str]:
-    """Markdown lines of the report's section on representation spectra: every RUN/spectrum/
-    tail.csv below ``root`` (a directory of runs); no lines when there is none (or ``root`` is
-    not a directory)."""
+def spectrum_tables(root) -> list[tuple[str, list[dict]]]:
+    """Every RUN/spectrum/tail.csv below ``root`` (a directory of runs), read: (run name, its
+    rows) pairs; none when there is no table (or ``root`` is not a directory)."""
     if not root or not rundir.as_path(root).is_dir():  # "" (runs not loaded from a directory) included
         return []
     root = rundir.as_path(root)
-    tables = rundir.files_below(root, "spectrum/tail.csv")
-    if not tables:
-        return []
-    head = ["run", "layer", "β", "95% CI (jackknife)", "β halves", "ranks"] + [
-        f"b(s={s:g})" for s in S_VALUES]
-    lines = ["## Representation spectra and the data exponent they predict", "",
-             "Tail index β of λ_i ∝ i^(−β) of the residual-stream covariance (layer 0: token "
-             "embeddings, plus learned positions if any; layer l: after block l) from `depthdelusion spectrum`; interval: delete-"
-             "one-group jackknife over token groups. The kernel-ridge rate predicts a data exponent "
-             "b = 2βs/(2βs+1) for a target of source smoothness s; s is not estimated here, so b is "
-             "shown for s in {" + ", ".join(f"{s:g}" for s in S_VALUES) + "} (the interval of b "
-             "follows from β's).", ""]
-    rows = []
-    for path in tables:
-        run = path.parent.parent.relative_to(root).as_posix() if path.parent.parent != root else root.name
-        for row in read_tail_csv(path):
-            beta = row["beta"]
-            if beta is None:
-                cells = [run, f"{row['layer']:.0f}", f"no fit (fewer than {MIN_RANKS} stable ranks)"]
-                rows.append(cells + [""] * (len(head) - len(cells)))
-                continue
-            cells = [run, f"{row['layer']:.0f}", f"{beta:.3f}",
-                     f"[{row['beta_lo']:.3f}, {row['beta_hi']:.3f}]",
-                     f"{row['beta_half_a']:.3f} / {row['beta_half_b']:.3f}",
-                     f"{row['rank_lo']:.0f}–{row['rank_hi']:.0f}"]
-            for s in S_VALUES:
-                lo, hi = (predicted_exponent(max(b, 0.0), s) for b in (row["beta_lo"], row["beta_hi"]))
-                cells.append(f"{predicted_exponent(max(beta, 0.0), s):.3f} [{lo:.3f}, {hi:.3f}]")
-            rows.append(cells)
-    return lines + markdown_table(head, rows).splitlines() + [""]
-
+    return [(path.parent.parent.relative_to(root).as_posix() if path.parent.parent != root else root.name,
+             read_tail_csv(path)) for path in rundir.files_below(root, "spectrum/tail.csv")]

@@ -6,6 +6,7 @@ import pytest
 
 from depthdelusion.analysis.fitting.options import FitOptions
 from depthdelusion.analysis.report.options import ReportOptions
+from depthdelusion.analysis.report import spectra_text
 from depthdelusion.analysis.science import spectra
 from depthdelusion.analysis.science.redundancy import predicted_exponent
 
@@ -56,7 +57,7 @@ def test_report_section_lists_layers_and_predicted_exponents(tmp_path):
     fits = [_synthetic_fit(1.5, seed=s) for s in range(2)]
     fits[1].layer = 4
     spectra.write_tail_csv(fits + [_no_fit(5)], runs / "d2w64" / "spectrum" / "tail.csv")
-    lines = spectra.spectrum_section(runs)
+    lines = spectra_text.spectrum_section(runs)
     text = "\n".join(lines)
     assert text.startswith("## Representation spectra")
     rows = [line for line in lines if line.startswith("| d2w64 |")]
@@ -64,14 +65,14 @@ def test_report_section_lists_layers_and_predicted_exponents(tmp_path):
     assert "no fit" in rows[2] and len({r.count("|") for r in rows + [lines[4]]}) == 1
     beta = round(fits[0].beta, 3)
     assert f"{predicted_exponent(beta, 0.5):.3f}" in rows[0]
-    assert spectra.spectrum_section(tmp_path / "nothing") == [] == spectra.spectrum_section("")
+    assert spectra_text.spectrum_section(tmp_path / "nothing") == [] == spectra_text.spectrum_section("")
 
 
 def test_bad_tail_csv_names_the_file(tmp_path):
     (tmp_path / "r" / "spectrum").mkdir(parents=True)
     (tmp_path / "r" / "spectrum" / "tail.csv").write_text("layer,beta\n0,1.0\n")
     with pytest.raises(ValueError, match="tail.csv.*missing columns"):
-        spectra.spectrum_section(tmp_path)
+        spectra_text.spectrum_section(tmp_path)
 
 
 def test_report_on_run_directories_includes_the_spectrum_section(run_factory, tmp_path):
@@ -95,9 +96,9 @@ def test_report_section_shows_the_exponent_predicted_with_measured_smoothness(tm
     fit = readout.SourceFit(2.0, (1.9, 2.1), 3.0, (2.8, 3.2), 0.5, (0.45, 0.55), 2 / 3, (0.64, 0.69),
                             (2, 32), 1000, np.ones(64))
     readout.write_readout_csv(fit, run / "readout.csv")
-    text = "\n".join(readout.readout_section(tmp_path / "runs"))
+    text = "\n".join(spectra_text.readout_section(tmp_path / "runs"))
     assert "source smoothness s measured" in text
     assert "| w64/t1280 | 2.000 [1.900, 2.100] | 0.500 [0.450, 0.550] | 0.667 [0.640, 0.690] | 2–32 |" in text
     (run / "readout.csv").write_text("beta,s\n1,2\n")
     with pytest.raises(ValueError, match="readout.csv.*missing columns"):
-        readout.readout_section(tmp_path / "runs")
+        spectra_text.readout_section(tmp_path / "runs")
