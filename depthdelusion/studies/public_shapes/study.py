@@ -41,7 +41,6 @@ LAWS = BASELINES + KINKS + SMOOTH
 #: the kink law whose critical depth D_crit = c·W^p has an exponent to set against the paper's
 POWER_KINK = "depth_delusion_power"
 FITTED_TABLES = ("gemstones", "gemstones_cooldown")
-LR_TABLES = ("gemstones", "gemstones_lr_half")
 #: N conventions, each N = N_nonemb + ε·N_emb with N_emb the two untied 50,304×W vocabulary
 #: matrices (issue 62): ε = 1 total, ε = 0 Kaplan's non-embedding N, ε fitted (profile), and the
 #: authors' ``--no_embeds`` (one matrix removed, the LM head still counted: ε = 1/2)
