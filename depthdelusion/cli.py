@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import importlib
 import inspect
+import os
 import sys
 from typing import Callable
 
@@ -98,6 +99,7 @@ EPILOG = f"""exit codes:
       field or file, and what would be valid
   {exit_codes.PREEMPTED:<3} preempted (SIGTERM): the state is saved; run the same command again to resume
   {exit_codes.INTERRUPTED:<3} interrupted (Ctrl-C): one line, no traceback; a report is written whole or not at all
+  {exit_codes.BROKEN_PIPE:<3} the reader of standard output stopped (`... | head`): nothing more is printed
 """
 
 RUNS_HELP = ("a directory of run directories (searched for summary.json), a CSV with the columns "
@@ -262,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     name = argv[0] if argv and not argv[0].startswith("-") else "COMMAND"
     try:
         name, run = command(argv)
-        return int(run())
+        code = int(run())
+        sys.stdout.flush()  # a reader gone (`| head`) shows here, not in the interpreter's exit
+        return code
     except ModuleNotFoundError as err:
         if not _missing_package(err):
             raise
@@ -277,6 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: the user knows why it stopped; a traceback says nothing more
         print(f"\ndepthdelusion {name}: interrupted (Ctrl-C)", file=sys.stderr)
         return exit_codes.INTERRUPTED
+    except BrokenPipeError:  # `... | head` stopped reading: as a shell command would, end quietly
+        # Python flushes stdout again at exit; point it at /dev/null so that flush cannot fail too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return exit_codes.BROKEN_PIPE
 
 
 class _DeprecatedMethod(argparse.Action):

@@ -10,3 +10,6 @@ PREEMPTED = 75
 #: Interrupted (Ctrl-C, SIGINT), as a shell reports it (128 + 2): one line, no traceback; a
 #: report is written whole or not at all.
 INTERRUPTED = 130
+#: The reader of standard output went away (`depthdelusion tables list | head`), as a shell
+#: reports SIGPIPE (128 + 13): nothing more is printed.
+BROKEN_PIPE = 141

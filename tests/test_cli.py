@@ -6,6 +6,7 @@ import dataclasses
 import ast
 import importlib
 import inspect
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -83,11 +84,27 @@ def test_help_lists_the_exit_codes(capsys):
     text = capsys.readouterr().out
     for code, words in ((exit_codes.OK, "done"), (exit_codes.FAILED, "the command ran and the answer is no"),
                         (exit_codes.USAGE, "bad command line"), (exit_codes.PREEMPTED, "preempted"),
-                        (exit_codes.INTERRUPTED, "interrupted (Ctrl-C)")):
+                        (exit_codes.INTERRUPTED, "interrupted (Ctrl-C)"),
+                        (exit_codes.BROKEN_PIPE, "the reader of standard output stopped")):
         assert f"  {code:<3} {words}" in text
     with pytest.raises(SystemExit) as exit:
         cli.main(["train", "--no-such-flag"])
     assert exit.value.code == exit_codes.USAGE
+
+
+def test_output_cut_short_by_its_reader_ends_quietly(tmp_path):
+    """`depthdelusion tables list | head`: the reader has gone before the listing is written; the
+    command ends with SIGPIPE's shell code and no traceback (it printed a BrokenPipeError one)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        out = subprocess.run([sys.executable, "-m", "depthdelusion", "tables", "list"], stdout=write_end,
+                             stderr=subprocess.PIPE, text=True, timeout=120, cwd=ROOT,
+                             env=dict(os.environ, DEPTHDELUSION_CACHE=str(tmp_path / "cache")))
+    finally:
+        os.close(write_end)
+    assert out.returncode == exit_codes.BROKEN_PIPE, out.stderr
+    assert out.stderr == "", out.stderr
 
 
 def module_graph() -> dict[str, set[str]]:
