@@ -10,7 +10,7 @@ from gcs_emulator import bucket, gcs_server  # noqa: F401 (fixtures)
 
 from depthdelusion import rundir
 from depthdelusion.analysis.fitting.options import FitOptions
-from depthdelusion.analysis.table.runs import load_runs
+from depthdelusion.analysis.table.load import load_runs
 from depthdelusion.cli import main
 from depthdelusion.config import load_config
 from depthdelusion.rundir import ConfigChanged, MetricsWriter, read_metrics

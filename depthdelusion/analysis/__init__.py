@@ -14,7 +14,8 @@ names and aliases in :mod:`.table.columns`).
 from .laws import Law, LawInputs, Param, get_law, list_laws, register_law
 from .table.law_columns import law_columns, law_missing_columns, laws_for
 from .table.published import load_table
-from .table.runs import GradientProfile, Runs, load_reference, load_runs
+from .table.load import load_reference, load_runs
+from .table.runs import GradientProfile, Runs
 
 __all__ = ["FitResult", "GradientProfile", "Law", "LawInputs", "Param", "Runs", "fit", "get_law",
            "law_columns", "law_missing_columns", "laws_for", "list_laws", "load_reference",

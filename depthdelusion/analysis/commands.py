@@ -16,6 +16,7 @@ from depthdelusion.outputs import refuse_own_inputs
 from depthdelusion.progress import Stages
 
 from .fitting.options import FitOptions, RowOptions
+from .table.columns import present_columns
 
 #: The files `fit --out DIR` writes (in DIR, or a folder of it per --by value).
 FIT_FILES = ("rows.csv", "residuals.png", "rollout.csv")
@@ -60,7 +61,7 @@ def _load(runs: str, rows: RowOptions = RowOptions()):
     """The table of RUNS with the rows and columns ``rows`` asks for (``by`` and
     ``drop_outliers`` apart: :func:`split_rows`)."""
     from .fitting.replicates import reduce_replicates
-    from .table.runs import load_runs
+    from .table.load import load_runs
 
     table = load_runs(runs, group=rows.group, columns=column_mapping(rows.columns, rows.column),
                       where=rows.where)
@@ -186,7 +187,7 @@ def pick_law(runs) -> tuple[str, str]:
     from .table.law_columns import law_missing_columns, laws_for
 
     fitting = laws_for(runs)
-    present = ", ".join(c for c in runs.columns if c in ("depth", "width", "params", "tokens", "loss"))
+    present = ", ".join(c for c in present_columns(runs) if c in ("depth", "width", "params", "tokens", "loss"))
     passed = []  # the preferred laws this table cannot fit, with the columns each lacks
     for name in FIT_PREFERENCE:
         missing = law_missing_columns(name, runs)

@@ -1,7 +1,7 @@
 """Reference data bundled with the package (provenance in ``reference/PROVENANCE.md``): the
 paper's constants and reported fit, and its data files. The paper's runs are read as a
 :class:`.runs.Runs` table by :func:`.runs.load_reference` (also the named source ``"paper"`` of
-:func:`.runs.load_runs`); this module imports nothing else of the package.
+:func:`.load.load_runs`); this module imports nothing else of the package.
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ def load_suites(runs=None, table_names=None, column=None) -> dict:
     (named by its file or folder name; a folder named runs by the folder that holds it), in the
     order given, tables first."""
     from .table.published import load_table, parse_table_arg
-    from .table.runs import load_runs
+    from .table.load import load_runs
 
     tables = {}
     for text in table_names or ():

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from depthdelusion.analysis.table import run_table
-from depthdelusion.analysis.table.runs import load_runs
+from depthdelusion.analysis.table.load import load_runs
 from depthdelusion.config import load_config
 from depthdelusion.rundir import read_metrics, read_summary
 from depthdelusion.train import trackers

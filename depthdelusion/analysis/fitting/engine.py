@@ -27,7 +27,8 @@ from ...progress import SILENT
 from ..laws import get_law
 from ..laws import signed_penalty as signed_penalty_law
 from ..table.law_columns import check_law_columns
-from ..table.runs import Runs, load_runs
+from ..table.load import load_runs
+from ..table.runs import Runs
 from .diagnostics import pooled_group_flag, pooled_groups, row_diagnostics
 from .options import BOOTSTRAP, OUTLIER_Z, engine_method
 from .problem import TIE

@@ -33,7 +33,8 @@ import numpy as np
 from scipy import stats
 
 from ..formats.interval_text import interval_text
-from ..table.runs import Runs, load_runs
+from ..table.load import load_runs
+from ..table.runs import Runs
 from .diagnostics import pooled_group_flag, pooled_groups
 from .options import engine_method
 

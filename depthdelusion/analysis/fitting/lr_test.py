@@ -164,7 +164,7 @@ def bootstrap_tests(runs, null_fit, alt_fits: dict, *, replicates: int = DEFAULT
     ``clusters`` (a label per row: the rows of one training run) simulates a per-run random
     effect (:func:`run_effect`), so that checkpoints of one run are not treated as independent.
     Returns {name: LRTest}."""
-    from ..table.runs import load_runs
+    from ..table.load import load_runs
 
     runs = load_runs(runs)
     if refit is None and replicates:

@@ -9,7 +9,7 @@ from typing import Callable
 import numpy as np
 
 from ..laws import get_law
-from ..table.runs import load_runs
+from ..table.load import load_runs
 from .problem import Problem
 from .setup import FitSetup
 from .starts import POLISH_STARTS, SEARCH_ROWS, basins_of, converged_starts, search_rows, start_grid, tied_optima

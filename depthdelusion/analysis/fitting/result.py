@@ -12,7 +12,7 @@ from ..formats import json_text
 from ..formats.interval_text import interval_text, one_sided_text
 from ..formats.row_keys import row_keys
 from ..laws import Law, LawInputs, get_law
-from ..table.runs import load_runs
+from ..table.load import load_runs
 from .problem import (
     HUBER_THRESHOLD,
     OFFSET,

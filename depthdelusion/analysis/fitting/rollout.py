@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..table.runs import load_runs
+from ..table.load import load_runs
 from .isoflop import TOLERANCE, compute_of, group_budgets
 
 #: Tied fits whose predictions differ by less than this (nats, far below any run's loss

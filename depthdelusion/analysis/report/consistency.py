@@ -15,8 +15,8 @@ from scipy import optimize
 
 from ..table.param_count import PARAM_CONVENTIONS as TABLE_CONVENTIONS
 from ..table.param_count import with_params
-from ..table.runs import PAPER_VOCAB as VOCAB
-from ..table.runs import load_runs
+from ..table.load import PAPER_VOCAB as VOCAB
+from ..table.load import load_runs
 
 
 def _baseline(D, W, V=VOCAB):

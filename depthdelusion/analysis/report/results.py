@@ -39,7 +39,8 @@ from ..science.persistence import (
 )
 from .spectra_text import readout_section, spectrum_section
 from ..table.law_columns import law_missing_columns
-from ..table.runs import PAPER_VOCAB, Runs, load_runs
+from ..table.load import PAPER_VOCAB, load_runs
+from ..table.runs import Runs
 from .consistency import audit_param_counts, with_param_convention
 from .contents import (
     CANNOT_TELL,

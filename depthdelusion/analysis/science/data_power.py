@@ -29,7 +29,7 @@ def fit_data_power(records: list[dict], where: str):
     (name, depth, width, params, tokens, loss). With so few points the profile's cut is
     F(1, n − 3)-calibrated (analysis/fitting/profile.py), not χ²₁."""
     from depthdelusion.analysis.fitting.engine import fit
-    from depthdelusion.analysis.table.runs import runs_from_records
+    from depthdelusion.analysis.table.table_readers import runs_from_records
 
     return fit(runs_from_records(records, where=where), data_power_law(), bootstrap=0, leave_one_out=False)
 

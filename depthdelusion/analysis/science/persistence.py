@@ -36,7 +36,7 @@ from scipy import optimize, stats
 
 from ..formats.interval_text import interval_text
 from ..reference import PAPER_KAPPA, PAPER_PERSISTENCE_EXPONENT
-from ..table.runs import load_runs
+from ..table.load import load_runs
 
 DEFAULT_STEP = 1000  # the paper measures "after 1000 training steps"
 DEFAULT_WINDOW = 0.2  # relative half-width: logged steps in [step·(1 − w), step·(1 + w)]

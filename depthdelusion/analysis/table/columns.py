@@ -231,3 +231,8 @@ def describe_fields() -> str:
                  "refused if it holds whole numbers (layers)")
     lines.append("params_millions, params_billions and tokens_billions are scaled to counts.")
     return "\n".join(lines)
+
+
+def present_columns(runs) -> list[str]:
+    """The columns of a :class:`.runs.Runs` known for every run, in canonical order."""
+    return [c for c in FIELDS if runs.has(c)]

@@ -38,7 +38,8 @@ from .published_readers import (
     isoflop_table,
     olmo_ladder_runs,
 )
-from .runs import Runs, load_reference, load_runs
+from .load import load_reference, load_runs
+from .runs import Runs
 
 
 @dataclass(frozen=True)
@@ -515,7 +516,7 @@ def parse_table_arg(text: str) -> tuple[str, str | None]:
 
 
 def pool(ours, table: str, path=None, *, allow_modified: bool = False) -> Runs:
-    """Our runs (anything :func:`.runs.load_runs` takes) and the published table ``table`` as
+    """Our runs (anything :func:`.load.load_runs` takes) and the published table ``table`` as
     one Runs whose ``group`` is the source: ``ours`` or the table's name. The loss units must
     agree (checked as for any table)."""
     mine = load_runs(ours)

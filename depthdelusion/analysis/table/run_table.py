@@ -1,6 +1,6 @@
 """The run table: one row per training run in one versioned schema (docs/run_table.md), written
 by ``depthdelusion runs export`` from run directories (a sweep is a directory of them), an
-MLflow experiment or W&B runs, and read back by :func:`.runs.load_runs` with no column flags.
+MLflow experiment or W&B runs, and read back by :func:`.load.load_runs` with no column flags.
 
 Every source gives the same two things per run, the resolved config (sections model, data,
 train) and the summary (summary.json's fields), and :func:`row` turns them into the row. The
@@ -345,7 +345,7 @@ def write(rows: list[dict], out: str | os.PathLike, columns=COLUMNS) -> None:
 
 
 def read_csv_rows(path) -> list[dict[str, str]]:
-    """A run table's rows as text (for tools; fits read it with :func:`.runs.load_runs`)."""
+    """A run table's rows as text (for tools; fits read it with :func:`.load.load_runs`)."""
     path = rundir.as_path(path)
     rows = list(csv.DictReader(io.StringIO(path.read_text(), newline="")))
     versions = {r.get("schema_version") for r in rows}

@@ -20,7 +20,7 @@ from depthdelusion.analysis.law_types import Law
 from depthdelusion.analysis.laws import get_law
 from depthdelusion.analysis.report.cells import param_interval, supported_ends
 from depthdelusion.analysis.report.verdict import critical_depth_verdict, penalty_verdicts
-from depthdelusion.analysis.table.runs import load_runs
+from depthdelusion.analysis.table.load import load_runs
 
 KINK, SMOOTH, BASELINE = "depth_delusion", "shape_quadratic", "kaplan"
 LAWS = (BASELINE, KINK, SMOOTH)

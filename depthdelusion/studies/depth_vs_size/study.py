@@ -36,7 +36,7 @@ from depthdelusion.analysis.fitting.seed_intervals import lack_of_fit
 from depthdelusion.analysis.reference import PAPER_KAPPA
 from depthdelusion.analysis.science.depth_penalty import neighbour_intervals, robust_seed_sd
 from depthdelusion.analysis.science.depth_penalty import seed_centred as centred_losses
-from depthdelusion.analysis.table.runs import load_runs
+from depthdelusion.analysis.table.load import load_runs
 from depthdelusion.config import Config, bounded, from_dict
 from depthdelusion.model_size import count_params, non_embedding_params
 from depthdelusion.studies.common import laws, planned_runs

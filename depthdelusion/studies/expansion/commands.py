@@ -8,7 +8,7 @@ import json
 from etils import epath
 
 from depthdelusion import exit_codes
-from depthdelusion.analysis.table.runs import INSERTION_PROBE
+from depthdelusion.analysis.table.run_dirs import INSERTION_PROBE
 from depthdelusion.studies.common import spec as study_spec
 from depthdelusion.studies.expansion import surgery
 from depthdelusion.studies.expansion.control import static_control_study

@@ -42,7 +42,7 @@ from depthdelusion.analysis.science.persistence import (
     block_ratios,
     window_bounds,
 )
-from depthdelusion.analysis.table.runs import read_gradient_profile
+from depthdelusion.analysis.table.run_dirs import read_gradient_profile
 from depthdelusion.config import bounded
 from depthdelusion.studies.common import spec as study_spec
 from depthdelusion.studies.persistence.sections import sections

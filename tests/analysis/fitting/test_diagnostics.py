@@ -230,7 +230,7 @@ def test_cli_group_where_and_by_share_one_meaning(tmp_path, capsys):
 
 
 def test_on_the_shipped_paper_table_rows_are_named_and_its_groups_are_read():
-    from depthdelusion.analysis.table.runs import load_reference
+    from depthdelusion.analysis.table.load import load_reference
 
     # the Depth Delusion paper's 30 runs (analysis/reference/, provenance in PROVENANCE.md):
     # two token budgets in one `group` column, fitted pooled by a law without a token term

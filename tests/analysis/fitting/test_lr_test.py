@@ -15,7 +15,7 @@ from depthdelusion.analysis.fitting.lr_test import (
     davies_p,
     lr_statistic,
 )
-from depthdelusion.analysis.table.runs import runs_from_records
+from depthdelusion.analysis.table.table_readers import runs_from_records
 
 X = np.linspace(0.0, 1.0, 12)
 KINKS = X[1:-2]  # candidate kink locations (every one leaves ≥ 3 points beyond it)
@@ -121,7 +121,7 @@ def test_batched_replicate_refits_give_each_replicate_the_rss_of_its_own_fit():
     from depthdelusion.analysis.fitting.engine import fit
     from depthdelusion.analysis.fitting.refits import refit_rss
     from depthdelusion.analysis.fitting.lr_test import simulate
-    from depthdelusion.analysis.table.runs import load_runs
+    from depthdelusion.analysis.table.load import load_runs
 
     paper, big = load_runs("paper"), _synthetic_table(SEARCH_ROWS + 200)
     for runs, law, method, offsets, count in [(paper, "depth_delusion", "lm", False, 6),

@@ -9,7 +9,7 @@ from scipy import stats
 from depthdelusion.analysis.fitting.engine import fit
 from depthdelusion.analysis.laws import INF, Law, Param
 from depthdelusion.analysis.fitting.profile import critical_value
-from depthdelusion.analysis.table.runs import runs_from_records
+from depthdelusion.analysis.table.table_readers import runs_from_records
 
 DEPTHS = np.arange(1, 17)
 
@@ -62,7 +62,7 @@ def test_small_samples_use_the_f_calibrated_cut():
 def test_profile_points_still_capped_after_a_continued_refit_are_left_out_and_counted():
     import re
 
-    from depthdelusion.analysis.table.runs import load_reference
+    from depthdelusion.analysis.table.load import load_reference
 
     # the softplus kink on the paper's 30 runs has flat directions (kappa, s) whose profile
     # refits stall at the iteration cap: 4 points stay capped after the continued refit and the
@@ -90,7 +90,7 @@ def test_no_profile_point_stays_in_a_worse_basin_than_its_neighbours():
     better neighbours' solutions until none improves."""
     from depthdelusion.analysis.report.consistency import with_param_convention
     from depthdelusion.analysis.report.results import design_forms, fit_form
-    from depthdelusion.analysis.table.runs import load_runs
+    from depthdelusion.analysis.table.load import load_runs
 
     label, sub, offsets, _ = next(f for f in design_forms(load_runs("paper"))
                                   if f[0] == "large_scale alone, size-class offsets")

@@ -6,7 +6,7 @@ import pytest
 
 from depthdelusion.analysis.fitting.engine import fit
 from depthdelusion.analysis.fitting.rollout import COLUMNS, rollout
-from depthdelusion.analysis.table.runs import load_runs
+from depthdelusion.analysis.table.load import load_runs
 from depthdelusion.analysis.fitting.solver import objective
 from depthdelusion.cli import main
 

@@ -10,7 +10,7 @@ from depthdelusion.analysis.report.consistency import with_param_convention
 from depthdelusion.analysis.report.markdown import calibrated_reading
 from depthdelusion.analysis.report.results import design_forms, fit_form
 from depthdelusion.analysis.report.verdict import penalty_verdict, shape_variation
-from depthdelusion.analysis.table.runs import load_runs
+from depthdelusion.analysis.table.load import load_runs
 
 QUICK = {"bootstrap": 0, "seed": 0, "leave_one_out": False}
 CELLS = ("all runs, group offsets", "large_scale alone, size-class offsets")

@@ -93,7 +93,7 @@ def test_an_expansion_probe_beside_a_run_reaches_the_persistence_figure(tmp_path
     import json
 
     from depthdelusion.analysis.report.build import write_report
-    from depthdelusion.analysis.table.runs import INSERTION_PROBE
+    from depthdelusion.analysis.table.run_dirs import INSERTION_PROBE
 
     from ..conftest import write_run
 

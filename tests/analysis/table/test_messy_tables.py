@@ -5,7 +5,8 @@ import pytest
 
 from depthdelusion.analysis import fit
 from depthdelusion.analysis.fitting.replicates import reduce_replicates, replicate_cells
-from depthdelusion.analysis.table.runs import load_runs, read_table
+from depthdelusion.analysis.table.load import load_runs
+from depthdelusion.analysis.table.table_readers import read_table
 from depthdelusion.cli import main
 
 ROWS = [(1e7 * 3 ** i, 1e9 * 2 ** (i % 4), 1.8 + 480 * (1e7 * 3 ** i) ** -0.35
@@ -153,7 +154,7 @@ def _read_by_dicts(path):
     import csv
     import io
 
-    from depthdelusion.analysis.table.runs import runs_from_records
+    from depthdelusion.analysis.table.table_readers import runs_from_records
 
     text = path.read_bytes().decode("utf-8-sig")
     sep = "\t" if "\t" in text.splitlines()[0] else ","

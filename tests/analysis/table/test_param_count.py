@@ -12,7 +12,8 @@ import pytest
 from depthdelusion.analysis.report.consistency import with_param_convention
 from depthdelusion.analysis.table.param_count import EmbeddingCount, param_pieces, with_params
 from depthdelusion.analysis.table.published import GEMSTONES_VOCAB, TABLES, load_table
-from depthdelusion.analysis.table.runs import Runs, load_runs
+from depthdelusion.analysis.table.load import load_runs
+from depthdelusion.analysis.table.runs import Runs
 from depthdelusion.cli import main
 
 from .test_published_downloads import mirror_cache, no_proxy_for_the_local_mirror  # noqa: F401 (fixtures)

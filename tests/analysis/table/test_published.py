@@ -13,7 +13,7 @@ from depthdelusion.analysis.fitting.engine import fit
 from depthdelusion.analysis.table.published import TABLES, load_table, pool
 from depthdelusion.analysis.fitting.pooled import fit_pooled
 from depthdelusion.analysis.table.published_files import REGISTRY
-from depthdelusion.analysis.table.runs import load_runs
+from depthdelusion.analysis.table.load import load_runs
 from depthdelusion.cli import main
 
 # The published numbers are reproduced from downloaded files in test_published_downloads.py.
