@@ -6,6 +6,7 @@ which the CLI prints as one line. Imports of the analysis modules are inside the
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -211,8 +212,9 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
             rows: RowOptions = RowOptions(), validate: str | None = None, params: str | None = None,
             json_output: bool = False, out: str | None = None) -> int:
     from .fitting.clusters import cluster_kwargs
-    from .fitting.engine import fit
+    from .fitting.engine import fit_with
     from .fitting.pooled import fit_pooled
+    from .fitting.setup import check_fixed
     from .table.published import parse_table_arg
     from .table.published import pool as pool_runs
 
@@ -232,19 +234,20 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
     if law is None:
         law, why = pick_law(table)
         print(why, file=sys.stderr)
-    options.check_fixed([law])
+    check_fixed(options, [law])
     if params == "fitted":  # ε of N = N_nonemb + ε·N_emb, profiled for this law
         table = _with_fitted_weight(table, law, options, pooled)
     progress = Stages("fit")  # stderr: a bar on a terminal, a line per stage in a log
-    kwargs = dict(options.fit_kwargs(), diagnostics=True, progress=progress)
+    with_diagnostics = dataclasses.replace(options, diagnostics=True)
     if pooled:
         parts = {None: table}
-        results = {None: fit_pooled(ours, pooled[0], law, options.method, path=pooled[1],
-                                    allow_modified=rows.allow_modified, **kwargs,
+        results = {None: fit_pooled(ours, pooled[0], law, path=pooled[1], allow_modified=rows.allow_modified,
+                                    options=with_diagnostics, progress=progress,
                                     **cluster_kwargs(options.cluster, table))}
     else:
         parts = split_rows(table, rows, law, options)
-        results = {v: fit(part, law, options.method, **kwargs, **cluster_kwargs(options.cluster, part))
+        results = {v: fit_with(part, law, with_diagnostics, progress=progress,
+                               **cluster_kwargs(options.cluster, part))
                    for v, part in parts.items()}
     checked = None
     if validate == "rollout":

@@ -6,11 +6,11 @@ import numpy as np
 
 from ..formats.row_keys import row_key
 from .diagnostics import NAMED_ROWS
-from .options import OUTLIER_Z
+from .options import OUTLIER_Z, SEED
 from .engine import fit
 
 
-def without_outliers(runs, law, method: str = "lm", *, threshold: float = OUTLIER_Z, seed: int = 0):
+def without_outliers(runs, law, method: str = "lm", *, threshold: float = OUTLIER_Z, seed: int = SEED):
     """``runs`` without the rows whose |robust z| exceeds ``threshold`` in a bare fit of ``law``
     (no intervals), the dropped rows named in ``runs.notes`` and ``runs.selection["dropped"]``
     (``--drop-outliers``). One pass: the fit to the rest is not searched for new outliers."""

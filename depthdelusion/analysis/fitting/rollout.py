@@ -18,6 +18,7 @@ import numpy as np
 
 from ..table.runs import load_runs
 from .isoflop import TOLERANCE, compute_of, group_budgets
+from .options import SEED
 
 #: Tied fits whose predictions differ by less than this (nats, far below any run's loss
 #: resolution) predict the same.
@@ -115,7 +116,7 @@ def levels_of(runs, tolerance: float = TOLERANCE):
     return groups, values, source
 
 
-def rollout(runs, law, method: str = "lm", *, tolerance: float = TOLERANCE, seed: int = 0,
+def rollout(runs, law, method: str = "lm", *, tolerance: float = TOLERANCE, seed: int = SEED,
             overestimate_weight: float | None = None, grid_points: int | None = None,
             max_starts: int | None = None) -> Rollout:
     """For k = 1 … L − 1 (L levels), fit ``law`` on the k smallest levels and predict level k+1.

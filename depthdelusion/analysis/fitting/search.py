@@ -18,8 +18,6 @@ from .starts import (
     tied_optima,
 )
 
-#: the global searches (None: variable projection where the law allows it, see ``fit``)
-SEARCHES = (None, "varpro", "multistart")
 # Starts per bootstrap refit, besides the full fit's optimum: the start of each distinct local
 # optimum the multi-start found, then the next best starts. Measured on the paper data with the
 # 7-parameter depth_delusion_power law (40 resamples, tests/analysis/fitting/test_fit_intervals.py):
@@ -33,8 +31,11 @@ REFIT_STARTS = 16
 ONE_BASIN_REFIT_STARTS = 3
 
 
-def run_search(problem, search, grid_points, max_starts, seed, refit_starts, notes) -> "_Search":
-    """The global search the fit asked for (or its default for the law)."""
+def run_search(problem, options, notes) -> "_Search":
+    """The global search ``options`` ask for (``search``, ``starts``, ``grid_points``, ``seed``,
+    ``refit_starts``; or the default for the law)."""
+    search, grid_points, max_starts, seed = options.search, options.grid_points, options.starts, options.seed
+    refit_starts = REFIT_STARTS if options.refit_starts is None else options.refit_starts
     if search is None and (grid_points is not None or max_starts is not None):
         search = "multistart"  # the options are the multi-start's
     grid_points, max_starts = grid_points or 3, max_starts or 64

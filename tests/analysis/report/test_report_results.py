@@ -21,7 +21,7 @@ from .test_report_design import QUICK, two_budget_runs
 
 @pytest.fixture(scope="module")
 def pooled():
-    return build_report(two_budget_runs(), ReportOptions(fit=FitOptions(bootstrap=0), laws=("depth_delusion", "kaplan"), groups="pooled", design=False, runs_label="synthetic", extra_fit_kwargs=QUICK))
+    return build_report(two_budget_runs(), ReportOptions(fit=FitOptions(bootstrap=0, **QUICK), laws=("depth_delusion", "kaplan"), groups="pooled", design=False, runs_label="synthetic"))
 
 
 def test_numbers_and_verdicts_are_read_from_the_results(pooled):
