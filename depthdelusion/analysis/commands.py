@@ -92,8 +92,7 @@ def split_rows(table, rows: RowOptions, law=None, options: FitOptions = FitOptio
 
     parts = split_by(table, rows.by) if rows.by else {None: table}
     if rows.drop_outliers:
-        parts = {v: without_outliers(part, law, options.method, threshold=options.outlier_threshold,
-                                     seed=options.seed) for v, part in parts.items()}
+        parts = {v: without_outliers(part, law, options) for v, part in parts.items()}
     return parts
 
 
@@ -253,9 +252,7 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
     if validate == "rollout":
         from .fitting.rollout import rollout
 
-        checked = rollout(table, law, options.method, seed=options.seed,
-                          overestimate_weight=options.overestimate_weight,
-                          grid_points=options.grid_points, max_starts=options.starts)
+        checked = rollout(table, law, options)
     progress.close()
     with rundir.local_dir(out) as local_out:  # a gs:// OUT: written here, then copied up
         _print_fits(results, parts, rows.by, json_output, local_out, checked)

@@ -36,7 +36,7 @@ from ..laws import signed_penalty as signed_penalty_law
 from ..table.law_columns import check_law_columns
 from ..table.runs import Runs, load_runs
 from .diagnostics import pooled_group_flag, pooled_groups, row_diagnostics
-from .options import BOOTSTRAP, LOSSES, OUTLIER_Z, SEED, FitOptions, engine_method
+from .options import BOOTSTRAP, OUTLIER_Z, SEED, FitOptions, engine_method, loss_of_method
 from .problem import TIE
 from .replicates import replicate_cells
 from .resampling import BOOT_REFIT_ROWS, LOO_REFIT_ROWS, bootstrap_stage, loo_stage
@@ -44,10 +44,6 @@ from .result import FitResult
 from .search import run_search
 from .setup import FitSetup
 from .uncertainty import PROFILE_ROWS, at_bound, identifiability_flags, optimum_and_profiles
-
-#: The engine's method names -> the loss names of ``FitOptions`` (``options.LOSSES`` inverted).
-_LOSS_OF_METHOD = {method: loss for loss, method in LOSSES.items()}
-
 
 def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int = SEED,
         fixed: dict | None = None, grid_points: int | None = None, max_starts: int | None = None,
@@ -104,7 +100,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
 
     ``progress``: a ``depthdelusion.progress.Stages`` told as each stage starts (default silent)."""
     options = FitOptions(
-        loss=_LOSS_OF_METHOD[engine_method(loss, method)], bootstrap=bootstrap, seed=seed,
+        loss=loss_of_method(engine_method(loss, method)), bootstrap=bootstrap, seed=seed,
         search=search, starts=max_starts, grid_points=grid_points,
         overestimate_weight=overestimate_weight, outlier_threshold=outlier_threshold,
         fix=dict(fixed) if fixed else None, signed_penalty=signed_penalty, profile=profile,
@@ -121,8 +117,7 @@ def fit_with(runs, law, options: FitOptions, *, group_offsets: bool = False, gro
     table's: group offsets and labels, the bootstrap's clusters, and the progress display."""
     law, runs = (signed_penalty_law(law) if options.signed_penalty else get_law(law)), load_runs(runs)
     check_law_columns(law, runs)
-    setup = FitSetup(runs, law, options.fixed_values(), options.method, group_offsets, groups,
-                     options.overestimate_weight, _first_notes(runs))
+    setup = FitSetup(runs, law, options, group_offsets=group_offsets, groups=groups, notes=_first_notes(runs))
     problem, notes = setup.problem, setup.notes
     options = _with_stage_sizes(options, len(problem.y), notes)
     stage = _stages(progress, law, len(problem.y), options)
@@ -130,12 +125,13 @@ def fit_with(runs, law, options: FitOptions, *, group_offsets: bool = False, gro
     found = run_search(problem, options, notes)
     stage("profile intervals" if options.profile else "")
     optimum = optimum_and_profiles(problem, found, options, notes)
+    found = optimum.search  # a profile may have found a lower objective than every start
     stage(f"bootstrap ({options.bootstrap} resamples)" if options.bootstrap else "")
     boot = bootstrap_stage(problem, found, optimum, options, setup.strata, notes, clusters, cluster_name)
     stage(f"leave-one-out ({options.leave_one_out})" if options.leave_one_out else "")
     loo = loo_stage(problem, found, optimum, options, notes)
     stage("row diagnostics" if options.diagnostics else "")
-    return _fit_result(problem, setup, runs, options, (found, optimum, boot, loo),
+    return _fit_result(problem, setup, runs, options, (optimum, boot, loo),
                        offsets_by_group_column=groups is None)
 
 
@@ -191,11 +187,12 @@ def _with_stage_sizes(options: FitOptions, n: int, notes) -> FitOptions:
 
 def _fit_result(problem, setup, runs, options: FitOptions, parts, offsets_by_group_column) -> FitResult:
     """The FitResult of the optimum with its statistics, intervals, flags and row diagnostics,
-    built here and nowhere else (``parts``: the stages' search, optimum, bootstrap and
-    leave-one-out). Its loss statistics (RSS, R², AIC, ...) are views it computes from the
+    built here and nowhere else (``parts``: the stages' optimum with its search, the bootstrap
+    and the leave-one-out errors). Its loss statistics (RSS, R², AIC, ...) are views it computes from the
     fields. The flags and the row diagnostics read the fit's own parameter status, so they are
     computed on the result without them and added by ``dataclasses.replace``."""
-    search, optimum, boot, loo = parts
+    optimum, boot, loo = parts
+    search = optimum.search
     y, n, theta, jac = problem.y, len(problem.y), optimum.theta, optimum.jac
     values = problem.values(theta)
     user_fixed = list(options.fixed_values())  # checked against their bounds, as the free ones are

@@ -67,6 +67,11 @@ def engine_method(loss: str | None, method: str = "lm") -> str:
     return LOSSES[loss]
 
 
+def loss_of_method(method: str) -> str:
+    """The ``loss`` name (``FitOptions.loss``, ``--loss``) of the engine's ``method``."""
+    return next(loss for loss, engine in LOSSES.items() if engine == method)
+
+
 class _FromArguments:
     @classmethod
     def from_arguments(cls, args: dict):

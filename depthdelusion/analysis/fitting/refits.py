@@ -10,7 +10,7 @@ import numpy as np
 
 from ..laws import get_law
 from ..table.runs import load_runs
-from .options import SEED
+from .options import SEED, FitOptions, loss_of_method
 from .problem import Problem
 from .setup import FitSetup
 from .starts import POLISH_STARTS, SEARCH_ROWS, basins_of, converged_starts, search_rows, start_grid, tied_optima
@@ -30,7 +30,7 @@ def refit_rss(runs, law, losses_BxN, method: str = "lm", *, group_offsets: bool 
     problems are independent, so batching does not change them). NaN where no start converged
     (where that fit raises)."""
     law, runs = get_law(law), load_runs(runs)
-    problem = FitSetup(runs, law, None, method, group_offsets, None, None).problem
+    problem = FitSetup(runs, law, FitOptions(loss=loss_of_method(method)), group_offsets=group_offsets).problem
     losses_BxN = np.asarray(losses_BxN, float).reshape(-1, len(problem.y))
     grid = start_grid(problem, 3, max_starts, seed)
     rows = search_rows(problem, seed, SEARCH_ROWS)

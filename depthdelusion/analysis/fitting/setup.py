@@ -14,11 +14,13 @@ from .problem import OFFSET, Problem
 
 
 class FitSetup:
-    """The fit's problem from the runs: fixed and dropped parameters, group offsets, notes
-    (``notes``: the first ones, default the runs' own)."""
+    """The fit's problem from the runs under ``options`` (the objective, the fixed parameters):
+    fixed and dropped parameters, group offsets, notes (``notes``: the first ones, default the
+    runs' own)."""
 
-    def __init__(self, runs, law, fixed, method, group_offsets, groups, overestimate_weight, notes=None):
-        fixed = dict(fixed or {})
+    def __init__(self, runs, law, options: FitOptions, *, group_offsets: bool = False, groups=None,
+                 notes=None):
+        fixed, method = options.fixed_values(), options.method
         self.notes = notes = list(runs.notes if notes is None else notes)
         for name in fixed:
             law.param(name)  # raises for unknown names
@@ -37,10 +39,8 @@ class FitSetup:
         self.fixed = fixed
         self.labels = np.asarray(runs.group if groups is None else groups, dtype=object)
         self._offsets(law, runs, group_offsets)
-        if overestimate_weight is not None and method != "asymmetric":
-            raise ValueError(f"an overestimate weight applies to the asymmetric loss, not {method!r}")
         self.problem = Problem(law, fixed, LawInputs.from_runs(runs), runs.loss, method,
-                               self.offset_groups, self.gidx, overestimate_weight)
+                               self.offset_groups, self.gidx, options.overestimate_weight)
         self.problem.run_names = list(runs.name)
         if self.problem.overestimate_weight is not None:
             w = self.problem.overestimate_weight

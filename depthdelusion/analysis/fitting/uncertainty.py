@@ -2,6 +2,7 @@
 intervals (computed now or on first request), parameters at a bound and identifiability flags."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -31,11 +32,12 @@ PROFILE_HOW = {"full": "", "fast": "; ends by root-finding (Brent) on Λ from th
 
 @dataclass(frozen=True)
 class Optimum:
-    """The profile stage's part of a fit: θ at the optimum (moved where a profile found a lower
-    objective), its Jacobian uncertainty, and the profile intervals — computed (``profiles``,
-    ``ci_profile``, ``profile_statistic``) or, when the fit skipped them, the handle that
-    computes them on request (``later``)."""
+    """The profile stage's part of a fit: the search (redescribed where a profile found a lower
+    objective than every start), θ at the optimum, its Jacobian uncertainty, and the profile
+    intervals — computed (``profiles``, ``ci_profile``, ``profile_statistic``) or, when the fit
+    skipped them, the handle that computes them on request (``later``)."""
 
+    search: object
     theta: np.ndarray
     jac: "_Jacobian"
     profiles: dict
@@ -85,26 +87,27 @@ def optimum_and_profiles(problem, search, options, notes) -> Optimum:
         else:
             profiles = profile_intervals(problem, theta, statistic, search.cold(PROFILE_STARTS),
                                          jac.se_theta, staged=search.warm)
-        theta_better = (better_optimum(problem, profiles, objective, search)
-                        if restart < _PROFILE_RESTARTS else None)
-        if theta_better is None:
+        better = (better_optimum(problem, profiles, objective, search)
+                  if restart < _PROFILE_RESTARTS else None)
+        if better is None:
             break
+        theta, search = better
         notes.append(f"the profile likelihood found a lower objective than the {search.summary.n_starts} "
                      f"starts ({objective:.6g} → {search.objective:.6g}); the fit was restarted from it")
-        theta, objective = theta_better, search.objective
+        objective = search.objective
         jac = _jacobian_uncertainty(problem, theta)
         statistic = Statistic(problem, objective)
     if not profile:
-        return Optimum(theta, jac, profiles, None, "", LaterProfiles(
+        return Optimum(search, theta, jac, profiles, None, "", LaterProfiles(
             problem, theta, statistic, search.cold(PROFILE_STARTS), jac.se_theta, search.warm))
-    return Optimum(theta, jac, profiles, {nm: p.interval for nm, p in profiles.items()},
+    return Optimum(search, theta, jac, profiles, {nm: p.interval for nm, p in profiles.items()},
                    f"{statistic.describe}, {statistic.cut}{PROFILE_HOW.get(profile, '')}", None)
 
 
 def better_optimum(problem: Problem, profiles: dict, objective: float, search):
-    """θ of a lower objective than ``objective`` that a profile found (polished with every
-    parameter free), or None. Updates ``search`` to describe the new optimum: no start reached
-    it, and the tied solutions of the old one no longer apply."""
+    """(θ, search) of a lower objective than ``objective`` that a profile found (polished with
+    every parameter free), or None. The search returned describes the new optimum: no start
+    reached it, and the tied solutions of the old one no longer apply."""
     found = [p for p in profiles.values() if p.better_theta is not None]
     if not found:
         return None
@@ -112,17 +115,15 @@ def better_optimum(problem: Problem, profiles: dict, objective: float, search):
     res = problem.solve(finder.better_theta[None])
     if res.status[0] == FAILED or not res.objective[0] < objective * (1 - TIE):
         return None
-    summary = search.summary
-    summary.found_by_profile = (
+    summary, better = search.summary, float(res.objective[0])
+    found_by_profile = (
         f"the profile of {finder.name} found a lower objective ({objective:.6g} → "
-        f"{float(res.objective[0]):.6g}) than the best of the {summary.n_starts} starts "
+        f"{better:.6g}) than the best of the {summary.n_starts} starts "
         f"(which {summary.n_at_best} of them reached), and the fit was restarted from it"
         + (f"; {summary.found_by_profile}" if summary.found_by_profile else ""))
-    search.objective = float(res.objective[0])
-    search.summary.local_optima.insert(0, search.objective)
-    search.summary.n_at_best, search.summary.ridge_params = 0, []
-    search.ridge_solutions = []
-    return res.theta[0]
+    summary = dataclasses.replace(summary, found_by_profile=found_by_profile, n_at_best=0, ridge_params=[],
+                                  local_optima=[better, *summary.local_optima])
+    return res.theta[0], dataclasses.replace(search, objective=better, summary=summary, ridge_solutions=[])
 
 
 # --- uncertainty ----------------------------------------------------------------------------------
