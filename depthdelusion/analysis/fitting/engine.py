@@ -204,7 +204,7 @@ def _fit_result(problem, setup, runs, options: FitOptions, parts, offsets_by_gro
         condition_number=jac.cond, n=n, k=problem.k,
         loo_residuals=loo if loo is not None else np.full(n, np.nan), observed=y.copy(),
         predicted=problem.predict(theta), starts=search.summary,
-        run_names=list(runs.name), notes=list(setup.notes), source=runs.source, seed=options.seed,
+        run_names=list(runs.name), notes=tuple(setup.notes), source=runs.source, seed=options.seed,
         jacobian_log=[p.name for p in problem.free if p.log],
         bounds={p.name: tuple(p.bounds) for p in problem.free},
         ridge_solutions=search.ridge_solutions, tie_tolerance=TIE, offset_groups=setup.offset_groups,
@@ -222,7 +222,7 @@ def _fit_result(problem, setup, runs, options: FitOptions, parts, offsets_by_gro
     diagnostics = (row_diagnostics(problem, theta, jac.J, names=bare.run_names, stderr=bare.stderr,
                                    cold_starts=search.cold_starts, threshold=options.outlier_threshold,
                                    status=bare.status) if options.diagnostics else None)
-    return dataclasses.replace(bare, flags=flags, notes=bare.notes + _method_notes(problem, options.method),
+    return dataclasses.replace(bare, flags=tuple(flags), notes=(*bare.notes, *_method_notes(problem, options.method)),
                                pooled_groups=pooled, diagnostics=diagnostics)
 
 

@@ -23,12 +23,12 @@ def fit_pooled(ours, table: str, law, method: str = "lm", *, path=None, allow_mo
               else fit_with(runs, law, options, group_offsets=True, groups=runs.group, **keywords))
     n_ours = int((runs.group == "ours").sum())
     meta = TABLES[table]
-    return dataclasses.replace(result, notes=[(
+    return dataclasses.replace(result, notes=((
         f"pooled fit: {n_ours} of our runs ({_source_of(ours)}) + {len(runs) - n_ours} runs of the "
         f"published table {table!r} ({meta.paper}; license: {meta.license}); one offset E per source "
         f"(E[ours], E[{table}]), every other parameter shared. Assumes the sources differ by a constant "
         "loss offset only (data, tokenizer and evaluation differences are additive); a source "
-        "difference in the exponents is read as noise"), *result.notes])
+        "difference in the exponents is read as noise"), *result.notes))
 
 
 def _source_of(ours) -> str:

@@ -81,8 +81,8 @@ class FitResult:
     predicted: np.ndarray
     starts: StartsSummary
     run_names: list
-    flags: list = field(default_factory=list)
-    notes: list = field(default_factory=list)
+    flags: tuple = ()
+    notes: tuple = ()
     source: str = ""
     seed: int = SEED
     n_bootstrap_not_converged: int = 0  # refits left out: still at the iteration cap after a restart
