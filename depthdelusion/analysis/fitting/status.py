@@ -1,6 +1,7 @@
 """A fitted parameter's status (ok, at its bound, not identified), its strongest correlation and
 its value as a table prints it: read from a fit's fields (a ``FitResult``), for the result's
-summary, the report's tables and the studies."""
+summary, the report's tables and the studies. ``result`` is a ``FitResult`` throughout (not
+imported: result.py imports this module)."""
 from __future__ import annotations
 
 import math
@@ -22,7 +23,7 @@ OK, AT_BOUND, NOT_IDENTIFIED = "ok", "at_bound", "not_identified"
 DRIFT = 1e30
 
 
-def parameter_status(result: "FitResult", name: str) -> str:
+def parameter_status(result, name: str) -> str:
     """``"at_bound"`` (the optimum sits within tolerance of the parameter's physical bound),
     ``"not_identified"`` (a ridge of tied starts, an estimate drifted beyond ``DRIFT``, a profile
     interval open at an end; without a profile, an infinite or undefined standard error or a
@@ -52,7 +53,7 @@ def parameter_status(result: "FitResult", name: str) -> str:
     return OK
 
 
-def correlation_note(result: "FitResult", name: str) -> str:
+def correlation_note(result, name: str) -> str:
     """"r = +0.998 with B" for the parameter most correlated with ``name`` when |r| ≥
     ``STRONG_CORR``, else ""."""
     row = _correlations(result, name)
@@ -63,7 +64,7 @@ def correlation_note(result: "FitResult", name: str) -> str:
     return f"r = {row[i]:+.3f} with {others[i]}"
 
 
-def _correlations(result: "FitResult", name: str) -> np.ndarray:
+def _correlations(result, name: str) -> np.ndarray:
     """``name``'s correlations with the other free parameters (in ``params`` order)."""
     j = list(result.params).index(name)
     if j >= len(result.correlation):
@@ -77,7 +78,7 @@ def number_text(v) -> str:
     return f"{v:.4g}"
 
 
-def format_estimate(result: "FitResult", name: str, spec: str = ".4g") -> str:
+def format_estimate(result, name: str, spec: str = ".4g") -> str:
     """A parameter's value as a table prints it: the number when its status is ok, "at bound v"
     at a bound, "n.i." when not identified (never a number that looks like an estimate)."""
     status = parameter_status(result, name)

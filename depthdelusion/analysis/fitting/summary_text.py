@@ -1,7 +1,8 @@
 """A fit's summary as text (``FitResult.summary()``, what ``depthdelusion fit`` prints): the law
 and how it was fitted, the fit statistics, a table of parameters with each method's interval, the
 legend, the identifiability flags, the row diagnostics and the notes. Computes nothing: every
-number is a field or a view of the result."""
+number is a field or a view of the result. ``result`` is a ``FitResult`` throughout (not imported:
+result.py imports this module)."""
 from __future__ import annotations
 
 import numpy as np
@@ -27,16 +28,16 @@ STATUS_LEGEND = (
     "the data bound).")
 
 
-def fit_summary(result: "FitResult") -> str:
+def fit_summary(result) -> str:
     """The readable summary of ``result``: header, parameter table, legend, flags, notes."""
     head, rows = _parameter_table(result)
     return "\n".join([*_header(result), "", *_aligned(head, rows), STATUS_LEGEND,
                       _interval_legend(result), "", *_flags_and_notes(result)])
 
 
-def _rows_kept(result: "FitResult") -> str:
-    """" (kept 20 of 30 rows where ...; 2 outlying rows dropped (--drop-outliers))", or ""
-    when the table's rows were not selected."""
+def _rows_kept(result) -> str:
+    """The rows kept, " (kept 20 of 30 rows where ...; 2 outlying rows dropped
+    (--drop-outliers))", or "" when the table's rows were not selected."""
     selection = result.selection
     if selection.get("rows_read") is None:
         return ""
@@ -49,7 +50,7 @@ def _rows_kept(result: "FitResult") -> str:
     return f" (kept {result.n} of {selection['rows_read']} rows{where}{dropped})"
 
 
-def _header(result: "FitResult") -> list[str]:
+def _header(result) -> list[str]:
     """The law, the method and the data, the fit statistics and the starts."""
     readings = "".join(f"; {v}" for v in result.column_readings.values())
     offsets = (f"; one offset E per group ({', '.join(map(str, result.offset_groups))})"
@@ -80,7 +81,7 @@ def _starts_line(starts) -> str:
     return line
 
 
-def _parameter_table(result: "FitResult") -> tuple[list, list]:
+def _parameter_table(result) -> tuple[list, list]:
     """(head, rows): a row per free parameter (value, standard error, each method's interval,
     its correlation note), then a row per fixed one; the note column only when a row has one."""
     cols = ["95% CI Jacobian", "95% CI profile",
@@ -95,7 +96,7 @@ def _parameter_table(result: "FitResult") -> tuple[list, list]:
     return head, rows
 
 
-def _free_row(result: "FitResult", name: str) -> list:
+def _free_row(result, name: str) -> list:
     bounds = result.bounds.get(name, (-np.inf, np.inf))
     jac = one_sided_text(result.ci_jacobian[name], bounds) + (" log" if name in result.jacobian_log else "")
     prof = (one_sided_text(result.ci_profile[name], bounds)
@@ -116,7 +117,7 @@ def _aligned(head: list, rows: list) -> list[str]:
     return [line(head), "-" * len(line(head)), *map(line, rows)]
 
 
-def _interval_legend(result: "FitResult") -> str:
+def _interval_legend(result) -> str:
     return ("Jacobian CI: from the column-scaled Jacobian; 'log' = computed in log space "
             "(positive scale). Profile CI: " + (result.profile_statistic or "not computed")
             + "; unbounded = not bounded by the data. Bootstrap: " + (result.bootstrap_scheme or "none")
@@ -125,7 +126,7 @@ def _interval_legend(result: "FitResult") -> str:
             "start range) is '≥ x' or '≤ x'; open at both (or open and reaching its bound): n.i.")
 
 
-def _flags_and_notes(result: "FitResult") -> list[str]:
+def _flags_and_notes(result) -> list[str]:
     lines = ["Identifiability flags:" if result.flags else "Identifiability flags: none"]
     lines += [f"  ! {f}" for f in result.flags]
     if result.diagnostics is not None:

@@ -27,6 +27,7 @@ from ...progress import SILENT
 from ..fitting.clusters import cluster_kwargs
 from ..fitting.engine import FitResult, fit_with
 from ..fitting.lr_test import DEFAULT_REPLICATES
+from ..fitting.options import FitOptions
 from ..fitting.replicates import replicate_cells
 from ..fitting.result import OK, parameter_status
 from ..fitting.setup import check_fixed, options_for_law
@@ -57,7 +58,6 @@ from .contents import (
     Settings,
     ShapeResults,
 )
-from ..fitting.options import FitOptions
 from .options import ReportOptions
 from .shape import (
     audit_shapes,
@@ -371,7 +371,7 @@ def compute(runs, options: ReportOptions, progress=SILENT, calibrate=None) -> Re
     None: not rechecked."""
     s = _settings(runs, options)
     laws, groups, params, design, step = options.laws, options.groups, options.params, options.design, options.step
-    method, bootstrap, seed = s.method, s.bootstrap, s.seed
+    bootstrap, seed = s.bootstrap, s.seed
     raw = load_runs(runs)
     runs, n_notes = with_param_convention(raw, params)
     mixed = mixed_budgets(runs)
