@@ -533,6 +533,7 @@ def _report(p):
     add_table_options(p)
     add_row_options(p)
     add_vocab(p)
+    add_search_options(p)
     add_interval_options(p)
 
 
@@ -562,19 +563,7 @@ def _fit(p):
                         "rollout) and writes rollout.csv under --out")
     p.add_argument("--bootstrap", type=COUNT, default=LIBRARY_DEFAULT, help="bootstrap refits (0 to skip)")
     p.add_argument("--seed", type=COUNT, default=LIBRARY_DEFAULT, help=SEED_HELP)
-    p.add_argument("--starts", type=POSITIVE, metavar="N",
-                   help="multi-start: at most N starting points: the full grid if it has at most N "
-                        "points, else the centre and a seeded scrambled Sobol design (default 64; "
-                        "giving it selects --search multistart)")
-    p.add_argument("--grid-points", type=POSITIVE, metavar="K",
-                   help="multi-start: grid values per parameter over its init range (default 3; "
-                        "giving it selects --search multistart)")
-    p.add_argument("--search", choices=("varpro", "multistart"),
-                   help="the global search: varpro (variable projection: the parameters the law is "
-                        "linear in, e.g. E, A, B, solved by NNLS on a grid over the others, its best "
-                        "minima polished on every row) or multistart (--starts starts, each solved); "
-                        "default: varpro for laws with linear parameters and at most 2 others, "
-                        "multistart otherwise (said in the summary)")
+    add_search_options(p)
     p.add_argument("--columns", metavar="NAME=COLUMN,...", help=COLUMNS_HELP)
     p.add_argument("--json", dest="json_output", action="store_true", help="print the fit as JSON")
     p.add_argument("--params", choices=PARAMS_CHOICES + ("fitted",),
@@ -590,6 +579,24 @@ def _fit(p):
     add_table_options(p)
     add_row_options(p)
     add_interval_options(p)
+
+
+def add_search_options(p):
+    """The global search of every fit: one meaning in `fit` and `report`
+    (fitting.options.FitOptions)."""
+    p.add_argument("--starts", type=POSITIVE, metavar="N",
+                   help="multi-start: at most N starting points: the full grid if it has at most N "
+                        "points, else the centre and a seeded scrambled Sobol design (default 64; "
+                        "giving it selects --search multistart)")
+    p.add_argument("--grid-points", type=POSITIVE, metavar="K",
+                   help="multi-start: grid values per parameter over its init range (default 3; "
+                        "giving it selects --search multistart)")
+    p.add_argument("--search", choices=("varpro", "multistart"),
+                   help="the global search: varpro (variable projection: the parameters the law is "
+                        "linear in, e.g. E, A, B, solved by NNLS on a grid over the others, its best "
+                        "minima polished on every row) or multistart (--starts starts, each solved); "
+                        "default: varpro for laws with linear parameters and at most 2 others, "
+                        "multistart otherwise (said in the summary)")
 
 
 def add_interval_options(p):

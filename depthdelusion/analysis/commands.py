@@ -6,6 +6,7 @@ which the CLI prints as one line. Imports of the analysis modules are inside the
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -92,8 +93,7 @@ def split_rows(table, rows: RowOptions, law=None, options: FitOptions = FitOptio
 
     parts = split_by(table, rows.by) if rows.by else {None: table}
     if rows.drop_outliers:
-        parts = {v: without_outliers(part, law, options.method, threshold=options.outlier_threshold,
-                                     seed=options.seed) for v, part in parts.items()}
+        parts = {v: without_outliers(part, law, options) for v, part in parts.items()}
     return parts
 
 
@@ -212,8 +212,9 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
             rows: RowOptions = RowOptions(), validate: str | None = None, params: str | None = None,
             json_output: bool = False, out: str | None = None) -> int:
     from .fitting.clusters import cluster_kwargs
-    from .fitting.engine import fit
+    from .fitting.engine import fit_with
     from .fitting.pooled import fit_pooled
+    from .fitting.setup import check_fixed
     from .table.published import parse_table_arg
     from .table.published import pool as pool_runs
 
@@ -233,27 +234,26 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
     if law is None:
         law, why = pick_law(table)
         print(why, file=sys.stderr)
-    options.check_fixed([law])
+    check_fixed(options, [law])
     if params == "fitted":  # ε of N = N_nonemb + ε·N_emb, profiled for this law
         table = _with_fitted_weight(table, law, options, pooled)
     progress = Stages("fit")  # stderr: a bar on a terminal, a line per stage in a log
-    kwargs = dict(options.fit_kwargs(), diagnostics=True, progress=progress)
+    with_diagnostics = dataclasses.replace(options, diagnostics=True)
     if pooled:
         parts = {None: table}
-        results = {None: fit_pooled(ours, pooled[0], law, options.method, path=pooled[1],
-                                    allow_modified=rows.allow_modified, **kwargs,
+        results = {None: fit_pooled(ours, pooled[0], law, path=pooled[1], allow_modified=rows.allow_modified,
+                                    options=with_diagnostics, progress=progress,
                                     **cluster_kwargs(options.cluster, table))}
     else:
         parts = split_rows(table, rows, law, options)
-        results = {v: fit(part, law, options.method, **kwargs, **cluster_kwargs(options.cluster, part))
+        results = {v: fit_with(part, law, with_diagnostics, progress=progress,
+                               **cluster_kwargs(options.cluster, part))
                    for v, part in parts.items()}
     checked = None
     if validate == "rollout":
         from .fitting.rollout import rollout
 
-        checked = rollout(table, law, options.method, seed=options.seed,
-                          overestimate_weight=options.overestimate_weight,
-                          grid_points=options.grid_points, max_starts=options.starts)
+        checked = rollout(table, law, options)
     progress.close()
     with rundir.local_dir(out) as local_out:  # a gs:// OUT: written here, then copied up
         _print_fits(results, parts, rows.by, json_output, local_out, checked)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from depthdelusion import exit_codes
 
+from .fitting.options import SEED
+
 
 def load_suites(runs=None, table_names=None, column=None) -> dict:
     """{suite name: Runs}: every ``--table NAME[=PATH]`` (named by NAME) and every RUNS path
@@ -47,7 +49,7 @@ def column_mapping(column) -> dict | None:
 
 def run_shape(*, compute, runs=None, table_names=None, column=None, law: str = "auto",
               tolerance: float = 0.01, json_output: bool = False, out: str | None = None,
-              resamples: int | None = None, seed: int = 0, reference: str | None = None) -> int:
+              resamples: int | None = None, seed: int = SEED, reference: str | None = None) -> int:
     from .fitting.shape_answer import DEFAULT_RESAMPLES, shape_answer
     from .report.shape_answer_text import summary, to_json
 

@@ -226,8 +226,7 @@ def test_opening_paragraph_follows_the_title_when_persistence_fits_warn(run_fact
                     seed=i, steps=(0, 1000))
     # the report's structure, not its intervals: no profile likelihoods or leave-one-out refits
     _, md, _ = build_report(str(tmp_path / "runs"), ReportOptions(
-        fit=FitOptions(bootstrap=5), step=1000, design=False,
-        extra_fit_kwargs={"leave_one_out": False, "profile": False}))
+        fit=FitOptions(bootstrap=5, leave_one_out=False, profile=False), step=1000, design=False))
     lines = md.split("\n")
     assert "warning: only 1 logged step(s)" in md  # the persistence section warns ...
     assert not any(line.startswith("WARNING") for line in lines)  # ... no fit is invalidated

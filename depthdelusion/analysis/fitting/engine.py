@@ -11,6 +11,12 @@ resample whose optimum moved to another basin can reach it). Leave-one-out refit
 from the same cold points. Runs are weighted equally. ``group_offsets=True`` fits one
 offset E per group with the law's other parameters shared.
 
+``fit`` gathers its keywords into a :class:`.options.FitOptions` and hands it whole to
+:func:`fit_with`, which commands and the report call with the user's options; each stage takes
+the problem and the options and returns a frozen part (the search, the optimum with its
+Jacobian and profiles, the resampling), and :func:`_fit_result` builds the ``FitResult`` from
+them, once.
+
 Cost is linear in the number of rows n: no n × n matrix is formed. On large tables the stages
 whose cost is (number of refits) × n switch to stated approximations (thresholds below): the
 multi-start runs on a seeded subsample and its best optima are polished on every row; the
@@ -20,6 +26,7 @@ request (``FitResult.conf_int(method="profile")``) rather than by default.
 """
 from __future__ import annotations
 
+import dataclasses
 
 import numpy as np
 
@@ -30,29 +37,19 @@ from ..table.law_columns import check_law_columns
 from ..table.load import load_runs
 from ..table.runs import Runs
 from .diagnostics import pooled_group_flag, pooled_groups, row_diagnostics
-from .options import BOOTSTRAP, OUTLIER_Z, engine_method
+from .options import BOOTSTRAP, OUTLIER_Z, SEED, FitOptions, engine_method, loss_of_method
 from .problem import TIE
 from .replicates import replicate_cells
 from .resampling import BOOT_REFIT_ROWS, LOO_REFIT_ROWS, bootstrap_stage, loo_stage
 from .result import FitResult
-from .search import REFIT_STARTS, SEARCHES, run_search
+from .search import run_search
 from .setup import FitSetup
-from .uncertainty import (
-    PROFILE_ROWS,
-    at_bound,
-    identifiability_flags,
-    optimum_and_profiles,
-    set_profiles,
-)
+from .uncertainty import PROFILE_ROWS, at_bound, identifiability_flags, optimum_and_profiles
 
-# least squares on loss / Huber on log-loss / asymmetric squares on loss; all by bounded LM
-METHODS = ("lm", "huber", "asymmetric")
-
-
-def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int = 0,
+def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int = SEED,
         fixed: dict | None = None, grid_points: int | None = None, max_starts: int | None = None,
         leave_one_out: bool | str | None = None, profile: bool | None = None,
-        group_offsets: bool = False, groups=None, refit_starts: int = REFIT_STARTS,
+        group_offsets: bool = False, groups=None, refit_starts: int | None = None,
         bootstrap_refit: bool | None = None, overestimate_weight: float | None = None,
         diagnostics: bool | None = None, outlier_threshold: float = OUTLIER_Z,
         search: str | None = None, clusters=None, progress=SILENT, signed_penalty: bool = False,
@@ -76,7 +73,7 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
     the best optimum is kept and every other local optimum reported.
 
     ``bootstrap`` case-resampling refits (seeded by ``seed``) each start from the optimum and
-    the ``refit_starts`` best starts (the best start of each distinct local optimum first;
+    the ``refit_starts`` best starts (default ``search.REFIT_STARTS``) (the best start of each distinct local optimum first;
     ``ONE_BASIN_REFIT_STARTS`` of them where the search found one optimum within ``COMPETING``
     times the best objective); a refit still at the iteration cap after a restart is left out and
     counted. Leave-one-out refits start from the first ``LOO_STARTS`` cold starts. ``profile`` computes profile-likelihood intervals for every free
@@ -103,44 +100,40 @@ def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int 
     profile=False, leave_one_out=False). Text columns the fit pooled are always flagged.
 
     ``progress``: a ``depthdelusion.progress.Stages`` told as each stage starts (default silent)."""
-    method = _checked_method(loss, method, search)
-    law, runs = (signed_penalty_law(law) if signed_penalty else get_law(law)), load_runs(runs)
+    options = FitOptions(
+        loss=loss_of_method(engine_method(loss, method)), bootstrap=bootstrap, seed=seed,
+        search=search, starts=max_starts, grid_points=grid_points,
+        overestimate_weight=overestimate_weight, outlier_threshold=outlier_threshold,
+        fix=dict(fixed) if fixed else None, signed_penalty=signed_penalty, profile=profile,
+        leave_one_out=leave_one_out, bootstrap_refit=bootstrap_refit, refit_starts=refit_starts,
+        diagnostics=diagnostics)
+    return fit_with(runs, law, options, group_offsets=group_offsets, groups=groups,
+                    clusters=clusters, cluster_name=cluster_name, progress=progress)
+
+
+def fit_with(runs, law, options: FitOptions, *, group_offsets: bool = False, groups=None,
+             clusters=None, cluster_name: str | None = None, progress=SILENT) -> FitResult:
+    """:func:`fit` with its options whole (``options.cluster``, a column name, is the caller's
+    to turn into ``clusters``: :func:`.clusters.cluster_kwargs`); the other arguments are the
+    table's: group offsets and labels, the bootstrap's clusters, and the progress display."""
+    law, runs = (signed_penalty_law(law) if options.signed_penalty else get_law(law)), load_runs(runs)
     check_law_columns(law, runs)
-    setup = FitSetup(runs, law, fixed, method, group_offsets, groups, overestimate_weight,
-                     _first_notes(runs))
-    problem, notes, n = setup.problem, setup.notes, len(setup.problem.y)
-    leave_one_out, profile, bootstrap_refit = _stage_sizes(n, bootstrap, leave_one_out, profile,
-                                                           bootstrap_refit, notes)
-    diagnostics = diagnostics if diagnostics is not None else bool(bootstrap or profile or leave_one_out)
-    stage = _stages(progress, law, n, bootstrap, profile, leave_one_out, diagnostics)
+    setup = FitSetup(runs, law, options, group_offsets=group_offsets, groups=groups, notes=_first_notes(runs))
+    problem, notes = setup.problem, setup.notes
+    options = _with_stage_sizes(options, len(problem.y), notes)
+    stage = _stages(progress, law, len(problem.y), options)
     stage("search")
-    found = run_search(problem, search, grid_points, max_starts, seed, refit_starts, notes)
-    stage("profile intervals" if profile else "")
-    theta, jac, statistic, profiles = optimum_and_profiles(problem, found, profile, notes)
-    stage(f"bootstrap ({bootstrap} resamples)" if bootstrap else "")
-    boot = bootstrap_stage(problem, found, theta, jac, bootstrap, bootstrap_refit, seed, setup.strata,
-                           notes, clusters, cluster_name)
-    stage(f"leave-one-out ({leave_one_out})" if leave_one_out else "")
-    loo = loo_stage(problem, found, theta, jac, leave_one_out, notes)
-    result = _fit_result(problem, setup, runs, theta, jac, found, boot, loo, seed, list(fixed or {}))
-    set_profiles(result, problem, theta, statistic, found, jac, profiles, profile)
-    _add_flags_and_notes(result, problem, jac, runs, setup, law, method)
-    stage("row diagnostics" if diagnostics else "")
-    _add_row_diagnostics(result, runs, problem, theta, jac.J, found.cold_starts, setup.offset_groups,
-                         groups is None, diagnostics, outlier_threshold)
-    return result
-
-
-def _checked_method(loss: str | None, method: str, search) -> str:
-    """The engine's method from `loss=` (as the CLI names it) or the older `method=`, both checked
-    with the search."""
-    method = engine_method(loss, method)
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
-    if search not in SEARCHES:
-        raise ValueError(f"unknown search {search!r}; known: {', '.join(s for s in SEARCHES if s)} "
-                         "(or None: by the law)")
-    return method
+    found = run_search(problem, options, notes)
+    stage("profile intervals" if options.profile else "")
+    optimum = optimum_and_profiles(problem, found, options, notes)
+    found = optimum.search  # a profile may have found a lower objective than every start
+    stage(f"bootstrap ({options.bootstrap} resamples)" if options.bootstrap else "")
+    boot = bootstrap_stage(problem, found, optimum, options, setup.strata, notes, clusters, cluster_name)
+    stage(f"leave-one-out ({options.leave_one_out})" if options.leave_one_out else "")
+    loo = loo_stage(problem, found, optimum, options, notes)
+    stage("row diagnostics" if options.diagnostics else "")
+    return _fit_result(problem, setup, runs, options, (optimum, boot, loo),
+                       offsets_by_group_column=groups is None)
 
 
 def _first_notes(runs) -> list[str]:
@@ -153,27 +146,23 @@ def _first_notes(runs) -> list[str]:
     return notes
 
 
-def _stages(progress, law, n, bootstrap, profile, leave_one_out, diagnostics):
+def _stages(progress, law, n, options: FitOptions):
     """``stage(text)``: tells ``progress`` that the stage ``text`` starts ("" : a stage this
     fit skips), having first announced how many there are."""
-    progress.expect(1 + sum(map(bool, (profile, bootstrap, leave_one_out, diagnostics))))
+    progress.expect(1 + sum(map(bool, (options.profile, options.bootstrap, options.leave_one_out,
+                                       options.diagnostics))))
     return lambda text: progress.stage(f"{law.name}, {n:,} rows: {text}") if text else None
 
 
-def _add_flags_and_notes(result, problem, jac, runs, setup, law, method) -> None:
-    result.flags = (jac.flags + identifiability_flags(result, problem)
-                    + _pooling_flags(runs, setup.labels, law, setup.token_term, setup.offset_groups))
-    result.notes += _method_notes(problem, law, method)
-
-
-def _stage_sizes(n, bootstrap, leave_one_out, profile, bootstrap_refit, notes):
-    """The sizes of the interval stages, defaulted by the number of rows n."""
+def _with_stage_sizes(options: FitOptions, n: int, notes) -> FitOptions:
+    """``options`` with the sizes of the interval stages defaulted by the number of rows n:
+    ``leave_one_out`` ``"refit"``/``"hat"``/False, ``profile`` ``"full"``/``"fast"``/False,
+    ``bootstrap_refit`` and ``diagnostics`` True/False."""
+    leave_one_out, profile, bootstrap_refit = options.leave_one_out, options.profile, options.bootstrap_refit
     if leave_one_out is None:
-        leave_one_out = "refit" if n <= LOO_REFIT_ROWS and bootstrap else "hat"
+        leave_one_out = "refit" if n <= LOO_REFIT_ROWS and options.bootstrap else "hat"
     elif leave_one_out is True:
         leave_one_out = "refit"
-    if leave_one_out not in (False, "refit", "hat"):
-        raise ValueError(f"leave_one_out must be True, False, 'refit', 'hat' or None, got {leave_one_out!r}")
     if profile is None:
         profile = "full" if n <= PROFILE_ROWS else False
         if not profile:
@@ -186,22 +175,29 @@ def _stage_sizes(n, bootstrap, leave_one_out, profile, bootstrap_refit, notes):
                      "the Jacobian's and the bootstrap's, named in their columns; an open profile "
                      "no longer marks a parameter n.i., so read a kink parameter's bootstrap "
                      "interval before its value")
-    elif profile is True or profile is False:
-        profile = "full" if profile else False
-    elif profile not in ("fast", "full"):
-        raise ValueError(f"profile must be 'none', 'fast', 'full', True, False or None, got {profile!r}")
+    elif profile is True:
+        profile = "full"
     if bootstrap_refit is None:
         bootstrap_refit = n <= BOOT_REFIT_ROWS
-    return leave_one_out, profile, bootstrap_refit
+    diagnostics = options.diagnostics
+    if diagnostics is None:
+        diagnostics = bool(options.bootstrap or profile or leave_one_out)
+    return dataclasses.replace(options, leave_one_out=leave_one_out, profile=profile,
+                               bootstrap_refit=bootstrap_refit, diagnostics=diagnostics)
 
 
-def _fit_result(problem, setup, runs, theta, jac, search, boot, loo, seed, user_fixed) -> FitResult:
-    """The FitResult of the optimum θ with its statistics and intervals (profiles set later);
-    its loss statistics (RSS, R², AIC, ...) are views it computes from the fields. ``user_fixed``:
-    the names the caller fixed (checked against their bounds, as the free ones are)."""
-    y, n = problem.y, len(problem.y)
+def _fit_result(problem, setup, runs, options: FitOptions, parts, offsets_by_group_column) -> FitResult:
+    """The FitResult of the optimum with its statistics, intervals, flags and row diagnostics,
+    built here and nowhere else (``parts``: the stages' optimum with its search, the bootstrap
+    and the leave-one-out errors). Its loss statistics (RSS, R², AIC, ...) are views it computes from the
+    fields. The flags and the row diagnostics read the fit's own parameter status, so they are
+    computed on the result without them and added by ``dataclasses.replace``."""
+    optimum, boot, loo = parts
+    search = optimum.search
+    y, n, theta, jac = problem.y, len(problem.y), optimum.theta, optimum.jac
     values = problem.values(theta)
-    result = FitResult(
+    user_fixed = list(options.fixed_values())  # checked against their bounds, as the free ones are
+    bare = FitResult(
         law=problem.law, method=problem.method, params={nm: values[nm] for nm in problem.names},
         fixed=setup.fixed, stderr=jac.stderr, ci_jacobian=jac.ci, ci_bootstrap=boot.ci,
         bootstrap_params=boot.samples, n_bootstrap_failed=boot.n_failed,
@@ -209,20 +205,32 @@ def _fit_result(problem, setup, runs, theta, jac, search, boot, loo, seed, user_
         condition_number=jac.cond, n=n, k=problem.k,
         loo_residuals=loo if loo is not None else np.full(n, np.nan), observed=y.copy(),
         predicted=problem.predict(theta), starts=search.summary,
-        run_names=list(runs.name), notes=setup.notes, source=runs.source, seed=seed,
+        run_names=list(runs.name), notes=tuple(setup.notes), source=runs.source, seed=options.seed,
         jacobian_log=[p.name for p in problem.free if p.log],
         bounds={p.name: tuple(p.bounds) for p in problem.free},
         ridge_solutions=search.ridge_solutions, tie_tolerance=TIE, offset_groups=setup.offset_groups,
-        bootstrap_scheme=boot.scheme, search=search.describe)
-    result.at_bound = at_bound(problem, theta, fixed=user_fixed)
-    result.theta, result.se_theta = np.array(theta, float), np.array(jac.se_theta, float)
-    return result
+        bootstrap_scheme=boot.scheme, search=search.describe, options=options,
+        at_bound=at_bound(problem, theta, fixed=user_fixed),
+        theta=np.array(theta, float), se_theta=np.array(jac.se_theta, float),
+        ci_profile=optimum.ci_profile, profiles=optimum.profiles,
+        profile_statistic=optimum.profile_statistic, profile_source=optimum.later,
+        column_readings=dict(runs.read_as), selection=dict(runs.selection))
+    pooled = pooled_groups(runs, bare.residuals, offset_column="group" if setup.offset_groups is not None
+                           and offsets_by_group_column else None)
+    flags = (jac.flags + identifiability_flags(bare, problem)
+             + _pooling_flags(runs, setup.labels, problem.law, setup.token_term, setup.offset_groups)
+             + [pooled_group_flag(p) for p in pooled])
+    diagnostics = (row_diagnostics(problem, theta, jac.J, names=bare.run_names, stderr=bare.stderr,
+                                   cold_starts=search.cold_starts, threshold=options.outlier_threshold,
+                                   status=bare.status) if options.diagnostics else None)
+    return dataclasses.replace(bare, flags=tuple(flags), notes=(*bare.notes, *_method_notes(problem, options.method)),
+                               pooled_groups=pooled, diagnostics=diagnostics)
 
 
-def _method_notes(problem, law, method) -> list[str]:
+def _method_notes(problem, method) -> list[str]:
     notes = []
     if problem.broadcasts is False:
-        notes.append(f"law {law.name!r} does not broadcast over arrays of parameters, so "
+        notes.append(f"law {problem.law.name!r} does not broadcast over arrays of parameters, so "
                      "every start and refit was evaluated one parameter vector at a time "
                      "(slow); write it with numpy operations to batch them")
     if method == "asymmetric":
@@ -232,22 +240,6 @@ def _method_notes(problem, law, method) -> list[str]:
         notes.append("Jacobian intervals of a Huber fit treat it as least squares on "
                      "log-loss residuals: approximate; prefer the profile or bootstrap ones")
     return notes
-
-
-def _add_row_diagnostics(result, runs, problem, theta, J, cold_starts, offset_groups,
-                         offsets_by_group_column, wanted, threshold):
-    """Pooled-group flags always (cheap); per-row diagnostics and the refit without outliers
-    when ``wanted``; the table's column readings and row selection for the summary."""
-    pooled = pooled_groups(runs, result.residuals,
-                           offset_column="group" if offset_groups is not None and offsets_by_group_column else None)
-    result.pooled_groups = pooled
-    result.flags += [pooled_group_flag(p) for p in pooled]
-    result.column_readings = dict(runs.read_as)
-    result.selection = dict(runs.selection)
-    if wanted:
-        result.diagnostics = row_diagnostics(problem, theta, J, names=result.run_names,
-                                             stderr=result.stderr, cold_starts=cold_starts,
-                                             threshold=threshold, status=result.status)
 
 
 def _pooling_flags(runs: Runs, labels, law, token_term: bool, offset_groups) -> list[str]:

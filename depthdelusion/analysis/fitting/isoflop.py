@@ -36,7 +36,7 @@ from ..formats.interval_text import interval_text
 from ..table.load import load_runs
 from ..table.runs import Runs
 from .diagnostics import pooled_group_flag, pooled_groups
-from .options import engine_method
+from .options import SEED, engine_method
 
 #: Relative tolerance on C within which runs form one budget.
 TOLERANCE = 0.05
@@ -240,7 +240,7 @@ def _fieller(c1, c2, v11, v12, v22, t):
 def isoflop(runs, *, tolerance: float = TOLERANCE, include_flagged: bool = False,
             group: str | None = None, where: str | None = None, columns: dict | None = None,
             bias: bool = False,
-            method: str = "lm", replicates: int = BIAS_REPLICATES, seed: int = 0,
+            method: str = "lm", replicates: int = BIAS_REPLICATES, seed: int = SEED,
             loss: str | None = None) -> IsoflopResult:
     """Approach 2 on ``runs`` (anything :func:`load_runs` takes). ``include_flagged`` also uses
     budgets whose vertex lies outside their sampled N range. ``bias=True`` adds
@@ -405,7 +405,7 @@ class Bias:
 
 
 def approach2_bias(runs, iso: IsoflopResult, *, method: str = "lm",
-                   replicates: int = BIAS_REPLICATES, seed: int = 0,
+                   replicates: int = BIAS_REPLICATES, seed: int = SEED,
                    include_flagged: bool = False, fit_result=None) -> dict:
     """Fit the Chinchilla law (``method``; bare fit: no bootstrap, no profile), simulate the
     table's exact (N, D) from it with Gaussian noise of the fit's residual RMS (nats; for Huber

@@ -36,6 +36,7 @@ import numpy as np
 from scipy import stats
 
 from .clusters import cluster_index
+from .options import SEED
 
 LEVEL = 0.05
 DEFAULT_REPLICATES = 200
@@ -153,7 +154,7 @@ def simulate(null_fit, rng: np.random.Generator, effect=None) -> np.ndarray:
 
 
 def bootstrap_tests(runs, null_fit, alt_fits: dict, *, replicates: int = DEFAULT_REPLICATES,
-                    seed: int = 0, nested: bool | dict = True, refit: Callable | None = None,
+                    seed: int = SEED, nested: bool | dict = True, refit: Callable | None = None,
                     clusters=None) -> dict:
     """Parametric-bootstrap tests of ``null_fit`` against each of ``alt_fits`` ({name: fit}),
     all on the same replicates (the null refitted once per replicate). ``runs``: the runs the

@@ -6,18 +6,26 @@ defaults from the same constants, and a report takes a ``FitOptions`` inside its
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 #: |robust z| above which a row is an outlier (the default of --outlier-threshold;
 #: the row diagnostics, :mod:`.diagnostics`, flag by it).
 OUTLIER_Z = 4.0
 
 BOOTSTRAP = 1000  # case-bootstrap refits per fit: fit(), the report and `fit`
+#: The random seed of every draw a fit or a test makes (resamples, Sobol starts, subsamples,
+#: parametric-bootstrap replicates) when the caller gives none: ``FitOptions.seed`` and every
+#: function with a ``seed=`` keyword take it from here.
+SEED = 0
 SWEEP_BOOTSTRAP = 200  # the report that closes a sweep: a first look, in minutes
 #: The objective's names on the command line -> the fitting engine's (``fitting.fit(method=)``).
 LOSSES = {"ls": "lm", "huber": "huber", "asymmetric": "asymmetric"}
 #: The profile-likelihood stage: skipped, interval ends by root-finding, or the grid walk.
 PROFILE_MODES = ("none", "fast", "full")
+#: The global searches (None: variable projection where the law allows it, see ``fitting.fit``).
+SEARCHES = (None, "varpro", "multistart")
+#: Leave-one-out: refit every held-out fit, or the hat-matrix deletion formula.
+LEAVE_ONE_OUT = ("refit", "hat")
 
 
 def parse_fixed(items) -> dict:
@@ -59,6 +67,11 @@ def engine_method(loss: str | None, method: str = "lm") -> str:
     return LOSSES[loss]
 
 
+def loss_of_method(method: str) -> str:
+    """The ``loss`` name (``FitOptions.loss``, ``--loss``) of the engine's ``method``."""
+    return next(loss for loss, engine in LOSSES.items() if engine == method)
+
+
 class _FromArguments:
     @classmethod
     def from_arguments(cls, args: dict):
@@ -72,97 +85,87 @@ class _FromArguments:
 class FitOptions(_FromArguments):
     """How to fit: the objective (``loss``, with ``overestimate_weight`` for ``asymmetric``),
     the resampling (``bootstrap`` refits, ``seed``), the search (``search``, ``starts``,
-    ``grid_points``) and the robust-z threshold for outlying rows."""
+    ``grid_points``), the robust-z threshold for outlying rows, what is held fixed and how the
+    intervals are made. The public ``fitting.fit`` builds one from its keywords and the fitting
+    engine takes it whole; a command builds one from its command line; a report hands the
+    user's to every fit it makes (:meth:`without_intervals` for the secondary fits). A leaf: what
+depends on a law (its fixed parameters, its λ) is :func:`.setup.options_for_law`'s."""
 
     loss: str = "ls"
     bootstrap: int = BOOTSTRAP
-    seed: int = 0
+    seed: int = SEED
+    #: the global search, ``varpro`` or ``multistart``; None: multistart when ``starts`` or
+    #: ``grid_points`` is given, else by the law (``fitting.fit``)
     search: str | None = None
     starts: int | None = None
     grid_points: int | None = None
     overestimate_weight: float | None = None
     outlier_threshold: float = OUTLIER_Z
-    #: ``NAME=VALUE`` items (``--fix``, repeatable): parameters held at a value
-    fix: tuple[str, ...] | list[str] | None = None
+    #: ``NAME=VALUE`` items (``--fix``, repeatable), or {name: value}: parameters held at a value
+    fix: tuple[str, ...] | list[str] | dict | None = None
     #: the depth penalty λ free in sign (``--signed-penalty``): a negative λ is deeper-is-better
     signed_penalty: bool = False
     #: the column whose rows are resampled together (``--cluster``); None: the table's run or
     #: shape column where it has one (:func:`.clusters.cluster_labels`)
     cluster: str | None = None
-    #: the profile-likelihood stage (``--profile``): ``none``, ``fast``, ``full``; None: by rows
-    profile: str | None = None
+    #: the profile-likelihood stage (``--profile``): ``none``, ``fast``, ``full``; None: by rows;
+    #: True / False (the API's spellings): ``full`` / skipped without a note
+    profile: str | bool | None = None
+    # --- the API's sizes of the interval stages (no command-line flag); None: by rows ---------
+    #: ``refit``, ``hat``, False (skipped) or True (``refit``)
+    leave_one_out: bool | str | None = None
+    #: refit each bootstrap resample (True) or one Gauss–Newton step from the optimum (False)
+    bootstrap_refit: bool | None = None
+    #: cold starts per bootstrap refit besides the optimum; None: ``search.REFIT_STARTS``
+    refit_starts: int | None = None
+    #: per-row diagnostics; None: unless the fit is bare (no bootstrap, profile, leave-one-out)
+    diagnostics: bool | None = None
 
     def __post_init__(self):
         if self.loss not in LOSSES:
-            raise ValueError(f"--loss {self.loss!r}: valid: {', '.join(LOSSES)}")
+            raise ValueError(f"unknown loss {self.loss!r}; known: {', '.join(LOSSES)}")
         if self.overestimate_weight is not None and self.loss != "asymmetric":
-            raise ValueError("--overestimate-weight applies to --loss asymmetric only")
-        if self.profile not in (None, *PROFILE_MODES):
-            raise ValueError(f"--profile {self.profile!r}: valid: {', '.join(PROFILE_MODES)}")
+            raise ValueError(f"an overestimate weight applies to the asymmetric loss, not {self.loss!r}"
+                             " (--overestimate-weight needs --loss asymmetric)")
+        if self.search not in SEARCHES:
+            raise ValueError(f"unknown search {self.search!r}; known: {', '.join(s for s in SEARCHES if s)} "
+                             "(or None: by the law)")
+        if self.profile not in (None, True, False, *PROFILE_MODES):
+            raise ValueError(f"profile must be {', '.join(map(repr, PROFILE_MODES))}, True, False or "
+                             f"None, got {self.profile!r}")
+        if self.leave_one_out not in (None, True, False, *LEAVE_ONE_OUT):
+            raise ValueError(f"leave_one_out must be True, False, 'refit', 'hat' or None, got "
+                             f"{self.leave_one_out!r}")
 
     @property
     def method(self) -> str:
         """The fitting engine's name of the objective."""
         return LOSSES[self.loss]
 
-    def fit_kwargs(self) -> dict:
-        """The keyword arguments of ``fitting.fit`` that these options set (``method`` apart;
-        the clusters depend on the table: :func:`.clusters.cluster_kwargs`)."""
-        kwargs = dict(bootstrap=self.bootstrap, seed=self.seed, grid_points=self.grid_points,
-                      max_starts=self.starts, search=self.search, outlier_threshold=self.outlier_threshold)
-        if self.overestimate_weight is not None:
-            kwargs["overestimate_weight"] = self.overestimate_weight
-        # added only when asked, so that a caller's own keywords (and old engines) are untouched
-        if self.fix:
-            kwargs["fixed"] = self.fixed_values()
-        if self.signed_penalty:
-            kwargs["signed_penalty"] = True
-        if self.profile is not None:
-            kwargs["profile"] = self.profile
-        return kwargs
-
-    def law_kwargs(self, law) -> dict:
-        """:meth:`fit_kwargs` for one of several laws fitted alike (a report): only the fixed
-        parameters ``law`` has, and the signed penalty only where it has λ."""
-        from ..laws import PENALTY, get_law
-
-        names = get_law(law).param_names
-        kwargs = self.fit_kwargs()
-        if "fixed" in kwargs:
-            kwargs["fixed"] = {k: v for k, v in kwargs["fixed"].items() if k in names}
-        if PENALTY not in names:
-            kwargs.pop("signed_penalty", None)
-        return kwargs
-
-    def check_fixed(self, laws) -> None:
-        """Every ``--fix`` item is NAME=number with NAME a parameter of one of ``laws`` (names or
-        Laws), else a one-line error naming the flag and their parameters. Called before the
-        fits (the laws are known only then)."""
-        from ..laws import get_law
-
-        laws = [get_law(law) for law in laws]
-        known = list(dict.fromkeys(p for law in laws for p in law.param_names))
-        which = f"law {laws[0].name!r}" if len(laws) == 1 else f"laws {', '.join(w.name for w in laws)}"
-        listed = f"; parameters of {which}: {', '.join(known)}"
-        try:
-            values = self.fixed_values()
-        except ValueError as err:
-            raise ValueError(f"{err}{listed}") from None
-        for item, name in zip([self.fix] if isinstance(self.fix, str) else self.fix or (), values):
-            if name not in known:
-                raise ValueError(f"--fix {item}: no parameter {name!r}{listed}")
+    def without_intervals(self) -> "FitOptions":
+        """These options for a fit whose intervals nobody reads (a report's extrapolation,
+        design-matrix and baseline fits): no bootstrap, no leave-one-out, no row diagnostics, and
+        the profile stage skipped unless it was asked for (a profile can move the optimum); the
+        objective, search, starts, seed, fixed parameters and sign of λ as given."""
+        return replace(self, bootstrap=0, leave_one_out=False, diagnostics=None,
+                       profile=False if self.profile is None else self.profile)
 
     def interval_flags(self) -> str:
-        """The command-line flags of ``fix``, ``signed_penalty``, ``cluster`` and ``profile`` as
-        set (" --fix kappa=2.5 --profile fast"; "" at their defaults): for a "regenerate with"."""
-        return "".join([*(f" --fix {k}={v!r}" for k, v in self.fixed_values().items()),
+        """The command-line flags of the search and of ``fix``, ``signed_penalty``, ``cluster``
+        and ``profile`` as set (" --fix kappa=2.5 --profile fast"; "" at their defaults): for a
+        "regenerate with"."""
+        profile = {True: "full", False: "none"}.get(self.profile, self.profile)
+        return "".join([f" --search {self.search}" if self.search is not None else "",
+                        f" --starts {self.starts}" if self.starts is not None else "",
+                        f" --grid-points {self.grid_points}" if self.grid_points is not None else "",
+                        *(f" --fix {k}={v!r}" for k, v in self.fixed_values().items()),
                         " --signed-penalty" if self.signed_penalty else "",
                         f" --cluster {self.cluster}" if self.cluster is not None else "",
-                        f" --profile {self.profile}" if self.profile is not None else ""])
+                        f" --profile {profile}" if profile is not None else ""])
 
     def fixed_values(self) -> dict:
-        """{name: value} of the ``--fix`` items."""
-        return parse_fixed(self.fix)
+        """{name: value} of the ``--fix`` items (a dict given as it is)."""
+        return dict(self.fix) if isinstance(self.fix, dict) else parse_fixed(self.fix)
 
 
 @dataclass(frozen=True)

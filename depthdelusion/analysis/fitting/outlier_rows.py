@@ -2,20 +2,25 @@
 a threshold, :mod:`.diagnostics`), the dropped rows named."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..formats.row_keys import row_key
 from .diagnostics import NAMED_ROWS
-from .options import OUTLIER_Z
-from .engine import fit
+from .engine import fit_with
+from .options import FitOptions
+from .setup import options_for_law
 
 
-def without_outliers(runs, law, method: str = "lm", *, threshold: float = OUTLIER_Z, seed: int = 0):
-    """``runs`` without the rows whose |robust z| exceeds ``threshold`` in a bare fit of ``law``
-    (no intervals), the dropped rows named in ``runs.notes`` and ``runs.selection["dropped"]``
-    (``--drop-outliers``). One pass: the fit to the rest is not searched for new outliers."""
-    first = fit(runs, law, method, bootstrap=0, profile=False, leave_one_out=False,
-                diagnostics=True, outlier_threshold=threshold, seed=seed)
+def without_outliers(runs, law, options: FitOptions = FitOptions()):
+    """``runs`` without the rows whose |robust z| exceeds ``options.outlier_threshold`` in a fit
+    of ``law`` under ``options`` without intervals, the dropped rows named in ``runs.notes`` and
+    ``runs.selection["dropped"]`` (``--drop-outliers``). One pass: the fit to the rest is not
+    searched for new outliers."""
+    threshold = options.outlier_threshold
+    first = fit_with(runs, law, dataclasses.replace(options_for_law(options, law).without_intervals(),
+                                                    diagnostics=True))
     mask = first.diagnostics.outlier_mask
     # named by row (label and row number of ``runs``): a label may repeat over token budgets
     dropped = [row_key(first.run_names[i], i) for i in np.flatnonzero(mask)]

@@ -20,12 +20,6 @@ HUBER_THRESHOLD = 1e-3  # on log-loss residuals, as in Hoffmann et al. 2022
 OVERESTIMATE_WEIGHT = 4.0
 OFFSET = "E"  # the additive offset a law must have for per-group offsets
 TIE = 1e-6  # relative objective difference below which two optima are equally good
-#: |r| from which a parameter's summary row carries a note naming its partner (the fit's
-#: identifiability flags name the pair from the same threshold): the Jacobian then sees mostly
-#: one combination of the two, so their standard errors are the least trustworthy part of the row. Not a status:
-#: each may still be pinned down (Chinchilla's A and α at r = +1.000 on Gemstones' 220 rows,
-#: α's profile interval [0.246, 0.341]).
-STRONG_CORR = 0.95
 #: How far beyond its start range (``Param.init``, the range its law declares plausible) an
 #: interval end may lie and still be a number the data set: this many decades for a scale, this
 #: many start-range widths for another parameter (:func:`supported_range`). Beyond, the end is

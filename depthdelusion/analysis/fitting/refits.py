@@ -10,6 +10,7 @@ import numpy as np
 
 from ..laws import get_law
 from ..table.load import load_runs
+from .options import SEED, FitOptions, loss_of_method
 from .problem import Problem
 from .setup import FitSetup
 from .starts import POLISH_STARTS, SEARCH_ROWS, basins_of, converged_starts, search_rows, start_grid, tied_optima
@@ -20,7 +21,7 @@ REFIT_STARTS = 16  # multi-start points per replicate refit (the full fit uses 6
 
 
 def refit_rss(runs, law, losses_BxN, method: str = "lm", *, group_offsets: bool = False,
-              max_starts: int = 64, seed: int = 0) -> np.ndarray:
+              max_starts: int = 64, seed: int = SEED) -> np.ndarray:
     """The RSS of ``law`` refitted to each row of ``losses_BxN`` in place of the runs' losses
     (the replicates of a parametric bootstrap): for each row, what ``fit(runs with those
     losses, law, method, bootstrap=0, leave_one_out=False, profile=False, group_offsets=...,
@@ -29,7 +30,7 @@ def refit_rss(runs, law, losses_BxN, method: str = "lm", *, group_offsets: bool 
     problems are independent, so batching does not change them). NaN where no start converged
     (where that fit raises)."""
     law, runs = get_law(law), load_runs(runs)
-    problem = FitSetup(runs, law, None, method, group_offsets, None, None).problem
+    problem = FitSetup(runs, law, FitOptions(loss=loss_of_method(method)), group_offsets=group_offsets).problem
     losses_BxN = np.asarray(losses_BxN, float).reshape(-1, len(problem.y))
     grid = start_grid(problem, 3, max_starts, seed)
     rows = search_rows(problem, seed, SEARCH_ROWS)
@@ -74,5 +75,5 @@ def default_refit(template) -> Callable:
 
     def refit(runs, law, losses_BxN):
         return refit_rss(runs, law, losses_BxN, template.method, group_offsets=offsets,
-                         max_starts=REFIT_STARTS, seed=template.seed or 0)
+                         max_starts=REFIT_STARTS, seed=SEED if template.seed is None else template.seed)
     return refit

@@ -3,6 +3,8 @@ resample on large tables) and leave-one-out (refits or the hat matrix). Refits o
 vectors at once are :mod:`.refits`."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .clusters import cluster_index
@@ -23,18 +25,26 @@ _CHUNK_ELEMENTS = 2_000_000  # numbers per block of resampling weights (≈ 16 M
 ONE_STEP_BLOCK = 4
 
 
-class _Boot:
-    def __init__(self, samples=None, n_failed=0, n_capped=0, scheme=""):
-        self.samples, self.n_failed, self.n_capped, self.scheme = samples, n_failed, n_capped, scheme
-        self.ci = None
+@dataclass(frozen=True)
+class Bootstrap:
+    """The bootstrap stage's part of a fit: the resamples' θ (natural units), the refits that
+    failed or stopped at the iteration cap, the scheme in words and the percentile intervals."""
+
+    samples: np.ndarray | None = None
+    n_failed: int = 0
+    n_capped: int = 0
+    scheme: str = ""
+    ci: dict | None = None
 
 
-def bootstrap_stage(problem, search, theta, jac, bootstrap, refit, seed, strata, notes,
-                     clusters=None, cluster_name=None) -> _Boot:
-    """The case (or cluster) bootstrap: refitted (from the optimum and the best starts) or
-    one-step; ``cluster_name`` (the column the clusters come from) is said in its scheme."""
+def bootstrap_stage(problem, search, optimum, options, strata, notes, clusters=None,
+                    cluster_name=None) -> Bootstrap:
+    """The case (or cluster) bootstrap of ``options.bootstrap`` resamples (seeded by
+    ``options.seed``): refitted from the optimum and the best starts (``options.bootstrap_refit``)
+    or one-step; ``cluster_name`` (the column the clusters come from) is said in its scheme."""
+    bootstrap, seed, theta, jac = options.bootstrap, options.seed, optimum.theta, optimum.jac
     if not bootstrap:
-        return _Boot()
+        return Bootstrap()
     how = " within groups" if strata is not None else ""
     kind = "case"
     if clusters is not None:
@@ -45,35 +55,39 @@ def bootstrap_stage(problem, search, theta, jac, bootstrap, refit, seed, strata,
                                           "drawn whole with all its rows)")
     elif cluster_name:
         how += f" (cluster = {cluster_name}: rows drawn one by one)"
-    if refit:
+    if options.bootstrap_refit:
         starts = search.refit_starts(theta)
         first = _OneStep(problem, theta, jac.J, jac.r) if search.warm else None
-        boot = _Boot(*_bootstrap(problem, starts, theta, bootstrap, seed, strata, first, clusters))
-        boot.scheme = (f"{bootstrap} {kind} resamples{how}, each refitted from "
-                       + ("its own Gauss–Newton step off the full fit's optimum" if search.warm else
-                          f"the full fit's optimum and the {len(starts) - 1} best starts")
-                       + (f" (the search found no other optimum within {COMPETING:g}× the best "
-                          "objective)" if search.n_basins == 1 else ""))
+        samples, n_failed, n_capped = _bootstrap(problem, starts, theta, bootstrap, seed, strata, first, clusters)
+        scheme = (f"{bootstrap} {kind} resamples{how}, each refitted from "
+                  + ("its own Gauss–Newton step off the full fit's optimum" if search.warm else
+                     f"the full fit's optimum and the {len(starts) - 1} best starts")
+                  + (f" (the search found no other optimum within {COMPETING:g}× the best "
+                     "objective)" if search.n_basins == 1 else ""))
     else:
-        boot = _Boot(_bootstrap_one_step(problem, theta, jac.J, jac.r, bootstrap, seed, strata, clusters))
-        boot.scheme = (f"{bootstrap} {kind} resamples{how}, each one Gauss–Newton step from "
-                       f"the optimum with the Jacobian held fixed (linearised; n = {len(problem.y)} "
-                       f"> {BOOT_REFIT_ROWS})")
-    if boot.n_capped:
-        kept = bootstrap - boot.n_failed - boot.n_capped
-        notes.append(f"{boot.n_capped} of {bootstrap} bootstrap refits stopped at the iteration cap "
+        samples, n_failed, n_capped = _bootstrap_one_step(problem, theta, jac.J, jac.r, bootstrap, seed,
+                                                          strata, clusters), 0, 0
+        scheme = (f"{bootstrap} {kind} resamples{how}, each one Gauss–Newton step from "
+                  f"the optimum with the Jacobian held fixed (linearised; n = {len(problem.y)} "
+                  f"> {BOOT_REFIT_ROWS})")
+    if n_capped:
+        kept = bootstrap - n_failed - n_capped
+        notes.append(f"{n_capped} of {bootstrap} bootstrap refits stopped at the iteration cap "
                      "even when restarted from the optimum: left out of the bootstrap intervals, "
                      f"which rest on the other {kept}"
                      + (" (more than 5% left out: the bootstrap intervals are unreliable)"
-                        if boot.n_capped + boot.n_failed > 0.05 * bootstrap else ""))
-    if len(boot.samples):
-        boot.ci = {nm: (float(np.percentile(boot.samples[:, i], 2.5)),
-                        float(np.percentile(boot.samples[:, i], 97.5)))
-                   for i, nm in enumerate(problem.names)}
-    return boot
+                        if n_capped + n_failed > 0.05 * bootstrap else ""))
+    ci = None
+    if len(samples):
+        ci = {nm: (float(np.percentile(samples[:, i], 2.5)), float(np.percentile(samples[:, i], 97.5)))
+              for i, nm in enumerate(problem.names)}
+    return Bootstrap(samples, n_failed, n_capped, scheme, ci)
 
 
-def loo_stage(problem, search, theta, jac, leave_one_out, notes):
+def loo_stage(problem, search, optimum, options, notes) -> np.ndarray | None:
+    """Each row's leave-one-out error (``options.leave_one_out``: ``"refit"``, ``"hat"``; None
+    when skipped)."""
+    leave_one_out, theta, jac = options.leave_one_out, optimum.theta, optimum.jac
     if leave_one_out == "refit":
         return _leave_one_out(problem, search.refit_starts(theta)[:1] if search.warm
                               else search.cold_starts[:LOO_STARTS])

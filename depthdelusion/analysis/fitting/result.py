@@ -9,100 +9,31 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..formats import json_text
-from ..formats.interval_text import interval_text, one_sided_text
 from ..formats.row_keys import row_keys
 from ..laws import Law, LawInputs, get_law
 from ..table.load import load_runs
-from .problem import (
-    HUBER_THRESHOLD,
-    OFFSET,
-    STRONG_CORR,
-    SUPPORTED_DECADES,
-    SUPPORTED_WIDTHS,
-    offset_name,
-    open_beyond_support,
-    scale_interval,
+from .options import SEED, FitOptions
+from .status import (  # noqa: F401 (re-exported: a result's status is read where results are)
+    AT_BOUND,
+    DRIFT,
+    NOT_IDENTIFIED,
+    OK,
+    correlation_note,
+    format_estimate,
+    parameter_status,
 )
+from .problem import OFFSET, offset_name, open_beyond_support, scale_interval
+from .summary_text import METHOD_DESCRIPTIONS, fit_summary  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:  # the search makes it; a result only holds it
     from .starts import StartsSummary
 
-#: What each method minimises, for summaries and reports.
-METHOD_DESCRIPTIONS = {
-    "lm": "least squares on loss residuals (nats), bounded Levenberg–Marquardt",
-    "huber": f"Huber (threshold {HUBER_THRESHOLD:g}) on log-loss residuals, bounded Levenberg–Marquardt",
-    "asymmetric": "asymmetric squares on loss residuals (nats), overestimates weighted more (see "
-                  "notes): a lower envelope, not the mean; bounded Levenberg–Marquardt",
-}
-
-
-#: Per-parameter status (:func:`parameter_status`): a value a table may print as an estimate
-#: only when it is ``OK``.
-OK, AT_BOUND, NOT_IDENTIFIED = "ok", "at_bound", "not_identified"
-#: An estimate beyond this (or a scale below its inverse) is where the solver stopped drifting
-#: along a flat direction (the e^±700 clip), not a value the data chose.
-DRIFT = 1e30
-
-
-def parameter_status(result: "FitResult", name: str) -> str:
-    """``"at_bound"`` (the optimum sits within tolerance of the parameter's physical bound),
-    ``"not_identified"`` (a ridge of tied starts, an estimate drifted beyond ``DRIFT``, a profile
-    interval open at an end; without a profile, an infinite or undefined standard error or a
-    Jacobian interval open at an end) or ``"ok"``. A closed profile interval makes a parameter
-    ``"ok"`` even where the Jacobian at the optimum is undefined for it (α and β on Gemstones,
-    beside a kink penalty that acts on no shape): the profile refits every other parameter,
-    the Jacobian is a local view. Tables print a value as an estimate only when it is
-    ``"ok"``. A strong correlation with another parameter is not a
-    status (:func:`correlation_note`): the data can bound each of two parameters that the
-    Jacobian sees mostly as one combination."""
-    if name not in result.params:
-        raise ValueError(f"{name!r} is not a free parameter of this fit; free: {', '.join(result.params)}")
-    if name in result.at_bound:
-        return AT_BOUND
-    v, se = result.params[name], result.stderr.get(name, math.nan)
-    if name in getattr(result.starts, "ridge_params", []):
-        return NOT_IDENTIFIED
-    if not np.isfinite(v) or abs(v) >= DRIFT or (name in result.jacobian_log and 0 < v <= 1 / DRIFT):
-        return NOT_IDENTIFIED
-    prof = (result.ci_profile or {}).get(name)
-    if prof is not None:  # refitting every other parameter, the profile outranks the local Jacobian
-        return OK if np.isfinite(prof[0]) and np.isfinite(prof[1]) else NOT_IDENTIFIED
-    if not np.isfinite(se) or not np.all(np.isfinite(result.ci_jacobian.get(name, (0.0, 0.0)))):
-        return NOT_IDENTIFIED
-    if np.any(np.isnan(_correlations(result, name))):  # an undefined covariance
-        return NOT_IDENTIFIED
-    return OK
-
-
-def correlation_note(result: "FitResult", name: str) -> str:
-    """"r = +0.998 with B" for the parameter most correlated with ``name`` when |r| ≥
-    ``STRONG_CORR``, else ""."""
-    row = _correlations(result, name)
-    others = [nm for nm in result.params if nm != name]
-    if not len(row) or not np.any(np.abs(row) >= STRONG_CORR):
-        return ""
-    i = int(np.nanargmax(np.abs(row)))
-    return f"r = {row[i]:+.3f} with {others[i]}"
-
-
-def _correlations(result: "FitResult", name: str) -> np.ndarray:
-    """``name``'s correlations with the other free parameters (in ``params`` order)."""
-    j = list(result.params).index(name)
-    if j >= len(result.correlation):
-        return np.array([])
-    return np.delete(np.asarray(result.correlation[j], float), j)
-
-
 class _derived(functools.cached_property):
     """A view of a FitResult computed from its fields on first use and kept (statsmodels'
-    ``cache_readonly``): read-only, since it follows from the fields it is computed from."""
-
-    def __set__(self, instance, value):
-        raise AttributeError(f"FitResult.{self.attrname} is derived from the fit's fields; "
-                             "it cannot be set")
+    ``cache_readonly``); the result being frozen, it cannot be set."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class FitResult:
     """A fitted law. Loss-space statistics (R², RMSE, AIC, ...) are in nats, for either method.
 
@@ -126,6 +57,10 @@ class FitResult:
     fields; they cannot be set. ``ridge_solutions`` holds every parameter set that ties with the best
     objective (relative tolerance ``tie_tolerance``) at clearly different values; predictions
     outside the data should then be the range over them (:meth:`predict_range`).
+
+    A FitResult is built once, by the fitting engine, and frozen: no field is set after it is
+    made (the derived views are computed on first use and kept; profiles the fit skipped are
+    computed on request through the problem handle ``profile_source`` and kept there).
     """
 
     law: Law
@@ -146,10 +81,10 @@ class FitResult:
     predicted: np.ndarray
     starts: StartsSummary
     run_names: list
-    flags: list = field(default_factory=list)
-    notes: list = field(default_factory=list)
+    flags: tuple = ()
+    notes: tuple = ()
     source: str = ""
-    seed: int = 0
+    seed: int = SEED
     n_bootstrap_not_converged: int = 0  # refits left out: still at the iteration cap after a restart
     ci_profile: dict | None = None
     profiles: dict = field(default_factory=dict)
@@ -167,8 +102,11 @@ class FitResult:
     #: θ at the optimum (log for scale parameters) and its Jacobian standard errors
     theta: np.ndarray | None = field(default=None, repr=False)
     se_theta: np.ndarray | None = field(default=None, repr=False)
-    #: computes the profiles on request when the fit skipped them (large tables)
-    profile_fn: object = field(default=None, repr=False, compare=False)
+    #: the fit's problem and optimum, which compute the profiles on request when the fit skipped
+    #: them (:class:`.uncertainty.LaterProfiles`)
+    profile_source: object = field(default=None, repr=False, compare=False)
+    #: the options the fit was made with, its stage sizes resolved (None: not recorded)
+    options: FitOptions | None = field(default=None, repr=False, compare=False)
     #: per-row residuals, robust z, leverage, Cook's distance, outliers and the refit without
     #: them (:class:`.diagnostics.RowDiagnostics`); None when not computed
     diagnostics: object = field(default=None, repr=False)
@@ -263,14 +201,14 @@ class FitResult:
             return {nm: tuple(float(v) for v in np.percentile(self.bootstrap_params[:, i], q))
                     for i, nm in enumerate(self.params)}
         if method == "profile":
-            self._ensure_profiles()
+            profiles = self._profiles()
             if abs(alpha - 0.05) < 1e-12:
-                return dict(self.ci_profile)
+                return {nm: p.interval for nm, p in profiles.items()}
             from scipy import stats
 
             crit = float(stats.chi2.ppf(1 - alpha, 1))
             return {nm: open_beyond_support(self._param(nm), _profile_interval(
-                self.profiles[nm], self.params[nm], crit, self.bounds.get(nm, (-np.inf, np.inf)),
+                profiles[nm], self.params[nm], crit, self.bounds.get(nm, (-np.inf, np.inf)),
                 nm in self.jacobian_log)) for nm in self.params}
         raise ValueError(f"method must be 'profile', 'wald' or 'bootstrap', got {method!r}")
 
@@ -278,13 +216,14 @@ class FitResult:
         """The law's Param of the free parameter ``name`` (a group offset ``E[g]``: E's)."""
         return self.law.param(OFFSET if name.startswith(OFFSET + "[") else name)
 
-    def _ensure_profiles(self):
+    def _profiles(self) -> dict:
+        """The fit's profiles, or, where it skipped them, those its problem handle computes now
+        (once; the result itself is not changed: its ``ci_profile`` stays None)."""
         if self.ci_profile is not None:
-            return
-        if self.profile_fn is None:
+            return self.profiles
+        if self.profile_source is None:
             raise ValueError("this fit has no profile intervals and cannot compute them")
-        self.profiles, self.profile_statistic = self.profile_fn()
-        self.ci_profile = {nm: p.interval for nm, p in self.profiles.items()}
+        return self.profile_source.profiles()[0]
 
     def _wald(self, alpha: float) -> dict:
         from scipy import stats
@@ -449,80 +388,9 @@ class FitResult:
         return json_text.dumps(self.json_doc(), null_nonfinite=True)
 
     def summary(self) -> str:
-        """A readable table: fit statistics, parameters with each method's interval, flags."""
-        readings = "".join(f"; {v}" for v in self.column_readings.values())
-        kept = ""
-        if self.selection.get("rows_read") is not None:
-            kept = f" (kept {self.n} of {self.selection['rows_read']} rows"
-            conditions = ([self.selection["where"]] if self.selection.get("where") else []) + (
-                [f"group == {self.selection['group']}"] if self.selection.get("group") else []) + (
-                [f"{self.selection['by']} == {self.selection['value']}"] if self.selection.get("by") else [])
-            kept += f" where {' and '.join(conditions)}" if conditions else ""
-            if self.selection.get("dropped"):
-                kept += f"; {len(self.selection['dropped'])} outlying rows dropped (--drop-outliers)"
-            kept += ")"
-        lines = [
-            f"Law {self.law.name!r}: L = {self.law.formula}{readings}",
-            f"Method: {METHOD_DESCRIPTIONS[self.method]}; {self.n} runs{kept} ({self.source}); "
-            f"{self.k} free parameters"
-            + (f"; one offset E per group ({', '.join(map(str, self.offset_groups))})"
-               if self.offset_groups is not None else "")
-            + (f"; search: {self.search}" if self.search else ""),
-            f"R² = {self.r2:.4f}   RMSE = {self.rmse:.4f} nats   leave-one-out RMSE = {self.loo_rmse:.4f} nats",
-            f"AIC = {self.aic:.2f}   AICc = {self.aicc:.2f}   BIC = {self.bic:.2f}   "
-            f"condition number = {self.condition_number:.3g}",
-            (f"Starts: none of {self.starts.n_starts} reached the best optimum; a profile found it "
-             "(see the flags)" if getattr(self.starts, "found_by_profile", "") else
-             f"Starts: {self.starts.n_at_best}/{self.starts.n_starts} reached the best optimum")
-            + (f"; other local optima (objective): {', '.join(f'{v:.4g}' for v in self.starts.local_optima[1:6])}"
-               if len(self.starts.local_optima) > 1 else ""),
-            "",
-        ]
-        cols = ["95% CI Jacobian", "95% CI profile",
-                f"95% CI bootstrap ({self.n_bootstrap})" if self.ci_bootstrap else "95% CI bootstrap"]
-        rows = []
-        for name, value in self.params.items():
-            bounds = self.bounds.get(name, (-np.inf, np.inf))
-            jac = one_sided_text(self.ci_jacobian[name], bounds) + (" log" if name in self.jacobian_log else "")
-            prof = (one_sided_text(self.ci_profile[name], bounds)
-                    if self.ci_profile and name in self.ci_profile else "—")
-            boot = interval_text(self.ci_bootstrap[name]) if self.ci_bootstrap else "—"
-            rows.append([name, format_estimate(self, name), _g(self.stderr[name]), jac, prof, boot,
-                         correlation_note(self, name)])
-        for name, value in self.fixed.items():
-            shown = f"at bound {_g(value)}" if name in self.at_bound else _g(value)
-            rows.append([name, shown, "(fixed)", "", "", "", ""])
-        head = ["parameter", "value", "std.err", *cols, "note"]
-        if not any(r[-1] for r in rows):
-            rows, head = [r[:-1] for r in rows], head[:-1]
-        width = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
-        fmt = lambda r: "  ".join(str(c).rjust(w) if i in (1, 2) else str(c).ljust(w)
-                                  for i, (c, w) in enumerate(zip(r, width))).rstrip()
-        lines += [fmt(head), "-" * len(fmt(head))] + [fmt(r) for r in rows]
-        lines.append("at bound: the optimum is on the parameter's physical bound (the data want it "
-                     "beyond); n.i.: not identified (a ridge, a drifted estimate, an open profile "
-                     "interval, or without a profile an infinite or undefined standard error or an "
-                     "open Jacobian interval): no estimate is "
-                     f"printed; note r = … with X: |r| ≥ {STRONG_CORR:g}, the Jacobian sees mostly a "
-                     "combination of the two (its standard error is then the least reliable; the "
-                     "profile and bootstrap intervals say what the data bound).")
-        lines.append("Jacobian CI: from the column-scaled Jacobian; 'log' = computed in log space "
-                     "(positive scale). Profile CI: " + (self.profile_statistic or "not computed")
-                     + "; unbounded = not bounded by the data. Bootstrap: " + (self.bootstrap_scheme or "none") + ". "
-                     "An interval open at an end (not closed by the data, or only beyond "
-                     f"{SUPPORTED_DECADES} decades / {SUPPORTED_WIDTHS:g} widths past the parameter's "
-                     "start range) is '≥ x' or '≤ x'; open at both (or open and reaching its bound): n.i.")
-        lines.append("")
-        lines.append("Identifiability flags:" if self.flags else "Identifiability flags: none")
-        lines += [f"  ! {f}" for f in self.flags]
-        if self.diagnostics is not None:
-            lines += self.diagnostics.summary_lines()
-        profile_notes = self.profile_notes
-        if self.notes or profile_notes:
-            lines.append("Notes:")
-            lines += [f"  - {n}" for n in self.notes]
-            lines += [f"  - profile: {n}" for n in profile_notes]
-        return "\n".join(lines)
+        """A readable table: fit statistics, parameters with each method's interval, flags
+        (:func:`.summary_text.fit_summary`)."""
+        return fit_summary(self)
 
     @property
     def profile_notes(self) -> list:
@@ -532,24 +400,6 @@ class FitResult:
 
     def __str__(self) -> str:
         return self.summary()
-
-
-def _g(v) -> str:
-    if v is None or not np.isfinite(v):
-        return "nan" if v is None or np.isnan(v) else ("inf" if v > 0 else "-inf")
-    return f"{v:.4g}"
-
-
-def format_estimate(result: FitResult, name: str, spec: str = ".4g") -> str:
-    """A parameter's value as a table prints it: the number when its status is ok, "at bound v"
-    at a bound, "n.i." when not identified (never a number that looks like an estimate)."""
-    status = parameter_status(result, name)
-    v = result.params[name]
-    if status == AT_BOUND:
-        return f"at bound {format(v, spec)}"
-    if status == NOT_IDENTIFIED:
-        return "n.i."
-    return format(v, spec) if np.isfinite(v) else _g(v)
 
 
 def _exp(t) -> float:

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..table.load import load_runs
 from .isoflop import TOLERANCE, compute_of, group_budgets
+from .options import FitOptions
 
 #: Tied fits whose predictions differ by less than this (nats, far below any run's loss
 #: resolution) predict the same.
@@ -115,13 +116,13 @@ def levels_of(runs, tolerance: float = TOLERANCE):
     return groups, values, source
 
 
-def rollout(runs, law, method: str = "lm", *, tolerance: float = TOLERANCE, seed: int = 0,
-            overestimate_weight: float | None = None, grid_points: int | None = None,
-            max_starts: int | None = None) -> Rollout:
-    """For k = 1 … L − 1 (L levels), fit ``law`` on the k smallest levels and predict level k+1.
-    A step whose runs are too few for the law, or whose fit fails (e.g. token counts that do not
-    vary yet), is kept with its reason as the status."""
-    from .engine import fit
+def rollout(runs, law, options: FitOptions = FitOptions(), *, tolerance: float = TOLERANCE) -> Rollout:
+    """For k = 1 … L − 1 (L levels), fit ``law`` on the k smallest levels (under ``options``
+    without intervals) and predict level k+1. A step whose runs are too few for the law, or
+    whose fit fails (e.g. token counts that do not vary yet), is kept with its reason as the
+    status."""
+    from .engine import fit_with
+    from .setup import options_for_law
 
     runs = load_runs(runs)
     groups, values, source = levels_of(runs, tolerance)
@@ -135,9 +136,7 @@ def rollout(runs, law, method: str = "lm", *, tolerance: float = TOLERANCE, seed
         test = groups[k]
         step = Step(k, len(train), values[k - 1], values[k], len(test))
         try:
-            result = fit(runs.subset(train), law, method, bootstrap=0, profile=False,
-                         leave_one_out=False, seed=seed, overestimate_weight=overestimate_weight,
-                         grid_points=grid_points, max_starts=max_starts)
+            result = fit_with(runs.subset(train), law, options_for_law(options, law).without_intervals())
         except ValueError as err:
             step.status = f"not fitted: {str(err).splitlines()[0]}"
             steps.append(step)
@@ -155,7 +154,7 @@ def rollout(runs, law, method: str = "lm", *, tolerance: float = TOLERANCE, seed
     notes = [f"levels: {len(groups)} ({source}; runs within {tolerance:g} relative of a level's "
              "smallest value form it)", "each step is a bare fit: no bootstrap, profile or "
              "leave-one-out; leave-one-out (fit) measures interpolation, this extrapolation"]
-    return Rollout(name, method, source, steps, notes)
+    return Rollout(name, options.method, source, steps, notes)
 
 
 def _r(v, digits: int = 5):

@@ -2,6 +2,8 @@
 and the starts a refit reuses (``Search``)."""
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from . import varpro
@@ -18,8 +20,6 @@ from .starts import (
     tied_optima,
 )
 
-#: the global searches (None: variable projection where the law allows it, see ``fit``)
-SEARCHES = (None, "varpro", "multistart")
 # Starts per bootstrap refit, besides the full fit's optimum: the start of each distinct local
 # optimum the multi-start found, then the next best starts. Measured on the paper data with the
 # 7-parameter depth_delusion_power law (40 resamples, tests/analysis/fitting/test_fit_intervals.py):
@@ -33,8 +33,11 @@ REFIT_STARTS = 16
 ONE_BASIN_REFIT_STARTS = 3
 
 
-def run_search(problem, search, grid_points, max_starts, seed, refit_starts, notes) -> "_Search":
-    """The global search the fit asked for (or its default for the law)."""
+def run_search(problem, options, notes) -> "_Search":
+    """The global search ``options`` ask for (``search``, ``starts``, ``grid_points``, ``seed``,
+    ``refit_starts``; or the default for the law)."""
+    search, grid_points, max_starts, seed = options.search, options.grid_points, options.starts, options.seed
+    refit_starts = REFIT_STARTS if options.refit_starts is None else options.refit_starts
     if search is None and (grid_points is not None or max_starts is not None):
         search = "multistart"  # the options are the multi-start's
     grid_points, max_starts = grid_points or 3, max_starts or 64
@@ -61,8 +64,8 @@ def run_search(problem, search, grid_points, max_starts, seed, refit_starts, not
     if fallback:
         # said where the search is named (the summary's header, the JSON's "search"): the
         # default changed with the data, which a reader comparing two fits must see
-        found.describe += (f" — not variable projection, this law's default search: {fallback}; "
-                           "--search varpro forces it")
+        found = replace(found, describe=found.describe + (
+            f" — not variable projection, this law's default search: {fallback}; --search varpro forces it"))
     if n > SEARCH_ROWS:
         notes.append(f"multi-start on a seeded subsample of {SEARCH_ROWS} of the {n} rows (the "
                      f"start counts and local optima describe it); the best start of each of the "
@@ -73,14 +76,19 @@ def run_search(problem, search, grid_points, max_starts, seed, refit_starts, not
 # --- multi-start search ------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
 class _Search:
     """The search's outcome: chosen θ, its objective, the summary, tied solutions, the cold
-    starts for refits, and how it searched (``describe``)."""
+    starts for refits, the number of optima within ``COMPETING`` times the best, and how it
+    searched (``describe``)."""
 
-    def __init__(self, theta, objective, summary, ridge_solutions, cold_starts, n_basins, describe=""):
-        self.theta, self.objective, self.summary = theta, objective, summary
-        self.ridge_solutions, self.cold_starts = ridge_solutions, cold_starts
-        self.n_basins, self.describe = n_basins, describe
+    theta: np.ndarray
+    objective: float
+    summary: StartsSummary
+    ridge_solutions: list
+    cold_starts: np.ndarray
+    n_basins: int
+    describe: str = ""
 
     @property
     def warm(self) -> bool:
@@ -141,7 +149,7 @@ def _chosen(problem, res, ok, optima, replace_best, summary, cold_starts, descri
     tied = tied_optima(obj, ok)
     chosen = tied[0]
     if replace_best:
-        optima[0] = float(obj[chosen])
+        optima = [float(obj[chosen]), *optima[1:]]
     ridge = _ridge_params(problem, res.theta[tied])
     solutions = []
     if ridge:
@@ -151,9 +159,9 @@ def _chosen(problem, res, ok, optima, replace_best, summary, cold_starts, descri
             if not any(np.allclose(t, s, rtol=1e-6, atol=1e-9) for s in seen):
                 seen.append(t)
                 solutions.append(problem.values(t))
-    summary.ridge_params = ridge
     competing = sum(o <= COMPETING * max(optima[0], 1e-300) for o in optima)
-    return _Search(res.theta[chosen], float(obj[chosen]), summary, solutions, cold_starts,
+    return _Search(res.theta[chosen], float(obj[chosen]),
+                   replace(summary, local_optima=optima, ridge_params=ridge), solutions, cold_starts,
                    competing, describe)
 
 

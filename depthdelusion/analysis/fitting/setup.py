@@ -1,19 +1,26 @@
 """A fit's problem from the runs: fixed and dropped parameters (an unvarying token term is
-absorbed into E), group offsets, the objective, and the notes saying so (``FitSetup``)."""
+absorbed into E), group offsets, the objective, and the notes saying so (``FitSetup``); the fit
+options as they apply to one law (``options_for_law``, ``check_fixed``)."""
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
 from ..law_types import LawInputs
+from ..laws import PENALTY, get_law
+from .options import FitOptions
 from .problem import OFFSET, Problem
 
 
 class FitSetup:
-    """The fit's problem from the runs: fixed and dropped parameters, group offsets, notes
-    (``notes``: the first ones, default the runs' own)."""
+    """The fit's problem from the runs under ``options`` (the objective, the fixed parameters):
+    fixed and dropped parameters, group offsets, notes (``notes``: the first ones, default the
+    runs' own)."""
 
-    def __init__(self, runs, law, fixed, method, group_offsets, groups, overestimate_weight, notes=None):
-        fixed = dict(fixed or {})
+    def __init__(self, runs, law, options: FitOptions, *, group_offsets: bool = False, groups=None,
+                 notes=None):
+        fixed, method = options.fixed_values(), options.method
         self.notes = notes = list(runs.notes if notes is None else notes)
         for name in fixed:
             law.param(name)  # raises for unknown names
@@ -32,10 +39,8 @@ class FitSetup:
         self.fixed = fixed
         self.labels = np.asarray(runs.group if groups is None else groups, dtype=object)
         self._offsets(law, runs, group_offsets)
-        if overestimate_weight is not None and method != "asymmetric":
-            raise ValueError(f"an overestimate weight applies to the asymmetric loss, not {method!r}")
         self.problem = Problem(law, fixed, LawInputs.from_runs(runs), runs.loss, method,
-                               self.offset_groups, self.gidx, overestimate_weight)
+                               self.offset_groups, self.gidx, options.overestimate_weight)
         self.problem.run_names = list(runs.name)
         if self.problem.overestimate_weight is not None:
             w = self.problem.overestimate_weight
@@ -68,6 +73,33 @@ class FitSetup:
         self.gidx = np.array([self.offset_groups.index(g) for g in labels])
         self.notes.append(f"one offset E per group ({', '.join(f'{g}: {int((labels == g).sum())} runs' for g in self.offset_groups)}); "
                           "the other parameters are shared")
+
+
+def options_for_law(options: FitOptions, law) -> FitOptions:
+    """``options`` for one of several laws fitted alike (a report): only the fixed parameters
+    ``law`` has, and the signed penalty only where it has λ."""
+    names = get_law(law).param_names
+    fixed = {k: v for k, v in options.fixed_values().items() if k in names}
+    return dataclasses.replace(options, fix=fixed or None,
+                               signed_penalty=options.signed_penalty and PENALTY in names)
+
+
+def check_fixed(options: FitOptions, laws) -> None:
+    """Every ``--fix`` item of ``options`` is NAME=number with NAME a parameter of one of ``laws``
+    (names or Laws), else a one-line error naming the flag and their parameters. Called before
+    the fits (the laws are known only then)."""
+    laws = [get_law(law) for law in laws]
+    known = list(dict.fromkeys(p for law in laws for p in law.param_names))
+    which = f"law {laws[0].name!r}" if len(laws) == 1 else f"laws {', '.join(w.name for w in laws)}"
+    listed = f"; parameters of {which}: {', '.join(known)}"
+    try:
+        values = options.fixed_values()
+    except ValueError as err:
+        raise ValueError(f"{err}{listed}") from None
+    fix = options.fix
+    for item, name in zip([fix] if isinstance(fix, str) else fix or (), values):
+        if name not in known:
+            raise ValueError(f"--fix {item}: no parameter {name!r}{listed}")
 
 
 def _describe_tokens(runs) -> str:

@@ -11,6 +11,7 @@ import numpy as np
 from ..table.published import load_table
 from ..table.runs import Runs
 from ..table.shape_suites import Suite, suite_from_runs
+from .options import SEED
 from .shape_checks import (
     check_laws,
     cluster_resample_weights,
@@ -85,7 +86,7 @@ def as_suites(tables) -> list[Suite]:
 
 
 def shape_answer(tables, compute, *, law: str = "auto", tolerance: float = 0.01,
-                 resamples: int = DEFAULT_RESAMPLES, seed: int = 0, reference: str | None = None,
+                 resamples: int = DEFAULT_RESAMPLES, seed: int = SEED, reference: str | None = None,
                  compare: bool = True) -> ShapeAnswer:
     """The compute-optimal shape at each budget in ``compute`` (FLOPs) from the suites in
     ``tables`` (see :func:`as_suites`) pooled by ``law`` (a key of :data:`.shape_pool.LAWS`, or

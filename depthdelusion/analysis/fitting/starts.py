@@ -59,7 +59,7 @@ def _init_box(problem: Problem):
     return np.array(lo, float), np.array(hi, float)
 
 
-@dataclass
+@dataclass(frozen=True)
 class StartsSummary:
     """What the multi-start search found: how many starts reached the best optimum, and the
     objective values of the distinct local optima (the max(0, ·) kink makes several likely)."""

@@ -2,17 +2,20 @@
 intervals (computed now or on first request), parameters at a bound and identifiability flags."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy import special
 
 from ..formats.interval_text import interval_text
-from .problem import STRONG_CORR, TIE, Problem, open_beyond_support, scale_interval
+from .problem import TIE, Problem, open_beyond_support, scale_interval
 from .profile import Statistic, profile_intervals
 from .profile_roots import fast_profile_intervals
 from .solver import FAILED
+from .status import STRONG_CORR, number_text
 
 PROFILE_STARTS = 4  # cold starts per profile point, besides the optimum and the neighbours
 _PROFILE_RESTARTS = 2  # refits from a lower objective a profile found, at most
@@ -27,19 +30,50 @@ _COLLAPSED = 1e-6
 PROFILE_HOW = {"full": "", "fast": "; ends by root-finding (Brent) on Λ from the Wald bracket outward"}
 
 
-def set_profiles(result, problem, theta, statistic, found, jac, profiles, profile) -> None:
-    """The profile intervals, or the function that computes them when first asked."""
-    result.ci_profile = {nm: p.interval for nm, p in profiles.items()} if profile else None
-    result.profiles = profiles
-    result.profile_statistic = (f"{statistic.describe}, {statistic.cut}{PROFILE_HOW.get(profile, '')}"
-                                if profile else "")
-    if not profile:
-        result.profile_fn = _later_profiles(problem, theta, statistic, found, jac.se_theta)
+@dataclass(frozen=True)
+class Optimum:
+    """The profile stage's part of a fit: the search (redescribed where a profile found a lower
+    objective than every start), θ at the optimum, its Jacobian uncertainty, and the profile
+    intervals — computed (``profiles``, ``ci_profile``, ``profile_statistic``) or, when the fit
+    skipped them, the handle that computes them on request (``later``)."""
+
+    search: object
+    theta: np.ndarray
+    jac: "_Jacobian"
+    profiles: dict
+    ci_profile: dict | None
+    profile_statistic: str
+    later: "LaterProfiles | None"
 
 
-def optimum_and_profiles(problem, search, profile, notes):
-    """θ at the optimum with its Jacobian uncertainty, and the profiles when asked (``profile``:
-    ``"full"`` the grid walk, ``"fast"`` root-finding, falsy none); a profile that finds a lower objective restarts the fit from it (at most ``_PROFILE_RESTARTS``)."""
+@dataclass(frozen=True)
+class LaterProfiles:
+    """The profiles a fit skipped, computed on first request (``FitResult.conf_int(method=
+    "profile")``) from the fit's problem, optimum and cold starts, which it holds; computed once
+    and kept."""
+
+    problem: Problem
+    theta: np.ndarray
+    statistic: Statistic
+    cold: np.ndarray
+    se_theta: np.ndarray
+    warm: bool
+    _computed: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def profiles(self) -> tuple[dict, str]:
+        """(profiles, statistic text) of every free parameter."""
+        if not self._computed:  # the one cache of a frozen fit: what was asked, not how it was fitted
+            self._computed["profiles"] = profile_intervals(self.problem, self.theta, self.statistic,
+                                                           self.cold, self.se_theta, staged=self.warm)
+        return self._computed["profiles"], f"{self.statistic.describe}, {self.statistic.cut}"
+
+
+def optimum_and_profiles(problem, search, options, notes) -> Optimum:
+    """θ at the optimum with its Jacobian uncertainty, and the profiles when asked
+    (``options.profile``: ``"full"`` the grid walk, ``"fast"`` root-finding, False none: then the
+    handle that computes them later); a profile that finds a lower objective restarts the fit
+    from it (at most ``_PROFILE_RESTARTS``)."""
+    profile = options.profile
     theta, objective = search.theta, search.objective
     jac = _jacobian_uncertainty(problem, theta)
     statistic, profiles = Statistic(problem, objective), {}
@@ -53,23 +87,27 @@ def optimum_and_profiles(problem, search, profile, notes):
         else:
             profiles = profile_intervals(problem, theta, statistic, search.cold(PROFILE_STARTS),
                                          jac.se_theta, staged=search.warm)
-        theta_better = (better_optimum(problem, profiles, objective, search)
-                        if restart < _PROFILE_RESTARTS else None)
-        if theta_better is None:
+        better = (better_optimum(problem, profiles, objective, search)
+                  if restart < _PROFILE_RESTARTS else None)
+        if better is None:
             break
+        theta, search = better
         notes.append(f"the profile likelihood found a lower objective than the {search.summary.n_starts} "
                      f"starts ({objective:.6g} → {search.objective:.6g}); the fit was restarted from it")
-        theta, objective = theta_better, search.objective
+        objective = search.objective
         jac = _jacobian_uncertainty(problem, theta)
         statistic = Statistic(problem, objective)
-    return theta, jac, statistic, profiles
-
+    if not profile:
+        return Optimum(search, theta, jac, profiles, None, "", LaterProfiles(
+            problem, theta, statistic, search.cold(PROFILE_STARTS), jac.se_theta, search.warm))
+    return Optimum(search, theta, jac, profiles, {nm: p.interval for nm, p in profiles.items()},
+                   f"{statistic.describe}, {statistic.cut}{PROFILE_HOW.get(profile, '')}", None)
 
 
 def better_optimum(problem: Problem, profiles: dict, objective: float, search):
-    """θ of a lower objective than ``objective`` that a profile found (polished with every
-    parameter free), or None. Updates ``search`` to describe the new optimum: no start reached
-    it, and the tied solutions of the old one no longer apply."""
+    """(θ, search) of a lower objective than ``objective`` that a profile found (polished with
+    every parameter free), or None. The search returned describes the new optimum: no start
+    reached it, and the tied solutions of the old one no longer apply."""
     found = [p for p in profiles.values() if p.better_theta is not None]
     if not found:
         return None
@@ -77,26 +115,15 @@ def better_optimum(problem: Problem, profiles: dict, objective: float, search):
     res = problem.solve(finder.better_theta[None])
     if res.status[0] == FAILED or not res.objective[0] < objective * (1 - TIE):
         return None
-    summary = search.summary
-    summary.found_by_profile = (
+    summary, better = search.summary, float(res.objective[0])
+    found_by_profile = (
         f"the profile of {finder.name} found a lower objective ({objective:.6g} → "
-        f"{float(res.objective[0]):.6g}) than the best of the {summary.n_starts} starts "
+        f"{better:.6g}) than the best of the {summary.n_starts} starts "
         f"(which {summary.n_at_best} of them reached), and the fit was restarted from it"
         + (f"; {summary.found_by_profile}" if summary.found_by_profile else ""))
-    search.objective = float(res.objective[0])
-    search.summary.local_optima.insert(0, search.objective)
-    search.summary.n_at_best, search.summary.ridge_params = 0, []
-    search.ridge_solutions = []
-    return res.theta[0]
-
-
-def _later_profiles(problem, theta, statistic, search, se_theta):
-    cold = search.cold(PROFILE_STARTS)
-
-    def later_profiles():
-        found = profile_intervals(problem, theta, statistic, cold, se_theta, staged=search.warm)
-        return found, f"{statistic.describe}, {statistic.cut}"
-    return later_profiles
+    summary = dataclasses.replace(summary, found_by_profile=found_by_profile, n_at_best=0, ridge_params=[],
+                                  local_optima=[better, *summary.local_optima])
+    return res.theta[0], dataclasses.replace(search, objective=better, summary=summary, ridge_solutions=[])
 
 
 # --- uncertainty ----------------------------------------------------------------------------------
@@ -215,14 +242,14 @@ def identifiability_flags(result, problem: Problem) -> list[str]:
         nm, v = p.name, result.params[p.name]
         if nm in result.at_bound:
             b0, b1 = p.bounds
-            flags.append(f"{nm} = {_g(v)} is at its bound (allowed: [{_g(b0)}, {_g(b1)}]): the fit "
+            flags.append(f"{nm} = {number_text(v)} is at its bound (allowed: [{number_text(b0)}, {number_text(b1)}]): the fit "
                          "wants it beyond the physical range; its Jacobian interval is not valid")
         lo, hi = result.ci_jacobian[nm]
         prof = result.ci_profile.get(nm) if result.ci_profile else None
         if prof is not None and prof[0] <= 0 <= prof[1]:
             flags.append(f"{nm}: profile 95% interval {interval_text(prof)} includes 0")
         elif np.isfinite(lo) and np.isfinite(hi) and lo < 0 < hi:
-            flags.append(f"{nm}: Jacobian 95% interval [{_g(lo)}, {_g(hi)}] spans zero")
+            flags.append(f"{nm}: Jacobian 95% interval [{number_text(lo)}, {number_text(hi)}] spans zero")
         elif result.ci_bootstrap and result.ci_bootstrap[nm][0] < 0 < result.ci_bootstrap[nm][1]:
             flags.append(f"{nm}: bootstrap 95% interval spans zero")
         elif not np.isfinite(result.stderr[nm]):
@@ -230,8 +257,8 @@ def identifiability_flags(result, problem: Problem) -> list[str]:
     for nm in result.fixed:
         if nm in result.at_bound:
             b0, b1 = problem.law.param(nm).bounds
-            flags.append(f"{nm} = {_g(result.fixed[nm])} (fixed) is at its bound (allowed: "
-                         f"[{_g(b0)}, {_g(b1)}])")
+            flags.append(f"{nm} = {number_text(result.fixed[nm])} (fixed) is at its bound (allowed: "
+                         f"[{number_text(b0)}, {number_text(b1)}])")
     better = {nm: pr.better_fit for nm, pr in result.profiles.items() if pr.better_fit is not None}
     if better:
         flags.append("the profile of " + ", ".join(better) + " found a lower objective than the "
@@ -257,9 +284,3 @@ def identifiability_flags(result, problem: Problem) -> list[str]:
         flags.append(f"only {result.starts.n_at_best} of {result.starts.n_starts} starts reached the "
                      "best optimum: the objective has several local optima")
     return flags
-
-
-def _g(v) -> str:
-    if v is None or not np.isfinite(v):
-        return "nan" if v is None or np.isnan(v) else ("inf" if v > 0 else "-inf")
-    return f"{v:.4g}"

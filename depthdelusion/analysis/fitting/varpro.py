@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize
 
+from .options import SEED
 from .problem import Problem
 from .solver import BLOCK_ROWS, FAILED, BatchResult
 
@@ -62,7 +63,7 @@ def _natural_predict(problem: Problem, nat, x=None) -> np.ndarray:
         return np.asarray(problem.law(x, **vals), float) * np.ones((len(nat), len(x.D)))
 
 
-def split(problem: Problem, seed: int = 0) -> Split | None:
+def split(problem: Problem, seed: int = SEED) -> Split | None:
     """The linear/nonlinear split of ``problem``'s free parameters, found numerically (the
     law must be affine in the linear ones jointly, at random values of the others), or None
     where variable projection does not apply: group offsets, a law that does not broadcast,

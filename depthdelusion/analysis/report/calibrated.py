@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..fitting.lr_test import bootstrap_tests
+from ..fitting.options import FitOptions
 from ..fitting.refits import default_refit
 from ..laws import shape_kind
 from .consistency import with_param_convention
@@ -57,11 +58,14 @@ def _cell(r, label, conv, kind, v, lf, fits, s) -> CalibratedCell:
     return CalibratedCell(label, conv, kind, lf.n, v, lf, smooth, described=test, limits=_limits(r, lf))
 
 
-def calibrated_cells(forms, matrix: dict, primary: str, method: str, seed: int, replicates: int,
+def calibrated_cells(forms, matrix: dict, primary: str, options: FitOptions, replicates: int,
                      smooth_laws, fit_form) -> tuple[CalibratedCell, ...]:
     """``forms``: ``results.design_forms``' (label, runs, offsets, caveat); ``matrix``: the design
-    matrix of ``primary``; ``smooth_laws``: the smooth shape laws to fit; ``fit_form``:
-    ``results.fit_form``. No cells without replicates (the tests are bootstraps)."""
+    matrix of ``primary``; ``options``: the report's fit options (each cell's laws are fitted under
+    them without intervals; the tests draw with their seed); ``smooth_laws``: the smooth shape
+    laws to fit; ``fit_form``: ``results.fit_form``. No cells without replicates (the tests are
+    bootstraps)."""
+    seed = options.seed
     if replicates <= 0 or not smooth_laws:
         return ()
     out = []
@@ -77,8 +81,7 @@ def calibrated_cells(forms, matrix: dict, primary: str, method: str, seed: int, 
                 continue
             names = [*smooth_laws, v.baseline] if kind == "calibrated" else list(smooth_laws)
             try:
-                fits = {n: fit_form(r, n, method, offsets, bootstrap=0, seed=seed, leave_one_out=False,
-                                    profile=False) for n in names}
+                fits = {n: fit_form(r, n, options.without_intervals(), offsets) for n in names}
             except ValueError:  # a law the cell's runs cannot fit: the design table says so already
                 continue
             out.append(_cell(r, label, conv, kind, v, lf, fits, (primary, seed, replicates)))

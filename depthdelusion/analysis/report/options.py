@@ -15,7 +15,9 @@ DEFAULT_LAWS = ("depth_delusion", "depth_delusion_relative", "depth_delusion_pow
 
 @dataclass(frozen=True)
 class ReportOptions:
-    """``fit``: the objective, bootstrap refits, seed and search of every fit the report makes.
+    """``fit``: the objective, bootstrap refits, seed, search and interval stages of every fit the
+    report makes (the secondary fits, whose intervals are not read, without them:
+    ``FitOptions.without_intervals``).
     ``laws``: the laws fitted. ``step``: the training step of the gradient profiles.
     ``runs_label``: how the report names its input (default: the path given).
     ``input_words``: the command-line words that give the same input (RUNS or ``--table NAME``
@@ -26,7 +28,6 @@ class ReportOptions:
     unknown for some, else pooled), ``"offsets"`` or ``"pooled"`` (flagged when budgets differ).
     ``params``: the N convention (``"total"``, ``"non_embedding"``, ``"recomputed"``).
     ``design``: also tabulate the verdict in every form the design allows (several groups only).
-    ``extra_fit_kwargs``: more keyword arguments for the main fits (e.g. ``leave_one_out=False``).
     ``lr_replicates``: parametric-bootstrap replicates of the main fits' likelihood-ratio tests
     (0: Davies' bound for λ = 0, and no kink-vs-smooth test); default ``DEFAULT_REPLICATES``,
     or the bootstrap count when that is smaller (0: a quick look without resampling)."""
@@ -41,5 +42,4 @@ class ReportOptions:
     groups: str = "auto"
     params: str = "total"
     design: bool = True
-    extra_fit_kwargs: dict | None = None
     lr_replicates: int | None = None

@@ -25,10 +25,12 @@ import numpy as np
 
 from ...progress import SILENT
 from ..fitting.clusters import cluster_kwargs
-from ..fitting.engine import FitResult, fit
+from ..fitting.engine import FitResult, fit_with
 from ..fitting.lr_test import DEFAULT_REPLICATES
+from ..fitting.options import FitOptions
 from ..fitting.replicates import replicate_cells
 from ..fitting.result import OK, parameter_status
+from ..fitting.setup import check_fixed, options_for_law
 from ..laws import shape_kind
 from ..science.persistence import (
     DEFAULT_WINDOW,
@@ -140,34 +142,27 @@ def design_forms(runs: Runs) -> list:
     return forms
 
 
-def fit_form(runs, law, method, offsets: bool, **kw) -> FitResult:
-    """``fitting.fit``, with one offset per group when ``offsets``."""
-    if not offsets:
-        return fit(runs, law, method, **kw)
-    try:
-        return fit(runs, law, method, group_offsets=True, **kw)
-    except TypeError as err:
-        if "group_offsets" in str(err):
-            raise ValueError("group offsets need fitting.fit(..., group_offsets=True), which this "
-                             "version of the fitting engine lacks") from None
-        raise
+def fit_form(runs, law, options: FitOptions, offsets: bool, **kw) -> FitResult:
+    """``fitting.fit_with`` of ``law`` under ``options`` (only the fixed parameters it has), with
+    one offset per group when ``offsets`` (``kw``: the bootstrap's clusters)."""
+    return fit_with(runs, law, options_for_law(options, law), group_offsets=offsets, **kw)
 
 
-def design_matrix(runs: Runs, law: str, method: str, seed: int, conventions=("total", "non_embedding"),
-                  profile=None):
+def design_matrix(runs: Runs, law: str, options: FitOptions, conventions=("total", "non_embedding")):
     """The penalty verdict of ``law`` against its same-data-term baseline in every design form
-    under each N convention: {(form label, convention): (verdict or reason, fit, caveat)};
-    ``profile``: the law's profile stage (``fitting.fit``'s; None: its default)."""
+    under each N convention: {(form label, convention): (verdict or reason, fit, caveat)}; every
+    fit under ``options`` without intervals, ``law``'s with its profile stage as asked (None:
+    by rows)."""
+    quick = options.without_intervals()
+    with_profile = dataclasses.replace(quick, profile=options.profile)
     out = {}
     for label, sub, offsets, caveat in design_forms(runs):
         for conv in conventions:
             try:
                 r, _ = with_param_convention(sub, conv)
-                lf = fit_form(r, law, method, offsets, bootstrap=0, seed=seed, leave_one_out=False,
-                              profile=profile)
+                lf = fit_form(r, law, with_profile, offsets)
                 base = "chinchilla" if r.tokens_vary else "kaplan"
-                bf = fit_form(r, base, method, offsets, bootstrap=0, seed=seed, leave_one_out=False,
-                              profile=False)
+                bf = fit_form(r, base, quick, offsets)
                 out[(label, conv)] = (penalty_verdict(lf, bf, shape_variation(r), runs=r), lf, caveat)
             except ValueError as err:
                 out[(label, conv)] = (f"not fitted: {err}", None, caveat)
@@ -201,14 +196,15 @@ def prediction_range(f: FitResult, runs) -> tuple[np.ndarray, np.ndarray]:
     return p, p
 
 
-def extrapolate(runs: Runs, laws, method: str, offsets: bool, seed: int) -> Extrapolation:
+def extrapolate(runs: Runs, laws, options: FitOptions, offsets: bool) -> Extrapolation:
+    """Each law fitted (``options`` without intervals) on the smaller runs of each group, and its
+    predictions of the larger ones."""
     train, how = _split_for_extrapolation(runs)
     test_rows = np.flatnonzero(~train)
     preds, rmse, ridges, errors = {}, {}, {}, {}
     for name in laws:
         try:
-            small = fit_form(runs.subset(train), name, method, offsets, bootstrap=0, seed=seed,
-                             leave_one_out=False, profile=False)
+            small = fit_form(runs.subset(train), name, options.without_intervals(), offsets)
             lo, hi = prediction_range(small, runs.subset(~train))
             preds[name] = (lo, hi)
             on_ridge = bool(np.any(hi - lo > RANGE_TOL))
@@ -375,7 +371,7 @@ def compute(runs, options: ReportOptions, progress=SILENT, calibrate=None) -> Re
     None: not rechecked."""
     s = _settings(runs, options)
     laws, groups, params, design, step = options.laws, options.groups, options.params, options.design, options.step
-    method, bootstrap, seed = s.method, s.bootstrap, s.seed
+    bootstrap, seed = s.bootstrap, s.seed
     raw = load_runs(runs)
     runs, n_notes = with_param_convention(raw, params)
     mixed = mixed_budgets(runs)
@@ -385,13 +381,12 @@ def compute(runs, options: ReportOptions, progress=SILENT, calibrate=None) -> Re
     with_matrix = bool(design and primary and len(raw.groups) >= 2)
     progress.expect(len(laws) + 3 + with_matrix)
     fits = {}
-    options.fit.check_fixed(laws)
+    check_fixed(options.fit, laws)
     clusters = cluster_kwargs(options.fit.cluster, runs)  # every bootstrap of the report resamples these
     s = dataclasses.replace(s, cluster=clusters["cluster_name"])
     for name in laws:
         progress.stage(f"fitting {name} ({bootstrap} bootstraps)")
-        fits[name] = fit_form(runs, name, method, offsets, **options.fit.law_kwargs(name), **clusters,
-                              **(options.extra_fit_kwargs or {}))
+        fits[name] = fit_form(runs, name, options.fit, offsets, **clusters)
     progress.stage("penalty and critical-depth tests")
     verdicts = penalty_verdicts(fits, runs, replicates=s.lr_replicates, seed=seed,
                                 clusters=clusters["clusters"])
@@ -402,9 +397,9 @@ def compute(runs, options: ReportOptions, progress=SILENT, calibrate=None) -> Re
                 if primary in fits else None)
     if with_matrix:
         progress.stage(f"{primary} in every design form")
-    matrix = design_matrix(raw, primary, method, seed, profile=options.fit.profile) if with_matrix else {}
+    matrix = design_matrix(raw, primary, options.fit) if with_matrix else {}
     smooth = [n for n, f in fits.items() if shape_kind(f.law) == "smooth"]
-    calibrated = (calibrate(design_forms(raw), matrix, primary, method, seed, s.lr_replicates,
+    calibrated = (calibrate(design_forms(raw), matrix, primary, options.fit, s.lr_replicates,
                             smooth, fit_form) if with_matrix and calibrate is not None else ())
     notes = sorted({n for f in fits.values() for n in f.notes if "token" in n} | set(runs.notes)
                    | set(n_notes))
@@ -412,7 +407,7 @@ def compute(runs, options: ReportOptions, progress=SILENT, calibrate=None) -> Re
              if raw.has("depth") and raw.has("width") and runs_vocab(raw) is not None
              and raw.embeddings is None else None)
     progress.stage("extrapolation")
-    extrapolated = extrapolate(runs, laws, method, offsets, seed)
+    extrapolated = extrapolate(runs, laws, options.fit, offsets)
     progress.stage("optimal shape, persistence")
     return ReportResults(
         settings=s, raw=raw, runs=runs, notes=tuple(notes), skipped=skipped, fits=fits,

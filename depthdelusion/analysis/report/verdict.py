@@ -37,6 +37,7 @@ from ..fitting.lr_test import (
 )
 from ..fitting.refits import default_refit
 from ..laws import shape_kind
+from ..fitting.options import SEED
 
 MIN_RESIDUAL_DF = 5  # n − K − 1 at or below this: "too few runs for K parameters"
 KINK_LOCATION = ("kappa", "c")  # the kink parameter unidentified at λ = 0 (Davies' path)
@@ -186,7 +187,7 @@ def penalty_verdict(law_fit, base_fit, variation: ShapeVariation | None = None,
 
 
 def penalty_verdicts(fits: dict, runs, *, replicates: int = DEFAULT_REPLICATES,
-                     seed: int = 0, clusters=None) -> list[PenaltyVerdict]:
+                     seed: int = SEED, clusters=None) -> list[PenaltyVerdict]:
     """One verdict per fitted architecture law, each against its same-data-term baseline, λ = 0
     tested by a parametric bootstrap from the baseline fit (``replicates`` > 0, every law
     against one baseline on the same replicates; ``clusters``: labels of the rows of one run,
@@ -252,7 +253,7 @@ class CriticalDepthVerdict:
 
 
 def critical_depth_verdict(fits: dict, runs, kink: str, penalty: PenaltyVerdict | None = None, *,
-                           replicates: int = DEFAULT_REPLICATES, seed: int = 0,
+                           replicates: int = DEFAULT_REPLICATES, seed: int = SEED,
                            clusters=None) -> CriticalDepthVerdict:
     """The kink law ``kink`` against the smooth shape law with the lowest AICc among ``fits``:
     the kink wins when a parametric bootstrap from the smooth fit rejects it (p ≤ 0.05) and its

@@ -37,6 +37,7 @@ from scipy import optimize, stats
 from ..formats.interval_text import interval_text
 from ..reference import PAPER_KAPPA, PAPER_PERSISTENCE_EXPONENT
 from ..table.load import load_runs
+from ..fitting.options import SEED
 
 DEFAULT_STEP = 1000  # the paper measures "after 1000 training steps"
 DEFAULT_WINDOW = 0.2  # relative half-width: logged steps in [step·(1 − w), step·(1 + w)]
@@ -145,7 +146,7 @@ def moving_block_indices(rng, n: int, length: int, draws: int) -> np.ndarray:
 
 def persistence_length(norms, *, name: str = "", width: int = 0, kind: str = "weight",
                        step: int | None = None, requested_step: int | None = None,
-                       seed: int = 0) -> PersistenceFit:
+                       seed: int = SEED) -> PersistenceFit:
     """Fit the rate 1/ℓ to per-layer gradient norms (index 0 = bottom block, nearest the input).
 
     ``norms``: one profile [D], or several logged steps' profiles [S, D] (the window), whose

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..fitting.options import SEED
+
 DEFAULT_REGS = np.logspace(-7, 1, 49)  # ridge λ (the penalty is n·λ·‖θ‖² in the dual form)
 
 
@@ -97,7 +99,7 @@ def ridge_excess_risks(x_NxP: np.ndarray, y_N: np.ndarray, theta_star_P: np.ndar
 
 
 def learning_curve(design: Design, theta_star_P: np.ndarray, ns, *, noise_std: float = 1.0,
-                   seeds: int = 12, regs: np.ndarray = DEFAULT_REGS, seed: int = 0) -> LearningCurve:
+                   seeds: int = 12, regs: np.ndarray = DEFAULT_REGS, seed: int = SEED) -> LearningCurve:
     """Excess risks (seeds, len(ns), len(regs)) of ridge regression with y = θ*ᵀx + noise.
 
     Within a seed the samples are nested (the first n of one draw of max(ns)), so the curve's
@@ -132,7 +134,7 @@ def _slope(ns, risk) -> float:
     return -float(np.polyfit(np.log(ns), np.log(risk), 1)[0])
 
 
-def fit_rate(curve: LearningCurve, *, n_min: int = 0, n_boot: int = 400, seed: int = 0) -> RateFit:
+def fit_rate(curve: LearningCurve, *, n_min: int = 0, n_boot: int = 400, seed: int = SEED) -> RateFit:
     """Least-squares slope of log(oracle risk) against log n for n ≥ n_min; the interval is the
     2.5–97.5 percentile of the slope over seed resamples (each resample re-tunes λ)."""
     mask = curve.ns >= n_min

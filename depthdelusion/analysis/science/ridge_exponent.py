@@ -52,6 +52,7 @@ import numpy as np
 from .readout import decay_rate, implied, jackknife_ci
 from .redundancy import predicted_exponent
 from .spectra import fit_range, fit_tail_index
+from ..fitting.options import SEED
 
 REGS = np.logspace(-8, 1, 37)  # ridge λ; the penalty is n·λ·‖θ‖²
 TOLERANCE = 0.05  # finite-size bias allowance of the measured exponent (see the module docstring)
@@ -184,7 +185,7 @@ class Measured:
     gcv_ci: tuple
 
 
-def measured_exponent(curves: Curves, *, n_boot: int = 1000, seed: int = 0) -> Measured:
+def measured_exponent(curves: Curves, *, n_boot: int = 1000, seed: int = SEED) -> Measured:
     """b of the tuned mean curve; percentile-bootstrap interval over replicates (λ re-tuned in
     every resample); likewise with GCV-chosen λ."""
     ns, reps = curves.ns, curves.risk_RxNxL.shape[0]

@@ -35,6 +35,7 @@ import numpy as np
 from flax import nnx
 
 from depthdelusion import exit_codes, rundir
+from depthdelusion.analysis.fitting.options import SEED
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.analysis.science import ridge_exponent
 from depthdelusion.analysis.science.redundancy import power_law_spectrum, source_target
@@ -290,7 +291,7 @@ def measure(spec: RidgeSpec, *, command: str = "") -> RidgeResults:
 
 
 def run_command(*, run: str, out: str, tokens: int = DEFAULT_TOKENS, rows: int = DEFAULT_ROWS,
-                n_min: int = 64, n_max: int = 32768, reps: int = DEFAULT_REPS, seed: int = 0,
+                n_min: int = 64, n_max: int = 32768, reps: int = DEFAULT_REPS, seed: int = SEED,
                 noise: float = NOISE, target_rank: int = 1) -> int:
     """`depthdelusion data-exponent-ridge` (the parser is `depthdelusion.cli`)."""
     spec = from_flags(RidgeSpec, {"run": run, "tokens": tokens, "rows": rows, "n_min": n_min, "n_max": n_max,

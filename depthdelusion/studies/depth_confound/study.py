@@ -31,6 +31,7 @@ import math
 from pathlib import Path
 from typing import NamedTuple
 
+from depthdelusion.analysis.fitting.options import SEED
 from depthdelusion.config import Config, bounded, from_dict
 from depthdelusion.studies.common import planned_runs
 from depthdelusion.studies.common.planned_runs import Run, make_run, run_name
@@ -315,7 +316,7 @@ def arm_records(exp: DepthConfoundSpec, losses: dict, summaries: dict, arm: str)
     return records, diverged
 
 
-def arm_laws(exp: DepthConfoundSpec, losses: dict, summaries: dict, *, seed: int = 0) -> list:
+def arm_laws(exp: DepthConfoundSpec, losses: dict, summaries: dict, *, seed: int = SEED) -> list:
     """Every arm's laws and tests (:mod:`.depth_confound_laws`), `law_replicates` replicates each."""
     from depthdelusion.studies.common import laws
     replicates = int(exp.law_replicates)
@@ -510,7 +511,7 @@ class DepthConfoundResults:
     short: tuple = ()  # `short_points` of both slices
 
 
-def measure(exp: DepthConfoundSpec, source: str, runs_dir, *, seed: int = 0) -> DepthConfoundResults:
+def measure(exp: DepthConfoundSpec, source: str, runs_dir, *, seed: int = SEED) -> DepthConfoundResults:
     """Everything the report states, from the finished runs in `runs_dir`."""
     losses, summaries = results(exp, runs_dir)
     pts, iso_pts = points(exp, losses), points(exp, losses, iso=True)

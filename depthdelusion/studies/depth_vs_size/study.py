@@ -32,6 +32,7 @@ from scipy import stats
 
 from depthdelusion import rundir
 from depthdelusion.analysis import fit
+from depthdelusion.analysis.fitting.options import SEED
 from depthdelusion.analysis.fitting.seed_intervals import lack_of_fit
 from depthdelusion.analysis.reference import PAPER_KAPPA
 from depthdelusion.analysis.science.depth_penalty import neighbour_intervals, robust_seed_sd
@@ -402,7 +403,7 @@ def depth_free(records: list[dict], convention: str, n_seeds: int) -> DepthFree 
                                                     float(stats.f.sf(f_value, got.df_lof, df_pure))))
 
 
-def arm_tests(exp: DepthVsSizeSpec, all_cells: list[Cell], *, seed: int = 0) -> list[ArmTests]:
+def arm_tests(exp: DepthVsSizeSpec, all_cells: list[Cell], *, seed: int = SEED) -> list[ArmTests]:
     """Per arm, the laws of `common/laws.py` fitted to every test seed of every complete cell over
     all levels, N = non-embedding parameters; the kink law with κ fixed at the paper's value and
     its λ = 0 test; the depth-free law in non-embedding and in total N. T = tokens_per_param · N
@@ -484,7 +485,7 @@ def level_series(exp: DepthVsSizeSpec, full: dict) -> dict:
     return out
 
 
-def measure(exp: DepthVsSizeSpec, source: str, runs_dir, *, seed: int = 0) -> DepthVsSizeResults:
+def measure(exp: DepthVsSizeSpec, source: str, runs_dir, *, seed: int = SEED) -> DepthVsSizeResults:
     """Everything the report states, from the finished runs in `runs_dir` (local or gs://)."""
     runs_dir = rundir.as_path(runs_dir)
     losses, summaries = planned_runs.results(exp.metric, runs_dir)

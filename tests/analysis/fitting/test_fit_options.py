@@ -9,6 +9,7 @@ import pytest
 from depthdelusion.analysis import Runs, fit, get_law
 from depthdelusion.analysis.fitting.clusters import cluster_labels
 from depthdelusion.analysis.fitting.options import FitOptions
+from depthdelusion.analysis.fitting.setup import options_for_law
 from depthdelusion.analysis.laws import LawInputs
 from depthdelusion.cli import main
 
@@ -148,13 +149,15 @@ def test_profile_none_skips_the_stage_and_says_which_intervals_remain():
         fit("paper", "kaplan", profile="quick", **BARE)
 
 
-def test_fit_options_carry_the_flags_to_the_engine_and_back_to_a_command_line():
+def test_fit_options_carry_the_flags_to_each_law_and_back_to_a_command_line():
     options = FitOptions(fix=["kappa=2.43"], signed_penalty=True, cluster="run", profile="fast")
-    kwargs = options.fit_kwargs()
-    assert kwargs["fixed"] == {"kappa": 2.43} and kwargs["signed_penalty"] and kwargs["profile"] == "fast"
-    assert options.law_kwargs("kaplan").get("fixed") == {} and "signed_penalty" not in options.law_kwargs("kaplan")
+    assert options.fixed_values() == {"kappa": 2.43} and options.signed_penalty and options.profile == "fast"
+    kaplan = options_for_law(options, "kaplan")
+    assert kaplan.fixed_values() == {} and not kaplan.signed_penalty and kaplan.profile == "fast"
+    assert options_for_law(options, "depth_delusion").fixed_values() == {"kappa": 2.43}
     assert options.interval_flags() == " --fix kappa=2.43 --signed-penalty --cluster run --profile fast"
-    assert FitOptions().fit_kwargs() == FitOptions(fix=None).fit_kwargs()  # defaults add nothing
+    assert FitOptions(search="multistart", starts=7).interval_flags() == " --search multistart --starts 7"
+    assert FitOptions().interval_flags() == FitOptions(fix=None).interval_flags() == ""  # defaults add nothing
 
 
 def test_the_search_says_why_it_left_variable_projection():

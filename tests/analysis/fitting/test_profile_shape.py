@@ -88,6 +88,7 @@ def test_no_profile_point_stays_in_a_worse_basin_than_its_neighbours():
     points tens of Λ above both neighbours, and which ones depended on the CPU (the printed
     lower end was 0.048 on one machine and 0.13 on another). Each point is now refitted from its
     better neighbours' solutions until none improves."""
+    from depthdelusion.analysis.fitting.options import FitOptions
     from depthdelusion.analysis.report.consistency import with_param_convention
     from depthdelusion.analysis.report.results import design_forms, fit_form
     from depthdelusion.analysis.table.load import load_runs
@@ -95,7 +96,7 @@ def test_no_profile_point_stays_in_a_worse_basin_than_its_neighbours():
     label, sub, offsets, _ = next(f for f in design_forms(load_runs("paper"))
                                   if f[0] == "large_scale alone, size-class offsets")
     runs, _ = with_param_convention(sub, "non_embedding")
-    f = fit_form(runs, "depth_delusion", "lm", offsets, bootstrap=0, seed=0, leave_one_out=False)
+    f = fit_form(runs, "depth_delusion", FitOptions(bootstrap=0, leave_one_out=False), offsets)
     for name, p in f.profiles.items():
         s = np.asarray(p.statistic)
         inner = np.arange(1, len(s) - 1)

@@ -4,6 +4,7 @@ parametric bootstrap and the kink against the smooth law, and the large_scale ce
 aside is described with its limits."""
 import pytest
 
+from depthdelusion.analysis.fitting.options import FitOptions
 from depthdelusion.analysis.report.calibrated import calibrated_cells
 from depthdelusion.analysis.report.contents import exceeding
 from depthdelusion.analysis.report.consistency import with_param_convention
@@ -12,7 +13,7 @@ from depthdelusion.analysis.report.results import design_forms, fit_form
 from depthdelusion.analysis.report.verdict import penalty_verdict, shape_variation
 from depthdelusion.analysis.table.load import load_runs
 
-QUICK = {"bootstrap": 0, "seed": 0, "leave_one_out": False}
+QUICK = FitOptions(bootstrap=0, leave_one_out=False)
 CELLS = ("all runs, group offsets", "large_scale alone, size-class offsets")
 
 
@@ -21,8 +22,8 @@ def _matrix(forms):
     out = {}
     for label, sub, offsets, caveat in forms:
         r, _ = with_param_convention(sub, "non_embedding")
-        lf = fit_form(r, "depth_delusion", "lm", offsets, **QUICK)  # profiled, as design_matrix does
-        bf = fit_form(r, "kaplan", "lm", offsets, **QUICK, profile=False)
+        lf = fit_form(r, "depth_delusion", QUICK, offsets)  # profiled, as design_matrix does
+        bf = fit_form(r, "kaplan", QUICK.without_intervals(), offsets)
         out[(label, "non_embedding")] = (penalty_verdict(lf, bf, shape_variation(r)), lf, caveat)
     return out
 
@@ -31,7 +32,7 @@ def _matrix(forms):
 def test_a_bound_yes_is_retested_and_an_uninformative_kink_is_described_with_its_limits():
     forms = [f for f in design_forms(load_runs("paper")) if f[0] in CELLS]
     matrix = _matrix(forms)
-    main, large = calibrated_cells(forms, matrix, "depth_delusion", "lm", 0, 19,
+    main, large = calibrated_cells(forms, matrix, "depth_delusion", FitOptions(), 19,
                                    ["shape_quadratic"], fit_form)
     assert (main.form, main.kind, large.kind) == (CELLS[0], "calibrated", "described")
     assert main.bound.test.method == "Davies bound"

@@ -49,11 +49,11 @@ def _first_paragraph(md: str) -> str:
 def test_pooling_different_token_budgets_is_flagged_in_the_first_lines():
     runs = two_budget_runs()
     assert mixed_budgets(runs) == "long: unknown; short: 1e+09 tokens"
-    report, md, tex = build_report(runs, ReportOptions(fit=FitOptions(bootstrap=0), laws=("depth_delusion", "kaplan"), groups="pooled", design=False, runs_label="synthetic", extra_fit_kwargs=QUICK))
+    report, md, tex = build_report(runs, ReportOptions(fit=FitOptions(bootstrap=0, **QUICK), laws=("depth_delusion", "kaplan"), groups="pooled", design=False, runs_label="synthetic"))
     assert _first_paragraph(md).startswith("WARNING: this fit pools groups trained on different token budgets")
     assert tex.index("WARNING") < tex.index(r"\begin{table}")
     # The default fits one offset per group instead, and says so before any number.
-    report, md, _ = build_report(runs, ReportOptions(fit=FitOptions(bootstrap=0), laws=("depth_delusion", "kaplan"), design=False, runs_label="synthetic", extra_fit_kwargs=QUICK))
+    report, md, _ = build_report(runs, ReportOptions(fit=FitOptions(bootstrap=0, **QUICK), laws=("depth_delusion", "kaplan"), design=False, runs_label="synthetic"))
     assert "WARNING" not in md
     # own runs open with what they show ("In short: ..."), then the method, before any table
     paragraphs = md.split("\n\n")
@@ -75,14 +75,14 @@ def test_design_forms_of_a_two_budget_table():
 @pytest.mark.slow  # whole reports through the CLI
 def test_shape_sections_need_a_significant_penalty_and_a_kink_that_beats_smooth_laws():
     laws = ("depth_delusion", "shape_quadratic", "kaplan")
-    _, md, _ = build_report(two_budget_runs(penalty=0.0), ReportOptions(fit=FitOptions(bootstrap=0), laws=laws, design=False, lr_replicates=19, extra_fit_kwargs=QUICK))
+    _, md, _ = build_report(two_budget_runs(penalty=0.0), ReportOptions(fit=FitOptions(bootstrap=0, **QUICK), laws=laws, design=False, lr_replicates=19))
     assert "Not shown: the depth_delusion fit does not establish a critical depth" in md
     assert "| GPT-3 175B |" not in md and "Optimal shape" not in md
     # without a smooth law to beat, the kink has won nothing: no D/D_crit table
-    _, md, _ = build_report(two_budget_runs(penalty=0.05), ReportOptions(fit=FitOptions(bootstrap=0), laws=("depth_delusion", "kaplan"), design=False, lr_replicates=19, extra_fit_kwargs=QUICK))
+    _, md, _ = build_report(two_budget_runs(penalty=0.05), ReportOptions(fit=FitOptions(bootstrap=0, **QUICK), laws=("depth_delusion", "kaplan"), design=False, lr_replicates=19))
     assert "| GPT-3 175B |" not in md and "the kink does not beat" not in md
     # 19 replicates: the smallest p, 1/20, rejects at 5%
-    report, md, _ = build_report(two_budget_runs(penalty=0.05), ReportOptions(fit=FitOptions(bootstrap=0), laws=laws, design=False, lr_replicates=19, extra_fit_kwargs=QUICK))
+    report, md, _ = build_report(two_budget_runs(penalty=0.05), ReportOptions(fit=FitOptions(bootstrap=0, **QUICK), laws=laws, design=False, lr_replicates=19))
     assert report.verdicts[0].significant
     assert "Is there a critical depth" in md and "Yes: the kink of depth_delusion" in md
     assert "| GPT-3 175B |" in md
@@ -157,7 +157,7 @@ def test_extrapolation_from_a_ridge_is_a_range():
     n = len(D)
     runs = Runs(D, W, N, 1.8 + 30 * N ** -0.15 + 0.003 * rng.standard_normal(n), np.full(n, np.nan),
                 np.full(n, np.nan), ["g"] * n, [f"{d}x{w}" for d, w in shapes])
-    report, md, _ = build_report(runs, ReportOptions(fit=FitOptions(bootstrap=0), laws=("depth_delusion", "kaplan"), design=False, extra_fit_kwargs=QUICK))
+    report, md, _ = build_report(runs, ReportOptions(fit=FitOptions(bootstrap=0, **QUICK), laws=("depth_delusion", "kaplan"), design=False))
     extrap = next(t for t in report.tables if t.name == "extrapolation")
     deep = [r for r in extrap.rows if r[0].startswith("96x")]
     assert deep and all("–" in r[5] and " to " in r[5] for r in deep)  # depth_delusion: a range

@@ -54,7 +54,7 @@ def test_fresh_reports_compile(tmp_path, run_factory):
     import numpy as np
 
     quick = {"leave_one_out": False, "profile": False}
-    _, _, tex = build_report("paper", ReportOptions(fit=FitOptions(bootstrap=0), laws=("depth_delusion", "kaplan"), shape_draws=0, design=False, extra_fit_kwargs=quick))
+    _, _, tex = build_report("paper", ReportOptions(fit=FitOptions(bootstrap=0, **quick), laws=("depth_delusion", "kaplan"), shape_draws=0, design=False))
     compile_tex(tex, tmp_path, "paper")
     # A sweep from run directories (the trainer's format): persistence tables included.
     rng = np.random.default_rng(0)
@@ -62,7 +62,7 @@ def test_fresh_reports_compile(tmp_path, run_factory):
         n = d * 12 * w * w + 2 * 50257 * w
         loss = 1.8 + 30 * n ** -0.15 + 0.05 * max(0.0, d - 2.5 * np.log(w)) + 0.01 * rng.standard_normal()
         run_factory(f"d{d}w{w}", d, w, float(loss), ell=0.6 * w ** 0.44, seed=i)
-    _, _, tex = build_report(tmp_path / "runs", ReportOptions(fit=FitOptions(bootstrap=0), laws=("depth_delusion", "kaplan"), shape_draws=0, runs_label="runs", extra_fit_kwargs=quick))
+    _, _, tex = build_report(tmp_path / "runs", ReportOptions(fit=FitOptions(bootstrap=0, **quick), laws=("depth_delusion", "kaplan"), shape_draws=0, runs_label="runs"))
     compile_tex(tex, tmp_path, "sweep")
 
 

@@ -21,14 +21,16 @@ from .test_report_design import QUICK, two_budget_runs
 
 @pytest.fixture(scope="module")
 def pooled():
-    return build_report(two_budget_runs(), ReportOptions(fit=FitOptions(bootstrap=0), laws=("depth_delusion", "kaplan"), groups="pooled", design=False, runs_label="synthetic", extra_fit_kwargs=QUICK))
+    return build_report(two_budget_runs(), ReportOptions(fit=FitOptions(bootstrap=0, **QUICK), laws=("depth_delusion", "kaplan"), groups="pooled", design=False, runs_label="synthetic"))
 
 
 def test_numbers_and_verdicts_are_read_from_the_results(pooled):
     report, md, _ = pooled
     r = report.results
     assert r.design.pooled_invalid and not r.design.offsets and r.design.mixed.startswith("long:")
-    assert r.settings.command == "depthdelusion report synthetic --out DIR --bootstrap 0 --seed 0 --groups pooled"
+    # the fits skipped their profiles (QUICK), and the line that regenerates the report says so
+    assert r.settings.command == ("depthdelusion report synthetic --out DIR --bootstrap 0 --seed 0 --groups pooled"
+                                  " --profile none")
     assert [v.law for v in r.verdicts] == ["depth_delusion"] and r.verdicts[0].baseline == "kaplan"
     assert set(r.fits) == {"depth_delusion", "kaplan"} and len(r.runs) == 40
     assert len(r.extrapolation.test_rows) + int(r.extrapolation.how.split("fit on the ")[1].split()[0]) == 40
@@ -46,7 +48,7 @@ def test_renderers_format_the_results_and_compute_nothing(pooled, monkeypatch, t
     def no_fit(*args, **kwargs):
         raise AssertionError("a renderer fitted or tested a law")
 
-    for module, name in ((engine, "fit"), (results, "fit"), (results, "penalty_verdicts"),
+    for module, name in ((engine, "fit"), (engine, "fit_with"), (results, "fit_with"), (results, "penalty_verdicts"),
                          (results, "optimal_shape"), (results, "persistence_lengths")):
         monkeypatch.setattr(module, name, no_fit)
     assert markdown(r) == md and latex(r) == tex

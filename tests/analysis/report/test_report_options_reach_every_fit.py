@@ -1,0 +1,41 @@
+"""The user's fit options reach every fit a report makes: the main fits, the design matrix's,
+the extrapolation's (issue 61: these were rebuilt from the objective and the seed only, so
+``--search``, ``--starts`` and ``--grid-points`` silently did not reach them)."""
+from depthdelusion.analysis.fitting import engine
+from depthdelusion.analysis.fitting.options import FitOptions
+from depthdelusion.analysis.report.build import build_report
+from depthdelusion.analysis.report.options import ReportOptions
+from depthdelusion.cli import build_parser
+
+from .test_report_design import two_budget_runs
+
+
+def test_every_fit_of_a_report_uses_the_search_and_starts_asked_for(monkeypatch):
+    searches = []  # every global search the report's fits ran, as the search itself reports it
+    real_search = engine.run_search
+
+    def recorded(*args, **kwargs):
+        found = real_search(*args, **kwargs)
+        searches.append((found.summary.n_starts, found.describe))
+        return found
+
+    monkeypatch.setattr(engine, "run_search", recorded)
+    options = FitOptions(bootstrap=0, search="multistart", starts=7, profile="none")
+    report, md, _ = build_report(two_budget_runs(), ReportOptions(
+        fit=options, laws=("depth_delusion", "kaplan"), runs_label="synthetic", lr_replicates=0))
+    r = report.results
+    # two main fits, 4 forms x 2 conventions x 2 laws in the design matrix, 2 extrapolation fits
+    assert len(r.design.matrix) == 8 and len(searches) >= 2 + 16 + 2
+    assert all(n == 7 and describe.startswith("multi-start: 7 starts") for n, describe in searches), \
+        sorted(set(searches))
+    # and each fit records the options it was made with
+    made = [*r.fits.values(), *(lf for _, lf, _ in r.design.matrix.values() if lf is not None)]
+    assert all(f.options.search == "multistart" and f.options.starts == 7 for f in made)
+    assert "--search multistart --starts 7" in md  # the "Regenerate with" line repeats them
+
+
+def test_the_report_command_line_takes_the_search_options_into_its_fit_options():
+    args = vars(build_parser().parse_args(["report", "paper", "--out", "x", "--search", "multistart",
+                                           "--starts", "7", "--grid-points", "2"]))
+    options = FitOptions.from_arguments(args)
+    assert (options.search, options.starts, options.grid_points) == ("multistart", 7, 2)
