@@ -124,13 +124,13 @@ class FitOptions(_FromArguments):
     def law_kwargs(self, law) -> dict:
         """:meth:`fit_kwargs` for one of several laws fitted alike (a report): only the fixed
         parameters ``law`` has, and the signed penalty only where it has λ."""
-        from ..laws import PENALTY, get_law
+        from ..laws import get_law
 
-        names = get_law(law).param_names
+        law = get_law(law)
         kwargs = self.fit_kwargs()
         if "fixed" in kwargs:
-            kwargs["fixed"] = {k: v for k, v in kwargs["fixed"].items() if k in names}
-        if PENALTY not in names:
+            kwargs["fixed"] = {k: v for k, v in kwargs["fixed"].items() if k in law.param_names}
+        if not law.penalty:
             kwargs.pop("signed_penalty", None)
         return kwargs
 
