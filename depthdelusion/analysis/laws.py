@@ -201,6 +201,11 @@ def _depth_softplus(x, A, alpha, lam, kappa, s, gamma, E, B=0.0, beta=0.0):
     return A * x.N ** -alpha + _token_term(x, B, beta) + lam * excess * x.W ** -gamma + E
 
 
+def _size_kink(x, A, alpha, lam, N_c, E, B=0.0, beta=0.0):
+    excess = np.maximum(0.0, np.log(x.N / N_c))
+    return A * x.N ** -alpha + _token_term(x, B, beta) + lam * excess + E
+
+
 def _kaplan(x, E, A, alpha):
     return E + A * x.N ** -alpha
 
@@ -279,6 +284,23 @@ register_law(
         "(depth_delusion), large s a penalty linear in depth; a bend sharper than "
         f"{SOFTPLUS_MIN_WIDTH:g} layers is the kink law's domain, so the two are told apart by "
         "whether the data need one.")
+#: The rival a depth kink must beat: the same penalty shape, switched on past a model size.
+SIZE_KINK = "size_kink"
+register_law(
+    _size_kink, name=SIZE_KINK, penalty="lam", kink="N_c",
+    params={"A": _A, "alpha": _ALPHA,
+            "lam": Param("lam", (0.01, 1.0), log=True, bounds=(0, INF), symbol="λ",
+                         doc="size-penalty scale (nats per e-fold of N past N_c)"),
+            "N_c": Param("N_c", (1e7, 1e11), log=True, bounds=(0, INF), symbol="N_c",
+                         doc="model size past which the penalty acts (parameters)"),
+            "E": _E, "B": _B, "beta": _BETA},
+    source="this project: the rival of a depth kink that a break in model size would mimic "
+           "(issue 63: on Chinchilla's runs the depth kink acts on the largest models only)",
+    formula="A·N^−α [+ B·T^−β] + λ·max(0, ln N − ln N_c) + E",
+    token_params=_TOKENS_OFF,
+    doc="Shape-agnostic law with a break in model size: the paper's kink penalty (linear past "
+        "a threshold) in ln N instead of in depth, switched on past N_c. No critical depth: a "
+        "depth kink whose gain this law matches is not distinguished from a size break.")
 register_law(
     _kaplan, name="kaplan", params={"E": _E, "A": _A, "alpha": _ALPHA},
     source="Kaplan et al. 2020 (with an irreducible term); shape-agnostic baseline",
