@@ -264,15 +264,18 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
 
 def _size_rivals(results, parts, options: FitOptions, progress) -> dict:
     """{value: the size-break rival of each depth-kink fit} (:mod:`.report.size_rival`)."""
+    from .fitting.engine import fit
     from .laws import SIZE_KINK
     from .report.size_rival import size_rival
-    from .report.verdict import is_architecture_law
+    from .report.verdict import baseline_for, is_architecture_law
 
     out = {}
     for value, result in results.items():
         if is_architecture_law(result) and result.law.has_critical_depth:
             progress.stage("size-break rival")
-            out[value] = size_rival(result, parts[value], options.law_kwargs(SIZE_KINK))
+            part, method = parts[value], result.method
+            out[value] = size_rival(result, baseline_for(result), lambda law, **kw: fit(part, law, method, **kw),
+                                    options.law_kwargs(SIZE_KINK))
     return out
 
 

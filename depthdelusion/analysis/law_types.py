@@ -72,17 +72,27 @@ class LawInputs:
 
 
 @dataclass(frozen=True)
+class Roles:
+    """What a law's parameters mean, declared so that readers of a fit (the verdicts, where a
+    kink acts, the report) ask the law instead of reading parameter names. ``penalty``: the
+    parameter whose 0 turns the law into its shape-agnostic baseline (the paper's λ). ``kink``:
+    where the penalty switches on, the parameter not identified when the penalty is 0 (the
+    nuisance of the penalty's test; "" when the law has none or fixes it). ``d_crit(W, **values)``:
+    the critical depth in layers, taking the law's parameters it names (None: the law has no
+    critical depth), and ``d_crit_text`` its formula as a format string over the values (e.g.
+    ``"{kappa:.3g}·ln W"``)."""
+
+    penalty: str = ""
+    kink: str = ""
+    d_crit: Callable | None = None
+    d_crit_text: str = ""
+
+
+@dataclass(frozen=True)
 class Law:
     """A named law. ``token_params`` are dropped (fixed so the term vanishes) when the runs'
-    token counts are unknown or constant; ``needs_tokens`` laws then refuse to fit.
-
-    Roles, declared so that readers of a fit ask the law instead of reading parameter names:
-    ``penalty`` is the parameter whose 0 turns the law into its shape-agnostic baseline (the
-    paper's λ); ``kink`` is where the penalty switches on, the parameter not identified when the
-    penalty is 0 (the nuisance of the penalty's test; "" when the law has none or fixes it);
-    ``d_crit(W, **values)`` is the critical depth in layers, taking the law's parameters it names
-    (None: the law has no critical depth), and ``d_crit_text`` its formula as a format string
-    over the values (e.g. ``"{kappa:.3g}·ln W"``)."""
+    token counts are unknown or constant; ``needs_tokens`` laws then refuse to fit. ``roles``:
+    what its parameters mean (:class:`Roles`), asked by the fit's readers."""
 
     name: str
     func: Callable
@@ -95,10 +105,15 @@ class Law:
     #: "kink" (a depth penalty with a critical depth), "smooth" (a shape penalty without one:
     #: the alternatives a critical depth must beat) or "" (no shape term)
     shape: str = ""
-    penalty: str = ""
-    kink: str = ""
-    d_crit: Callable | None = None
-    d_crit_text: str = ""
+    roles: Roles = Roles()
+
+    @property
+    def penalty(self) -> str:
+        return self.roles.penalty
+
+    @property
+    def kink(self) -> str:
+        return self.roles.kink
 
     @property
     def param_names(self) -> list[str]:
@@ -115,12 +130,13 @@ class Law:
 
     @property
     def has_critical_depth(self) -> bool:
-        return self.d_crit is not None
+        return self.roles.d_crit is not None
 
     @property
     def d_crit_params(self) -> tuple[str, ...]:
         """The parameters D_crit depends on (those ``d_crit`` names), () without one."""
-        return () if self.d_crit is None else tuple(inspect.signature(self.d_crit).parameters)[1:]
+        d_crit = self.roles.d_crit
+        return () if d_crit is None else tuple(inspect.signature(d_crit).parameters)[1:]
 
     def shown(self, name: str) -> str:
         """How text writes parameter ``name`` (its symbol, e.g. κ; else its name)."""
@@ -128,15 +144,15 @@ class Law:
 
     def critical_depth(self, values: dict, width) -> np.ndarray:
         """D_crit(W) in layers at the law's parameter ``values`` (fixed ones included)."""
-        if self.d_crit is None:
+        if self.roles.d_crit is None:
             raise ValueError(f"law {self.name!r} has no critical depth (parameters: "
-                             f"{', '.join(self.param_names)}); fit a law that declares one (d_crit=)")
+                             f"{', '.join(self.param_names)}); fit a law that declares one (Roles(d_crit=...))")
         names = self.d_crit_params
         missing = [n for n in names if n not in values]
         if missing:
             raise ValueError(f"law {self.name!r}: D_crit needs {', '.join(missing)}, not among the "
                              f"values given ({', '.join(sorted(values))})")
-        return np.asarray(self.d_crit(np.asarray(width, float), **{n: values[n] for n in names}), float)
+        return np.asarray(self.roles.d_crit(np.asarray(width, float), **{n: values[n] for n in names}), float)
 
     def critical_depth_formula(self) -> str:
         """"D_crit = κ·ln W": the declared formula with the parameters' symbols."""
@@ -144,5 +160,5 @@ class Law:
 
     def critical_depth_text(self, values: dict) -> str:
         """"D_crit = 4.6·ln W": the declared formula at ``values`` (the law's name if none)."""
-        return "D_crit = " + (self.d_crit_text.format(**values) if self.d_crit_text
+        return "D_crit = " + (self.roles.d_crit_text.format(**values) if self.roles.d_crit_text
                               else f"D_crit(W) of {self.name}")

@@ -15,15 +15,15 @@ positive scales fitted in log space; ``init`` spans the grid of starting points.
 :class:`Param` also takes ``bounds``, the physical domain the fit keeps the parameter in (a
 fit that ends on a bound is flagged); tuple specs are unbounded (log ones: positive).
 
-A law with a penalty that switches on somewhere declares its roles, which the fit's readers (the
-verdicts, where a kink acts, the report's tables) ask instead of reading parameter names:
-``penalty`` (the parameter whose 0 is the shape-agnostic law), ``kink`` (where the penalty
+A law with a penalty that switches on somewhere declares its :class:`Roles`, which the fit's
+readers (the verdicts, where a kink acts, the report's tables) ask instead of reading parameter
+names: ``penalty`` (the parameter whose 0 is the shape-agnostic law), ``kink`` (where the penalty
 switches on: the nuisance of the penalty's test) and, for a critical depth, ``d_crit`` (a
 function ``d_crit(W, **the parameters it names)`` in layers) with ``d_crit_text``::
 
     @register_law(params={..., "strength": (0.01, 1.0, "log"), "slope": (1.0, 4.0)}, shape="kink",
-                  penalty="strength", kink="slope", d_crit=lambda W, slope: slope * np.log(W),
-                  d_crit_text="{slope:.3g}·ln W")
+                  roles=Roles(penalty="strength", kink="slope", d_crit=lambda W, slope: slope * np.log(W),
+                              d_crit_text="{slope:.3g}·ln W"))
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from typing import Callable
 
 import numpy as np
 
-from .law_types import INF, Law, LawInputs, Param
+from .law_types import INF, Law, LawInputs, Param, Roles
 from .reference import PAPER_PERSISTENCE_EXPONENT
 
 _REGISTRY: dict[str, Law] = {}
@@ -53,11 +53,10 @@ def _as_param(name: str, spec) -> Param:
 def register_law(func: Callable | None = None, *, params: dict, name: str | None = None,
                  formula: str = "", doc: str | None = None, source: str = "user",
                  token_params: dict | None = None, needs_tokens: bool = False,
-                 replace: bool = False, shape: str = "", penalty: str = "", kink: str = "",
-                 d_crit: Callable | None = None, d_crit_text: str = ""):
+                 replace: bool = False, shape: str = "", roles: Roles = Roles()):
     """Register ``func(x, **params)`` as a law; usable as a decorator. Returns the function.
-    ``penalty``, ``kink``, ``d_crit`` and ``d_crit_text``: the law's roles (:class:`Law`); a
-    ``shape="kink"`` law must declare its penalty and critical depth."""
+    ``roles``: what its parameters mean (:class:`Roles`); a ``shape="kink"`` law must declare
+    its penalty and critical depth."""
 
     def wrap(f: Callable) -> Callable:
         law_name = name or f.__name__
@@ -70,18 +69,18 @@ def register_law(func: Callable | None = None, *, params: dict, name: str | None
             raise ValueError(f"law {law_name!r}: function {f.__name__} does not accept parameter(s) {missing}")
         if shape not in ("", "kink", "smooth"):
             raise ValueError(f"law {law_name!r}: shape must be '', 'kink' or 'smooth', got {shape!r}")
-        _check_roles(law_name, [p.name for p in plist], shape, penalty, kink, d_crit)
+        _check_roles(law_name, [p.name for p in plist], shape, roles)
         _REGISTRY[law_name] = Law(law_name, f, plist, formula, doc or (inspect.getdoc(f) or ""),
-                                  source, dict(token_params or {}), needs_tokens, shape,
-                                  penalty, kink, d_crit, d_crit_text)
+                                  source, dict(token_params or {}), needs_tokens, shape, roles)
         return f
 
     return wrap(func) if func is not None else wrap
 
 
-def _check_roles(law_name: str, names: list, shape: str, penalty: str, kink: str, d_crit) -> None:
-    """The roles name parameters of the law (one-line errors naming the keyword)."""
-    for role, value in (("penalty", penalty), ("kink", kink)):
+def _check_roles(law_name: str, names: list, shape: str, roles: Roles) -> None:
+    """The roles name parameters of the law (one-line errors naming the role)."""
+    penalty, d_crit = roles.penalty, roles.d_crit
+    for role, value in (("penalty", penalty), ("kink", roles.kink)):
         if value and value not in names:
             raise ValueError(f"law {law_name!r}: {role}={value!r} is not one of its parameters "
                              f"({', '.join(names)})")
@@ -92,7 +91,7 @@ def _check_roles(law_name: str, names: list, shape: str, penalty: str, kink: str
                              f"parameters ({', '.join(names)}); d_crit(W, <parameters>)")
     if shape == "kink" and not (penalty and d_crit is not None):
         raise ValueError(f"law {law_name!r}: a shape='kink' law declares its penalty parameter and "
-                         "its critical depth (penalty=NAME, d_crit=lambda W, ...: layers)")
+                         "its critical depth (roles=Roles(penalty=NAME, d_crit=lambda W, ...: layers))")
 
 
 def get_law(law) -> Law:
@@ -223,12 +222,12 @@ def _power_of_width(W, c, p):
 
 
 #: The roles of the laws whose penalty λ switches on past D_crit = κ·ln W.
-_KAPPA_KINK = dict(penalty="lam", kink="kappa", d_crit=_kappa_ln_w, d_crit_text="{kappa:.3g}·ln W")
+_KAPPA_KINK = Roles(penalty="lam", kink="kappa", d_crit=_kappa_ln_w, d_crit_text="{kappa:.3g}·ln W")
 
 _DD_PARAMS = {"A": _A, "alpha": _ALPHA, "lam": _LAM, "kappa": _KAPPA, "gamma": _GAMMA, "E": _E,
               "B": _B, "beta": _BETA}
 register_law(
-    _depth_delusion, name="depth_delusion", params=_DD_PARAMS, source=_PAPER, shape="kink", **_KAPPA_KINK,
+    _depth_delusion, name="depth_delusion", params=_DD_PARAMS, source=_PAPER, shape="kink", roles=_KAPPA_KINK,
     formula="A·N^−α [+ B·T^−β] + λ·max(0, D − κ·ln W)·W^−γ + E",
     token_params=_TOKENS_OFF,
     doc="The paper's critical-depth ansatz: a capacity term, an optional data term (only when "
@@ -236,14 +235,14 @@ register_law(
         "D_crit(W) = κ·ln W, shrinking with width as W^−γ.")
 register_law(
     _depth_delusion_relative, name="depth_delusion_relative", params=_DD_PARAMS, source=_PAPER + " (variant)",
-    shape="kink", **_KAPPA_KINK,
+    shape="kink", roles=_KAPPA_KINK,
     formula="A·N^−α [+ B·T^−β] + λ·max(0, D − D_crit)/D_crit·W^−γ + E,  D_crit = κ·ln W",
     token_params=_TOKENS_OFF,
     doc="As depth_delusion, with the excess depth measured relative to D_crit (the paper "
         "does not say which form it fitted).")
 register_law(
-    _depth_delusion_power, name="depth_delusion_power", shape="kink", penalty="lam", kink="c",
-    d_crit=_power_of_width, d_crit_text="{c:.3g}·W^{p:.3g}",
+    _depth_delusion_power, name="depth_delusion_power", shape="kink",
+    roles=Roles(penalty="lam", kink="c", d_crit=_power_of_width, d_crit_text="{c:.3g}·W^{p:.3g}"),
     params={"A": _A, "alpha": _ALPHA, "lam": _LAM,
             "c": Param("c", (0.3, 5.0), log=True, bounds=(0, INF), doc="critical-depth scale"),
             "p": Param("p", (0.2, 0.6), bounds=(0, INF), doc="critical-depth exponent: D_crit = c·W^p "
@@ -270,7 +269,7 @@ register_law(
         "the log aspect ratio around an optimum m, no critical depth. A critical depth must fit "
         "better than this bowl to be evidence of a kink.")
 register_law(
-    _depth_softplus, name="depth_softplus", shape="smooth", **_KAPPA_KINK,
+    _depth_softplus, name="depth_softplus", shape="smooth", roles=_KAPPA_KINK,
     params={"A": _A, "alpha": _ALPHA, "lam": _LAM, "kappa": _KAPPA,
             "s": Param("s", (2.0, 8.0), log=True, bounds=(SOFTPLUS_MIN_WIDTH, INF),
                        doc="width of the bend (layers); at its lower bound the bend is as sharp "
@@ -287,7 +286,7 @@ register_law(
 #: The rival a depth kink must beat: the same penalty shape, switched on past a model size.
 SIZE_KINK = "size_kink"
 register_law(
-    _size_kink, name=SIZE_KINK, penalty="lam", kink="N_c",
+    _size_kink, name=SIZE_KINK, roles=Roles(penalty="lam", kink="N_c"),
     params={"A": _A, "alpha": _ALPHA,
             "lam": Param("lam", (0.01, 1.0), log=True, bounds=(0, INF), symbol="λ",
                          doc="size-penalty scale (nats per e-fold of N past N_c)"),

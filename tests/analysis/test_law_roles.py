@@ -4,7 +4,7 @@ law whose parameters are named otherwise gets the same tests as the paper's."""
 import numpy as np
 import pytest
 
-from depthdelusion.analysis import fit, register_law
+from depthdelusion.analysis import Roles, fit, register_law
 from depthdelusion.analysis.laws import get_law, shape_kind, signed_penalty
 from depthdelusion.analysis.report.results import derived_quantities_blocked
 from depthdelusion.analysis.report.shape import critical_depth
@@ -23,8 +23,9 @@ def _renamed(x, A, alpha, strength, slope, gamma, E):
 register_law(_renamed, name=RENAMED, shape="kink", replace=True,
              params={"A": (10.0, 1e4, "log"), "alpha": (0.05, 0.6), "strength": (0.01, 1.0, "log"),
                      "slope": (1.0, 4.0), "gamma": (0.0, 0.8), "E": (0.5, 2.5)},
-             penalty="strength", kink="slope", d_crit=lambda W, slope: slope * np.log(W),
-             d_crit_text="{slope:.3g}·ln W", formula="A·N^−α + strength·max(0, D − slope·ln W)·W^−γ + E")
+             roles=Roles(penalty="strength", kink="slope", d_crit=lambda W, slope: slope * np.log(W),
+                         d_crit_text="{slope:.3g}·ln W"),
+             formula="A·N^−α + strength·max(0, D − slope·ln W)·W^−γ + E")
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +75,9 @@ def test_roles_must_name_parameters_and_a_kink_law_must_declare_its_critical_dep
         return E + strength * np.maximum(0.0, x.D - slope * np.log(x.W))
 
     with pytest.raises(ValueError, match="penalty='lam' is not one of its parameters"):
-        register_law(law, name="roles_bad_penalty", params=params, penalty="lam")
+        register_law(law, name="roles_bad_penalty", params=params, roles=Roles(penalty="lam"))
     with pytest.raises(ValueError, match="d_crit takes kappa, not among its parameters"):
-        register_law(law, name="roles_bad_d_crit", params=params, penalty="strength",
-                     d_crit=lambda W, kappa: kappa * np.log(W))
+        register_law(law, name="roles_bad_d_crit", params=params,
+                     roles=Roles(penalty="strength", d_crit=lambda W, kappa: kappa * np.log(W)))
     with pytest.raises(ValueError, match="a shape='kink' law declares its penalty"):
-        register_law(law, name="roles_no_d_crit", params=params, shape="kink", penalty="strength")
+        register_law(law, name="roles_no_d_crit", params=params, shape="kink", roles=Roles(penalty="strength"))

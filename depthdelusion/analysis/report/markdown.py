@@ -146,6 +146,7 @@ def verdict_text(r: ReportResults) -> str:
     if not r.verdicts:
         return "(no architecture law and same-data-term baseline among the fitted laws)"
     text = f"Overall ({r.design.main_label}): {r.overall}. " + " ".join(v.sentence() for v in r.verdicts)
+    text += f" {r.size_rival.sentence()}" if r.size_rival is not None else ""
     if r.replicates.cells:  # the verdict counts replicates as independent runs
         text += f" This verdict is reached on pooled replicates: {r.replicates.describe(r.runs)}."
     return text
@@ -269,7 +270,13 @@ def _penalty_section(r: ReportResults) -> list:
             "below −2; 'uninformative' when n − K − 1 ≤ 5 (too few runs for K parameters); "
             "'cannot tell' when the runs do not vary shape enough "
             f"({shape_variation(r.runs).reason}).", "",
-            *[f"- {v.sentence()}" for v in r.verdicts], "", r.table("law_comparison").markdown(), ""]
+            *[f"- {v.sentence()}" for v in r.verdicts], *_rival_lines(r), "",
+            r.table("law_comparison").markdown(), ""]
+
+
+def _rival_lines(r: ReportResults) -> list:
+    """The size-break rival of the primary kink law, beside its verdict (:mod:`.size_rival`)."""
+    return [f"- {r.size_rival.sentence()}"] if r.size_rival is not None else []
 
 
 def _critical_section(r: ReportResults) -> list:

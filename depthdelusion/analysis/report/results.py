@@ -29,7 +29,7 @@ from ..fitting.engine import FitResult, fit
 from ..fitting.lr_test import DEFAULT_REPLICATES
 from ..fitting.replicates import replicate_cells
 from ..fitting.result import OK, parameter_status
-from ..laws import shape_kind
+from ..laws import SIZE_KINK, shape_kind
 from ..science.persistence import (
     DEFAULT_WINDOW,
     persistence_lengths,
@@ -63,8 +63,11 @@ from .shape import (
     optimal_shape,
     trainer_counts,
 )
+from .size_rival import size_rival
 from .verdict import (
+    baseline_for,
     critical_depth_verdict,
+    is_architecture_law,
     overall,
     penalty_verdict,
     penalty_verdicts,
@@ -402,6 +405,11 @@ def compute(runs, options: ReportOptions, progress=SILENT, calibrate=None) -> Re
                                        replicates=s.lr_replicates, seed=seed,
                                        clusters=clusters["clusters"])
                 if primary in fits else None)
+    rival = (size_rival(fits[primary], baseline_for(fits[primary]),
+                        lambda law, **kw: fit_form(runs, law, method, offsets, **kw),
+                        options.fit.law_kwargs(SIZE_KINK), fits.get(baseline_for(fits[primary])))
+             if primary in fits and is_architecture_law(fits[primary]) and fits[primary].law.has_critical_depth
+             else None)
     if with_matrix:
         progress.stage(f"{primary} in every design form")
     matrix = design_matrix(raw, primary, method, seed, profile=options.fit.profile) if with_matrix else {}
@@ -423,4 +431,4 @@ def compute(runs, options: ReportOptions, progress=SILENT, calibrate=None) -> Re
         extrapolation=extrapolated, audit=audit,
         shape=_shape(fits, verdicts, critical, runs, raw, s), persistence=persistence(runs, step),
         studies=tuple(spectrum_section(runs.source)) + tuple(readout_section(runs.source)),
-        calibrated=calibrated)
+        calibrated=calibrated, size_rival=rival)

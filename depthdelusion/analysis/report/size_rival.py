@@ -12,10 +12,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..fitting.engine import fit
+from ..fitting.result import NOT_IDENTIFIED, format_estimate, parameter_status
+from ..formats.interval_text import interval_text
 from ..laws import SIZE_KINK, get_law
-from .cells import estimate_cell, is_not_identified
-from .verdict import baseline_for, is_architecture_law
 
 MARGIN = 2.0  # AICc: the depth kink beats the size break only by more than this
 INTERVAL_METHODS = {"profile": "95% profile likelihood", "wald": "95% Jacobian (Wald), no profile computed"}
@@ -75,24 +74,25 @@ def _g3(v: float) -> float | None:
     return float(f"{v:.3g}") if math.isfinite(v) else None
 
 
-def size_rival(kink_fit, runs, fit_kwargs: dict | None = None) -> SizeRival | None:
-    """The size break fitted beside a depth-kink fit on its rows (``fit_kwargs``: the user's fit
-    options for the size break, e.g. ``FitOptions.law_kwargs``; the bootstrap is off, the
-    baseline is a bare fit); None when ``kink_fit`` is not a law with a critical depth."""
-    if not (is_architecture_law(kink_fit) and kink_fit.law.has_critical_depth):
-        return None
+def size_rival(kink_fit, baseline: str, fitter, fit_kwargs: dict | None = None,
+               baseline_fit=None) -> SizeRival:
+    """The size break fitted beside the depth-kink fit ``kink_fit`` on its rows, both against
+    the shape-agnostic law ``baseline`` (:func:`.verdict.baseline_for`). ``fitter(law, **kw)``
+    fits a law as the kink was fitted (its rows, loss and group offsets); ``fit_kwargs``: the
+    user's fit options for the size break (``FitOptions.law_kwargs``), with the bootstrap off;
+    ``baseline_fit``: the baseline when already fitted alike (else a bare fit of it)."""
     kw = {**(fit_kwargs or {}), "bootstrap": 0, "leave_one_out": False, "diagnostics": False}
-    base_name = baseline_for(kink_fit)
-    base = fit(runs, base_name, kink_fit.method, **{**kw, "profile": "none",
-                                                    "fixed": _own(kw.get("fixed"), base_name)})
-    rival = fit(runs, SIZE_KINK, kink_fit.method, **{**kw, "fixed": _own(kw.get("fixed"), SIZE_KINK)})
+    if baseline_fit is None or baseline_fit.law.name != baseline or baseline_fit.n != kink_fit.n:
+        baseline_fit = fitter(baseline, **{**kw, "profile": "none", "fixed": _own(kw.get("fixed"), baseline)})
+    rival = fitter(SIZE_KINK, **{**kw, "fixed": _own(kw.get("fixed"), SIZE_KINK)})
     kink = get_law(SIZE_KINK).kink
     profile = (getattr(rival, "ci_profile", None) or {}).get(kink)
     ci, how = (profile, "profile") if profile is not None else (rival.conf_int(method="wald")[kink], "wald")
-    return SizeRival(kink_fit.law.name, base_name, float(rival.all_params[kink]),
-                     tuple(float(v) for v in ci), how, estimate_cell(rival, kink, ci, ".3g"),
-                     not is_not_identified(rival, kink), float(rival.aicc - base.aicc),
-                     float(kink_fit.aicc - base.aicc))
+    identified = parameter_status(rival, kink) != NOT_IDENTIFIED
+    text = f"{format_estimate(rival, kink, '.3g')} {interval_text(ci, '.3g')}" if identified else "n.i."
+    return SizeRival(kink_fit.law.name, baseline, float(rival.all_params[kink]), tuple(float(v) for v in ci),
+                     how, text, identified, float(rival.aicc - baseline_fit.aicc),
+                     float(kink_fit.aicc - baseline_fit.aicc))
 
 
 def _own(fixed: dict | None, law: str) -> dict:

@@ -31,7 +31,7 @@ def _runs(law: str, values: dict, noise=0.003, seed=1) -> Runs:
 def test_a_pure_size_break_is_not_read_as_a_distinguished_depth_kink():
     runs = _runs("size_kink", {"A": 30.0, "alpha": 0.15, "lam": 0.08, "N_c": 4e8, "E": 1.5})
     kink = fit(runs, "depth_delusion", **BARE)
-    rival = size_rival(kink, runs, {"profile": "none"})
+    rival = size_rival(kink, "kaplan", lambda law, **kw: fit(runs, law, **kw), {"profile": "none"})
     assert rival.baseline == "kaplan" and rival.d_aicc_size < -MARGIN
     assert not rival.distinguished and rival.kink_minus_size >= -MARGIN
     assert 2e8 < rival.n_c < 8e8 and rival.n_c_method == "wald"
@@ -58,8 +58,3 @@ def test_a_depth_kink_within_widths_is_told_apart_from_a_size_break(tmp_path, ca
     assert command(["fit", str(table), "--law", "depth_delusion", "--bootstrap", "0", "--profile", "none"])[1]() == 0
     line = [s for s in capsys.readouterr().out.splitlines() if s.startswith("Size-break rival")]
     assert len(line) == 1 and "the depth kink beats it by" in line[0] and "ΔAICc against kaplan" in line[0]
-
-
-def test_a_law_without_a_critical_depth_has_no_size_rival():
-    runs = _runs("size_kink", {"A": 30.0, "alpha": 0.15, "lam": 0.08, "N_c": 4e8, "E": 1.5})
-    assert size_rival(fit(runs, "kaplan", **BARE), runs) is None
