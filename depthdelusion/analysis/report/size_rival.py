@@ -51,6 +51,8 @@ class SizeRival:
             said = ("a model-size break fits as well" if self.kink_minus_size <= MARGIN else
                     f"a model-size break fits better (by {self.kink_minus_size:.1f} AICc)")
             said += "; the depth kink is not distinguished from it"
+            if self.d_aicc_kink > -MARGIN:
+                said += f" (nor does it beat {self.baseline} by more than {MARGIN:g} AICc)"
         unit = " parameters" if self.n_c_identified else ""
         return (f"Size-break rival ({SIZE_KINK}): a penalty past N_c = {self.n_c_text}{unit} "
                 f"({INTERVAL_METHODS[self.n_c_method]}); "
