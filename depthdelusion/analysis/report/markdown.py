@@ -59,7 +59,7 @@ _ANSWER_WORDS = {"yes": "Yes", "no": "no", "not clearly": "significant but not c
 
 
 def _kink_locations(law, cells: list) -> str:
-    """"Where λ is significant, the critical-depth slope is κ = … ; the paper reports κ = 2.43.":
+    """"Where λ is significant, the critical-depth slope is κ = … ; the paper reports κ = …":
     the law's declared kink location (its doc names it), the paper's value where it has one."""
     kink = law.param(law.kink)
     return (f"Where {law.shown(law.penalty)} is significant, the {kink.doc.partition(':')[0]} is "

@@ -35,7 +35,8 @@ def test_a_pure_size_break_is_not_read_as_a_distinguished_depth_kink():
     assert rival.baseline == "kaplan" and rival.d_aicc_size < -MARGIN
     assert not rival.distinguished and rival.kink_minus_size >= -MARGIN
     assert 2e8 < rival.n_c < 8e8 and rival.n_c_method == "wald"
-    assert rival.sentence().endswith("the depth kink is not distinguished from it.")
+    assert rival.sentence().endswith("the depth kink is not distinguished from it (nor does it beat "
+                                     "kaplan by more than 2 AICc).")
     assert "a model-size break fits better (by" in rival.sentence()
     assert rival.to_dict()["depth_kink_distinguished"] is False
 
