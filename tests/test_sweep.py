@@ -47,7 +47,7 @@ def test_smoke_yaml_says_what_the_report_concludes_of_its_kink_laws():
     from depthdelusion.analysis.report.verdict import MIN_RESIDUAL_DF
 
     n = len(load_grid(EXPERIMENTS / "smoke.yaml").runs)
-    kinks = [get_law(name) for name in DEFAULT_LAWS if "lam" in get_law(name).param_names]
+    kinks = [get_law(name) for name in DEFAULT_LAWS if get_law(name).penalty]
     big_k = [len(law.param_names) - len(law.token_params) + 1 for law in kinks]
     assert kinks and all(n - k - 1 <= MIN_RESIDUAL_DF for k in big_k)
     said = " ".join(line.lstrip("# ") for line in (EXPERIMENTS / "smoke.yaml").read_text().splitlines()

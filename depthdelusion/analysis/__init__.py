@@ -11,13 +11,13 @@
 Any table works with the columns its law needs (``load_runs("runs.csv", columns={"params": "N"})``;
 names and aliases in :mod:`.table.columns`).
 """
-from .laws import Law, LawInputs, Param, get_law, list_laws, register_law
+from .laws import Law, LawInputs, Param, Roles, get_law, list_laws, register_law
 from .table.law_columns import law_columns, law_missing_columns, laws_for
 from .table.published import load_table
 from .table.load import load_reference, load_runs
 from .table.runs import GradientProfile, Runs
 
-__all__ = ["FitResult", "GradientProfile", "Law", "LawInputs", "Param", "Runs", "fit", "get_law",
+__all__ = ["FitResult", "GradientProfile", "Law", "LawInputs", "Param", "Roles", "Runs", "fit", "get_law",
            "law_columns", "law_missing_columns", "laws_for", "list_laws", "load_reference",
            "load_runs", "load_table", "register_law", "shape_answer"]
 

@@ -249,6 +249,7 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
         results = {v: fit_with(part, law, with_diagnostics, progress=progress,
                                **cluster_kwargs(options.cluster, part))
                    for v, part in parts.items()}
+    rivals = {} if pooled else _size_rivals(results, parts, options, progress)
     checked = None
     if validate == "rollout":
         from .fitting.rollout import rollout
@@ -256,10 +257,26 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
         checked = rollout(table, law, options)
     progress.close()
     with rundir.local_dir(out) as local_out:  # a gs:// OUT: written here, then copied up
-        _print_fits(results, parts, rows.by, json_output, local_out, checked)
+        _print_fits(results, parts, rows.by, json_output, local_out, checked, rivals)
     if out is not None and not rundir.is_local(out):
         print(f"copied to {out}", file=sys.stderr)
     return exit_codes.OK
+
+
+def _size_rivals(results, parts, options: FitOptions, progress) -> dict:
+    """{value: the size-break rival of each depth-kink fit} (:mod:`.report.size_rival`)."""
+    from .fitting.engine import fit_with
+    from .report.size_rival import size_rival
+    from .report.verdict import baseline_for, is_architecture_law
+
+    out = {}
+    for value, result in results.items():
+        if is_architecture_law(result) and result.law.has_critical_depth:
+            progress.stage("size-break rival")
+            part = parts[value]
+            out[value] = size_rival(result, baseline_for(result), lambda law, opts: fit_with(part, law, opts),
+                                    options)
+    return out
 
 
 def _with_fitted_weight(table, law: str, options: FitOptions, pooled):
@@ -289,9 +306,10 @@ def _check_fit_options(runs, pool, rows: RowOptions, validate) -> None:
         raise ValueError(f"--validate {validate!r}: valid: rollout")
 
 
-def _print_fits(results, parts, by, json_output, out, checked=None) -> None:
+def _print_fits(results, parts, by, json_output, out, checked=None, rivals=None) -> None:
     """Each fit's summary (or JSON), and its rows under ``out``; the rollout ``checked`` (when
-    asked for) printed after them, or inside the JSON, and written to ``out``/rollout.csv."""
+    asked for) printed after them, or inside the JSON, and written to ``out``/rollout.csv;
+    ``rivals``: the size-break rival of each depth-kink fit, beside its reach."""
     from pathlib import Path
 
     from .formats import json_text
@@ -304,9 +322,10 @@ def _print_fits(results, parts, by, json_output, out, checked=None) -> None:
             print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
         if checked is not None:
             print(f"wrote {checked.write_csv(Path(out) / 'rollout.csv')}", file=sys.stderr)
+    rivals = rivals or {}
     if json_output:
-        doc = ({"by": by, "groups": {v: _json_doc(r, parts[v]) for v, r in results.items()}} if by
-               else _json_doc(results[None], parts[None]))
+        doc = ({"by": by, "groups": {v: _json_doc(r, parts[v], rivals.get(v)) for v, r in results.items()}}
+               if by else _json_doc(results[None], parts[None], rivals.get(None)))
         if checked is not None:
             doc["rollout"] = checked.to_dict()
         # as FitResult.to_json writes it (an open interval end is null), without its whole text
@@ -314,28 +333,32 @@ def _print_fits(results, parts, by, json_output, out, checked=None) -> None:
         print()
         return
     if by:
-        print("\n\n".join(f"== {by} = {v} ({r.n} rows) ==\n{_summary(r, parts[v])}"
+        print("\n\n".join(f"== {by} = {v} ({r.n} rows) ==\n{_summary(r, parts[v], rivals.get(v))}"
                            for v, r in results.items()))
     else:
-        print(_summary(results[None], parts[None]))
+        print(_summary(results[None], parts[None], rivals.get(None)))
     if checked is not None:
         print(checked.summary())
 
 
-def _summary(result, runs) -> str:
-    """A fit's summary, with where a kink law's penalty acts (the rows it rests on)."""
+def _summary(result, runs, rival=None) -> str:
+    """A fit's summary, with where a kink law's penalty acts (the rows it rests on) and, given
+    its ``rival`` (:mod:`.report.size_rival`), whether a break in model size fits as well."""
     from .fitting.kink_reach import reach_of_fit
 
     reach = reach_of_fit(result, runs)
-    return result.summary() + (f"\n{reach.sentence()}" if reach is not None else "")
+    return (result.summary() + (f"\n{reach.sentence()}" if reach is not None else "")
+            + (f"\n{rival.sentence()}" if rival is not None else ""))
 
 
-def _json_doc(result, runs) -> dict:
-    """A fit's JSON, with a kink law's reach under ``kink_reach``."""
+def _json_doc(result, runs, rival=None) -> dict:
+    """A fit's JSON, with a kink law's reach under ``kink_reach`` and its size-break rival
+    under ``size_rival``."""
     from .fitting.kink_reach import reach_of_fit
 
     doc, reach = result.json_doc(), reach_of_fit(result, runs)
-    return doc if reach is None else {**doc, "kink_reach": reach.to_dict()}
+    doc = doc if reach is None else {**doc, "kink_reach": reach.to_dict()}
+    return doc if rival is None else {**doc, "size_rival": rival.to_dict()}
 
 
 def run_isoflop(*, runs: str | None = None, table_name: str | None = None,

@@ -3,6 +3,7 @@ the named law (:class:`Law`). The registry and the laws themselves are :mod:`.la
 engine needs only these types."""
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -10,6 +11,13 @@ from typing import Callable
 import numpy as np
 
 INF = math.inf
+
+
+class _Symbol(str):
+    """A parameter's symbol standing in for its value in a format string ("{kappa:.3g}" → κ)."""
+
+    def __format__(self, spec: str) -> str:
+        return str(self)
 
 
 @dataclass(frozen=True)
@@ -22,6 +30,11 @@ class Param:
     log: bool = False
     bounds: tuple[float, float] = (-INF, INF)
     doc: str = ""
+    symbol: str = ""  # how text writes it (e.g. "κ"); the name when empty
+
+    @property
+    def shown(self) -> str:
+        return self.symbol or self.name
 
     def __post_init__(self):
         lo, hi = self.init
@@ -59,9 +72,27 @@ class LawInputs:
 
 
 @dataclass(frozen=True)
+class Roles:
+    """What a law's parameters mean, declared so that readers of a fit (the verdicts, where a
+    kink acts, the report) ask the law instead of reading parameter names. ``penalty``: the
+    parameter whose 0 turns the law into its shape-agnostic baseline (the paper's λ). ``kink``:
+    where the penalty switches on, the parameter not identified when the penalty is 0 (the
+    nuisance of the penalty's test; "" when the law has none or fixes it). ``d_crit(W, **values)``:
+    the critical depth in layers, taking the law's parameters it names (None: the law has no
+    critical depth), and ``d_crit_text`` its formula as a format string over the values (e.g.
+    ``"{kappa:.3g}·ln W"``)."""
+
+    penalty: str = ""
+    kink: str = ""
+    d_crit: Callable | None = None
+    d_crit_text: str = ""
+
+
+@dataclass(frozen=True)
 class Law:
     """A named law. ``token_params`` are dropped (fixed so the term vanishes) when the runs'
-    token counts are unknown or constant; ``needs_tokens`` laws then refuse to fit."""
+    token counts are unknown or constant; ``needs_tokens`` laws then refuse to fit. ``roles``:
+    what its parameters mean (:class:`Roles`), asked by the fit's readers."""
 
     name: str
     func: Callable
@@ -74,6 +105,15 @@ class Law:
     #: "kink" (a depth penalty with a critical depth), "smooth" (a shape penalty without one:
     #: the alternatives a critical depth must beat) or "" (no shape term)
     shape: str = ""
+    roles: Roles = Roles()
+
+    @property
+    def penalty(self) -> str:
+        return self.roles.penalty
+
+    @property
+    def kink(self) -> str:
+        return self.roles.kink
 
     @property
     def param_names(self) -> list[str]:
@@ -87,3 +127,38 @@ class Law:
 
     def __call__(self, x: LawInputs, **values) -> np.ndarray:
         return self.func(x, **values)
+
+    @property
+    def has_critical_depth(self) -> bool:
+        return self.roles.d_crit is not None
+
+    @property
+    def d_crit_params(self) -> tuple[str, ...]:
+        """The parameters D_crit depends on (those ``d_crit`` names), () without one."""
+        d_crit = self.roles.d_crit
+        return () if d_crit is None else tuple(inspect.signature(d_crit).parameters)[1:]
+
+    def shown(self, name: str) -> str:
+        """How text writes parameter ``name`` (its symbol, e.g. κ; else its name)."""
+        return self.param(name).shown if name in self.param_names else name
+
+    def critical_depth(self, values: dict, width) -> np.ndarray:
+        """D_crit(W) in layers at the law's parameter ``values`` (fixed ones included)."""
+        if self.roles.d_crit is None:
+            raise ValueError(f"law {self.name!r} has no critical depth (parameters: "
+                             f"{', '.join(self.param_names)}); fit a law that declares one (Roles(d_crit=...))")
+        names = self.d_crit_params
+        missing = [n for n in names if n not in values]
+        if missing:
+            raise ValueError(f"law {self.name!r}: D_crit needs {', '.join(missing)}, not among the "
+                             f"values given ({', '.join(sorted(values))})")
+        return np.asarray(self.roles.d_crit(np.asarray(width, float), **{n: values[n] for n in names}), float)
+
+    def critical_depth_formula(self) -> str:
+        """"D_crit = κ·ln W": the declared formula with the parameters' symbols."""
+        return self.critical_depth_text({n: _Symbol(self.shown(n)) for n in self.d_crit_params})
+
+    def critical_depth_text(self, values: dict) -> str:
+        """"D_crit = 4.6·ln W": the declared formula at ``values`` (the law's name if none)."""
+        return "D_crit = " + (self.roles.d_crit_text.format(**values) if self.roles.d_crit_text
+                              else f"D_crit(W) of {self.name}")

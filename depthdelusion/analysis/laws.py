@@ -14,6 +14,16 @@ Parameter specs are ``(init_lo, init_hi[, "log"])`` or :class:`Param`. ``log`` p
 positive scales fitted in log space; ``init`` spans the grid of starting points. A
 :class:`Param` also takes ``bounds``, the physical domain the fit keeps the parameter in (a
 fit that ends on a bound is flagged); tuple specs are unbounded (log ones: positive).
+
+A law with a penalty that switches on somewhere declares its :class:`Roles`, which the fit's
+readers (the verdicts, where a kink acts, the report's tables) ask instead of reading parameter
+names: ``penalty`` (the parameter whose 0 is the shape-agnostic law), ``kink`` (where the penalty
+switches on: the nuisance of the penalty's test) and, for a critical depth, ``d_crit`` (a
+function ``d_crit(W, **the parameters it names)`` in layers) with ``d_crit_text``::
+
+    @register_law(params={..., "strength": (0.01, 1.0, "log"), "slope": (1.0, 4.0)}, shape="kink",
+                  roles=Roles(penalty="strength", kink="slope", d_crit=lambda W, slope: slope * np.log(W),
+                              d_crit_text="{slope:.3g}·ln W"))
 """
 from __future__ import annotations
 
@@ -23,7 +33,7 @@ from typing import Callable
 
 import numpy as np
 
-from .law_types import INF, Law, LawInputs, Param
+from .law_types import INF, Law, LawInputs, Param, Roles
 from .reference import PAPER_PERSISTENCE_EXPONENT
 
 _REGISTRY: dict[str, Law] = {}
@@ -43,8 +53,10 @@ def _as_param(name: str, spec) -> Param:
 def register_law(func: Callable | None = None, *, params: dict, name: str | None = None,
                  formula: str = "", doc: str | None = None, source: str = "user",
                  token_params: dict | None = None, needs_tokens: bool = False,
-                 replace: bool = False, shape: str = ""):
-    """Register ``func(x, **params)`` as a law; usable as a decorator. Returns the function."""
+                 replace: bool = False, shape: str = "", roles: Roles = Roles()):
+    """Register ``func(x, **params)`` as a law; usable as a decorator. Returns the function.
+    ``roles``: what its parameters mean (:class:`Roles`); a ``shape="kink"`` law must declare
+    its penalty and critical depth."""
 
     def wrap(f: Callable) -> Callable:
         law_name = name or f.__name__
@@ -57,11 +69,29 @@ def register_law(func: Callable | None = None, *, params: dict, name: str | None
             raise ValueError(f"law {law_name!r}: function {f.__name__} does not accept parameter(s) {missing}")
         if shape not in ("", "kink", "smooth"):
             raise ValueError(f"law {law_name!r}: shape must be '', 'kink' or 'smooth', got {shape!r}")
+        _check_roles(law_name, [p.name for p in plist], shape, roles)
         _REGISTRY[law_name] = Law(law_name, f, plist, formula, doc or (inspect.getdoc(f) or ""),
-                                  source, dict(token_params or {}), needs_tokens, shape)
+                                  source, dict(token_params or {}), needs_tokens, shape, roles)
         return f
 
     return wrap(func) if func is not None else wrap
+
+
+def _check_roles(law_name: str, names: list, shape: str, roles: Roles) -> None:
+    """The roles name parameters of the law (one-line errors naming the role)."""
+    penalty, d_crit = roles.penalty, roles.d_crit
+    for role, value in (("penalty", penalty), ("kink", roles.kink)):
+        if value and value not in names:
+            raise ValueError(f"law {law_name!r}: {role}={value!r} is not one of its parameters "
+                             f"({', '.join(names)})")
+    if d_crit is not None:
+        unknown = [n for n in list(inspect.signature(d_crit).parameters)[1:] if n not in names]
+        if unknown:
+            raise ValueError(f"law {law_name!r}: d_crit takes {', '.join(unknown)}, not among its "
+                             f"parameters ({', '.join(names)}); d_crit(W, <parameters>)")
+    if shape == "kink" and not (penalty and d_crit is not None):
+        raise ValueError(f"law {law_name!r}: a shape='kink' law declares its penalty parameter and "
+                         "its critical depth (roles=Roles(penalty=NAME, d_crit=lambda W, ...: layers))")
 
 
 def get_law(law) -> Law:
@@ -77,32 +107,29 @@ def list_laws() -> list[Law]:
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
 
 
-#: The depth penalty's scale, the parameter ``signed_penalty`` frees in sign.
-PENALTY = "lam"
-
-
 def signed_penalty(law) -> Law:
-    """``law`` (a name or Law) with its depth-penalty scale λ free in sign: a negative λ is a
-    depth that helps past D_crit, which the registered laws (λ ≥ 0, fitted in log space) can only
-    meet at λ = 0. λ is then fitted as it is, starts spanning ±(its positive start range's top);
-    the law keeps its name. A law without λ is a one-line error naming the laws that have it."""
+    """``law`` (a name or Law) with its penalty (its declared ``penalty``, λ) free in sign: a
+    negative λ is a depth that helps past D_crit, which the registered laws (λ ≥ 0, fitted in log
+    space) can only meet at λ = 0. λ is then fitted as it is, starts spanning ±(its positive
+    start range's top); the law keeps its name. A law without a penalty is a one-line error
+    naming the laws that have one."""
     law = get_law(law)
-    if PENALTY not in law.param_names:
-        having = [w.name for w in list_laws() if PENALTY in w.param_names]
-        raise ValueError(f"--signed-penalty: law {law.name!r} has no depth penalty λ ({PENALTY!r}; "
-                         f"its parameters: {', '.join(law.param_names)}); laws with one: {', '.join(having)}")
-    top = law.param(PENALTY).init[1]
-    free = Param(PENALTY, (-top, top), log=False, bounds=(-INF, INF),
+    if not law.penalty:
+        having = [w.name for w in list_laws() if w.penalty]
+        raise ValueError(f"--signed-penalty: law {law.name!r} has no depth penalty λ (its parameters: "
+                         f"{', '.join(law.param_names)}); laws with one: {', '.join(having)}")
+    top = law.param(law.penalty).init[1]
+    free = Param(law.penalty, (-top, top), log=False, bounds=(-INF, INF),
                  doc="depth-penalty scale, free in sign (negative: deeper is better past D_crit)")
-    return dataclasses.replace(law, params=tuple(free if p.name == PENALTY else p for p in law.params),
+    return dataclasses.replace(law, params=tuple(free if p.name == law.penalty else p for p in law.params),
                                formula=law.formula + "  (λ free in sign)")
 
 
 def shape_kind(law) -> str:
     """"kink", "smooth" or "" for a law (its name or Law); a law registered without ``shape``
-    that has a depth penalty λ counts as a kink law."""
+    that declares a critical depth counts as a kink law."""
     law = get_law(law)
-    return law.shape or ("kink" if "lam" in law.param_names else "")
+    return law.shape or ("kink" if law.has_critical_depth else "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,12 +138,12 @@ def shape_kind(law) -> str:
 _PAPER = "Depth Delusion (arXiv 2601.20994), Eq. 5-6"
 _E = Param("E", (0.5, 2.5), bounds=(0, INF), doc="irreducible loss (nats)")
 _A = Param("A", (10.0, 1e4), log=True, bounds=(0, INF), doc="capacity scale")
-_ALPHA = Param("alpha", (0.05, 0.6), bounds=(0, INF), doc="capacity exponent")
-_LAM = Param("lam", (0.01, 1.0), log=True, bounds=(0, INF), doc="depth-penalty scale (nats per layer at W=1)")
-_KAPPA = Param("kappa", (1.0, 4.0), bounds=(0, INF), doc="critical-depth slope: D_crit = κ ln W")
-_GAMMA = Param("gamma", (0.0, 0.8), bounds=(0, INF), doc="width exponent of the depth penalty")
+_ALPHA = Param("alpha", (0.05, 0.6), bounds=(0, INF), doc="capacity exponent", symbol="α")
+_LAM = Param("lam", (0.01, 1.0), log=True, bounds=(0, INF), doc="depth-penalty scale (nats per layer at W=1)", symbol="λ")
+_KAPPA = Param("kappa", (1.0, 4.0), bounds=(0, INF), doc="critical-depth slope: D_crit = κ ln W", symbol="κ")
+_GAMMA = Param("gamma", (0.0, 0.8), bounds=(0, INF), doc="width exponent of the depth penalty", symbol="γ")
 _B = Param("B", (10.0, 1e4), log=True, bounds=(0, INF), doc="data scale")
-_BETA = Param("beta", (0.1, 0.5), bounds=(0, INF), doc="data exponent")
+_BETA = Param("beta", (0.1, 0.5), bounds=(0, INF), doc="data exponent", symbol="β")
 _TOKENS_OFF = {"B": 0.0, "beta": 0.0}
 
 
@@ -173,6 +200,11 @@ def _depth_softplus(x, A, alpha, lam, kappa, s, gamma, E, B=0.0, beta=0.0):
     return A * x.N ** -alpha + _token_term(x, B, beta) + lam * excess * x.W ** -gamma + E
 
 
+def _size_kink(x, A, alpha, lam, N_c, E, B=0.0, beta=0.0):
+    excess = np.maximum(0.0, np.log(x.N / N_c))
+    return A * x.N ** -alpha + _token_term(x, B, beta) + lam * excess + E
+
+
 def _kaplan(x, E, A, alpha):
     return E + A * x.N ** -alpha
 
@@ -181,10 +213,21 @@ def _chinchilla(x, E, A, alpha, B, beta):
     return E + A * x.N ** -alpha + B * x.T ** -beta
 
 
+def _kappa_ln_w(W, kappa):
+    return kappa * np.log(W)
+
+
+def _power_of_width(W, c, p):
+    return c * W ** p
+
+
+#: The roles of the laws whose penalty λ switches on past D_crit = κ·ln W.
+_KAPPA_KINK = Roles(penalty="lam", kink="kappa", d_crit=_kappa_ln_w, d_crit_text="{kappa:.3g}·ln W")
+
 _DD_PARAMS = {"A": _A, "alpha": _ALPHA, "lam": _LAM, "kappa": _KAPPA, "gamma": _GAMMA, "E": _E,
               "B": _B, "beta": _BETA}
 register_law(
-    _depth_delusion, name="depth_delusion", params=_DD_PARAMS, source=_PAPER, shape="kink",
+    _depth_delusion, name="depth_delusion", params=_DD_PARAMS, source=_PAPER, shape="kink", roles=_KAPPA_KINK,
     formula="A·N^−α [+ B·T^−β] + λ·max(0, D − κ·ln W)·W^−γ + E",
     token_params=_TOKENS_OFF,
     doc="The paper's critical-depth ansatz: a capacity term, an optional data term (only when "
@@ -192,13 +235,14 @@ register_law(
         "D_crit(W) = κ·ln W, shrinking with width as W^−γ.")
 register_law(
     _depth_delusion_relative, name="depth_delusion_relative", params=_DD_PARAMS, source=_PAPER + " (variant)",
-    shape="kink",
+    shape="kink", roles=_KAPPA_KINK,
     formula="A·N^−α [+ B·T^−β] + λ·max(0, D − D_crit)/D_crit·W^−γ + E,  D_crit = κ·ln W",
     token_params=_TOKENS_OFF,
     doc="As depth_delusion, with the excess depth measured relative to D_crit (the paper "
         "does not say which form it fitted).")
 register_law(
     _depth_delusion_power, name="depth_delusion_power", shape="kink",
+    roles=Roles(penalty="lam", kink="c", d_crit=_power_of_width, d_crit_text="{c:.3g}·W^{p:.3g}"),
     params={"A": _A, "alpha": _ALPHA, "lam": _LAM,
             "c": Param("c", (0.3, 5.0), log=True, bounds=(0, INF), doc="critical-depth scale"),
             "p": Param("p", (0.2, 0.6), bounds=(0, INF), doc="critical-depth exponent: D_crit = c·W^p "
@@ -225,7 +269,7 @@ register_law(
         "the log aspect ratio around an optimum m, no critical depth. A critical depth must fit "
         "better than this bowl to be evidence of a kink.")
 register_law(
-    _depth_softplus, name="depth_softplus", shape="smooth",
+    _depth_softplus, name="depth_softplus", shape="smooth", roles=_KAPPA_KINK,
     params={"A": _A, "alpha": _ALPHA, "lam": _LAM, "kappa": _KAPPA,
             "s": Param("s", (2.0, 8.0), log=True, bounds=(SOFTPLUS_MIN_WIDTH, INF),
                        doc="width of the bend (layers); at its lower bound the bend is as sharp "
@@ -239,6 +283,23 @@ register_law(
         "(depth_delusion), large s a penalty linear in depth; a bend sharper than "
         f"{SOFTPLUS_MIN_WIDTH:g} layers is the kink law's domain, so the two are told apart by "
         "whether the data need one.")
+#: The rival a depth kink must beat: the same penalty shape, switched on past a model size.
+SIZE_KINK = "size_kink"
+register_law(
+    _size_kink, name=SIZE_KINK, roles=Roles(penalty="lam", kink="N_c"),
+    params={"A": _A, "alpha": _ALPHA,
+            "lam": Param("lam", (0.01, 1.0), log=True, bounds=(0, INF), symbol="λ",
+                         doc="size-penalty scale (nats per e-fold of N past N_c)"),
+            "N_c": Param("N_c", (1e7, 1e11), log=True, bounds=(0, INF), symbol="N_c",
+                         doc="model size past which the penalty acts (parameters)"),
+            "E": _E, "B": _B, "beta": _BETA},
+    source="this project: the rival of a depth kink that a break in model size would mimic "
+           "(issue 63: on Chinchilla's runs the depth kink acts on the largest models only)",
+    formula="A·N^−α [+ B·T^−β] + λ·max(0, ln N − ln N_c) + E",
+    token_params=_TOKENS_OFF,
+    doc="Shape-agnostic law with a break in model size: the paper's kink penalty (linear past "
+        "a threshold) in ln N instead of in depth, switched on past N_c. No critical depth: a "
+        "depth kink whose gain this law matches is not distinguished from a size break.")
 register_law(
     _kaplan, name="kaplan", params={"E": _E, "A": _A, "alpha": _ALPHA},
     source="Kaplan et al. 2020 (with an irreducible term); shape-agnostic baseline",

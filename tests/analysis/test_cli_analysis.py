@@ -116,7 +116,7 @@ def test_fit_without_law_picks_from_the_columns_never_a_depth_law_on_shapeless_d
     assert "law: chinchilla (picked from the columns params, tokens, loss: the first of " \
            "depth_delusion, chinchilla, kaplan the table has the columns for; depth_delusion needs " \
            "depth, width; a choice of what to fit, not a verdict that it fits best: compare laws " \
-           "with `depthdelusion report`; other laws this table can fit: kaplan; choose with --law)" in err
+           "with `depthdelusion report`; other laws this table can fit: kaplan, size_kink; choose with --law)" in err
 
     loss = 1.7 + 400 * N ** -0.34 + 0.002 * rng.standard_normal(12)
     path.write_text("N,loss\n" + "".join(f"{a},{c}\n" for a, c in zip(N, loss)))

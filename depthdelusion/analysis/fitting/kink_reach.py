@@ -15,27 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..laws import get_law
+
 MIN_WIDTHS_BOTH_SIDES = 3  # fewer widths with shapes on both sides of D_crit: not tested within widths
 SHAPES_LISTED = 8  # shapes past D_crit named; the rest counted
-
-
-def critical_depth(params: dict, width) -> np.ndarray:
-    """D_crit(W) in layers: κ·ln W, or c·W^p for the power-law variant (``params``: a kink law's
-    values, fixed ones included)."""
-    W = np.asarray(width, float)
-    if "kappa" in params:
-        return params["kappa"] * np.log(W)
-    if "c" in params and "p" in params:
-        return params["c"] * W ** params["p"]
-    raise ValueError(f"this law has no critical depth (parameters: {sorted(params)}); fit "
-                     "'depth_delusion', 'depth_delusion_relative' or 'depth_delusion_power'")
-
-
-def _location(params: dict) -> str:
-    # the values in the formula: "p = …" beside a verdict would read as a p-value
-    if "kappa" in params:
-        return f"D_crit = {params['kappa']:.3g}·ln W"
-    return f"D_crit = {params['c']:.3g}·W^{params['p']:.3g}"
 
 
 @dataclass(frozen=True)
@@ -87,37 +70,40 @@ class KinkReach:
                 f"{MIN_WIDTHS_BOTH_SIDES}): what it fits may be a break across widths or model sizes")
 
 
-def kink_reach(params: dict, depth, width, size=None) -> KinkReach | None:
-    """The reach of the kink at ``params`` over rows of ``depth`` × ``width`` (``size``: their N,
-    to say whether a model-size break splits the rows alike); None when the law has no critical
-    depth or no row gives both."""
-    if not ("kappa" in params or ("c" in params and "p" in params)):
+def kink_reach(law, values: dict, depth, width, size=None) -> KinkReach | None:
+    """The reach of ``law``'s kink (a Law or its name; its declared critical depth) at
+    ``values`` over rows of ``depth`` × ``width`` (``size``: their N, to say whether a
+    model-size break splits the rows alike); None when the law has no critical depth or no row
+    gives both."""
+    law = get_law(law)
+    if not law.has_critical_depth:
         return None
     D, W = np.asarray(depth, float), np.asarray(width, float)
     keep = np.isfinite(D) & np.isfinite(W) & (W > 0)
     if not keep.any():
         return None
     D, W = D[keep], W[keep]
-    past = D > critical_depth(params, W)
+    d_crit = np.broadcast_to(law.critical_depth(values, W), D.shape)
+    past = D > d_crit
     N = np.full(len(D), np.nan) if size is None else np.asarray(size, float)[keep]
     size_break = (float(N[past].min()) if past.any() and (~past).any() and np.all(np.isfinite(N))
                   and N[past].min() > N[~past].max() else float("nan"))
     excess = {}  # shape → D − D_crit in layers (what the penalty is linear in), for those past it
     sides: dict = {}  # width → the sides of D_crit its shapes are on
-    for d, w, p in zip(D, W, past):
+    for d, w, p, dc in zip(D, W, past, d_crit):
         sides.setdefault(w, set()).add(bool(p))
         if p:
-            excess[(d, w)] = d - float(critical_depth(params, w))
+            excess[(d, w)] = d - float(dc)
     shapes = sorted(excess, key=lambda s: -excess[s])
-    return KinkReach(_location(params), len(set(zip(D.tolist(), W.tolist()))), int(keep.sum()),
-                     tuple(f"{d:g}L×{w:g}" for d, w in shapes), int(past.sum()),
+    return KinkReach(law.critical_depth_text(values), len(set(zip(D.tolist(), W.tolist()))),
+                     int(keep.sum()), tuple(f"{d:g}L×{w:g}" for d, w in shapes), int(past.sum()),
                      sum(len(s) == 2 for s in sides.values()), len(sides), size_break)
 
 
 def reach_of_fit(result, runs) -> KinkReach | None:
-    """:func:`kink_reach` of a fitted kink law (its fixed values included) over the rows it was
-    fitted to; None for a law without a critical depth."""
+    """:func:`kink_reach` of a fitted law with a declared penalty and critical depth (its fixed
+    values included) over the rows it was fitted to; None for a law without them."""
     depth, width = getattr(runs, "depth", None), getattr(runs, "width", None)
-    if "lam" not in result.all_params or depth is None or width is None:
+    if not (result.law.penalty and result.law.has_critical_depth) or depth is None or width is None:
         return None
-    return kink_reach(result.all_params, depth, width, getattr(runs, "params", None))
+    return kink_reach(result.law, result.all_params, depth, width, getattr(runs, "params", None))

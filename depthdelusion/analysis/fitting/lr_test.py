@@ -117,8 +117,9 @@ def davies_test(alt_fit, null_fit, nuisance: str) -> LRTest:
     if prof is None or len(prof.values) < 3 or getattr(prof, "method", "walk") != "walk":
         # root-finding's few points would understate the path's variation, and so p
         why = "" if prof is None or len(prof.values) < 3 else " (--profile fast: no walked path)"
-        return LRTest(null_fit.law.name, alt_fit.law.name, lr, chibar_p(lr), "chi-bar-squared",
-                      note=f"no profile of {nuisance} for Davies' bound{why}")
+        note = (f"no profile of {nuisance} for Davies' bound{why}" if nuisance else
+                "the law fixes its kink's location: no nuisance parameter for Davies' bound")
+        return LRTest(null_fit.law.name, alt_fit.law.name, lr, chibar_p(lr), "chi-bar-squared", note=note)
     return LRTest(null_fit.law.name, alt_fit.law.name, lr, davies_p(lr, lr - prof.statistic),
                   "Davies bound")
 

@@ -222,7 +222,7 @@ def _no_start_message(problem: Problem, grid) -> str:
     bad_runs = np.flatnonzero(~np.all(np.isfinite(pred), axis=0)) if len(grid) else np.array([], int)
     x = problem.x
     causes = []
-    if np.any(x.W <= 1) and any(p.name in ("kappa", "c") for p in problem.law.params):
+    if np.any(x.W <= 1) and problem.law.has_critical_depth:
         causes.append("width ≤ 1 (a placeholder?) makes ln W ≤ 0, so the critical depth is 0 or "
                       "negative; fit a shape-agnostic law (kaplan, chinchilla) or give the real widths")
     if problem.method == "huber" and np.any(problem.y <= 0):

@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 
 from ..law_types import LawInputs
-from ..laws import PENALTY, get_law
+from ..laws import get_law
 from .options import FitOptions
 from .problem import OFFSET, Problem
 
@@ -78,10 +78,10 @@ class FitSetup:
 def options_for_law(options: FitOptions, law) -> FitOptions:
     """``options`` for one of several laws fitted alike (a report): only the fixed parameters
     ``law`` has, and the signed penalty only where it has λ."""
-    names = get_law(law).param_names
-    fixed = {k: v for k, v in options.fixed_values().items() if k in names}
+    law = get_law(law)
+    fixed = {k: v for k, v in options.fixed_values().items() if k in law.param_names}
     return dataclasses.replace(options, fix=fixed or None,
-                               signed_penalty=options.signed_penalty and PENALTY in names)
+                               signed_penalty=options.signed_penalty and bool(law.penalty))
 
 
 def check_fixed(options: FitOptions, laws) -> None:

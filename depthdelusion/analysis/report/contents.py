@@ -191,6 +191,7 @@ class ReportResults:
     studies: tuple = ()      # Markdown lines of the spectrum and readout sections of run dirs
     tables: tuple = ()       # tables.Table per table of the report, in the document's order
     calibrated: tuple = ()   # calibrated.CalibratedCell: design cells rechecked by bootstrap
+    size_rival: object = None  # size_rival.SizeRival of ``primary`` (None: no depth kink fitted)
 
     @property
     def laws(self) -> list:

@@ -58,21 +58,32 @@ _ANSWER_WORDS = {"yes": "Yes", "no": "no", "not clearly": "significant but not c
                  "not fitted": "not fitted"}
 
 
+def _kink_locations(law, cells: list) -> str:
+    """"Where λ is significant, the critical-depth slope is κ = … ; the paper reports κ = …":
+    the law's declared kink location (its doc names it), the paper's value where it has one."""
+    kink = law.param(law.kink)
+    return (f"Where {law.shown(law.penalty)} is significant, the {kink.doc.partition(':')[0]} is "
+            f"{kink.shown} = " + ", ".join(cells) + " (95% profile-likelihood intervals)"
+            + (f"; the paper reports {kink.shown} = {PAPER_FIT[kink.name][0]}" if kink.name in PAPER_FIT
+               else "") + ". ")
+
+
 def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
     """The report's first paragraph: which of the paper's conclusions hold where, in plain words."""
     if not matrix:
         return []
     answers = {a: [] for a in _ANSWER_WORDS}
-    invalid, kappas = {}, []
+    invalid, kinks = {}, []
     for (form, conv), (v, lf, caveat) in matrix.items():
         if caveat:
             invalid[form] = caveat
             continue
         answers["not fitted" if isinstance(v, str) else v.answer].append((form, conv))
-        if not isinstance(v, str) and v.significant and lf is not None and "kappa" in lf.params:
-            ci = profile_ci(lf, 'kappa')
-            kappas.append((NOT_IDENTIFIED + " " if is_not_identified(lf, "kappa")
-                           else f"{value(lf, 'kappa', '.2f')} {interval(ci, '.2f')} ")
+        if not isinstance(v, str) and v.significant and lf is not None and lf.law.kink in lf.params:
+            kink = lf.law.kink
+            ci = profile_ci(lf, kink)
+            kinks.append((NOT_IDENTIFIED + " " if is_not_identified(lf, kink)
+                           else f"{value(lf, kink, '.2f')} {interval(ci, '.2f')} ")
                           + ("— its interval includes 0, i.e. no critical depth at all — " if ci is not None and ci[0] <= 0 else "")
                           + f"({form}, {conv.replace('_', '-')} N)")
     said = [f"{_ANSWER_WORDS[a]} for {_cells_text(c)}" for a, c in answers.items() if c]
@@ -80,9 +91,8 @@ def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:
             "runs trained on different token budgets are combined, and which parameter count N is "
             f"used. Does the {law} depth penalty earn its extra parameters over the shape-agnostic "
             "law? " + "; ".join(said) + ". " + _untested_yes(matrix))
-    text += (("Where λ is significant, the critical-depth slope is κ = " + ", ".join(kappas)
-              + f" (95% profile-likelihood intervals); the paper reports κ = {PAPER_FIT['kappa'][0]}. ")
-             if kappas else
+    text += (_kink_locations(next(lf.law for _, lf, _ in matrix.values() if lf is not None), kinks)
+             if kinks else
              "In no valid form is λ significant by a calibrated test (Davies' bound), so no "
              "critical depth is established. ")
     for form, caveat in invalid.items():
@@ -136,6 +146,7 @@ def verdict_text(r: ReportResults) -> str:
     if not r.verdicts:
         return "(no architecture law and same-data-term baseline among the fitted laws)"
     text = f"Overall ({r.design.main_label}): {r.overall}. " + " ".join(v.sentence() for v in r.verdicts)
+    text += f" {r.size_rival.sentence()}" if r.size_rival is not None else ""
     if r.replicates.cells:  # the verdict counts replicates as independent runs
         text += f" This verdict is reached on pooled replicates: {r.replicates.describe(r.runs)}."
     return text
@@ -259,7 +270,13 @@ def _penalty_section(r: ReportResults) -> list:
             "below −2; 'uninformative' when n − K − 1 ≤ 5 (too few runs for K parameters); "
             "'cannot tell' when the runs do not vary shape enough "
             f"({shape_variation(r.runs).reason}).", "",
-            *[f"- {v.sentence()}" for v in r.verdicts], "", r.table("law_comparison").markdown(), ""]
+            *[f"- {v.sentence()}" for v in r.verdicts], *_rival_lines(r), "",
+            r.table("law_comparison").markdown(), ""]
+
+
+def _rival_lines(r: ReportResults) -> list:
+    """The size-break rival of the primary kink law, beside its verdict (:mod:`.size_rival`)."""
+    return [f"- {r.size_rival.sentence()}"] if r.size_rival is not None else []
 
 
 def _critical_section(r: ReportResults) -> list:
@@ -289,11 +306,13 @@ def _design_section(r: ReportResults) -> list:
 
 def _kink_against_smooth(c, test) -> str:
     """'RSS 0.002050 (kink) against 0.008911 (shape_quadratic), ΔAICc …, LR …, p = …; κ = …'."""
-    ci = profile_ci(c.kink, "kappa")
+    kink = c.kink.law.kink
+    ci = profile_ci(c.kink, kink)
     return (f"RSS {c.kink.rss:.4g} (kink) against {c.smooth.rss:.4g} ({c.smooth.law.name}), "
             f"ΔAICc kink − smooth {c.kink.aicc - c.smooth.aicc:+.1f}, LR = n·ln(RSS_smooth/RSS_kink) = "
             f"{c.kink_lr:.1f}, " + (test.p_text() if test is not None else "not tested")
-            + f"; κ = {value(c.kink, 'kappa', '.3g')} {interval(ci, '.3g')} (95% profile likelihood)")
+            + f"; {c.kink.law.shown(kink)} = {value(c.kink, kink, '.3g')} {interval(ci, '.3g')} "
+            "(95% profile likelihood)")
 
 
 def calibrated_reading(c) -> str:
@@ -409,13 +428,14 @@ def _consistency_section(r: ReportResults) -> list:
 def _not_established(sh) -> str:
     """Why the kink law's fit does not establish a critical depth."""
     v, critical = sh.verdict, sh.critical
-    lam_profile = profile_ci(sh.fit, "lam")
+    penalty = sh.fit.law.shown(sh.fit.law.penalty)
+    lam_profile = profile_ci(sh.fit, sh.fit.law.penalty)
     if v is None or v.answer == "not compared":
         return "its same-data-term baseline was not fitted"
     if v.answer == "uninformative":
         return v.reason
     if not v.significant:
-        return f"λ = 0 is not rejected by the calibrated test (LR = {v.lr:.2f}, {v.p_text()})"
+        return f"{penalty} = 0 is not rejected by the calibrated test (LR = {v.lr:.2f}, {v.p_text()})"
     if critical is not None and critical.answer in ("not compared", "uninformative", "cannot tell"):
         return f"the kink was not tested against a smooth shape law ({critical.reason})"
     if critical is not None and not critical.kink_wins:
@@ -423,14 +443,14 @@ def _not_established(sh) -> str:
                 + (f"({critical.test.p_text()})" if critical.test is not None else f"({critical.reason})"))
     if sh.blocked:
         return f"the kink's parameters are not determined ({sh.blocked})"
-    return f"λ's profile-likelihood interval {interval(lam_profile)} reaches 0"
+    return f"{penalty}'s profile-likelihood interval {interval(lam_profile)} reaches 0"
 
 
 def _withheld_text(sh) -> list:
     if sh.withheld == NOT_ESTABLISHED:
         return [f"Not shown: the {sh.fit.law.name} fit does not establish a critical depth — "
-                f"{_not_established(sh)}. Without a kink that the data require, D_crit = κ·ln W is "
-                "not determined, so the critical depths of published models (D/D_crit) and the "
+                f"{_not_established(sh)}. Without a kink that the data require, "
+                f"{sh.fit.law.critical_depth_formula()} is not determined, so the critical depths of published models (D/D_crit) and the "
                 "optimal shape it would imply are not supported by this data.", ""]
     if sh.withheld == CANNOT_TELL:
         return [f"Not shown: {sh.verdict.reason}.", ""]

@@ -65,8 +65,11 @@ from .shape import (
     optimal_shape,
     trainer_counts,
 )
+from .size_rival import size_rival
 from .verdict import (
+    baseline_for,
     critical_depth_verdict,
+    is_architecture_law,
     overall,
     penalty_verdict,
     penalty_verdicts,
@@ -221,12 +224,14 @@ def extrapolate(runs: Runs, laws, options: FitOptions, offsets: bool) -> Extrapo
 
 # --- critical depth, published models, optimal shape ---------------------------------------------
 
-def derived_quantities_blocked(fit, names=("lam", "kappa", "c", "p")) -> str | None:
-    """Hook for per-parameter status: why quantities derived from ``names`` (D_crit, optimal
-    shapes) must not be printed as numbers — a parameter at its bound or not identified — or
-    None. Uses the fit's own status where the results API provides one (``fit.status``: name →
+def derived_quantities_blocked(fit, names=None) -> str | None:
+    """Hook for per-parameter status: why quantities derived from ``names`` (default: the law's
+    penalty and the parameters of its D_crit; these give D_crit and optimal shapes) must not be
+    printed as numbers — a parameter at its bound or not identified — or None. Uses the fit's own status where the results API provides one (``fit.status``: name →
     "ok" / "at_bound" / "not_identified"), else its at-bound list and identifiability."""
     status = getattr(fit, "status", None)
+    if names is None:
+        names = tuple(n for n in (fit.law.penalty, *fit.law.d_crit_params) if n)
     present = [n for n in names if n in fit.params]
     if isinstance(status, dict):
         bad = [f"{n} {status[n].replace('_', ' ')}" for n in present if status.get(n, "ok") != "ok"]
@@ -250,7 +255,7 @@ def runs_vocab(runs) -> int | None:
 
 
 def _withheld(dd: FitResult, v, critical) -> str | None:
-    lam_profile = (getattr(dd, "ci_profile", None) or {}).get("lam")
+    lam_profile = (getattr(dd, "ci_profile", None) or {}).get(dd.law.penalty)
     if (v is None or not v.significant or (lam_profile is not None and not lam_profile[0] > 0)
             or (critical is not None and not critical.kink_wins) or derived_quantities_blocked(dd)):
         return NOT_ESTABLISHED
@@ -264,9 +269,9 @@ def shape_results(dd: FitResult, v, critical, runs: Runs, raw: Runs, params: str
     if withheld:
         return dataclasses.replace(base, withheld=withheld)
     # not identified, or a critical-depth scale at 0 (γ = 0 on its bound is a value: W^0)
-    unfit = {p: parameter_status(dd, p) for p in ("lam", "kappa", "c", "p") if p in dd.params
+    unfit = {p: parameter_status(dd, p) for p in (dd.law.penalty, *dd.law.d_crit_params) if p in dd.params
              and (parameter_status(dd, p) == "not_identified"
-                  or (p in ("kappa", "c") and parameter_status(dd, p) != OK))}
+                  or (p == dd.law.kink and parameter_status(dd, p) != OK))}
     if unfit:
         return dataclasses.replace(base, withheld=UNFIT, unfit=unfit)
     audit = audit_shapes(dd)
@@ -355,7 +360,7 @@ def _settings(runs, o: ReportOptions) -> Settings:
 
 
 def _shape(fits, verdicts, critical, runs, raw, s: Settings) -> ShapeResults | None:
-    dd_name = next((n for n in fits if "kappa" in fits[n].all_params), None)
+    dd_name = next((n for n in fits if shape_kind(fits[n].law) == "kink" and fits[n].law.has_critical_depth), None)
     if dd_name is None:
         return None
     return shape_results(fits[dd_name], next((v for v in verdicts if v.law == dd_name), None),
@@ -395,6 +400,11 @@ def compute(runs, options: ReportOptions, progress=SILENT, calibrate=None) -> Re
                                        replicates=s.lr_replicates, seed=seed,
                                        clusters=clusters["clusters"])
                 if primary in fits else None)
+    rival = (size_rival(fits[primary], baseline_for(fits[primary]),
+                        lambda law, opts: fit_form(runs, law, opts, offsets),
+                        options.fit, fits.get(baseline_for(fits[primary])))
+             if primary in fits and is_architecture_law(fits[primary]) and fits[primary].law.has_critical_depth
+             else None)
     if with_matrix:
         progress.stage(f"{primary} in every design form")
     matrix = design_matrix(raw, primary, options.fit) if with_matrix else {}
@@ -416,4 +426,4 @@ def compute(runs, options: ReportOptions, progress=SILENT, calibrate=None) -> Re
         extrapolation=extrapolated, audit=audit,
         shape=_shape(fits, verdicts, critical, runs, raw, s), persistence=persistence(runs, step),
         studies=tuple(spectrum_section(runs.source)) + tuple(readout_section(runs.source)),
-        calibrated=calibrated)
+        calibrated=calibrated, size_rival=rival)

@@ -25,7 +25,6 @@ from typing import Callable
 
 import numpy as np
 
-from ..fitting.kink_reach import critical_depth as kink_critical_depth
 from ..fitting.result import FitResult, has_token_term
 from ..laws import LawInputs, get_law
 from ..reference import PAPER_KAPPA, ModelShapes, load_llm_shapes
@@ -97,10 +96,14 @@ def simple_counts(vocab: int | None = None) -> Counts:
     return Counts(fn, lambda D, W: 6.0 * fn(D, W), formula, "C = 6·N·T")
 
 
-def critical_depth(fit_or_params, width) -> np.ndarray:
-    """D_crit(W) in layers of a fit or its values (the formula's owner: :mod:`..fitting.kink_reach`)."""
-    p = fit_or_params.all_params if isinstance(fit_or_params, FitResult) else dict(fit_or_params)
-    return kink_critical_depth(p, width)
+def critical_depth(fit_or_params, width, law=None) -> np.ndarray:
+    """D_crit(W) in layers of a fit, or of parameter values of ``law`` (a name or Law): the
+    law's declared critical depth (:meth:`..law_types.Law.critical_depth`)."""
+    if isinstance(fit_or_params, FitResult):
+        return fit_or_params.law.critical_depth(fit_or_params.all_params, width)
+    if law is None:
+        raise ValueError("critical_depth of parameter values needs law= (whose D_crit they give)")
+    return get_law(law).critical_depth(dict(fit_or_params), width)
 
 
 @dataclass
@@ -380,10 +383,11 @@ class ShapeAudit:
         return "\n".join(lines)
 
 
-def audit_shapes(fit_or_params, shapes: ModelShapes | None = None) -> ShapeAudit:
-    """For every model in ``shapes`` (default: the bundled LLM shapes): D, W, D_crit(W), D/D_crit."""
+def audit_shapes(fit_or_params, shapes: ModelShapes | None = None, law=None) -> ShapeAudit:
+    """For every model in ``shapes`` (default: the bundled LLM shapes): D, W, D_crit(W), D/D_crit
+    (``law``: whose D_crit parameter values give)."""
     shapes = shapes or load_llm_shapes()
-    d_crit = critical_depth(fit_or_params, shapes.width)
+    d_crit = critical_depth(fit_or_params, shapes.width, law)
     paper = PAPER_KAPPA * np.log(shapes.width.astype(float))
     with np.errstate(divide="ignore"):  # D_crit = 0 (κ at its bound): every depth is beyond it
         ratio = shapes.depth / d_crit

@@ -87,9 +87,8 @@ def design_parameters(r: ReportResults) -> Table:
     for (form, conv), (_, lf, _) in r.design.matrix.items():
         if lf is None:
             continue
-        crit = "kappa" if "kappa" in lf.all_params else "c"
         kt.add(form, conv.replace("_", "-"),
-               *[estimate_cell(lf, k, profile_ci(lf, k)) for k in (crit, "lam", "alpha")],
+               *[estimate_cell(lf, k, profile_ci(lf, k)) for k in (lf.law.kink, lf.law.penalty, "alpha")],
                fmt(lf.r2, ".3f"), len(lf.flags))
     return kt
 
@@ -120,7 +119,7 @@ def calibrated_table(r: ReportResults) -> Table:
               c.smooth.law.name, f"{fmt(c.kink.rss, '.4g')} / {fmt(c.smooth.rss, '.4g')}",
               fmt(c.kink.aicc - c.smooth.aicc, '+.1f'),
               _bootstrap_cell(kink_test) if kink_test is not None else "not tested",
-              estimate_cell(c.kink, 'kappa', profile_ci(c.kink, 'kappa'), '.3g'))
+              estimate_cell(c.kink, c.kink.law.kink, profile_ci(c.kink, c.kink.law.kink), '.3g'))
     return t
 
 
@@ -195,7 +194,7 @@ def consistency(r: ReportResults) -> Table:
 def llm_audit(r: ReportResults) -> Table:
     dd, llm = r.shape.fit, r.shape.audit
     t = Table("llm_audit", f"Published models: D / D_crit(W), D_crit from the {dd.law.name} fit "
-              f"(κ = {dd.params.get('kappa', float('nan')):.3g}) and from the paper's κ = {PAPER_KAPPA}",
+              f"({dd.law.critical_depth_text(dd.all_params)}) and from the paper's κ = {PAPER_KAPPA}",
               ["model", "D", "W", "D_crit (fit)", "D/D_crit (fit)", "D_crit (paper κ)",
                "D/D_crit (paper κ)"])
     for i, m in enumerate(llm.model):

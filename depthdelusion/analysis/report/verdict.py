@@ -40,7 +40,6 @@ from ..laws import shape_kind
 from ..fitting.options import SEED
 
 MIN_RESIDUAL_DF = 5  # n − K − 1 at or below this: "too few runs for K parameters"
-KINK_LOCATION = ("kappa", "c")  # the kink parameter unidentified at λ = 0 (Davies' path)
 COLLINEAR_R2 = 0.99  # ln D explained this well by ln W (or by ln N): shape does not vary on its own
 
 
@@ -89,7 +88,8 @@ def shape_variation(runs) -> ShapeVariation:
 
 def is_architecture_law(fit) -> bool:
     """A law with a critical depth (a kink); smooth shape laws are its alternatives."""
-    return shape_kind(fit.law) == "kink" and ("lam" in fit.params or "lam" in fit.fixed)
+    penalty = fit.law.penalty
+    return shape_kind(fit.law) == "kink" and bool(penalty) and (penalty in fit.params or penalty in fit.fixed)
 
 
 def too_few_runs(fit) -> str | None:
@@ -154,9 +154,9 @@ class PenaltyVerdict:
 
 
 def penalty_test(law_fit, base_fit) -> LRTest:
-    """The fast calibrated test of λ = 0: Davies' bound along the kink location's profile."""
-    nuisance = next((k for k in KINK_LOCATION if k in law_fit.params), "kappa")
-    return davies_test(law_fit, base_fit, nuisance)
+    """The fast calibrated test of λ = 0: Davies' bound along the profile of the kink's location
+    (the law's declared ``kink``)."""
+    return davies_test(law_fit, base_fit, law_fit.law.kink)
 
 
 def penalty_verdict(law_fit, base_fit, variation: ShapeVariation | None = None,

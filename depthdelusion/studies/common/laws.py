@@ -12,11 +12,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from depthdelusion.analysis import fit
 from depthdelusion.analysis.fitting.result import format_estimate, parameter_status
 from depthdelusion.analysis.fitting.seed_intervals import lack_of_fit
 from depthdelusion.analysis.formats.table_text import markdown_table
-from depthdelusion.analysis.law_types import Law
+from depthdelusion.analysis.law_types import Law, Roles
 from depthdelusion.analysis.laws import get_law
 from depthdelusion.analysis.report.cells import param_interval, supported_ends
 from depthdelusion.analysis.report.verdict import critical_depth_verdict, penalty_verdicts
@@ -129,7 +131,8 @@ def kappa_fixed_law(kappa: float) -> Law:
 
     return Law(f"{KINK}_kappa{kappa:g}", law, tuple(p for p in kink.params if p.name != "kappa"),
                kink.formula.replace("κ", f"{kappa:g}"), f"{KINK} with κ fixed at {kappa:g}", kink.source,
-               dict(kink.token_params), kink.needs_tokens, "kink")
+               dict(kink.token_params), kink.needs_tokens, "kink",
+               Roles(penalty=kink.penalty, d_crit=lambda W: kappa * np.log(W), d_crit_text=f"{kappa:g}·ln W"))
 
 
 def kappa_fixed_test(records: list[dict], kappa: float, *, replicates: int, seed: int):

@@ -7,6 +7,7 @@ import numpy as np
 from depthdelusion.analysis.commands import _summary
 from depthdelusion.analysis.fitting.kink_reach import kink_reach
 from depthdelusion.analysis.fitting.lr_test import LRTest
+from depthdelusion.analysis.laws import get_law
 from depthdelusion.analysis.report.verdict import PenaltyVerdict
 
 # κ = 2: D_crit(512) = 12.5, D_crit(1024) = 13.9, D_crit(4096) = 16.6
@@ -15,7 +16,7 @@ WIDTH = [512, 512, 512, 1024, 1024, 1024, 4096, 4096, 4096]
 
 
 def test_the_reach_counts_shapes_and_rows_past_d_crit_and_widths_on_both_sides():
-    reach = kink_reach({"kappa": 2.0, "lam": 0.1}, DEPTH, WIDTH)
+    reach = kink_reach("depth_delusion", {"kappa": 2.0, "lam": 0.1}, DEPTH, WIDTH)
     # 48×4096 twice: two rows, one shape; the most-past shape first (D − D_crit: 31.4, 18.1, 3.5,
     # 2.1 layers)
     assert reach.past_shapes == ("48L×4096", "32L×1024", "16L×512", "16L×1024")
@@ -27,16 +28,16 @@ def test_the_reach_counts_shapes_and_rows_past_d_crit_and_widths_on_both_sides()
 
 
 def test_a_kink_past_only_the_widest_shapes_is_not_tested_within_widths():
-    reach = kink_reach({"kappa": 3.0, "lam": 0.1}, DEPTH, WIDTH)  # D_crit(1024) = 20.8: only 32L and 48L
+    reach = kink_reach("depth_delusion", {"kappa": 3.0, "lam": 0.1}, DEPTH, WIDTH)  # D_crit(1024) = 20.8: only 32L and 48L
     assert reach.widths_both_sides == 2 and not reach.tested_within_widths
     assert "the kink is not tested within widths (only 2 of 3 widths" in reach.untested()
-    many = kink_reach({"c": 1.0, "p": 0.0, "lam": 0.1}, list(range(2, 14)), [64] * 12)  # D_crit = 1
+    many = kink_reach("depth_delusion_power", {"c": 1.0, "p": 0.0, "lam": 0.1}, list(range(2, 14)), [64] * 12)  # D_crit = 1
     assert "…and 4 more" in many.sentence() and "12 of 12 shapes" in many.sentence()
     assert many.sentence().startswith("Kink reach (D_crit = 1·W^0)")
-    assert kink_reach({"A": 1.0}, DEPTH, WIDTH) is None  # no critical depth: no reach
+    assert kink_reach("kaplan", {"A": 1.0}, DEPTH, WIDTH) is None  # no critical depth: no reach
     with warnings.catch_warnings():  # D_crit = 0: every shape past it, and no division by it
         warnings.simplefilter("error")
-        flat = kink_reach({"kappa": 0.0}, DEPTH, WIDTH)
+        flat = kink_reach("depth_delusion", {"kappa": 0.0}, DEPTH, WIDTH)
     assert len(flat.past_shapes) == 8 and flat.past_shapes[0] == "48L×4096"
 
 
@@ -44,13 +45,14 @@ def test_the_verdict_line_says_the_kink_is_not_tested_within_widths():
     test = LRTest("kaplan", "depth_delusion", 20.0, 0.01, "parametric bootstrap", 99, 0)
     v = PenaltyVerdict("depth_delusion", "kaplan", "yes", -17.0, -12.0, 20.0, 0.01,
                        "the penalty earns its extra parameters", test,
-                       reach=kink_reach({"kappa": 3.0}, DEPTH, WIDTH))
+                       reach=kink_reach("depth_delusion", {"kappa": 3.0}, DEPTH, WIDTH))
     head = v.sentence().split(". (")[0]
     assert head.endswith("what it fits may be a break across widths or model sizes")
     assert "Kink reach (D_crit = 3·ln W): 2 of 8 shapes (3 of 9 rows)" in v.sentence()
 
 
 class _Fit:  # what fit's summary reads of a result
+    law = get_law("depth_delusion")
     all_params = {"kappa": 2.0, "lam": 0.1}
 
     def summary(self):
@@ -65,6 +67,7 @@ def test_fit_summary_of_a_kink_law_ends_with_its_reach():
     text = _summary(_Fit(), _Runs())
     assert text.startswith("the summary\nKink reach (D_crit = 2·ln W): 4 of 8 shapes")
     kaplan = _Fit()
+    kaplan.law = get_law("kaplan")
     kaplan.all_params = {"E": 1.7, "A": 400.0, "alpha": 0.34}
     assert _summary(kaplan, _Runs()) == "the summary"
 
@@ -85,11 +88,11 @@ def test_fit_json_of_a_kink_law_carries_its_reach():
 
 def test_a_kink_past_only_the_largest_models_says_a_size_break_splits_alike():
     params = [12 * d * w * w for d, w in zip(DEPTH, WIDTH)]  # N = 12·D·W²: 48L×4096 the largest
-    reach = kink_reach({"kappa": 5.0}, DEPTH, WIDTH, params)  # D_crit(4096) = 41.6: only 48L×4096
+    reach = kink_reach("depth_delusion", {"kappa": 5.0}, DEPTH, WIDTH, params)  # D_crit(4096) = 41.6: only 48L×4096
     assert reach.past_shapes == ("48L×4096",) and reach.size_break == 12 * 48 * 4096 ** 2
     assert "The rows past D_crit are the 2 largest models (N ≥ 9.66e+09): a break in model size" \
         in reach.sentence()
-    mixed = kink_reach({"kappa": 2.0}, DEPTH, WIDTH, params)  # 16L×512 is past, 8L×4096 is not
+    mixed = kink_reach("depth_delusion", {"kappa": 2.0}, DEPTH, WIDTH, params)  # 16L×512 is past, 8L×4096 is not
     assert "largest models" not in mixed.sentence()
 
 
@@ -98,8 +101,8 @@ def test_the_report_s_first_paragraph_says_which_yes_rests_on_an_untested_kink()
 
     test = LRTest("kaplan", "depth_delusion", 20.0, 0.01, "parametric bootstrap", 99, 0)
     yes = dict(answer="yes", d_aicc=-17.0, d_bic=-12.0, lr=20.0, p_value=0.01, test=test)
-    untested = PenaltyVerdict("depth_delusion", "kaplan", reach=kink_reach({"kappa": 3.0}, DEPTH, WIDTH), **yes)
-    tested = PenaltyVerdict("depth_delusion", "kaplan", reach=kink_reach({"kappa": 2.0}, DEPTH, WIDTH), **yes)
+    untested = PenaltyVerdict("depth_delusion", "kaplan", reach=kink_reach("depth_delusion", {"kappa": 3.0}, DEPTH, WIDTH), **yes)
+    tested = PenaltyVerdict("depth_delusion", "kaplan", reach=kink_reach("depth_delusion", {"kappa": 2.0}, DEPTH, WIDTH), **yes)
     matrix = {("all runs pooled", "total"): (untested, None, ""),
               ("all runs pooled", "non_embedding"): (tested, None, "")}
     (text,) = _conclusions(matrix, "depth_delusion", "all runs pooled", "yes")

@@ -29,9 +29,9 @@ def dd_fit():
 def test_critical_depth_follows_the_fit(dd_fit):
     W = np.array([256, 4096])
     assert np.allclose(critical_depth(dd_fit, W), dd_fit.params["kappa"] * np.log(W))
-    assert np.allclose(critical_depth({"c": 2.0, "p": 0.5}, 400), 40.0)
+    assert np.allclose(critical_depth({"c": 2.0, "p": 0.5}, 400, law="depth_delusion_power"), 40.0)
     with pytest.raises(ValueError, match="no critical depth"):
-        critical_depth({"E": 1.0, "A": 2.0, "alpha": 0.3}, 512)
+        critical_depth({"E": 1.0, "A": 2.0, "alpha": 0.3}, 512, law="kaplan")
 
 
 def test_law_with_its_own_token_term_has_the_known_compute_optimum():
@@ -113,7 +113,7 @@ def test_shape_agnostic_law_has_no_optimal_shape():
 
 
 def test_llm_audit_matches_the_paper_with_its_kappa():
-    audit = audit_shapes({"kappa": 2.43}, load_reference("llm_shapes"))
+    audit = audit_shapes({"kappa": 2.43}, load_reference("llm_shapes"), law="depth_delusion")
     ratio = dict(zip(audit.model, audit.ratio))
     # The paper prints 4.2×, 4.9×, 3.6×, 1.6× (Llama-2's 3.65 is printed truncated).
     for model, printed in (("GPT-3 175B", 4.2), ("PaLM 540B", 4.9), ("Llama-2 70B", 3.6), ("Mistral 7B", 1.6)):

@@ -30,7 +30,7 @@ def test_params_loss_table_fits_kaplan_and_refuses_a_depth_law_naming_the_column
     runs = load_runs(path)
     assert present_columns(runs) == ["params", "loss", "group", "name"]
     assert np.isnan(runs.depth).all() and np.isnan(runs.tokens).all()
-    assert laws_for(runs) == ["kaplan"]
+    assert laws_for(runs) == ["kaplan", "size_kink"]
     r = fit(runs, "kaplan", bootstrap=0, leave_one_out=False)
     assert r.r2 > 0.99
     with pytest.raises(ValueError, match=r"law 'depth_delusion' needs depth \(read from: depth, "
@@ -53,7 +53,7 @@ def test_chinchilla_notation_table_reads_L_as_loss_and_D_as_tokens_from_its_valu
     assert "column D read as tokens" in r.summary().splitlines()[0]  # on the line naming the law
     # an explicit mapping still wins
     runs = load_runs(path, columns={"loss": "L", "tokens": "D"})
-    assert runs.read_as == {} and laws_for(runs) == ["chinchilla", "kaplan"]
+    assert runs.read_as == {} and laws_for(runs) == ["chinchilla", "kaplan", "size_kink"]
 
 
 def test_compute_column_aliases_and_D_read_through_C_equal_6ND(tmp_path):

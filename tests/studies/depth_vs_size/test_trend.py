@@ -105,6 +105,10 @@ def test_the_kappa_fixed_law_is_the_kink_law_at_that_kappa():
     assert "kappa" not in fixed.param_names and fixed.shape == "kink"
     kw = {"A": 30.0, "alpha": 0.3, "lam": 0.01, "gamma": 0.2, "E": 0.1}
     np.testing.assert_allclose(fixed.func(x, **kw), get_law(laws.KINK).func(x, kappa=2.43, **kw))
+    # its roles kept: the penalty λ, no free kink location, D_crit = 2.43·ln W
+    assert fixed.penalty == "lam" and fixed.kink == "" and fixed.has_critical_depth
+    np.testing.assert_allclose(fixed.critical_depth({}, [64, 512]), 2.43 * np.log([64, 512]))
+    assert fixed.critical_depth_text({}) == "D_crit = 2.43·ln W"
 
 
 def write(tmp_path: Path, source: str, **changes) -> Path:

@@ -1,0 +1,83 @@
+"""Issue 61 item 3: a law declares which parameter is its penalty, which is its kink's location
+and how it gives D_crit(W); the verdicts, the kink's reach and the report ask the law, so a kink
+law whose parameters are named otherwise gets the same tests as the paper's."""
+import numpy as np
+import pytest
+
+from depthdelusion.analysis import Roles, fit, register_law
+from depthdelusion.analysis.laws import get_law, shape_kind, signed_penalty
+from depthdelusion.analysis.report.results import derived_quantities_blocked
+from depthdelusion.analysis.report.shape import critical_depth
+from depthdelusion.analysis.report.verdict import is_architecture_law, penalty_verdicts
+
+from .test_laws_and_fitting import TRUE, synthetic_runs
+
+RENAMED = "kink_with_unusual_names"
+
+
+def _renamed(x, A, alpha, strength, slope, gamma, E):
+    excess = np.maximum(0.0, x.D - slope * np.log(x.W))
+    return A * x.N ** -alpha + strength * excess * x.W ** -gamma + E
+
+
+register_law(_renamed, name=RENAMED, shape="kink", replace=True,
+             params={"A": (10.0, 1e4, "log"), "alpha": (0.05, 0.6), "strength": (0.01, 1.0, "log"),
+                     "slope": (1.0, 4.0), "gamma": (0.0, 0.8), "E": (0.5, 2.5)},
+             roles=Roles(penalty="strength", kink="slope", d_crit=lambda W, slope: slope * np.log(W),
+                         d_crit_text="{slope:.3g}·ln W"),
+             formula="A·N^−α + strength·max(0, D − slope·ln W)·W^−γ + E")
+
+
+@pytest.fixture(scope="module")
+def fits():
+    runs = synthetic_runs(noise=0.002)  # the paper's law at κ = 2.5, λ = 0.1
+    return runs, {RENAMED: fit(runs, RENAMED, bootstrap=0, leave_one_out=False),
+                  "kaplan": fit(runs, "kaplan", bootstrap=0, leave_one_out=False)}
+
+
+def test_a_renamed_kink_law_gets_the_penalty_test_with_its_kink_location_as_the_nuisance(fits):
+    runs, laws = fits
+    f = laws[RENAMED]
+    assert abs(f.params["slope"] - TRUE["kappa"]) < 0.3
+    assert shape_kind(f.law) == "kink" and is_architecture_law(f)
+    (v,) = penalty_verdicts(laws, runs, replicates=0)
+    # Davies' bound along the profile of the declared kink location (not χ̄², "no profile of kappa")
+    assert v.law == RENAMED and v.baseline == "kaplan" and v.test.method == "Davies bound", v.test
+    assert v.significant and v.answer == "yes"
+
+
+def test_a_renamed_kink_law_gives_its_d_crit_and_where_the_kink_acts(fits):
+    runs, laws = fits
+    f = laws[RENAMED]
+    slope = f.params["slope"]
+    W = np.asarray(runs.width, float)
+    assert np.allclose(critical_depth(f, W), slope * np.log(W))
+    (v,) = penalty_verdicts(laws, runs, replicates=0)
+    past = np.asarray(runs.depth, float) > slope * np.log(W)
+    assert v.reach.location == f"D_crit = {slope:.3g}·ln W"
+    assert v.reach.past_rows == int(past.sum()) > 0
+    assert f"Kink reach (D_crit = {slope:.3g}·ln W)" in v.sentence()
+    # the parameters D_crit is derived from are the declared ones
+    assert derived_quantities_blocked(f) is None
+    assert get_law(RENAMED).d_crit_params == ("slope",)
+    assert get_law(RENAMED).critical_depth_formula() == "D_crit = slope·ln W"
+
+
+def test_the_signed_penalty_frees_the_declared_penalty():
+    law = signed_penalty(RENAMED)
+    assert law.param("strength").bounds == (-np.inf, np.inf) and not law.param("strength").log
+
+
+def test_roles_must_name_parameters_and_a_kink_law_must_declare_its_critical_depth():
+    params = {"E": (1.0, 2.0), "strength": (0.01, 1.0, "log"), "slope": (1.0, 4.0)}
+
+    def law(x, E, strength, slope):
+        return E + strength * np.maximum(0.0, x.D - slope * np.log(x.W))
+
+    with pytest.raises(ValueError, match="penalty='lam' is not one of its parameters"):
+        register_law(law, name="roles_bad_penalty", params=params, roles=Roles(penalty="lam"))
+    with pytest.raises(ValueError, match="d_crit takes kappa, not among its parameters"):
+        register_law(law, name="roles_bad_d_crit", params=params,
+                     roles=Roles(penalty="strength", d_crit=lambda W, kappa: kappa * np.log(W)))
+    with pytest.raises(ValueError, match="a shape='kink' law declares its penalty"):
+        register_law(law, name="roles_no_d_crit", params=params, shape="kink", roles=Roles(penalty="strength"))
