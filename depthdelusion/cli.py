@@ -672,13 +672,15 @@ def _shape(p):
                    help="a published table by name, one suite (repeatable; `depthdelusion tables list`)")
     p.add_argument("--compute", type=POSITIVE_FLOAT, action="append", required=True, metavar="FLOPS",
                    help="a training budget C in FLOPs, e.g. 1e21 (repeatable)")
-    p.add_argument("--law", choices=("auto", "bowl", "kink", "chinchilla", "separate", "shared"),
+    p.add_argument("--law", choices=("auto", "bowl", "kink", "chinchilla", "separate", "shared", "inverse_depth"),
                    default="auto",
                    help="auto (default): picked by held-out error (leave one suite out, leave runs "
                         "out, rollout; the table is printed); bowl: shared bowl and ε, per-suite "
                         "Chinchilla terms; kink: the paper's critical-depth penalty instead of the "
                         "bowl; chinchilla: no shape term; separate: each suite alone; shared: one "
-                        "law for all suites")
+                        "law for all suites; inverse_depth: Liu et al. 2026's additive law "
+                        "E + Aw·W^−aw + Ad·D^−ad + B·T^−β, each suite its own E, B, β, the width and "
+                        "depth terms shared, no N term (T = C/(6·N_total) at a budget)")
     p.add_argument("--tolerance", type=bounded(float, 0.0, inclusive=False), default=0.01,
                    help="the band: shapes whose predicted loss is within this relative tolerance of "
                         "the best (default 0.01)")

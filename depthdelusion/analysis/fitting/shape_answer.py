@@ -117,7 +117,8 @@ def shape_answer(tables, compute, *, law: str = "auto", tolerance: float = 0.01,
     counts = suite_counts(suites[s])
     boot, fitted, degenerate = _bootstrap(data, law, full, s, counts, budgets, tolerance, resamples, seed)
     lo, hi = data.compute.min(), data.compute.max()
-    total, nonemb = (fit_shape_law(data, law, eps=e, start=full) for e in (1.0, 0.0))
+    total, nonemb = ((fit_shape_law(data, law, eps=e, start=full) for e in (1.0, 0.0)) if full.uses_eps
+                     else (full, full))
     without = _without_each_suite(data, law, s)
     per_budget = []
     for k, C in enumerate(budgets):
@@ -159,6 +160,8 @@ def _bootstrap(data, law, full, s, counts, budgets, tolerance, resamples, seed):
 def _eps_profile(data: Pooled, law: str, full: PooledFit) -> tuple:
     """ε's 95% profile interval on a grid of step 0.025 (rows as independent: narrower than the
     run-level truth when a run's checkpoints share its noise; the bootstrap's is beside it)."""
+    if not full.uses_eps:
+        return (np.nan, np.nan)
     rss = np.array([fit_shape_law(data, law, eps=e, start=full).rss for e in EPS_GRID])
     best = min(rss.min(), full.rss)
     inside = EPS_GRID[len(data.loss) * np.log(rss / best) <= LR_95]

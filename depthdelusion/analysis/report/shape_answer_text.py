@@ -11,7 +11,7 @@ import numpy as np
 
 from ..fitting.shape_answer import BudgetAnswer, ShapeAnswer
 from ..fitting.shape_checks import ROLLOUT_FRACTION, RUN_FOLDS
-from ..fitting.shape_pool import GAMMA_BOUNDS, KAPPA_BOUNDS, LAWS
+from ..fitting.shape_pool import GAMMA_BOUNDS, KAPPA_BOUNDS, LAWS, POWER_BOUNDS
 from ..formats.interval_text import interval_text
 
 INTERVALS = ("95% percentile intervals of {n} cluster-bootstrap refits: whole runs (a shape's "
@@ -46,9 +46,15 @@ def first_lines(a: ShapeAnswer) -> list[str]:
             f"under total N, {_depth(b.under_nonemb.depth)} under non-embedding N; band depth "
             f"{_range(b.point.band_depth)}, {_range(b.under_total.band_depth)}, {_range(b.under_nonemb.band_depth)}"
             for b in a.budgets)
-    line2 = (f"N = N_nonemb + ε·N_emb with ε = {eps:.3f} fitted (profile {interval_text(a.eps_profile, '.3f')}, "
-             f"rows independent; cluster bootstrap {interval_text(a.eps_bootstrap, '.3f')}); N_nonemb is "
-             f"Kaplan's (every vocabulary matrix removed). {moves}")
+    if a.fit.uses_eps:
+        line2 = (f"N = N_nonemb + ε·N_emb with ε = {eps:.3f} fitted (profile {interval_text(a.eps_profile, '.3f')}, "
+                 f"rows independent; cluster bootstrap {interval_text(a.eps_bootstrap, '.3f')}); N_nonemb is "
+                 f"Kaplan's (every vocabulary matrix removed). {moves}")
+    else:
+        line2 = ("N: the law has no parameter-count term, so ε (N = N_nonemb + ε·N_emb) does not enter it and "
+                 "D* does not move with the count; N_total(D, W) only sets T = C / (6·N_total) at a budget. "
+                 + "; ".join(f"at {b.point.compute:.3g}: D* {_depth(b.point.depth)}, band depth "
+                             f"{_range(b.point.band_depth)}" for b in a.budgets))
     line3 = (f"Law: {a.law} ({LAWS[a.law]}); {a.law_reason}.{shape_text(a)} Losses on the scale of suite "
              f"{a.reference!r}; band: shapes within {a.tolerance:.3g} (relative) of the best loss."
              + "".join(f" WARNING: {w}." for w in a.warnings))
@@ -61,7 +67,7 @@ def shape_text(a: ShapeAnswer) -> str:
     values = a.fit.shape_parameters(s)
     if not values:
         return ""
-    bounds = {"kappa": KAPPA_BOUNDS, "gamma": GAMMA_BOUNDS}
+    bounds = {"kappa": KAPPA_BOUNDS, "gamma": GAMMA_BOUNDS, "aw": POWER_BOUNDS, "ad": POWER_BOUNDS}
     parts = [f"{k} {v:.4g} {interval_text(a.shape_intervals.get(k), '.4g')}"
              + (" (at its bound)" if k in bounds and min(abs(v - b) for b in bounds[k]) < 1e-6 else "")
              for k, v in values.items()]
@@ -111,9 +117,9 @@ def check_lines(a: ShapeAnswer) -> list[str]:
              f"B, β refitted on it, the shared terms from the others); runs-out: {RUN_FOLDS} folds of "
              f"whole runs (unseen shapes); rollout: fitted on each suite's smaller {ROLLOUT_FRACTION:.0%} "
              "of ln C, predicting the rest. Score: mean over the checks of RMSE / the best law's.",
-             f"  {'law':<11} {'LOSO':>8} {'runs-out':>8} {'rollout':>8} {'score':>7} {'params':>6} {'RSS':>8}"]
+             f"  {'law':<13} {'LOSO':>8} {'runs-out':>8} {'rollout':>8} {'score':>7} {'params':>6} {'RSS':>8}"]
     for c in a.checks:
-        lines.append(f"  {c.law:<11} {_rmse(c.loso)} {_rmse(c.runs_out)} {_rmse(c.rollout)} {c.score:>7.3f} {c.n_params:>6d} "
+        lines.append(f"  {c.law:<13} {_rmse(c.loso)} {_rmse(c.runs_out)} {_rmse(c.rollout)} {c.score:>7.3f} {c.n_params:>6d} "
                      f"{c.rss:>8.4f}" + ("  <- used" if c.law == a.law else ""))
     return lines
 
@@ -163,7 +169,7 @@ def to_json(a: ShapeAnswer) -> dict:
             "shape_term": {k: {"value": _num(v), "low": _num(a.shape_intervals.get(k, (None, None))[0]),
                                "high": _num(a.shape_intervals.get(k, (None, None))[1])}
                            for k, v in a.fit.shape_parameters(a.fit.names.index(a.reference)).items()},
-            "eps": {"value": float(a.fit.eps[0]), "profile": list(map(_num, a.eps_profile)),
+            "eps": {"value": _num(a.fit.eps[0]), "profile": list(map(_num, a.eps_profile)),
                     "bootstrap": list(map(_num, a.eps_bootstrap))},
             "tolerance": a.tolerance, "reference": a.reference, "budgets": budgets,
             "checks": [{"law": c.law, "loso": _num(c.loso), "runs_out": _num(c.runs_out), "rollout": _num(c.rollout), "score": _num(c.score),

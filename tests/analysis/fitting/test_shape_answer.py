@@ -12,7 +12,7 @@ import pytest
 from depthdelusion.analysis import Runs, shape_answer
 from depthdelusion.analysis.fitting.shape_optimum import shape_point, suite_counts
 from depthdelusion.analysis.fitting.shape_pool import PooledFit
-from depthdelusion.analysis.report.shape_answer_text import first_lines, summary, to_json
+from depthdelusion.analysis.report.shape_answer_text import check_lines, first_lines, summary, to_json
 from depthdelusion.analysis.table.shape_suites import suite_from_runs
 from depthdelusion.cli import main
 
@@ -119,7 +119,7 @@ def test_auto_picks_the_bowl_when_there_is_one_and_prints_the_errors_behind_it()
     assert a.law == "bowl", [(c.law, c.score) for c in a.checks]
     text = summary(a)
     assert "Laws by held-out prediction" in text and "<- used" in text
-    assert {c.law for c in a.checks} == {"bowl", "kink", "chinchilla", "separate", "shared"}
+    assert {c.law for c in a.checks} == {"bowl", "kink", "chinchilla", "separate", "shared", "inverse_depth"}
     shared = next(c for c in a.checks if c.law == "shared")
     bowl = next(c for c in a.checks if c.law == "bowl")
     assert shared.loso > 5 * bowl.loso  # losses of different suites are not comparable
@@ -213,3 +213,51 @@ def test_the_figure_of_a_law_without_a_shape_term_draws_no_optimum_shape(tmp_pat
     a = shape_answer(synthetic_suites(1), [BUDGET], law="chinchilla", resamples=0, compare=False)
     shape_answer_plot.budget_figure(a, a.budgets[0], tmp_path / "f.png")
     assert not any(t.startswith("optimum D*") for t in labels) and any("no shape term" in t for t in labels)
+
+
+#: Liu et al. 2026's additive law, shared width and depth terms (Aw, aw, Ad, ad); per suite (E, B, β).
+INVERSE_DEPTH = {"Aw": 8.0, "aw": 0.5, "Ad": 1.2, "ad": 0.9}
+INVERSE_SUITES = {"alpha_suite": (1.8, 0.6, 0.30), "beta_suite": (2.2, 0.5, 0.28), "gamma_suite": (2.6, 0.7, 0.35)}
+
+
+def inverse_depth_suites(seed: int, run_sd=0.005, noise_sd=0.002) -> dict:
+    """Three suites from E_s + Aw·W^−aw + Ad·D^−ad + B_s·(T/1e10)^−β_s, with a run effect."""
+    rng = np.random.default_rng(seed)
+    p = INVERSE_DEPTH
+    out = {}
+    for name, (E, B, beta) in INVERSE_SUITES.items():
+        rows = []
+        for d, w in SHAPES:
+            run_effect = rng.normal(0, run_sd)
+            for t in CHECKPOINTS:
+                loss = (E + p["Aw"] * w ** -p["aw"] + p["Ad"] * d ** -p["ad"] + B * (t / 1e10) ** -beta
+                        + run_effect + rng.normal(0, noise_sd))
+                rows.append((d, w, 12.0 * d * w * w + 2.0 * VOCAB * w, t, loss))
+        d, w, n, t, loss = map(np.array, zip(*rows))
+        out[name] = Runs(depth=d, width=w, params=n, tokens=t, loss=loss, vocab_size=np.full(len(d), VOCAB),
+                         source=name)
+    return out
+
+
+def test_the_inverse_depth_law_recovers_its_known_exponents_within_their_intervals():
+    """10 draws: each exponent inside its 95% cluster-bootstrap interval in at least 7 (percentile
+    intervals over 20 runs per suite run a little short of 95%: 8 and 9 of 10 here, one interval
+    of margin), the intervals informative (narrower than half the exponent)."""
+    hits = {"aw": 0, "ad": 0}
+    for seed in range(10):
+        a = shape_answer(inverse_depth_suites(seed), [BUDGET], law="inverse_depth", resamples=40, seed=seed,
+                         compare=False)
+        assert set(a.fit.shape_parameters()) == set(INVERSE_DEPTH)
+        for name in hits:
+            low, high = a.shape_intervals[name]
+            hits[name] += low <= INVERSE_DEPTH[name] <= high
+            assert high - low < 0.5 * INVERSE_DEPTH[name], (name, (low, high))
+    assert all(v >= 7 for v in hits.values()), hits
+    assert not a.fit.uses_eps and "ε (N = N_nonemb + ε·N_emb) does not enter it" in first_lines(a)[1]
+    assert to_json(a)["eps"]["value"] is None
+
+
+def test_the_inverse_depth_law_wins_auto_on_its_own_data():
+    a = shape_answer(inverse_depth_suites(1), [BUDGET], resamples=0)
+    assert a.law == "inverse_depth", [(c.law, round(c.score, 3)) for c in a.checks]
+    assert "inverse_depth" in "\n".join(check_lines(a))
