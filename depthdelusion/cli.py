@@ -687,7 +687,13 @@ def _shape(p):
     p.add_argument("--reference", metavar="SUITE", help="the suite whose loss scale and N(D, W) the "
                    "answer uses (default the first given)")
     p.add_argument("--resamples", type=COUNT, default=LIBRARY_DEFAULT,
-                   help="cluster-bootstrap refits (whole runs drawn within each suite)")
+                   help="cluster-bootstrap refits (whole clusters drawn within each suite; with 5 "
+                        "suites or more the suites other than --reference are drawn too)")
+    p.add_argument("--cluster", metavar="COLUMN",
+                   help="resample the rows of one COLUMN value together (a column of every table; "
+                        "'row' for no clustering); default: the shape (depth × width), which holds a "
+                        "run's checkpoints and a shape's seeds together. Also the unit of the "
+                        "leave-runs-out folds; named in the output")
     p.add_argument("--seed", type=COUNT, default=LIBRARY_DEFAULT, help=SEED_HELP)
     p.add_argument("--column", action="append", metavar="NAME=COLUMN",
                    help="read RUNS' COLUMN as NAME, e.g. --column width=d_model (repeatable)")

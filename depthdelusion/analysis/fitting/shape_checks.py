@@ -1,5 +1,6 @@
 """Held-out checks of the pooled shape laws (issue 58): leave-one-suite-out, leave-runs-out,
-rollout to larger compute, the pick of ``--law auto`` from them, and the cluster resampling of whole runs."""
+rollout to larger compute, the pick of ``--law auto`` from them, and the cluster resampling of whole
+runs (and of whole suites where there are enough)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -142,16 +143,29 @@ def pick_law(checks: list[LawCheck]) -> tuple[str, str]:
     return pick.law, why
 
 
-def cluster_resample_weights(data: Pooled, n_resamples: int, seed: int) -> np.ndarray:
-    """(n_resamples, n) counts: per resample, each suite's runs drawn with replacement (as many
-    as it has), each row weighted by how often its run was drawn."""
+#: Suites are resampled (drawn with replacement) only when at least this many are pooled: with
+#: fewer, a draw that repeats one suite and drops the others is a different question, not a
+#: resample of the same one.
+MIN_SUITES_RESAMPLED = 5
+
+
+def cluster_resample_weights(data: Pooled, n_resamples: int, seed: int, *, kept_suite: int | None = None,
+                             resample_suites: bool = False) -> np.ndarray:
+    """(n_resamples, n) counts: per resample, each suite's clusters (``data.run``: whole runs or
+    shapes) drawn with replacement (as many as it has), each row weighted by how often its
+    cluster was drawn. ``resample_suites``: the suites other than ``kept_suite`` (the reference,
+    on whose scale the answer is given, always in) are first drawn with replacement, as many as
+    there are, and a suite drawn twice has its clusters drawn twice."""
     idx, run_suite = cluster_index(data.run, len(data.loss), data.suite)
     rng = np.random.default_rng(seed)
     groups = [np.flatnonzero(run_suite == s) for s in range(len(data.names))]
+    others = np.array([s for s in range(len(groups)) if s != kept_suite])
     out = np.zeros((n_resamples, len(data.loss)))
     for b in range(n_resamples):
+        drawn = range(len(groups)) if not resample_suites else [kept_suite, *rng.choice(others, len(others))]
         counts = np.zeros(len(run_suite))
-        for members in groups:
+        for s in drawn:
+            members = groups[s]
             counts += np.bincount(rng.choice(members, len(members)), minlength=len(run_suite))
         out[b] = counts[idx]
     return out

@@ -14,9 +14,27 @@ from ..fitting.shape_checks import ROLLOUT_FRACTION, RUN_FOLDS
 from ..fitting.shape_pool import GAMMA_BOUNDS, KAPPA_BOUNDS, LAWS, POWER_BOUNDS
 from ..formats.interval_text import interval_text
 
-INTERVALS = ("95% percentile intervals of {n} cluster-bootstrap refits: whole runs (a shape's "
-             "checkpoint series) drawn with replacement within each suite, each refit started from "
-             "the full fit; N(D, W) held at the reference suite's count")
+#: What one cluster of each unit is, for the reader.
+UNITS = {"shape": "shapes (depth × width: a run's checkpoints and a shape's seeds together)",
+         "run": "runs (a run's checkpoints together)", "row": "rows (no clustering: each row alone)"}
+
+
+def intervals_text(a: ShapeAnswer) -> str:
+    """How the intervals were made: the unit drawn whole in each suite, and whether the suites
+    themselves were drawn."""
+    r = a.resampling
+    units = set(r.units.values())
+    if len(units) == 1:
+        unit = units.pop()
+        what = "whole " + UNITS.get(unit, f"clusters of column {unit!r} (its rows together)")
+    else:
+        what = "whole clusters, by suite: " + ", ".join(f"{k}: {v}" for k, v in r.units.items())
+    suites = (f"suites resampled: the {r.n_suites - 1} suites other than the reference drawn with replacement "
+              f"(the reference always in; ≥ {r.min_suites} suites)" if r.suites_resampled else
+              f"suites not resampled: {r.n_suites} suite{'s' if r.n_suites != 1 else ''} (< {r.min_suites})")
+    return (f"95% percentile intervals of {a.n_resamples} cluster-bootstrap refits: {what} drawn with "
+            f"replacement within each suite; {suites}; each refit started from the full fit; N(D, W) "
+            "held at the reference suite's count")
 
 
 def where_text(b: BudgetAnswer) -> str:
@@ -51,7 +69,7 @@ def first_lines(a: ShapeAnswer) -> list[str]:
                  f"rows independent; cluster bootstrap {interval_text(a.eps_bootstrap, '.3f')}); N_nonemb is "
                  f"Kaplan's (every vocabulary matrix removed). {moves}")
     else:
-        line2 = ("N: the law has no parameter-count term, so ε (N = N_nonemb + ε·N_emb) does not enter it and "
+        line2 = ("N = N_nonemb + ε·N_emb: the law has no parameter-count term, so ε does not enter it and "
                  "D* does not move with the count; N_total(D, W) only sets T = C / (6·N_total) at a budget. "
                  + "; ".join(f"at {b.point.compute:.3g}: D* {_depth(b.point.depth)}, band depth "
                              f"{_range(b.point.band_depth)}" for b in a.budgets))
@@ -133,7 +151,7 @@ def summary(a: ShapeAnswer) -> str:
     lines = first_lines(a) + [""]
     for b in a.budgets:
         lines += budget_lines(a, b) + [""]
-    lines += check_lines(a) + ["", "Notes:", "  - " + INTERVALS.format(n=a.n_resamples)]
+    lines += check_lines(a) + ["", "Notes:", "  - " + intervals_text(a)]
     if a.n_degenerate and a.fit.has_shape:
         lines.append(f"  - {a.n_degenerate} of {a.n_resamples} resamples put the optimum on the search "
                      "grid's edge at some budget (kept in the intervals)")
@@ -174,7 +192,10 @@ def to_json(a: ShapeAnswer) -> dict:
             "tolerance": a.tolerance, "reference": a.reference, "budgets": budgets,
             "checks": [{"law": c.law, "loso": _num(c.loso), "runs_out": _num(c.runs_out), "rollout": _num(c.rollout), "score": _num(c.score),
                         "n_params": c.n_params, "rss": c.rss} for c in a.checks],
-            "intervals": INTERVALS.format(n=a.n_resamples), "notes": a.notes, "warnings": a.warnings}
+            "intervals": intervals_text(a),
+            "resampling": {"unit": dict(a.resampling.units), "suites_resampled": a.resampling.suites_resampled,
+                           "min_suites_resampled": a.resampling.min_suites, "resamples": a.n_resamples},
+            "notes": a.notes, "warnings": a.warnings}
 
 
 def _num(v):

@@ -11,7 +11,8 @@ import pytest
 
 from depthdelusion.analysis import Runs, shape_answer
 from depthdelusion.analysis.fitting.shape_optimum import shape_point, suite_counts
-from depthdelusion.analysis.fitting.shape_pool import PooledFit
+from depthdelusion.analysis.fitting.shape_checks import cluster_resample_weights
+from depthdelusion.analysis.fitting.shape_pool import Pooled, PooledFit
 from depthdelusion.analysis.report.shape_answer_text import check_lines, first_lines, summary, to_json
 from depthdelusion.analysis.table.shape_suites import suite_from_runs
 from depthdelusion.cli import main
@@ -164,7 +165,8 @@ def test_the_n_form_and_its_alternatives_are_in_the_second_line():
 
 
 def write_csv(path: Path, runs: Runs, columns=("depth", "width", "params", "tokens", "loss")) -> Path:
-    lines = [",".join(columns)] + [",".join(str(getattr(runs, c)[i]) for c in columns) for i in range(len(runs))]
+    value = lambda c: runs.extra[c] if c in runs.extra else getattr(runs, c)  # noqa: E731
+    lines = [",".join(columns)] + [",".join(str(value(c)[i]) for c in columns) for i in range(len(runs))]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -253,7 +255,7 @@ def test_the_inverse_depth_law_recovers_its_known_exponents_within_their_interva
             hits[name] += low <= INVERSE_DEPTH[name] <= high
             assert high - low < 0.5 * INVERSE_DEPTH[name], (name, (low, high))
     assert all(v >= 7 for v in hits.values()), hits
-    assert not a.fit.uses_eps and "ε (N = N_nonemb + ε·N_emb) does not enter it" in first_lines(a)[1]
+    assert not a.fit.uses_eps and "no parameter-count term, so ε does not enter it" in first_lines(a)[1]
     assert to_json(a)["eps"]["value"] is None
 
 
@@ -261,3 +263,51 @@ def test_the_inverse_depth_law_wins_auto_on_its_own_data():
     a = shape_answer(inverse_depth_suites(1), [BUDGET], resamples=0)
     assert a.law == "inverse_depth", [(c.law, round(c.score, 3)) for c in a.checks]
     assert "inverse_depth" in "\n".join(check_lines(a))
+
+
+def test_the_resampling_unit_is_named_and_a_cluster_column_is_used(tmp_path, capsys):
+    """Default: whole shapes; --cluster COLUMN: that column's values, named in the text and JSON."""
+    plain = shape_answer(synthetic_suites(6), [BUDGET], law="bowl", resamples=4, compare=False)
+    assert plain.resampling.units == dict.fromkeys(SUITE_TERMS, "shape")
+    assert "whole shapes (depth × width" in summary(plain)
+    assert "suites not resampled: 3 suites (< 5)" in summary(plain)
+    suites = synthetic_suites(6)
+    paths = []
+    for name, runs in suites.items():
+        # two shapes per "node": a coarser cluster than the shape
+        runs.extra["node"] = np.array([f"n{i // 10}" for i in range(len(runs))], dtype=object)
+        paths.append(str(write_csv(tmp_path / f"{name}.csv", runs,
+                                   ("depth", "width", "params", "tokens", "loss", "node"))))
+    by_node = shape_answer(suites, [BUDGET], law="bowl", resamples=4, compare=False, cluster="node")
+    assert by_node.resampling.units == dict.fromkeys(SUITE_TERMS, "node")
+    assert len(np.unique(by_node.suites[0].run)) == len(SHAPES) // 2
+    assert "whole clusters of column 'node'" in summary(by_node)
+    assert main(["shape", "--compute", "1e19", "--law", "bowl", "--resamples", "4", "--cluster", "node",
+                 "--json", *paths]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["resampling"]["unit"] == dict.fromkeys(SUITE_TERMS, "node")
+    assert out["resampling"]["suites_resampled"] is False and "column 'node'" in out["intervals"]
+    rows = shape_answer(suites, [BUDGET], law="bowl", resamples=4, compare=False, cluster="row")
+    assert "whole rows (no clustering" in summary(rows)
+
+
+def test_a_cluster_column_no_table_has_is_one_line_naming_it_and_the_columns(tmp_path, capsys):
+    csv = write_csv(tmp_path / "alpha.csv", synthetic_suites(0)["alpha_suite"])
+    assert main(["shape", "--compute", "1e19", "--law", "bowl", "--cluster", "seed_of_run", str(csv)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "--cluster: no column 'seed_of_run'" in err and "depth" in err and "loss" in err
+
+
+def test_suites_are_resampled_only_where_there_are_enough():
+    five = {f"suite{k}": runs for k, runs in enumerate(
+        list(synthetic_suites(8).values()) + list(synthetic_suites(9).values())[:2])}
+    a = shape_answer(five, [BUDGET], law="bowl", resamples=6, compare=False)
+    assert a.resampling.suites_resampled and a.resampling.n_suites == 5
+    assert "suites resampled: the 4 suites other than the reference drawn with replacement" in summary(a)
+    data = Pooled.of(a.suites)
+    weights = cluster_resample_weights(data, 20, 0, kept_suite=0, resample_suites=True)
+    per_suite = np.array([[w[data.suite == s].sum() for s in range(5)] for w in weights])
+    assert np.all(per_suite[:, 0] == np.sum(data.suite == 0))  # the reference is always drawn once
+    assert np.any(per_suite[:, 1:] == 0) and np.any(per_suite[:, 1:] >= 2 * np.sum(data.suite == 1))
+    assert np.isfinite(a.budgets[0].intervals["depth"]).all()
