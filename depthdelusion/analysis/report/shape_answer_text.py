@@ -132,8 +132,8 @@ def budget_lines(a: ShapeAnswer, b: BudgetAnswer) -> list[str]:
 
 def check_lines(a: ShapeAnswer) -> list[str]:
     lines = ["Laws by held-out prediction (RMSE, nats). LOSO: leave one suite out (its own E, A, α, "
-             f"B, β refitted on it, the shared terms from the others); runs-out: {RUN_FOLDS} folds of "
-             f"whole runs (unseen shapes); rollout: fitted on each suite's smaller {ROLLOUT_FRACTION:.0%} "
+             f"B, β (inverse_depth: E, B, β) refitted on it, the shared terms from the others); runs-out: "
+             f"{RUN_FOLDS} folds of whole clusters (unseen shapes); rollout: fitted on each suite's smaller {ROLLOUT_FRACTION:.0%} "
              "of ln C, predicting the rest. Score: mean over the checks of RMSE / the best law's.",
              f"  {'law':<13} {'LOSO':>8} {'runs-out':>8} {'rollout':>8} {'score':>7} {'params':>6} {'RSS':>8}"]
     for c in a.checks:
@@ -158,6 +158,10 @@ def summary(a: ShapeAnswer) -> str:
     lines += [f"  - {n}" for n in a.notes]
     lines.append("  - fitted by least squares on loss (nats), every row weighted equally; the bowl is "
                  "a·(u − c)² in u = ln(D/W), its centre and curvature shared; grid resolution ≈ 3% in D and W")
+    if a.law == "inverse_depth" or any(c.law == "inverse_depth" for c in a.checks):
+        lines.append("  - inverse_depth: Liu et al. 2026 (arXiv 2602.05970) fit ln L on Chinchilla's runs less "
+                     "the 40 highest losses; here it is fitted on the same rows and by the same least squares "
+                     "as the other laws, so that the held-out errors compare")
     return "\n".join(lines)
 
 
