@@ -33,6 +33,8 @@ class LawCheck:
     score: float
     n_params: int
     rss: float
+    #: the full fit's shape parameters on their search bound (a degenerate form: not picked)
+    at_bound: tuple = ()
 
 
 def leave_one_suite_out(data: Pooled, law: str, start: PooledFit | None = None) -> float:
@@ -122,16 +124,23 @@ def check_laws(data: Pooled, laws=None) -> list[LawCheck]:
     ratios = np.array(ratios)
     counted = ratios[np.any(np.isfinite(ratios), axis=1)]
     score = counted.mean(axis=0) if len(counted) else np.full(len(raw), np.nan)
-    return [LawCheck(law, loso, runs_out, roll, float(sc), f.n_params, f.rss)
+    return [LawCheck(law, loso, runs_out, roll, float(sc), f.n_params, f.rss, f.at_bound())
             for (law, loso, runs_out, roll, f), sc in zip(raw, score)]
 
 
 def pick_law(checks: list[LawCheck]) -> tuple[str, str]:
     """(law, why): the lowest held-out score; among laws within :data:`SCORE_MARGIN` of it, the
-    one with the fewest parameters. Without any held-out error: bowl (said)."""
+    one with the fewest parameters. A law whose shape parameters sit on their bounds is not
+    picked while another is scored (its errors are a degenerate form's; said). Without any
+    held-out error: bowl (said)."""
     scored = [c for c in checks if np.isfinite(c.score)]
     if not scored:
         return "bowl", "no held-out check applies (one suite, too few rows to roll out): the default bowl"
+    degenerate = [c for c in scored if c.at_bound]
+    if len(degenerate) < len(scored):
+        scored = [c for c in scored if not c.at_bound]
+    skipped = "".join(f"; {c.law} not picked: its {', '.join(c.at_bound)} on the search bound"
+                      for c in degenerate if c not in scored)
     best = min(c.score for c in scored)
     tied = [c for c in scored if c.score <= best * SCORE_MARGIN]
     pick = min(tied, key=lambda c: (c.n_params, c.score))
@@ -140,7 +149,7 @@ def pick_law(checks: list[LawCheck]) -> tuple[str, str]:
     if len(tied) > 1:
         why = (f"held-out scores within {SCORE_MARGIN - 1:.0%} of the best: "
                f"{', '.join(c.law for c in tied)}; the one with the fewest parameters")
-    return pick.law, why
+    return pick.law, why + skipped
 
 
 #: Suites are resampled (drawn with replacement) only when at least this many are pooled: with

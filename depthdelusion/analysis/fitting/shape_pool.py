@@ -46,6 +46,9 @@ NO_N_TERM = ("inverse_depth",)
 #: (aw, ad) starts of the inverse-depth law's shared exponents: Liu et al.'s (1, 1) among them.
 _POWER_STARTS = ((1.0, 1.0), (0.3, 0.3), (0.3, 1.0), (1.0, 0.3))
 POWER_BOUNDS = (0.02, 3.0)
+#: A nonlinear shape parameter this close to a bound (in its own units: exponents, κ in layers
+#: per e-fold of W) counts as on it; the solver stops within ~1e-8 of an active bound.
+AT_BOUND = 1e-3
 _STARTS = (0.15, 0.35, 0.7)  # α, β starts of a suite's first fit
 KAPPA_BOUNDS, GAMMA_BOUNDS = (0.1, 10.0), (-1.0, 2.0)
 _KINK_STARTS = ((1.5, 0.0), (PAPER_KAPPA, 0.35), (4.0, 0.35), (PAPER_KAPPA, 1.0))  # (κ, γ): the paper's κ among them
@@ -137,6 +140,14 @@ class PooledFit:
         if not self.has_shape:
             return {}
         return {"curvature": float(self.curvature[s]), "centre": self.centre(s)}
+
+    def at_bound(self, s: int = 0) -> tuple:
+        """The shape term's nonlinear parameters (κ, γ; aw, ad) that lie on their search bound
+        (within :data:`AT_BOUND`): the fit is then a degenerate form of the law (e.g. a width
+        term flat over the data), not the law itself."""
+        bounds = {"kappa": KAPPA_BOUNDS, "gamma": GAMMA_BOUNDS, "aw": POWER_BOUNDS, "ad": POWER_BOUNDS}
+        return tuple(k for k, v in self.shape_parameters(s).items()
+                     if k in bounds and min(abs(v - b) for b in bounds[k]) < AT_BOUND)
 
     def centre(self, s: int = 0) -> float:
         """c = −b/(2a), the bowl's bottom in u = ln(D/W) (NaN without a bowl: a ≤ 0)."""

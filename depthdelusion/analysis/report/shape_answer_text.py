@@ -11,7 +11,7 @@ import numpy as np
 
 from ..fitting.shape_answer import BudgetAnswer, ShapeAnswer
 from ..fitting.shape_checks import ROLLOUT_FRACTION, RUN_FOLDS
-from ..fitting.shape_pool import GAMMA_BOUNDS, KAPPA_BOUNDS, LAWS, POWER_BOUNDS
+from ..fitting.shape_pool import LAWS
 from ..formats.interval_text import interval_text
 
 #: What one cluster of each unit is, for the reader.
@@ -85,9 +85,9 @@ def shape_text(a: ShapeAnswer) -> str:
     values = a.fit.shape_parameters(s)
     if not values:
         return ""
-    bounds = {"kappa": KAPPA_BOUNDS, "gamma": GAMMA_BOUNDS, "aw": POWER_BOUNDS, "ad": POWER_BOUNDS}
+    on_bound = a.fit.at_bound(s)
     parts = [f"{k} {v:.4g} {interval_text(a.shape_intervals.get(k), '.4g')}"
-             + (" (at its bound)" if k in bounds and min(abs(v - b) for b in bounds[k]) < 1e-6 else "")
+             + (" (at its bound)" if k in on_bound else "")
              for k, v in values.items()]
     if "centre" in values and np.isfinite(values["centre"]):
         lo, hi = a.shape_intervals.get("centre", (np.nan, np.nan))
@@ -138,7 +138,8 @@ def check_lines(a: ShapeAnswer) -> list[str]:
              f"  {'law':<13} {'LOSO':>8} {'runs-out':>8} {'rollout':>8} {'score':>7} {'params':>6} {'RSS':>8}"]
     for c in a.checks:
         lines.append(f"  {c.law:<13} {_rmse(c.loso)} {_rmse(c.runs_out)} {_rmse(c.rollout)} {c.score:>7.3f} {c.n_params:>6d} "
-                     f"{c.rss:>8.4f}" + ("  <- used" if c.law == a.law else ""))
+                     f"{c.rss:>8.4f}" + ("  <- used" if c.law == a.law else "")
+                     + (f"  ({', '.join(c.at_bound)} on the search bound)" if c.at_bound else ""))
     return lines
 
 
@@ -195,7 +196,7 @@ def to_json(a: ShapeAnswer) -> dict:
                     "bootstrap": list(map(_num, a.eps_bootstrap))},
             "tolerance": a.tolerance, "reference": a.reference, "budgets": budgets,
             "checks": [{"law": c.law, "loso": _num(c.loso), "runs_out": _num(c.runs_out), "rollout": _num(c.rollout), "score": _num(c.score),
-                        "n_params": c.n_params, "rss": c.rss} for c in a.checks],
+                        "n_params": c.n_params, "rss": c.rss, "at_bound": list(c.at_bound)} for c in a.checks],
             "intervals": intervals_text(a),
             "resampling": {"unit": dict(a.resampling.units), "suites_resampled": a.resampling.suites_resampled,
                            "min_suites_resampled": a.resampling.min_suites, "resamples": a.n_resamples},

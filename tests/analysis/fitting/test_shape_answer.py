@@ -311,3 +311,15 @@ def test_suites_are_resampled_only_where_there_are_enough():
     assert np.all(per_suite[:, 0] == np.sum(data.suite == 0))  # the reference is always drawn once
     assert np.any(per_suite[:, 1:] == 0) and np.any(per_suite[:, 1:] >= 2 * np.sum(data.suite == 1))
     assert np.isfinite(a.budgets[0].intervals["depth"]).all()
+
+
+def test_a_law_whose_shape_exponents_sit_on_their_bound_is_not_picked():
+    """A degenerate form (a width or depth term flat over the data) is not the law: it stays in
+    the table, marked, and the pick goes to the best law fitted inside its bounds."""
+    from depthdelusion.analysis.fitting.shape_checks import LawCheck, pick_law
+
+    checks = [LawCheck("chinchilla", 0.096, 0.104, 0.243, 1.25, 21, 6.1),
+              LawCheck("inverse_depth", 0.136, 0.120, 0.144, 1.22, 16, 8.2, ("aw", "ad"))]
+    law, why = pick_law(checks)
+    assert law == "chinchilla" and "inverse_depth not picked: its aw, ad on the search bound" in why
+    assert pick_law(checks[1:])[0] == "inverse_depth"  # the only law scored: picked, flagged in the table
