@@ -322,13 +322,13 @@ def _gemstones_width_depth(x, E, Aw, aw, Ad, ad, A, alpha, B, beta):
     return E + Aw * x.W ** -aw + Ad * x.D ** -ad + A * x.N ** -alpha + B * x.T ** -beta
 
 
+_AW = Param("Aw", (0.5, 20.0), log=True, bounds=(0, INF), doc="width-term scale")
+_AW_EXP = Param("aw", (0.1, 0.6), bounds=(0, INF), doc="width exponent")
+_AD = Param("Ad", (0.2, 5.0), log=True, bounds=(0, INF), doc="depth-term scale")
+_AD_EXP = Param("ad", (0.1, 0.8), bounds=(0, INF), doc="depth exponent")
 register_law(
     _gemstones_width_depth, name="gemstones_width_depth", shape="smooth", needs_tokens=True,
-    params={"E": _E,
-            "Aw": Param("Aw", (0.5, 20.0), log=True, bounds=(0, INF), doc="width-term scale"),
-            "aw": Param("aw", (0.1, 0.6), bounds=(0, INF), doc="width exponent"),
-            "Ad": Param("Ad", (0.2, 5.0), log=True, bounds=(0, INF), doc="depth-term scale"),
-            "ad": Param("ad", (0.1, 0.8), bounds=(0, INF), doc="depth exponent"),
+    params={"E": _E, "Aw": _AW, "aw": _AW_EXP, "Ad": _AD, "ad": _AD_EXP,
             "A": _A, "alpha": _ALPHA, "B": _B, "beta": _BETA},
     source=_GEMSTONES,
     formula="E + Aw·W^−aw + Ad·D^−ad + A·N^−α + B·T^−β",
@@ -337,3 +337,26 @@ register_law(
         "ln B − β·ln T, ln E) under a Huber loss of log residuals (the same function). Smooth: "
         "loss falls with width and with depth at any shape, no critical depth. Kaplan and "
         "Chinchilla are its Aw = Ad = 0 (and B = 0) cases.")
+
+
+_INVERSE_DEPTH = ("Liu, Kangaslahti, Liu and Gore, Inverse Depth Scaling From Most Layers Being Similar "
+                  "(arXiv 2602.05970, ICML 2026), their additive law; fitting code "
+                  "github.com/liuyz0/DepthScaling Scaling/held_out_validation.py @ 07360e3")
+
+
+def _inverse_depth(x, E, Aw, aw, Ad, ad, B, beta):
+    return E + Aw * x.W ** -aw + Ad * x.D ** -ad + B * x.T ** -beta
+
+
+register_law(
+    _inverse_depth, name="inverse_depth", shape="smooth", needs_tokens=True,
+    params={"E": _E, "Aw": _AW, "aw": _AW_EXP, "Ad": _AD,
+            "ad": Param("ad", (0.3, 1.5), bounds=(0, INF), doc="depth exponent"),
+            "B": _B, "beta": _BETA},
+    source=_INVERSE_DEPTH,
+    formula="E + Aw·W^−aw + Ad·D^−ad + B·T^−β",
+    doc="Liu et al.'s inverse-depth law: additive width, depth and data terms and no parameter-count "
+        "term (their c_W·W^−a_W + c_D·D^−a_D + c_T·T^−a_T; a_D near 1 is the inverse depth scaling "
+        "that most layers being similar predicts). They fit ln L by least squares on Chinchilla's runs "
+        "less the 40 highest losses; here it is fitted like every other law. Smooth: deeper and wider "
+        "always help, no critical depth. gemstones_width_depth is this law plus A·N^−α.")

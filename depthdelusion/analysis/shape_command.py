@@ -49,7 +49,8 @@ def column_mapping(column) -> dict | None:
 
 def run_shape(*, compute, runs=None, table_names=None, column=None, law: str = "auto",
               tolerance: float = 0.01, json_output: bool = False, out: str | None = None,
-              resamples: int | None = None, seed: int = SEED, reference: str | None = None) -> int:
+              resamples: int | None = None, seed: int = SEED, reference: str | None = None,
+              cluster: str | None = None) -> int:
     from .fitting.shape_answer import DEFAULT_RESAMPLES, shape_answer
     from .report.shape_answer_text import summary, to_json
 
@@ -60,7 +61,7 @@ def run_shape(*, compute, runs=None, table_names=None, column=None, law: str = "
             raise ValueError("--out: the figure needs matplotlib, which is not installed") from None
     tables = load_suites(runs, table_names, column)
     answer = shape_answer(tables, compute, law=law, tolerance=tolerance, seed=seed, reference=reference,
-                          resamples=DEFAULT_RESAMPLES if resamples is None else resamples)
+                          resamples=DEFAULT_RESAMPLES if resamples is None else resamples, cluster=cluster)
     print(json.dumps(to_json(answer), indent=2) if json_output else summary(answer))
     if out is not None:
         from .report.shape_answer_plot import write_figures

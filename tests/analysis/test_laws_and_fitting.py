@@ -148,3 +148,12 @@ def test_ridge_of_equally_good_fits_is_flagged_and_the_choice_is_the_first_start
 def test_identified_fit_reports_no_ridge():
     r = fit(synthetic_runs(), "kaplan", bootstrap=0, leave_one_out=False)
     assert r.starts.ridge_params == [] and not any("ridge" in f for f in r.flags)
+
+
+def test_the_inverse_depth_law_is_registered_with_its_source():
+    law = get_law("inverse_depth")
+    assert "2602.05970" in law.source and "held_out_validation.py @ 07360e3" in law.source
+    assert law.param_names == ["E", "Aw", "aw", "Ad", "ad", "B", "beta"] and law.needs_tokens
+    x = LawInputs.of(D=[24.0], W=[2048.0], N=[1e9], T=[1e11])
+    value = law(x, E=1.7, Aw=8.0, aw=0.5, Ad=1.2, ad=0.9, B=400.0, beta=0.3)
+    assert value == pytest.approx(1.7 + 8.0 * 2048 ** -0.5 + 1.2 * 24 ** -0.9 + 400.0 * 1e11 ** -0.3)

@@ -11,8 +11,10 @@ import numpy as np
 from ..table.published import load_table
 from ..table.runs import Runs
 from ..table.shape_suites import Suite, suite_from_runs
+from .clusters import cluster_labels
 from .options import SEED
 from .shape_checks import (
+    MIN_SUITES_RESAMPLED,
     check_laws,
     cluster_resample_weights,
     own_terms_refit,
@@ -42,6 +44,18 @@ class BudgetAnswer:
 
 
 @dataclass(frozen=True)
+class Resampling:
+    """What the cluster bootstrap drew: per suite the unit drawn whole within it (``shape``,
+    ``run``, ``row`` or a column's name), and whether the suites themselves were drawn (only
+    with at least :data:`.shape_checks.MIN_SUITES_RESAMPLED` of them; the reference always in)."""
+
+    units: dict
+    suites_resampled: bool
+    n_suites: int
+    min_suites: int = MIN_SUITES_RESAMPLED
+
+
+@dataclass(frozen=True)
 class ShapeAnswer:
     law: str
     law_reason: str
@@ -58,25 +72,33 @@ class ShapeAnswer:
     n_resamples: int
     n_degenerate: int
     suites: list
+    resampling: Resampling
     notes: list = field(default_factory=list)
     #: what undermines the answer itself (said in the third line)
     warnings: list = field(default_factory=list)
 
 
-def as_suites(tables) -> list[Suite]:
+def as_suites(tables, cluster: str | None = None) -> list[Suite]:
     """Suites from a table, a list of them, or {name: table}; a table is :class:`Runs`, a
-    published table's name, or a :class:`Suite`."""
+    published table's name, or a :class:`Suite`. ``cluster``: the unit resampled whole, a column
+    of every table (``row``: each row alone; None: the shape, depth × width, which holds a run's
+    checkpoints and a shape's seeds together); a table without it is a one-line error listing
+    its columns."""
     if isinstance(tables, (Runs, Suite, str)):
         tables = [tables]
     items = tables.items() if isinstance(tables, dict) else ((None, t) for t in tables)
     suites = []
     for i, (name, table) in enumerate(items):
         if isinstance(table, Suite):
+            if cluster is not None:
+                raise ValueError(f"cluster: suite {table.name!r} is given as a Suite, whose clusters are "
+                                 "fixed; give its table to resample by --cluster")
             suites.append(table)
             continue
         if isinstance(table, str):
             name, table = name or table, load_table(table)
-        suites.append(suite_from_runs(table, name or f"suite{i + 1}"))
+        labels, unit = _clusters(table, cluster)
+        suites.append(suite_from_runs(table, name or f"suite{i + 1}", labels, unit))
     names = [s.name for s in suites]
     if len(set(names)) < len(names):
         raise ValueError(f"tables: two suites have the same name ({', '.join(names)}); give a dict of names")
@@ -85,21 +107,32 @@ def as_suites(tables) -> list[Suite]:
     return suites
 
 
+def _clusters(table: Runs, cluster: str | None) -> tuple:
+    """(cluster labels per row or None for the shape, the unit's name) of ``table``."""
+    if cluster is None:
+        return None, "shape"
+    labels, unit = cluster_labels(table, cluster)
+    return (np.arange(len(table)) if labels is None else labels), unit
+
+
 def shape_answer(tables, compute, *, law: str = "auto", tolerance: float = 0.01,
                  resamples: int = DEFAULT_RESAMPLES, seed: int = SEED, reference: str | None = None,
-                 compare: bool = True) -> ShapeAnswer:
+                 compare: bool = True, cluster: str | None = None) -> ShapeAnswer:
     """The compute-optimal shape at each budget in ``compute`` (FLOPs) from the suites in
     ``tables`` (see :func:`as_suites`) pooled by ``law`` (a key of :data:`.shape_pool.LAWS`, or
     ``auto``: picked by held-out error), with the band of shapes within ``tolerance`` (relative)
     of the best loss. Losses are on the scale of suite ``reference`` (default the first).
-    ``resamples``: cluster-bootstrap refits (whole runs drawn within each suite). ``compare``:
-    the rivals' held-out checks (needed by ``auto``; without them the answer has no table)."""
+    ``resamples``: cluster-bootstrap refits (whole clusters drawn within each suite, and the
+    suites other than the reference drawn too where there are at least
+    :data:`.shape_checks.MIN_SUITES_RESAMPLED`). ``cluster``: the unit drawn whole (see
+    :func:`as_suites`; also the unit of the leave-runs-out folds). ``compare``: the rivals'
+    held-out checks (needed by ``auto``; without them the answer has no table)."""
     budgets = np.atleast_1d(np.asarray(compute, float))
     if budgets.size == 0 or np.any(~np.isfinite(budgets) | (budgets <= 0)):
         raise ValueError(f"compute: expected positive FLOP budgets, got {list(budgets)}")
     if not 0 < tolerance < 1:
         raise ValueError(f"tolerance: expected a relative tolerance in (0, 1), got {tolerance}")
-    suites = as_suites(tables)
+    suites = as_suites(tables, cluster)
     data = Pooled.of(suites)
     ref = suites[0].name if reference is None else reference
     if ref not in data.names:
@@ -116,9 +149,13 @@ def shape_answer(tables, compute, *, law: str = "auto", tolerance: float = 0.01,
     full = fit_shape_law(data, law)
     s = data.names.index(ref)
     counts = suite_counts(suites[s])
-    boot, fitted, degenerate = _bootstrap(data, law, full, s, counts, budgets, tolerance, resamples, seed)
+    resampling = Resampling({x.name: x.cluster_name for x in suites}, len(suites) >= MIN_SUITES_RESAMPLED,
+                            len(suites))
+    boot, fitted, degenerate = _bootstrap(data, law, full, s, counts, budgets, tolerance, resamples, seed,
+                                          resampling.suites_resampled)
     lo, hi = data.compute.min(), data.compute.max()
-    total, nonemb = (fit_shape_law(data, law, eps=e, start=full) for e in (1.0, 0.0))
+    total, nonemb = ((fit_shape_law(data, law, eps=e, start=full) for e in (1.0, 0.0)) if full.uses_eps
+                     else (full, full))
     without = _without_each_suite(data, law, s)
     per_budget = []
     for k, C in enumerate(budgets):
@@ -133,8 +170,8 @@ def shape_answer(tables, compute, *, law: str = "auto", tolerance: float = 0.01,
                 "term B·T^−β, and with it the split of C into N* and T*, is barely identified"
                 for x in suites if np.ptp(np.log(x.tokens)) < np.log(1.5)]
     return ShapeAnswer(law, why, full, ref, counts, _eps_profile(data, law, full), fitted.pop("eps"), fitted, checks,
-                       per_budget, (float(lo), float(hi)), tolerance, len(boot), degenerate, suites, notes,
-                       warnings)
+                       per_budget, (float(lo), float(hi)), tolerance, len(boot), degenerate, suites, resampling,
+                       notes, warnings)
 
 
 def _percentiles(values) -> tuple:
@@ -142,15 +179,18 @@ def _percentiles(values) -> tuple:
     return (float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))) if len(v) > 1 else (np.nan, np.nan)
 
 
-def _bootstrap(data, law, full, s, counts, budgets, tolerance, resamples, seed):
+def _bootstrap(data, law, full, s, counts, budgets, tolerance, resamples, seed, resample_suites=False):
     """(answers (resamples, budgets, FIELDS), 95% intervals of ε and the shape term's parameters
-    by name, resamples whose optimum sat on the search grid's edge at some budget: counted, kept)."""
+    by name, resamples whose optimum sat on the search grid's edge at some budget: counted, kept).
+    ``s``: the reference suite (always drawn); ``resample_suites``: the others drawn too."""
     out = np.full((resamples, len(budgets), len(FIELDS)), np.nan)
     fitted, degenerate = [], 0
-    for b, w in enumerate(cluster_resample_weights(data, resamples, seed)):
+    weights = cluster_resample_weights(data, resamples, seed, kept_suite=s, resample_suites=resample_suites)
+    for b, w in enumerate(weights):
         refit = fit_shape_law(data, law, weights=w, start=full)
-        fitted.append({"eps": float(refit.eps[s]), **refit.shape_parameters(s)})
-        points = [shape_point(refit, s, counts, C, tolerance) for C in budgets]
+        r = refit.names.index(data.names[s])  # a suite left out of the draw renumbers the rest
+        fitted.append({"eps": float(refit.eps[r]), **refit.shape_parameters(r)})
+        points = [shape_point(refit, r, counts, C, tolerance) for C in budgets]
         degenerate += any("optimum" in p.at_limit for p in points)
         out[b] = [p.vector() for p in points]
     names = ["eps", *full.shape_parameters(s)]
@@ -160,6 +200,8 @@ def _bootstrap(data, law, full, s, counts, budgets, tolerance, resamples, seed):
 def _eps_profile(data: Pooled, law: str, full: PooledFit) -> tuple:
     """ε's 95% profile interval on a grid of step 0.025 (rows as independent: narrower than the
     run-level truth when a run's checkpoints share its noise; the bootstrap's is beside it)."""
+    if not full.uses_eps:
+        return (np.nan, np.nan)
     rss = np.array([fit_shape_law(data, law, eps=e, start=full).rss for e in EPS_GRID])
     best = min(rss.min(), full.rss)
     inside = EPS_GRID[len(data.loss) * np.log(rss / best) <= LR_95]

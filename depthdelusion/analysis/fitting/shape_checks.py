@@ -1,5 +1,6 @@
 """Held-out checks of the pooled shape laws (issue 58): leave-one-suite-out, leave-runs-out,
-rollout to larger compute, the pick of ``--law auto`` from them, and the cluster resampling of whole runs."""
+rollout to larger compute, the pick of ``--law auto`` from them, and the cluster resampling of whole
+runs (and of whole suites where there are enough)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ class LawCheck:
     score: float
     n_params: int
     rss: float
+    #: the full fit's shape parameters on their search bound (a degenerate form: not picked)
+    at_bound: tuple = ()
 
 
 def leave_one_suite_out(data: Pooled, law: str, start: PooledFit | None = None) -> float:
@@ -101,8 +104,9 @@ def rollout(data: Pooled, law: str, fraction: float = ROLLOUT_FRACTION) -> float
 
 
 def candidate_laws(n_suites: int) -> tuple:
-    """With one suite, separate and shared are the bowl itself: only bowl, kink and chinchilla differ."""
-    return tuple(LAWS) if n_suites > 1 else ("bowl", "kink", "chinchilla")
+    """With one suite, separate and shared are the bowl itself: only bowl, kink, chinchilla and
+    inverse_depth differ."""
+    return tuple(LAWS) if n_suites > 1 else ("bowl", "kink", "chinchilla", "inverse_depth")
 
 
 def check_laws(data: Pooled, laws=None) -> list[LawCheck]:
@@ -120,16 +124,23 @@ def check_laws(data: Pooled, laws=None) -> list[LawCheck]:
     ratios = np.array(ratios)
     counted = ratios[np.any(np.isfinite(ratios), axis=1)]
     score = counted.mean(axis=0) if len(counted) else np.full(len(raw), np.nan)
-    return [LawCheck(law, loso, runs_out, roll, float(sc), f.n_params, f.rss)
+    return [LawCheck(law, loso, runs_out, roll, float(sc), f.n_params, f.rss, f.at_bound())
             for (law, loso, runs_out, roll, f), sc in zip(raw, score)]
 
 
 def pick_law(checks: list[LawCheck]) -> tuple[str, str]:
     """(law, why): the lowest held-out score; among laws within :data:`SCORE_MARGIN` of it, the
-    one with the fewest parameters. Without any held-out error: bowl (said)."""
+    one with the fewest parameters. A law whose shape parameters sit on their bounds is not
+    picked while another is scored (its errors are a degenerate form's; said). Without any
+    held-out error: bowl (said)."""
     scored = [c for c in checks if np.isfinite(c.score)]
     if not scored:
         return "bowl", "no held-out check applies (one suite, too few rows to roll out): the default bowl"
+    degenerate = [c for c in scored if c.at_bound]
+    if len(degenerate) < len(scored):
+        scored = [c for c in scored if not c.at_bound]
+    skipped = "".join(f"; {c.law} not picked: its {', '.join(c.at_bound)} on the search bound"
+                      for c in degenerate if c not in scored)
     best = min(c.score for c in scored)
     tied = [c for c in scored if c.score <= best * SCORE_MARGIN]
     pick = min(tied, key=lambda c: (c.n_params, c.score))
@@ -138,19 +149,32 @@ def pick_law(checks: list[LawCheck]) -> tuple[str, str]:
     if len(tied) > 1:
         why = (f"held-out scores within {SCORE_MARGIN - 1:.0%} of the best: "
                f"{', '.join(c.law for c in tied)}; the one with the fewest parameters")
-    return pick.law, why
+    return pick.law, why + skipped
 
 
-def cluster_resample_weights(data: Pooled, n_resamples: int, seed: int) -> np.ndarray:
-    """(n_resamples, n) counts: per resample, each suite's runs drawn with replacement (as many
-    as it has), each row weighted by how often its run was drawn."""
+#: Suites are resampled (drawn with replacement) only when at least this many are pooled: with
+#: fewer, a draw that repeats one suite and drops the others is a different question, not a
+#: resample of the same one.
+MIN_SUITES_RESAMPLED = 5
+
+
+def cluster_resample_weights(data: Pooled, n_resamples: int, seed: int, *, kept_suite: int | None = None,
+                             resample_suites: bool = False) -> np.ndarray:
+    """(n_resamples, n) counts: per resample, each suite's clusters (``data.run``: whole runs or
+    shapes) drawn with replacement (as many as it has), each row weighted by how often its
+    cluster was drawn. ``resample_suites``: the suites other than ``kept_suite`` (the reference,
+    on whose scale the answer is given, always in) are first drawn with replacement, as many as
+    there are, and a suite drawn twice has its clusters drawn twice."""
     idx, run_suite = cluster_index(data.run, len(data.loss), data.suite)
     rng = np.random.default_rng(seed)
     groups = [np.flatnonzero(run_suite == s) for s in range(len(data.names))]
+    others = np.array([s for s in range(len(groups)) if s != kept_suite])
     out = np.zeros((n_resamples, len(data.loss)))
     for b in range(n_resamples):
+        drawn = range(len(groups)) if not resample_suites else [kept_suite, *rng.choice(others, len(others))]
         counts = np.zeros(len(run_suite))
-        for members in groups:
+        for s in drawn:
+            members = groups[s]
             counts += np.bincount(rng.choice(members, len(members)), minlength=len(run_suite))
         out[b] = counts[idx]
     return out

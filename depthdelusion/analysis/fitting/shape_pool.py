@@ -11,6 +11,10 @@ curvature a and centre c = −b/(2a); the constant folds into E_s) and ε shared
 λ·max(0, D − κ·ln W)·W^−γ with λ ≥ 0, κ, γ and ε shared.
 ``chinchilla``: no shape term (ε shared). ``separate``: every suite fitted alone (its own bowl
 and ε). ``shared``: one E, A, α, B, β, bowl and ε for all suites.
+``inverse_depth``: Liu et al. 2026's additive law (``laws.inverse_depth``) pooled: per suite E,
+B, β; the width term Aw·W^−aw and the depth term Ad·D^−ad shared (they are its shape response, as
+the bowl is the others'; in nats, like the bowl). It has no N term: ε does not enter it (N only
+sets T = C/(6·N_total) at a budget).
 
 Fitted by variable projection: E, A, B, a, b are linear, solved by least squares (A, B ≥ 0) for
 each value of the nonlinear α, β, ε, which scipy's bounded least squares moves. Objective: least
@@ -34,7 +38,17 @@ LAWS = {
     "kink": "per suite E, A, α, B, β; shared kink λ·max(0, D − κ·ln W)·W^−γ (the paper's Eq. 6) and shared ε",
     "separate": "every suite fitted alone: its own E, A, α, B, β, bowl and ε",
     "shared": "one E, A, α, B, β, bowl and ε for every suite (losses taken as comparable)",
+    "inverse_depth": "Liu et al. 2026's E + Aw·W^−aw + Ad·D^−ad + B·T^−β: per suite E, B, β; shared "
+                     "width and depth terms; no N term (ε does not enter)",
 }
+#: The laws without a parameter-count term A·N^−α: ε does not act on them.
+NO_N_TERM = ("inverse_depth",)
+#: (aw, ad) starts of the inverse-depth law's shared exponents: Liu et al.'s (1, 1) among them.
+_POWER_STARTS = ((1.0, 1.0), (0.3, 0.3), (0.3, 1.0), (1.0, 0.3))
+POWER_BOUNDS = (0.02, 3.0)
+#: A nonlinear shape parameter this close to a bound (in its own units: exponents, κ in layers
+#: per e-fold of W) counts as on it; the solver stops within ~1e-8 of an active bound.
+AT_BOUND = 1e-3
 _STARTS = (0.15, 0.35, 0.7)  # α, β starts of a suite's first fit
 KAPPA_BOUNDS, GAMMA_BOUNDS = (0.1, 10.0), (-1.0, 2.0)
 _KINK_STARTS = ((1.5, 0.0), (PAPER_KAPPA, 0.35), (4.0, 0.35), (PAPER_KAPPA, 1.0))  # (κ, γ): the paper's κ among them
@@ -104,19 +118,36 @@ class PooledFit:
     n_rows: int
     n_params: int
     kink: tuple | None = None
+    #: the inverse-depth law's width and depth terms (Aw, aw, Ad, ad), arrays of shape (S,), or None
+    power: tuple | None = None
 
     @property
     def has_shape(self) -> bool:
         return self.law != "chinchilla"
+
+    @property
+    def uses_eps(self) -> bool:
+        """Whether ε acts on the law (it has an N term)."""
+        return self.law not in NO_N_TERM
 
     def shape_parameters(self, s: int = 0) -> dict:
         """The shape term's parameters by name: the bowl's curvature a and centre c (in
         u = ln(D/W)), the kink's λ, κ, γ; empty without a shape term."""
         if self.kink is not None:
             return {name: float(v[s]) for name, v in zip(("lambda", "kappa", "gamma"), self.kink)}
+        if self.power is not None:
+            return {name: float(v[s]) for name, v in zip(("Aw", "aw", "Ad", "ad"), self.power)}
         if not self.has_shape:
             return {}
         return {"curvature": float(self.curvature[s]), "centre": self.centre(s)}
+
+    def at_bound(self, s: int = 0) -> tuple:
+        """The shape term's nonlinear parameters (κ, γ; aw, ad) that lie on their search bound
+        (within :data:`AT_BOUND`): the fit is then a degenerate form of the law (e.g. a width
+        term flat over the data), not the law itself."""
+        bounds = {"kappa": KAPPA_BOUNDS, "gamma": GAMMA_BOUNDS, "aw": POWER_BOUNDS, "ad": POWER_BOUNDS}
+        return tuple(k for k, v in self.shape_parameters(s).items()
+                     if k in bounds and min(abs(v - b) for b in bounds[k]) < AT_BOUND)
 
     def centre(self, s: int = 0) -> float:
         """c = −b/(2a), the bowl's bottom in u = ln(D/W) (NaN without a bowl: a ≤ 0)."""
@@ -130,13 +161,17 @@ class PooledFit:
         out = self.curvature[s] * u ** 2 + self.slope[s] * u
         if self.kink is not None:
             out = out + self.kink[0][s] * kink_column(D, W, self.kink[1][s], self.kink[2][s])
+        if self.power is not None:
+            Aw, aw, Ad, ad = (v[s] for v in self.power)
+            out = out + Aw * W ** -aw + Ad * D ** -ad
         return out
 
     def suite_loss(self, s: int, depth, width, nonemb, emb, tokens) -> np.ndarray:
         """The law of suite ``s`` at (D, W, N_nonemb, N_emb, T), broadcast."""
         N = (np.asarray(nonemb, float) + self.eps[s] * np.asarray(emb, float)) / N_UNIT
         with np.errstate(all="ignore"):
-            return (self.E[s] + self.A[s] * N ** -self.alpha[s]
+            capacity = self.A[s] * N ** -self.alpha[s] if self.uses_eps else 0.0
+            return (self.E[s] + capacity
                     + self.B[s] * (np.asarray(tokens, float) / T_UNIT) ** -self.beta[s]
                     + self.shape_term(s, depth, width))
 
@@ -155,55 +190,76 @@ def kink_column(D, W, kappa, gamma) -> np.ndarray:
 
 
 class _Layout:
-    """Where each parameter sits: the nonlinear vector (α, β per suite or shared, then ε if
-    free, then κ, γ for the kink) and the linear columns (E, A, B per suite or shared, then a, b
-    for the bowl or λ for the kink, unless the shape term is held at ``shape_fixed``'s)."""
+    """Where each parameter sits: the nonlinear vector (α per suite or shared unless the law has
+    no N term, β likewise, then ε if free, then κ, γ for the kink or aw, ad for the inverse-depth
+    law) and the linear columns (E, A (with the N term), B per suite or shared, then a, b for the
+    bowl, λ for the kink or Aw, Ad for the inverse-depth law, unless the shape term is held at
+    ``shape_fixed``'s)."""
 
     def __init__(self, n_suites: int, law: str, eps_fixed, shape_fixed):
         self.S, self.per_suite = n_suites, law != "shared"
         self.k = n_suites if self.per_suite else 1
-        self.eps_fixed, self.shape_fixed = eps_fixed, shape_fixed
+        self.n_term = law not in NO_N_TERM
+        # without an N term ε acts on nothing: held (at NaN, so that no number pretends to be one)
+        self.eps_fixed = eps_fixed if self.n_term else np.nan
+        self.shape_fixed = shape_fixed
         self.bowl = law in ("bowl", "separate", "shared") and shape_fixed is None
         self.kink = law == "kink" and shape_fixed is None
+        self.power = law == "inverse_depth" and shape_fixed is None
+        self.n_alpha = self.k if self.n_term else 0
 
     def unpack(self, theta):
-        """(α, β, ε, (κ, γ) or None) from the nonlinear vector."""
-        alpha, beta = theta[:self.k], theta[self.k:2 * self.k]
-        at = 2 * self.k
+        """(α, β, ε, (κ, γ) or (aw, ad) or None) from the nonlinear vector."""
+        alpha = theta[:self.n_alpha] if self.n_term else np.zeros(self.k)
+        beta = theta[self.n_alpha:self.n_alpha + self.k]
+        at = self.n_alpha + self.k
         eps = self.eps_fixed if self.eps_fixed is not None else theta[at]
         at += self.eps_fixed is None
-        return alpha, beta, eps, (tuple(theta[at:at + 2]) if self.kink else None)
+        return alpha, beta, eps, (tuple(theta[at:at + 2]) if self.kink or self.power else None)
 
     def bounds(self) -> tuple[list, list]:
-        lo = [EXPONENT_BOUNDS[0]] * (2 * self.k) + ([] if self.eps_fixed is not None else [EPS_BOUNDS[0]])
-        hi = [EXPONENT_BOUNDS[1]] * (2 * self.k) + ([] if self.eps_fixed is not None else [EPS_BOUNDS[1]])
+        free_eps = self.eps_fixed is None
+        lo = [EXPONENT_BOUNDS[0]] * (self.n_alpha + self.k) + ([EPS_BOUNDS[0]] if free_eps else [])
+        hi = [EXPONENT_BOUNDS[1]] * (self.n_alpha + self.k) + ([EPS_BOUNDS[1]] if free_eps else [])
         if self.kink:
             lo, hi = lo + [KAPPA_BOUNDS[0], GAMMA_BOUNDS[0]], hi + [KAPPA_BOUNDS[1], GAMMA_BOUNDS[1]]
+        if self.power:
+            lo, hi = lo + [POWER_BOUNDS[0]] * 2, hi + [POWER_BOUNDS[1]] * 2
         return lo, hi
 
     def design(self, data: Pooled, theta) -> tuple[np.ndarray, np.ndarray]:
         """(X (n, p), the target y minus any fixed shape term)."""
-        alpha, beta, eps, kink = self.unpack(theta)
+        alpha, beta, eps, extra = self.unpack(theta)
         idx = data.suite if self.per_suite else np.zeros(len(data.loss), int)
         onehot = np.eye(self.k)[idx]
-        n_scaled = (data.nonemb + eps * data.emb) / N_UNIT
         t_scaled = data.tokens / T_UNIT
-        cols = [onehot, onehot * n_scaled[:, None] ** -alpha[idx][:, None],
-                onehot * t_scaled[:, None] ** -beta[idx][:, None]]
+        cols = [onehot]
+        if self.n_term:
+            n_scaled = (data.nonemb + eps * data.emb) / N_UNIT
+            cols.append(onehot * n_scaled[:, None] ** -alpha[idx][:, None])
+        cols.append(onehot * t_scaled[:, None] ** -beta[idx][:, None])
         if self.bowl:
             cols.append(np.stack([data.u ** 2, data.u], axis=1))
         if self.kink:
-            cols.append(kink_column(data.depth, data.width, *kink)[:, None])
+            cols.append(kink_column(data.depth, data.width, *extra)[:, None])
+        if self.power:
+            cols.append(np.stack([data.width ** -extra[0], data.depth ** -extra[1]], axis=1))
         y = data.loss
         if self.shape_fixed is not None:
             y = y - self.shape_fixed.shape_term(0, data.depth, data.width)
         return np.concatenate(cols, axis=1), y
 
+    @property
+    def n_own(self) -> int:
+        """The number of per-suite linear coefficients: E, A (with an N term), B."""
+        return (3 if self.n_term else 2) * self.k
+
     def nonnegative(self, p: int) -> np.ndarray:
-        """Which of the p linear coefficients are bounded below by 0: A, B and the kink's λ."""
+        """Which of the p linear coefficients are bounded below by 0: A, B, the kink's λ and the
+        inverse-depth law's Aw, Ad."""
         mask = np.zeros(p, bool)
-        mask[self.k:3 * self.k] = True
-        mask[3 * self.k:] = self.kink
+        mask[self.k:self.n_own] = True
+        mask[self.n_own:] = self.kink or self.power
         return mask
 
 
@@ -252,9 +308,12 @@ def fit_shape_law(data: Pooled, law: str, *, eps: float | None = None, weights=N
 
 def _theta_of(fit: PooledFit, names: tuple, layout: _Layout) -> np.ndarray:
     at = [fit.names.index(n) for n in names] if layout.per_suite else [0]
-    theta = [*fit.alpha[at], *fit.beta[at]] + ([] if layout.eps_fixed is not None else [float(fit.eps[at[0]])])
+    theta = ([*fit.alpha[at]] if layout.n_term else []) + [*fit.beta[at]]
+    theta += [] if layout.eps_fixed is not None else [float(fit.eps[at[0]])]
     if layout.kink:
         theta += [float(fit.kink[1][at[0]]), float(fit.kink[2][at[0]])] if fit.kink else list(_KINK_STARTS[1])
+    if layout.power:
+        theta += [float(fit.power[1][at[0]]), float(fit.power[3][at[0]])] if fit.power else list(_POWER_STARTS[0])
     return np.array(theta)
 
 
@@ -269,37 +328,45 @@ def _cold_starts(data: Pooled, layout: _Layout, sqrt_w) -> list[np.ndarray]:
         alpha, beta = [], []
         for s in range(layout.S):
             m = data.suite == s
-            one = _Layout(1, "chinchilla", layout.eps_fixed if layout.eps_fixed is not None else 0.5, None)
+            held_eps = layout.eps_fixed if layout.eps_fixed is not None and np.isfinite(layout.eps_fixed) else 0.5
+            one = _Layout(1, "chinchilla", held_eps, None)
             part = data.rows(m)
             costs = [np.sum(_residuals(np.array(g), part, one, sqrt_w[m]) ** 2) for g in grid]
             alpha.append(grid[int(np.argmin(costs))][0])
             beta.append(grid[int(np.argmin(costs))][1])
         pairs = [(alpha, beta)]
-    kinks = _KINK_STARTS if layout.kink else [()]
+    if not layout.n_term:
+        pairs = [([], b) for _, b in pairs]
+    extras = _KINK_STARTS if layout.kink else _POWER_STARTS if layout.power else [()]
     return [np.array([*a, *b] + ([] if e is None else [e]) + list(kg))
-            for a, b in pairs for e in eps_starts for kg in kinks]
+            for a, b in pairs for e in eps_starts for kg in extras]
 
 
 def _assemble(law: str, data: Pooled, layout: _Layout, theta, sqrt_w) -> PooledFit:
-    alpha, beta, eps, kink = layout.unpack(theta)
+    alpha, beta, eps, extra = layout.unpack(theta)
     X, y = layout.design(data, theta)
     coef = _solve_linear(X * sqrt_w[:, None], y * sqrt_w, layout.nonnegative(X.shape[1]))
     rss = float(np.sum((sqrt_w * (y - X @ coef)) ** 2))
-    S, k = layout.S, layout.k
+    S, k, own = layout.S, layout.k, layout.n_own
     per = (lambda v: np.asarray(v, float)) if layout.per_suite else (lambda v: np.full(S, float(np.ravel(v)[0])))
+    shared = lambda values: tuple(np.full(S, float(v)) for v in values)  # noqa: E731
     a = b = 0.0
-    kink_values = None
+    kink_values = power_values = None
     if layout.bowl:
-        a, b = coef[3 * k], coef[3 * k + 1]
+        a, b = coef[own], coef[own + 1]
     elif layout.kink:
-        kink_values = tuple(np.full(S, float(v)) for v in (coef[3 * k], *kink))
+        kink_values = shared((coef[own], *extra))
+    elif layout.power:
+        power_values = shared((coef[own], extra[0], coef[own + 1], extra[1]))
     elif layout.shape_fixed is not None:
         held = layout.shape_fixed
         a, b = held.curvature[0], held.slope[0]
-        kink_values = None if held.kink is None else tuple(np.full(S, float(v[0])) for v in held.kink)
-    return PooledFit(law, data.names, np.full(S, float(eps)), per(coef[:k]), per(coef[k:2 * k]),
-                     per(alpha), per(coef[2 * k:3 * k]), per(beta), np.full(S, float(a)),
-                     np.full(S, float(b)), rss, len(y), len(theta) + X.shape[1], kink_values)
+        kink_values = None if held.kink is None else shared(v[0] for v in held.kink)
+        power_values = None if held.power is None else shared(v[0] for v in held.power)
+    A = per(coef[k:2 * k]) if layout.n_term else np.zeros(S)
+    return PooledFit(law, data.names, np.full(S, float(eps)), per(coef[:k]), A,
+                     per(alpha), per(coef[own - k:own]), per(beta), np.full(S, float(a)),
+                     np.full(S, float(b)), rss, len(y), len(theta) + X.shape[1], kink_values, power_values)
 
 
 def _fit_separate(data: Pooled, eps, sqrt_w, start) -> PooledFit:

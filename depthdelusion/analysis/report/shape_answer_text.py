@@ -11,12 +11,30 @@ import numpy as np
 
 from ..fitting.shape_answer import BudgetAnswer, ShapeAnswer
 from ..fitting.shape_checks import ROLLOUT_FRACTION, RUN_FOLDS
-from ..fitting.shape_pool import GAMMA_BOUNDS, KAPPA_BOUNDS, LAWS
+from ..fitting.shape_pool import LAWS
 from ..formats.interval_text import interval_text
 
-INTERVALS = ("95% percentile intervals of {n} cluster-bootstrap refits: whole runs (a shape's "
-             "checkpoint series) drawn with replacement within each suite, each refit started from "
-             "the full fit; N(D, W) held at the reference suite's count")
+#: What one cluster of each unit is, for the reader.
+UNITS = {"shape": "shapes (depth × width: a run's checkpoints and a shape's seeds together)",
+         "run": "runs (a run's checkpoints together)", "row": "rows (no clustering: each row alone)"}
+
+
+def intervals_text(a: ShapeAnswer) -> str:
+    """How the intervals were made: the unit drawn whole in each suite, and whether the suites
+    themselves were drawn."""
+    r = a.resampling
+    units = set(r.units.values())
+    if len(units) == 1:
+        unit = units.pop()
+        what = "whole " + UNITS.get(unit, f"clusters of column {unit!r} (its rows together)")
+    else:
+        what = "whole clusters, by suite: " + ", ".join(f"{k}: {v}" for k, v in r.units.items())
+    suites = (f"suites resampled: the {r.n_suites - 1} suites other than the reference drawn with replacement "
+              f"(the reference always in; ≥ {r.min_suites} suites)" if r.suites_resampled else
+              f"suites not resampled: {r.n_suites} suite{'s' if r.n_suites != 1 else ''} (< {r.min_suites})")
+    return (f"95% percentile intervals of {a.n_resamples} cluster-bootstrap refits: {what} drawn with "
+            f"replacement within each suite; {suites}; each refit started from the full fit; N(D, W) "
+            "held at the reference suite's count")
 
 
 def where_text(b: BudgetAnswer) -> str:
@@ -46,9 +64,15 @@ def first_lines(a: ShapeAnswer) -> list[str]:
             f"under total N, {_depth(b.under_nonemb.depth)} under non-embedding N; band depth "
             f"{_range(b.point.band_depth)}, {_range(b.under_total.band_depth)}, {_range(b.under_nonemb.band_depth)}"
             for b in a.budgets)
-    line2 = (f"N = N_nonemb + ε·N_emb with ε = {eps:.3f} fitted (profile {interval_text(a.eps_profile, '.3f')}, "
-             f"rows independent; cluster bootstrap {interval_text(a.eps_bootstrap, '.3f')}); N_nonemb is "
-             f"Kaplan's (every vocabulary matrix removed). {moves}")
+    if a.fit.uses_eps:
+        line2 = (f"N = N_nonemb + ε·N_emb with ε = {eps:.3f} fitted (profile {interval_text(a.eps_profile, '.3f')}, "
+                 f"rows independent; cluster bootstrap {interval_text(a.eps_bootstrap, '.3f')}); N_nonemb is "
+                 f"Kaplan's (every vocabulary matrix removed). {moves}")
+    else:
+        line2 = ("N = N_nonemb + ε·N_emb: the law has no parameter-count term, so ε does not enter it and "
+                 "D* does not move with the count; N_total(D, W) only sets T = C / (6·N_total) at a budget. "
+                 + "; ".join(f"at {b.point.compute:.3g}: D* {_depth(b.point.depth)}, band depth "
+                             f"{_range(b.point.band_depth)}" for b in a.budgets))
     line3 = (f"Law: {a.law} ({LAWS[a.law]}); {a.law_reason}.{shape_text(a)} Losses on the scale of suite "
              f"{a.reference!r}; band: shapes within {a.tolerance:.3g} (relative) of the best loss."
              + "".join(f" WARNING: {w}." for w in a.warnings))
@@ -61,9 +85,9 @@ def shape_text(a: ShapeAnswer) -> str:
     values = a.fit.shape_parameters(s)
     if not values:
         return ""
-    bounds = {"kappa": KAPPA_BOUNDS, "gamma": GAMMA_BOUNDS}
+    on_bound = a.fit.at_bound(s)
     parts = [f"{k} {v:.4g} {interval_text(a.shape_intervals.get(k), '.4g')}"
-             + (" (at its bound)" if k in bounds and min(abs(v - b) for b in bounds[k]) < 1e-6 else "")
+             + (" (at its bound)" if k in on_bound else "")
              for k, v in values.items()]
     if "centre" in values and np.isfinite(values["centre"]):
         lo, hi = a.shape_intervals.get("centre", (np.nan, np.nan))
@@ -108,13 +132,14 @@ def budget_lines(a: ShapeAnswer, b: BudgetAnswer) -> list[str]:
 
 def check_lines(a: ShapeAnswer) -> list[str]:
     lines = ["Laws by held-out prediction (RMSE, nats). LOSO: leave one suite out (its own E, A, α, "
-             f"B, β refitted on it, the shared terms from the others); runs-out: {RUN_FOLDS} folds of "
-             f"whole runs (unseen shapes); rollout: fitted on each suite's smaller {ROLLOUT_FRACTION:.0%} "
+             f"B, β (inverse_depth: E, B, β) refitted on it, the shared terms from the others); runs-out: "
+             f"{RUN_FOLDS} folds of whole clusters (unseen shapes); rollout: fitted on each suite's smaller {ROLLOUT_FRACTION:.0%} "
              "of ln C, predicting the rest. Score: mean over the checks of RMSE / the best law's.",
-             f"  {'law':<11} {'LOSO':>8} {'runs-out':>8} {'rollout':>8} {'score':>7} {'params':>6} {'RSS':>8}"]
+             f"  {'law':<13} {'LOSO':>8} {'runs-out':>8} {'rollout':>8} {'score':>7} {'params':>6} {'RSS':>8}"]
     for c in a.checks:
-        lines.append(f"  {c.law:<11} {_rmse(c.loso)} {_rmse(c.runs_out)} {_rmse(c.rollout)} {c.score:>7.3f} {c.n_params:>6d} "
-                     f"{c.rss:>8.4f}" + ("  <- used" if c.law == a.law else ""))
+        lines.append(f"  {c.law:<13} {_rmse(c.loso)} {_rmse(c.runs_out)} {_rmse(c.rollout)} {c.score:>7.3f} {c.n_params:>6d} "
+                     f"{c.rss:>8.4f}" + ("  <- used" if c.law == a.law else "")
+                     + (f"  ({', '.join(c.at_bound)} on the search bound)" if c.at_bound else ""))
     return lines
 
 
@@ -127,13 +152,17 @@ def summary(a: ShapeAnswer) -> str:
     lines = first_lines(a) + [""]
     for b in a.budgets:
         lines += budget_lines(a, b) + [""]
-    lines += check_lines(a) + ["", "Notes:", "  - " + INTERVALS.format(n=a.n_resamples)]
+    lines += check_lines(a) + ["", "Notes:", "  - " + intervals_text(a)]
     if a.n_degenerate and a.fit.has_shape:
         lines.append(f"  - {a.n_degenerate} of {a.n_resamples} resamples put the optimum on the search "
                      "grid's edge at some budget (kept in the intervals)")
     lines += [f"  - {n}" for n in a.notes]
     lines.append("  - fitted by least squares on loss (nats), every row weighted equally; the bowl is "
                  "a·(u − c)² in u = ln(D/W), its centre and curvature shared; grid resolution ≈ 3% in D and W")
+    if a.law == "inverse_depth" or any(c.law == "inverse_depth" for c in a.checks):
+        lines.append("  - inverse_depth: Liu et al. 2026 (arXiv 2602.05970) fit ln L on Chinchilla's runs less "
+                     "the 40 highest losses; here it is fitted on the same rows and by the same least squares "
+                     "as the other laws, so that the held-out errors compare")
     return "\n".join(lines)
 
 
@@ -163,12 +192,15 @@ def to_json(a: ShapeAnswer) -> dict:
             "shape_term": {k: {"value": _num(v), "low": _num(a.shape_intervals.get(k, (None, None))[0]),
                                "high": _num(a.shape_intervals.get(k, (None, None))[1])}
                            for k, v in a.fit.shape_parameters(a.fit.names.index(a.reference)).items()},
-            "eps": {"value": float(a.fit.eps[0]), "profile": list(map(_num, a.eps_profile)),
+            "eps": {"value": _num(a.fit.eps[0]), "profile": list(map(_num, a.eps_profile)),
                     "bootstrap": list(map(_num, a.eps_bootstrap))},
             "tolerance": a.tolerance, "reference": a.reference, "budgets": budgets,
             "checks": [{"law": c.law, "loso": _num(c.loso), "runs_out": _num(c.runs_out), "rollout": _num(c.rollout), "score": _num(c.score),
-                        "n_params": c.n_params, "rss": c.rss} for c in a.checks],
-            "intervals": INTERVALS.format(n=a.n_resamples), "notes": a.notes, "warnings": a.warnings}
+                        "n_params": c.n_params, "rss": c.rss, "at_bound": list(c.at_bound)} for c in a.checks],
+            "intervals": intervals_text(a),
+            "resampling": {"unit": dict(a.resampling.units), "suites_resampled": a.resampling.suites_resampled,
+                           "min_suites_resampled": a.resampling.min_suites, "resamples": a.n_resamples},
+            "notes": a.notes, "warnings": a.warnings}
 
 
 def _num(v):

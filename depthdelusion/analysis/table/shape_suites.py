@@ -24,7 +24,8 @@ SHAPE_COLUMNS = ("depth", "width", "params", "tokens", "loss")
 class Suite:
     """One table's rows, arrays of shape (n,): depth (layers), width (model dimension), tokens,
     loss (nats), params_total, params_nonemb (Kaplan: no vocabulary matrix) and params_emb (the
-    vocabulary matrices), and run, the label of the training run (a cluster for resampling)."""
+    vocabulary matrices), and run, the label of the row's cluster (resampled whole; folds of the
+    held-out check), whose unit ``cluster_name`` names ("shape" by default)."""
 
     name: str
     depth: np.ndarray
@@ -36,6 +37,7 @@ class Suite:
     params_emb: np.ndarray
     run: np.ndarray
     count_note: str
+    cluster_name: str = "shape"
 
     def __len__(self) -> int:
         return len(self.loss)
@@ -72,9 +74,10 @@ def embedding_split(runs, name: str) -> tuple[np.ndarray, np.ndarray, str]:
                                          "parameter counted as non-embedding (ε does not act on this suite)")
 
 
-def suite_from_runs(runs, name: str) -> Suite:
+def suite_from_runs(runs, name: str, clusters=None, cluster_name: str = "shape") -> Suite:
     """The suite of ``runs`` (a :class:`.runs.Runs`); a table without one of
-    :data:`SHAPE_COLUMNS` is refused, naming it."""
+    :data:`SHAPE_COLUMNS` is refused, naming it. ``clusters``: a cluster label per row of
+    ``runs``, the unit named ``cluster_name`` (None: the shape, depth × width)."""
     missing = [c for c in SHAPE_COLUMNS if not runs.has(c)]
     if missing:
         raise ValueError(f"{name}: the shape fit needs columns {', '.join(SHAPE_COLUMNS)}; this table "
@@ -86,10 +89,12 @@ def suite_from_runs(runs, name: str) -> Suite:
                          "all known; the shape fit needs at least 5")
     runs = runs.subset(keep)
     nonemb, emb, note = embedding_split(runs, name)
-    # A run's checkpoint series shares one run's noise: its rows are resampled together. The
-    # shape (depth × width) stands for the run; a suite with several runs per shape is treated
-    # conservatively as one cluster per shape.
-    run = np.array([f"{name}:{d}x{w}" for d, w in zip(runs.depth, runs.width)])
+    # A run's checkpoint series shares one run's noise: its rows are resampled together. By
+    # default the shape (depth × width) stands for the run; a suite with several runs per shape
+    # is treated conservatively as one cluster per shape.
+    labels = (np.array([f"{d}x{w}" for d, w in zip(runs.depth, runs.width)]) if clusters is None
+              else np.asarray(clusters).astype(str)[keep])
+    run = np.char.add(f"{name}:", labels)
     return Suite(name, np.asarray(runs.depth, float), np.asarray(runs.width, float),
                  np.asarray(runs.tokens, float), np.asarray(runs.loss, float),
-                 np.asarray(runs.params, float), nonemb, emb, run, note)
+                 np.asarray(runs.params, float), nonemb, emb, run, note, cluster_name)

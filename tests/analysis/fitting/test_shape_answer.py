@@ -11,8 +11,9 @@ import pytest
 
 from depthdelusion.analysis import Runs, shape_answer
 from depthdelusion.analysis.fitting.shape_optimum import shape_point, suite_counts
-from depthdelusion.analysis.fitting.shape_pool import PooledFit
-from depthdelusion.analysis.report.shape_answer_text import first_lines, summary, to_json
+from depthdelusion.analysis.fitting.shape_checks import cluster_resample_weights
+from depthdelusion.analysis.fitting.shape_pool import Pooled, PooledFit
+from depthdelusion.analysis.report.shape_answer_text import check_lines, first_lines, summary, to_json
 from depthdelusion.analysis.table.shape_suites import suite_from_runs
 from depthdelusion.cli import main
 
@@ -119,7 +120,7 @@ def test_auto_picks_the_bowl_when_there_is_one_and_prints_the_errors_behind_it()
     assert a.law == "bowl", [(c.law, c.score) for c in a.checks]
     text = summary(a)
     assert "Laws by held-out prediction" in text and "<- used" in text
-    assert {c.law for c in a.checks} == {"bowl", "kink", "chinchilla", "separate", "shared"}
+    assert {c.law for c in a.checks} == {"bowl", "kink", "chinchilla", "separate", "shared", "inverse_depth"}
     shared = next(c for c in a.checks if c.law == "shared")
     bowl = next(c for c in a.checks if c.law == "bowl")
     assert shared.loso > 5 * bowl.loso  # losses of different suites are not comparable
@@ -164,7 +165,8 @@ def test_the_n_form_and_its_alternatives_are_in_the_second_line():
 
 
 def write_csv(path: Path, runs: Runs, columns=("depth", "width", "params", "tokens", "loss")) -> Path:
-    lines = [",".join(columns)] + [",".join(str(getattr(runs, c)[i]) for c in columns) for i in range(len(runs))]
+    value = lambda c: runs.extra[c] if c in runs.extra else getattr(runs, c)  # noqa: E731
+    lines = [",".join(columns)] + [",".join(str(value(c)[i]) for c in columns) for i in range(len(runs))]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -213,3 +215,111 @@ def test_the_figure_of_a_law_without_a_shape_term_draws_no_optimum_shape(tmp_pat
     a = shape_answer(synthetic_suites(1), [BUDGET], law="chinchilla", resamples=0, compare=False)
     shape_answer_plot.budget_figure(a, a.budgets[0], tmp_path / "f.png")
     assert not any(t.startswith("optimum D*") for t in labels) and any("no shape term" in t for t in labels)
+
+
+#: Liu et al. 2026's additive law, shared width and depth terms (Aw, aw, Ad, ad); per suite (E, B, β).
+INVERSE_DEPTH = {"Aw": 8.0, "aw": 0.5, "Ad": 1.2, "ad": 0.9}
+INVERSE_SUITES = {"alpha_suite": (1.8, 0.6, 0.30), "beta_suite": (2.2, 0.5, 0.28), "gamma_suite": (2.6, 0.7, 0.35)}
+
+
+def inverse_depth_suites(seed: int, run_sd=0.005, noise_sd=0.002) -> dict:
+    """Three suites from E_s + Aw·W^−aw + Ad·D^−ad + B_s·(T/1e10)^−β_s, with a run effect."""
+    rng = np.random.default_rng(seed)
+    p = INVERSE_DEPTH
+    out = {}
+    for name, (E, B, beta) in INVERSE_SUITES.items():
+        rows = []
+        for d, w in SHAPES:
+            run_effect = rng.normal(0, run_sd)
+            for t in CHECKPOINTS:
+                loss = (E + p["Aw"] * w ** -p["aw"] + p["Ad"] * d ** -p["ad"] + B * (t / 1e10) ** -beta
+                        + run_effect + rng.normal(0, noise_sd))
+                rows.append((d, w, 12.0 * d * w * w + 2.0 * VOCAB * w, t, loss))
+        d, w, n, t, loss = map(np.array, zip(*rows))
+        out[name] = Runs(depth=d, width=w, params=n, tokens=t, loss=loss, vocab_size=np.full(len(d), VOCAB),
+                         source=name)
+    return out
+
+
+def test_the_inverse_depth_law_recovers_its_known_exponents_within_their_intervals():
+    """10 draws: each exponent inside its 95% cluster-bootstrap interval in at least 7 (percentile
+    intervals over 20 runs per suite run a little short of 95%: 8 and 9 of 10 here, one interval
+    of margin), the intervals informative (narrower than half the exponent)."""
+    hits = {"aw": 0, "ad": 0}
+    for seed in range(10):
+        a = shape_answer(inverse_depth_suites(seed), [BUDGET], law="inverse_depth", resamples=40, seed=seed,
+                         compare=False)
+        assert set(a.fit.shape_parameters()) == set(INVERSE_DEPTH)
+        for name in hits:
+            low, high = a.shape_intervals[name]
+            hits[name] += low <= INVERSE_DEPTH[name] <= high
+            assert high - low < 0.5 * INVERSE_DEPTH[name], (name, (low, high))
+    assert all(v >= 7 for v in hits.values()), hits
+    assert not a.fit.uses_eps and "no parameter-count term, so ε does not enter it" in first_lines(a)[1]
+    assert to_json(a)["eps"]["value"] is None
+
+
+def test_the_inverse_depth_law_wins_auto_on_its_own_data():
+    a = shape_answer(inverse_depth_suites(1), [BUDGET], resamples=0)
+    assert a.law == "inverse_depth", [(c.law, round(c.score, 3)) for c in a.checks]
+    assert "inverse_depth" in "\n".join(check_lines(a))
+
+
+def test_the_resampling_unit_is_named_and_a_cluster_column_is_used(tmp_path, capsys):
+    """Default: whole shapes; --cluster COLUMN: that column's values, named in the text and JSON."""
+    plain = shape_answer(synthetic_suites(6), [BUDGET], law="bowl", resamples=4, compare=False)
+    assert plain.resampling.units == dict.fromkeys(SUITE_TERMS, "shape")
+    assert "whole shapes (depth × width" in summary(plain)
+    assert "suites not resampled: 3 suites (< 5)" in summary(plain)
+    suites = synthetic_suites(6)
+    paths = []
+    for name, runs in suites.items():
+        # two shapes per "node": a coarser cluster than the shape
+        runs.extra["node"] = np.array([f"n{i // 10}" for i in range(len(runs))], dtype=object)
+        paths.append(str(write_csv(tmp_path / f"{name}.csv", runs,
+                                   ("depth", "width", "params", "tokens", "loss", "node"))))
+    by_node = shape_answer(suites, [BUDGET], law="bowl", resamples=4, compare=False, cluster="node")
+    assert by_node.resampling.units == dict.fromkeys(SUITE_TERMS, "node")
+    assert len(np.unique(by_node.suites[0].run)) == len(SHAPES) // 2
+    assert "whole clusters of column 'node'" in summary(by_node)
+    assert main(["shape", "--compute", "1e19", "--law", "bowl", "--resamples", "4", "--cluster", "node",
+                 "--json", *paths]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["resampling"]["unit"] == dict.fromkeys(SUITE_TERMS, "node")
+    assert out["resampling"]["suites_resampled"] is False and "column 'node'" in out["intervals"]
+    rows = shape_answer(suites, [BUDGET], law="bowl", resamples=4, compare=False, cluster="row")
+    assert "whole rows (no clustering" in summary(rows)
+
+
+def test_a_cluster_column_no_table_has_is_one_line_naming_it_and_the_columns(tmp_path, capsys):
+    csv = write_csv(tmp_path / "alpha.csv", synthetic_suites(0)["alpha_suite"])
+    assert main(["shape", "--compute", "1e19", "--law", "bowl", "--cluster", "seed_of_run", str(csv)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "--cluster: no column 'seed_of_run'" in err and "depth" in err and "loss" in err
+
+
+def test_suites_are_resampled_only_where_there_are_enough():
+    five = {f"suite{k}": runs for k, runs in enumerate(
+        list(synthetic_suites(8).values()) + list(synthetic_suites(9).values())[:2])}
+    a = shape_answer(five, [BUDGET], law="bowl", resamples=6, compare=False)
+    assert a.resampling.suites_resampled and a.resampling.n_suites == 5
+    assert "suites resampled: the 4 suites other than the reference drawn with replacement" in summary(a)
+    data = Pooled.of(a.suites)
+    weights = cluster_resample_weights(data, 20, 0, kept_suite=0, resample_suites=True)
+    per_suite = np.array([[w[data.suite == s].sum() for s in range(5)] for w in weights])
+    assert np.all(per_suite[:, 0] == np.sum(data.suite == 0))  # the reference is always drawn once
+    assert np.any(per_suite[:, 1:] == 0) and np.any(per_suite[:, 1:] >= 2 * np.sum(data.suite == 1))
+    assert np.isfinite(a.budgets[0].intervals["depth"]).all()
+
+
+def test_a_law_whose_shape_exponents_sit_on_their_bound_is_not_picked():
+    """A degenerate form (a width or depth term flat over the data) is not the law: it stays in
+    the table, marked, and the pick goes to the best law fitted inside its bounds."""
+    from depthdelusion.analysis.fitting.shape_checks import LawCheck, pick_law
+
+    checks = [LawCheck("chinchilla", 0.096, 0.104, 0.243, 1.25, 21, 6.1),
+              LawCheck("inverse_depth", 0.136, 0.120, 0.144, 1.22, 16, 8.2, ("aw", "ad"))]
+    law, why = pick_law(checks)
+    assert law == "chinchilla" and "inverse_depth not picked: its aw, ad on the search bound" in why
+    assert pick_law(checks[1:])[0] == "inverse_depth"  # the only law scored: picked, flagged in the table
