@@ -234,3 +234,15 @@ def test_a_two_seed_check_is_called_uninformative_and_the_regime_and_short_cells
     assert short_lines(r)[0].startswith("**Short**: C 2L × 32: 2 of 3 seeds. `depthdelusion depth-confound exp.yaml")
     r.short = ()
     assert short_lines(r)[0] == "Every reported point has all 3 seeds (no cell is short)."
+
+
+def test_the_committed_study_regenerates_from_its_runs(tmp_path):
+    """analysis/depth_confound: `depth-confound --report-only` on the committed runs writes the
+    committed report.md and CSVs, character for character (the figure's bytes are not compared)."""
+    from committed_study import regenerate_planned_study
+
+    diffs = regenerate_planned_study(
+        "analysis/depth_confound", "depth_confound.yaml",
+        ["depth-confound", "experiments/depth_confound.yaml", "--out", "analysis/depth_confound", "--report-only"],
+        tmp_path)
+    assert not diffs, "stale (regenerate with the command in analysis/depth_confound/README.md):\n" + "\n".join(diffs)

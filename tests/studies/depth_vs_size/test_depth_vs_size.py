@@ -277,3 +277,28 @@ def test_a_cell_with_a_diverged_seed_is_shown_as_such_and_left_out_of_the_compar
     text = "\n".join(report.level_lines(exp, groups))
     assert "diverged at 1 of 3 seeds" in text
     assert groups[(1, "SP")].rows[0].welch is None and "fewer than 2 shapes with every test seed" in text
+
+
+@pytest.mark.slow  # fits the laws of both arms with 200-replicate parametric bootstraps: a minute
+def test_the_committed_study_regenerates_from_its_runs(tmp_path):
+    """analysis/depth_vs_size: `depth-vs-size --report-only` on the committed runs writes the
+    committed report.md and CSVs, character for character (the figure's bytes are not compared)."""
+    from committed_study import regenerate_planned_study
+
+    diffs = regenerate_planned_study(
+        "analysis/depth_vs_size", "depth_vs_size.yaml",
+        ["depth-vs-size", "experiments/depth_vs_size.yaml", "--out", "analysis/depth_vs_size", "--report-only"],
+        tmp_path)
+    assert not diffs, "stale (regenerate with the command in its report.md):\n" + "\n".join(diffs)
+
+
+def test_the_committed_depth_at_width_study_regenerates_from_its_runs(tmp_path):
+    """analysis/depth_at_width: the same, from the runs and text of the last commit (a sweep may be
+    adding runs to the working tree's folder, and rewriting its report, while the suite runs)."""
+    from committed_study import regenerate_planned_study
+
+    diffs = regenerate_planned_study(
+        "analysis/depth_at_width", "depth_at_width.yaml",
+        ["depth-vs-size", "experiments/depth_at_width.yaml", "--out", "analysis/depth_at_width", "--report-only"],
+        tmp_path, from_git=True)
+    assert not diffs, "stale (regenerate with the command in its report.md):\n" + "\n".join(diffs)

@@ -139,3 +139,27 @@ def test_the_control_needs_held_out_seeds_and_the_growth_table(tmp_path, capsys)
     assert main(["expansion-growth", "--out", str(tmp_path / "out"), "--static-control", str(control),
                  "--static-grid", str(grid_file)]) == 2
     assert "--static-control needs --test-seeds" in capsys.readouterr().err
+
+
+def test_the_committed_control_regenerates_from_its_runs(tmp_path, monkeypatch, capsys):
+    """analysis/depth_expansion/growth_matched: the static control's comparison, from the
+    committed growth_matched.csv and control runs (the command in analysis/depth_expansion/README.md),
+    writes the committed tables and summary, character for character."""
+    import shutil
+
+    from committed_study import ROOT, differences
+
+    committed = ROOT / "analysis" / "depth_expansion"
+    names = ["static_control.csv", "static_control.md", "static_control_comparison.csv",
+             "static_control_summary.json"]
+    out = tmp_path / "analysis" / "depth_expansion"
+    (out / "growth_matched").mkdir(parents=True)
+    shutil.copy(committed / "growth_matched" / "growth_matched.csv", out / "growth_matched")
+    shutil.copytree(committed / "static_control_runs", out / "static_control_runs")
+    (tmp_path / "experiments").mkdir()
+    shutil.copy(ROOT / "experiments" / "depth_expansion_static_control.yaml", tmp_path / "experiments")
+    monkeypatch.chdir(tmp_path)
+    assert main(["expansion-growth", "--out", "analysis/depth_expansion/growth_matched", "--test-seeds",
+                 "3,4,5", "--static-control", "analysis/depth_expansion/static_control_runs"]) == 0
+    diffs = differences(committed / "growth_matched", out / "growth_matched", names)
+    assert not diffs, "stale (regenerate with the command in analysis/depth_expansion/README.md):\n" + "\n".join(diffs)

@@ -113,3 +113,28 @@ def test_runs_follow_the_sweep_rules_failed_runs_retried_interrupted_runs_kept(t
     assert trained == ["sp_w16_d1_lr0.001", "sp_w16_d1_lr0.01", "sp_w16_d1_lr0.01"]
     lr_rows = {r["lr"]: r for r in csv.DictReader((out / "lr_sweep.csv").open())}
     assert all(float(r["eval_loss"]) > 0 for r in lr_rows.values())
+
+
+def test_the_committed_study_regenerates_from_its_runs(tmp_path, monkeypatch):
+    """analysis/lr_transfer: the command on the committed runs (every one finished, so nothing
+    trains) writes the committed report.md and CSVs, character for character (the figures' bytes
+    are not compared)."""
+    import shutil
+
+    from committed_study import ROOT, committed_copy, differences, text_files
+
+    def train_nothing(cfg, run_dir):
+        raise AssertionError(f"{run_dir.name}: not among the committed runs")
+
+    committed = committed_copy("analysis/lr_transfer", tmp_path / "committed")
+    (tmp_path / "experiments").mkdir()
+    shutil.copy(ROOT / "experiments" / "lr_transfer.yaml", tmp_path / "experiments")
+    shutil.copytree(committed / "runs", tmp_path / "analysis" / "lr_transfer" / "runs")
+    monkeypatch.chdir(tmp_path)
+    outcome = lr_transfer.run_experiment("experiments/lr_transfer.yaml", "analysis/lr_transfer",
+                                         log=lambda text: None, train_fn=train_nothing)
+    assert outcome.failed == [] and not outcome.preempted
+    names = text_files(committed)
+    assert text_files(tmp_path / "analysis" / "lr_transfer") == names
+    diffs = differences(committed, tmp_path / "analysis" / "lr_transfer", names)
+    assert not diffs, "stale (regenerate with the command in its report.md):\n" + "\n".join(diffs)
