@@ -65,9 +65,9 @@ def test_a_declared_field_is_an_option_of_every_command_taking_its_options(monke
         options_name, [("trial_budget", int, option_fields.option(
             7, "trials per fit (a field no command names)", type=option_fields.POSITIVE, metavar="T"))],
         bases=(original,), frozen=True)
-    monkeypatch.setattr(options, options_name, extended)
-    commands = _commands_taking(original)
+    commands = _commands_taking(original)  # before the patch: the command modules import the original
     assert commands, options_name
+    monkeypatch.setattr(options, options_name, extended)
     parsers = _parsers()
     for name in commands:
         actions = {s: a for a in parsers[name]._actions for s in a.option_strings}
