@@ -1,6 +1,6 @@
-"""The command line: every parser lives in depthdelusion/cli.py, each command's function takes
-exactly its parser's arguments, the exit codes are in the help, and the package has no import
-cycle."""
+"""The command line: every parser lives in depthdelusion/cli/, each command's function takes
+exactly its parser's arguments, an options object's declared fields are flags of every command
+that takes it, the exit codes are in the help, and the package has no import cycle."""
 import argparse
 import dataclasses
 import ast
@@ -46,6 +46,55 @@ def test_every_command_function_takes_exactly_its_parsers_arguments(name, target
     assert required <= parser_defaults, f"{name}: {sorted(required - parser_defaults)} has no value"
 
 
+
+def _commands_taking(options_type):
+    return [name for name, target, _ in cli.COMMANDS
+            if options_type in getattr(_function(target), "option_groups", {}).values()]
+
+
+@pytest.mark.parametrize("options_name", ["FitOptions", "RowOptions"])
+def test_a_declared_field_is_an_option_of_every_command_taking_its_options(monkeypatch, options_name):
+    """A field added to FitOptions or RowOptions with its declaration (option_fields.option) is a
+    flag, with its help, type and default, of every command that takes the object, and parses
+    into the object: nothing in cli/ names it."""
+    from depthdelusion import option_fields
+    from depthdelusion.analysis.fitting import options
+
+    original = getattr(options, options_name)
+    extended = dataclasses.make_dataclass(
+        options_name, [("trial_budget", int, option_fields.option(
+            7, "trials per fit (a field no command names)", type=option_fields.POSITIVE, metavar="T"))],
+        bases=(original,), frozen=True)
+    commands = _commands_taking(original)  # before the patch: the command modules import the original
+    assert commands, options_name
+    monkeypatch.setattr(options, options_name, extended)
+    parsers = _parsers()
+    for name in commands:
+        actions = {s: a for a in parsers[name]._actions for s in a.option_strings}
+        assert "--trial-budget" in actions, f"{name} lacks --trial-budget"
+        assert (actions["--trial-budget"].metavar, actions["--trial-budget"].default) == ("T", 7), name
+        assert actions["--trial-budget"].help.startswith("trials per fit"), name
+        with pytest.raises(SystemExit):  # the declared type refuses 0
+            parsers[name].parse_args(["--trial-budget", "0"])
+    argv = ["fit", "paper", "--trial-budget", "3"]
+    monkeypatch.setitem(_function(dict((n, t) for n, t, _ in cli.COMMANDS)["fit"]).option_groups,
+                        "rows" if options_name == "RowOptions" else "options", extended)
+    _, run = cli.command(argv)
+    group = run.keywords["rows" if options_name == "RowOptions" else "options"]
+    assert isinstance(group, extended) and group.trial_budget == 3
+
+
+def test_help_shows_the_declared_defaults():
+    """The default in a declared option's help is the field's own (one place for both)."""
+    from depthdelusion.analysis.fitting.options import FitOptions
+
+    actions = {s: a for a in _parsers()["fit"]._actions for s in a.option_strings}
+    for name in ("bootstrap", "seed", "loss", "outlier_threshold"):
+        flag = "--" + name.replace("_", "-")
+        default = getattr(FitOptions(), name)
+        assert actions[flag].help.endswith(f"; default {default}"), flag
+        assert actions[flag].default == default, flag
+
 def _package_files():
     return sorted((ROOT / PACKAGE).rglob("*.py"))
 
@@ -53,7 +102,7 @@ def _package_files():
 def test_argument_parsing_only_in_cli():
     offenders = []
     for path in _package_files():
-        if path == ROOT / PACKAGE / "cli.py":
+        if path.parent == ROOT / PACKAGE / "cli":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import) and any(a.name == "argparse" for a in node.names) or (
@@ -64,7 +113,7 @@ def test_argument_parsing_only_in_cli():
 
 
 def test_set_and_out_are_defined_once_and_shared():
-    source = (ROOT / PACKAGE / "cli.py").read_text()
+    source = "".join(path.read_text() for path in (ROOT / PACKAGE / "cli").glob("*.py"))
     assert source.count('"--set"') == 1 and source.count('"--out"') == 1
     parsers = _parsers()
     for name, target, _ in cli.COMMANDS:

@@ -297,10 +297,11 @@ def test_fit_refuses_to_write_over_a_local_copy_named_by_table_or_pool(tmp_path,
 
 
 def test_report_refuses_only_the_files_it_writes_and_the_list_names_every_table(tmp_path, capsys):
+    from depthdelusion import analysis
     from depthdelusion.analysis.commands import REPORT_TABLES
 
     made = set(re.findall(r'Table\("([a-z_]+)"', "".join(
-        p.read_text() for p in Path(main.__code__.co_filename).parent.joinpath("analysis").rglob("*.py"))))
+        p.read_text() for p in Path(analysis.__file__).parent.rglob("*.py"))))
     assert made == set(REPORT_TABLES)
     clash = shape_table(tmp_path / "parameters.csv")  # a table the report writes under that name
     code, _, stderr = exit_code(["report", str(clash), "--out", str(tmp_path), "--bootstrap", "0",

@@ -2,11 +2,15 @@
 from its command line and hands on whole (to the fits, the report, isoflop, the outlier check).
 Every default is written once, here or beside the code that owns it; the public ``fit`` and ``isoflop`` keep their keyword arguments and take their
 defaults from the same constants, and a report takes a ``FitOptions`` inside its
-``report.options.ReportOptions``. The command line reads the defaults for its help text.
+``report.options.ReportOptions``. Each field declares its command-line option beside it (flag,
+help, type, metavar: :mod:`depthdelusion.option_fields`); the command line builds the parser of
+every command that takes the object from that declaration, defaults in the help included.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+
+from depthdelusion.option_fields import COUNT, POSITIVE, POSITIVE_FLOAT, SEED_HELP, option
 
 #: |robust z| above which a row is an outlier (the default of --outlier-threshold;
 #: the row diagnostics, :mod:`.diagnostics`, flag by it).
@@ -91,26 +95,55 @@ class FitOptions(_FromArguments):
     user's to every fit it makes (:meth:`without_intervals` for the secondary fits). A leaf: what
 depends on a law (its fixed parameters, its λ) is :func:`.setup.options_for_law`'s."""
 
-    loss: str = "ls"
-    bootstrap: int = BOOTSTRAP
-    seed: int = SEED
+    loss: str = option("ls", "ls: least squares on loss, the mean; huber: Huber on log-loss, robust to "
+                       "outlying runs; asymmetric: squares with overestimates weighted more, for small "
+                       "runs that were under-tuned: fits the lower envelope (an expectile), not the mean",
+                       choices=tuple(LOSSES), deprecated=("--method", {"lm": "ls", "huber": "huber"}))
+    bootstrap: int = option(BOOTSTRAP, "bootstrap refits of each fit (0 to skip)", type=COUNT)
+    seed: int = option(SEED, SEED_HELP, type=COUNT)
     #: the global search, ``varpro`` or ``multistart``; None: multistart when ``starts`` or
     #: ``grid_points`` is given, else by the law (``fitting.fit``)
-    search: str | None = None
-    starts: int | None = None
-    grid_points: int | None = None
-    overestimate_weight: float | None = None
-    outlier_threshold: float = OUTLIER_Z
+    search: str | None = option(
+        None, "the global search: varpro (variable projection: the parameters the law is linear in, "
+        "e.g. E, A, B, solved by NNLS on a grid over the others, its best minima polished on every "
+        "row) or multistart (--starts starts, each solved); default: varpro for laws with linear "
+        "parameters and at most 2 others, multistart otherwise (said in the summary)",
+        choices=("varpro", "multistart"))
+    starts: int | None = option(
+        None, "multi-start: at most N starting points: the full grid if it has at most N points, "
+        "else the centre and a seeded scrambled Sobol design (default 64; giving it selects "
+        "--search multistart)", type=POSITIVE, metavar="N")
+    grid_points: int | None = option(
+        None, "multi-start: grid values per parameter over its init range (default 3; giving it "
+        "selects --search multistart)", type=POSITIVE, metavar="K")
+    overestimate_weight: float | None = option(
+        None, "--loss asymmetric: weight of a prediction above the loss relative to one below (the "
+        "fit is the 1/(1+W) expectile; default 4)", type=POSITIVE_FLOAT, metavar="W")
+    outlier_threshold: float = option(
+        OUTLIER_Z, "|robust z| (residual of a Huber fit / (1.4826·MAD)) above which a row is an "
+        "outlier", type=POSITIVE_FLOAT, metavar="Z")
     #: ``NAME=VALUE`` items (``--fix``, repeatable), or {name: value}: parameters held at a value
-    fix: tuple[str, ...] | list[str] | dict | None = None
+    fix: tuple[str, ...] | list[str] | dict | None = option(
+        None, "hold a law parameter at a value (repeatable), e.g. --fix kappa=2.5; to test the "
+        "paper's critical-depth slope, its κ (`depthdelusion laws`); `report` fixes it in every law "
+        "that has it", repeatable=True, metavar="NAME=VALUE")
     #: the depth penalty λ free in sign (``--signed-penalty``): a negative λ is deeper-is-better
-    signed_penalty: bool = False
+    signed_penalty: bool = option(
+        False, "the kink laws' depth penalty λ free in sign (fitted as it is, not in log space), so "
+        "that deeper-is-better past D_crit shows as λ < 0 instead of a fit at the bound λ = 0")
     #: the column whose rows are resampled together (``--cluster``); None: the table's run or
     #: shape column where it has one (:func:`.clusters.cluster_labels`)
-    cluster: str | None = None
+    cluster: str | None = option(
+        None, "resample the rows of one COLUMN value together in every bootstrap (e.g. a run's "
+        "checkpoints); 'row' for the row bootstrap; default: the table's run column where a run has "
+        "several rows, else the shape (depth × width) where shapes repeat, else rows (named in the "
+        "output)", metavar="COLUMN")
     #: the profile-likelihood stage (``--profile``): ``none``, ``fast``, ``full``; None: by rows;
     #: True / False (the API's spellings): ``full`` / skipped without a note
-    profile: str | bool | None = None
+    profile: str | bool | None = option(
+        None, "profile-likelihood intervals: full walks a grid (default up to 2000 rows, none "
+        "above), fast finds each end by root-finding from the Wald bracket, none skips them (the "
+        "Jacobian and bootstrap intervals remain, named)", choices=PROFILE_MODES)
     # --- the API's sizes of the interval stages (no command-line flag); None: by rows ---------
     #: ``refit``, ``hat``, False (skipped) or True (``refit``)
     leave_one_out: bool | str | None = None
@@ -176,12 +209,27 @@ class RowOptions(_FromArguments):
     ``allow_modified``: read a local copy of a published table (``--table NAME=PATH``) whose
     sha256 is not the registered one (said in the output; refused otherwise)."""
 
-    group: str | None = None
-    where: str | None = None
-    by: str | None = None
-    drop_outliers: bool = False
-    columns: str | None = None
-    column: tuple[str, ...] | list[str] | None = None
-    reduce: tuple[str, ...] | list[str] | str | None = None
-    vocab: int | None = None
-    allow_modified: bool = False
+    group: str | None = option(None, "keep only the rows whose group column is VALUE", metavar="VALUE")
+    where: str | None = option(
+        None, "keep only the rows satisfying EXPR: COL OP VALUE joined by 'and', OP one of == != < "
+        "<= > >= (e.g. \"params >= 1e8 and dataset == web\"); numbers compare as numbers, true/false "
+        "case-insensitively, else as text", metavar="EXPR")
+    by: str | None = option(None, "each value of column COL fitted separately, side by side (JSON: "
+                            "{\"by\": COL, \"groups\": {VALUE: ...}})", metavar="COL")
+    drop_outliers: bool = option(False, "leave out the rows whose |robust z| exceeds "
+                                 "--outlier-threshold in a first fit (said in the output)")
+    columns: str | None = option(
+        None, "read these table columns as the canonical ones, e.g. loss=val_loss,params=N "
+        "(`depthdelusion laws --columns` lists names and aliases)", metavar="NAME=COLUMN,...")
+    column: tuple[str, ...] | list[str] | None = option(
+        None, "read the table's COLUMN as NAME, e.g. --column loss=final_loss (repeatable)",
+        repeatable=True, metavar="NAME=COLUMN")
+    reduce: tuple[str, ...] | list[str] | str | None = option(
+        None, "one row per replicate cell (rows with equal params, tokens, depth, width): the "
+        "lowest loss over COL (e.g. best-of=lr; biases the loss down) or the mean over it (e.g. "
+        "mean=seed); repeatable, applied in order (best-of=lr then mean=seed: the best lr of each "
+        "seed, then the mean over seeds)", repeatable=True, metavar="best-of=COL|mean=COL")
+    vocab: int | None = option(None, "vocabulary size for the parameter-count audit when the table "
+                               "has no vocab_size column (never assumed)", type=POSITIVE, metavar="V")
+    allow_modified: bool = option(False, "--table (or --pool) NAME=PATH: read a copy whose sha256 is "
+                                  "not the registered one (said in the output; refused without this flag)")

@@ -1,0 +1,225 @@
+"""The arguments of the analysis commands: report, fit, isoflop, shape, runs, tables, laws,
+persistence, audit. The fit and row options are those ``FitOptions`` and ``RowOptions`` declare
+(:func:`.arguments.add_options`)."""
+from __future__ import annotations
+
+from .arguments import (COUNT, POSITIVE, POSITIVE_FLOAT, LIBRARY_DEFAULT, RUNS_HELP, SEED_HELP, CommandArguments,
+                        add_options, add_out, bounded, writable_path)
+
+ARGUMENTS = CommandArguments()
+PARAMS_CHOICES = ("total", "nonembedding", "non_embedding", "recomputed")
+PARAMS_HELP = ("nonembedding: Kaplan's, every vocabulary matrix the total counts removed (both "
+               "input embedding and LM head when untied; from the table's registration, `tables "
+               "show NAME`, or its params_non_embedding column); non_embedding: the table's own "
+               "params_non_embedding column as given (Gemstones: the authors' count, the LM head "
+               "still in), else D·(12W² + 13W)")
+
+
+#: The fit options `report` takes (the rest of FitOptions: `fit` only).
+REPORT_WITHOUT = ("overestimate_weight",)
+SYMMETRIC_LOSSES = ("ls", "huber")
+#: isoflop fits Chinchilla for its bias simulation: only its objective and seed are options
+ISOFLOP_FIT_WITHOUT = ("bootstrap", "search", "starts", "grid_points", "overestimate_weight",
+                       "outlier_threshold", "fix", "signed_penalty", "cluster", "profile")
+#: audit reads one table whole: no split, no outlier check, no replicates
+AUDIT_ROWS_WITHOUT = ("group", "where", "by", "drop_outliers", "column", "reduce", "allow_modified")
+
+
+def add_fit_options(p, without=(), **changes) -> None:
+    """The options ``FitOptions`` declares (fitting/options.py): how to fit."""
+    from depthdelusion.analysis.fitting import options  # numpy, no scipy: for this parser only
+
+    add_options(p, options.FitOptions, "how to fit", without=without, changes=changes)
+
+
+def add_row_options(p, without=()) -> None:
+    """The options ``RowOptions`` declares (fitting/options.py): which rows, read how; one
+    meaning in every command that reads a table (docs/analysis.md, "Choosing rows")."""
+    from depthdelusion.analysis.fitting import options
+
+    add_options(p, options.RowOptions, "which rows, read how", without=without)
+
+
+@ARGUMENTS.command("report", "Fit the laws and write report.md, report.tex, CSVs and plots.")
+def _report(p):
+    p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
+    add_published_table(p)
+    add_out(p)
+    p.add_argument("--step", type=COUNT, default=1000, help="step for persistence lengths")
+    p.add_argument("--no-figures", action="store_true", help="skip the PNGs (matplotlib not needed)")
+    p.add_argument("--groups", choices=("auto", "offsets", "pooled"), default="auto",
+                   help="offsets: one offset E_g per group (token budgets that differ); pooled: one "
+                        "law for all (flagged when budgets differ); auto (default): offsets when "
+                        "the groups' token budgets differ or are unknown for some")
+    p.add_argument("--params", choices=PARAMS_CHOICES, default="total",
+                   help="parameter-count convention N (default total: a registered table's counts as "
+                        "published; other tables' rows inconsistent with their shape are refitted "
+                        "with N recomputed from (D, W)); " + PARAMS_HELP)
+    add_fit_options(p, without=REPORT_WITHOUT, loss=dict(
+        choices=SYMMETRIC_LOSSES, help="ls: least squares on loss, the mean; huber: Huber on log-loss, "
+        "robust to outlying runs"))
+    add_row_options(p)
+
+
+@ARGUMENTS.command("fit", "Fit a registered law to runs and print the fit summary. Without --law, the law "
+                   "is picked from the table's columns, preferring the law with the most structure the "
+                   "table supports (depth_delusion needs depth and width, chinchilla tokens that vary); the "
+                   "choice and the reason are printed on stderr: a choice of what to fit, not a verdict "
+                   "(compare laws with `report`).")
+def _fit(p):
+    p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
+    add_published_table(p)
+    p.add_argument("--pool", metavar="NAME[=PATH]", help="fit RUNS pooled with this published "
+                   "table (`depthdelusion tables list`), one offset E per source, the other "
+                   "parameters shared")
+    p.add_argument("--law", help="registered law name (`depthdelusion laws`); default: picked "
+                   "from the columns present")
+    p.add_argument("--validate", choices=("rollout",),
+                   help="rollout: fit on the k smallest compute levels and predict the next, for "
+                        "each k; prints the error per step (with --json: in the JSON, key "
+                        "rollout) and writes rollout.csv under --out")
+    p.add_argument("--json", dest="json_output", action="store_true", help="print the fit as JSON")
+    p.add_argument("--params", choices=PARAMS_CHOICES + ("fitted",),
+                   help="parameter-count convention N: total as the table gives it (default), "
+                        "recomputed from (D, W) (needs the vocabulary: a vocab_size column or "
+                        "--vocab); " + PARAMS_HELP + "; fitted: N = N_nonemb + ε·N_emb with ε in "
+                        "[0, 1] profiled for the law by least squares (its 95%% profile interval "
+                        "printed); said in the notes")
+    add_out(p, help="also write DIR/rows.csv (per row: inputs, loss, fitted, residual, robust z, "
+            "leverage, Cook's distance, group), DIR/residuals.png and, with --validate, "
+            "rollout.csv (without --out, the rollout is printed only)", required=False)
+    add_fit_options(p)
+    add_row_options(p)
+
+
+@ARGUMENTS.command("isoflop", "Chinchilla's Approach 2 on an isoFLOP sweep. Runs are grouped into compute "
+            "budgets (a compute/flops/C column, else C = 6·N·D; runs within --tolerance of a "
+            "budget's smallest C form it); per budget an OLS parabola of loss in ln N gives N* "
+            "with Fieller's 95% interval; budgets with fewer than 3 sizes, no minimum (or one too flat "
+            "for a finite N*), or a vertex outside their sampled N range are flagged and left out (a table where "
+            "fewer than half the budgets have 3 sizes is not a sweep: refused); N* ∝ C^a and D* ∝ C^b by OLS "
+            "of ln N* on ln C (t interval). Then the bias of Approach 2 on this exact grid: the "
+            "Chinchilla law fitted to the table is simulated at the same (N, D) with its residual "
+            "noise, and Approach 2's exponents on the simulations are compared with the law's own.")
+def _isoflop(p):
+    p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
+    add_published_table(p)
+    p.add_argument("--tolerance", type=bounded(float, 0.0),
+                   help="relative tolerance on C within which runs form one budget (default: the "
+                        "library's, printed in the summary and the JSON)")
+    p.add_argument("--include-flagged", action="store_true",
+                   help="also fit the exponents on budgets whose vertex lies outside their sampled "
+                        "N range (budgets without a minimum are never used)")
+    p.add_argument("--no-bias", dest="bias", action="store_false",
+                   help="skip the simulated bias of Approach 2 on this grid")
+    p.add_argument("--replicates", type=POSITIVE,
+                   help="simulated replicates of the grid for the bias (default: the library's, "
+                        "printed with the bias)")
+    p.add_argument("--json", dest="json_output", action="store_true",
+                   help="print {a, b, budgets[, bias]} as JSON")
+    add_out(p, help="write the isoFLOP figure(s) here", required=False)
+    add_fit_options(p, without=ISOFLOP_FIT_WITHOUT, loss=dict(
+        choices=SYMMETRIC_LOSSES, help="objective of the Chinchilla fit the bias simulation starts "
+        "from", deprecated=None))
+    add_row_options(p, without=("drop_outliers", "reduce", "vocab"))
+
+
+@ARGUMENTS.command("shape", "The compute-optimal depth and width at each --compute budget, and the band of "
+            "shapes whose predicted loss is within --tolerance of the best, from every table given "
+            "(each one suite) pooled: each suite keeps its own E, A, α, B, β; the shape term (a bowl "
+            "in ln(D/W)) and ε in N = N_nonemb + ε·N_emb are shared (--law). Intervals: cluster "
+            "bootstrap over whole runs. The first line says whether C lies inside the data.")
+def _shape(p):
+    p.add_argument("runs", metavar="RUNS", nargs="*", help="our own runs, each one suite: " + RUNS_HELP)
+    p.add_argument("--table", dest="table_names", action="append", metavar="NAME[=PATH]",
+                   help="a published table by name, one suite (repeatable; `depthdelusion tables list`)")
+    p.add_argument("--compute", type=POSITIVE_FLOAT, action="append", required=True, metavar="FLOPS",
+                   help="a training budget C in FLOPs, e.g. 1e21 (repeatable)")
+    p.add_argument("--law", choices=("auto", "bowl", "kink", "chinchilla", "separate", "shared", "inverse_depth"),
+                   default="auto",
+                   help="auto (default): picked by held-out error (leave one suite out, leave runs "
+                        "out, rollout; the table is printed); bowl: shared bowl and ε, per-suite "
+                        "Chinchilla terms; kink: the paper's critical-depth penalty instead of the "
+                        "bowl; chinchilla: no shape term; separate: each suite alone; shared: one "
+                        "law for all suites; inverse_depth: Liu et al. 2026's additive law "
+                        "E + Aw·W^−aw + Ad·D^−ad + B·T^−β, each suite its own E, B, β, the width and "
+                        "depth terms shared, no N term (T = C/(6·N_total) at a budget)")
+    p.add_argument("--tolerance", type=bounded(float, 0.0, inclusive=False), default=0.01,
+                   help="the band: shapes whose predicted loss is within this relative tolerance of "
+                        "the best (default 0.01)")
+    p.add_argument("--reference", metavar="SUITE", help="the suite whose loss scale and N(D, W) the "
+                   "answer uses (default the first given)")
+    p.add_argument("--resamples", type=COUNT, default=LIBRARY_DEFAULT,
+                   help="cluster-bootstrap refits (whole clusters drawn within each suite; with 5 "
+                        "suites or more the suites other than --reference are drawn too)")
+    p.add_argument("--cluster", metavar="COLUMN",
+                   help="resample the rows of one COLUMN value together (a column of every table; "
+                        "'row' for no clustering); default: the shape (depth × width), which holds a "
+                        "run's checkpoints and a shape's seeds together. Also the unit of the "
+                        "leave-runs-out folds; named in the output")
+    p.add_argument("--seed", type=COUNT, default=LIBRARY_DEFAULT, help=SEED_HELP)
+    p.add_argument("--column", action="append", metavar="NAME=COLUMN",
+                   help="read RUNS' COLUMN as NAME, e.g. --column width=d_model (repeatable)")
+    p.add_argument("--json", dest="json_output", action="store_true",
+                   help="print the answer as JSON (keys depth, width, params, tokens, loss, band)")
+    add_out(p, help="write a figure per budget here (predicted loss over width × depth, the band, "
+            "the suites' shapes, D_crit and published LLMs)", required=False)
+
+
+def add_published_table(p):
+    """The one ``--table NAME[=PATH]`` option: a published run table instead of RUNS (a copy whose
+    sha256 differs needs RowOptions' ``--allow-modified``)."""
+    p.add_argument("--table", dest="table_name", metavar="NAME[=PATH]",
+                   help="a published table by name instead of RUNS (`depthdelusion tables list`; "
+                   "downloaded from its source and cached on first use), or NAME=PATH for a local "
+                   "copy of its source file (or folder), checked against the registered sha256")
+
+
+@ARGUMENTS.command("runs", "`runs export SOURCE...`: the run table (docs/run_table.md, one row per run, "
+            "every status) of run directories or sweeps, an MLflow experiment and W&B run files.")
+def _runs(p):
+    p.add_argument("action", choices=("export",), help="export: write the run table")
+    p.add_argument("sources", metavar="SOURCE", nargs="*",
+                   help="run directories or sweep directories (searched for summary.json)")
+    p.add_argument("--csv", dest="csv_path", metavar="FILE", type=writable_path(directory=False),
+                   help="the CSV to write (default: stdout)")
+    p.add_argument("--mlflow-experiment", metavar="NAME", help="also the runs of this MLflow experiment")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else "
+                   "MLflow's default)")
+    p.add_argument("--wandb-dir", metavar="DIR", help="also the W&B run files (run-*.wandb) under DIR")
+
+
+@ARGUMENTS.command("tables", "Published run tables by name (Gemstones, Epoch's Chinchilla points, the isoFLOP "
+            "sweeps Open-Athena compiled, ...): `list` them, `show NAME` their provenance (source "
+            "URL, commit, sha256, license, citation, columns, published fit), `get NAME` the table in "
+            "the run-table schema. A table is downloaded from its source on first use, verified by "
+            "sha256 and cached (DEPTHDELUSION_CACHE); DEPTHDELUSION_TABLES_URL points downloads at a "
+            "mirror laid out as OWNER/REPO/COMMIT/PATH.")
+def _tables(p):
+    p.add_argument("action", choices=("list", "show", "get"),
+                   help="list: one line per table; show NAME: its provenance, columns and published "
+                        "fit; get NAME: the table in the run-table schema")
+    p.add_argument("name", metavar="NAME", nargs="?", help="a table's name (`depthdelusion tables list`)")
+    p.add_argument("--json", dest="json_output", action="store_true", help="show: as JSON")
+    add_out(p, "get: the CSV to write (default: stdout)", required=False, metavar="FILE")
+
+
+@ARGUMENTS.command("laws", "List the registered laws: formula, parameters and the columns a table needs "
+            "for each.")
+def _laws(p):
+    p.add_argument("--columns", action="store_true",
+                   help="also list the column names and aliases a table may use")
+
+
+@ARGUMENTS.command("persistence")
+def _persistence(p):
+    p.add_argument("runs", metavar="RUNS", help="a directory of run directories")
+    p.add_argument("--step", type=COUNT, default=1000, help="training step (nearest logged is used)")
+    p.add_argument("--kind", choices=("weight", "activation"), default="weight",
+                   help="which per-layer gradient norms: weight (default) or activation")
+
+
+@ARGUMENTS.command("audit")
+def _audit(p):
+    p.add_argument("runs", metavar="RUNS", help=RUNS_HELP)
+    add_row_options(p, without=AUDIT_ROWS_WITHOUT)

@@ -1,0 +1,71 @@
+"""A command-line option declared once, next to the field of the options object it sets.
+
+``field: int = option(0, "random seed ...", type=COUNT)`` puts the option's help, type, choices
+and metavar in the dataclass field's metadata; the field's name gives the flag (``--name-with-
+dashes``) and its default is the option's (a ``bool`` field defaulting to False is a switch). The
+command line (:mod:`depthdelusion.cli`) builds every command that takes the options object from
+these declarations, and shows the default in the help from the same place. Pure data and
+parsers that raise ValueError: no argparse here, so the modules that own the options stay free
+of the command line.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+#: The key of a field's metadata that holds its :class:`Option`.
+OPTION = "depthdelusion.option"
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """How one field appears on the command line (the flag is the field's name, dashed)."""
+
+    help: str
+    #: parses the text of the flag's value; raises ValueError whose message is the one-line error
+    type: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    #: the flag may be given several times; the field gets the list of values
+    repeatable: bool = False
+    #: an older spelling still accepted: (its flag, {its value: this option's value}), with a warning
+    deprecated: tuple[str, dict[str, str]] | None = None
+
+
+def option(default, help: str, **declaration) -> Any:
+    """A dataclass field with ``default`` and its command-line :class:`Option` (keywords as there)."""
+    return dataclasses.field(default=default, metadata={OPTION: Option(help=help, **declaration)})
+
+
+def declared_options(options_type) -> list[tuple[dataclasses.Field, Option]]:
+    """The fields of the dataclass ``options_type`` that declare an :class:`Option`, in order."""
+    return [(f, f.metadata[OPTION]) for f in dataclasses.fields(options_type) if OPTION in f.metadata]
+
+
+def flag(field_name: str) -> str:
+    """The command-line flag of a field: ``drop_outliers`` -> ``--drop-outliers``."""
+    return "--" + field_name.replace("_", "-")
+
+
+def bounded(kind: type, minimum: float, inclusive: bool = True) -> Callable[[str], float]:
+    """A parser of a number of ``kind`` (int or float) at least ``minimum`` (above it when not
+    ``inclusive``); its ValueError says the valid range."""
+    valid = f"{'an integer' if kind is int else 'a number'} {'>=' if inclusive else '>'} {minimum:g}"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not {valid}") from None
+        if not (value >= minimum if inclusive else value > minimum) or value != value:
+            raise ValueError(f"{text}: must be {valid}")
+        return value
+    parse.__name__ = kind.__name__
+    return parse
+
+
+COUNT = bounded(int, 0)  # a number of refits, replicates, a seed, ...: 0 or more
+POSITIVE = bounded(int, 1)  # a number of starts, points, steps, ...: 1 or more
+POSITIVE_FLOAT = bounded(float, 0.0, inclusive=False)
+
+SEED_HELP = "random seed (an integer >= 0): the bootstrap's resamples and any other random draw"
