@@ -177,6 +177,38 @@ def summarise(records: list[dict], interval: str = "profile") -> list[dict]:
     return out
 
 
+def paired(records: list[dict], old: str = "full", new: str = "fast", interval: str = "profile") -> list[dict]:
+    """Per (kind, parameter), the two methods on the same tables: tables fitted by both, those
+    where only one covers (of those both identify), only one calls the parameter n.i., and the
+    median ratio of the new width to the old (both identified)."""
+    by = {(r["kind"], r["seed"], r["param"], r["method"]): r for r in records}
+    out = []
+    for kind, param in dict.fromkeys((r["kind"], r["param"]) for r in records):
+        pairs = [(by[k], by[(k[0], k[1], k[2], new)]) for k in by
+                 if k[0] == kind and k[2] == param and k[3] == old and (k[0], k[1], k[2], new) in by]
+        both = [(a, b) for a, b in pairs if a["status"] == OK and b["status"] == OK]
+        ratios = [b[f"{interval}_width"] / a[f"{interval}_width"] for a, b in both if a[f"{interval}_width"] > 0]
+        out.append(dict(kind=kind, param=param, tables=len(pairs), both_identified=len(both),
+                        old_only_covers=sum(a[f"{interval}_covers"] and not b[f"{interval}_covers"] for a, b in both),
+                        new_only_covers=sum(b[f"{interval}_covers"] and not a[f"{interval}_covers"] for a, b in both),
+                        old_only_ni=sum(a["status"] == NOT_IDENTIFIED != b["status"] for a, b in pairs),
+                        new_only_ni=sum(b["status"] == NOT_IDENTIFIED != a["status"] for a, b in pairs),
+                        status_differs=sum(a["status"] != b["status"] for a, b in pairs),
+                        width_ratio=float(np.median(ratios)) if ratios else math.nan))
+    return out
+
+
+def paired_markdown(rows: list[dict], old: str = "full", new: str = "fast") -> str:
+    lines = [f"| kind | parameter | tables | both identified | only {old} covers | only {new} covers "
+             f"| only {old} n.i. | only {new} n.i. | status differs | median width {new}/{old} |",
+             "|" + "---|" * 10]
+    for p in rows:
+        lines.append(f"| {p['kind']} | {p['param']} | {p['tables']} | {p['both_identified']} "
+                     f"| {p['old_only_covers']} | {p['new_only_covers']} | {p['old_only_ni']} "
+                     f"| {p['new_only_ni']} | {p['status_differs']} | {p['width_ratio']:.4f} |")
+    return "\n".join(lines)
+
+
 def markdown(summary: list[dict], interval: str = "profile") -> str:
     lines = [f"| kind | method | parameter | tables | identified | coverage ({interval}) ± MC s.e. "
              "| median width | n.i. | at bound | CPU s/fit |", "|" + "---|" * 10]
@@ -208,6 +240,8 @@ def main(argv=None) -> None:
     else:
         records = _run_chunks(args)
     print(markdown(summarise(records)))
+    if {"full", "fast"} <= {r["method"] for r in records}:
+        print(paired_markdown(paired(records)))
     if any("bootstrap_covers" in r for r in records):
         print(markdown(summarise([r for r in records if "bootstrap_covers" in r], "bootstrap"), "bootstrap"))
 
