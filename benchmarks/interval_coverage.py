@@ -177,6 +177,33 @@ def summarise(records: list[dict], interval: str = "profile") -> list[dict]:
     return out
 
 
+def matched(records: list[dict]) -> list[dict]:
+    """The records of the tables that every method present fitted (a run stopped early may have
+    fitted a chunk with one method only), so that methods are compared on the same tables."""
+    methods = {r["method"] for r in records}
+    fitted = {}
+    for r in records:
+        fitted.setdefault((r["kind"], r["seed"]), set()).add(r["method"])
+    return [r for r in records if fitted[(r["kind"], r["seed"])] == methods]
+
+
+def side_by_side(summary: list[dict], old: str = "full", new: str = "fast") -> str:
+    """The summary as one row per (kind, parameter), the old method's figures beside the new's."""
+    by = {(s["kind"], s["param"], s["method"]): s for s in summary}
+    lines = [f"| kind | parameter | tables | identified {old} / {new} | coverage {old} | coverage {new} "
+             f"| median width {old} / {new} | n.i. {old} / {new} | at bound {old} / {new} |",
+             "|" + "---|" * 9]
+    for kind, param in dict.fromkeys((s["kind"], s["param"]) for s in summary):
+        a, b = by.get((kind, param, old)), by.get((kind, param, new))
+        if not (a and b):
+            continue
+        lines.append(f"| {kind} | {param} | {a['tables']} | {a['identified']} / {b['identified']} "
+                     f"| {a['coverage']:.3f} ± {a['mcse']:.3f} | {b['coverage']:.3f} ± {b['mcse']:.3f} "
+                     f"| {a['median_width']:.4g} / {b['median_width']:.4g} | {a['ni_rate']:.3f} / {b['ni_rate']:.3f} "
+                     f"| {a['at_bound_rate']:.3f} / {b['at_bound_rate']:.3f} |")
+    return "\n".join(lines)
+
+
 def paired(records: list[dict], old: str = "full", new: str = "fast", interval: str = "profile") -> list[dict]:
     """Per (kind, parameter), the two methods on the same tables: tables fitted by both, those
     where only one covers (of those both identify), only one calls the parameter n.i., and the
@@ -236,14 +263,16 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.summarise:
         with open(args.summarise) as f:
-            records = [json.loads(line) for line in f]
+            records = matched([json.loads(line) for line in f])
     else:
         records = _run_chunks(args)
-    print(markdown(summarise(records)))
-    if {"full", "fast"} <= {r["method"] for r in records}:
+    both = {"full", "fast"} <= {r["method"] for r in records}
+    show = side_by_side if both else markdown
+    print(show(summarise(records)))
+    if both:
         print(paired_markdown(paired(records)))
     if any("bootstrap_covers" in r for r in records):
-        print(markdown(summarise([r for r in records if "bootstrap_covers" in r], "bootstrap"), "bootstrap"))
+        print(show(summarise([r for r in records if "bootstrap_covers" in r], "bootstrap")))
 
 
 def _run_chunks(args) -> list[dict]:
