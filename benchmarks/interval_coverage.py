@@ -191,8 +191,8 @@ def side_by_side(summary: list[dict], old: str = "full", new: str = "fast") -> s
     """The summary as one row per (kind, parameter), the old method's figures beside the new's."""
     by = {(s["kind"], s["param"], s["method"]): s for s in summary}
     lines = [f"| kind | parameter | tables | identified {old} / {new} | coverage {old} | coverage {new} "
-             f"| median width {old} / {new} | n.i. {old} / {new} | at bound {old} / {new} |",
-             "|" + "---|" * 9]
+             f"| median width {old} / {new} | n.i. {old} / {new} | at bound {old} / {new} | CPU s a fit {old} / {new} |",
+             "|" + "---|" * 10]
     for kind, param in dict.fromkeys((s["kind"], s["param"]) for s in summary):
         a, b = by.get((kind, param, old)), by.get((kind, param, new))
         if not (a and b):
@@ -200,7 +200,8 @@ def side_by_side(summary: list[dict], old: str = "full", new: str = "fast") -> s
         lines.append(f"| {kind} | {param} | {a['tables']} | {a['identified']} / {b['identified']} "
                      f"| {a['coverage']:.3f} ± {a['mcse']:.3f} | {b['coverage']:.3f} ± {b['mcse']:.3f} "
                      f"| {a['median_width']:.4g} / {b['median_width']:.4g} | {a['ni_rate']:.3f} / {b['ni_rate']:.3f} "
-                     f"| {a['at_bound_rate']:.3f} / {b['at_bound_rate']:.3f} |")
+                     f"| {a['at_bound_rate']:.3f} / {b['at_bound_rate']:.3f} "
+                     f"| {a['cpu_s_per_fit']:.2f} / {b['cpu_s_per_fit']:.2f} |")
     return "\n".join(lines)
 
 
