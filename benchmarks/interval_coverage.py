@@ -187,10 +187,11 @@ def matched(records: list[dict]) -> list[dict]:
     return [r for r in records if fitted[(r["kind"], r["seed"])] == methods]
 
 
-def side_by_side(summary: list[dict], old: str = "full", new: str = "fast") -> str:
-    """The summary as one row per (kind, parameter), the old method's figures beside the new's."""
+def side_by_side(summary: list[dict], interval: str = "profile", old: str = "full", new: str = "fast") -> str:
+    """The summary as one row per (kind, parameter), the old method's figures beside the new's
+    (``old`` and ``new``: profile finders; ``interval``: the interval scored)."""
     by = {(s["kind"], s["param"], s["method"]): s for s in summary}
-    lines = [f"| kind | parameter | tables | identified {old} / {new} | coverage {old} | coverage {new} "
+    lines = [f"| kind | parameter | tables | identified {old} / {new} | {interval} coverage {old} | {interval} coverage {new} "
              f"| median width {old} / {new} | n.i. {old} / {new} | at bound {old} / {new} | CPU s a fit {old} / {new} |",
              "|" + "---|" * 10]
     for kind, param in dict.fromkeys((s["kind"], s["param"]) for s in summary):
@@ -269,11 +270,11 @@ def main(argv=None) -> None:
         records = _run_chunks(args)
     both = {"full", "fast"} <= {r["method"] for r in records}
     show = side_by_side if both else markdown
-    print(show(summarise(records)))
+    print(show(summarise(records), "profile"))
     if both:
         print(paired_markdown(paired(records)))
     if any("bootstrap_covers" in r for r in records):
-        print(show(summarise([r for r in records if "bootstrap_covers" in r], "bootstrap")))
+        print(show(summarise([r for r in records if "bootstrap_covers" in r], "bootstrap"), "bootstrap"))
 
 
 def _run_chunks(args) -> list[dict]:
