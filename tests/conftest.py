@@ -44,6 +44,7 @@ sys.path.insert(0, os.path.join(TESTS, "helpers"))
 # (JAX on CPU, or libtpu ahead of time) or several processes; `pytest -m "not slow"` is the fast
 # part, for a developer between edits. subprocess: tests that start processes.
 SLOW = {
+    "analysis/fitting/test_interval_coverage.py",  # about 65 CPU s of fits (100 tables a case)
     "model/test_parametrization.py", "model/test_residual_dtype.py", "model/test_splash.py",
     "parallel/test_multihost.py", "parallel/test_sharding.py", "studies/coord_check/test_coord_check.py",
     "studies/data_exponent/test_data_exponent.py", "studies/depth_confound/test_depth_confound.py",

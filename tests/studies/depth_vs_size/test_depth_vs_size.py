@@ -283,8 +283,9 @@ def test_a_cell_with_a_diverged_seed_is_shown_as_such_and_left_out_of_the_compar
 def test_the_committed_study_regenerates_from_its_runs(tmp_path):
     """analysis/depth_vs_size: `depth-vs-size --report-only` on the committed runs writes the
     committed report.md and CSVs, character for character (the figure's bytes are not compared)."""
-    from committed_study import regenerate_planned_study
+    from committed_study import regenerate_planned_study, require_kernel_of_record
 
+    require_kernel_of_record()
     diffs = regenerate_planned_study(
         "analysis/depth_vs_size", "depth_vs_size.yaml",
         ["depth-vs-size", "experiments/depth_vs_size.yaml", "--out", "analysis/depth_vs_size", "--report-only"],
