@@ -164,7 +164,7 @@ def _first_paragraph(r: PublicShapesResults) -> list[str]:
     contrast of the audit changes sign between N conventions (or that it does not)."""
     from depthdelusion.studies.public_shapes.answers import lr_flips, sign_flips
 
-    flips = sign_flips(r.audits) + sign_flips([c.contrast for c in r.chinchilla])
+    flips = sign_flips(r.audits) + sign_flips([c.contrast for c in getattr(r, "chinchilla", ())])
     names = ", ".join(dict.fromkeys(a.convention for a in r.audits))
     lr = lr_flips(getattr(r, "interaction", ()))
     lr_line = _penalty_flips(r) + ([f"The learning-rate shift of the shape parameters also changes sign with the count "
