@@ -58,7 +58,7 @@ def add_planned_study(p, keys: str) -> None:
             "cooldown; total, Kaplan's non-embedding and fitted-ε N) by name, cluster-bootstrap intervals over whole runs, "
             "the calibrated tests with a per-run random effect, the critical depth, the learning-rate "
             "interaction and the paper's audit, the compute-optimal shape, the prediction test, the check on "
-            "Gadre et al.; writes report.md, CSVs and figures. Tables are "
+            "Gadre et al., the same tests on Chinchilla's runs (chinchilla_shapes), the later budgets to 350B; writes report.md, CSVs and figures. Tables are "
             "downloaded and cached (DEPTHDELUSION_TABLES_URL, DEPTHDELUSION_CACHE).")
 def _public_shapes(p):
     add_out(p)
@@ -76,8 +76,10 @@ def _public_shapes(p):
                    "must include chinchilla)")
     p.add_argument("--no-lr-interaction", dest="lr_interaction", action="store_false",
                    help="skip the learning-rate comparison (gemstones vs gemstones_lr_half)")
-    p.add_argument("--parts", default="laws,optimal,prediction,gadre,figures",
-                   help="parts run, comma-separated (default all: laws,optimal,prediction,gadre,figures); "
+    p.add_argument("--parts", default="laws,optimal,prediction,gadre,figures,chinchilla_shapes,later",
+                   help="parts run, comma-separated (default all: laws,optimal,prediction,gadre,figures,"
+                   "chinchilla_shapes (the same statistics on Chinchilla's runs), later (gemstones_100b_plus: "
+                   "fitted to 100B tokens, predicted to 350B)); "
                    "without laws (the core: fits, tests, 4.1, 4.3, 4.4) the others write report_partial.md")
 @ARGUMENTS.command("depth-vs-size", "The depth-vs-size study (e.g. experiments/depth_vs_size.yaml): at "
             "fixed non-embedding parameters and tokens, shapes from deep-narrow to shallow-wide; SP "

@@ -256,10 +256,18 @@ def _gemstones_file(kind: str) -> SourceFile:
     return SourceFile(GEMSTONES_REPO, GEMSTONES_COMMIT, f"wandb_dfs/wandb_df_for_fitting_{kind}.jsonl")
 
 
-def _gemstones_variant(name: str, kind: str, what: str, rows: int, fit=None) -> PublishedTable:
+def _gemstones_variant(name: str, kind: str, what: str, rows: int, fit=None, notes=()) -> PublishedTable:
     return PublishedTable(name, f"The Gemstones suite, {what}", GEMSTONES_PAPER, GEMSTONES_SOURCE,
                           GEMSTONES_LICENSE, True, gemstones, rows=rows, files=(_gemstones_file(kind),),
-                          fit=fit, embeddings=GEMSTONES_EMBEDDINGS)
+                          fit=fit, embeddings=GEMSTONES_EMBEDDINGS, notes=notes)
+
+
+#: The hot runs read on past 100B tokens (measured on the files: every row of ``gemstones`` is a
+#: row of the 100b+ table with the same loss, and the 120b+ table is its rows from 120B on).
+GEMSTONES_LATER_NOTES = (
+    "the same 22 constant-learning-rate runs as gemstones, read every 10B tokens to 350B; the "
+    "checkpoints to 100B are gemstones' rows, loss for loss, so the tables are not independent "
+    "evidence; no cool-down: a checkpoint is mid-run",)
 
 
 def _gemstones_width_depth_fit(kind: str, E: float, exponents: tuple, coefficients: tuple,
@@ -392,6 +400,11 @@ TABLES = {t.name: t for t in (
                        GEMSTONES_WIDTH_DEPTH["lr_ablation_hot"]),
     _gemstones_variant("gemstones_cooldown", "cool_end", "each checkpoint after a learning-rate cool-down", 199,
                        GEMSTONES_WIDTH_DEPTH["cool_end"]),
+    _gemstones_variant("gemstones_100b_plus", "hot_100b+", "the hot runs read to 350B tokens: 22 shapes × "
+                       "35 checkpoints, 10B–350B (gemstones' 220 rows and 550 later ones)", 770,
+                       notes=GEMSTONES_LATER_NOTES),
+    _gemstones_variant("gemstones_120b_only", "hot_120b+_only", "the hot runs' later checkpoints only: 22 "
+                       "shapes × 24 checkpoints, 120B–350B", 528, notes=GEMSTONES_LATER_NOTES),
     PublishedTable(
         "chinchilla_shapes", "Chinchilla's runs with their shapes: Epoch's 245 points (240 fitted), "
         "43 width × depth shapes from Table A9",

@@ -14,6 +14,11 @@ kink moves across whole shapes) from a grid with the other exponents held at the
 then the exponents refined at that κ. The same procedure fits every replicate, so the calibration
 holds for the procedure as run.
 
+The null's token term is additive (B·T^−β, as in the law) or, with ``Model(interaction=True)``, has
+an N × T interaction: B·T^−β + c·ln(N/N̄)·T^−β (c of either sign), the form the residuals ask for
+(each run's residual slope in ln T correlates with N, issue 62 item 5). ``Model(shape=False)``
+drops the smooth shape terms: the kink nested in chinchilla, the λ = 0 test in the same frame.
+
 Calibration: the null is the smooth fit plus *whole runs' residual series* (each run gets the
 residual series, in token order, of a run drawn with replacement from those with at least as many
 checkpoints): within-run autocorrelation and run-level offsets travel with the residuals, where
@@ -59,6 +64,9 @@ class NestedKink:
     kink: tuple                # (λ, κ, γ) of the kink fit to the data
     power: tuple               # (size, penalty at the deepest-narrowest shape in nats, power)
     worst_shape: str           # where the paper's penalty is largest
+    null: str = "gemstones_width_depth"   # the law the kink is nested in (Model.name)
+    structure: tuple = (np.nan, np.nan, np.nan)   # residual_structure of the null's residuals
+    power_draws: int = 0       # draws per size behind each power
 
     def excluded(self) -> str:
         """The smallest simulated size the test detects with power ≥ 0.8, in nats at the worst
@@ -69,6 +77,13 @@ class NestedKink:
         s, pen = min(hit)
         return (f"penalties of ≳ {pen:.2g} nats at {self.worst_shape} ({s:g}× the paper's) would be "
                 "detected with power ≥ 0.8")
+
+
+def power_draws(replicates: int) -> int:
+    """Draws per size of the paper's kink for a power curve: half the null's (a power's
+    Monte-Carlo error is then ≤ 0.5/√draws: ±0.05 at the default 200 replicates), which halves
+    the study's dominant cost."""
+    return max(1, replicates // 2)
 
 
 def design(runs, clusters) -> Design:
@@ -85,52 +100,105 @@ def paper_penalty(d: Design, kappa: float = PAPER_KINK["kappa"], gamma: float = 
     return np.maximum(0.0, d.D - d_crit) / d_crit * d.W ** -gamma
 
 
-def _columns(d: Design, theta) -> np.ndarray:
-    aw, ad, alpha, beta = theta[:4]
-    return np.c_[np.ones_like(d.D), d.W ** -aw, d.D ** -ad, d.N ** -alpha, d.T ** -beta]
+@dataclass(frozen=True)
+class Model:
+    """The null law the kink is nested in: ``shape`` the smooth shape terms Aw·W^−aw + Ad·D^−ad
+    (gemstones_width_depth) or none (chinchilla); ``interaction`` the N × T term in the token term."""
+
+    shape: bool = True
+    interaction: bool = False
+
+    @property
+    def exponents(self) -> int:
+        return 4 if self.shape else 2
+
+    @property
+    def name(self) -> str:
+        return (("gemstones_width_depth" if self.shape else "chinchilla")
+                + (" + N×T interaction" if self.interaction else ""))
+
+    def start(self, smooth_start) -> np.ndarray:
+        """Starting exponents from gemstones_width_depth's (aw, ad, α, β)."""
+        return np.asarray(smooth_start if self.shape else smooth_start[2:4], float)
 
 
-def _rss(X: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
-    """Bounded least squares, the first coefficient (E) free, the others ≥ 0."""
-    lower = np.r_[-np.inf, np.zeros(X.shape[1] - 1)]
+SMOOTH = Model()
+
+
+def _columns(d: Design, theta, model: Model = SMOOTH) -> tuple[np.ndarray, int]:
+    """The law's linear columns for exponents ``theta`` and how many lead them with a free sign
+    (E, and the interaction's c); the others' coefficients are ≥ 0."""
+    alpha, beta = theta[model.exponents - 2:model.exponents]
+    free = [np.ones_like(d.D)]
+    if model.interaction:
+        free.append(d.T ** -beta * np.log(d.N / np.exp(np.mean(np.log(d.N)))))
+    shape = [d.W ** -theta[0], d.D ** -theta[1]] if model.shape else []
+    return np.column_stack(free + shape + [d.N ** -alpha, d.T ** -beta]), len(free)
+
+
+def _rss(X: np.ndarray, y: np.ndarray, free: int = 1) -> tuple[float, np.ndarray]:
+    """Bounded least squares, the first ``free`` coefficients free, the others ≥ 0."""
+    lower = np.r_[np.full(free, -np.inf), np.zeros(X.shape[1] - free)]
     sol = optimize.lsq_linear(X, y, bounds=(lower, np.inf), method="bvls")
     return float(2 * sol.cost), sol.x
 
 
-def fit_smooth(d: Design, y, start) -> tuple[np.ndarray, float]:
-    """(aw, ad, α, β) and the RSS of the smooth law by variable projection."""
-    res = optimize.minimize(lambda th: _rss(_columns(d, th), y)[0], np.clip(start, *BOUNDS),
-                            method="L-BFGS-B", bounds=[BOUNDS] * 4)
+def _rss_at(d: Design, y, theta, model: Model, extra=None) -> tuple[float, np.ndarray]:
+    X, free = _columns(d, theta, model)
+    return _rss(X if extra is None else np.c_[X, extra], y, free)
+
+
+def fit_smooth(d: Design, y, start, model: Model = SMOOTH) -> tuple[np.ndarray, float]:
+    """The null's exponents ((aw, ad,) α, β) and its RSS by variable projection."""
+    res = optimize.minimize(lambda th: _rss_at(d, y, th, model)[0], np.clip(start, *BOUNDS),
+                            method="L-BFGS-B", bounds=[BOUNDS] * model.exponents)
     return np.asarray(res.x), float(res.fun)
 
 
-def fit_kink(d: Design, y, theta_s) -> tuple[float, tuple]:
-    """The RSS of the nested kink law and its (λ, κ, γ): κ and γ from the grid at the smooth
+def fit_kink(d: Design, y, theta_s, model: Model = SMOOTH) -> tuple[float, tuple]:
+    """The RSS of the nested kink law and its (λ, κ, γ): κ and γ from the grid at the null's
     exponents, then the exponents and γ refined at that κ."""
-    base = _columns(d, theta_s)
+    X, free = _columns(d, theta_s, model)
     best = (np.inf, None, None)
     for kappa in KAPPA_GRID:
         for gamma in GAMMA_GRID:
-            rss = _rss(np.c_[base, paper_penalty(d, kappa, gamma)], y)[0]
+            rss = _rss(np.c_[X, paper_penalty(d, kappa, gamma)], y, free)[0]
             if rss < best[0]:
                 best = (rss, kappa, gamma)
     _, kappa, gamma = best
 
     def rss_at(th):
-        return _rss(np.c_[_columns(d, th), paper_penalty(d, kappa, th[4])], y)[0]
+        return _rss_at(d, y, th, model, paper_penalty(d, kappa, th[-1]))[0]
 
-    res = optimize.minimize(rss_at, np.r_[theta_s, gamma], method="L-BFGS-B", bounds=[BOUNDS] * 5)
+    res = optimize.minimize(rss_at, np.r_[theta_s, gamma], method="L-BFGS-B",
+                            bounds=[BOUNDS] * (model.exponents + 1))
     th = res.x if res.fun <= best[0] else np.r_[theta_s, gamma]
-    rss, coef = _rss(np.c_[_columns(d, th), paper_penalty(d, kappa, th[4])], y)
-    return rss, (float(coef[-1]), float(kappa), float(th[4]))
+    rss, coef = _rss_at(d, y, th, model, paper_penalty(d, kappa, th[-1]))
+    return rss, (float(coef[-1]), float(kappa), float(th[-1]))
 
 
-def likelihood_ratio(d: Design, y, start) -> tuple[float, tuple, np.ndarray, np.ndarray]:
-    """(LR, kink (λ, κ, γ), smooth exponents, smooth fitted values) for the rows' losses ``y``."""
-    theta, rss_s = fit_smooth(d, y, start)
-    rss_k, kink = fit_kink(d, y, theta)
-    fitted = _columns(d, theta) @ _rss(_columns(d, theta), y)[1]
+def likelihood_ratio(d: Design, y, start, model: Model = SMOOTH) -> tuple[float, tuple, np.ndarray, np.ndarray]:
+    """(LR, kink (λ, κ, γ), the null's exponents, its fitted values) for the rows' losses ``y``."""
+    theta, rss_s = fit_smooth(d, y, start, model)
+    rss_k, kink = fit_kink(d, y, theta, model)
+    X, free = _columns(d, theta, model)
+    fitted = X @ _rss(X, y, free)[1]
     return len(y) * float(np.log(rss_s / min(rss_k, rss_s))), kink, theta, fitted
+
+
+def residual_structure(d: Design, resid) -> tuple[float, float, float]:
+    """(lag-1 autocorrelation ρ of the residuals within runs: consecutive checkpoints of one run
+    paired, pooled over runs; correlation across runs of each run's least-squares residual slope
+    in ln T with ln N; a run's checkpoints' worth in independent ones for its mean level under an
+    AR(1) with that ρ, n·(1 − ρ)/(1 + ρ) at the median run length n). NaN where a run has too few
+    checkpoints."""
+    pairs = np.array([(resid[s][i], resid[s][i + 1]) for s in d.series for i in range(len(s) - 1)])
+    slopes = [(np.log(d.N[s[0]]), np.polyfit(np.log(d.T[s]), resid[s], 1)[0]) for s in d.series
+              if len(s) > 2 and np.ptp(d.T[s]) > 0]
+    lag1 = float(np.corrcoef(pairs.T)[0, 1]) if len(pairs) > 2 else np.nan
+    corr = float(np.corrcoef(np.array(slopes).T)[0, 1]) if len(slopes) > 2 else np.nan
+    n = float(np.median([len(s) for s in d.series]))
+    return lag1, corr, n * (1 - lag1) / (1 + lag1) if np.isfinite(lag1) else np.nan
 
 
 def resampled_series(d: Design, resid, rng) -> np.ndarray:
@@ -144,35 +212,38 @@ def resampled_series(d: Design, resid, rng) -> np.ndarray:
     return out
 
 
-def nested_test(arm, *, replicates: int, seed: int, start=(0.3, 0.5, 0.3, 0.3)) -> NestedKink | None:
-    """The nested kink test on ``arm`` with ``replicates`` null draws and as many per size for
-    the power curve; None without replicates."""
+def nested_test(arm, *, replicates: int, seed: int, start=(0.3, 0.5, 0.3, 0.3), model: Model = SMOOTH,
+                power_draws: int | None = None) -> NestedKink | None:
+    """The kink nested in ``model`` on ``arm`` with ``replicates`` null draws and ``power_draws``
+    (default: as many; 0: no power curve) per size of the paper's kink; None without replicates."""
     if not replicates:
         return None
     d = design(arm.runs, arm.clusters)
     y = np.asarray(arm.runs.loss, float)
-    lr, kink, theta, fitted = likelihood_ratio(d, y, np.asarray(start, float))
+    lr, kink, theta, fitted = likelihood_ratio(d, y, model.start(start), model)
     resid, rng = y - fitted, np.random.default_rng(seed)
-    null = np.array([likelihood_ratio(d, fitted + resampled_series(d, resid, rng), theta)[0]
+    null = np.array([likelihood_ratio(d, fitted + resampled_series(d, resid, rng), theta, model)[0]
                      for _ in range(replicates)])
     critical = float(np.quantile(null, 1 - LEVEL))
     pen = PAPER_KINK["lam"] * paper_penalty(d)
     worst = int(np.argmax(pen))
     power = []
-    for size in SIZES:
-        alt = [likelihood_ratio(d, fitted + size * pen + resampled_series(d, resid, rng), theta)[0]
-               for _ in range(replicates)]
+    for size in SIZES if power_draws is None or power_draws else ():
+        alt = [likelihood_ratio(d, fitted + size * pen + resampled_series(d, resid, rng), theta, model)[0]
+               for _ in range(replicates if power_draws is None else power_draws)]
         power.append((size, float(size * pen[worst]), float(np.mean(np.array(alt) > critical))))
     p = (1 + int(np.sum(null >= lr))) / (1 + replicates)
     return NestedKink(arm.label, lr, p, critical, replicates, kink, tuple(power),
-                      f"{int(d.W[worst])}x{int(d.D[worst])}")
+                      f"{int(d.W[worst])}x{int(d.D[worst])}", model.name, residual_structure(d, resid),
+                      len(alt) if power else 0)
 
 
 def rows(found) -> list[dict]:
     """nested_kink.csv: per arm the observed LR, p, critical value, the kink fitted, and the power
     at each size of the paper's kink."""
-    return [{"arm": k.arm, "lr": round(k.lr, 2), "p": round(k.p, 3), "critical_lr_95": round(k.critical, 2),
+    return [{"arm": k.arm, "null": k.null, "lr": round(k.lr, 2), "p": round(k.p, 3), "critical_lr_95": round(k.critical, 2),
              "replicates": k.replicates, "lam": float(f"{k.kink[0]:.3g}"), "kappa": k.kink[1],
              "gamma": round(k.kink[2], 3), "size_of_papers_kink": size, "penalty_at_worst_shape": round(pen, 4),
-             "worst_shape": k.worst_shape, "power": round(pw, 3)}
-            for k in found for size, pen, pw in k.power]
+             "worst_shape": k.worst_shape, "power": round(pw, 3), "power_draws": k.power_draws,
+             "residual_lag1": round(k.structure[0], 2), "slope_vs_ln_n": round(k.structure[1], 2)}
+            for k in found for size, pen, pw in (k.power or [(None, np.nan, np.nan)])]

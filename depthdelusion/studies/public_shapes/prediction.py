@@ -25,7 +25,7 @@ from depthdelusion.analysis.fitting.result import parameter_status
 from depthdelusion.analysis.fitting.rollout import Step
 from depthdelusion.analysis.table.published import load_table
 from depthdelusion.studies.public_shapes.answers import percentile_interval
-from depthdelusion.studies.public_shapes.study import Arm, fit_laws, significant
+from depthdelusion.studies.public_shapes.study import Arm, convention_runs, fit_laws, shape_labels, significant
 
 SMALL = 1e9          # parameters (the arm's convention): fitted up to this size
 LAST_BUDGETS = 2     # token budgets held out at the end
@@ -63,17 +63,49 @@ def predict(arm: Arm, laws, *, bootstrap: int, seed: int) -> list[Prediction]:
     masks = split(arm.runs, arm.clusters)
     train = arm.runs.subset(masks["train"])
     fits = fit_laws(train, arm.clusters[masks["train"]], laws, bootstrap=0, seed=seed)
+    held = {name: masks[name] for name in HELD_OUT}
+    return held_out(arm.label, fits, arm.runs, arm.clusters, held, (int(masks["train"].sum()), SMALL),
+                    bootstrap=bootstrap, seed=seed)
+
+
+def held_out(label: str, fits: dict, runs, clusters, masks: dict, fitted: tuple, *, bootstrap: int,
+             seed: int) -> list[Prediction]:
+    """Per held-out set (name -> row mask) and law of ``fits`` its errors and its RMSE against
+    chinchilla's; ``fitted``: (rows fitted, the size or budget they go up to)."""
     out = []
-    for name in HELD_OUT:
-        held = arm.runs.subset(masks[name])
-        labels = arm.clusters[masks[name]]
+    for name, mask in masks.items():
+        held = runs.subset(mask)
+        labels = clusters[mask]
         errors = {law: np.asarray(held.loss, float) - f.predict(held) for law, f in fits.items()}
         for law, f in fits.items():
-            step = Step(1, int(masks["train"].sum()), SMALL, np.nan, len(held.loss), errors[law])
+            step = Step(1, fitted[0], fitted[1], np.nan, len(held.loss), errors[law])
             diff, ci = _vs_baseline(errors[law], errors[BASELINE], labels, bootstrap, seed)
             status = "not identified (tied fits)" if f.ridge_solutions else "ok"
-            out.append(Prediction(arm.label, law, name, step, len(set(labels.tolist())), diff, ci, status))
+            out.append(Prediction(label, law, name, step, len(set(labels.tolist())), diff, ci, status))
     return out
+
+
+#: The later budgets (issue 62 item 7): the hot runs read on to 350B tokens, fitted on their
+#: checkpoints to 100B (the ``gemstones`` table's rows), asked for the later ones.
+LATER_TABLE = "gemstones_100b_plus"
+LATER_FITTED_TO = 100.1e9
+LATER_HELD_OUT = (("110B–200B tokens", LATER_FITTED_TO, 200.1e9), ("210B–350B tokens", 200.1e9, np.inf))
+LATER_LAWS = ("chinchilla", "gemstones_width_depth", "shape_quadratic", "depth_delusion_relative")
+
+
+def predict_later(convention: str, epsilon: float | None, laws, *, bootstrap: int, seed: int) -> list[Prediction]:
+    """Each of ``laws`` (those of :data:`LATER_LAWS`) fitted on :data:`LATER_TABLE`'s checkpoints to
+    100B tokens in ``convention`` (fitted: ``epsilon``, the hot table's), its errors on the later
+    checkpoints against chinchilla's."""
+    runs = convention_runs(LATER_TABLE, convention, epsilon if convention == "fitted" else None)[0]
+    clusters = shape_labels(runs)
+    tokens = np.asarray(runs.tokens, float)
+    train = tokens <= LATER_FITTED_TO
+    fits = fit_laws(runs.subset(train), clusters[train], [law for law in LATER_LAWS if law in laws],
+                    bootstrap=0, seed=seed)
+    masks = {name: (tokens > lo) & (tokens <= hi) for name, lo, hi in LATER_HELD_OUT}
+    return held_out(f"{LATER_TABLE} ({convention} N)", fits, runs, clusters, masks,
+                    (int(train.sum()), LATER_FITTED_TO), bootstrap=bootstrap, seed=seed)
 
 
 def _vs_baseline(err, base, labels, bootstrap: int, seed: int):

@@ -14,7 +14,7 @@ from depthdelusion import rundir
 from depthdelusion.analysis.fitting.options import BOOTSTRAP
 from depthdelusion.analysis.formats.table_text import csv_text, markdown_table
 from depthdelusion.analysis.reference import PAPER_KAPPA
-from depthdelusion.studies.public_shapes import figures, fitting_loss, nested, optimal, prediction, study
+from depthdelusion.studies.public_shapes import chinchilla, figures, fitting_loss, nested, optimal, prediction, study
 from depthdelusion.studies.public_shapes import sections as more
 from depthdelusion.studies.public_shapes.results import PublicShapesResults, measure
 
@@ -116,6 +116,10 @@ def write_report(r: PublicShapesResults, out_dir: Path) -> Path:
         _csv(out_dir / "gadre.csv", prediction.gadre_rows(list(r.gadre)))
     if "figures" in parts:
         figures.draw(r.arms[0], out_dir, r.arms)
+    if "chinchilla_shapes" in parts:
+        _csv(out_dir / "chinchilla_shapes.csv", chinchilla.rows(r.chinchilla))
+    if "later" in parts:
+        _csv(out_dir / "later_budgets.csv", prediction.prediction_rows(list(r.later)))
     if r.spec.core:
         _csv(out_dir / "laws.csv", study.parameter_rows(list(r.arms)))
         _csv(out_dir / "tests.csv", study.verdict_rows(list(r.arms)))
@@ -123,6 +127,7 @@ def write_report(r: PublicShapesResults, out_dir: Path) -> Path:
         _csv(out_dir / "lr_interaction.csv", _interaction_rows(r.interaction))
         _csv(out_dir / "audit.csv", _audit_rows(r.audits))
         _csv(out_dir / "nested_kink.csv", nested.rows(list(r.nested)))
+        _csv(out_dir / "noise_model.csv", nested.rows(list(r.nested) + list(r.noise)))
         _csv(out_dir / "fitting_loss.csv", fitting_loss.rows(list(r.losses)))
         if r.audit_drawn:
             _figure(out_dir, r.audits)
@@ -147,7 +152,8 @@ def sections(r: PublicShapesResults) -> str:
         f"{r.wall_s:.0f} s on this machine. Fits: least squares on the loss. "
         f"FLOP convention: {study.FLOP_CONVENTION}.", "",
         *_convention_lines(r.arms)]
-    lines += _fit_section(r.arms) + _test_section(r.arms) + _nested_section(r.nested) + _critical_section(r.critical)
+    lines += _fit_section(r.arms) + _test_section(r.arms) + _nested_section(r.nested)
+    lines += _noise_section(r.nested, r.noise) + _critical_section(r.critical)
     lines += _interaction_section(r.interaction) + _lr_penalty_lines(r.lr_penalty)
     lines += _audit_section(r.audits, _audit_caption(r)) + _loss_section(r.losses) + _more_sections(r)
     return "\n".join(lines) + "\n"
@@ -158,7 +164,7 @@ def _first_paragraph(r: PublicShapesResults) -> list[str]:
     contrast of the audit changes sign between N conventions (or that it does not)."""
     from depthdelusion.studies.public_shapes.answers import lr_flips, sign_flips
 
-    flips = sign_flips(r.audits)
+    flips = sign_flips(r.audits) + sign_flips([c.contrast for c in getattr(r, "chinchilla", ())])
     names = ", ".join(dict.fromkeys(a.convention for a in r.audits))
     lr = lr_flips(getattr(r, "interaction", ()))
     lr_line = _penalty_flips(r) + ([f"The learning-rate shift of the shape parameters also changes sign with the count "
@@ -223,6 +229,10 @@ def _more_sections(r: PublicShapesResults) -> list[str]:
         lines += more.prediction_section(prediction.prediction_rows(list(r.predictions)))
     if "gadre" in parts:
         lines += more.gadre_section(list(r.gadre), r.gadre_runs, r.gadre_by_multiple)
+    if "later" in parts:
+        lines += more.later_section(prediction.prediction_rows(list(r.later)))
+    if "chinchilla_shapes" in parts:
+        lines += chinchilla.section(r.chinchilla)
     if "figures" in parts:
         lines += more.figures_section(figures.captions(r.figures))
     return lines
@@ -276,7 +286,8 @@ def _nested_section(kinks) -> list[str]:
             "(the relative form, λ ≥ 0, γ ∈ [0, 2], κ on a grid 1–6), against gemstones_width_depth "
             "alone: nested, so LR = n·ln(RSS_smooth / RSS_kink) ≥ 0 (the core's kink-vs-smooth LR above is "
             "non-nested and cannot show a kink). Null: the smooth fit plus whole runs' residual series "
-            f"resampled ({kinks[0].replicates} draws; p = (1 + #{{LR* ≥ LR}}) / (1 + draws)). Power: the "
+            f"resampled ({kinks[0].replicates} draws; p = (1 + #{{LR* ≥ LR}}) / (1 + draws)). Power "
+            f"({kinks[0].power_draws or kinks[0].replicates} draws per size): the "
             f"paper's kink (λ 0.18, κ {PAPER_KAPPA}, γ 0.35, relative form) added at each size to the same kind of "
             "draw, detected when LR exceeds the null's 95th percentile; in brackets the penalty it puts "
             f"on {kinks[0].worst_shape}, the shape it hits hardest (nats).", "",
@@ -288,6 +299,35 @@ def _nested_section(kinks) -> list[str]:
               f"{k.excluded()}." + (" The fitted γ is at its bound 0 (a penalty that does not shrink "
                                     "with width)." if k.kink[2] == 0 else "") for k in kinks],
             *_nested_agreement(kinks), ""]
+
+
+def _noise_section(kinks, noise) -> list[str]:
+    """The noise model (issue 62 item 5): the residuals' structure under the additive and the
+    interacting token term, and the nested tests redone with each."""
+    if not noise:
+        return []
+    found = [k for a in dict.fromkeys(k.arm for k in noise)
+             for k in [k for k in kinks if k.arm == a] + [k for k in noise if k.arm == a]]
+    table = [[k.arm, k.null, f"{k.structure[0]:.2f}", f"{k.structure[1]:+.2f}", f"{k.structure[2]:.2f}",
+              f"{k.lr:.2f}", f"{k.p:.3f}", f"λ {k.kink[0]:.3g}, κ {k.kink[1]:g}, γ {k.kink[2]:.2f}"] for k in found]
+    rho, worth = [k.structure[0] for k in found], [k.structure[2] for k in found]
+    return ["## The noise model: autocorrelated runs and an N × T interaction (noise_model.csv)", "",
+            "Residuals of each null law fitted to the data: ρ, the lag-1 autocorrelation within runs "
+            "(consecutive checkpoints of one run, pooled); the correlation across runs of each run's "
+            "residual slope in ln T with ln N; and what a run's checkpoints are worth in independent "
+            "ones for its mean level, n·(1 − ρ)/(1 + ρ) (AR(1), n the checkpoints per run). The N × T "
+            "interaction adds c·ln(N/N̄)·T^−β to the token term (c of either sign). Each row is a nested "
+            "test of the paper's kink (relative form) inside that null law, calibrated by resampling "
+            "whole runs' residual series (null draws only; the power is in the previous section): "
+            "inside gemstones_width_depth it is the kink-vs-smooth test, inside chinchilla the "
+            "λ = 0 verdict.", "",
+            markdown_table(["arm", "kink nested in", "ρ", "slope vs ln N", "worth (checkpoints)", "LR", "p",
+                            "kink fitted"], table, "llrrrrrl"), "",
+            f"Consequence: with ρ from {min(rho):.2f} to {max(rho):.2f} a run's checkpoints carry "
+            f"{min(worth):.2g}–{max(worth):.2g} checkpoints' worth of independent evidence on its level, so a test that draws checkpoints independently (the "
+            "core's parametric bootstrap, even with its per-run effect) misstates the noise; the tests "
+            "here keep each run's series whole. The interaction removes the N-dependence of the runs' "
+            "slopes (the column 'slope vs ln N'), not the autocorrelation.", ""]
 
 
 def _nested_agreement(kinks) -> list[str]:

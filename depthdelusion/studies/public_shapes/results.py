@@ -15,6 +15,7 @@ import numpy as np
 
 from depthdelusion.studies.public_shapes import study
 from depthdelusion.studies.public_shapes import answers
+from depthdelusion.studies.public_shapes import chinchilla
 from depthdelusion.studies.public_shapes import fitting_loss
 from depthdelusion.studies.public_shapes import nested
 from depthdelusion.studies.public_shapes import optimal
@@ -36,6 +37,9 @@ class PublicShapesResults:
     deep_ci: tuple = (np.nan, np.nan)
     audits: tuple = ()                # answers.AuditContrast per arm (every convention: issue 62)
     nested: tuple = ()                # nested.NestedKink per arm (kink inside the smooth law, power)
+    noise: tuple = ()                 # nested.NestedKink per hot arm and NOISE_NULLS entry (null only)
+    chinchilla: tuple = ()            # chinchilla.ChinchillaShapes per convention (issue 58 item 3)
+    later: tuple = ()                 # prediction.Prediction: gemstones_100b_plus fitted to 100B
     losses: tuple = ()                # fitting_loss.LossComparison per arm (least squares vs Huber)
     lr_penalty: tuple = ()            # answers.LrPenalty per convention (4.3's model-free check)
     audit_drawn: bool = False         # audit.png can be drawn (matplotlib is installed)
@@ -48,6 +52,14 @@ class PublicShapesResults:
     wall_s: float = 0.0               # measure()'s wall time on this machine
 
 
+#: The noise-model check (issue 62 item 5) on the hot table's arms: the kink nested in the smooth
+#: law with an N × T interaction in the token term, and λ = 0 (the kink nested in chinchilla)
+#: with the additive and the interacting token term; the smooth law's additive test is ``nested``.
+NOISE_TABLES = ("gemstones",)
+NOISE_NULLS = (nested.Model(shape=True, interaction=True), nested.Model(shape=False),
+               nested.Model(shape=False, interaction=True))
+
+
 def measure(spec: study.PublicShapesSpec) -> PublicShapesResults:
     """The study's fits, tests and answers for ``spec``: the core (part "laws") and the parts
     beyond it, each only when ``spec.parts`` names it."""
@@ -56,7 +68,9 @@ def measure(spec: study.PublicShapesSpec) -> PublicShapesResults:
     if spec.core:
         arms = tuple(study.fit_arm(t, c, spec.laws, replicates=spec.replicates, **common) for t, c in spec.arms)
     else:
-        arms = tuple(parts_arm(t, c, spec.laws, **common) for t, c in spec.arms)
+        # the shape laws' cluster bootstrap serves 4.2 only; the other parts need point fits
+        arms = tuple(parts_arm(t, c, spec.laws, bootstrap=spec.bootstrap if "optimal" in spec.parts else 0,
+                               seed=spec.seed) for t, c in spec.arms)
     found = {**_parts(spec, arms), **(_core(spec, arms) if spec.core else {})}
     return PublicShapesResults(spec, arms, **found, wall_s=time.perf_counter() - start)
 
@@ -86,6 +100,11 @@ def _parts(spec: study.PublicShapesSpec, arms) -> dict:
                      gadre_by_multiple=prediction.rmse_by_multiple(fits[0], runs) if fits else ())
     if "figures" in spec.parts:
         found["figures"] = figure_facts(arms[0], arms)
+    if "chinchilla_shapes" in spec.parts:
+        found["chinchilla"] = chinchilla.measure(spec.conventions, replicates=spec.replicates, **common)
+    if "later" in spec.parts:
+        found["later"] = tuple(p for c in spec.conventions for p in prediction.predict_later(
+            c, _hot_epsilon(arms, c), spec.laws, **common))
     return found
 
 
@@ -101,10 +120,13 @@ def _core(spec: study.PublicShapesSpec, arms) -> dict:
                        for c in spec.conventions) if spec.lr_interaction else ()
     audits = answers.audit_contrasts(arms, bootstrap=spec.bootstrap, seed=spec.seed)
     first = audits[0]
-    kinks = tuple(k for k in (nested.nested_test(a, replicates=spec.replicates, seed=spec.seed,
-                                                 start=_smooth_start(a)) for a in arms) if k is not None)
+    kinks = tuple(k for k in (nested.nested_test(a, replicates=spec.replicates, seed=spec.seed, start=_smooth_start(a),
+                                                 power_draws=nested.power_draws(spec.replicates)) for a in arms)
+                  if k is not None)
+    noise = tuple(k for a in arms if a.table in NOISE_TABLES for m in NOISE_NULLS for k in [nested.nested_test(
+        a, replicates=spec.replicates, seed=spec.seed, start=_smooth_start(a), model=m, power_draws=0)] if k is not None)
     return {"critical": critical, "interaction": interaction, "audit": first.rows, "deep_minus_rest": first.diff,
-            "deep_ci": first.ci, "audits": audits, "nested": kinks, "lr_penalty": lr_penalty,
+            "deep_ci": first.ci, "audits": audits, "nested": kinks, "noise": noise, "lr_penalty": lr_penalty,
             "losses": tuple(c for c in (fitting_loss.compare(a, bootstrap=spec.bootstrap, seed=spec.seed)
                                         for a in arms) if c is not None),
             "audit_drawn": importlib.util.find_spec("matplotlib") is not None}

@@ -7,7 +7,7 @@ import numpy as np
 from depthdelusion.analysis.fitting.result import parameter_status
 from depthdelusion.analysis.formats.table_text import markdown_table
 from depthdelusion.analysis.reference import PAPER_SHAPE_EXPONENTS
-from depthdelusion.studies.public_shapes.prediction import BASELINE, HELD_OUT, LAST_BUDGETS, SMALL
+from depthdelusion.studies.public_shapes.prediction import BASELINE, HELD_OUT, LAST_BUDGETS, LATER_TABLE, SMALL
 
 
 def _ci(lo, hi) -> str:
@@ -81,6 +81,24 @@ def prediction_section(rows: list[dict]) -> list[str]:
             "same checkpoints (negative: the law predicts better), 95% cluster bootstrap over the held-out "
             "runs with the fits held fixed (which runs were held out, not the fit's own uncertainty). "
             "Kink laws whose fit collapses to chinchilla predict as it does (tied fits).", "",
+            markdown_table(["arm", "held out", "law", "runs", "checkpoints", "mean error", "RMSE",
+                            f"RMSE − {BASELINE}", "95%", "status"], table, "lllrrrrrrl"), ""]
+
+
+def later_section(rows: list[dict]) -> list[str]:
+    """The later budgets: gemstones_100b_plus fitted to 100B tokens, asked for 110B–350B."""
+    if not rows:
+        return []
+    table = [[r["arm"], r["held_out"], r["law"], r["runs"], r["checkpoints"], _n(r["mean_error"]),
+              _n(r["rmse"], "{:.4f}"), _n(r["rmse_minus_chinchilla"]), _ci(r["ci95_low"], r["ci95_high"]),
+              r["status"]] for r in rows]
+    return [f"## 5b. The later budgets: fit to 100B tokens, predict to 350B ({LATER_TABLE}, later_budgets.csv)", "",
+            f"The same 22 hot runs read on to 350B tokens (`{LATER_TABLE}`; its checkpoints to 100B are the "
+            "`gemstones` table's). Every law fitted (least squares, bare) on all shapes' checkpoints to 100B, "
+            "then asked for each shape's later checkpoints: a rollout in tokens, 1.1× to 3.5× past the "
+            "last fitted budget. Error = observed − predicted (nats; positive: the run did worse than "
+            f"predicted); RMSE − RMSE({BASELINE}) with its 95% cluster bootstrap over the runs (fits held "
+            "fixed). The runs never cool down, so the later checkpoints are still mid-run.", "",
             markdown_table(["arm", "held out", "law", "runs", "checkpoints", "mean error", "RMSE",
                             f"RMSE − {BASELINE}", "95%", "status"], table, "lllrrrrrrl"), ""]
 

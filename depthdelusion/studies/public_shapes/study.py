@@ -58,7 +58,9 @@ CONVENTION_TEXT = {
                  "(ε = 1/2)"}
 #: the study's parts: "laws" is the core (fits, tests, 4.1, 4.3, 4.4: report.md and its CSVs);
 #: without it the other parts write report_partial.md and leave the core's files alone
-PARTS = ("laws", "optimal", "prediction", "gadre", "figures")
+#: "chinchilla_shapes": the same statistics on Chinchilla's own runs; "later": the hot runs read on
+#: to 350B tokens (gemstones_100b_plus), fitted to 100B and asked for the later checkpoints
+PARTS = ("laws", "optimal", "prediction", "gadre", "figures", "chinchilla_shapes", "later")
 FLOP_CONVENTION = ("C = 6·N·T, N in the arm's convention, T tokens (the table gives no FLOP "
                    "column; Gemstones' own plots use 6·N·T with N = params_active_precise)")
 DEFAULT_REPLICATES = 200

@@ -229,6 +229,8 @@ SCHEMA = {
     "gemstones": {"depth", "width", "params", "params_non_embedding", "tokens", "vocab_size"},
     "gemstones_lr_half": {"depth", "width", "params", "params_non_embedding", "tokens", "vocab_size"},
     "gemstones_cooldown": {"depth", "width", "params", "params_non_embedding", "tokens", "vocab_size"},
+    "gemstones_100b_plus": {"depth", "width", "params", "params_non_embedding", "tokens", "vocab_size"},
+    "gemstones_120b_only": {"depth", "width", "params", "params_non_embedding", "tokens", "vocab_size"},
     "gadre2024": {"params", "params_non_embedding", "tokens"},
     "isoflop_chinchilla": {"params", "tokens", "compute"},
     "isoflop_llama3": {"params", "tokens", "compute"},
@@ -249,6 +251,24 @@ def test_each_reader_maps_its_source_to_the_run_table_schema(name, mirror_cache)
     assert SCHEMA[name] <= set(present_columns(runs)) and np.all(runs.loss > 0)
     if runs.has("params_non_embedding"):
         assert np.all(runs.params_non_embedding < runs.params)
+
+
+def test_the_later_gemstones_tables_continue_the_hot_runs_as_their_registration_says(mirror_cache, capsys):
+    """gemstones_100b_plus holds every gemstones row with its loss and 22 × 25 later ones to 350B;
+    gemstones_120b_only is its rows from 120B on; `tables show` says how N is counted (untied)."""
+    def rows(name):
+        r = load_table(name)
+        return {(int(w), int(d), int(t)): (loss, n) for w, d, t, loss, n in zip(r.width, r.depth, r.tokens, r.loss, r.params)}
+
+    hot, later, only = rows("gemstones"), rows("gemstones_100b_plus"), rows("gemstones_120b_only")
+    assert all(later[k] == v for k, v in hot.items()) and len(later) == 22 * 35
+    assert only == {k: v for k, v in later.items() if k[2] >= 120e9} and len(only) == 22 * 24
+    assert max(k[2] for k in later) == 350119526400
+    for name in ("gemstones_100b_plus", "gemstones_120b_only"):
+        assert main(["tables", "show", name]) == 0
+        out = capsys.readouterr().out
+        assert "N counts 2 vocabulary matrices (V = 50,304; embeddings untied)" in out
+        assert "the checkpoints to 100B are gemstones' rows" in out and "license: MIT" in out
 
 
 def test_gadre_runs_read_shape_lr_and_the_c4_loss_of_each_file(mirror_cache):

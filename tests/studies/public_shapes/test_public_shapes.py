@@ -322,3 +322,45 @@ def test_a_d_crit_exponent_with_an_interval_from_the_bound_is_not_identified():
     assert "overlap" not in odd.exponent_text()
     sound = CriticalDepth("x", 0.45, (0.3, 0.6), "ok", [(256.0, 12.0, (10, 14))], 20, 220)
     assert not sound.artefact and "the intervals overlap" in sound.exponent_text()
+
+
+def test_the_miniature_writes_the_noise_model_chinchilla_shapes_and_later_budget_outputs(study):
+    """Issue 62 items 5 and 7, issue 58 item 3: the noise-model tests on the hot table (the kink in
+    the smooth law with the N × T interaction, λ = 0 in chinchilla with and without it), the same
+    statistics on Chinchilla's runs (35 of its 43 shapes past the paper's D_crit), and the later
+    budgets (fitted on the 220 checkpoints to 100B, asked for 110B–200B and 210B–350B)."""
+    noise = _rows(study / "noise_model.csv")
+    assert [r["null"] for r in noise][-3:] == ["gemstones_width_depth + N×T interaction", "chinchilla",
+                                              "chinchilla + N×T interaction"]
+    assert {r["replicates"] for r in noise} == {"9"}
+    chin = _rows(study / "chinchilla_shapes.csv")
+    assert {(r["shapes"], r["shapes_past_d_crit"], r["runs_past_d_crit"], r["runs"]) for r in chin} == {("43", "35", "207", "240")}
+    assert {r["null"] for r in chin} == {"gemstones_width_depth", "chinchilla"}
+    assert {r["worst_shape"] for r in chin} == {"4352x47"}
+    later = _rows(study / "later_budgets.csv")
+    assert {(r["held_out"], r["checkpoints"], r["runs"]) for r in later} == {
+        ("110B–200B tokens", "220", "22"), ("210B–350B tokens", "330", "22")}
+    report = (study / "report.md").read_text()
+    for title in ("## The noise model", "## 5b. The later budgets", "## Chinchilla's own runs"):
+        assert title in report, title
+
+
+def test_the_interaction_takes_the_runs_slopes_off_n_and_leaves_their_autocorrelation(mirror):
+    """Issue 62 item 5, measured on the hot table (total N): with the additive token term each
+    run's residual slope in ln T follows N (correlation < −0.9) and consecutive checkpoints'
+    residuals correlate (ρ > 0.8); the N × T interaction takes the slopes off N (|corr| < 0.2)
+    and leaves ρ above 0.6."""
+    import numpy as np
+
+    from depthdelusion.studies.public_shapes import nested
+    from depthdelusion.studies.public_shapes.results import parts_arm
+
+    arm = parts_arm("gemstones", "total", ["chinchilla"], bootstrap=0, seed=0)
+    d, y = nested.design(arm.runs, arm.clusters), np.asarray(arm.runs.loss, float)
+    found = {}
+    for model in (nested.SMOOTH, nested.Model(interaction=True)):
+        _, _, _, fitted = nested.likelihood_ratio(d, y, model.start((0.32, 0.57, 0.40, 0.59)), model)
+        found[model.interaction] = nested.residual_structure(d, y - fitted)
+    assert found[False][0] > 0.8 and found[False][1] < -0.9
+    assert found[True][0] > 0.6 and abs(found[True][1]) < 0.2
+    assert 0 < found[False][2] < 1  # ten autocorrelated checkpoints: worth less than one independent one
