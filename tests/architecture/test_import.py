@@ -13,3 +13,22 @@ def test_analysis_imports_without_jax():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert out.stdout.split() == ["False", "False", "False"]
+
+
+def test_no_command_loads_jax_for_its_help():
+    """`depthdelusion COMMAND --help` for every command reads the defaults of the module that runs
+    it: that module must leave JAX to the functions that train (coord-check, spectrum,
+    persistence-probe and data-exponent-ridge loaded it, 5–12 s per help)."""
+    code = ("import contextlib, io, sys\n"
+            "from depthdelusion.cli import COMMANDS, main\n"
+            "loaded = []\n"
+            "for name, *_ in COMMANDS:\n"
+            "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+            "        main([name, '--help'])\n"
+            "    if 'jax' in sys.modules:\n"
+            "        loaded.append(name)\n"
+            "        break\n"
+            "print(','.join(loaded) or 'none')")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=300)
+    assert out.stdout.strip() == "none", f"--help of {out.stdout.strip()} (the first such command) loads JAX"
