@@ -59,6 +59,21 @@ def open_beyond_support(p: Param, ci) -> tuple[float, float]:
     return lo, hi
 
 
+def within_support(param, lo, hi):
+    """((lo, hi), note): a profile interval's end beyond the values an end can be a number for
+    (:func:`supported_range`) is open, and the note says where the crossing was; for both
+    profile finders (the grid walk and the root-finding)."""
+    opened = open_beyond_support(param, (lo, hi))
+    if opened == (lo, hi):
+        return opened, ""
+    s0, s1 = supported_range(param)
+    where = ", ".join(f"{end:.4g}" for end, new in zip((lo, hi), opened) if new != end)
+    return opened, (f"{param.name}: the profile crosses the cut only at {where}, beyond "
+                    f"[{s0:.3g}, {s1:.3g}] ({SUPPORTED_DECADES} decades or {SUPPORTED_WIDTHS:g} "
+                    "start-range widths past its start range): where the walk ran out along a "
+                    "flat direction, not a limit the data set; that end is open")
+
+
 def scale_interval(p: Param, log_value: float, half_width: float) -> tuple[float, float]:
     """exp(log_value ± half_width): a scale parameter's interval from a log-space standard error
     (``half_width`` = t·s). Open — (its lower bound, +inf) — when the standard error is not

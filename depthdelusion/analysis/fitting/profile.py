@@ -38,13 +38,7 @@ from scipy import (
     special,  # the χ² and F quantiles without importing scipy.stats (a second of CPU)
 )
 
-from .problem import (
-    SUPPORTED_DECADES,
-    SUPPORTED_WIDTHS,
-    Problem,
-    open_beyond_support,
-    supported_range,
-)
+from .problem import Problem, within_support
 from .solver import CAPPED, CONVERGED, FAILED, MAX_ITER
 
 from .profile_result import CRITICAL, JUMP, LEVEL, Profile  # noqa: F401 (re-exported)
@@ -244,25 +238,11 @@ def _profile(problem: Problem, name, theta_hat, sides, critical) -> Profile:
     hi = _natural(problem, j, ends[1])
     if problem.is_log[j] and ends[-1] == -np.inf:
         lo = 0.0 if problem.free[j].bounds[0] == 0 else lo
-    (lo, hi), note = _within_support(problem.free[j], lo, hi)
+    (lo, hi), note = within_support(problem.free[j], lo, hi)
     if note:
         notes.append(note)
     return Profile(name, vals, np.asarray(all_s)[order], (lo, hi), at_bound, better,
                    better_theta, notes, critical)
-
-
-def _within_support(param, lo, hi):
-    """((lo, hi), note): an end beyond the values an end can be a number for
-    (:func:`.problem.supported_range`) is open, and the note says where the crossing was."""
-    opened = open_beyond_support(param, (lo, hi))
-    if opened == (lo, hi):
-        return opened, ""
-    s0, s1 = supported_range(param)
-    where = ", ".join(f"{end:.4g}" for end, new in zip((lo, hi), opened) if new != end)
-    return opened, (f"{param.name}: the profile crosses the cut only at {where}, beyond "
-                    f"[{s0:.3g}, {s1:.3g}] ({SUPPORTED_DECADES} decades or {SUPPORTED_WIDTHS:g} "
-                    "start-range widths past its start range): where the walk ran out along a "
-                    "flat direction, not a limit the data set; that end is open")
 
 
 def _shape_at_limit(problem, j, t_hat, t, s, side, end, critical):

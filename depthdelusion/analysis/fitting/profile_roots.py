@@ -27,7 +27,7 @@ import math
 import numpy as np
 from scipy.optimize import brentq
 
-from .problem import Problem
+from .problem import Problem, within_support
 from .profile_result import JUMP, Profile
 from .solver import CAPPED, CONVERGED, MAX_ITER
 
@@ -220,6 +220,9 @@ def _profile(problem: Problem, j: int, name: str, points: dict, ends, reached, n
     lo, hi = natural(ends[-1]), natural(ends[1])
     if problem.is_log[j] and ends[-1] == -math.inf and problem.free[j].bounds[0] == 0:
         lo = 0.0  # as the grid walk reports a scale open towards its bound 0
+    (lo, hi), note = within_support(problem.free[j], lo, hi)  # the grid walk's rule, the same
+    if note:
+        notes = [*notes, note]
     better = better_theta = None
     finite = np.isfinite(s)
     if finite.any() and np.nanmin(np.where(finite, s, np.nan)) < _BETTER:

@@ -6,11 +6,14 @@ import json
 import math
 
 import numpy as np
+import pytest
 
 from depthdelusion.analysis import Runs, fit
 from depthdelusion.analysis.fitting.problem import open_beyond_support, scale_interval, supported_range
 from depthdelusion.analysis.formats.interval_text import one_sided_text
 from depthdelusion.analysis.laws import get_law
+
+from ..table.test_published_downloads import mirror_cache, no_proxy_for_the_local_mirror  # noqa: F401 (fixtures)
 
 
 def faint_penalty(seed=0):
@@ -34,8 +37,11 @@ def row(result, name):
     return next(x for x in result.summary().splitlines() if x.startswith(f"{name} "))
 
 
-def test_a_profile_closing_only_far_beyond_the_start_range_is_one_sided():
-    r = fit(faint_penalty(), "depth_delusion", bootstrap=0, leave_one_out=False)
+@pytest.mark.parametrize("finder", ["full", "fast"])
+def test_a_profile_closing_only_far_beyond_the_start_range_is_one_sided(finder):
+    # both finders, one rule: the root-finding (`--profile fast`) printed λ's end as a number
+    # (Chinchilla's shapes: [0.005777, 1.717e+15]) and λ as identified
+    r = fit(faint_penalty(), "depth_delusion", bootstrap=0, leave_one_out=False, profile=finder)
     lo, hi = r.ci_profile["lam"]
     assert 0 < lo < 1e-3 and hi == math.inf
     assert r.status["lam"] == "not_identified"
@@ -74,3 +80,15 @@ def test_the_issues_intervals_are_open_where_they_should_be():
     assert scale_interval(lam, math.log(0.05), 1.0) == (math.exp(math.log(0.05) - 1), math.exp(math.log(0.05) + 1))
     assert one_sided_text((0.0035, 0.4), lam.bounds) == "[0.0035, 0.4]"
     assert supported_range(lam) == (1e-8, 1e6)
+
+
+def test_the_root_finders_far_end_on_chinchillas_shapes_is_open(mirror_cache):
+    """The real case: `fit --table chinchilla_shapes --law depth_delusion --profile fast` printed
+    λ's profile interval as [0.005777, 1.717e+15] and λ as identified; the grid walk said "≥". Both
+    finders now open an end beyond the supported range."""
+    from depthdelusion.analysis.table.published import load_table
+
+    r = fit(load_table("chinchilla_shapes"), "depth_delusion", bootstrap=0, leave_one_out=False, profile="fast")
+    lo, hi = r.ci_profile["lam"]
+    assert hi == math.inf and 0 < lo < 0.1
+    assert r.status["lam"] == "not_identified" and row(r, "lam").split()[1] == "n.i."
