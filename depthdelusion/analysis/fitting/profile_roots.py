@@ -112,7 +112,7 @@ def fast_profile_intervals(problem: Problem, theta_hat, statistic, cold_starts, 
                 f"{problem.names[j]}: Λ stays below {critical:.2f} out to {EXPANSIONS} doublings of "
                 f"the Wald distance on the {'lower' if side < 0 else 'upper'} side: the data do not "
                 "bound it there")
-    walked = [problem.names[j] for j in sorted(_jumping(theta_hat, ends, brackets, roots, lam))]
+    walked = [problem.names[j] for j in sorted(_jumping(theta_hat, ends, brackets, roots, lam, critical))]
     out = walk(walked) if walked else {}
     for nm in walked:
         out[nm].notes.append(f"{nm}: Λ jumps across the cut: its interval is the grid walk's "
@@ -185,19 +185,34 @@ def _roots(theta_hat, ends, brackets, lam: _Profiles, critical: float) -> list:
     return roots
 
 
-def _jumping(theta_hat, ends, brackets, roots, lam: _Profiles) -> set:
+def _jumping(theta_hat, ends, brackets, roots, lam: _Profiles, critical: float) -> set:
     """The parameters (indices) with an end where Λ jumps across the cut (by more than
-    ``profile.JUMP`` within 10·``XTOL`` of the root): a change of regime (a kink leaving the
-    data) or a refit that missed a basin, which the grid walk judges (flat stretch or not) and
-    root-finding cannot. Evaluated in one batch."""
+    ``profile.JUMP`` within 10·``XTOL`` of the root), is still below the cut just past the root,
+    or falls back below it farther out (at twice the root's distance from the optimum, within
+    the bounds): a change of regime (a kink leaving the data) or a refit that missed a basin —
+    one failed refit's high Λ closes a bracket the profile itself does not (λ "≤ 5.3e4" where
+    the walk finds no end) — which the grid walk judges (flat stretch or not) and root-finding
+    cannot. Evaluated in one batch."""
     crossed = [e for e, b in enumerate(brackets) if b[2] == "crossed"]
     step = [10 * XTOL * max(1.0, abs(roots[e] - theta_hat[ends[e][0]])) for e in crossed]
     js = [ends[e][0] for e in crossed]
-    around = lam.batch(js + js, [roots[e] - ends[e][1] * h for e, h in zip(crossed, step)]
-                       + [roots[e] + ends[e][1] * h for e, h in zip(crossed, step)])
-    before, after = around[:len(crossed)], around[len(crossed):]
-    return {ends[e][0] for e, b, a in zip(crossed, before, after)
-            if not (np.isfinite(b) and np.isfinite(a)) or a - b > JUMP}
+    beyond = [_beyond(lam.problem, theta_hat, ends[e], roots[e]) for e in crossed]
+    around = lam.batch(js * 3, [roots[e] - ends[e][1] * h for e, h in zip(crossed, step)]
+                       + [roots[e] + ends[e][1] * h for e, h in zip(crossed, step)] + beyond)
+    n = len(crossed)
+    before, after, far = around[:n], around[n:2 * n], around[2 * n:]
+    return {ends[e][0] for e, b, a, f in zip(crossed, before, after, far)
+            if not (np.isfinite(b) and np.isfinite(a)) or a - b > JUMP or a < critical
+            or (np.isfinite(f) and f < critical)}
+
+
+def _beyond(problem: Problem, theta_hat, end, root: float) -> float:
+    """The point at twice the root's distance from the optimum, on its side, held within the
+    parameter's bound (where Λ must still be above the cut if the root is a crossing)."""
+    j, side = end
+    t = root + (root - theta_hat[j])
+    bound = problem.lo[j] if side < 0 else problem.hi[j]
+    return float(bound) if np.isfinite(bound) and (t - bound) * side > 0 else float(t)
 
 
 def _wald_distance(problem: Problem, j: int, t_hat: float, se: float, critical: float) -> float:
