@@ -22,8 +22,12 @@ class FitSetup:
                  notes=None):
         fixed, method = options.fixed_values(), options.method
         self.notes = notes = list(runs.notes if notes is None else notes)
-        for name in fixed:
-            law.param(name)  # raises for unknown names
+        for name, value in fixed.items():
+            b0, b1 = law.param(name).bounds  # raises for unknown names
+            if not b0 <= value <= b1:  # a value past a bound is not "at" it: refuse, not flag
+                raise ValueError(f"--fix {name}={value:g}: outside {name}'s allowed range [{b0:g}, {b1:g}] "
+                                 f"in law {law.name!r}" + ("; --signed-penalty frees λ's sign"
+                                                          if name == law.penalty else ""))
         if law.needs_tokens and not runs.tokens_vary:
             raise ValueError(f"law {law.name!r} needs per-run token counts that vary; these runs have "
                              f"{_describe_tokens(runs)}. Use a law without a data term (e.g. 'kaplan')")

@@ -48,7 +48,12 @@ def parameter_status(result, name: str) -> str:
         return OK if np.isfinite(prof[0]) and np.isfinite(prof[1]) else NOT_IDENTIFIED
     if not np.isfinite(se) or not np.all(np.isfinite(result.ci_jacobian.get(name, (0.0, 0.0)))):
         return NOT_IDENTIFIED
-    if np.any(np.isnan(_correlations(result, name))):  # an undefined covariance
+    # an undefined covariance with a parameter the Jacobian does bound; a NaN beside a parameter
+    # whose own standard error is infinite (a dead kink penalty) is that parameter's, not this one's
+    row = _correlations(result, name)
+    others = [nm for nm in result.params if nm != name]
+    bounded = np.array([np.isfinite(result.stderr.get(nm, math.nan)) for nm in others], bool)
+    if len(row) and np.any(np.isnan(row[bounded[:len(row)]])):
         return NOT_IDENTIFIED
     return OK
 

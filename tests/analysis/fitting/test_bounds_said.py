@@ -52,3 +52,15 @@ def test_the_cli_says_lambda_is_at_its_bound(tmp_path, capsys):
     assert main(["fit", str(path), "--law", "depth_delusion", "--bootstrap", "0"]) == 0
     text = capsys.readouterr().out
     assert next(x for x in text.splitlines() if x.startswith("lam ")).split()[1:3] == ["at", "bound"]
+
+
+def test_a_fixed_value_outside_the_allowed_range_is_refused_naming_it():
+    """`--fix gamma=-1` was accepted and called "at its bound"; it is outside the range."""
+    import pytest
+
+    from depthdelusion.analysis import fit
+
+    from ..test_laws_and_fitting import synthetic_runs
+
+    with pytest.raises(ValueError, match=r"--fix gamma=-1: outside gamma's allowed range \[0, inf\]"):
+        fit(synthetic_runs(), "depth_delusion", fixed={"gamma": -1.0}, bootstrap=0, profile=False)
