@@ -239,7 +239,8 @@ def gemstones(path) -> Runs:
     shapes = len({(r["width"], r["depth"]) for r in rows})
     runs.notes.append(f"Gemstones: {len(rows)} checkpoints of {shapes} shapes (width × depth); the "
                       "checkpoints of one shape come from one constant-learning-rate run, so they are "
-                      "not independent runs (a bootstrap over rows understates the spread)")
+                      "not independent runs (the bootstrap resamples whole shapes by default, --cluster; "
+                      "profile intervals treat the rows as independent and are too narrow)")
     return runs
 
 
