@@ -248,15 +248,15 @@ def pooled_group_flag(item: dict) -> str:
     """The summary's sentence for one entry of :func:`pooled_groups`."""
     col, values = item["column"], item["values"]
     order = sorted(values, key=lambda v: -abs(values[v]["median_residual"]))
-    shown = [f"{v}: {values[v]['rows']} rows, median residual {values[v]['median_residual']:+.3g}"
-             for v in order[:8]]
+    shown = [f"{v}: {values[v]['rows']} row{'s' if values[v]['rows'] != 1 else ''}, median residual "
+             f"{values[v]['median_residual']:+.3g} nats" for v in order[:8]]
     more = f" and {len(order) - 8} more" if len(order) > 8 else ""
     verdict = ("the residuals differ between them beyond noise" if item["differ"] else
                "the residuals do not differ between them beyond noise")
     how = ("--group VALUE for one, --by group for each side by side" if col == "group" else
            f"--where '{col} == VALUE' for one, --by {col} for each side by side")
     return (f"pooled groups: column {col!r} holds {len(values)} values fitted as one law "
-            f"({'; '.join(shown)}{more} nats); {verdict} ({item['test']} H = {item['statistic']:.3g}, "
+            f"({'; '.join(shown)}{more}); {verdict} ({item['test']} H = {item['statistic']:.3g}, "
             f"p = {item['p']:.2g}, threshold {GROUP_P:g}; rows assumed independent); fit them "
             f"separately with {how}")
 
