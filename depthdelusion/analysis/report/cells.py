@@ -54,9 +54,13 @@ def param_interval(f, name: str, ci, spec=".3g") -> str:
     ``SPAN_LIMIT``× (its ends are then set by numerical flatness, not by the data) is printed as
     such instead of as two machine-dependent digits, and another positive parameter's upper end
     beyond ``SPAN_LIMIT``× its lower end as "> SPAN_LIMIT × lower"; an end beyond ``DRIFT`` is
-    printed as unbounded (`_drift_unbounded`)."""
+    printed as unbounded (`_drift_unbounded`); an interval with an open end as `fit` writes it:
+    "≥ lo", "≤ hi", or "n.i." where the closed end is the parameter's own bound (issue 63 item 2:
+    an open end is never printed as a number, nor as an interval reaching ∞)."""
     if ci:
         ci = _drift_unbounded(ci)
+    if ci and not (np.isfinite(ci[0]) and np.isfinite(ci[1])):
+        return _open_interval_text(f, name, ci, spec)
     if ci and ci[0] > 0 and np.isfinite(ci[1]) and ci[1] / ci[0] > SPAN_LIMIT:
         if _is_scale(f, name):
             return f"[spans > {SPAN_LIMIT:.0e}×]".replace("1e+03", "10³")
@@ -105,10 +109,7 @@ def _not_identified_text(f, name: str, ci, spec) -> str:
     and off the parameter's bound: a one-sided bound says something, two finite ends beside
     "n.i." (a zero-width bootstrap of a ridge) would read as an estimate."""
     lo, hi = _drift_unbounded(ci) if ci else (-np.inf, np.inf)
-    try:
-        low_bound, high_bound = f.law.param(name).bounds
-    except (ValueError, AttributeError):
-        low_bound, high_bound = -np.inf, np.inf
+    low_bound, high_bound = _bounds(f, name)
     if np.isfinite(lo) and not np.isfinite(hi) and lo > low_bound:
         return f"{NOT_IDENTIFIED} (≥ {fmt(lo, spec)})"
     if np.isfinite(hi) and not np.isfinite(lo) and hi < high_bound:
@@ -116,12 +117,38 @@ def _not_identified_text(f, name: str, ci, spec) -> str:
     return NOT_IDENTIFIED
 
 
+def _open_interval_text(f, name: str, ci, spec) -> str:
+    lo, hi = ci
+    low_bound, high_bound = _bounds(f, name)
+    if (not np.isfinite(hi) and (not np.isfinite(lo) or lo <= low_bound)) or (not np.isfinite(lo) and hi >= high_bound):
+        return NOT_IDENTIFIED
+    return f"≥ {fmt(lo, spec)}" if not np.isfinite(hi) else f"≤ {fmt(hi, spec)}"
+
+
+def _bounds(f, name: str) -> tuple:
+    try:
+        return f.law.param(name).bounds
+    except (ValueError, AttributeError):
+        return -np.inf, np.inf
+
+
+def estimate_with_interval(f, name: str, estimate: str, ci, spec=".4g") -> str:
+    """A parameter's estimate text (``fitting.status.format_estimate``'s) with its interval: "n.i."
+    with at most the one end the data close ("n.i. (≥ 10.4)"), an estimate whose interval is open
+    on both sides as "at bound 0 (interval n.i.)", else "estimate [lo, hi]"."""
+    if is_not_identified(f, name):
+        return _not_identified_text(f, name, ci, spec)
+    shown = param_interval(f, name, ci, spec) if ci else ""
+    return f"{estimate} (interval {NOT_IDENTIFIED})" if shown == NOT_IDENTIFIED else f"{estimate} {shown}".rstrip()
+
+
 def estimate_cell(f, name: str, ci, spec=".2g") -> str:
     """The estimate and its interval in one cell ("1.2 [0.9, 1.6]"); for a parameter not
     identified, "n.i." and at most the one end the data close."""
     if is_not_identified(f, name):
         return _not_identified_text(f, name, ci, spec)
-    return f"{value(f, name)} {param_interval(f, name, ci, spec)}"
+    shown = param_interval(f, name, ci, spec)
+    return f"{value(f, name)} (interval {NOT_IDENTIFIED})" if shown == NOT_IDENTIFIED else f"{value(f, name)} {shown}"
 
 
 def interval_cell(f, name: str, ci, spec=".3g") -> str:

@@ -20,7 +20,7 @@ from depthdelusion.analysis.fitting.seed_intervals import lack_of_fit
 from depthdelusion.analysis.formats.table_text import markdown_table
 from depthdelusion.analysis.law_types import Law, Roles
 from depthdelusion.analysis.laws import get_law
-from depthdelusion.analysis.report.cells import param_interval, supported_ends
+from depthdelusion.analysis.report.cells import estimate_with_interval, supported_ends
 from depthdelusion.analysis.report.verdict import critical_depth_verdict, penalty_verdicts
 from depthdelusion.analysis.table.load import load_runs
 
@@ -95,7 +95,7 @@ def report_lines(results: list[ArmLaws], setting: str | None = None) -> list[str
             continue
         rows = []
         for law, f in a.fits.items():
-            params = "; ".join(f"{nm} {format_estimate(f, nm)} {param_interval(f, nm, f.ci_profile.get(nm), '.4g') if f.ci_profile else ''}"
+            params = "; ".join(f"{nm} {estimate_with_interval(f, nm, format_estimate(f, nm), (f.ci_profile or {}).get(nm))}"
                                for nm in f.params)
             rows.append([law, f.k, f"{f.rmse:.4f}", f"{f.aicc:.2f}", params])
         lines += [markdown_table(["law", "K", "RMSE", "AICc", "parameters: value [95% profile]"], rows), "",
