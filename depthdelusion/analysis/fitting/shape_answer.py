@@ -4,9 +4,10 @@ where C lies against the data, and which suites constrain the answer. Numbers on
 JSON and figure are :mod:`..report.shape_answer_text`."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
+from scipy.optimize import brentq
 
 from ..table.published import load_table
 from ..table.runs import Runs
@@ -21,7 +22,7 @@ from .shape_checks import (
     pick_law,
 )
 from .shape_optimum import FIELDS, ShapePoint, SuiteCounts, shape_point, suite_counts
-from .shape_pool import LAWS, Pooled, PooledFit, fit_shape_law
+from .shape_pool import LAWS, Pooled, PooledFit, fit_shape_law, one_suite
 
 DEFAULT_RESAMPLES = 200
 EPS_GRID = np.linspace(0.0, 1.0, 41)  # the profile of ε, step 0.025
@@ -169,7 +170,7 @@ def shape_answer(tables, compute, *, law: str = "auto", tolerance: float = 0.01,
     warnings = [f"suite {x.name}: tokens vary by {np.ptp(np.log(x.tokens)):.2f} in ln T (< ln 1.5), so its data "
                 "term B·T^−β, and with it the split of C into N* and T*, is barely identified"
                 for x in suites if np.ptp(np.log(x.tokens)) < np.log(1.5)]
-    return ShapeAnswer(law, why, full, ref, counts, _eps_profile(data, law, full), fitted.pop("eps"), fitted, checks,
+    return ShapeAnswer(law, why, full, ref, counts, _eps_profile(data, law, full, s), fitted.pop("eps"), fitted, checks,
                        per_budget, (float(lo), float(hi)), tolerance, len(boot), degenerate, suites, resampling,
                        notes, warnings)
 
@@ -197,15 +198,43 @@ def _bootstrap(data, law, full, s, counts, budgets, tolerance, resamples, seed, 
     return out, {k: _percentiles(np.array([f[k] for f in fitted])) for k in names}, degenerate
 
 
-def _eps_profile(data: Pooled, law: str, full: PooledFit) -> tuple:
-    """ε's 95% profile interval on a grid of step 0.025 (rows as independent: narrower than the
-    run-level truth when a run's checkpoints share its noise; the bootstrap's is beside it)."""
+def _eps_profile(data: Pooled, law: str, full: PooledFit, s: int) -> tuple:
+    """The 95% profile interval of the reference suite's ε: where n·ln(RSS(ε)/RSS_min) crosses the
+    χ²₁ cut, root-found between the points of a step-0.025 scan that straddle it, walking out from
+    ε̂ (an end that never crosses is ε's bound, 0 or 1). A law with one ε per suite (``separate``)
+    is profiled on the reference suite's own rows; a shared ε on every row. Rows count as
+    independent: narrower than the run-level truth when a run's checkpoints share its noise (the
+    cluster bootstrap's interval is printed beside it)."""
     if not full.uses_eps:
         return (np.nan, np.nan)
-    rss = np.array([fit_shape_law(data, law, eps=e, start=full).rss for e in EPS_GRID])
-    best = min(rss.min(), full.rss)
-    inside = EPS_GRID[len(data.loss) * np.log(rss / best) <= LR_95]
-    return (float(inside.min()), float(inside.max())) if len(inside) else (np.nan, np.nan)
+    if law == "separate":
+        data, law = data.rows(data.suite == s), "bowl"
+        full = fit_shape_law(data, law, start=replace(one_suite(full, data.names[0]), law=law))
+    n, eps_hat = len(data.loss), float(full.eps[0])
+    rss = {eps_hat: full.rss}
+
+    def rss_at(e: float) -> float:
+        if e not in rss:
+            rss[e] = fit_shape_law(data, law, eps=e, start=full).rss
+        return rss[e]
+
+    grid = [eps_hat, *EPS_GRID]
+    for e in grid:
+        rss_at(float(e))
+    best = min(rss.values())
+    excess = lambda e: n * np.log(rss_at(e) / best) - LR_95  # noqa: E731
+
+    def end(outward: list) -> float:
+        inner = eps_hat
+        for e in outward:
+            if excess(e) > 0:
+                return float(brentq(excess, inner, e, xtol=1e-4)) if excess(inner) < 0 else inner
+            inner = e
+        return inner  # never crossed: the interval runs to ε's bound
+
+    below = [float(e) for e in EPS_GRID[::-1] if e < eps_hat]
+    above = [float(e) for e in EPS_GRID if e > eps_hat]
+    return (end(below), end(above))
 
 
 def _without_each_suite(data: Pooled, law: str, s: int) -> dict:

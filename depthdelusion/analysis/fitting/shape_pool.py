@@ -373,7 +373,7 @@ def _fit_separate(data: Pooled, eps, sqrt_w, start) -> PooledFit:
     fits = []
     for s in range(len(data.names)):
         m = data.suite == s
-        warm = None if start is None else replace(_one_suite(start, data.names[s]), law="bowl")
+        warm = None if start is None else replace(one_suite(start, data.names[s]), law="bowl")
         fits.append(fit_shape_law(data.rows(m), "bowl", eps=eps, weights=sqrt_w[m] ** 2, start=warm))
     cat = lambda f: np.concatenate([getattr(x, f) for x in fits])  # noqa: E731
     return PooledFit("separate", data.names, cat("eps"), cat("E"), cat("A"), cat("alpha"), cat("B"),
@@ -381,7 +381,8 @@ def _fit_separate(data: Pooled, eps, sqrt_w, start) -> PooledFit:
                      sum(x.n_rows for x in fits), sum(x.n_params for x in fits))
 
 
-def _one_suite(fit: PooledFit, name: str) -> PooledFit:
+def one_suite(fit: PooledFit, name: str) -> PooledFit:
+    """Suite ``name``'s terms of ``fit`` as a one-suite fit (a warm start; no RSS)."""
     i = fit.names.index(name)
     pick = lambda v: v[i:i + 1]  # noqa: E731
     return PooledFit(fit.law, (name,), pick(fit.eps), pick(fit.E), pick(fit.A), pick(fit.alpha),

@@ -65,7 +65,10 @@ def first_lines(a: ShapeAnswer) -> list[str]:
             f"{_range(b.point.band_depth)}, {_range(b.under_total.band_depth)}, {_range(b.under_nonemb.band_depth)}"
             for b in a.budgets)
     if a.fit.uses_eps:
-        line2 = (f"N = N_nonemb + ε·N_emb with ε = {eps:.3f} fitted (profile {interval_text(a.eps_profile, '.3f')}, "
+        whose = (f"suite {a.reference}'s own ε (every suite fits its own)" if a.law == "separate"
+                 else "one ε shared by every suite")
+        line2 = (f"N = N_nonemb + ε·N_emb with ε = {eps:.3f} fitted, {whose} (95% profile likelihood "
+                 f"{interval_text(a.eps_profile, '.3f')}, "
                  f"rows independent; cluster bootstrap {interval_text(a.eps_bootstrap, '.3f')}); N_nonemb is "
                  f"Kaplan's (every vocabulary matrix removed). {moves}")
     else:
@@ -192,7 +195,7 @@ def to_json(a: ShapeAnswer) -> dict:
             "shape_term": {k: {"value": _num(v), "low": _num(a.shape_intervals.get(k, (None, None))[0]),
                                "high": _num(a.shape_intervals.get(k, (None, None))[1])}
                            for k, v in a.fit.shape_parameters(a.fit.names.index(a.reference)).items()},
-            "eps": {"value": _num(a.fit.eps[0]), "profile": list(map(_num, a.eps_profile)),
+            "eps": {"value": _num(a.fit.eps[a.fit.names.index(a.reference)]), "profile": list(map(_num, a.eps_profile)),
                     "bootstrap": list(map(_num, a.eps_bootstrap))},
             "tolerance": a.tolerance, "reference": a.reference, "budgets": budgets,
             "checks": [{"law": c.law, "loso": _num(c.loso), "runs_out": _num(c.runs_out), "rollout": _num(c.rollout), "score": _num(c.score),

@@ -194,6 +194,28 @@ def test_the_command_json_has_plain_keys_with_low_and_high(tmp_path, capsys):
     assert out["first_lines"][0].startswith("Inside the data")
 
 
+@pytest.mark.parametrize("law", ["bowl", "separate"])
+def test_the_profile_interval_of_epsilon_ends_where_the_likelihood_ratio_crosses_its_cut(law):
+    """Both ends closed and on the χ²₁ cut (not "[—, —]", as a step-0.025 grid printed when the
+    interval was narrower than a step, or when ``separate``'s per-suite ε was profiled as one);
+    for ``separate`` the reference suite's own ε, on its own rows."""
+    from depthdelusion.analysis.fitting.shape_answer import LR_95, as_suites
+    from depthdelusion.analysis.fitting.shape_pool import fit_shape_law
+
+    suites = synthetic_suites(4, run_sd=0.0, noise_sd=0.003)
+    a = shape_answer(suites, [BUDGET], law=law, resamples=0, compare=False)
+    lo, hi = a.eps_profile
+    s = a.fit.names.index(a.reference)
+    eps_hat = float(a.fit.eps[s])
+    assert 0.0 < lo < eps_hat < hi < 1.0, (lo, eps_hat, hi)
+    assert hi - lo < 0.1  # narrower than a few steps of the old grid: the root-finder's, not the grid's
+    data = Pooled.of(as_suites(suites))
+    data = data if law != "separate" else data.rows(data.suite == s)
+    best = fit_shape_law(data, "bowl").rss
+    for end in (lo, hi):
+        ratio = len(data.loss) * np.log(fit_shape_law(data, "bowl", eps=end).rss / best)
+        assert ratio == pytest.approx(LR_95, abs=0.05), (end, ratio)
+
 @pytest.mark.skipif(not GEMSTONES.is_file(), reason=f"no test copy at {GEMSTONES}")
 def test_gemstones_by_name_gives_a_finite_answer_with_its_n_form(capsys, tmp_path):
     assert main(["shape", "--compute", "1e21", "--table", f"gemstones={GEMSTONES}", "--resamples", "10",
