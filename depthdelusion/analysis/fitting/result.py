@@ -18,6 +18,7 @@ from .status import (  # noqa: F401 (re-exported: a result's status is read wher
     DRIFT,
     NOT_IDENTIFIED,
     OK,
+    bound_reached,
     correlation_note,
     format_estimate,
     parameter_status,

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..formats.interval_text import interval_text, one_sided_text
 from .problem import HUBER_THRESHOLD, SUPPORTED_DECADES, SUPPORTED_WIDTHS
-from .status import STRONG_CORR, correlation_note, format_estimate, number_text
+from .status import STRONG_CORR, bound_reached, correlation_note, format_estimate, number_text
 
 #: What each method minimises, for summaries and reports.
 METHOD_DESCRIPTIONS = {
@@ -88,7 +88,7 @@ def _parameter_table(result) -> tuple[list, list]:
             f"95% CI bootstrap ({result.n_bootstrap})" if result.ci_bootstrap else "95% CI bootstrap"]
     rows = [_free_row(result, name) for name in result.params]
     for name, value in result.fixed.items():
-        shown = f"at bound {number_text(value)}" if name in result.at_bound else number_text(value)
+        shown = f"at bound {number_text(bound_reached(result, name))}" if name in result.at_bound else number_text(value)
         rows.append([name, shown, "(fixed)", "", "", "", ""])
     head = ["parameter", "value", "std.err", *cols, "note"]
     if not any(r[-1] for r in rows):

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from ..fitting.result import DRIFT, OK, parameter_status
+from ..fitting.result import DRIFT, OK, bound_reached, parameter_status
 from ..formats.interval_text import end_text, interval_text
 
 SPAN_LIMIT = 1e3  # a scale parameter whose interval spans more than this factor is not determined
@@ -91,7 +91,7 @@ def value(f, name: str, spec=".3g") -> str:
     would be arbitrary."""
     v = f.all_params.get(name)
     if name in f.params and parameter_status(f, name) != OK:
-        return f"at bound {fmt(v, spec)}" if parameter_status(f, name) == "at_bound" else NOT_IDENTIFIED
+        return f"at bound {fmt(bound_reached(f, name), spec)}" if parameter_status(f, name) == "at_bound" else NOT_IDENTIFIED
     return fmt(v, spec)
 
 

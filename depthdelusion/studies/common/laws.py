@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from depthdelusion.analysis import fit
-from depthdelusion.analysis.fitting.result import format_estimate, parameter_status
+from depthdelusion.analysis.fitting.result import (
+    AT_BOUND,
+    NOT_IDENTIFIED,
+    bound_reached,
+    format_estimate,
+    parameter_status,
+)
 from depthdelusion.analysis.fitting.seed_intervals import lack_of_fit
 from depthdelusion.analysis.formats.table_text import markdown_table
 from depthdelusion.analysis.law_types import Law, Roles
@@ -70,7 +76,8 @@ def csv_rows(results: list[ArmLaws]) -> list[dict]:
                 lo, hi = supported_ends(f, name, (f.ci_profile or {}).get(name, (math.nan, math.nan)))
                 rows.append({"arm": a.arm, "law": law, "rows": f.n, "k": f.k, "aicc": f"{f.aicc:.2f}",
                              "rmse": f"{f.rmse:.4f}", "parameter": name,
-                             "value": f"{value:.4g}" if status != "not_identified" else "",
+                             "value": "" if status == NOT_IDENTIFIED else
+                                      f"{bound_reached(f, name) if status == AT_BOUND else value:.4g}",
                              "ci_lo": f"{lo:.4g}", "ci_hi": f"{hi:.4g}", "status": status})
     return rows
 
