@@ -126,8 +126,9 @@ def _isoflop(p):
 
 @ARGUMENTS.command("shape", "The compute-optimal depth and width at each --compute budget, and the band of "
             "shapes whose predicted loss is within --tolerance of the best, from every table given "
-            "(each one suite) pooled: each suite keeps its own E, A, α, B, β; the shape term (a bowl "
-            "in ln(D/W)) and ε in N = N_nonemb + ε·N_emb are shared (--law). Intervals: cluster "
+            "(each one suite) pooled: each suite keeps its own E, A, α, B, β; whether the shape term "
+            "(a bowl in ln(D/W), the paper's kink, Liu et al.'s width and depth terms) and ε in N = "
+            "N_nonemb + ε·N_emb are shared is the law's (--law; auto picks by held-out error). Intervals: cluster "
             "bootstrap over whole runs. The first line says whether C lies inside the data.")
 def _shape(p):
     p.add_argument("runs", metavar="RUNS", nargs="*", help="our own runs, each one suite: " + RUNS_HELP)
@@ -135,12 +136,13 @@ def _shape(p):
                    help="a published table by name, one suite (repeatable; `depthdelusion tables list`)")
     p.add_argument("--compute", type=POSITIVE_FLOAT, action="append", required=True, metavar="FLOPS",
                    help="a training budget C in FLOPs, e.g. 1e21 (repeatable)")
-    p.add_argument("--law", choices=("auto", "bowl", "kink", "chinchilla", "separate", "shared", "inverse_depth"),
+    p.add_argument("--law", choices=("auto", "bowl", "kink", "kink_relative", "chinchilla", "separate", "shared",
+                                        "inverse_depth"),
                    default="auto",
                    help="auto (default): picked by held-out error (leave one suite out, leave runs "
                         "out, rollout; the table is printed); bowl: shared bowl and ε, per-suite "
                         "Chinchilla terms; kink: the paper's critical-depth penalty instead of the "
-                        "bowl; chinchilla: no shape term; separate: each suite alone; shared: one "
+                        "bowl; kink_relative: its relative form; chinchilla: no shape term; separate: each suite alone; shared: one "
                         "law for all suites; inverse_depth: Liu et al. 2026's additive law "
                         "E + Aw·W^−aw + Ad·D^−ad + B·T^−β, each suite its own E, B, β, the width and "
                         "depth terms shared, no N term (T = C/(6·N_total) at a budget)")

@@ -32,16 +32,22 @@ LR_95 = 3.841  # χ²₁ 95% quantile: the profile interval's cut on n·ln(RSS/R
 @dataclass(frozen=True)
 class BudgetAnswer:
     """The answer at one budget: the point estimate, 95% cluster-bootstrap percentile intervals
-    per :data:`.shape_optimum.FIELDS` name, where C lies against the data (decades beyond the
-    largest (+) or below the smallest (−) run's compute; 0 inside), the optimum under total
-    (ε = 1) and non-embedding (ε = 0) N, and each suite's leave-one-suite-out D* (point)."""
+    per :data:`.shape_optimum.FIELDS` name, where C lies against the reference suite's runs
+    (whose N and T terms split C: decades beyond its largest (+) or below its smallest (−)
+    run's compute; 0 inside) and against every suite's, the optimum under total (ε = 1) and
+    non-embedding (ε = 0) N, each suite's leave-one-suite-out D* (point; laws that share a shape
+    term), each suite's own D* (laws that share none), and what of the optimum lies past the
+    reference suite's runs (``(name, value, its largest)``: depth, N_total)."""
 
     point: ShapePoint
     intervals: dict
     decades_outside: float
+    decades_outside_pooled: float
     under_total: ShapePoint
     under_nonemb: ShapePoint
     without_suite: dict
+    own_suite_depth: dict
+    beyond_runs: tuple
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,8 @@ class ShapeAnswer:
     shape_intervals: dict
     checks: list
     budgets: list
+    #: (smallest, largest) run compute of the reference suite, and of every suite
+    reference_range: tuple
     compute_range: tuple
     tolerance: float
     n_resamples: int
@@ -155,24 +163,48 @@ def shape_answer(tables, compute, *, law: str = "auto", tolerance: float = 0.01,
     boot, fitted, degenerate = _bootstrap(data, law, full, s, counts, budgets, tolerance, resamples, seed,
                                           resampling.suites_resampled)
     lo, hi = data.compute.min(), data.compute.max()
+    own = data.compute[data.suite == s]
+    ref_lo, ref_hi = own.min(), own.max()
     total, nonemb = ((fit_shape_law(data, law, eps=e, start=full) for e in (1.0, 0.0)) if full.uses_eps
                      else (full, full))
     without = _without_each_suite(data, law, s)
     per_budget = []
     for k, C in enumerate(budgets):
         ci = {f: _percentiles(boot[:, k, i]) for i, f in enumerate(FIELDS)}
-        outside = np.log10(C / hi) if C > hi else (np.log10(C / lo) if C < lo else 0.0)
+        point = shape_point(full, s, counts, C, tolerance)
         per_budget.append(BudgetAnswer(
-            shape_point(full, s, counts, C, tolerance), ci, float(outside),
+            point, ci, _decades_outside(C, ref_lo, ref_hi), _decades_outside(C, lo, hi),
             shape_point(total, s, counts, C, tolerance), shape_point(nonemb, s, counts, C, tolerance),
-            {name: shape_point(f, 0, counts, C, tolerance).depth for name, f in without.items()}))
+            {name: shape_point(f, 0, counts, C, tolerance).depth for name, f in without.items()},
+            _own_suite_depths(full, suites, C, tolerance) if law == "separate" else {},
+            _beyond_runs(point, suites[s]) if full.has_shape else ()))
     notes = [x.count_note for x in suites] + [counts.formula]
     warnings = [f"suite {x.name}: tokens vary by {np.ptp(np.log(x.tokens)):.2f} in ln T (< ln 1.5), so its data "
                 "term B·T^−β, and with it the split of C into N* and T*, is barely identified"
                 for x in suites if np.ptp(np.log(x.tokens)) < np.log(1.5)]
     return ShapeAnswer(law, why, full, ref, counts, _eps_profile(data, law, full, s), fitted.pop("eps"), fitted, checks,
-                       per_budget, (float(lo), float(hi)), tolerance, len(boot), degenerate, suites, resampling,
+                       per_budget, (float(ref_lo), float(ref_hi)), (float(lo), float(hi)), tolerance, len(boot), degenerate, suites, resampling,
                        notes, warnings)
+
+
+def _decades_outside(C: float, lo: float, hi: float) -> float:
+    """Decades of C beyond ``hi`` (+) or below ``lo`` (−); 0 inside."""
+    return float(np.log10(C / hi) if C > hi else (np.log10(C / lo) if C < lo else 0.0))
+
+
+def _own_suite_depths(fit: PooledFit, suites: list, C: float, tolerance: float) -> dict:
+    """{suite: its own optimum D* at C, from its own terms} (for a law that shares no shape)."""
+    return {x.name: shape_point(fit, i, suite_counts(x), C, tolerance).depth for i, x in enumerate(suites)}
+
+
+def _beyond_runs(point: ShapePoint, suite: Suite) -> tuple:
+    """What of the optimum lies past the reference suite's runs: (name, value, the largest run's)
+    for D* and N_total."""
+    out = []
+    for name, value, runs in (("depth", point.depth, suite.depth), ("params", point.params, suite.params_total)):
+        if np.isfinite(value) and value > runs.max():
+            out.append((name, float(value), float(runs.max())))
+    return tuple(out)
 
 
 def _percentiles(values) -> tuple:

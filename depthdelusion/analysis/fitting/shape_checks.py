@@ -106,7 +106,7 @@ def rollout(data: Pooled, law: str, fraction: float = ROLLOUT_FRACTION) -> float
 def candidate_laws(n_suites: int) -> tuple:
     """With one suite, separate and shared are the bowl itself: only bowl, kink, chinchilla and
     inverse_depth differ."""
-    return tuple(LAWS) if n_suites > 1 else ("bowl", "kink", "chinchilla", "inverse_depth")
+    return tuple(LAWS) if n_suites > 1 else ("bowl", "kink", "kink_relative", "chinchilla", "inverse_depth")
 
 
 def check_laws(data: Pooled, laws=None) -> list[LawCheck]:

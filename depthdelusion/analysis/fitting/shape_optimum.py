@@ -59,7 +59,7 @@ def suite_counts(suite: Suite) -> SuiteCounts:
         p2, p1, p0 = np.linalg.lstsq(X / nonemb[:, None], np.ones(len(D)), rcond=None)[0]
         worst = float(np.max(np.abs(X @ [p2, p1, p0] / nonemb - 1)))
         return SuiteCounts(p2, p1, p0, emb_per_width,
-                           f"{suite.name}: N_nonemb = D·({p2:.4g}·W² + {p1:.4g}·W) + {p0:.4g}·W, "
+                           f"{suite.name}: N_nonemb = D·({p2:.4g}·W² {_signed(p1)}·W) {_signed(p0)}·W, "
                            f"N_emb = {emb_per_width:.5g}·W (least squares over its {len(shapes)} "
                            f"shapes, worst relative miss {worst:.1e})")
     return SuiteCounts(12.0, 0.0, 0.0, emb_per_width, f"{suite.name}: N_nonemb = 12·D·W² (too few "
@@ -142,3 +142,8 @@ def _refine(surface, i: int, j: int) -> tuple[float, float]:
     grid_step = np.array([ln_d[1] - ln_d[0], ln_w[1] - ln_w[0]])
     step = np.clip(np.linalg.solve(H, -c[1:3]), -grid_step, grid_step)
     return float(ln_d[i] + step[0]), float(ln_w[j] + step[1])
+
+
+def _signed(v: float) -> str:
+    """"+ 3.2" or "− 14.54": a term's sign as an operator (never "+ -14.54")."""
+    return f"{'−' if v < 0 else '+'} {abs(v):.4g}"

@@ -8,7 +8,10 @@ Every law is Chinchilla's form per suite s plus a shape term in u = ln(D/W):
 ``bowl`` (the default): E, A, α, B, β per suite; the bowl a·u² + b·u = a·(u − c)² − a·c² (its
 curvature a and centre c = −b/(2a); the constant folds into E_s) and ε shared.
 ``kink``: the paper's critical-depth penalty instead of the bowl (SPEC Eq. 6, absolute form),
-λ·max(0, D − κ·ln W)·W^−γ with λ ≥ 0, κ, γ and ε shared.
+λ·max(0, D − κ·ln W)·W^−γ with λ ≥ 0, κ, γ and ε shared; ``kink_relative``: its relative form,
+the excess depth over D_crit = κ·ln W as a fraction of D_crit (λ·max(0, D − D_crit)/D_crit·W^−γ).
+(The power form, D_crit = c·W^p, is not pooled: a third shared nonlinear parameter that the
+public suites' few depths per width cannot place; fit it per table with ``fit``.)
 ``chinchilla``: no shape term (ε shared). ``separate``: every suite fitted alone (its own bowl
 and ε). ``shared``: one E, A, α, B, β, bowl and ε for all suites.
 ``inverse_depth``: Liu et al. 2026's additive law (``laws.inverse_depth``) pooled: per suite E,
@@ -36,11 +39,15 @@ LAWS = {
     "bowl": "per suite E, A, α, B, β; shared bowl a·(u − c)² in u = ln(D/W) and shared ε",
     "chinchilla": "per suite E, A, α, B, β; no shape term; shared ε",
     "kink": "per suite E, A, α, B, β; shared kink λ·max(0, D − κ·ln W)·W^−γ (the paper's Eq. 6) and shared ε",
+    "kink_relative": "per suite E, A, α, B, β; shared kink λ·max(0, D − D_crit)/D_crit·W^−γ, D_crit = κ·ln W "
+                     "(the paper's Eq. 6, relative form) and shared ε",
     "separate": "every suite fitted alone: its own E, A, α, B, β, bowl and ε",
     "shared": "one E, A, α, B, β, bowl and ε for every suite (losses taken as comparable)",
     "inverse_depth": "Liu et al. 2026's E + Aw·W^−aw + Ad·D^−ad + B·T^−β: per suite E, B, β; shared "
                      "width and depth terms; no N term (ε does not enter)",
 }
+#: The laws whose shape term is the paper's critical-depth penalty (λ, κ, γ).
+KINK_LAWS = ("kink", "kink_relative")
 #: The laws without a parameter-count term A·N^−α: ε does not act on them.
 NO_N_TERM = ("inverse_depth",)
 #: (aw, ad) starts of the inverse-depth law's shared exponents: Liu et al.'s (1, 1) among them.
@@ -160,7 +167,8 @@ class PooledFit:
         u = np.log(D / W)
         out = self.curvature[s] * u ** 2 + self.slope[s] * u
         if self.kink is not None:
-            out = out + self.kink[0][s] * kink_column(D, W, self.kink[1][s], self.kink[2][s])
+            out = out + self.kink[0][s] * kink_column(D, W, self.kink[1][s], self.kink[2][s],
+                                                       relative=self.law == "kink_relative")
         if self.power is not None:
             Aw, aw, Ad, ad = (v[s] for v in self.power)
             out = out + Aw * W ** -aw + Ad * D ** -ad
@@ -184,9 +192,12 @@ class PooledFit:
         return out
 
 
-def kink_column(D, W, kappa, gamma) -> np.ndarray:
-    """max(0, D − κ·ln W)·W^−γ: the paper's excess depth over D_crit, scaled by width."""
-    return np.maximum(0.0, D - kappa * np.log(W)) * W ** -gamma
+def kink_column(D, W, kappa, gamma, relative: bool = False) -> np.ndarray:
+    """max(0, D − κ·ln W)·W^−γ: the paper's excess depth over D_crit, scaled by width; relative:
+    the excess as a fraction of D_crit."""
+    d_crit = kappa * np.log(W)
+    excess = np.maximum(0.0, D - d_crit)
+    return (excess / d_crit if relative else excess) * W ** -gamma
 
 
 class _Layout:
@@ -204,7 +215,8 @@ class _Layout:
         self.eps_fixed = eps_fixed if self.n_term else np.nan
         self.shape_fixed = shape_fixed
         self.bowl = law in ("bowl", "separate", "shared") and shape_fixed is None
-        self.kink = law == "kink" and shape_fixed is None
+        self.kink = law in KINK_LAWS and shape_fixed is None
+        self.relative = law == "kink_relative"
         self.power = law == "inverse_depth" and shape_fixed is None
         self.n_alpha = self.k if self.n_term else 0
 
@@ -241,7 +253,7 @@ class _Layout:
         if self.bowl:
             cols.append(np.stack([data.u ** 2, data.u], axis=1))
         if self.kink:
-            cols.append(kink_column(data.depth, data.width, *extra)[:, None])
+            cols.append(kink_column(data.depth, data.width, *extra, relative=self.relative)[:, None])
         if self.power:
             cols.append(np.stack([data.width ** -extra[0], data.depth ** -extra[1]], axis=1))
         y = data.loss

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..fitting.shape_answer import BudgetAnswer, ShapeAnswer
 from ..fitting.shape_checks import ROLLOUT_FRACTION, RUN_FOLDS
+from ..fitting.shape_optimum import DEPTHS, WIDTHS
 from ..fitting.shape_pool import LAWS
 from ..formats.interval_text import interval_text
 
@@ -37,22 +38,42 @@ def intervals_text(a: ShapeAnswer) -> str:
             "held at the reference suite's count")
 
 
-def where_text(b: BudgetAnswer) -> str:
+def where_text(a: ShapeAnswer, b: BudgetAnswer) -> str:
+    """Where C lies against the reference suite's runs (whose N and T terms split C into N* and
+    T*), and against every suite's where that differs; what of the optimum lies past its runs."""
+    ref = f"the runs of suite {a.reference}"
     if b.decades_outside > 0:
-        return f"EXTRAPOLATION: {b.decades_outside:.2f} decades beyond the largest run's compute"
-    if b.decades_outside < 0:
-        return f"EXTRAPOLATION: {-b.decades_outside:.2f} decades below the smallest run's compute"
-    return "inside the data's compute range"
+        text = f"EXTRAPOLATION: {b.decades_outside:.2f} decades beyond the largest compute of {ref}"
+    elif b.decades_outside < 0:
+        text = f"EXTRAPOLATION: {-b.decades_outside:.2f} decades below the smallest compute of {ref}"
+    else:
+        text = f"inside the compute range of {ref}"
+    if b.decades_outside_pooled != b.decades_outside:
+        text += (" (inside the pooled suites' range)" if b.decades_outside_pooled == 0 else
+                 f" ({abs(b.decades_outside_pooled):.2f} decades outside the pooled suites' range)")
+    words = {"depth": ("D*", "deeper than their deepest run", ".0f"),
+             "params": ("N*", "larger than their largest run", ".3g")}
+    for name, value, largest in b.beyond_runs:
+        label, what, spec = words[name]
+        text += f"; EXTRAPOLATION: {label} {value:{spec}} is {what} ({largest:{spec}})"
+    return text
+
+
+def is_extrapolation(b: BudgetAnswer) -> bool:
+    return bool(b.decades_outside or b.beyond_runs)
 
 
 def first_lines(a: ShapeAnswer) -> list[str]:
     """Where every C lies against the data (line 1), the N form and how D* moves under total
     and non-embedding N (line 2), the law and the loss scale (line 3)."""
     lo, hi = a.compute_range
-    wheres = "; ".join(f"C = {b.point.compute:.3g}: {where_text(b)}" for b in a.budgets)
-    extrapolated = any(b.decades_outside for b in a.budgets)
+    ref_lo, ref_hi = a.reference_range
+    wheres = "; ".join(f"C = {b.point.compute:.3g}: {where_text(a, b)}" for b in a.budgets)
+    extrapolated = any(map(is_extrapolation, a.budgets))
     line1 = (("EXTRAPOLATION — " if extrapolated else "Inside the data — ") + wheres
-             + f" (runs span {lo:.3g}–{hi:.3g} FLOPs, C = 6·N_total·T)")
+             + f" (runs span {ref_lo:.3g}–{ref_hi:.3g} FLOPs in suite {a.reference}"
+             + (f", {lo:.3g}–{hi:.3g} in all suites" if len(a.suites) > 1 else "")
+             + "; C = 6·N_total·T)")
     eps = float(a.fit.eps[a.fit.names.index(a.reference)])
     if not a.fit.has_shape:
         moves = ("the law has no shape term: D* and W* are not determined; N* at the first budget "
@@ -61,11 +82,12 @@ def first_lines(a: ShapeAnswer) -> list[str]:
     else:
         moves = "; ".join(
             f"at {b.point.compute:.3g}: D* {_depth(b.point.depth)} (fitted ε), {_depth(b.under_total.depth)} "
-            f"under total N, {_depth(b.under_nonemb.depth)} under non-embedding N; band depth "
-            f"{_range(b.point.band_depth)}, {_range(b.under_total.band_depth)}, {_range(b.under_nonemb.band_depth)}"
+            f"(total N), {_depth(b.under_nonemb.depth)} (non-embedding N); band depth "
+            f"{_range(b.point.band_depth)} (fitted ε), {_range(b.under_total.band_depth)} (total N), "
+            f"{_range(b.under_nonemb.band_depth)} (non-embedding N)"
             for b in a.budgets)
     if a.fit.uses_eps:
-        whose = (f"suite {a.reference}'s own ε (every suite fits its own)" if a.law == "separate"
+        whose = (f"the ε of suite {a.reference} (every suite fits its own)" if a.law == "separate"
                  else "one ε shared by every suite")
         line2 = (f"N = N_nonemb + ε·N_emb with ε = {eps:.3f} fitted, {whose} (95% profile likelihood "
                  f"{interval_text(a.eps_profile, '.3f')}, "
@@ -99,37 +121,60 @@ def shape_text(a: ShapeAnswer) -> str:
 
 
 def _depth(v) -> str:
-    return "—" if not np.isfinite(v) else (f"{v:.0f}" if v >= 10 else f"{v:.1f}")
+    """A depth as the text prints it; on the search grid's edge, "≥ 1024 (grid edge)"."""
+    if not np.isfinite(v):
+        return "—"
+    edge = _grid_edge(v, DEPTHS, ".0f")
+    return edge or (f"{v:.0f}" if v >= 10 else f"{v:.1f}")
+
+
+def _grid_edge(v, grid, spec) -> str:
+    """"≥ top (grid edge)" / "≤ bottom (grid edge)" for a value on the search grid's edge (the
+    optimum or band lies beyond what was searched), else ""."""
+    if v >= grid[-1] * (1 - 1e-9):
+        return f"≥ {grid[-1]:{spec}} (grid edge)"
+    if v <= grid[0] * (1 + 1e-9):
+        return f"≤ {grid[0]:{spec}} (grid edge)"
+    return ""
 
 
 def _range(edges) -> str:
-    return f"{_depth(edges[0])}–{_depth(edges[1])}"
+    low, high = _depth(edges[0]), _depth(edges[1])
+    return f"{low} to {high}" if "grid edge" in low + high else f"{low}–{high}"
 
 
-def _value(v, ci, spec) -> str:
-    return f"{format(v, spec)} {interval_text(ci, spec)}"
+def _value(v, ci, spec, grid=None) -> str:
+    """The value and its interval; a value on the search grid's edge as that edge ("≥ 1024 (grid
+    edge)"), without an interval that would read as a precise estimate."""
+    edge = _grid_edge(v, grid, ".0f") if grid is not None and np.isfinite(v) else ""
+    return edge or f"{format(v, spec)} {interval_text(ci, spec)}"
 
 
 def budget_lines(a: ShapeAnswer, b: BudgetAnswer) -> list[str]:
     p, ci = b.point, b.intervals
     shape = a.fit.has_shape
-    lines = [f"C = {p.compute:.3g} FLOPs ({where_text(b)})",
-             f"  depth D*      {_value(p.depth, ci['depth'], '.3g') if shape else 'not determined (no shape term)'}",
-             f"  width W*      {_value(p.width, ci['width'], '.4g') if shape else 'not determined (no shape term)'}",
+    lines = [f"C = {p.compute:.3g} FLOPs ({where_text(a, b)})",
+             f"  depth D*      {_value(p.depth, ci['depth'], '.3g', DEPTHS) if shape else 'not determined (no shape term)'}",
+             f"  width W*      {_value(p.width, ci['width'], '.4g', WIDTHS) if shape else 'not determined (no shape term)'}",
              f"  N* total      {_value(p.params, ci['params'], '.3g')}  (every parameter, embeddings included)",
              f"  N* non-emb    {_value(p.params_nonemb, ci['params_nonemb'], '.3g')}  (Kaplan: every vocabulary matrix removed)",
              f"  tokens T*     {_value(p.tokens, ci['tokens'], '.3g')}  (T = C / (6·N_total))",
              f"  loss          {_value(p.loss, ci['loss'], '.4f')} nats on the scale of suite {a.reference}",
              f"  band (loss within {a.tolerance:.3g} of the best; each edge with its interval):"]
-    for label, key, spec in (("depth", "depth", ".3g"), ("width", "width", ".4g"), ("D/W", "aspect", ".3g")):
+    for label, key, spec, grid in (("depth", "depth", ".3g", DEPTHS), ("width", "width", ".4g", WIDTHS),
+                                   ("D/W", "aspect", ".3g", None)):
         edges = getattr(p, f"band_{key}")
-        lines.append(f"    {label:<6} {_value(edges[0], ci[f'band_{key}_low'], spec)} to "
-                     f"{_value(edges[1], ci[f'band_{key}_high'], spec)}")
+        lines.append(f"    {label:<6} {_value(edges[0], ci[f'band_{key}_low'], spec, grid)} to "
+                     f"{_value(edges[1], ci[f'band_{key}_high'], spec, grid)}")
     if p.at_limit:
         lines.append(f"  at the search grid's edge: {', '.join(p.at_limit)} (depth 1–1024, width 32–262144)")
     if b.without_suite:
-        shifts = ", ".join(f"without {n}: {_depth(d)} ({d - p.depth:+.0f})" for n, d in b.without_suite.items())
+        shifts = ", ".join(f"without {n}: {_depth(d)} ({_shift(d - p.depth)})" for n, d in b.without_suite.items())
         lines.append(f"  which suites constrain D* (leave one suite out of the shared terms): {shifts}")
+    if b.own_suite_depth:
+        own = ", ".join(f"{n} {_depth(d)}" for n, d in b.own_suite_depth.items())
+        lines.append(f"  which suites constrain D*: only suite {a.reference} (law {a.law}: the suites share no "
+                     f"shape term; the others only took part in picking the law); each suite's own D* at this C: {own}")
     return lines
 
 
@@ -146,6 +191,12 @@ def check_lines(a: ShapeAnswer) -> list[str]:
     return lines
 
 
+def _shift(v: float) -> str:
+    """A shift in layers: "+3", "−10", "±0" (never "-0")."""
+    k = int(round(v)) if np.isfinite(v) else 0
+    return "±0" if k == 0 else f"{'+' if k > 0 else '−'}{abs(k)}"
+
+
 def _rmse(v) -> str:
     return f"{'n.a.':>8}" if not np.isfinite(v) else f"{v:>8.4f}"
 
@@ -160,8 +211,9 @@ def summary(a: ShapeAnswer) -> str:
         lines.append(f"  - {a.n_degenerate} of {a.n_resamples} resamples put the optimum on the search "
                      "grid's edge at some budget (kept in the intervals)")
     lines += [f"  - {n}" for n in a.notes]
-    lines.append("  - fitted by least squares on loss (nats), every row weighted equally; the bowl is "
-                 "a·(u − c)² in u = ln(D/W), its centre and curvature shared; grid resolution ≈ 3% in D and W")
+    lines.append(f"  - fitted by least squares on loss (nats), every row weighted equally; law {a.law}: {LAWS[a.law]} "
+                 "(a bowl is a·(u − c)² in u = ln(D/W)); the optimum and band searched on a grid of depths "
+                 f"{DEPTHS[0]:.0f}–{DEPTHS[-1]:.0f} and widths {WIDTHS[0]:.0f}–{WIDTHS[-1]:.0f} (resolution ≈ 3% in D and W)")
     if a.law == "inverse_depth" or any(c.law == "inverse_depth" for c in a.checks):
         lines.append("  - inverse_depth: Liu et al. 2026 (arXiv 2602.05970) fit ln L on Chinchilla's runs less "
                      "the 40 highest losses; here it is fitted on the same rows and by the same least squares "
@@ -181,7 +233,10 @@ def to_json(a: ShapeAnswer) -> dict:
                       "high": item(getattr(p, f"band_{key}")[1], ci[f"band_{key}_high"])}
                 for key in ("depth", "width", "aspect")}
         budgets.append({
-            "compute": p.compute, "where": where_text(b), "decades_outside": b.decades_outside,
+            "compute": p.compute, "where": where_text(a, b), "decades_outside": b.decades_outside,
+            "decades_outside_pooled": b.decades_outside_pooled,
+            "beyond_runs": [{"quantity": n, "value": v, "largest_run": m} for n, v, m in b.beyond_runs],
+            "own_suite_depth": {k: _num(v) for k, v in b.own_suite_depth.items()},
             "depth": item(p.depth, ci["depth"]), "width": item(p.width, ci["width"]),
             "params": {**item(p.params, ci["params"]), "convention": "total"},
             "params_nonemb": {**item(p.params_nonemb, ci["params_nonemb"]),

@@ -34,10 +34,11 @@ GEMSTONES = (PUBLISHED / "mcleish7/gemstone-scaling-laws/5f420478f6057b0cbb4d134
 
 
 def synthetic_suites(seed: int, *, run_sd=0.01, noise_sd=0.003, bowl_q=BOWL_Q, offsets=None,
-                     kink=None) -> dict:
+                     kink=None, relative=False) -> dict:
     """Three suites with the known bowl, their own Chinchilla terms, a random effect per run
     (shared by its checkpoints) and checkpoint noise; N_nonemb = 12·D·W², N_emb = 2·V·W.
-    ``kink``: (λ, κ, γ) of the paper's penalty λ·max(0, D − κ·ln W)·W^−γ, added."""
+    ``kink``: (λ, κ, γ) of the paper's penalty λ·max(0, D − κ·ln W)·W^−γ, added (``relative``:
+    the excess divided by D_crit = κ·ln W)."""
     rng = np.random.default_rng(seed)
     out = {}
     for k, (name, (E, A, alpha, B, beta)) in enumerate(SUITE_TERMS.items()):
@@ -50,7 +51,8 @@ def synthetic_suites(seed: int, *, run_sd=0.01, noise_sd=0.003, bowl_q=BOWL_Q, o
                 loss = (E + A * n ** -alpha + B * (t / 1e10) ** -beta
                         + bowl_q * (np.log(d / w) - BOWL_CENTRE) ** 2 + run_effect + rng.normal(0, noise_sd))
                 if kink:
-                    loss += kink[0] * max(0.0, d - kink[1] * np.log(w)) * w ** -kink[2]
+                    d_crit = kink[1] * np.log(w)
+                    loss += kink[0] * max(0.0, d - d_crit) / (d_crit if relative else 1.0) * w ** -kink[2]
                 rows.append((d, w, nonemb + emb, t, loss + (offsets or {}).get(name, 0.0)))
         d, w, n, t, loss = map(np.array, zip(*rows))
         out[name] = Runs(depth=d, width=w, params=n, tokens=t, loss=loss, vocab_size=np.full(len(d), VOCAB),
@@ -120,7 +122,7 @@ def test_auto_picks_the_bowl_when_there_is_one_and_prints_the_errors_behind_it()
     assert a.law == "bowl", [(c.law, c.score) for c in a.checks]
     text = summary(a)
     assert "Laws by held-out prediction" in text and "<- used" in text
-    assert {c.law for c in a.checks} == {"bowl", "kink", "chinchilla", "separate", "shared", "inverse_depth"}
+    assert {c.law for c in a.checks} == {"bowl", "kink", "kink_relative", "chinchilla", "separate", "shared", "inverse_depth"}
     shared = next(c for c in a.checks if c.law == "shared")
     bowl = next(c for c in a.checks if c.law == "bowl")
     assert shared.loso > 5 * bowl.loso  # losses of different suites are not comparable
@@ -131,7 +133,8 @@ PAPER_KINK = (0.01, 2.43, 0.35)  # λ, κ (the paper's), γ: 0.07 nats at 64 × 
 
 def test_a_known_kink_is_found_when_present_and_not_made_up_when_absent():
     with_kink = shape_answer(synthetic_suites(11, bowl_q=0.0, kink=PAPER_KINK), [BUDGET], resamples=30)
-    assert with_kink.law == "kink", [(c.law, round(c.score, 3)) for c in with_kink.checks]
+    # either form of the paper's kink (absolute or relative: at one κ they differ by 1/ln W)
+    assert with_kink.law in ("kink", "kink_relative"), [(c.law, round(c.score, 3)) for c in with_kink.checks]
     fitted = with_kink.fit.shape_parameters()
     assert 1.8 <= fitted["kappa"] <= 3.2 and fitted["lambda"] > 0, fitted
     assert with_kink.shape_intervals["kappa"][0] <= PAPER_KINK[1] <= with_kink.shape_intervals["kappa"][1]
@@ -149,6 +152,36 @@ def test_a_budget_outside_the_data_is_said_in_the_first_line():
     assert summary(a).splitlines()[0] == line
 
 
+def test_the_relative_kink_is_recovered_from_data_made_with_it():
+    a = shape_answer(synthetic_suites(12, bowl_q=0.0, kink=(0.2, PAPER_KINK[1], PAPER_KINK[2]), relative=True),
+                     [BUDGET], law="kink_relative", resamples=20, compare=False)
+    fitted = a.fit.shape_parameters()
+    assert a.shape_intervals["kappa"][0] <= PAPER_KINK[1] <= a.shape_intervals["kappa"][1], (fitted, a.shape_intervals)
+    assert fitted["lambda"] > 0
+
+
+def test_the_extrapolation_is_measured_against_the_suite_whose_terms_give_the_answer():
+    """C inside the pooled suites' compute but beyond the reference suite's is an extrapolation
+    (its N and T terms split C), said first; so is an optimum deeper or larger than its runs."""
+    suites = synthetic_suites(1)
+    b = suites["beta_suite"]
+    suites["beta_suite"] = Runs(depth=b.depth, width=b.width, params=b.params, tokens=b.tokens * 100, loss=b.loss,
+                                vocab_size=b.vocab_size, source=b.source)
+    a = shape_answer(suites, [1e21], law="bowl", resamples=0, compare=False)
+    line = first_lines(a)[0]
+    assert line.startswith("EXTRAPOLATION — C = 1e+21: EXTRAPOLATION: 0.69 decades beyond the largest compute of the runs "
+                           "of suite alpha_suite (inside the pooled suites' range)"), line
+    assert a.budgets[0].decades_outside_pooled == 0
+
+
+def test_under_separate_the_answer_says_it_is_the_reference_suites_alone():
+    a = shape_answer(synthetic_suites(2), [BUDGET], law="separate", resamples=0, compare=False)
+    text = summary(a)
+    assert "which suites constrain D*: only suite alpha_suite (law separate" in text
+    assert set(a.budgets[0].own_suite_depth) == {"alpha_suite", "beta_suite", "gamma_suite"}
+    assert "the ε of suite alpha_suite (every suite fits its own)" in first_lines(a)[1]
+
+
 def test_a_suite_whose_tokens_do_not_vary_is_warned_of_in_the_third_line():
     suites = synthetic_suites(2)
     suites["gamma_suite"] = suites["gamma_suite"].subset(suites["gamma_suite"].tokens == CHECKPOINTS[-1])
@@ -161,7 +194,7 @@ def test_the_n_form_and_its_alternatives_are_in_the_second_line():
     a = shape_answer(synthetic_suites(2), [BUDGET], law="bowl", resamples=0, compare=False)
     line = first_lines(a)[1]
     assert line.startswith("N = N_nonemb + ε·N_emb with ε = 0.")
-    assert "under total N" in line and "under non-embedding N" in line
+    assert "(total N)" in line and "(non-embedding N)" in line
 
 
 def write_csv(path: Path, runs: Runs, columns=("depth", "width", "params", "tokens", "loss")) -> Path:
@@ -191,7 +224,10 @@ def test_the_command_json_has_plain_keys_with_low_and_high(tmp_path, capsys):
         assert budget[key]["low"] <= budget[key]["value"] <= budget[key]["high"], key
     for key in ("depth", "width", "aspect"):
         assert budget["band"][key]["low"]["value"] < budget["band"][key]["high"]["value"]
-    assert out["first_lines"][0].startswith("Inside the data")
+    # whatever the optimum, the first line says whether it lies past the runs, and the JSON says what
+    beyond = {b["quantity"] for b in budget["beyond_runs"]}
+    assert out["first_lines"][0].startswith("EXTRAPOLATION" if beyond or budget["decades_outside"] else "Inside the data")
+    assert beyond <= {"depth", "params"} and "decades_outside_pooled" in budget
 
 
 @pytest.mark.parametrize("law", ["bowl", "separate"])
@@ -222,7 +258,9 @@ def test_gemstones_by_name_gives_a_finite_answer_with_its_n_form(capsys, tmp_pat
                  "--out", str(tmp_path)]) == 0
     text = capsys.readouterr().out
     first = text.splitlines()
-    assert first[0].startswith("Inside the data")
+    # 1e21 lies inside Gemstones' compute, but its optimum is deeper and larger than any of its runs
+    assert first[0].startswith("EXTRAPOLATION — C = 1e+21: inside the compute range of the runs of suite gemstones")
+    assert "is deeper than their deepest run (80)" in first[0], first[0]
     assert first[1].startswith("N = N_nonemb + ε·N_emb")
     assert (tmp_path / "shape_C1e21.png").is_file()
 
