@@ -42,10 +42,12 @@ def add_row_options(p, without=()) -> None:
 
 @ARGUMENTS.command("report", "Fit the laws and write report.md, report.tex, CSVs and plots.")
 def _report(p):
+    from depthdelusion.analysis.science.persistence import DEFAULT_STEP
+
     p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
     add_published_table(p)
     add_out(p)
-    p.add_argument("--step", type=COUNT, default=1000, help="step for persistence lengths")
+    p.add_argument("--step", type=COUNT, default=DEFAULT_STEP, help=f"step for persistence lengths; default {DEFAULT_STEP}")
     p.add_argument("--no-figures", action="store_true", help="skip the PNGs (matplotlib not needed)")
     p.add_argument("--groups", choices=("auto", "offsets", "pooled"), default="auto",
                    help="offsets: one offset E_g per group (token budgets that differ); pooled: one "
@@ -193,8 +195,11 @@ def _laws(p):
 
 @ARGUMENTS.command("persistence")
 def _persistence(p):
+    from depthdelusion.analysis.science.persistence import DEFAULT_STEP
+
     p.add_argument("runs", metavar="RUNS", help="a directory of run directories")
-    p.add_argument("--step", type=COUNT, default=1000, help="training step (nearest logged is used)")
+    p.add_argument("--step", type=COUNT, default=DEFAULT_STEP,
+                   help=f"training step (nearest logged is used); default {DEFAULT_STEP}")
     p.add_argument("--kind", choices=("weight", "activation"), default="weight",
                    help="which per-layer gradient norms: weight (default) or activation")
 

@@ -38,8 +38,8 @@ from ..reference import PAPER_KAPPA, PAPER_PERSISTENCE_EXPONENT
 from ..table.load import load_runs
 from ..fitting.options import SEED
 
-# scipy (a second to import) is imported by the functions that fit: the study commands' help
-# reads the two defaults below (studies/persistence/options.py)
+# scipy (a second to import) is imported by the functions that fit: the commands' help
+# reads the two defaults below (report, persistence; studies/persistence/options.py)
 DEFAULT_STEP = 1000  # the paper measures "after 1000 training steps"
 DEFAULT_WINDOW = 0.2  # relative half-width: logged steps in [step·(1 − w), step·(1 + w)]
 BOOTSTRAP = 400  # resamples of the window's steps per run
