@@ -42,6 +42,42 @@ def declared_options(options_type) -> list[tuple[dataclasses.Field, Option]]:
     return [(f, f.metadata[OPTION]) for f in dataclasses.fields(options_type) if OPTION in f.metadata]
 
 
+class FromArguments:
+    """What an options object needs to be built by the command line: :meth:`from_arguments`."""
+
+    @classmethod
+    def from_arguments(cls, args: dict):
+        """Take this object's fields out of a command's parsed arguments (``args`` loses them);
+        a field the command line left out keeps its default."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{name: args.pop(name) for name in list(args) if name in names})
+
+
+def command_words(options) -> list[str]:
+    """The command-line words that give ``options`` (an options object): the flag and value of
+    every declared field whose value is not its default, in declaration order; a switch is its
+    flag alone, a repeatable option its flag before each value. For a report's "Regenerate
+    with" line, so that it names the flags from their one declaration."""
+    words = []
+    for field, declared in declared_options(type(options)):
+        value = getattr(options, field.name)
+        if value == field.default:
+            continue
+        if isinstance(field.default, bool):
+            words.append(flag(field.name))
+            continue
+        for item in (value if declared.repeatable else [value]):
+            words += [flag(field.name), _text(item)]
+    return words
+
+
+def _text(value) -> str:
+    """A value as the command line gives it: a float in its shortest exact form (1e-08, 0.5)."""
+    if isinstance(value, float) and float(f"{value:g}") == value:
+        return f"{value:g}"
+    return str(value)
+
+
 def flag(field_name: str) -> str:
     """The command-line flag of a field: ``drop_outliers`` -> ``--drop-outliers``."""
     return "--" + field_name.replace("_", "-")

@@ -252,3 +252,23 @@ def test_a_usage_error_is_one_line_naming_the_flag(tmp_path, capsys):
     stderr = capsys.readouterr().err
     assert exit.value.code == exit_codes.USAGE
     assert stderr.count("\n") == 1 and "argument --bootstrap: -1: must be an integer >= 0" in stderr
+
+
+def test_a_regenerate_line_names_the_options_that_differ_from_their_declared_defaults(tmp_path):
+    """The flags of a study's "Regenerate with" line come from its options' declaration: the
+    fields not at their default, in declaration order (a switch bare, a repeatable option once per
+    value), and the command line reads them back into the same options."""
+    from depthdelusion.option_fields import command_words
+    from depthdelusion.studies.data_exponent.options import DataExponentOptions, RidgeOptions
+    from depthdelusion.studies.persistence.options import PersistenceOptions
+
+    assert command_words(RidgeOptions()) == []
+    ridge = RidgeOptions(noise=0.5, tokens=1000, seed=3)
+    assert command_words(ridge) == ["--tokens", "1000", "--seed", "3", "--noise", "0.5"]
+    assert command_words(DataExponentOptions(largest_only=True)) == ["--largest-only"]
+    grids = PersistenceOptions(grid=["a.yaml", "b.yaml"], window=0.1)
+    assert command_words(grids) == ["--window", "0.1", "--grid", "a.yaml", "--grid", "b.yaml"]
+    for argv, options in ((["data-exponent-ridge", "RUN", "--out", str(tmp_path)], ridge),
+                          (["persistence-study", "RUNS", "--out", str(tmp_path)], grids)):
+        _, run = cli.command(argv + command_words(options))
+        assert run.keywords["options"] == options, argv[0]

@@ -17,6 +17,7 @@ from depthdelusion.outputs import refuse_own_inputs
 from depthdelusion.progress import Stages
 
 from .fitting.options import FitOptions, RowOptions
+from .science.persistence import DEFAULT_STEP
 from .table.columns import present_columns
 
 #: The files `fit --out DIR` writes (in DIR, or a folder of it per --by value).
@@ -107,7 +108,7 @@ def _need_matplotlib(what: str, instead: str) -> None:
 
 def run_report(*, runs: str | None = None, out: str, table_name: str | None = None,
                options: FitOptions = FitOptions(), rows: RowOptions = RowOptions(),
-               step: int = 1000, no_figures: bool = False, groups: str = "auto",
+               step: int = DEFAULT_STEP, no_figures: bool = False, groups: str = "auto",
                params: str = "total") -> int:
     if not no_figures:  # before the fits, not after them
         _need_matplotlib("the report's figures", "pass --no-figures")
@@ -461,7 +462,7 @@ def run_laws(*, columns: bool = False) -> int:
     return exit_codes.OK
 
 
-def run_persistence(*, runs: str, step: int = 1000, kind: str = "weight") -> int:
+def run_persistence(*, runs: str, step: int = DEFAULT_STEP, kind: str = "weight") -> int:
     from .science.persistence import persistence_lengths, persistence_scaling
 
     fits = persistence_lengths(runs, step=step, kind=kind)

@@ -3,13 +3,14 @@ by name and our own runs, each one suite of the pooled shape fit. A plain functi
 arguments (the parser is ``depthdelusion.cli``); bad input raises ValueError (one line, exit 2)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
 from depthdelusion import exit_codes
 
-from .fitting.options import SEED
+from .fitting.options import ShapeOptions
 
 
 def load_suites(runs=None, table_names=None, column=None) -> dict:
@@ -47,11 +48,9 @@ def column_mapping(column) -> dict | None:
     return mapping or None
 
 
-def run_shape(*, compute, runs=None, table_names=None, column=None, law: str = "auto",
-              tolerance: float = 0.01, json_output: bool = False, out: str | None = None,
-              resamples: int | None = None, seed: int = SEED, reference: str | None = None,
-              cluster: str | None = None) -> int:
-    from .fitting.shape_answer import DEFAULT_RESAMPLES, shape_answer
+def run_shape(*, compute, runs=None, table_names=None, column=None, json_output: bool = False,
+              out: str | None = None, options: ShapeOptions = ShapeOptions()) -> int:
+    from .fitting.shape_answer import shape_answer
     from .report.shape_answer_text import summary, to_json
 
     if out is not None:  # before the fits, not after them
@@ -60,8 +59,7 @@ def run_shape(*, compute, runs=None, table_names=None, column=None, law: str = "
         except ImportError:
             raise ValueError("--out: the figure needs matplotlib, which is not installed") from None
     tables = load_suites(runs, table_names, column)
-    answer = shape_answer(tables, compute, law=law, tolerance=tolerance, seed=seed, reference=reference,
-                          resamples=DEFAULT_RESAMPLES if resamples is None else resamples, cluster=cluster)
+    answer = shape_answer(tables, compute, **dataclasses.asdict(options))
     print(json.dumps(to_json(answer), indent=2) if json_output else summary(answer))
     if out is not None:
         from .report.shape_answer_plot import write_figures
@@ -69,3 +67,6 @@ def run_shape(*, compute, runs=None, table_names=None, column=None, law: str = "
         for path in write_figures(answer, Path(out)):
             print(f"wrote {path}", file=sys.stderr)
     return exit_codes.OK
+
+
+run_shape.option_groups = {"options": ShapeOptions}

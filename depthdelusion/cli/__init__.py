@@ -4,21 +4,20 @@ A command is a row of :data:`COMMANDS`: its name, its one-line help, and the pla
 runs it ("module:function", keyword arguments named like the parser's destinations, returning an
 exit code of :mod:`depthdelusion.exit_codes`), plus a function that defines its arguments, in
 :mod:`.training`, :mod:`.analysis` or :mod:`.studies` (what they share: :mod:`.arguments`). An
-options object a command takes whole (``FitOptions``, ``RowOptions``) declares its own flags next
-to its fields (:mod:`depthdelusion.option_fields`); the parser is built from that declaration.
-The module that runs a command is imported only when the command runs, and only the invoked
-command's arguments are defined, so ``depthdelusion --help``, the help of every command and the
-analysis commands themselves never import JAX. An option whose default belongs to the library
-(``LIBRARY_DEFAULT``) takes the function's default; only the help of such a command imports its
-module, to show that default. To add a command: write the function in the module that owns the
-job, add a row to :data:`COMMANDS` and an ``@ARGUMENTS.command("name")`` function.
+options object a command takes whole (``FitOptions``, ``RowOptions``, ``ShapeOptions``, a study's
+``studies/<study>/options.py``: the function's ``option_groups``) declares its own flags next to
+its fields (:mod:`depthdelusion.option_fields`); the parser is built from that declaration,
+defaults included. The module that runs a command is imported only when the command runs, and
+only the invoked command's arguments are defined, so ``depthdelusion --help``, the help of every
+command and the analysis commands themselves never import JAX (no help imports the module that
+runs its command). To add a command: write the function in the module that owns the job, add a
+row to :data:`COMMANDS` and an ``@ARGUMENTS.command("name")`` function.
 """
 from __future__ import annotations
 
 import argparse
 import functools
 import importlib
-import inspect
 import os
 import sys
 from typing import Callable
@@ -26,7 +25,6 @@ from typing import Callable
 from depthdelusion import exit_codes
 
 from . import analysis, studies, training
-from .arguments import LIBRARY_DEFAULT, DeprecatedSpelling
 
 #: (command, "module:function" that runs it, one-line help), in listing order.
 COMMANDS = (
@@ -137,7 +135,7 @@ def add_commands(subparsers, only: str | None = None) -> dict[str, argparse.Argu
     for name, target, help_text in COMMANDS:
         description = _DESCRIPTIONS.get(name, help_text[:1].upper() + help_text[1:] + ".")
         sub = subparsers.add_parser(name, help=help_text, description=description, epilog=EPILOG,
-                                    formatter_class=functools.partial(_Formatter, target=target))
+                                    formatter_class=_Formatter)
         if only is None or name == only:
             _DEFINE[name](sub)
         sub.set_defaults(target=target)
@@ -146,31 +144,12 @@ def add_commands(subparsers, only: str | None = None) -> dict[str, argparse.Argu
 
 
 class _Formatter(argparse.HelpFormatter):
-    """Wraps the description, keeps the exit-code table's lines, and shows a library default
-    (``LIBRARY_DEFAULT``) as the command function's: its module is imported for help only."""
-
-    def __init__(self, prog, target: str = "", **kwargs):
-        super().__init__(prog, **kwargs)
-        self._target = target
+    """Wraps the description and keeps the exit-code table's lines."""
 
     def _fill_text(self, text, width, indent):
         if text is EPILOG:
             return "".join(indent + line for line in text.splitlines(keepends=True))
         return super()._fill_text(text, width, indent)
-
-    def _get_help_string(self, action):
-        text = action.help or ""
-        if action.default is not LIBRARY_DEFAULT or not self._target or isinstance(action, DeprecatedSpelling):
-            return text
-        try:
-            module, function = self._target.split(":")
-            run = getattr(importlib.import_module(module), function)
-        except ImportError:  # e.g. help in an install without the training stack
-            return text
-        defaults = {name: p.default for name, p in inspect.signature(run).parameters.items()}
-        if action.dest not in defaults:
-            return text
-        return f"{text}; default {defaults[action.dest]}"
 
 
 def _missing_package(err: ModuleNotFoundError) -> bool:

@@ -3,8 +3,8 @@ persistence, audit. The fit and row options are those ``FitOptions`` and ``RowOp
 (:func:`.arguments.add_options`)."""
 from __future__ import annotations
 
-from .arguments import (COUNT, POSITIVE, POSITIVE_FLOAT, LIBRARY_DEFAULT, RUNS_HELP, SEED_HELP, CommandArguments,
-                        add_options, add_out, bounded, writable_path)
+from .arguments import (COUNT, POSITIVE, POSITIVE_FLOAT, RUNS_HELP, CommandArguments, add_options, add_out,
+                        bounded, writable_path)
 
 ARGUMENTS = CommandArguments()
 PARAMS_CHOICES = ("total", "nonembedding", "non_embedding", "recomputed")
@@ -42,10 +42,12 @@ def add_row_options(p, without=()) -> None:
 
 @ARGUMENTS.command("report", "Fit the laws and write report.md, report.tex, CSVs and plots.")
 def _report(p):
+    from depthdelusion.analysis.science.persistence import DEFAULT_STEP
+
     p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
     add_published_table(p)
     add_out(p)
-    p.add_argument("--step", type=COUNT, default=1000, help="step for persistence lengths")
+    p.add_argument("--step", type=COUNT, default=DEFAULT_STEP, help=f"step for persistence lengths; default {DEFAULT_STEP}")
     p.add_argument("--no-figures", action="store_true", help="skip the PNGs (matplotlib not needed)")
     p.add_argument("--groups", choices=("auto", "offsets", "pooled"), default="auto",
                    help="offsets: one offset E_g per group (token budgets that differ); pooled: one "
@@ -131,35 +133,14 @@ def _isoflop(p):
             "N_nonemb + ε·N_emb are shared is the law's (--law; auto picks by held-out error). Intervals: cluster "
             "bootstrap over whole runs. The first line says whether C lies inside the data.")
 def _shape(p):
+    from depthdelusion.analysis.fitting import options
+
     p.add_argument("runs", metavar="RUNS", nargs="*", help="our own runs, each one suite: " + RUNS_HELP)
     p.add_argument("--table", dest="table_names", action="append", metavar="NAME[=PATH]",
                    help="a published table by name, one suite (repeatable; `depthdelusion tables list`)")
     p.add_argument("--compute", type=POSITIVE_FLOAT, action="append", required=True, metavar="FLOPS",
                    help="a training budget C in FLOPs, e.g. 1e21 (repeatable)")
-    p.add_argument("--law", choices=("auto", "bowl", "kink", "kink_relative", "chinchilla", "separate", "shared",
-                                        "inverse_depth"),
-                   default="auto",
-                   help="auto (default): picked by held-out error (leave one suite out, leave runs "
-                        "out, rollout; the table is printed); bowl: shared bowl and ε, per-suite "
-                        "Chinchilla terms; kink: the paper's critical-depth penalty instead of the "
-                        "bowl; kink_relative: its relative form; chinchilla: no shape term; separate: each suite alone; shared: one "
-                        "law for all suites; inverse_depth: Liu et al. 2026's additive law "
-                        "E + Aw·W^−aw + Ad·D^−ad + B·T^−β, each suite its own E, B, β, the width and "
-                        "depth terms shared, no N term (T = C/(6·N_total) at a budget)")
-    p.add_argument("--tolerance", type=bounded(float, 0.0, inclusive=False), default=0.01,
-                   help="the band: shapes whose predicted loss is within this relative tolerance of "
-                        "the best (default 0.01)")
-    p.add_argument("--reference", metavar="SUITE", help="the suite whose loss scale and N(D, W) the "
-                   "answer uses (default the first given)")
-    p.add_argument("--resamples", type=COUNT, default=LIBRARY_DEFAULT,
-                   help="cluster-bootstrap refits (whole clusters drawn within each suite; with 5 "
-                        "suites or more the suites other than --reference are drawn too)")
-    p.add_argument("--cluster", metavar="COLUMN",
-                   help="resample the rows of one COLUMN value together (a column of every table; "
-                        "'row' for no clustering); default: the shape (depth × width), which holds a "
-                        "run's checkpoints and a shape's seeds together. Also the unit of the "
-                        "leave-runs-out folds; named in the output")
-    p.add_argument("--seed", type=COUNT, default=LIBRARY_DEFAULT, help=SEED_HELP)
+    add_options(p, options.ShapeOptions, "how to answer")
     p.add_argument("--column", action="append", metavar="NAME=COLUMN",
                    help="read RUNS' COLUMN as NAME, e.g. --column width=d_model (repeatable)")
     p.add_argument("--json", dest="json_output", action="store_true",
@@ -215,8 +196,11 @@ def _laws(p):
 
 @ARGUMENTS.command("persistence")
 def _persistence(p):
+    from depthdelusion.analysis.science.persistence import DEFAULT_STEP
+
     p.add_argument("runs", metavar="RUNS", help="a directory of run directories")
-    p.add_argument("--step", type=COUNT, default=1000, help="training step (nearest logged is used)")
+    p.add_argument("--step", type=COUNT, default=DEFAULT_STEP,
+                   help=f"training step (nearest logged is used); default {DEFAULT_STEP}")
     p.add_argument("--kind", choices=("weight", "activation"), default="weight",
                    help="which per-layer gradient norms: weight (default) or activation")
 

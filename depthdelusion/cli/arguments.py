@@ -11,12 +11,10 @@ from typing import Callable
 from depthdelusion import option_fields
 from depthdelusion.outputs import unwritable
 
-LIBRARY_DEFAULT = argparse.SUPPRESS  # absent: the command function's own default applies
 RUNS_HELP = ("a directory of run directories (searched for summary.json), a CSV with the columns "
              "the law needs (params,loss; params,tokens,loss; depth,width,params[,tokens],loss; "
              "aliases: `depthdelusion laws --columns`), or 'paper' for the bundled data of the "
              "Depth Delusion paper")
-SEED_HELP = option_fields.SEED_HELP
 
 
 class CommandArguments:
@@ -118,7 +116,7 @@ def add_options(parser: argparse.ArgumentParser, options_type, title: str, *, wi
 
 def _add_declared(group, field: dataclasses.Field, declared: option_fields.Option) -> None:
     name = option_fields.flag(field.name)
-    shown = field.default is not None and not isinstance(field.default, bool)
+    shown = field.default not in (None, "") and not isinstance(field.default, bool)  # nothing to show
     kwargs = dict(dest=field.name, default=field.default,
                   help=f"{declared.help}; default {field.default}" if shown else declared.help)
     if isinstance(field.default, bool):

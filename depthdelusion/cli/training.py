@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from .arguments import COUNT, POSITIVE, POSITIVE_FLOAT, LIBRARY_DEFAULT, CommandArguments, add_out, add_set, writable_path
+from .arguments import COUNT, POSITIVE, POSITIVE_FLOAT, CommandArguments, add_out, add_set, writable_path
 
 ARGUMENTS = CommandArguments()
 
@@ -58,13 +58,16 @@ def _prepare_data(p):
             "resumed), record failures without stopping, write OUT/runs.csv and OUT/report/. Exit "
             "code 1 if a run failed.")
 def _sweep(p):
+    from depthdelusion.analysis.fitting.options import SWEEP_BOOTSTRAP  # numpy, no scipy
+
     p.add_argument("experiment", metavar="EXPERIMENT.yaml", help="the experiment grid (experiments/README.md)")
     add_out(p, "sweep directory (local or gs://)")
     p.add_argument("--only", metavar="PATTERN", help="run only names matching this glob (e.g. 'd16_*'; "
                    "comma-separated alternatives)")
     p.add_argument("--dry-run", action="store_true", help="list the runs and their state; run nothing")
     add_set(p, "override a field of every run, e.g. --set data.path=gs://b/sp (repeatable)")
-    p.add_argument("--bootstrap", type=COUNT, default=LIBRARY_DEFAULT, help="bootstrap refits in the report")
+    p.add_argument("--bootstrap", type=COUNT, default=SWEEP_BOOTSTRAP,
+                   help=f"bootstrap refits in the report; default {SWEEP_BOOTSTRAP}")
     p.add_argument("--no-report", action="store_true", help="write runs.csv only, no fit")
 
 

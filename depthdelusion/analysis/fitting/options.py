@@ -8,9 +8,9 @@ every command that takes the object from that declaration, defaults in the help 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
-from depthdelusion.option_fields import COUNT, POSITIVE, POSITIVE_FLOAT, SEED_HELP, option
+from depthdelusion.option_fields import COUNT, POSITIVE, POSITIVE_FLOAT, SEED_HELP, FromArguments, bounded, option
 
 #: |robust z| above which a row is an outlier (the default of --outlier-threshold;
 #: the row diagnostics, :mod:`.diagnostics`, flag by it).
@@ -76,17 +76,8 @@ def loss_of_method(method: str) -> str:
     return next(loss for loss, engine in LOSSES.items() if engine == method)
 
 
-class _FromArguments:
-    @classmethod
-    def from_arguments(cls, args: dict):
-        """Take this object's fields out of a command's parsed arguments (``args`` loses them);
-        a field the command line left out keeps its default."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{name: args.pop(name) for name in list(args) if name in names})
-
-
 @dataclass(frozen=True)
-class FitOptions(_FromArguments):
+class FitOptions(FromArguments):
     """How to fit: the objective (``loss``, with ``overestimate_weight`` for ``asymmetric``),
     the resampling (``bootstrap`` refits, ``seed``), the search (``search``, ``starts``,
     ``grid_points``), the robust-z threshold for outlying rows, what is held fixed and how the
@@ -202,7 +193,7 @@ depends on a law (its fixed parameters, its λ) is :func:`.setup.options_for_law
 
 
 @dataclass(frozen=True)
-class RowOptions(_FromArguments):
+class RowOptions(FromArguments):
     """Which rows, read how: ``group`` (keep one group), ``where`` (a filter), ``by`` (each value
     of a column apart), ``drop_outliers``; the column mapping (``columns``, ``column``), replicate
     reduction (``reduce``) and the vocabulary size for parameter counts (``vocab``);
@@ -233,3 +224,35 @@ class RowOptions(_FromArguments):
                                "has no vocab_size column (never assumed)", type=POSITIVE, metavar="V")
     allow_modified: bool = option(False, "--table (or --pool) NAME=PATH: read a copy whose sha256 is "
                                   "not the registered one (said in the output; refused without this flag)")
+
+
+#: the pooling laws of `shape` (``auto``: picked by held-out error; see ``shape_pool.LAWS``)
+SHAPE_LAWS = ("auto", "bowl", "kink", "kink_relative", "chinchilla", "separate", "shared", "inverse_depth")
+
+
+@dataclass(frozen=True)
+class ShapeOptions(FromArguments):
+    """How `shape` answers (``shape_answer``'s keywords): the pooling ``law``, the band's relative
+    ``tolerance``, the ``reference`` suite, the cluster bootstrap (``resamples`` refits of
+    ``cluster`` units, ``seed``)."""
+
+    law: str = option(
+        "auto", "auto: picked by held-out error (leave one suite out, leave runs out, rollout; the table "
+        "is printed); bowl: shared bowl and ε, per-suite Chinchilla terms; kink: the paper's "
+        "critical-depth penalty instead of the bowl; kink_relative: its relative form; chinchilla: no "
+        "shape term; separate: each suite "
+        "alone; shared: one law for all suites; inverse_depth: Liu et al. 2026's additive law "
+        "E + Aw·W^−aw + Ad·D^−ad + B·T^−β, each suite its own E, B, β, the width and depth terms "
+        "shared, no N term (T = C/(6·N_total) at a budget)", choices=SHAPE_LAWS)
+    tolerance: float = option(0.01, "the band: shapes whose predicted loss is within this relative "
+                              "tolerance of the best", type=bounded(float, 0.0, inclusive=False))
+    reference: str | None = option(None, "the suite whose loss scale and N(D, W) the answer uses "
+                                   "(default the first given)", metavar="SUITE")
+    resamples: int = option(200, "cluster-bootstrap refits (whole clusters drawn within each suite; "
+                            "with 5 suites or more the suites other than --reference are drawn too)", type=COUNT)
+    cluster: str | None = option(
+        None, "resample the rows of one COLUMN value together (a column of every table; 'row' for no "
+        "clustering); default: the shape (depth × width), which holds a run's checkpoints and a "
+        "shape's seeds together. Also the unit of the leave-runs-out folds; named in the output",
+        metavar="COLUMN")
+    seed: int = option(SEED, SEED_HELP, type=COUNT)

@@ -13,7 +13,7 @@ from ..table.published import load_table
 from ..table.runs import Runs
 from ..table.shape_suites import Suite, suite_from_runs
 from .clusters import cluster_labels
-from .options import SEED
+from .options import SEED, ShapeOptions
 from .shape_checks import (
     MIN_SUITES_RESAMPLED,
     check_laws,
@@ -24,7 +24,6 @@ from .shape_checks import (
 from .shape_optimum import FIELDS, ShapePoint, SuiteCounts, shape_point, suite_counts
 from .shape_pool import LAWS, Pooled, PooledFit, fit_shape_law, one_suite
 
-DEFAULT_RESAMPLES = 200
 EPS_GRID = np.linspace(0.0, 1.0, 41)  # the profile of ε, step 0.025
 LR_95 = 3.841  # χ²₁ 95% quantile: the profile interval's cut on n·ln(RSS/RSS_min)
 
@@ -124,8 +123,8 @@ def _clusters(table: Runs, cluster: str | None) -> tuple:
     return (np.arange(len(table)) if labels is None else labels), unit
 
 
-def shape_answer(tables, compute, *, law: str = "auto", tolerance: float = 0.01,
-                 resamples: int = DEFAULT_RESAMPLES, seed: int = SEED, reference: str | None = None,
+def shape_answer(tables, compute, *, law: str = ShapeOptions.law, tolerance: float = ShapeOptions.tolerance,
+                 resamples: int = ShapeOptions.resamples, seed: int = SEED, reference: str | None = None,
                  compare: bool = True, cluster: str | None = None) -> ShapeAnswer:
     """The compute-optimal shape at each budget in ``compute`` (FLOPs) from the suites in
     ``tables`` (see :func:`as_suites`) pooled by ``law`` (a key of :data:`.shape_pool.LAWS`, or

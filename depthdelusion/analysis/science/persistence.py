@@ -32,13 +32,14 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, stats
 
 from ..formats.interval_text import interval_text
 from ..reference import PAPER_KAPPA, PAPER_PERSISTENCE_EXPONENT
 from ..table.load import load_runs
 from ..fitting.options import SEED
 
+# scipy (a second to import) is imported by the functions that fit: the commands' help
+# reads the two defaults below (report, persistence; studies/persistence/options.py)
 DEFAULT_STEP = 1000  # the paper measures "after 1000 training steps"
 DEFAULT_WINDOW = 0.2  # relative half-width: logged steps in [step·(1 − w), step·(1 + w)]
 BOOTSTRAP = 400  # resamples of the window's steps per run
@@ -116,6 +117,8 @@ def _length_ci(rate: float, rate_ci: tuple, status: str):
 
 def _line(log_g_D: np.ndarray):
     """rate (= −slope of ln g against D − l), its stderr and R²."""
+    from scipy import stats
+
     depth = len(log_g_D)
     distance = depth - 1 - np.arange(depth)  # D − l: 0 at the top block
     res = stats.linregress(distance, log_g_D)
@@ -151,6 +154,8 @@ def persistence_length(norms, *, name: str = "", width: int = 0, kind: str = "we
 
     ``norms``: one profile [D], or several logged steps' profiles [S, D] (the window), whose
     ln g are averaged; with S ≥ 3 the interval is a moving-block bootstrap over the S steps."""
+    from scipy import stats
+
     g = np.asarray(norms, dtype=float)
     g_SxD = g[None, :] if g.ndim == 1 else g
     depth = g_SxD.shape[1]
@@ -274,6 +279,8 @@ class SeedInterval:
 def seed_interval(fits: list[PersistenceFit]) -> SeedInterval:
     """The interval on the rate of one shape from the spread of its seeds' rates (t-based,
     n − 1 degrees of freedom); a single run keeps its moving-block bootstrap interval."""
+    from scipy import stats
+
     used = [f for f in fits if np.isfinite(f.rate)]
     if not used:
         return SeedInterval(0, math.nan, math.nan, math.nan, math.nan, math.nan, "no rate")
@@ -353,6 +360,8 @@ class PowerLawTest:
 def power_law_test(widths, seed_rates, p: float = PAPER_PERSISTENCE_EXPONENT) -> PowerLawTest:
     """Test rate ∝ W^−p (ℓ ∝ W^p, the paper's p by default) on per-width seed rates (one
     sequence per width, ≥ 2 seeds each); needs at least 2 distinct widths."""
+    from scipy import stats
+
     from ..fitting.seed_intervals import lack_of_fit, mean_se
 
     W = [int(w) for w in widths]
@@ -442,6 +451,8 @@ def _power_profile(W, r, w, p):
 
 def persistence_scaling(fits: list[PersistenceFit]) -> PersistenceScaling:
     """Fit 1/ℓ(W) over every run with a rate (all statuses but "too few layers")."""
+    from scipy import optimize, stats
+
     used = [f for f in fits if np.isfinite(f.rate)]
     W = np.array([f.width for f in used], float)
     r = np.array([f.rate for f in used], float)

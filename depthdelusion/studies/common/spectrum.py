@@ -33,8 +33,6 @@ from depthdelusion.analysis.formats.table_text import markdown_table
 from depthdelusion.analysis.report import plots
 from depthdelusion.analysis.science import spectra
 
-DEFAULT_TOKENS = 1 << 18
-DEFAULT_ROWS = 16  # sequences per forward pass
 GROUPS = 8  # contiguous token groups: halves = 4 + 4, jackknife over 8
 
 
@@ -176,8 +174,9 @@ def total_moments(moments: list[Moments]) -> Moments:
     return total
 
 
-def measure(run, tokens: int = DEFAULT_TOKENS, rows: int = DEFAULT_ROWS, groups: int = GROUPS):
-    """Spectra (L, W) and the tail fits of every layer; plus what was measured (a dict)."""
+def measure(run, tokens: int, rows: int, groups: int = GROUPS):
+    """Spectra (L, W) and the tail fits of every layer over ``tokens`` held-out tokens, ``rows``
+    sequences per forward pass (each study's own defaults); plus what was measured (a dict)."""
     start = time.perf_counter()
     cfg, step, graphdef, params = load_run(run)
     batches = validation_tokens(cfg, tokens, rows)

@@ -26,32 +26,30 @@ from depthdelusion.config import (
 )
 from depthdelusion.studies.common import spec as study_spec
 from depthdelusion.studies.common.spec import spec_error
+from depthdelusion.studies.coord_check.options import DEFAULT_DEPTHS, DEFAULT_WIDTHS, CoordCheckOptions
 
-DEFAULT_WIDTHS = (64, 128, 256, 512)
-DEFAULT_DEPTHS = (2, 4, 8, 16)
 LISTS = ("widths", "depths", "parametrizations")  # the grid; every shape shares the rest (SETUP)
 SETUP = ("steps", "lr", "batch_size", "seq_len", "head_dim", "base_width", "base_depth", "seed")
-FLAGS = {"widths": "--widths", "depths": "--depths", "parametrizations": "--parametrization", "steps": "--steps",
-         "lr": "--lr", "batch_size": "--batch-size", "seq_len": "--seq-len", "head_dim": "--head-dim",
-         "base_width": "--base-width", "base_depth": "--base-depth"}  # field -> the command's flag
+FLAGS = {"parametrizations": "--parametrization"}  # field -> the command's flag, where it is not --field-name
 
 
 @dataclasses.dataclass(frozen=True)
 class CoordCheckSpec:
     """What the check trains: every width × depth under each parameterization, the rest (`SETUP`)
     fixed. lr is the base (m_N = m_L = 1) lr, constant (no warmup, no decay); batch and seq are
-    tiny so the 512 × 16 corner stays cheap. Built from the command's flags by `from_flags`."""
+    tiny so the 512 × 16 corner stays cheap. Built from the command's options by `from_options`
+    (the defaults are theirs: `options.CoordCheckOptions`)."""
 
     widths: list[int] = dataclasses.field(default_factory=lambda: list(DEFAULT_WIDTHS))
     depths: list[int] = dataclasses.field(default_factory=lambda: list(DEFAULT_DEPTHS))
     parametrizations: list[Parametrization] = dataclasses.field(default_factory=lambda: list(PARAMETRIZATIONS))
-    steps: int = bounded(10, ge=1)
-    lr: float = bounded(1e-2, gt=0)
-    batch_size: int = bounded(4, ge=1)
-    seq_len: int = bounded(64, ge=1)
-    head_dim: int = bounded(16, ge=1)
-    base_width: int = bounded(64, ge=1)
-    base_depth: int = bounded(2, ge=1)
+    steps: int = bounded(CoordCheckOptions.steps, ge=1)
+    lr: float = bounded(CoordCheckOptions.lr, gt=0)
+    batch_size: int = bounded(CoordCheckOptions.batch_size, ge=1)
+    seq_len: int = bounded(CoordCheckOptions.seq_len, ge=1)
+    head_dim: int = bounded(CoordCheckOptions.head_dim, ge=1)
+    base_width: int = bounded(CoordCheckOptions.base_width, ge=1)
+    base_depth: int = bounded(CoordCheckOptions.base_depth, ge=1)
     seed: int = bounded(0, ge=0)
 
     def validate(self) -> None:
@@ -71,10 +69,12 @@ class CoordCheckSpec:
         return {name: getattr(self, name) for name in SETUP}
 
 
-def from_flags(**flags) -> CoordCheckSpec:
-    """The spec from the command's flags (keyed by field: `FLAGS`), through the field checks of
-    every study spec (`spec.from_flags`). A list flag is comma-separated, each item a YAML scalar
-    as `--set` reads it. An error is a ValueError naming the flag and what is valid."""
+def from_options(options: CoordCheckOptions) -> CoordCheckSpec:
+    """The spec from the command's options, through the field checks of every study spec
+    (`spec.from_flags`). A list is comma-separated, each item a YAML scalar as `--set` reads it.
+    An error is a ValueError naming the flag and what is valid."""
+    flags = dataclasses.asdict(options)
+    flags["parametrizations"] = flags.pop("parametrization")
     raw = {k: study_spec.comma_separated(x) if k in LISTS else x for k, x in flags.items()}
     return study_spec.from_flags(CoordCheckSpec, raw, FLAGS)
 
@@ -268,17 +268,13 @@ def plot(r: CoordCheckResults, path: Path) -> None:
     plt.close(fig)
 
 
-def run_command(*, out: str, widths: str = ",".join(map(str, DEFAULT_WIDTHS)),
-                depths: str = ",".join(map(str, DEFAULT_DEPTHS)), steps: int = CoordCheckSpec.steps,
-                parametrization: str = ",".join(PARAMETRIZATIONS), lr: float = CoordCheckSpec.lr,
-                batch_size: int = CoordCheckSpec.batch_size, seq_len: int = CoordCheckSpec.seq_len,
-                head_dim: int = CoordCheckSpec.head_dim, base_width: int = CoordCheckSpec.base_width,
-                base_depth: int = CoordCheckSpec.base_depth) -> int:
-    """`depthdelusion coord-check` (the parser is `depthdelusion.cli`)."""
-    spec = from_flags(widths=widths, depths=depths, parametrizations=parametrization, steps=steps, lr=lr,
-                      batch_size=batch_size, seq_len=seq_len, head_dim=head_dim, base_width=base_width,
-                      base_depth=base_depth)
+def run_command(*, out: str, options: CoordCheckOptions = CoordCheckOptions()) -> int:
+    """`depthdelusion coord-check` (the parser is `depthdelusion.cli`, from `CoordCheckOptions`)."""
+    spec = from_options(options)
     paths = write_outputs(measure(spec), out)
     print(paths["md"].read_text())
     print(f"written: {', '.join(str(p) for p in paths.values())}")
     return 0
+
+
+run_command.option_groups = {"options": CoordCheckOptions}

@@ -33,19 +33,17 @@ import time
 import numpy as np
 
 from depthdelusion import exit_codes, rundir
-from depthdelusion.analysis.fitting.options import SEED
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.analysis.science import ridge_exponent
 from depthdelusion.analysis.science.redundancy import power_law_spectrum, source_target
 from depthdelusion.config import bounded
+from depthdelusion.option_fields import command_words
 from depthdelusion.studies.common import spectrum
 from depthdelusion.studies.common.spec import from_flags, spec_error
+from depthdelusion.studies.data_exponent.options import RidgeOptions
 
-DEFAULT_TOKENS = 1 << 17
-DEFAULT_ROWS = 16
-DEFAULT_REPS = 64
 GROUPS = 8  # contiguous token groups: the rank range's halves and the jackknife
-NOISE = 2.0  # σ over the signal's standard deviation
+NOISE = RidgeOptions.noise  # σ over the signal's standard deviation
 RIDGE_COLUMNS = (
     "run", "step", "width", "pool_tokens", "target_rank", "target_token", "noise", "n_min", "n_max", "n_points",
     "reps", "seed", "b_measured", "b_lo", "b_hi", "b_gcv", "b_gcv_lo", "b_gcv_hi", "beta", "beta_lo",
@@ -62,14 +60,14 @@ class RidgeSpec:
     """What `depthdelusion data-exponent-ridge RUN` measures (its flags, `spec.from_flags`)."""
 
     run: str
-    tokens: int = bounded(DEFAULT_TOKENS, ge=1)  # held-out tokens in the feature pool
-    rows: int = bounded(DEFAULT_ROWS, ge=1)  # sequences per forward pass
-    n_min: int = bounded(64, ge=1)  # the n grid doubles from n_min up to n_max
-    n_max: int = bounded(32768, ge=1)
-    reps: int = bounded(DEFAULT_REPS, ge=1)
-    seed: int = bounded(0, ge=0)
+    tokens: int = bounded(RidgeOptions.tokens, ge=1)  # held-out tokens in the feature pool
+    rows: int = bounded(RidgeOptions.rows, ge=1)  # sequences per forward pass
+    n_min: int = bounded(RidgeOptions.n_min, ge=1)  # the n grid doubles from n_min up to n_max
+    n_max: int = bounded(RidgeOptions.n_max, ge=1)
+    reps: int = bounded(RidgeOptions.reps, ge=1)
+    seed: int = bounded(RidgeOptions.seed, ge=0)
     noise: float = bounded(NOISE, gt=0)  # over the target signal's standard deviation
-    target_rank: int = bounded(1, ge=1)  # the k-th most frequent next token's readout
+    target_rank: int = bounded(RidgeOptions.target_rank, ge=1)  # the k-th most frequent next token's readout
 
     def validate(self) -> None:
         if self.n_max < 4 * self.n_min:
@@ -291,15 +289,11 @@ def measure(spec: RidgeSpec, *, command: str = "") -> RidgeResults:
     return RidgeResults(table_row(result, info), tuple(curve_rows(result["curves"])), command)
 
 
-def run_command(*, run: str, out: str, tokens: int = DEFAULT_TOKENS, rows: int = DEFAULT_ROWS,
-                n_min: int = 64, n_max: int = 32768, reps: int = DEFAULT_REPS, seed: int = SEED,
-                noise: float = NOISE, target_rank: int = 1) -> int:
-    """`depthdelusion data-exponent-ridge` (the parser is `depthdelusion.cli`)."""
-    spec = from_flags(RidgeSpec, {"run": run, "tokens": tokens, "rows": rows, "n_min": n_min, "n_max": n_max,
-                                  "reps": reps, "seed": seed, "noise": noise, "target_rank": target_rank})
-    command = (f"depthdelusion data-exponent-ridge {shlex.quote(str(run))} --out {shlex.quote(str(out))}"
-               f" --tokens {tokens} --rows {rows} --n-min {n_min} --n-max {n_max} --reps {reps}"
-               f" --seed {seed} --noise {noise:g} --target-rank {target_rank}")
+def run_command(*, run: str, out: str, options: RidgeOptions = RidgeOptions()) -> int:
+    """`depthdelusion data-exponent-ridge` (the parser is `depthdelusion.cli`, from `RidgeOptions`)."""
+    spec = from_flags(RidgeSpec, {"run": run, **dataclasses.asdict(options)})
+    command = shlex.join(["depthdelusion", "data-exponent-ridge", str(run), "--out", str(out),
+                          *command_words(options)])
     results = measure(spec, command=command)
     out_dir = rundir.as_path(out)  # local or gs:// (the CSV and markdown writers take either)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -309,3 +303,6 @@ def run_command(*, run: str, out: str, tokens: int = DEFAULT_TOKENS, rows: int =
     print((out_dir / "ridge.md").read_text())
     print(f"written: {out_dir}")
     return exit_codes.OK
+
+
+run_command.option_groups = {"options": RidgeOptions}

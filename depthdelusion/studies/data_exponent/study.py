@@ -44,9 +44,10 @@ from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.analysis.report import plots
 from depthdelusion.analysis.science import data_power, readout, spectra
 from depthdelusion.config import bounded
+from depthdelusion.option_fields import command_words
 from depthdelusion.studies.common.spec import from_flags
+from depthdelusion.studies.data_exponent.options import DataExponentOptions
 
-SPECTRUM_TOKENS = 1 << 17  # held-out tokens per run (the validation split holds ~330k bytes)
 SPECTRUM_ROWS = 16
 EXPONENT_COLUMNS = ("sweep", "depth", "width", "zipf", "runs", "tokens_min", "tokens_max", "E", "B",
                     "b_measured", "b_lo", "b_hi", "fit_rmse", "beta_head", "beta_head_lo",
@@ -192,7 +193,7 @@ class DataExponentSpec:
     whether only each sweep's largest budget is measured."""
 
     root: str
-    tokens: int = bounded(SPECTRUM_TOKENS, ge=1)
+    tokens: int = bounded(DataExponentOptions.tokens, ge=1)
     rows: int = bounded(SPECTRUM_ROWS, ge=1)
     largest_only: bool = False
     sweep_commands: list[str] = dataclasses.field(default_factory=list)  # quoted in tables.md
@@ -537,35 +538,34 @@ def _refit_row(row: dict, runs: list[Run], log):
 def refit_study_tables(study, out: Path, log=print, command: str | None = None) -> dict:
     """`refit` the written study, its exponents.csv, figures, run.json and tables.md rewritten in
     the local directory ``out`` (``command``: by default the command for STUDY and OUT)."""
-    command = command or (f"depthdelusion data-exponent {shlex.quote(str(study))} --out "
-                          f"{shlex.quote(str(out))} --refit-tables")
+    command = command or shlex.join(["depthdelusion", "data-exponent", str(study), "--out", str(out),
+                                     *command_words(DataExponentOptions(refit_tables=True))])
     r = refit(study, command=command, log=log)
     write_outputs(r, out)
     return r.info
 
 
-def run_data_exponent(*, root: str, out: str, tokens: int = SPECTRUM_TOKENS, largest_only: bool = False,
-                      sweep_commands: str | None = None, refit_tables: bool = False) -> int:
+def run_data_exponent(*, root: str, out: str, options: DataExponentOptions = DataExponentOptions()) -> int:
     """`depthdelusion data-exponent ROOT --out DIR`: the study's tables, CSVs and figures in DIR.
-    With ``refit_tables``, ROOT is a written study: its measured b is refitted from its CSVs.
-    ROOT and DIR may be local or gs:// (a gs:// DIR is written locally, then copied up)."""
-    if refit_tables:
-        refit_command = (f"depthdelusion data-exponent {shlex.quote(str(root))} --out {shlex.quote(str(out))} "
-                         "--refit-tables")
+    With ``options.refit_tables``, ROOT is a written study: its measured b is refitted from its
+    CSVs. ROOT and DIR may be local or gs:// (a gs:// DIR is written locally, then copied up)."""
+    command = shlex.join(["depthdelusion", "data-exponent", str(root), "--out", str(out), *command_words(options)])
+    if options.refit_tables:
         with rundir.local_dir(out) as local_out:
-            refit_study_tables(root, local_out, command=refit_command)
+            refit_study_tables(root, local_out, command=command)
         print((rundir.as_path(out) / "tables.md").read_text())
         print(f"written: {out}")
         return exit_codes.OK
-    spec = from_flags(DataExponentSpec, {"root": root, "tokens": tokens, "largest_only": largest_only})
+    spec = from_flags(DataExponentSpec, {"root": root, "tokens": options.tokens, "largest_only": options.largest_only})
+    sweep_commands = options.sweep_commands
     commands = rundir.as_path(sweep_commands).read_text().splitlines() if sweep_commands else []
     spec = dataclasses.replace(spec, sweep_commands=commands)  # the file's lines, not a flag's value
-    command = (f"depthdelusion data-exponent {shlex.quote(str(root))} --out {shlex.quote(str(out))}"
-               + (f" --tokens {tokens}" if tokens != SPECTRUM_TOKENS else "")
-               + (" --largest-only" if largest_only else ""))
     with rundir.local_dir(out) as local_out:  # a gs:// OUT: written here, then copied up
         results = measure(spec, command=command)
         write_outputs(results, local_out)
     print((rundir.as_path(out) / "tables.md").read_text())
     print(f"written: {out} ({results.info['study_s']} s)")
     return exit_codes.OK
+
+
+run_data_exponent.option_groups = {"options": DataExponentOptions}

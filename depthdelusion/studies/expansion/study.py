@@ -37,6 +37,7 @@ from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.config import bounded
 from depthdelusion.studies.common import spec as study_spec
 from depthdelusion.studies.expansion import surgery
+from depthdelusion.studies.expansion.options import ExpansionStudyOptions
 from depthdelusion.studies.expansion.probe import is_current, probe_run
 from depthdelusion.sweep import load_grid, run_sweep
 if TYPE_CHECKING:
@@ -54,11 +55,11 @@ class ExpansionSpec:
     and the grown runs, "none" nothing: report what is finished). Built from the command's flags
     by :func:`spec_from_flags`."""
 
-    depth_grid: str = "experiments/depth_expansion.yaml"
-    growth_grid: str = "experiments/depth_expansion_growth.yaml"
-    runs: str = "runs"
-    probe_batches: int = bounded(16, ge=1)
-    train: Literal["all", "growth", "none"] = "all"
+    depth_grid: str = ExpansionStudyOptions.depth_grid
+    growth_grid: str = ExpansionStudyOptions.growth_grid
+    runs: str = ExpansionStudyOptions.runs
+    probe_batches: int = bounded(ExpansionStudyOptions.probe_batches, ge=1)
+    train: Literal["all", "growth", "none"] = ExpansionStudyOptions.train
 
     def validate(self) -> None:
         """A grid the `train` mode trains must be there; with nothing to train, the depth grid's

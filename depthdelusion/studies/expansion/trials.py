@@ -36,6 +36,7 @@ from depthdelusion.config import bounded, parse_scalar
 from depthdelusion.studies.common import spec as study_spec
 from depthdelusion.studies.common.lr_grid import fit_lr_curve
 from depthdelusion.studies.expansion import surgery
+from depthdelusion.studies.expansion.options import GrowthOptions, PredictionOptions
 from depthdelusion.studies.expansion.probe import probe_run
 MIN_SEEDS = 3
 # a growth sweep's run name: depth, width, steps, lr, init seed
@@ -48,8 +49,8 @@ class PredictionSpec:
     its expansion and the batches per probe."""
 
     runs: str
-    steps: int = bounded(100, ge=1)
-    probe_batches: int = bounded(12, ge=1)
+    steps: int = bounded(PredictionOptions.steps, ge=1)
+    probe_batches: int = bounded(PredictionOptions.probe_batches, ge=1)
 
     def validate(self) -> None:
         if not rundir.as_path(self.runs).is_dir():
@@ -63,10 +64,10 @@ class GrowthSpec:
     checkpoint grown from, and the seeds kept out of the lr choice."""
 
     runs: str | None = None
-    switch_step: int = bounded(150, ge=1)
+    switch_step: int = bounded(GrowthOptions.switch_step, ge=1)
     test_seeds: list[int] = dataclasses.field(default_factory=list)
     static_control: str | None = None
-    static_grid: str = "experiments/depth_expansion_static_control.yaml"
+    static_grid: str = GrowthOptions.static_grid
 
     def validate(self) -> None:
         if not self.runs and not self.static_control:

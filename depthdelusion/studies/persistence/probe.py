@@ -29,6 +29,7 @@ from depthdelusion.analysis.science.persistence import persistence_length, persi
 from depthdelusion.config import Config, DataConfig, ModelConfig, Parametrization, TrainConfig, bounded
 from depthdelusion.model_size import count_params
 from depthdelusion.studies.common.spec import comma_separated, from_flags, spec_error
+from depthdelusion.studies.persistence.options import COMPUTE_DTYPES, DEFAULT_DEPTHS, DEFAULT_WIDTHS, ProbeOptions
 
 KINDS = ("weight", "activation")
 
@@ -37,22 +38,20 @@ KINDS = ("weight", "activation")
 class ProbeSetup:
     """Everything but the shape. Small batch and sequence so W = 1024 stays cheap on a CPU."""
 
-    steps: int = 3  # K: AdamW updates after initialisation
-    batch_size: int = 4
-    seq_len: int = 32
-    head_dim: int = 16
-    lr: float = 3e-4
+    steps: int = ProbeOptions.steps  # K: AdamW updates after initialisation
+    batch_size: int = ProbeOptions.batch_size
+    seq_len: int = ProbeOptions.seq_len
+    head_dim: int = ProbeOptions.head_dim
+    lr: float = ProbeOptions.lr
     warmup_steps: int = 0
-    parametrization: str = "sp"
+    parametrization: str = ProbeOptions.parametrization
     base_width: int = 256
     base_depth: int = 2
-    compute_dtype: str = "auto"
-    seed: int = 0
-    max_params: float = 1.2e8  # shapes above are skipped (and listed): memory and time on a CPU
+    compute_dtype: str = ProbeOptions.compute_dtype
+    seed: int = ProbeOptions.seed
+    max_params: float = ProbeOptions.max_params  # shapes above are skipped (and listed)
 
 
-DEFAULT_WIDTHS = (64, 256, 1024)
-DEFAULT_DEPTHS = (8, 16, 32, 64)
 LISTS = ("widths", "depths")  # comma-separated flags
 
 
@@ -69,7 +68,7 @@ class ProbeSpec:
     head_dim: int = bounded(ProbeSetup.head_dim, ge=1)
     lr: float = bounded(ProbeSetup.lr, gt=0)
     parametrization: Parametrization = ProbeSetup.parametrization
-    compute_dtype: Literal["auto", "float32", "bfloat16"] = ProbeSetup.compute_dtype
+    compute_dtype: Literal[COMPUTE_DTYPES] = ProbeSetup.compute_dtype
     seed: int = bounded(ProbeSetup.seed, ge=0)
     max_params: float = bounded(ProbeSetup.max_params, gt=0)
 
@@ -276,20 +275,15 @@ def write_outputs(r: ProbeResults, out: Path) -> list[Path]:
     return files
 
 
-def run_command(*, out: str, widths: str = ",".join(map(str, DEFAULT_WIDTHS)),
-                depths: str = ",".join(map(str, DEFAULT_DEPTHS)),
-                steps: int = ProbeSetup.steps, batch_size: int = ProbeSetup.batch_size,
-                seq_len: int = ProbeSetup.seq_len, head_dim: int = ProbeSetup.head_dim,
-                lr: float = ProbeSetup.lr, parametrization: str = ProbeSetup.parametrization,
-                compute_dtype: str = ProbeSetup.compute_dtype, seed: int = ProbeSetup.seed,
-                max_params: float = ProbeSetup.max_params) -> int:
-    """`depthdelusion persistence-probe` (the parser is `depthdelusion.cli`)."""
-    spec = spec_from_flags(widths=widths, depths=depths, steps=steps, batch_size=batch_size, seq_len=seq_len,
-                           head_dim=head_dim, lr=lr, parametrization=parametrization,
-                           compute_dtype=compute_dtype, seed=seed, max_params=max_params)
+def run_command(*, out: str, options: ProbeOptions = ProbeOptions()) -> int:
+    """`depthdelusion persistence-probe` (the parser is `depthdelusion.cli`, from `ProbeOptions`)."""
+    spec = spec_from_flags(**dataclasses.asdict(options))
     start = time.perf_counter()
     results = measure(spec, command="depthdelusion " + shlex.join(sys.argv[1:]))
     with rundir.local_dir(out) as where:  # a gs:// OUT: written here, then copied up
         files = write_outputs(results, where)
     print(f"wrote {len(files)} files to {out} in {time.perf_counter() - start:.0f} s")
     return 0
+
+
+run_command.option_groups = {"options": ProbeOptions}

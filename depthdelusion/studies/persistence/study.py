@@ -45,6 +45,7 @@ from depthdelusion.analysis.science.persistence import (
 from depthdelusion.analysis.table.run_dirs import read_gradient_profile
 from depthdelusion.config import bounded
 from depthdelusion.studies.common import spec as study_spec
+from depthdelusion.studies.persistence.options import PersistenceOptions
 from depthdelusion.studies.persistence.sections import sections
 
 FLAGS = {"runs": "RUNS", "grids": "--grid"}  # the fields whose flag is not --field-name
@@ -408,16 +409,20 @@ def bottom_block_figure(rows: list, path: Path) -> Path:
     return plots.save_figure(fig, path)
 
 
-def run_command(*, runs: list[str] | str, out: str, step: int = DEFAULT_STEP, window: float = DEFAULT_WINDOW,
-                grid: list[str] | str | None = None) -> int:
-    """`depthdelusion persistence-study` (the parser is `depthdelusion.cli`)."""
+def run_command(*, runs: list[str] | str, out: str, options: PersistenceOptions = PersistenceOptions()) -> int:
+    """`depthdelusion persistence-study` (the parser is `depthdelusion.cli`, from `PersistenceOptions`)."""
     import shlex
     import sys
 
+    grid = options.grid
     spec = study_spec.from_flags(PersistenceSpec, {
         "runs": [runs] if isinstance(runs, str) else list(runs),
-        "grids": [grid] if isinstance(grid, str) else list(grid or []), "step": step, "window": window}, FLAGS)
+        "grids": [grid] if isinstance(grid, str) else list(grid or []), "step": options.step,
+        "window": options.window}, FLAGS)
     with rundir.local_dir(out) as local_out:  # a gs:// OUT: drawn here, then copied up
         files = build(spec, local_out, command="depthdelusion " + shlex.join(sys.argv[1:]))
     print(f"wrote {len(files)} files to {out}")
     return 0
+
+
+run_command.option_groups = {"options": PersistenceOptions}

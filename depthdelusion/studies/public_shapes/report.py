@@ -6,19 +6,31 @@ become a `PublicShapesSpec` through the study specs' field checks. Nothing here 
 number the report states; it formats them."""
 from __future__ import annotations
 
+import dataclasses
+import shlex
 from pathlib import Path
 
 import numpy as np
 
 from depthdelusion import rundir
-from depthdelusion.analysis.fitting.options import BOOTSTRAP
 from depthdelusion.analysis.formats.table_text import csv_text, markdown_table
 from depthdelusion.analysis.reference import PAPER_KAPPA
+from depthdelusion.option_fields import command_words
 from depthdelusion.studies.public_shapes import chinchilla, figures, fitting_loss, nested, optimal, prediction, study
 from depthdelusion.studies.public_shapes import sections as more
+from depthdelusion.studies.public_shapes.options import PublicShapesOptions
 from depthdelusion.studies.public_shapes.results import PublicShapesResults, measure
 
-COMMAND = "depthdelusion public-shapes --out analysis/public_shapes"
+COMMAND = ("depthdelusion", "public-shapes", "--out", "analysis/public_shapes")
+
+
+def command(spec: study.PublicShapesSpec) -> str:
+    """The command that runs ``spec``: its options that are not the defaults, as declared."""
+    options = PublicShapesOptions(
+        bootstrap=spec.bootstrap, replicates=spec.replicates, seed=spec.seed, tables=",".join(spec.tables),
+        conventions=",".join(spec.conventions), laws=None if list(spec.laws) == list(study.LAWS) else ",".join(spec.laws),
+        no_lr_interaction=not spec.lr_interaction, parts=",".join(spec.parts))
+    return shlex.join([*COMMAND, *command_words(options)])
 
 
 def _csv(path: Path, rows: list[dict]) -> None:
@@ -88,14 +100,11 @@ def _audit_panel(ax, a, plt) -> None:
     ax.set_title(f"{a.convention} N: deep − rest {a.text()}", fontsize=8)
 
 
-def run_command(*, out: str, bootstrap: int = BOOTSTRAP, replicates: int = study.DEFAULT_REPLICATES,
-                seed: int = 0, tables: str = ",".join(study.FITTED_TABLES),
-                conventions: str = ",".join(study.DEFAULT_CONVENTIONS), laws: str | None = None,
-                lr_interaction: bool = True, parts: str = ",".join(study.PARTS)) -> int:
-    """`depthdelusion public-shapes`: the spec from the flags, measured, then written."""
-    spec = study.spec_from_flags(bootstrap=bootstrap, replicates=replicates, seed=seed, tables=tables,
-                                 conventions=conventions, laws=laws, lr_interaction=lr_interaction,
-                                 parts=parts)
+def run_command(*, out: str, options: PublicShapesOptions = PublicShapesOptions()) -> int:
+    """`depthdelusion public-shapes`: the spec from the options, measured, then written."""
+    flags = dataclasses.asdict(options)
+    flags["lr_interaction"] = not flags.pop("no_lr_interaction")
+    spec = study.spec_from_flags(**flags)
     out_dir = rundir.as_path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = write_report(measure(spec), out_dir)
@@ -144,7 +153,7 @@ def sections(r: PublicShapesResults) -> str:
     lines = [
         "# Public shapes: the critical-depth law on the Gemstones suite", "",
         *_first_paragraph(r),
-        f"Reproduce: `{COMMAND}` (tables downloaded by name and cached; "
+        f"Reproduce: `{command(spec)}` (tables downloaded by name and cached; "
         "`DEPTHDELUSION_TABLES_URL` names a mirror, `DEPTHDELUSION_CACHE` the cache).", "",
         f"Settings: {spec.bootstrap} cluster-bootstrap refits per law and arm (whole runs "
         f"resampled: a shape's checkpoints are one run), {spec.replicates} parametric-bootstrap "
@@ -243,7 +252,7 @@ def partial_text(r: PublicShapesResults) -> str:
     parts = r.spec.parts
     return "\n".join([
         "# Public shapes: PARTIAL RESULT — the parts " + ", ".join(parts) + " only", "",
-        f"Reproduce: `{COMMAND} --parts {','.join(parts)}`. The core (laws, calibrated tests, "
+        f"Reproduce: `{command(r.spec)}`. The core (laws, calibrated tests, "
         "4.1, 4.3, 4.4) was not rerun: report.md and its CSVs are from an earlier full run and are "
         "not changed by this one.", "",
         f"Settings: {r.spec.bootstrap} cluster-bootstrap refits per shape law and arm (whole runs "
@@ -421,3 +430,6 @@ def _audit_section(audits, figure) -> list[str]:
             "Deep shapes (D / D_crit > 1) minus the rest, mean excess, 95% bootstrap over shapes within "
             "each group (positive: the deep shapes lose, as the paper predicts):", ""]
             + [f"- {a.arm}: {a.text()} ({a.sign})" for a in audits] + ["", figure, ""])
+
+
+run_command.option_groups = {"options": PublicShapesOptions}

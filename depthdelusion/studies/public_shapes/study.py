@@ -33,6 +33,12 @@ from depthdelusion.analysis.report.verdict import critical_depth_verdict, penalt
 from depthdelusion.analysis.table.published import load_table
 from depthdelusion.config import bounded
 from depthdelusion.studies.common.spec import from_flags, spec_error
+from depthdelusion.studies.public_shapes.options import (
+    DEFAULT_CONVENTIONS,
+    FITTED_TABLES,
+    PARTS,
+    PublicShapesOptions,
+)
 
 BASELINES = ("kaplan", "chinchilla")
 KINKS = ("depth_delusion", "depth_delusion_relative", "depth_delusion_power")
@@ -40,12 +46,10 @@ SMOOTH = ("shape_quadratic", "depth_softplus", "gemstones_width_depth")
 LAWS = BASELINES + KINKS + SMOOTH
 #: the kink law whose critical depth D_crit = c·W^p has an exponent to set against the paper's
 POWER_KINK = "depth_delusion_power"
-FITTED_TABLES = ("gemstones", "gemstones_cooldown")
 #: N conventions, each N = N_nonemb + ε·N_emb with N_emb the two untied 50,304×W vocabulary
 #: matrices (issue 62): ε = 1 total, ε = 0 Kaplan's non-embedding N, ε fitted (profile), and the
 #: authors' ``--no_embeds`` (one matrix removed, the LM head still counted: ε = 1/2)
 CONVENTIONS = ("total", "nonembedding", "fitted", "no_embeds")
-DEFAULT_CONVENTIONS = ("total", "nonembedding", "fitted")
 EMBEDDING_WEIGHT = {"total": 1.0, "nonembedding": 0.0, "no_embeds": 0.5}
 #: the law whose least-squares profile fits ε: the shape-agnostic one, so that ε is the count
 #: that best makes loss a function of N and T alone (a shape law would trade ε for its shape terms)
@@ -56,14 +60,8 @@ CONVENTION_TEXT = {
     "fitted": f"N = N_nonemb + ε·N_emb with ε fitted per table (least-squares profile of {EPSILON_LAW})",
     "no_embeds": "the authors' --no_embeds N: one vocabulary matrix removed, the LM head still counted "
                  "(ε = 1/2)"}
-#: the study's parts: "laws" is the core (fits, tests, 4.1, 4.3, 4.4: report.md and its CSVs);
-#: without it the other parts write report_partial.md and leave the core's files alone
-#: "chinchilla_shapes": the same statistics on Chinchilla's own runs; "later": the hot runs read on
-#: to 350B tokens (gemstones_100b_plus), fitted to 100B and asked for the later checkpoints
-PARTS = ("laws", "optimal", "prediction", "gadre", "figures", "chinchilla_shapes", "later")
 FLOP_CONVENTION = ("C = 6·N·T, N in the arm's convention, T tokens (the table gives no FLOP "
                    "column; Gemstones' own plots use 6·N·T with N = params_active_precise)")
-DEFAULT_REPLICATES = 200
 
 
 @dataclass(frozen=True)
@@ -72,7 +70,7 @@ class PublicShapesSpec:
     (:func:`spec_from_flags`), each field checked as a study spec's (`spec.from_flags`)."""
 
     bootstrap: int = bounded(BOOTSTRAP, ge=0, note=" (cluster-bootstrap refits per law)")
-    replicates: int = bounded(DEFAULT_REPLICATES, ge=0, note=" (parametric-bootstrap replicates per test)")
+    replicates: int = bounded(PublicShapesOptions.replicates, ge=0, note=" (parametric-bootstrap replicates per test)")
     seed: int = bounded(0, ge=0)
     tables: list[Literal[FITTED_TABLES]] = field(default_factory=lambda: list(FITTED_TABLES))
     conventions: list[Literal[CONVENTIONS]] = field(default_factory=lambda: list(DEFAULT_CONVENTIONS))

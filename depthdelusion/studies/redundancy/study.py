@@ -21,6 +21,7 @@ import csv
 import dataclasses
 import io
 import json
+import shlex
 import time
 from pathlib import Path
 
@@ -28,7 +29,9 @@ import numpy as np
 
 from depthdelusion import rundir
 from depthdelusion.config import bounded
+from depthdelusion.option_fields import command_words
 from depthdelusion.studies.common.spec import from_flags, spec_error
+from depthdelusion.studies.redundancy.options import RedundancyOptions
 
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.analysis.science.redundancy import (
@@ -48,7 +51,6 @@ SOURCES = (0.25, 0.5, 1.0)
 NS = (50, 100, 200, 400, 800, 1600)
 N_MIN = 100  # the slope is fitted from here: below it the curve is still pre-asymptotic
 P = 2000  # feature dimension (the spectrum's truncation)
-SEEDS = 10
 NOISE = 1.0
 INVARIANCE = (2.0, 0.5)  # the (β, s) of the invariance check
 MIXTURE = (1.5, 3.0, 0.5)  # the heavier and the lighter tail's β, and s
@@ -65,7 +67,7 @@ class RedundancySpec:
     sources: list[float] = dataclasses.field(default_factory=lambda: list(SOURCES))
     ns: list[int] = dataclasses.field(default_factory=lambda: list(NS))
     p: int = bounded(P, ge=2)
-    seeds: int = bounded(SEEDS, ge=1)
+    seeds: int = bounded(RedundancyOptions.seeds, ge=1)
     n_min: int = bounded(N_MIN, ge=1)
 
     def validate(self) -> None:
@@ -275,8 +277,9 @@ def sections(r: RedundancyResults) -> str:
         "probability; the target is set on the mixture's covariance. The claim: the heavier tail "
         "(β = 1.5) sets the exponent.\n\n"
         + _table(r.mixture, cols + ["predicted_if_lighter_tail"]) +
-        f"\n## Reproduce\n\n`depthdelusion redundancy-study"
-        + (f" --seeds {spec.seeds}" if spec.seeds != SEEDS else "") + " --out analysis/redundancy` "
+        "\n## Reproduce\n\n`" + shlex.join(["depthdelusion", "redundancy-study",
+                                            *command_words(RedundancyOptions(seeds=spec.seeds)),
+                                            "--out", "analysis/redundancy"]) + "` "
         f"(seeds 0..{spec.seeds - 1} per case, transforms from seed 2026). "
         f"Wall time on the 2-core CPU, shared with other jobs: rates {timing['rates_s']} s, "
         f"invariance {timing['invariance_s']} s, mixture {timing['mixture_s']} s.\n")
@@ -308,14 +311,16 @@ def _figure(curves, path: Path) -> None:
     plt.close(fig)
 
 
-def run_command(*, out: str, seeds: int = SEEDS, no_figures: bool = False,
-                report_only: bool = False) -> int:
-    """`depthdelusion redundancy-study` (the parser is `depthdelusion.cli`)."""
-    if report_only:
+def run_command(*, out: str, options: RedundancyOptions = RedundancyOptions()) -> int:
+    """`depthdelusion redundancy-study` (the parser is `depthdelusion.cli`, from `RedundancyOptions`)."""
+    if options.report_only:
         write_markdown(out)
     else:
-        spec = from_flags(RedundancySpec, {"seeds": seeds})
+        spec = from_flags(RedundancySpec, {"seeds": options.seeds})
         with rundir.local_dir(out) as where:  # a gs:// OUT: written here, then copied up
-            write_outputs(measure(spec), where, figures=not no_figures)
+            write_outputs(measure(spec), where, figures=not options.no_figures)
     print((rundir.as_path(out) / "report.md").read_text().split("## Exponent")[0])
     return 0
+
+
+run_command.option_groups = {"options": RedundancyOptions}

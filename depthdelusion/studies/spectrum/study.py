@@ -15,7 +15,9 @@ import numpy as np
 
 from depthdelusion.config import bounded
 from depthdelusion.studies.common import spectrum
+from depthdelusion.option_fields import command_words
 from depthdelusion.studies.common.spec import from_flags
+from depthdelusion.studies.spectrum.options import SpectrumOptions
 
 FLAGS = {"run": "RUN"}  # field -> the command's argument, where it is not --field
 
@@ -26,8 +28,8 @@ class SpectrumSpec:
     (the command's arguments, `spec.from_flags`)."""
 
     run: str
-    tokens: int = bounded(spectrum.DEFAULT_TOKENS, ge=1)
-    rows: int = bounded(spectrum.DEFAULT_ROWS, ge=1)
+    tokens: int = bounded(SpectrumOptions.tokens, ge=1)
+    rows: int = bounded(SpectrumOptions.rows, ge=1)
 
     def validate(self) -> None:
         """Nothing spans fields; the run directory is checked where it is read (`spectrum.load_run`)."""
@@ -56,15 +58,17 @@ def sections(r: SpectrumResults) -> str:
     return spectrum.tail_markdown(list(r.fits), r.info, r.command)
 
 
-def run_command(*, run: str, tokens: int = spectrum.DEFAULT_TOKENS, rows: int = spectrum.DEFAULT_ROWS,
-                out: str | None = None) -> int:
-    """`depthdelusion spectrum` (the parser is `depthdelusion.cli`)."""
-    spec = from_flags(SpectrumSpec, {"run": run, "tokens": tokens, "rows": rows}, FLAGS)
-    command = (f"depthdelusion spectrum {shlex.quote(str(run))} --tokens {tokens} "
-               f"--rows {rows}" + (f" --out {shlex.quote(out)}" if out else ""))
+def run_command(*, run: str, out: str | None = None, options: SpectrumOptions = SpectrumOptions()) -> int:
+    """`depthdelusion spectrum` (the parser is `depthdelusion.cli`, from `SpectrumOptions`)."""
+    spec = from_flags(SpectrumSpec, {"run": run, **dataclasses.asdict(options)}, FLAGS)
+    command = shlex.join(["depthdelusion", "spectrum", str(run), *command_words(options)]
+                         + (["--out", out] if out else []))
     r = measure(spec, command=command)
     paths = spectrum.write_outputs(r.eigenvalues_LxW, list(r.fits), r.info, out or f"{run.rstrip('/')}/spectrum",
                                    r.command)
     print(next(p for p in paths if p.name == "tail.md").read_text())
     print(f"written: {', '.join(str(p) for p in paths)}")
     return 0
+
+
+run_command.option_groups = {"options": SpectrumOptions}

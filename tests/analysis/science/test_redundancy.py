@@ -101,6 +101,7 @@ def test_the_check_measures_once_and_its_report_is_the_one_rewritten_from_its_ta
 
     from depthdelusion.studies.redundancy import study
     from depthdelusion.studies.common.spec import from_flags
+    from depthdelusion.studies.redundancy.options import RedundancyOptions
 
     spec = from_flags(study.RedundancySpec, {"betas": [2.0], "sources": [0.5], "ns": [20, 40, 80],
                                              "p": 60, "seeds": 2, "n_min": 20})
@@ -116,9 +117,10 @@ def test_the_check_measures_once_and_its_report_is_the_one_rewritten_from_its_ta
 def test_a_bad_value_of_the_check_is_one_line_naming_its_flag(tmp_path):
     from depthdelusion.studies.redundancy import study
     from depthdelusion.studies.common.spec import from_flags
+    from depthdelusion.studies.redundancy.options import RedundancyOptions
 
     with pytest.raises(ValueError, match=r"^--seeds=0: must be a positive integer$"):
-        study.run_command(out=str(tmp_path), seeds=0)
+        study.run_command(out=str(tmp_path), options=RedundancyOptions(seeds=0))
     with pytest.raises(ValueError, match=r"^--sources\[1\]=1.5: must be in \(0, 1\]"):
         from_flags(study.RedundancySpec, {"sources": [0.5, 1.5]})
     with pytest.raises(ValueError, match=r"^--n-min=1600: must leave at least 2 of ns"):

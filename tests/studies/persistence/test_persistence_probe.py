@@ -10,6 +10,7 @@ from flax import nnx
 from depthdelusion.data.pipeline import Batches
 from depthdelusion.model.transformer import Transformer
 from depthdelusion.studies.persistence import probe
+from depthdelusion.studies.persistence.options import ProbeOptions
 from depthdelusion.studies.persistence.probe import layer_gradient_profiles, probe_config
 
 
@@ -56,5 +57,5 @@ def test_a_bad_flag_is_one_line_naming_it_before_anything_trains(tmp_path, monke
 
     monkeypatch.setattr(probe, "layer_gradient_profiles", train)
     with pytest.raises(ValueError) as err:
-        probe.run_command(out=str(tmp_path / "probe"), **flags)
+        probe.run_command(out=str(tmp_path / "probe"), options=ProbeOptions(**flags))
     assert str(err.value).startswith(says) and len(str(err.value).splitlines()) == 1

@@ -142,13 +142,14 @@ def test_two_sweeps_runs_directories_stay_two_studies(tmp_path):
 def test_two_grids_that_share_runs_count_each_run_once(tmp_path):
     """The width grid repeats cells of the depth grid (same run names): the PARTIAL line counts a
     shared run once, as the sweep trains it once."""
+    from depthdelusion.studies.persistence.options import PersistenceOptions
     from depthdelusion.studies.persistence.study import run_command
 
     root = tmp_path / "runs"
     for d in (4, 8):
         _run(root, f"sp_d{d}_w16_s42", "sp", d, 16, 42, ell=-20.0, loss=2.0 - 0.01 * d)
-    run_command(runs=str(root), out=str(tmp_path / "out"),
-                grid=[_grid(tmp_path / "depth.yaml", [4, 8]), _grid(tmp_path / "width.yaml", [8, 16])])
+    run_command(runs=str(root), out=str(tmp_path / "out"), options=PersistenceOptions(
+        grid=[_grid(tmp_path / "depth.yaml", [4, 8]), _grid(tmp_path / "width.yaml", [8, 16])]))
     md = (tmp_path / "out" / "report.md").read_text()
     assert "2 of 3 runs of the grid finished; missing: sp_d16_w16_s42." in md
 

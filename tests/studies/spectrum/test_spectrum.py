@@ -12,6 +12,7 @@ from depthdelusion.model import parametrization as pz
 from depthdelusion.model import transformer
 from depthdelusion.studies.common import spectrum
 from depthdelusion.studies.spectrum import study as spectrum_study
+from depthdelusion.studies.spectrum.options import SpectrumOptions
 
 D, W, S = 2, 32, 32
 TINY = ["--set", f"model.depth={D}", "--set", f"model.width={W}", "--set", "model.head_dim=16",
@@ -130,7 +131,7 @@ def test_a_bad_argument_of_the_command_function_is_one_line_naming_its_flag_befo
 
     monkeypatch.setattr(spectrum, "measure", measure)
     with pytest.raises(ValueError) as err:
-        spectrum_study.run_command(run=str(tmp_path), **arguments)
+        spectrum_study.run_command(run=str(tmp_path), options=SpectrumOptions(**arguments))
     assert str(err.value) == says
 
 

@@ -1,0 +1,52 @@
+"""Each study command's options (and `shape`'s) are declared once, beside the fields of the options
+object its function takes (`option_groups`): the parser has no other option with a default of its
+own, and the help shows each declared default."""
+import argparse
+import importlib
+
+import pytest
+
+from depthdelusion.cli import COMMANDS, add_commands
+from depthdelusion.option_fields import declared_options, flag
+
+#: written by hand in every command that has them: where it writes, run-config overrides, the help
+BY_HAND = {"--help", "--out", "--set"}
+#: a command's inputs (what it reads, in what form it answers), which have no default to declare;
+#: the planned studies' controls of one invocation (studies/common/planned_runs.py)
+INPUTS = {"shape": {"--table", "--column", "--compute", "--json"}, "expansion-prediction": {"--runs"},
+          "depth-confound": {"--max-runs", "--report-only"}, "depth-vs-size": {"--max-runs", "--report-only"}}
+COMMANDS_WITH_OPTIONS = [(name, target) for name, target, _ in COMMANDS
+                         if target.startswith("depthdelusion.studies.") or name == "shape"]
+
+
+def _parser(name: str) -> argparse.ArgumentParser:
+    return add_commands(argparse.ArgumentParser().add_subparsers(), only=name)[name]
+
+
+def _declared(target: str) -> dict:
+    """{flag: (field, Option)} of every options object the command's function takes."""
+    module, function = target.split(":")
+    groups = getattr(getattr(importlib.import_module(module), function), "option_groups", {})
+    return {flag(field.name): (field, declared) for options in groups.values()
+            for field, declared in declared_options(options)}
+
+
+@pytest.mark.parametrize("name, target", COMMANDS_WITH_OPTIONS, ids=[n for n, _ in COMMANDS_WITH_OPTIONS])
+def test_every_option_of_a_study_command_is_a_declared_field(name, target):
+    declared = _declared(target)
+    on_parser = {s: a for a in _parser(name)._actions for s in a.option_strings if s.startswith("--")}
+    by_hand = sorted(set(on_parser) - set(declared) - BY_HAND - INPUTS.get(name, set()))
+    assert not by_hand, f"{name}: options declared by hand, not by an options object's field: {by_hand}"
+    assert not set(declared) - set(on_parser), f"{name}: declared options missing from the parser"
+    for option, (field, _) in declared.items():
+        action = on_parser[option]
+        assert (action.dest, action.default) == (field.name, field.default), f"{name} {option}"
+
+
+@pytest.mark.parametrize("name, target", COMMANDS_WITH_OPTIONS, ids=[n for n, _ in COMMANDS_WITH_OPTIONS])
+def test_the_help_of_a_study_command_shows_each_declared_default(name, target, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100000")  # one line per option: no wrapping inside its help
+    text = _parser(name).format_help()
+    for option, (field, declared) in _declared(target).items():
+        if field.default not in (None, "") and not isinstance(field.default, bool):
+            assert f"{declared.help}; default {field.default}" in text, f"{name} {option}"
