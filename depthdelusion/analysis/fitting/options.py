@@ -227,7 +227,7 @@ class RowOptions(FromArguments):
 
 
 #: the pooling laws of `shape` (``auto``: picked by held-out error; see ``shape_pool.LAWS``)
-SHAPE_LAWS = ("auto", "bowl", "kink", "kink_relative", "chinchilla", "separate", "shared", "inverse_depth")
+SHAPE_LAWS = ("auto", "bowl", "chinchilla", "kink", "kink_relative", "separate", "shared", "inverse_depth")
 
 
 @dataclass(frozen=True)
