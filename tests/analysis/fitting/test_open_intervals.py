@@ -47,8 +47,10 @@ def test_a_profile_closing_only_far_beyond_the_start_range_is_one_sided(finder):
     assert r.status["lam"] == "not_identified"
     lam = row(r, "lam").split()
     assert lam[1] == "n.i." and f"≥ {lo:.4g}" in row(r, "lam")
-    assert any("lam: the profile crosses the cut only at" in n and "that end is open" in n
-               for n in r.profile_notes)
+    # why it is open, said in a note: a crossing far out (SkylakeX's OpenBLAS kernel), or Λ flat
+    # below the cut and then jumping across it (Haswell's); the printed answer is the same
+    assert any(("lam: the profile crosses the cut only at" in n and "that end is open" in n)
+               or (n.startswith("lam ≥") and "the data do not bound it" in n) for n in r.profile_notes), r.profile_notes
     assert json.loads(r.to_json())["ci_profile"]["lam"] == [lo, None]
     assert r.conf_int(alpha=0.1)["lam"][1] == math.inf  # any level: the same rule
 
