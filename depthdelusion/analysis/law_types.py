@@ -80,12 +80,15 @@ class Roles:
     nuisance of the penalty's test; "" when the law has none or fixes it). ``d_crit(W, **values)``:
     the critical depth in layers, taking the law's parameters it names (None: the law has no
     critical depth), and ``d_crit_text`` its formula as a format string over the values (e.g.
-    ``"{kappa:.3g}·ln W"``)."""
+    ``"{kappa:.3g}·ln W"``). ``breaks(x)``: per row, the value of ``kink`` at which the penalty
+    starts to act on it (a break in model size: the row's N); the objective bends at each, so
+    the search also tries the kink at every one (None: no such scan)."""
 
     penalty: str = ""
     kink: str = ""
     d_crit: Callable | None = None
     d_crit_text: str = ""
+    breaks: Callable | None = None
 
 
 @dataclass(frozen=True)

@@ -286,7 +286,7 @@ register_law(
 #: The rival a depth kink must beat: the same penalty shape, switched on past a model size.
 SIZE_KINK = "size_kink"
 register_law(
-    _size_kink, name=SIZE_KINK, roles=Roles(penalty="lam", kink="N_c"),
+    _size_kink, name=SIZE_KINK, roles=Roles(penalty="lam", kink="N_c", breaks=lambda x: x.N),
     params={"A": _A, "alpha": _ALPHA,
             "lam": Param("lam", (0.01, 1.0), log=True, bounds=(0, INF), symbol="λ",
                          doc="size-penalty scale (nats per e-fold of N past N_c)"),
