@@ -16,9 +16,9 @@ def test_analysis_imports_without_jax():
 
 
 def test_no_command_loads_jax_for_its_help():
-    """`depthdelusion COMMAND --help` for every command reads the defaults of the module that runs
-    it: that module must leave JAX to the functions that train (coord-check, spectrum,
-    persistence-probe and data-exponent-ridge loaded it, 5–12 s per help)."""
+    """`depthdelusion COMMAND --help` for every command reads its defaults from the options
+    declaration (a study's options.py, not the module that runs it): neither may load JAX
+    (coord-check, spectrum, persistence-probe and data-exponent-ridge once did, 5–12 s per help)."""
     code = ("import contextlib, io, sys\n"
             "from depthdelusion.cli import COMMANDS, main\n"
             "loaded = []\n"
