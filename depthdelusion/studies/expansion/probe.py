@@ -358,7 +358,7 @@ def probe_run(run_dir, n_batches: int = 16, etas: Sequence[float] = ETAS, seed: 
         d = -stats.mean_train_DxP[best] / np.linalg.norm(stats.mean_train_DxP[best])
         row["first_order_test"] = row["eta"] * float(d @ stats.mean_test_DxP[best])
 
-    import jax
+    import jax  # JAX: see the module's note
 
     grads_fn = jax.jit(lambda p, t: residual_grads(cfg.model, p, t)[1])
     g_per_layer = [[] for _ in range(cfg.model.depth)]

@@ -18,6 +18,7 @@ from depthdelusion.analysis.reference import PAPER_KAPPA
 from depthdelusion.option_fields import command_words
 from depthdelusion.studies.public_shapes import chinchilla, figures, fitting_loss, nested, optimal, prediction, study
 from depthdelusion.studies.public_shapes import sections as more
+from depthdelusion.studies.public_shapes.answers import lr_flips, sign_flips
 from depthdelusion.studies.public_shapes.options import PublicShapesOptions
 from depthdelusion.studies.public_shapes.results import PublicShapesResults, measure
 
@@ -171,8 +172,6 @@ def sections(r: PublicShapesResults) -> str:
 def _first_paragraph(r: PublicShapesResults) -> list[str]:
     """The verdict that depends on the parameter count, first: where the deep-minus-rest
     contrast of the audit changes sign between N conventions (or that it does not)."""
-    from depthdelusion.studies.public_shapes.answers import lr_flips, sign_flips
-
     flips = sign_flips(r.audits) + sign_flips([c.contrast for c in getattr(r, "chinchilla", ())])
     names = ", ".join(dict.fromkeys(a.convention for a in r.audits))
     lr = lr_flips(getattr(r, "interaction", ()))

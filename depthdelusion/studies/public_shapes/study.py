@@ -20,6 +20,7 @@ whose report, CSVs and figures ``public_shapes_report`` writes.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Literal
@@ -27,9 +28,11 @@ from typing import Literal
 import numpy as np
 
 from depthdelusion.analysis import fit
+from depthdelusion.analysis.fitting.embedding_weight import fit_embedding_weight
 from depthdelusion.analysis.fitting.options import BOOTSTRAP
 from depthdelusion.analysis.fitting.result import parameter_status
 from depthdelusion.analysis.report.verdict import critical_depth_verdict, penalty_verdicts
+from depthdelusion.analysis.table.param_count import param_pieces
 from depthdelusion.analysis.table.published import load_table
 from depthdelusion.config import bounded
 from depthdelusion.studies.common.spec import from_flags, spec_error
@@ -153,12 +156,6 @@ def convention_runs(name: str, convention: str, epsilon: float | None = None):
     """``(runs, ε, weight)``: the published table ``name`` with N = N_nonemb + ε·N_emb in
     ``convention`` (:data:`EMBEDDING_WEIGHT`; "fitted": ε from :data:`EPSILON_LAW`'s profile on
     this table, ``weight`` its EmbeddingWeight, unless ``epsilon`` gives it)."""
-    import dataclasses
-
-    from depthdelusion.analysis.fitting.embedding_weight import fit_embedding_weight
-    from depthdelusion.analysis.table.param_count import param_pieces
-    from depthdelusion.analysis.table.published import load_table
-
     runs = load_table(name)
     if convention == "total":
         return runs, 1.0, None
