@@ -10,7 +10,7 @@ shape? Three arms at every (depth, width) cell, all at the same tokens:
 
 Plus an iso-FLOP slice at one width: depth traded against tokens at the compute of a reference
 depth. Every point an arm reports is trained at every seed in `seeds`; lr grids at the first.
-The report adds, per arm, the laws with their calibrated tests (`depth_confound_laws`).
+The report adds, per arm, the laws with their calibrated tests (`studies/common/laws.py`).
 
 Runs are named by what they are (`sp_w32_d8_lr0.004_s1`; iso-FLOP runs add `_n<steps>`), so an
 arm is a view over runs and a run two arms share is trained once. What to train is a pure
@@ -21,7 +21,7 @@ metrics.jsonl (per-layer norms every `train.layer_stats_every` updates) and summ
 be local or gs:// (the runs trained there by the sweep runner; the figure drawn locally).
 
 The study's shape: its spec (`DepthConfoundSpec`, read by `spec.load_spec`), `measure` to a
-frozen `DepthConfoundResults`, whose report and command are in `depth_confound_report`.
+frozen `DepthConfoundResults`, whose report and command are in `depth_confound/report.py`.
 """
 from __future__ import annotations
 
@@ -319,7 +319,7 @@ def arm_records(exp: DepthConfoundSpec, losses: dict, summaries: dict, arm: str)
 
 
 def arm_laws(exp: DepthConfoundSpec, losses: dict, summaries: dict, *, seed: int = SEED) -> list:
-    """Every arm's laws and tests (:mod:`.depth_confound_laws`), `law_replicates` replicates each."""
+    """Every arm's laws and tests (:mod:`depthdelusion.studies.common.laws`), `law_replicates` replicates each."""
     replicates = int(exp.law_replicates)
     return [laws.fit_arm(arm, *arm_records(exp, losses, summaries, arm), replicates=replicates, seed=seed)
             for arm, _ in ARMS]
@@ -407,7 +407,7 @@ def _fixed_width_records(exp: DepthConfoundSpec, losses: dict, summaries: dict, 
 def no_depth_tests(exp: DepthConfoundSpec, losses: dict, summaries: dict) -> tuple:
     """Is the fixed-compute penalty more than size and steps? Per arm, (arm, the lack-of-fit test
     of the law in parameters and tokens only) fitted to the seed rows of every cell at the
-    iso-FLOP width (`depth_confound_laws.no_depth_term`); arms with too few cells left out."""
+    iso-FLOP width (`studies/common/laws.no_depth_term`); arms with too few cells left out."""
 
     tests = ((arm, no_depth_term(_fixed_width_records(exp, losses, summaries, arm))) for arm, _ in ARMS)
     return tuple((arm, got[1]) for arm, got in tests if got)
@@ -484,7 +484,7 @@ def short_points(exp: DepthConfoundSpec, pts: list[Point]) -> tuple:
 @dataclasses.dataclass(frozen=True)
 class DepthConfoundResults:
     """What the study measured from its finished runs, numbers only (rendered by
-    `depth_confound_report.sections`)."""
+    `report.sections`)."""
 
     spec: DepthConfoundSpec
     source: str  # the experiment file, as given on the command line

@@ -449,7 +449,7 @@ def lr_rows(exp: DepthVsSizeSpec, losses: dict[str, float], sigma: float | None,
 @dataclasses.dataclass(frozen=True)
 class DepthVsSizeResults:
     """What the study measured from its finished runs, numbers only (rendered by
-    `depth_vs_size_report.sections`)."""
+    `report.sections`)."""
 
     spec: DepthVsSizeSpec
     source: str  # the experiment file, as given on the command line

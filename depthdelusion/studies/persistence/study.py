@@ -17,7 +17,7 @@ Also the rate at every logged step (when the shape appears), ℓ(W) over all run
 against depth with the paper's D_crit. The study's shape: its spec (:class:`PersistenceSpec`: the
 run roots, the grid files, the step and window; from the command's flags by `spec.from_flags`);
 :func:`measure` computes the numbers once into a frozen :class:`PersistenceResults` (the pooled
-math is `analysis/science/persistence_cells.py`); `persistence_sections.sections` renders the
+math is `analysis/science/persistence_cells.py`); `sections.sections` renders the
 report from it; :func:`build` writes the files. JAX-free: reads run directories only. RUNS and
 OUT may be local or gs:// (a gs:// OUT is written to a local directory and copied up). Every number in the
 outputs is rounded and every bootstrap seeded from the run's name, so they are the same on any

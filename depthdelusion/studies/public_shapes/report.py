@@ -1,5 +1,5 @@
 """The public-shapes study's report and command: `sections` renders what
-`public_shapes_results.measure` found (report.md, or report_partial.md without the core),
+`results.measure` found (report.md, or report_partial.md without the core),
 `write_report` writes it with the CSVs and figures of the parts run, all from the same results;
 `run_command` is `depthdelusion public-shapes` (the parser is ``depthdelusion.cli``): its flags
 become a `PublicShapesSpec` through the study specs' field checks. Nothing here computes a

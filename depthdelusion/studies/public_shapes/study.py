@@ -9,14 +9,13 @@ fitted, ε = 1/2 the authors' one-matrix ``--no_embeds``) it fits every law of :
 bootstrap over whole runs (a shape's checkpoints are one run), and runs the calibrated tests of
 :mod:`depthdelusion.analysis.report.verdict` with a per-run random effect in the parametric bootstrap.
 The answers (critical depth, learning-rate interaction, the paper's audit) are in
-:mod:`.public_shapes_answers`, the compute-optimal shape in :mod:`.public_shapes_optimal`, the
-prediction test and the check on Gadre et al. in :mod:`.public_shapes_prediction`, the figures in
-:mod:`.public_shapes_figures`, the report in :mod:`.public_shapes_report` (its later sections in
-:mod:`.public_shapes_sections`).
+:mod:`.answers`, the compute-optimal shape in :mod:`.optimal`, the
+prediction test and the check on Gadre et al. in :mod:`.prediction`, the figures in
+:mod:`.figures`, the report in :mod:`.report` (its later sections in :mod:`.sections`).
 
 The study's shape: its spec (:class:`PublicShapesSpec`, from the command's flags by
-:func:`spec_from_flags`), ``public_shapes_results.measure`` to a frozen ``PublicShapesResults``,
-whose report, CSVs and figures ``public_shapes_report`` writes.
+:func:`spec_from_flags`), ``results.measure`` to a frozen ``PublicShapesResults``,
+whose report, CSVs and figures ``report`` writes.
 """
 from __future__ import annotations
 
