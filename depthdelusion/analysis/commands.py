@@ -17,6 +17,7 @@ from depthdelusion.outputs import refuse_own_inputs
 from depthdelusion.progress import Stages
 
 from .fitting.options import FitOptions, RowOptions
+from .report.options import ReportOptions
 from .science.persistence import DEFAULT_STEP
 from .table.columns import present_columns
 
@@ -108,8 +109,7 @@ def _need_matplotlib(what: str, instead: str) -> None:
 
 def run_report(*, runs: str | None = None, out: str, table_name: str | None = None,
                options: FitOptions = FitOptions(), rows: RowOptions = RowOptions(),
-               step: int = DEFAULT_STEP, no_figures: bool = False, groups: str = "auto",
-               params: str = "total") -> int:
+               report: ReportOptions = ReportOptions(), no_figures: bool = False) -> int:
     if not no_figures:  # before the fits, not after them
         _need_matplotlib("the report's figures", "pass --no-figures")
     refuse_own_inputs("--out", out, REPORT_FILES, [runs, *_table_files(table_name)])
@@ -120,8 +120,8 @@ def run_report(*, runs: str | None = None, out: str, table_name: str | None = No
         law, why = pick_law(table)
         print(f"--drop-outliers: outliers judged by the {why}", file=sys.stderr)
     parts = split_rows(table, rows, law, options)
-    settings = dict(by=rows.by, options=options, step=step, figures=not no_figures, label=label,
-                    groups=groups, params=params,
+    settings = dict(by=rows.by, report=dataclasses.replace(report, fit=options, runs_label=str(label)),
+                    figures=not no_figures,
                     source=_report_source(runs if table_name is None else None, table_name, rows, options))
     if not rundir.is_local(out):  # the report's writers (csv, matplotlib) write local files
         import tempfile
@@ -157,10 +157,8 @@ def _report_source(runs: str | None, table_name: str | None, rows: RowOptions, o
     return dict(input_words=" ".join(words), citation=cite)
 
 
-def _write_reports(parts, out, *, by, options: FitOptions, step, figures, label, groups, params,
-                   source: dict) -> None:
+def _write_reports(parts, out, *, by, report: ReportOptions, figures, source: dict) -> None:
     from .report.build import write_report
-    from .report.options import ReportOptions
 
     for value, part in parts.items():
         where_to = out if value is None else out / _safe_dir(f"{by}={value}")
@@ -168,11 +166,10 @@ def _write_reports(parts, out, *, by, options: FitOptions, step, figures, label,
             if note.startswith(("--where", "--drop-outliers")):
                 print(note, file=sys.stderr)
         with Stages("report" if value is None else f"report {by}={value}") as progress:
-            report = write_report(part, where_to, ReportOptions(fit=options, step=step, runs_label=str(label),
-                                                                 groups=groups, params=params, **source),
-                                  figures=figures, progress=progress)
-        print(f"wrote {len(report.files)} files to {report.out}")
-        print(report.verdict)
+            written = write_report(part, where_to, dataclasses.replace(report, **source),
+                                   figures=figures, progress=progress)
+        print(f"wrote {len(written.files)} files to {written.out}")
+        print(written.verdict)
 
 
 def _safe_dir(name: str) -> str:
@@ -492,6 +489,6 @@ def run_audit(*, runs: str, rows: RowOptions = RowOptions()) -> int:
 # The option objects each command gets whole: depthdelusion.cli builds them from the parsed
 # arguments (their fields' names are the options' dests).
 run_fit.option_groups = {"options": FitOptions, "rows": RowOptions}
-run_report.option_groups = {"options": FitOptions, "rows": RowOptions}
+run_report.option_groups = {"options": FitOptions, "rows": RowOptions, "report": ReportOptions}
 run_isoflop.option_groups = {"options": FitOptions, "rows": RowOptions}
 run_audit.option_groups = {"rows": RowOptions}

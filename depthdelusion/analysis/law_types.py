@@ -82,10 +82,12 @@ class Roles:
     critical depth), and ``d_crit_text`` its formula as a format string over the values (e.g.
     ``"{kappa:.3g}·ln W"``). ``breaks(x)``: per row, the value of ``kink`` at which the penalty
     starts to act on it (a break in model size: the row's N); the objective bends at each, so
-    the search also tries the kink at every one (None: no such scan)."""
+    the search also tries the kink at every one (None: no such scan). ``width_exponent``: the
+    parameter by which the penalty falls with width, W^−γ (the paper's γ; "" when none)."""
 
     penalty: str = ""
     kink: str = ""
+    width_exponent: str = ""
     d_crit: Callable | None = None
     d_crit_text: str = ""
     breaks: Callable | None = None

@@ -80,7 +80,7 @@ def register_law(func: Callable | None = None, *, params: dict, name: str | None
 def _check_roles(law_name: str, names: list, shape: str, roles: Roles) -> None:
     """The roles name parameters of the law (one-line errors naming the role)."""
     penalty, d_crit = roles.penalty, roles.d_crit
-    for role, value in (("penalty", penalty), ("kink", roles.kink)):
+    for role, value in (("penalty", penalty), ("kink", roles.kink), ("width_exponent", roles.width_exponent)):
         if value and value not in names:
             raise ValueError(f"law {law_name!r}: {role}={value!r} is not one of its parameters "
                              f"({', '.join(names)})")
@@ -213,7 +213,9 @@ def _chinchilla(x, E, A, alpha, B, beta):
     return E + A * x.N ** -alpha + B * x.T ** -beta
 
 
-def _kappa_ln_w(W, kappa):
+def kappa_ln_w(W, kappa):
+    """The paper's critical depth, D_crit = κ·ln W (a law whose ``Roles.d_crit`` is this one
+    has the paper's κ as its kink)."""
     return kappa * np.log(W)
 
 
@@ -222,7 +224,8 @@ def _power_of_width(W, c, p):
 
 
 #: The roles of the laws whose penalty λ switches on past D_crit = κ·ln W.
-_KAPPA_KINK = Roles(penalty="lam", kink="kappa", d_crit=_kappa_ln_w, d_crit_text="{kappa:.3g}·ln W")
+_KAPPA_KINK = Roles(penalty="lam", kink="kappa", width_exponent="gamma", d_crit=kappa_ln_w,
+                    d_crit_text="{kappa:.3g}·ln W")
 
 _DD_PARAMS = {"A": _A, "alpha": _ALPHA, "lam": _LAM, "kappa": _KAPPA, "gamma": _GAMMA, "E": _E,
               "B": _B, "beta": _BETA}
@@ -242,7 +245,8 @@ register_law(
         "does not say which form it fitted).")
 register_law(
     _depth_delusion_power, name="depth_delusion_power", shape="kink",
-    roles=Roles(penalty="lam", kink="c", d_crit=_power_of_width, d_crit_text="{c:.3g}·W^{p:.3g}"),
+    roles=Roles(penalty="lam", kink="c", width_exponent="gamma", d_crit=_power_of_width,
+                d_crit_text="{c:.3g}·W^{p:.3g}"),
     params={"A": _A, "alpha": _ALPHA, "lam": _LAM,
             "c": Param("c", (0.3, 5.0), log=True, bounds=(0, INF), doc="critical-depth scale"),
             "p": Param("p", (0.2, 0.6), bounds=(0, INF), doc="critical-depth exponent: D_crit = c·W^p "

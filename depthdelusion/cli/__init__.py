@@ -4,7 +4,7 @@ A command is a row of :data:`COMMANDS`: its name, its one-line help, and the pla
 runs it ("module:function", keyword arguments named like the parser's destinations, returning an
 exit code of :mod:`depthdelusion.exit_codes`), plus a function that defines its arguments, in
 :mod:`.training`, :mod:`.analysis` or :mod:`.studies` (what they share: :mod:`.arguments`). An
-options object a command takes whole (``FitOptions``, ``RowOptions``, ``ShapeOptions``, a study's
+options object a command takes whole (``FitOptions``, ``RowOptions``, ``ReportOptions``, ``ShapeOptions``, a study's
 ``studies/<study>/options.py``: the function's ``option_groups``) declares its own flags next to
 its fields (:mod:`depthdelusion.option_fields`); the parser is built from that declaration,
 defaults included. The module that runs a command is imported only when the command runs, and

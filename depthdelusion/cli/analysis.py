@@ -7,12 +7,6 @@ from .arguments import (COUNT, POSITIVE, POSITIVE_FLOAT, RUNS_HELP, CommandArgum
                         bounded, writable_path)
 
 ARGUMENTS = CommandArguments()
-PARAMS_CHOICES = ("total", "nonembedding", "non_embedding", "recomputed")
-PARAMS_HELP = ("nonembedding: Kaplan's, every vocabulary matrix the total counts removed (both "
-               "input embedding and LM head when untied; from the table's registration, `tables "
-               "show NAME`, or its params_non_embedding column); non_embedding: the table's own "
-               "params_non_embedding column as given (Gemstones: the authors' count, the LM head "
-               "still in), else D·(12W² + 13W)")
 
 
 #: The fit options `report` takes (the rest of FitOptions: `fit` only).
@@ -42,21 +36,13 @@ def add_row_options(p, without=()) -> None:
 
 @ARGUMENTS.command("report", "Fit the laws and write report.md, report.tex, CSVs and plots.")
 def _report(p):
-    from depthdelusion.analysis.science.persistence import DEFAULT_STEP
+    from depthdelusion.analysis.report.options import ReportOptions  # numpy, no scipy: for this parser only
 
     p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
     add_published_table(p)
     add_out(p)
-    p.add_argument("--step", type=COUNT, default=DEFAULT_STEP, help=f"step for persistence lengths; default {DEFAULT_STEP}")
     p.add_argument("--no-figures", action="store_true", help="skip the PNGs (matplotlib not needed)")
-    p.add_argument("--groups", choices=("auto", "offsets", "pooled"), default="auto",
-                   help="offsets: one offset E_g per group (token budgets that differ); pooled: one "
-                        "law for all (flagged when budgets differ); auto (default): offsets when "
-                        "the groups' token budgets differ or are unknown for some")
-    p.add_argument("--params", choices=PARAMS_CHOICES, default="total",
-                   help="parameter-count convention N (default total: a registered table's counts as "
-                        "published; other tables' rows inconsistent with their shape are refitted "
-                        "with N recomputed from (D, W)); " + PARAMS_HELP)
+    add_options(p, ReportOptions, "what the report reads and fits")
     add_fit_options(p, without=REPORT_WITHOUT, loss=dict(
         choices=SYMMETRIC_LOSSES, help="ls: least squares on loss, the mean; huber: Huber on log-loss, "
         "robust to outlying runs"))
@@ -69,6 +55,8 @@ def _report(p):
                    "choice and the reason are printed on stderr: a choice of what to fit, not a verdict "
                    "(compare laws with `report`).")
 def _fit(p):
+    from depthdelusion.analysis.report.options import PARAMS_CHOICES, PARAMS_HELP  # report's, plus "fitted"
+
     p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
     add_published_table(p)
     p.add_argument("--pool", metavar="NAME[=PATH]", help="fit RUNS pooled with this published "

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import Roles, fit, register_law
-from depthdelusion.analysis.laws import get_law, shape_kind, signed_penalty
+from depthdelusion.analysis.laws import get_law, kappa_ln_w, shape_kind, signed_penalty
 from depthdelusion.analysis.report.results import derived_quantities_blocked
 from depthdelusion.analysis.report.shape import critical_depth
+from depthdelusion.analysis.report.tables import PAPER_QUANTITIES
 from depthdelusion.analysis.report.verdict import is_architecture_law, penalty_verdicts
 
 from .test_laws_and_fitting import TRUE, synthetic_runs
@@ -81,3 +82,21 @@ def test_roles_must_name_parameters_and_a_kink_law_must_declare_its_critical_dep
                      roles=Roles(penalty="strength", d_crit=lambda W, kappa: kappa * np.log(W)))
     with pytest.raises(ValueError, match="a shape='kink' law declares its penalty"):
         register_law(law, name="roles_no_d_crit", params=params, shape="kink", roles=Roles(penalty="strength"))
+
+
+def test_the_paper_comparison_asks_each_law_its_roles_not_its_parameter_names():
+    def law(x, E, strength, kappa, shrink):
+        return E + strength * np.maximum(0.0, x.D - kappa * np.log(x.W)) * x.W ** -shrink
+
+    register_law(law, name="roles_paper_rows", replace=True, shape="kink",
+                 params={"E": (1.0, 2.0), "strength": (0.01, 1.0, "log"), "kappa": (1.0, 4.0), "shrink": (0.0, 0.8)},
+                 roles=Roles(penalty="strength", kink="kappa", width_exponent="shrink", d_crit=kappa_ln_w))
+    rows = {key: estimate(get_law("roles_paper_rows")) for _, key, estimate in PAPER_QUANTITIES}
+    assert rows == {"persistence_exponent": "", "kappa": "kappa", "alpha": "", "lam": "strength", "gamma": "shrink"}
+    # depth_delusion_power's kink is c of D_crit = c·W^p: not the paper's κ, whose row it leaves empty
+    power = {key: estimate(get_law("depth_delusion_power")) for _, key, estimate in PAPER_QUANTITIES}
+    assert power == {"persistence_exponent": "p", "kappa": "", "alpha": "alpha", "lam": "lam", "gamma": "gamma"}
+    with pytest.raises(ValueError, match="width_exponent='gamma' is not one of its parameters"):
+        register_law(law, name="roles_bad_width_exponent", params={"E": (1.0, 2.0), "strength": (0.01, 1.0),
+                                                                   "kappa": (1.0, 4.0), "shrink": (0.0, 0.8)},
+                     roles=Roles(penalty="strength", width_exponent="gamma"))

@@ -50,3 +50,20 @@ def test_the_help_of_a_study_command_shows_each_declared_default(name, target, m
     for option, (field, declared) in _declared(target).items():
         if field.default not in (None, "") and not isinstance(field.default, bool):
             assert f"{declared.help}; default {field.default}" in text, f"{name} {option}"
+
+
+def test_report_options_are_declared_by_its_options_objects():
+    """`report`'s --step, --groups and --params are ReportOptions' fields (declared there once, the
+    default of the parser and of the function's options object the same), and report has no other
+    option by hand than its inputs."""
+    from depthdelusion.analysis.report.options import ReportOptions
+
+    target = dict((n, t) for n, t, _ in COMMANDS)["report"]
+    declared = _declared(target)
+    assert {flag(field.name) for field, _ in declared_options(ReportOptions)} == {"--step", "--groups", "--params"}
+    on_parser = {s: a for a in _parser("report")._actions for s in a.option_strings if s.startswith("--")}
+    older = {d.deprecated[0] for _, d in declared.values() if d.deprecated}  # e.g. --method for --loss
+    assert sorted(set(on_parser) - set(declared) - older - BY_HAND) == ["--no-figures", "--table"]
+    for option in ("--step", "--groups", "--params"):
+        field, _ = declared[option]
+        assert (on_parser[option].dest, on_parser[option].default) == (field.name, field.default), option

@@ -16,19 +16,20 @@ def test_analysis_imports_without_jax():
 
 
 def test_no_command_loads_jax_for_its_help():
-    """`depthdelusion COMMAND --help` for every command reads the defaults of the module that runs
-    it: that module must leave JAX to the functions that train (coord-check, spectrum,
-    persistence-probe and data-exponent-ridge loaded it, 5–12 s per help)."""
+    """`depthdelusion --help` loads no JAX, nor does `depthdelusion COMMAND --help` for any command:
+    a help reads its defaults from the options declaration (a study's options.py, not the module
+    that runs it), and neither may load JAX (coord-check, spectrum, persistence-probe and
+    data-exponent-ridge once did, 5–12 s per help)."""
     code = ("import contextlib, io, sys\n"
             "from depthdelusion.cli import COMMANDS, main\n"
             "loaded = []\n"
-            "for name, *_ in COMMANDS:\n"
+            "for argv in [['--help']] + [[name, '--help'] for name, *_ in COMMANDS]:\n"
             "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
-            "        main([name, '--help'])\n"
+            "        main(argv)\n"
             "    if 'jax' in sys.modules:\n"
-            "        loaded.append(name)\n"
+            "        loaded.append(' '.join(argv))\n"
             "        break\n"
             "print(','.join(loaded) or 'none')")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=300)
-    assert out.stdout.strip() == "none", f"--help of {out.stdout.strip()} (the first such command) loads JAX"
+    assert out.stdout.strip() == "none", f"`{out.stdout.strip()}` (the first such help) loads JAX"

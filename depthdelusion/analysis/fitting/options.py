@@ -19,7 +19,8 @@ OUTLIER_Z = 4.0
 BOOTSTRAP = 1000  # case-bootstrap refits per fit: fit(), the report and `fit`
 #: The random seed of every draw a fit or a test makes (resamples, Sobol starts, subsamples,
 #: parametric-bootstrap replicates) when the caller gives none: ``FitOptions.seed`` and every
-#: function with a ``seed=`` keyword take it from here.
+#: function with a ``seed=`` keyword take it from here, the studies' default seeds too (the
+#: expansion study's inserted blocks and probes, the persistence probe's runs).
 SEED = 0
 SWEEP_BOOTSTRAP = 200  # the report that closes a sweep: a first look, in minutes
 #: The objective's names on the command line -> the fitting engine's (``fitting.fit(method=)``).

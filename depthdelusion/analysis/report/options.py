@@ -6,15 +6,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from depthdelusion.option_fields import COUNT, FromArguments, option
+
 from ..fitting.options import FitOptions
 from ..science.persistence import DEFAULT_STEP
 
 DEFAULT_LAWS = ("depth_delusion", "depth_delusion_relative", "depth_delusion_power",
                 "shape_quadratic", "depth_softplus", "kaplan")
+#: The N conventions of `report --params` (`fit --params` adds "fitted"), and what each means.
+PARAMS_CHOICES = ("total", "nonembedding", "non_embedding", "recomputed")
+PARAMS_HELP = ("nonembedding: Kaplan's, every vocabulary matrix the total counts removed (both "
+               "input embedding and LM head when untied; from the table's registration, `tables "
+               "show NAME`, or its params_non_embedding column); non_embedding: the table's own "
+               "params_non_embedding column as given (Gemstones: the authors' count, the LM head "
+               "still in), else D·(12W² + 13W)")
 
 
 @dataclass(frozen=True)
-class ReportOptions:
+class ReportOptions(FromArguments):
     """``fit``: the objective, bootstrap refits, seed, search and interval stages of every fit the
     report makes (the secondary fits, whose intervals are not read, without them:
     ``FitOptions.without_intervals``).
@@ -30,16 +39,22 @@ class ReportOptions:
     ``design``: also tabulate the verdict in every form the design allows (several groups only).
     ``lr_replicates``: parametric-bootstrap replicates of the main fits' likelihood-ratio tests
     (0: Davies' bound for λ = 0, and no kink-vs-smooth test); default ``DEFAULT_REPLICATES``,
-    or the bootstrap count when that is smaller (0: a quick look without resampling)."""
+    or the bootstrap count when that is smaller (0: a quick look without resampling).
+    ``step``, ``groups`` and ``params`` are also `report`'s options, declared here."""
 
     fit: FitOptions = field(default_factory=FitOptions)
     laws: tuple = DEFAULT_LAWS
-    step: int = DEFAULT_STEP
+    step: int = option(DEFAULT_STEP, "step for persistence lengths", type=COUNT)
     runs_label: str | None = None
     input_words: str = ""
     citation: str = ""
     shape_draws: int = 200
-    groups: str = "auto"
-    params: str = "total"
+    groups: str = option("auto", "offsets: one offset E_g per group (token budgets that differ); pooled: "
+                         "one law for all (flagged when budgets differ); auto: offsets when the "
+                         "groups' token budgets differ or are unknown for some",
+                         choices=("auto", "offsets", "pooled"))
+    params: str = option("total", "parameter-count convention N (total: a registered table's counts as "
+                         "published; other tables' rows inconsistent with their shape are refitted "
+                         "with N recomputed from (D, W)); " + PARAMS_HELP, choices=PARAMS_CHOICES)
     design: bool = True
     lr_replicates: int | None = None

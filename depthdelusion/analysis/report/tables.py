@@ -11,7 +11,7 @@ import numpy as np
 
 from ..fitting.result import parameter_status
 from ..formats.table_text import Table
-from ..laws import shape_kind
+from ..laws import kappa_ln_w, shape_kind
 from ..reference import PAPER_FIT, PAPER_KAPPA, PAPER_SHAPE_EXPONENTS
 from .cells import estimate_cell, fmt, interval, interval_cell, millions, profile_ci, shape_unit, value
 from .consistency import CONVENTIONS
@@ -137,20 +137,29 @@ def extrapolation(r: ReportResults) -> Table:
 
 
 #: The paper's reported quantities next to the parameter of ours that estimates each.
-PAPER_QUANTITIES = (("persistence exponent p (D_crit = c·W^p)", "persistence_exponent", "p"),
-                    ("κ (D_crit = κ ln W)", "kappa", "kappa"), ("α", "alpha", "alpha"),
-                    ("λ", "lam", "lam"), ("γ", "gamma", "gamma"))
+#: (row title, key of PAPER_FIT, law -> the law's parameter that estimates it, "" for none). λ,
+#: κ and γ are asked of the law's roles (κ only where its critical depth is the paper's κ·ln W);
+#: α and p are read by name: α is every law's capacity exponent (one shared declaration), and p
+#: exists only inside depth_delusion_power's D_crit = c·W^p, which declares no role for it.
+PAPER_QUANTITIES = (
+    ("persistence exponent p (D_crit = c·W^p)", "persistence_exponent",
+     lambda law: "p" if "p" in law.d_crit_params else ""),
+    ("κ (D_crit = κ ln W)", "kappa", lambda law: law.kink if law.roles.d_crit is kappa_ln_w else ""),
+    ("α", "alpha", lambda law: "alpha" if "alpha" in law.param_names else ""),
+    ("λ", "lam", lambda law: law.penalty),
+    ("γ", "gamma", lambda law: law.roles.width_exponent))
 
 
 def paper_comparison(r: ReportResults) -> Table:
     t = Table("paper_comparison", f"Our fits ({r.design.main_label}) next to the paper's reported "
               "values (ours: 95% profile-likelihood intervals, bootstrap ones when no profile was "
               "computed; paper: its stated intervals)", ["quantity", "paper"] + r.laws)
-    for title, paper_key, param in PAPER_QUANTITIES:
+    for title, paper_key, estimate in PAPER_QUANTITIES:
         v, ci = PAPER_FIT[paper_key]
         cells = []
         for f in r.fits.values():
-            if param in f.params:
+            param = estimate(f.law)
+            if param and param in f.params:
                 ci_ = profile_ci(f, param) or (f.ci_bootstrap[param] if f.ci_bootstrap else None)
                 cells.append(estimate_cell(f, param, ci_))
             else:

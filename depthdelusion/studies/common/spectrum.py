@@ -25,13 +25,20 @@ import tempfile
 import time
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+import orbax.checkpoint as ocp
 from etils import epath
+from flax import nnx
 
 from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import markdown_table
 from depthdelusion.analysis.report import plots
 from depthdelusion.analysis.science import spectra
+from depthdelusion.data.pipeline import validation_batches
+from depthdelusion.model.transformer import Taps, Transformer
+from depthdelusion.train.checkpoints import absolute
 
 GROUPS = 8  # contiguous token groups: halves = 4 + 4, jackknife over 8
 
@@ -72,9 +79,6 @@ def eigenvalues(moments: Moments) -> np.ndarray:
 
 def batch_moments(x_BxSxW):
     """(mean_W, M2_WxW) of one batch of one stream, float32, full-precision matmul."""
-    # here, not at the top: the command's --help imports this module and must not load JAX
-    import jax
-    import jax.numpy as jnp
     x_NxW = x_BxSxW.reshape(-1, x_BxSxW.shape[-1]).astype(jnp.float32)
     mean_W = x_NxW.mean(axis=0)
     xc_NxW = x_NxW - mean_W
@@ -85,12 +89,6 @@ def load_run(run) -> tuple:
     """(config, step, graphdef, params) of a run directory's newest checkpoint, parameters only,
     on one device. The forward runs in float32 whatever the run's compute dtype, so the spectrum's
     tail is not bf16 rounding noise."""
-    # here, not at the top: the command's --help imports this module and must not load JAX
-    from depthdelusion.model.transformer import Transformer
-    from depthdelusion.train.checkpoints import absolute
-    from flax import nnx
-    import jax
-    import orbax.checkpoint as ocp
     run = epath.Path(run)
     cfg = rundir.read_config(run)
     if cfg is None:
@@ -128,8 +126,6 @@ def load_run(run) -> tuple:
 def validation_tokens(cfg, tokens: int, rows: int) -> list[np.ndarray]:
     """Batches [rows, seq_len + 1] of the validation split's first windows, ⌈tokens / (rows ·
     seq_len)⌉ of them (fewer if the split is shorter)."""
-    # here, not at the top: the command's --help imports this module and must not load JAX
-    from depthdelusion.data.pipeline import validation_batches
     n_batches = max(1, math.ceil(tokens / (rows * cfg.model.seq_len)))
     batches = validation_batches(cfg.data, cfg.model.seq_len, rows, n_batches)
     if batches is None:
@@ -141,10 +137,6 @@ def validation_tokens(cfg, tokens: int, rows: int) -> list[np.ndarray]:
 
 def forward_fn(graphdef, stream_fn):
     """jit(params, tokens [B, S+1]) -> stream_fn of every stream, stacked (D + 1 first)."""
-    # here, not at the top: the command's --help imports this module and must not load JAX
-    from depthdelusion.model.transformer import Taps
-    from flax import nnx
-    import jax
     @jax.jit
     def run(params, tokens_BxS1):
         return nnx.merge(graphdef, params).forward(tokens_BxS1[:, :-1], Taps(stream_fn=stream_fn)).streams
@@ -154,8 +146,6 @@ def forward_fn(graphdef, stream_fn):
 
 def group_moments(graphdef, params, batches: list[np.ndarray], groups: int) -> list[Moments]:
     """Moments per contiguous group of batches (batch b goes to group ⌊b·G/n⌋)."""
-    # here, not at the top: the command's --help imports this module and must not load JAX
-    import jax
     forward = forward_fn(graphdef, batch_moments)
     out = [empty_moments() for _ in range(groups)]
     for b, tokens in enumerate(batches):

@@ -12,7 +12,11 @@ import json
 from pathlib import Path
 from typing import NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
+from flax import nnx
 
 from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
@@ -24,9 +28,12 @@ from depthdelusion.config import (
     TrainConfig,
     bounded,
 )
+from depthdelusion.data.pipeline import Batches
+from depthdelusion.model.transformer import Transformer
 from depthdelusion.studies.common import spec as study_spec
 from depthdelusion.studies.common.spec import spec_error
 from depthdelusion.studies.coord_check.options import DEFAULT_DEPTHS, DEFAULT_WIDTHS, CoordCheckOptions
+from depthdelusion.train.optimizer import make_optimizer
 
 LISTS = ("widths", "depths", "parametrizations")  # the grid; every shape shares the rest (SETUP)
 SETUP = ("steps", "lr", "batch_size", "seq_len", "head_dim", "base_width", "base_depth", "seed")
@@ -83,14 +90,6 @@ def shape_trace(parametrization: str, width: int, depth: int, setup: CoordCheckS
     """Train one shape for setup.steps updates (its width and depth; the rest from `setup`).
     Returns block_rms [steps+1, depth] and logits_rms [steps+1]; row t is the forward pass on
     batch t with the parameters after t updates."""
-    # here, not at the top: the command's --help imports this module and must not load JAX
-    from depthdelusion.data.pipeline import Batches
-    from depthdelusion.model.transformer import Transformer
-    from depthdelusion.train.optimizer import make_optimizer
-    from flax import nnx
-    import jax
-    import jax.numpy as jnp
-    import optax
     batches = Batches(DataConfig(prefetch=0), setup.seq_len, setup.batch_size)
     tokenizer = batches.tokenizer
     mc = ModelConfig(depth=depth, width=width, head_dim=setup.head_dim, seq_len=setup.seq_len,

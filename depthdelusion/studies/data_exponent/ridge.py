@@ -30,13 +30,16 @@ import math
 import shlex
 import time
 
+import jax
 import numpy as np
+from flax import nnx
 
 from depthdelusion import exit_codes, rundir
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.analysis.science import ridge_exponent
 from depthdelusion.analysis.science.redundancy import power_law_spectrum, source_target
 from depthdelusion.config import bounded
+from depthdelusion.model.transformer import Taps
 from depthdelusion.option_fields import command_words
 from depthdelusion.studies.common import spectrum
 from depthdelusion.studies.common.spec import from_flags, spec_error
@@ -86,10 +89,6 @@ class RidgeResults:
 
 def pool_features(run, tokens: int, rows: int) -> tuple:
     """(features (N, W) float64, next tokens (N,), head kernel (W, V), checkpoint step, config)."""
-    # here, not at the top: the command's --help imports this module and must not load JAX
-    from depthdelusion.model.transformer import Taps
-    from flax import nnx
-    import jax
     cfg, step, graphdef, params = spectrum.load_run(run)
     batches = spectrum.validation_tokens(cfg, tokens, rows)
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from depthdelusion.analysis.formats.interval_text import interval_text
+from depthdelusion.analysis.formats.table_text import markdown_table
 from depthdelusion.studies.depth_confound import study as dc
 from depthdelusion.studies.common import laws
 from depthdelusion.studies.common import planned_runs
@@ -172,8 +174,6 @@ def _seeds_text(p: Point) -> str:
 
 def _loss_tables(r: DepthConfoundResults) -> list[str]:
     """Mean ± SD over seeds per arm, width and depth, for both slices."""
-    from depthdelusion.analysis.formats.table_text import markdown_table
-
     lines = []
     for kind, group in (("equal tokens", r.points), ("iso-FLOP", r.iso_points)):
         lines += [f"### {kind}", ""]
@@ -189,8 +189,6 @@ def _loss_tables(r: DepthConfoundResults) -> list[str]:
 
 def _transfer_lines(r: DepthConfoundResults) -> list[str]:
     """What transfer loses on the CompleteP cells tuned per cell (none tuned: no lines)."""
-    from depthdelusion.analysis.formats.table_text import markdown_table
-
     if not r.transfer:
         return []
     rows = [[t["width"], t["depth"], *(_seeds_text(p) for p in (t["transferred"], t["tuned"])),
@@ -211,9 +209,6 @@ def curve_rows(r: DepthConfoundResults) -> list[dict]:
 
 def _lr_curve_lines(r: DepthConfoundResults) -> list[str]:
     """The lr grids of every tuned shape with the optimum of each."""
-    from depthdelusion.analysis.formats.interval_text import interval_text
-    from depthdelusion.analysis.formats.table_text import markdown_table
-
     sigma, dof = r.sigma, r.dof
     lines = ["## Learning-rate curves (seed %d)" % r.spec.seeds[0], "",
              "Optimum from the quadratic in ln lr through the grid's best point and its two "
@@ -274,6 +269,8 @@ def write_report(r: DepthConfoundResults, out) -> Path:
 
 
 def plot(r: DepthConfoundResults, path: Path) -> None:
+    # here, not at the top: only writing the report draws; sections and tables do not pay
+    # matplotlib's import (4 s measured), and Agg is chosen before pyplot
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -10,7 +10,7 @@ shape? Three arms at every (depth, width) cell, all at the same tokens:
 
 Plus an iso-FLOP slice at one width: depth traded against tokens at the compute of a reference
 depth. Every point an arm reports is trained at every seed in `seeds`; lr grids at the first.
-The report adds, per arm, the laws with their calibrated tests (`depth_confound_laws`).
+The report adds, per arm, the laws with their calibrated tests (`studies/common/laws.py`).
 
 Runs are named by what they are (`sp_w32_d8_lr0.004_s1`; iso-FLOP runs add `_n<steps>`), so an
 arm is a view over runs and a run two arms share is trained once. What to train is a pure
@@ -21,7 +21,7 @@ metrics.jsonl (per-layer norms every `train.layer_stats_every` updates) and summ
 be local or gs:// (the runs trained there by the sweep runner; the figure drawn locally).
 
 The study's shape: its spec (`DepthConfoundSpec`, read by `spec.load_spec`), `measure` to a
-frozen `DepthConfoundResults`, whose report and command are in `depth_confound_report`.
+frozen `DepthConfoundResults`, whose report and command are in `depth_confound/report.py`.
 """
 from __future__ import annotations
 
@@ -32,8 +32,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from depthdelusion.analysis.fitting.options import SEED
+from depthdelusion.analysis.fitting.seed_intervals import fieller_ratio, welch_interval
+from depthdelusion.analysis.science.depth_penalty import penalty_against_best, robust_seed_sd
 from depthdelusion.config import Config, bounded, from_dict
-from depthdelusion.studies.common import planned_runs
+from depthdelusion.model_size import count_params
+from depthdelusion.studies.common import laws, planned_runs
+from depthdelusion.studies.common.laws import no_depth_term
 from depthdelusion.studies.common.planned_runs import Run, make_run, run_name
 from depthdelusion.studies.common.lr_grid import (  # noqa: F401 (LrFit: re-exported)
     LrFit,
@@ -153,7 +157,6 @@ def iso_flop_steps(exp: DepthConfoundSpec, depth: int) -> int | None:
 def _iso_flop_steps(exp: DepthConfoundSpec, depth: int) -> int:
     """Steps at `depth` that spend the reference depth's training compute (6 N T, N the exact
     parameter count with embeddings) at the iso-FLOP width."""
-    from depthdelusion.model_size import count_params
 
     iso = exp.iso_flop
     def params(d: int) -> int:
@@ -288,7 +291,6 @@ def points(exp: DepthConfoundSpec, losses: dict[str, float], iso: bool = False) 
 def depth_penalty(pts: list[Point]) -> dict[int, object]:
     """Per depth, loss(D) − loss(best D) of the seed means with Welch's 95% t interval, the best
     depth taken as given (`analysis.science.depth_penalty.penalty_against_best`)."""
-    from depthdelusion.analysis.science.depth_penalty import penalty_against_best
 
     return penalty_against_best({p.depth: p.losses for p in pts})
 
@@ -317,8 +319,7 @@ def arm_records(exp: DepthConfoundSpec, losses: dict, summaries: dict, arm: str)
 
 
 def arm_laws(exp: DepthConfoundSpec, losses: dict, summaries: dict, *, seed: int = SEED) -> list:
-    """Every arm's laws and tests (:mod:`.depth_confound_laws`), `law_replicates` replicates each."""
-    from depthdelusion.studies.common import laws
+    """Every arm's laws and tests (:mod:`depthdelusion.studies.common.laws`), `law_replicates` replicates each."""
     replicates = int(exp.law_replicates)
     return [laws.fit_arm(arm, *arm_records(exp, losses, summaries, arm), replicates=replicates, seed=seed)
             for arm, _ in ARMS]
@@ -328,7 +329,6 @@ def transfer_cost(exp: DepthConfoundSpec, losses: dict[str, float]) -> list[dict
     """On each of `completep.tuned_cells`: CompleteP at the transferred lr against CompleteP at
     the lr tuned for that cell (both over every seed), the difference transferred − tuned with
     Welch's 95% t interval."""
-    from depthdelusion.analysis.fitting.seed_intervals import welch_interval
 
     rows = []
     lr_c = arm_lr(exp, losses, "C", 0, 0)
@@ -384,7 +384,6 @@ def seed_noise(pts: list[Point]) -> tuple[float | None, int | None]:
     """Seed standard deviation σ over every point with >= 2 finished finite seeds, and its
     degrees of freedom (`analysis.science.depth_penalty.robust_seed_sd`: robust to a seed that
     diverged); (None, None) when there is none yet."""
-    from depthdelusion.analysis.science.depth_penalty import robust_seed_sd
 
     return robust_seed_sd(p.losses for p in pts)
 
@@ -408,8 +407,7 @@ def _fixed_width_records(exp: DepthConfoundSpec, losses: dict, summaries: dict, 
 def no_depth_tests(exp: DepthConfoundSpec, losses: dict, summaries: dict) -> tuple:
     """Is the fixed-compute penalty more than size and steps? Per arm, (arm, the lack-of-fit test
     of the law in parameters and tokens only) fitted to the seed rows of every cell at the
-    iso-FLOP width (`depth_confound_laws.no_depth_term`); arms with too few cells left out."""
-    from depthdelusion.studies.common.laws import no_depth_term
+    iso-FLOP width (`studies/common/laws.no_depth_term`); arms with too few cells left out."""
 
     tests = ((arm, no_depth_term(_fixed_width_records(exp, losses, summaries, arm))) for arm, _ in ARMS)
     return tuple((arm, got[1]) for arm, got in tests if got)
@@ -432,7 +430,6 @@ def held_out_penalties(exp: DepthConfoundSpec, pts: list[Point]) -> tuple:
 def kept_shares(penalties: dict, dmax: int) -> dict:
     """How much of arm A's penalty at `dmax` arms B and C keep (Fieller's interval of the ratio,
     {arm: (ratio, lo, hi)}), where A's own penalty is above 0 and the arm's has an interval."""
-    from depthdelusion.analysis.fitting.seed_intervals import fieller_ratio
 
     a = penalties.get("A")
     if a is None or not a.lo > 0:
@@ -487,7 +484,7 @@ def short_points(exp: DepthConfoundSpec, pts: list[Point]) -> tuple:
 @dataclasses.dataclass(frozen=True)
 class DepthConfoundResults:
     """What the study measured from its finished runs, numbers only (rendered by
-    `depth_confound_report.sections`)."""
+    `report.sections`)."""
 
     spec: DepthConfoundSpec
     source: str  # the experiment file, as given on the command line

@@ -161,7 +161,7 @@ def _resolve_level(exp: DepthVsSizeSpec, i: int, level: LevelSpec) -> dict:
 def _counts(exp: DepthVsSizeSpec, w: int, d: int, ffn: int | None, where: str) -> tuple[int, int]:
     """(non-embedding, total) parameters of a shape."""
     try:
-        cfg = _config(exp, w, d, "sp", None, steps=1, lr=1e-3, seed=0, ffn=ffn, where=f"{where}.shapes {[w, d]}")
+        cfg = _config(exp, w, d, "sp", None, steps=1, lr=1e-3, seed=SEED, ffn=ffn, where=f"{where}.shapes {[w, d]}")
     except ValueError as err:
         raise ValueError(f"{where}.shapes: {[w, d]}: {err}") from None
     return non_embedding_params(cfg.model), count_params(cfg.model)
@@ -449,7 +449,7 @@ def lr_rows(exp: DepthVsSizeSpec, losses: dict[str, float], sigma: float | None,
 @dataclasses.dataclass(frozen=True)
 class DepthVsSizeResults:
     """What the study measured from its finished runs, numbers only (rendered by
-    `depth_vs_size_report.sections`)."""
+    `report.sections`)."""
 
     spec: DepthVsSizeSpec
     source: str  # the experiment file, as given on the command line

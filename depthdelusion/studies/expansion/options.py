@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from depthdelusion.analysis.fitting.options import SEED
 from depthdelusion.option_fields import COUNT, POSITIVE, FromArguments, option
 
 
@@ -14,7 +15,7 @@ class ExpandOptions(FromArguments):
     """Where to insert blocks and from which checkpoint, or (``probe``) what to measure instead."""
 
     after: str | None = option(None, "insert a block after each of these blocks", metavar="K[,K...]")
-    seed: int = option(0, "draw of the inserted blocks", type=COUNT)
+    seed: int = option(SEED, "draw of the inserted blocks", type=COUNT)
     probe: bool = option(False, "measure instead of expanding")
     batches: int = option(16, "--probe: train and held-out batches each", type=POSITIVE)
     etas: str | None = option(None, "--probe: jumpboard step sizes", metavar="E[,E...]")

@@ -36,6 +36,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from depthdelusion.analysis.fitting.options import SEED
 from depthdelusion.analysis.formats.table_text import markdown_table
 from depthdelusion.config import ModelConfig
 from depthdelusion.studies.expansion import surgery
@@ -99,7 +100,7 @@ def with_projections(params: Any, positions, projections: dict) -> Any:
 class SignalProbe:
     """Per-batch gradients w.r.t. the zero projections of a block inserted after each layer."""
 
-    def __init__(self, model: ModelConfig, params: Any, seed: int = 0):
+    def __init__(self, model: ModelConfig, params: Any, seed: int = SEED):
         import jax  # JAX: see the module's note
         import jax.numpy as jnp
         from flax import nnx
@@ -198,7 +199,7 @@ def _from_scale(values: np.ndarray) -> np.ndarray:
     return np.concatenate([np.exp(values[..., :2]), np.tanh(values[..., 2:])], axis=-1)
 
 
-def signal_table(stats: GramStats, n_boot: int = 1000, seed: int = 0) -> list[dict]:
+def signal_table(stats: GramStats, n_boot: int = 1000, seed: int = SEED) -> list[dict]:
     """One row per insertion point k: norms, unbiased squared norms, cosine, 95% basic bootstrap
     intervals (batches resampled with replacement within each set) on the log scale for the
     norms and the Fisher-z scale for the cosine, mapped back (so they respect 0 and ±1)."""
@@ -321,7 +322,7 @@ def covariance_energy(g_NxW: np.ndarray, rng: np.random.Generator) -> tuple[floa
 ETAS = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
 
 
-def probe_run(run_dir, n_batches: int = 16, etas: Sequence[float] = ETAS, seed: int = 0,
+def probe_run(run_dir, n_batches: int = 16, etas: Sequence[float] = ETAS, seed: int = SEED,
               covariance_batches: int = 4, n_boot: int = 1000) -> dict:
     """Everything the study reports for one trained run: the signal at every insertion point
     (train = the first `n_batches` batches the run trained on, held-out = the first `n_batches`
@@ -358,7 +359,7 @@ def probe_run(run_dir, n_batches: int = 16, etas: Sequence[float] = ETAS, seed: 
         d = -stats.mean_train_DxP[best] / np.linalg.norm(stats.mean_train_DxP[best])
         row["first_order_test"] = row["eta"] * float(d @ stats.mean_test_DxP[best])
 
-    import jax
+    import jax  # JAX: see the module's note
 
     grads_fn = jax.jit(lambda p, t: residual_grads(cfg.model, p, t)[1])
     g_per_layer = [[] for _ in range(cfg.model.depth)]

@@ -44,6 +44,7 @@ import numpy as np
 from etils import epath
 
 from depthdelusion import rundir
+from depthdelusion.analysis.fitting.options import SEED
 from depthdelusion.config import Config, MeshConfig, ModelConfig, parse_override, set_field
 from depthdelusion.model import parametrization as pz
 
@@ -176,7 +177,7 @@ def insert_blocks(flat: dict[str, Any], target_shapes: dict[str, tuple], depth: 
     return out
 
 
-def expand_params(params: Any, model: ModelConfig, after: Sequence[int], seed: int = 0,
+def expand_params(params: Any, model: ModelConfig, after: Sequence[int], seed: int = SEED,
                   fresh: dict[str, np.ndarray] | None = None):
     """In memory: (child ModelConfig, child params nnx.State) for a model's nnx.State of Params.
     `fresh`: the inserted blocks' values ({name: [len(after), ...]}); default `inserted_blocks`."""
@@ -245,7 +246,7 @@ def restore_state(run_dir, cfg: Config, step: int | None = None):
     return step, flat, state, trainer
 
 
-def expand_run(run_dir, after: Sequence[int], out, seed: int = 0, overrides: Sequence[str] = (),
+def expand_run(run_dir, after: Sequence[int], out, seed: int = SEED, overrides: Sequence[str] = (),
                step: int | None = None) -> dict:
     """Write the expanded run directory `out` from the parent's checkpoint at `step` (default the
     newest); returns what expansion.json records."""

@@ -31,6 +31,7 @@ import numpy as np
 from scipy import stats
 
 from depthdelusion import model_size, rundir
+from depthdelusion.analysis.fitting.options import SEED
 from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.config import bounded, parse_scalar
 from depthdelusion.studies.common import spec as study_spec
@@ -106,7 +107,7 @@ def spearman(x, y) -> float:
 
 
 def rank_agreement(per_seed: list[tuple[list[float], list[float]]], n_perm: int = 20000,
-                   seed: int = 0) -> dict:
+                   seed: int = SEED) -> dict:
     """Mean over seeds of Spearman's ρ(predicted, realised), its 95% t interval over seeds (cut
     to [-1, 1]) and a one-sided permutation p-value: the share of
     `n_perm` random within-seed relabellings (plus the observed one) whose ρ̄ is at least the

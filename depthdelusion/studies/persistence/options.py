@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from depthdelusion.analysis.fitting.options import SEED
 from depthdelusion.analysis.science.persistence import DEFAULT_STEP, DEFAULT_WINDOW
 from depthdelusion.config import PARAMETRIZATIONS
 from depthdelusion.option_fields import COUNT, POSITIVE, POSITIVE_FLOAT, FromArguments, option
@@ -29,7 +30,7 @@ class ProbeOptions(FromArguments):
     lr: float = option(3e-4, "AdamW learning rate", type=POSITIVE_FLOAT)
     parametrization: str = option("sp", "one of sp, mup, depth_mup, completep", choices=PARAMETRIZATIONS)
     compute_dtype: str = option("auto", "auto: bfloat16 on accelerators, float32 on CPU", choices=COMPUTE_DTYPES)
-    seed: int = option(0, "initialisation and data seed", type=COUNT)
+    seed: int = option(SEED, "initialisation and data seed", type=COUNT)
     #: shapes above are skipped (and listed): memory and time on a CPU
     max_params: float = option(1.2e8, "skip shapes with more parameters (at the default: about 2 GB "
                                "with Adam)", type=POSITIVE_FLOAT)

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
+import jax
 import numpy as np
 
 from depthdelusion import rundir
@@ -27,9 +28,12 @@ from depthdelusion.analysis.formats.table_text import markdown_table, write_csv
 from depthdelusion.analysis.report import plots
 from depthdelusion.analysis.science.persistence import persistence_length, persistence_scaling
 from depthdelusion.config import Config, DataConfig, ModelConfig, Parametrization, TrainConfig, bounded
+from depthdelusion.data.pipeline import Batches
 from depthdelusion.model_size import count_params
+from depthdelusion.parallel.mesh import make_mesh
 from depthdelusion.studies.common.spec import comma_separated, from_flags, spec_error
 from depthdelusion.studies.persistence.options import COMPUTE_DTYPES, DEFAULT_DEPTHS, DEFAULT_WIDTHS, ProbeOptions
+from depthdelusion.train.step import build_trainer
 
 KINDS = ("weight", "activation")
 
@@ -110,11 +114,6 @@ def layer_gradient_profiles(cfg, steps: int) -> dict:
     Returns ``weight`` [steps+1, D] (per-block weight-gradient norms), ``activation``
     [steps+1, D] (‖∂L/∂h_l‖, h_l the residual stream entering block l) and ``loss`` [steps+1];
     index 0 of D is the bottom block. Reusable by other studies (e.g. depth expansion)."""
-    # here, not at the top: the command's --help imports this module and must not load JAX
-    from depthdelusion.data.pipeline import Batches
-    from depthdelusion.parallel.mesh import make_mesh
-    from depthdelusion.train.step import build_trainer
-    import jax
     cfg.validate()
     mesh = make_mesh(cfg.mesh, devices=jax.devices()[:1])
     trainer = build_trainer(cfg, mesh)

@@ -1,6 +1,6 @@
 """The persistence study's report (report.md) rendered from its results, one function per
 section; nothing here fits or resamples. ``results`` is always a
-`persistence_study.PersistenceResults` (not imported: the study module imports this one)."""
+`study.PersistenceResults` (not imported: the study module imports this one)."""
 from __future__ import annotations
 
 import math

@@ -17,7 +17,7 @@ Also the rate at every logged step (when the shape appears), ℓ(W) over all run
 against depth with the paper's D_crit. The study's shape: its spec (:class:`PersistenceSpec`: the
 run roots, the grid files, the step and window; from the command's flags by `spec.from_flags`);
 :func:`measure` computes the numbers once into a frozen :class:`PersistenceResults` (the pooled
-math is `analysis/science/persistence_cells.py`); `persistence_sections.sections` renders the
+math is `analysis/science/persistence_cells.py`); `sections.sections` renders the
 report from it; :func:`build` writes the files. JAX-free: reads run directories only. RUNS and
 OUT may be local or gs:// (a gs:// OUT is written to a local directory and copied up). Every number in the
 outputs is rounded and every bootstrap seeded from the run's name, so they are the same on any
@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +36,7 @@ import numpy as np
 
 from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import write_csv
+from depthdelusion.analysis.report import plots
 from depthdelusion.analysis.science import persistence_cells as pc
 from depthdelusion.analysis.science.persistence import (
     DEFAULT_STEP,
@@ -47,6 +50,7 @@ from depthdelusion.config import bounded
 from depthdelusion.studies.common import spec as study_spec
 from depthdelusion.studies.persistence.options import PersistenceOptions
 from depthdelusion.studies.persistence.sections import sections
+from depthdelusion.sweep import load_grid
 
 FLAGS = {"runs": "RUNS", "grids": "--grid"}  # the fields whose flag is not --field-name
 
@@ -74,8 +78,6 @@ class PersistenceSpec:
         cells) list them once."""
         if not self.grids:
             return []
-        from depthdelusion.sweep import load_grid
-
         return list(dict.fromkeys(name for g in self.grids for name, _ in load_grid(g).runs))
 
 
@@ -309,8 +311,6 @@ def _profiles(runs: list[dict], fits: dict, params, study: str) -> dict:
 
 def write_figures(results: PersistenceResults, out: Path) -> list[Path]:
     """The figures of ``results.figures``, drawn into ``out``."""
-    from depthdelusion.analysis.report import plots
-
     files = []
     lo, hi = results.bounds
     for pz in results.params:
@@ -387,8 +387,6 @@ def build(spec: PersistenceSpec, out: Path, *, command: str = "") -> list[Path]:
 
 def bottom_block_figure(rows: list, path: Path) -> Path:
     """g_0/g_1 against depth, one line per (parametrization, width); geometric mean over seeds."""
-    from depthdelusion.analysis.report import plots
-
     plt = plots.plt
     groups: dict = {}
     for pz, d, w, ratio in rows:
@@ -411,9 +409,6 @@ def bottom_block_figure(rows: list, path: Path) -> Path:
 
 def run_command(*, runs: list[str] | str, out: str, options: PersistenceOptions = PersistenceOptions()) -> int:
     """`depthdelusion persistence-study` (the parser is `depthdelusion.cli`, from `PersistenceOptions`)."""
-    import shlex
-    import sys
-
     grid = options.grid
     spec = study_spec.from_flags(PersistenceSpec, {
         "runs": [runs] if isinstance(runs, str) else list(runs),

@@ -79,13 +79,16 @@ def critical_depth(arm: Arm) -> CriticalDepth | None:
     f = arm.fits.get(POWER_KINK)
     if f is None:
         return None
-    names = list(f.params)
+    law, names = f.law, list(f.params)
     boot = f.bootstrap_params if f.bootstrap_params is not None else np.zeros((0, len(names)))
-    c_s, p_s = boot[:, names.index("c")], boot[:, names.index("p")]
+    # D_crit as the law declares it, at the fit and at each bootstrap draw of its free parameters
+    # (roles.d_crit itself: a width stays a Python float, as the committed numbers were computed)
+    at = {n: f.all_params[n] for n in law.d_crit_params}
+    drawn = {**at, **{n: boot[:, names.index(n)] for n in law.d_crit_params if n in names}}
     widths = []
     for w in sorted({float(x) for x in arm.runs.width}):
-        widths.append((w, f.params["c"] * w ** f.params["p"], percentile_interval(c_s * w ** p_s)))
-    d_crit = f.params["c"] * np.asarray(arm.runs.width, float) ** f.params["p"]
+        widths.append((w, law.roles.d_crit(w, **at), percentile_interval(law.roles.d_crit(w, **drawn))))
+    d_crit = law.roles.d_crit(np.asarray(arm.runs.width, float), **at)
     past = int(np.sum(np.asarray(arm.runs.depth, float) > d_crit))
     return CriticalDepth(arm.label, f.params["p"], f.ci_bootstrap["p"] if f.ci_bootstrap else (np.nan, np.nan),
                          parameter_status(f, "p"), widths, past, f.n)

@@ -18,6 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from depthdelusion.analysis import fit
+from depthdelusion.analysis.report.shape import optimal_shape
+from depthdelusion.studies.public_shapes import answers
+from depthdelusion.studies.public_shapes.optimal import DEPTH_MAX, gemstones_counts, suite_budgets
 from depthdelusion.studies.public_shapes.study import Arm
 
 MOVES = 0.03   # an exponent that moves by more than this between the losses depends on the loss
@@ -47,10 +51,6 @@ class LossComparison:
 
 def compare(arm: Arm, *, bootstrap: int, seed: int) -> LossComparison | None:
     """Least squares against Huber on log-loss for ``arm`` (None without both laws fitted)."""
-    from depthdelusion.analysis import fit
-
-    from depthdelusion.studies.public_shapes import answers
-
     laws = ("chinchilla", "gemstones_width_depth")
     if not all(law in arm.fits for law in laws):
         return None
@@ -64,10 +64,6 @@ def compare(arm: Arm, *, bootstrap: int, seed: int) -> LossComparison | None:
 
 
 def _exponents(arm: Arm, f) -> tuple:
-    from depthdelusion.analysis.report.shape import optimal_shape
-
-    from depthdelusion.studies.public_shapes.optimal import DEPTH_MAX, gemstones_counts, suite_budgets
-
     res = optimal_shape(f, suite_budgets(arm.runs, arm.epsilon), counts=gemstones_counts(arm.runs, arm.epsilon),
                         bootstrap=0, depth_max=DEPTH_MAX)
     return (float(res.depth_exponent), float(res.width_exponent))

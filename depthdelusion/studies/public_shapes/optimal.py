@@ -19,6 +19,7 @@ import numpy as np
 from depthdelusion.analysis.reference import PAPER_SHAPE_EXPONENTS
 from depthdelusion.analysis.report.shape import Counts, optimal_shape
 from depthdelusion.analysis.table.published import GEMSTONES_VOCAB, gemstones_width_depth_released
+from depthdelusion.studies.public_shapes.answers import percentile_interval
 
 #: the laws with a shape optimum (the kink laws collapse to chinchilla here: no shape term left)
 OPTIMAL_LAWS = ("gemstones_width_depth", "shape_quadratic")
@@ -78,9 +79,6 @@ def gemstones_counts(runs, epsilon: float = 1.0):
     """N(D, W) of the Gemstones architecture as the arm counts it, N_nonemb + ε·N_emb (ε = 1:
     total; N_emb the two untied V×W vocabulary matrices), and C = 6·N_total·T, from a
     least-squares fit of the table's per-shape total count; with its largest relative error."""
-    from depthdelusion.analysis.report.shape import Counts
-    from depthdelusion.analysis.table.published import GEMSTONES_VOCAB
-
     removed = 2 * GEMSTONES_VOCAB * (1.0 - epsilon)   # per unit width: the part of N_emb not counted
     total = np.asarray(runs.params, float) + removed * np.asarray(runs.width, float)
     D, W = np.asarray(runs.depth, float), np.asarray(runs.width, float)
@@ -112,8 +110,6 @@ def optima(arm, *, bootstrap: int) -> list[Optimum]:
     """D*(C), W*(C) per shape law fitted to ``arm``, intervals from ``bootstrap`` of its draws
     with the degenerate draws counted and set aside (:func:`draw_exponents`), and the local
     exponents over the lower and upper half of the budgets."""
-    from depthdelusion.analysis.report.shape import optimal_shape
-
     counts, budgets = gemstones_counts(arm.runs, arm.epsilon), suite_budgets(arm.runs, arm.epsilon)
     out = []
     for law in OPTIMAL_LAWS:
@@ -144,10 +140,6 @@ def draw_exponents(fit, runs, budgets, counts, bootstrap: int) -> Draws:
     """Every cluster-bootstrap draw of ``fit`` (up to ``bootstrap``) re-solved for D*(C), W*(C);
     each draw checked for degeneracy: D* at :data:`DEPTH_MAX`, a shape term of
     :data:`SHAPE_TERMS` whose range over the suite's shapes is below :data:`VANISHED`, no optimum."""
-    from depthdelusion.analysis.report.shape import optimal_shape
-
-    from depthdelusion.studies.public_shapes.answers import percentile_interval
-
     boot = fit.bootstrap_params if fit.bootstrap_params is not None else np.zeros((0, len(fit.param_names)))
     D, W = np.asarray(runs.depth, float), np.asarray(runs.width, float)
     exps, why = [], []
@@ -183,9 +175,6 @@ def _degenerate(law: str, values: dict, r, D, W) -> str | None:
 def released_optima(runs) -> list[Optimum]:
     """The exponents implied by the authors' released width-depth optimum for each table (total
     N, their convention), over ``runs``' compute range; no interval (none is released)."""
-    from depthdelusion.analysis.report.shape import optimal_shape
-    from depthdelusion.analysis.table.published import gemstones_width_depth_released
-
     counts, budgets = gemstones_counts(runs), suite_budgets(runs)
     return [Optimum(f"{table} (total N)", "gemstones_width_depth", "the authors' released parameters",
                     optimal_shape("gemstones_width_depth", budgets, counts=counts, bootstrap=0,

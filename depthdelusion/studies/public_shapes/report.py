@@ -1,5 +1,5 @@
 """The public-shapes study's report and command: `sections` renders what
-`public_shapes_results.measure` found (report.md, or report_partial.md without the core),
+`results.measure` found (report.md, or report_partial.md without the core),
 `write_report` writes it with the CSVs and figures of the parts run, all from the same results;
 `run_command` is `depthdelusion public-shapes` (the parser is ``depthdelusion.cli``): its flags
 become a `PublicShapesSpec` through the study specs' field checks. Nothing here computes a
@@ -18,6 +18,7 @@ from depthdelusion.analysis.reference import PAPER_KAPPA
 from depthdelusion.option_fields import command_words
 from depthdelusion.studies.public_shapes import chinchilla, figures, fitting_loss, nested, optimal, prediction, study
 from depthdelusion.studies.public_shapes import sections as more
+from depthdelusion.studies.public_shapes.answers import lr_flips, sign_flips
 from depthdelusion.studies.public_shapes.options import PublicShapesOptions
 from depthdelusion.studies.public_shapes.results import PublicShapesResults, measure
 
@@ -171,8 +172,6 @@ def sections(r: PublicShapesResults) -> str:
 def _first_paragraph(r: PublicShapesResults) -> list[str]:
     """The verdict that depends on the parameter count, first: where the deep-minus-rest
     contrast of the audit changes sign between N conventions (or that it does not)."""
-    from depthdelusion.studies.public_shapes.answers import lr_flips, sign_flips
-
     flips = sign_flips(r.audits) + sign_flips([c.contrast for c in getattr(r, "chinchilla", ())])
     names = ", ".join(dict.fromkeys(a.convention for a in r.audits))
     lr = lr_flips(getattr(r, "interaction", ()))

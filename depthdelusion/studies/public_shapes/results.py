@@ -1,10 +1,10 @@
 """The public-shapes study's results: :func:`measure` turns a
-:class:`~.public_shapes.PublicShapesSpec` into a frozen :class:`PublicShapesResults` holding
+:class:`~.study.PublicShapesSpec` into a frozen :class:`PublicShapesResults` holding
 every number the report, its CSVs and its figures state (rendered by
-``public_shapes_report.sections``); the core's answers come from :mod:`.public_shapes_answers`,
-the compute-optimal shape from :mod:`.public_shapes_optimal`, the prediction test and the check
-on Gadre et al. from :mod:`.public_shapes_prediction`, the figures' facts from
-:mod:`.public_shapes_figures`."""
+``report.sections``); the core's answers come from :mod:`.answers`,
+the compute-optimal shape from :mod:`.optimal`, the prediction test and the check
+on Gadre et al. from :mod:`.prediction`, the figures' facts from
+:mod:`.figures`."""
 from __future__ import annotations
 
 import importlib.util
@@ -26,7 +26,7 @@ from depthdelusion.studies.public_shapes.figures import figure_facts
 @dataclass(frozen=True)
 class PublicShapesResults:
     """Every number the study states, computed once by :func:`measure` (rendered by
-    ``public_shapes_report.sections``; its CSVs and figures written from the same object)."""
+    ``report.sections``; its CSVs and figures written from the same object)."""
 
     spec: study.PublicShapesSpec
     arms: tuple                       # Arm per (table, convention) of the spec

@@ -9,17 +9,17 @@ fitted, ε = 1/2 the authors' one-matrix ``--no_embeds``) it fits every law of :
 bootstrap over whole runs (a shape's checkpoints are one run), and runs the calibrated tests of
 :mod:`depthdelusion.analysis.report.verdict` with a per-run random effect in the parametric bootstrap.
 The answers (critical depth, learning-rate interaction, the paper's audit) are in
-:mod:`.public_shapes_answers`, the compute-optimal shape in :mod:`.public_shapes_optimal`, the
-prediction test and the check on Gadre et al. in :mod:`.public_shapes_prediction`, the figures in
-:mod:`.public_shapes_figures`, the report in :mod:`.public_shapes_report` (its later sections in
-:mod:`.public_shapes_sections`).
+:mod:`.answers`, the compute-optimal shape in :mod:`.optimal`, the
+prediction test and the check on Gadre et al. in :mod:`.prediction`, the figures in
+:mod:`.figures`, the report in :mod:`.report` (its later sections in :mod:`.sections`).
 
 The study's shape: its spec (:class:`PublicShapesSpec`, from the command's flags by
-:func:`spec_from_flags`), ``public_shapes_results.measure`` to a frozen ``PublicShapesResults``,
-whose report, CSVs and figures ``public_shapes_report`` writes.
+:func:`spec_from_flags`), ``results.measure`` to a frozen ``PublicShapesResults``,
+whose report, CSVs and figures ``report`` writes.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Literal
@@ -27,9 +27,11 @@ from typing import Literal
 import numpy as np
 
 from depthdelusion.analysis import fit
+from depthdelusion.analysis.fitting.embedding_weight import fit_embedding_weight
 from depthdelusion.analysis.fitting.options import BOOTSTRAP
 from depthdelusion.analysis.fitting.result import parameter_status
 from depthdelusion.analysis.report.verdict import critical_depth_verdict, penalty_verdicts
+from depthdelusion.analysis.table.param_count import param_pieces
 from depthdelusion.analysis.table.published import load_table
 from depthdelusion.config import bounded
 from depthdelusion.studies.common.spec import from_flags, spec_error
@@ -153,12 +155,6 @@ def convention_runs(name: str, convention: str, epsilon: float | None = None):
     """``(runs, ε, weight)``: the published table ``name`` with N = N_nonemb + ε·N_emb in
     ``convention`` (:data:`EMBEDDING_WEIGHT`; "fitted": ε from :data:`EPSILON_LAW`'s profile on
     this table, ``weight`` its EmbeddingWeight, unless ``epsilon`` gives it)."""
-    import dataclasses
-
-    from depthdelusion.analysis.fitting.embedding_weight import fit_embedding_weight
-    from depthdelusion.analysis.table.param_count import param_pieces
-    from depthdelusion.analysis.table.published import load_table
-
     runs = load_table(name)
     if convention == "total":
         return runs, 1.0, None

@@ -4,6 +4,7 @@ criteria's best laws when they disagree, and a parameter printed "n.i." has no i
 import math
 from types import SimpleNamespace
 
+from depthdelusion.analysis.laws import get_law
 from depthdelusion.analysis.report.markdown import best_law_text
 from depthdelusion.analysis.report.tables import paper_comparison, parameters
 
@@ -23,10 +24,11 @@ def test_the_headline_names_both_laws_when_aicc_and_bic_disagree():
 
 
 def _ridge_fit():
-    """A kink fit whose κ is not identified (its profile open at both ends) while the bootstrap
-    returned one value every time, and whose α is identified."""
+    """A depth_delusion fit (its real law: the report asks the law its roles) whose κ is not
+    identified (its profile open at both ends) while the bootstrap returned one value every
+    time, and whose α is identified."""
     return SimpleNamespace(
-        law=SimpleNamespace(name="depth_delusion"), params={"kappa": 15.21, "alpha": 0.3},
+        law=get_law("depth_delusion"), params={"kappa": 15.21, "alpha": 0.3},
         all_params={"kappa": 15.21, "alpha": 0.3}, at_bound=set(), starts=None, jacobian_log=set(),
         stderr={"kappa": INF, "alpha": 0.01}, r2=0.99, flags=[],
         ci_profile={"kappa": (-INF, INF), "alpha": (0.28, 0.32)},

@@ -140,7 +140,8 @@ def test_cli_selects_group_mode_and_n_convention(tmp_path):
     # no profiles: what is checked is the two options reaching the report, not its intervals
     _, run = command(["report", str(csv_path), "--out", str(tmp_path / "rep"), "--bootstrap", "0",
                       "--profile", "none", "--no-figures", "--groups", "pooled", "--params", "non_embedding"])
-    assert (run.keywords["groups"], run.keywords["params"]) == ("pooled", "non_embedding")
+    report = run.keywords["report"]  # ReportOptions, which declares both flags
+    assert (report.groups, report.params) == ("pooled", "non_embedding")
     assert run() == 0
     md = (tmp_path / "rep" / "report.md").read_text()
     assert _first_paragraph(md).startswith("WARNING: this fit pools groups")
