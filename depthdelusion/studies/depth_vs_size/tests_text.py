@@ -141,22 +141,35 @@ def series_lines(r: DepthVsSizeResults) -> list[str]:
                 for s in found]
         lines += [markdown_table(["arm", "series", "cells", "slope [95%] (nats per e-fold)", "p", "Holm p",
                                   "this − base [Welch 95%]"], rows), ""]
-        lines += [f"- {arm}: {verdict(found, arm)}" for arm, _, _ in arms(r.spec)] + [""]
+        lines += [f"- {arm}: {verdict(found, arm, _partial_series(r.spec, level, found, arm))}"
+                  for arm, _, _ in arms(r.spec)] + [""]
         lines += ffn_lines(r.spec, level, found)
     return lines
+
+
+def _series_count(exp: DepthVsSizeSpec, level: int, series) -> tuple[int, int]:
+    """(complete shapes, the level's shapes along the series)."""
+    held = "width" if series.test.kind == "depth" else "depth"
+    planned = sum(1 for x in exp.resolved_levels[level - 1]["shapes"] if x[held] == series.fixed)
+    return len(series.test.shapes), planned
+
+
+def _partial_series(exp: DepthVsSizeSpec, level: int, found, arm: str) -> list[str]:
+    """The arm's series that hold fewer complete shapes than the level plans, as the verdict says them."""
+    return [f"{KINDS[x.test.kind]} {x.fixed} has {got} of {planned} shapes" for x in found if x.test.arm == arm
+            for got, planned in [_series_count(exp, level, x)] if got < planned]
 
 
 def _series_cells(exp: DepthVsSizeSpec, level: int, series) -> str:
     """The series' complete cells, and how many of the level's shapes it holds when not all are
     complete (a partial series)."""
-    held = "width" if series.test.kind == "depth" else "depth"
-    planned = sum(1 for x in exp.resolved_levels[level - 1]["shapes"] if x[held] == series.fixed)
-    got = len(series.test.shapes)
+    got, planned = _series_count(exp, level, series)
     return _shapes(series.test) + ("" if got == planned else f" (partial: {got} of {planned} shapes complete)")
 
 
-def verdict(found, arm: str) -> str:
-    """Which of depth and narrowness carries the rise, from the Holm-corrected series slopes."""
+def verdict(found, arm: str, partial: list[str] = ()) -> str:
+    """Which of depth and narrowness carries the rise, from the Holm-corrected series slopes;
+    ``partial``: the series not yet complete, said first (a verdict on them may change)."""
     mine = [s for s in found if s.test.arm == arm]
     depth = [s for s in mine if s.test.kind == "depth"]
     width = [s for s in mine if s.test.kind == "width"]
@@ -174,7 +187,10 @@ def verdict(found, arm: str) -> str:
             (False, True): "narrowness carries the rise; depth at fixed width does not beyond the seed noise",
             (False, False): "neither series rises beyond the seed noise after Holm: the runs do not say which "
                             "of depth and narrowness carries the rise"}[(deep, narrow)]
-    return f"{head.capitalize()} ({facts})."
+    if partial:
+        return (f"PARTIAL ({'; '.join(partial)}): so far, {head} ({facts}); the verdict may change when "
+                "the series are complete.")
+    return f"{head[0].upper()}{head[1:]} ({facts})."  # not str.capitalize: it lowers "Holm"
 
 
 def ffn_lines(exp: DepthVsSizeSpec, level: int, found) -> list[str]:

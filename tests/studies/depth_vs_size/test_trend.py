@@ -97,6 +97,9 @@ def test_the_series_verdict_says_which_of_depth_and_narrowness_carries_the_rise(
     assert all(len(s.to_base) == 2 for s in found)  # each other shape against 32x8
     for arm in ("SP", "CompleteP"):
         assert tests_text.verdict(found, arm).startswith(head)
+        # a series still missing shapes: the verdict says so first, and says "so far"
+        partial = tests_text.verdict(found, arm, ["depth at width 32 has 2 of 3 shapes"])
+        assert partial.startswith(f"PARTIAL (depth at width 32 has 2 of 3 shapes): so far, {head.lower()}")
 
 
 def test_the_kappa_fixed_law_is_the_kink_law_at_that_kappa():
