@@ -40,16 +40,20 @@ def probe_loss(model, probes_D, tokens_BxS1):
 
 @pytest.mark.slow  # compiles and differentiates a model per hidden state
 def test_activation_gradient_probe_matches_explicit_grad_wrt_hidden_states():
-    model, tok = tiny_model(), tokens()
+    tok = tokens()
+    graphdef, params = nnx.split(tiny_model())
     B, S, W = tok.shape[0], TINY.seq_len, TINY.width
     deltas = jnp.zeros((TINY.depth, B, S, W))
-    grads_h = jax.grad(unrolled_loss, argnums=1)(model, deltas, tok)
+    # jitted: op by op, the unrolled reference's gradient is hundreds of small compiles
+    unrolled = jax.jit(jax.value_and_grad(lambda p, d: unrolled_loss(nnx.merge(graphdef, p), d, tok), argnums=1))
+    unrolled_value, grads_h = unrolled(params, deltas)
     expected_D = jnp.sqrt(jnp.sum(grads_h**2, axis=(1, 2, 3)))
     probes_D = jnp.zeros((TINY.depth,))
-    loss, probe_grads_D = jax.value_and_grad(probe_loss, argnums=1)(model, probes_D, tok)
+    probed = jax.jit(jax.value_and_grad(lambda p, d: probe_loss(nnx.merge(graphdef, p), d, tok), argnums=1))
+    loss, probe_grads_D = probed(params, probes_D)
     np.testing.assert_allclose(jnp.sqrt(probe_grads_D), expected_D, rtol=1e-5)
     # The probe changes nothing in the forward pass.
-    np.testing.assert_allclose(loss, unrolled_loss(model, deltas, tok), rtol=1e-6)
+    np.testing.assert_allclose(loss, unrolled_value, rtol=1e-6)
     assert np.all(np.asarray(expected_D) > 0)
 
 
@@ -57,8 +61,8 @@ def test_per_layer_weight_grad_norms_match_the_unrolled_reference():
     model, tok = tiny_model(), tokens()
     deltas = jnp.zeros((TINY.depth, 2, TINY.seq_len, TINY.width))
     graphdef, params = nnx.split(model)
-    ref = jax.grad(lambda p: unrolled_loss(nnx.merge(graphdef, p), deltas, tok))(params)
-    ours = jax.grad(lambda p: probe_loss(nnx.merge(graphdef, p), None, tok))(params)
+    ref = jax.jit(jax.grad(lambda p: unrolled_loss(nnx.merge(graphdef, p), deltas, tok)))(params)
+    ours = jax.jit(jax.grad(lambda p: probe_loss(nnx.merge(graphdef, p), None, tok)))(params)
     for layer in range(TINY.depth):
         expected = np.sqrt(sum(np.sum(np.asarray(g[layer]) ** 2) for g in jax.tree.leaves(ref["blocks"])))
         assert float(per_layer_norm(ours["blocks"])[layer]) == pytest.approx(expected, rel=1e-5)

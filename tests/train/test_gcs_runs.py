@@ -32,6 +32,21 @@ def config_file(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="module")
+def prepared_on_gs(gcs_server, tmp_path_factory):
+    """prepare-data's builtin shards, written once to a bucket of their own for the two tests that
+    check them and train from them; run in an empty directory, where a gs:// path written as a local
+    one would land (as the `bucket` fixture checks)."""
+    cwd = tmp_path_factory.mktemp("prepare")
+    prepared = epath.Path(f"gs://{gcs_server.new_bucket()}/prepared")
+    done = subprocess.run([PYTHON, "-m", "depthdelusion", "prepare-data", "builtin", "--out", str(prepared),
+                           "--tokenizer", "bytes", "--seq-len", "32", "--max-train-tokens", "20000"],
+                          env=cli_env(gcs_server), cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not (cwd / "gs:").exists(), "a gs:// path was written as a local path"
+    return prepared
+
+
 def cli(*args):
     return [PYTHON, "-m", "depthdelusion", "train", *map(str, args)]
 
@@ -234,16 +249,12 @@ def test_tensorboard_on_gs_uploads_its_events_and_leaves_no_local_folder(bucket)
     tracker.close()  # closing again (the loop's finally after finish) is harmless
 
 
-def test_prepare_data_writes_its_dataset_to_gs(gcs_server, bucket):
+def test_prepare_data_writes_its_dataset_to_gs(prepared_on_gs):
     """prepare-data's shards (ArrayRecord, whose writer is local-only) reach the bucket whole,
     under their final names, with the TFDS description beside them."""
     from depthdelusion.data.tfds_format import windows_metadata
 
-    prepared = epath.Path(f"{bucket}/prepared")
-    done = subprocess.run([PYTHON, "-m", "depthdelusion", "prepare-data", "builtin", "--out", str(prepared),
-                           "--tokenizer", "bytes", "--seq-len", "32", "--max-train-tokens", "20000"],
-                          env=cli_env(gcs_server), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    prepared = prepared_on_gs
     builder = prepared / "depthdelusion_windows" / "bytes_seq32" / "1.0.0"
     names = sorted(p.name for p in builder.iterdir())
     assert "depthdelusion_windows-train.array_record-00000-of-00001" in names and "metadata.json" in names, names
@@ -254,15 +265,12 @@ def test_prepare_data_writes_its_dataset_to_gs(gcs_server, bucket):
     assert len(shard) > meta["train_windows"] * 33  # every window's bytes are in the uploaded shard
 
 
-def test_a_run_trains_from_data_prepared_on_gs_as_from_the_same_data_on_disk(gcs_server, bucket, tmp_path):
+def test_a_run_trains_from_data_prepared_on_gs_as_from_the_same_data_on_disk(gcs_server, bucket, prepared_on_gs,
+                                                                             tmp_path):
     """Prepared shards on gs:// are read by array_record's own GCS client (google-cloud-cpp, not
     gcsfs): the run reads every batch and the validation split from the bucket, and its losses are
     those of the same shards copied to a local directory."""
-    prepared = epath.Path(f"{bucket}/prepared")
-    done = subprocess.run([PYTHON, "-m", "depthdelusion", "prepare-data", "builtin", "--out", str(prepared),
-                           "--tokenizer", "bytes", "--seq-len", "32", "--max-train-tokens", "20000"],
-                          env=cli_env(gcs_server), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    prepared = prepared_on_gs
     local = tmp_path / "prepared"
     for path in prepared.glob("*/*/*/*"):  # depthdelusion_windows/bytes_seq32/1.0.0/<file>
         target = local / str(path)[len(str(prepared)) + 1:]
