@@ -16,6 +16,11 @@ So on more than one process:
 On any number of processes the watchdog also ends the run (every host, status 1, all threads'
 stacks printed) when its step has not advanced for `stall_s` seconds (train.watchdog_minutes): a
 hung collective, a stuck data read or a dead peer on ICI would otherwise bill until someone looks.
+Time the process spent suspended (SIGSTOP/SIGCONT, a laptop's sleep, a paused VM) is not a stall:
+the monotonic clock runs on through it, so a gap between two of the watchdog's own polls of more
+than `SUSPENDED_GAP_S` (and 10 polls) is taken off the idle time. Measured on 2026-12-02: a
+sweep paused with SIGSTOP for the 20 min of a CI run was ended at once on SIGCONT, 49 min
+"without a step".
 A supervisor (tpu/babysit.sh) re-runs the same command, which resumes from the last checkpoint.
 """
 from __future__ import annotations
@@ -31,6 +36,9 @@ import jax
 
 FAILED_PREFIX = "depthdelusion/failed/"
 EXIT_FAILED = 1
+# A poll due every few seconds that comes a minute late: the process was not running. A loaded
+# machine delays a thread's wake by seconds, not a minute.
+SUSPENDED_GAP_S = 60.0
 
 
 def _client():
@@ -69,6 +77,7 @@ class Watchdog:
         self.client = _client()
         self.step: int | None = None
         self.last = time.monotonic()
+        self.suspended_s = 0.0  # time suspended since the last beat: not idle
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="depthdelusion-watchdog", daemon=True)
 
@@ -82,10 +91,14 @@ class Watchdog:
         self._stopped.set()
 
     def beat(self, step: int) -> None:
-        self.step, self.last = step, time.monotonic()
+        self.step, self.last, self.suspended_s = step, time.monotonic(), 0.0
 
     def _watch(self) -> None:
+        woke = time.monotonic()
         while not self._stopped.wait(self.poll_s):
+            previous, woke = woke, time.monotonic()
+            if woke - previous > max(SUSPENDED_GAP_S, 10 * self.poll_s):
+                self.suspended_s += woke - previous - self.poll_s
             if self.client is not None:
                 try:
                     failed = self.client.key_value_dir_get(FAILED_PREFIX)
@@ -95,7 +108,7 @@ class Watchdog:
                     key, message = failed[0]
                     _exit(f"process {jax.process_index()}: process {key.rsplit('/', 1)[-1]} failed "
                           f"({message}); ending this host too")
-            idle = time.monotonic() - self.last
+            idle = time.monotonic() - self.last - self.suspended_s
             if self.stall_s > 0 and idle > self.stall_s and not self._stopped.is_set():
                 faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
                 end_every_host(f"watchdog: the step has not advanced past {self.step} for {idle:.0f} s "

@@ -13,9 +13,8 @@ import yaml
 from depthdelusion.config import load_config
 from depthdelusion.rundir import read_metrics
 from depthdelusion.train.loop import train
+from host_devices import FOUR_DEVICES
 
-# Each process has 4 of the 8 simulated devices, with the suite's other XLA flags (tests/conftest.py).
-FOUR_DEVICES = os.environ["XLA_FLAGS"].replace("device_count=8", "device_count=4")
 CONFIG = {
     "model": {"depth": 2, "width": 64, "head_dim": 16, "seq_len": 32},
     "data": {"builtin_documents": 2000},

@@ -12,7 +12,7 @@ import portpicker
 import yaml
 
 from depthdelusion.train import watchdog as watchdog_module
-from test_multihost import FOUR_DEVICES
+from host_devices import FOUR_DEVICES
 
 GRID = {
     "name": "failfast", "topology": None,
@@ -100,3 +100,33 @@ def test_watchdog_ends_a_run_whose_step_stops(monkeypatch):
         now[0] += 0.2  # 1.1 s: the next poll ends the run
         assert done.wait(60)
     assert "has not advanced past 15" in ended[0] and "train.watchdog_minutes" in ended[0]
+
+
+def test_time_suspended_is_not_a_stall(monkeypatch):
+    """A process stopped (SIGSTOP, a sleeping laptop) for longer than the stall limit resumes its
+    run: the watchdog's own polls were as late as the steps, so the gap is not idle time. A step
+    that then stops advancing still ends the run."""
+    ended = []
+    done = threading.Event()
+
+    def fake_exit(text):
+        ended.append(text)
+        done.set()
+
+    now = [1000.0]
+    monkeypatch.setattr(watchdog_module, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(watchdog_module, "_exit", fake_exit)
+    with watchdog_module.Watchdog(stall_s=1.0, poll_s=0.01) as dog:
+        dog.beat(7)
+        time.sleep(0.05)
+        now[0] += 0.5  # half a second of work
+        time.sleep(0.1)
+        now[0] += 3600  # then an hour stopped, between two polls
+        time.sleep(0.1)
+        assert not ended, ended
+        now[0] += 0.4  # 0.9 s of running time since the beat: still no alarm
+        time.sleep(0.1)
+        assert not ended, ended
+        now[0] += 0.2  # 1.1 s: the next poll ends the run
+        assert done.wait(60)
+    assert "has not advanced past 7" in ended[0]
