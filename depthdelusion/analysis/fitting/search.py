@@ -33,6 +33,9 @@ REFIT_STARTS = 16
 ONE_BASIN_REFIT_STARTS = 3
 # Points each kink break is tried from (``scan_breaks``): the optimum and the first cold starts.
 BREAK_ORIGINS = 4
+# Breaks tried at most, at evenly spaced ranks of the distinct ones: a table of thousands of runs
+# would otherwise cost BREAK_ORIGINS held fits per run.
+MAX_BREAKS = 64
 
 
 def run_search(problem, options, notes) -> "_Search":
@@ -61,8 +64,8 @@ def run_search(problem, options, notes) -> "_Search":
         if n > varpro.SEARCH_ROWS:
             notes.append(f"variable-projection grid on a seeded subsample of {varpro.SEARCH_ROWS} "
                          f"of the {n} rows; its best minima polished on every row")
-        return scan_breaks(problem, found)
-    found = scan_breaks(problem, _multistart(problem, grid_points, max_starts, seed, refit_starts))
+        return scan_breaks(problem, found, seed)
+    found = scan_breaks(problem, _multistart(problem, grid_points, max_starts, seed, refit_starts), seed)
     if fallback:
         # said where the search is named (the summary's header, the JSON's "search"): the
         # default changed with the data, which a reader comparing two fits must see
@@ -75,22 +78,22 @@ def run_search(problem, options, notes) -> "_Search":
     return found
 
 
-def scan_breaks(problem: Problem, found: "_Search") -> "_Search":
+def scan_breaks(problem: Problem, found: "_Search", seed: int) -> "_Search":
     """For a law whose kink location bends the objective at every row's break (``Roles.breaks``,
     a break in model size at each row's N), the fit with the kink held at each break in turn
     (the other parameters refitted from the search's optimum), then freed from the best of
     them: a local solver stops at whichever bend is nearest its start, and which one that is can
     turn on the machine's last bits (the paper's 30 runs: ΔAICc +6.6 on one CPU, +5.8 on
-    another). The search's optimum is kept unless a break beats it beyond ``TIE``."""
+    another). The search's optimum is kept unless a break beats it beyond ``TIE``.
+
+    At most ``MAX_BREAKS`` breaks (:func:`break_values`); above ``SEARCH_ROWS`` rows the held
+    fits run on the multi-start's seeded subsample and the best is re-solved on every row."""
     roles = problem.law.roles
     if roles.breaks is None or roles.kink not in problem.names:
         return found
     j = problem.names.index(roles.kink)
     p = problem.free[j]
-    values = np.unique(np.asarray(roles.breaks(problem.x), float))
-    values = values[(values > p.bounds[0]) & (values < p.bounds[1])]
-    if p.log:
-        values = np.log(values[values > 0])
+    values, total = break_values(roles.breaks(problem.x), p.bounds, p.log)
     if not len(values):
         return found
     # from the optimum and the starts of the search's other basins (its other parameters
@@ -100,21 +103,43 @@ def scan_breaks(problem: Problem, found: "_Search") -> "_Search":
     starts[:, j] = np.tile(values, len(origins))
     frozen = np.zeros(starts.shape, bool)
     frozen[:, j] = True
-    held = problem.solve(starts, frozen_MxK=frozen)
+    sub = _search_subset(problem, seed)
+    held = (sub or problem).solve(starts, frozen_MxK=frozen)
     ok = converged_starts(held)
     if not ok.any():
         return found
     best = tied_optima(held.objective, ok)[0]
+    if sub is not None:  # the subsample's best break, held on every row
+        held, best = problem.solve(held.theta[best][None], frozen_MxK=frozen[:1]), 0
+        if not converged_starts(held)[0]:
+            return found
     freed = problem.solve(held.theta[best][None])
     theta, objective = held.theta[best], float(held.objective[best])
     if converged_starts(freed)[0] and freed.objective[0] < objective:
         theta, objective = freed.theta[0], float(freed.objective[0])
     if objective >= found.objective * (1 - TIE):
         return found
+    tried = (f"each of the {total} rows' breaks" if len(values) == total else
+             f"{len(values)} of the {total} rows' breaks (evenly spaced in rank)")
+    where = "" if sub is None else f", on the search's subsample of {SEARCH_ROWS} rows,"
     return replace(found, theta=theta, objective=objective,
                    summary=replace(found.summary, local_optima=[objective, *found.summary.local_optima]),
-                   describe=found.describe + f"; then {p.name} held at each of the {len(values)} rows' breaks "
+                   describe=found.describe + f"; then {p.name} held at {tried}{where} "
                    "and freed from the best (it beat the search)")
+
+
+def break_values(breaks, bounds, log: bool) -> tuple[np.ndarray, int]:
+    """The distinct breaks inside ``bounds`` (on the parameter's scale: logs when ``log``), at
+    most ``MAX_BREAKS`` of them at evenly spaced ranks (the smallest and largest kept), and how
+    many distinct breaks there were."""
+    values = np.unique(np.asarray(breaks, float))
+    values = values[(values > bounds[0]) & (values < bounds[1])]
+    if log:
+        values = np.log(values[values > 0])
+    total = len(values)
+    if total > MAX_BREAKS:
+        values = values[np.unique(np.rint(np.linspace(0, total - 1, MAX_BREAKS)).astype(int))]
+    return values, total
 
 
 # --- multi-start search ------------------------------------------------------------------------

@@ -1,0 +1,39 @@
+"""``search.scan_breaks`` on a large table: the kink held at each run's break costs a held fit per
+break and origin, so the breaks are capped at ``MAX_BREAKS`` (evenly spaced in rank) and, above
+``SEARCH_ROWS`` rows, held on the multi-start's subsample; the fit still lands at the true break."""
+import numpy as np
+
+from depthdelusion.analysis import fit
+from depthdelusion.analysis.fitting.search import MAX_BREAKS, break_values
+from depthdelusion.analysis.fitting.starts import SEARCH_ROWS
+from depthdelusion.analysis.laws import LawInputs, get_law
+from depthdelusion.analysis.table.runs import Runs
+
+
+def test_the_breaks_are_capped_at_evenly_spaced_ranks_keeping_both_ends():
+    runs_n = np.geomspace(1e6, 1e10, 300)
+    breaks = np.repeat(runs_n, 3)  # 300 runs, 3 rows each
+    values, total = break_values(breaks, (runs_n[0], np.inf), log=True)
+    assert total == 299  # the smallest is on the bound, outside the open interval
+    assert len(values) == MAX_BREAKS and np.all(np.diff(values) > 0)
+    inside = np.log(runs_n[1:])
+    assert values[0] == inside[0] and values[-1] == inside[-1]
+    few, total = break_values(breaks[:30], (0, np.inf), log=False)
+    assert total == 10 and len(few) == 10  # under the cap: every break, on the parameter's scale
+
+
+def test_a_size_break_in_a_table_of_many_runs_and_rows_is_found_at_its_run():
+    rng = np.random.default_rng(3)
+    runs_n = np.geomspace(2e7, 4e9, 200)  # 200 runs (distinct N), 30 checkpoints each: 6,000 rows
+    D = np.repeat(rng.choice([4, 8, 16, 32], len(runs_n)), 30).astype(float)
+    N = np.repeat(runs_n, 30)
+    W = np.sqrt(N / (12 * D))
+    n_c = runs_n[120]
+    truth = {"A": 30.0, "alpha": 0.15, "lam": 0.08, "N_c": n_c, "E": 1.5}
+    loss = get_law("size_kink")(LawInputs.of(D, W, N), **truth) + 0.003 * rng.standard_normal(len(N))
+    n = len(N)
+    assert n > SEARCH_ROWS
+    runs = Runs(D, W, N, loss, np.full(n, np.nan), np.full(n, np.nan), ["g"] * n,
+                [f"r{i // 30}" for i in range(n)])
+    result = fit(runs, "size_kink", bootstrap=0, leave_one_out=False, profile="none")
+    assert abs(np.log(result.params["N_c"] / n_c)) < np.log(runs_n[1] / runs_n[0]) * 3
