@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from depthdelusion.analysis.fitting.shape_laws import LAWS as SHAPE_POOL_LAWS
 from depthdelusion.option_fields import COUNT, POSITIVE, POSITIVE_FLOAT, SEED_HELP, FromArguments, bounded, option
 
 #: |robust z| above which a row is an outlier (the default of --outlier-threshold;
@@ -227,8 +228,8 @@ class RowOptions(FromArguments):
                                   "not the registered one (said in the output; refused without this flag)")
 
 
-#: the pooling laws of `shape` (``auto``: picked by held-out error; see ``shape_pool.LAWS``)
-SHAPE_LAWS = ("auto", "bowl", "chinchilla", "kink", "kink_relative", "separate", "shared", "inverse_depth")
+#: the pooling laws of `shape` (``auto``: picked by held-out error)
+SHAPE_LAWS = ("auto", *SHAPE_POOL_LAWS)
 
 
 @dataclass(frozen=True)

@@ -31,25 +31,11 @@ import numpy as np
 from scipy.optimize import least_squares, lsq_linear
 
 from ..reference import PAPER_KAPPA
+from .shape_laws import KINK_LAWS, LAWS, NO_N_TERM
 
 N_UNIT, T_UNIT = 1e9, 1e10  # N and T enter the law as N/1e9 and T/1e10 (conditioning)
 EXPONENT_BOUNDS = (0.02, 1.5)
 EPS_BOUNDS = (0.0, 1.0)
-LAWS = {
-    "bowl": "per suite E, A, α, B, β; shared bowl a·(u − c)² in u = ln(D/W) and shared ε",
-    "chinchilla": "per suite E, A, α, B, β; no shape term; shared ε",
-    "kink": "per suite E, A, α, B, β; shared kink λ·max(0, D − κ·ln W)·W^−γ (the paper's Eq. 6) and shared ε",
-    "kink_relative": "per suite E, A, α, B, β; shared kink λ·max(0, D − D_crit)/D_crit·W^−γ, D_crit = κ·ln W "
-                     "(the paper's Eq. 6, relative form) and shared ε",
-    "separate": "every suite fitted alone: its own E, A, α, B, β, bowl and ε",
-    "shared": "one E, A, α, B, β, bowl and ε for every suite (losses taken as comparable)",
-    "inverse_depth": "Liu et al. 2026's E + Aw·W^−aw + Ad·D^−ad + B·T^−β: per suite E, B, β; shared "
-                     "width and depth terms; no N term (ε does not enter)",
-}
-#: The laws whose shape term is the paper's critical-depth penalty (λ, κ, γ).
-KINK_LAWS = ("kink", "kink_relative")
-#: The laws without a parameter-count term A·N^−α: ε does not act on them.
-NO_N_TERM = ("inverse_depth",)
 #: (aw, ad) starts of the inverse-depth law's shared exponents: Liu et al.'s (1, 1) among them.
 _POWER_STARTS = ((1.0, 1.0), (0.3, 0.3), (0.3, 1.0), (1.0, 0.3))
 POWER_BOUNDS = (0.02, 3.0)

@@ -383,12 +383,3 @@ def test_a_law_whose_shape_exponents_sit_on_their_bound_is_not_picked():
     law, why = pick_law(checks)
     assert law == "chinchilla" and "inverse_depth not picked: its aw, ad on the search bound" in why
     assert pick_law(checks[1:])[0] == "inverse_depth"  # the only law scored: picked, flagged in the table
-
-
-def test_the_command_offers_every_pooling_law():
-    """The options declare the laws by name (their module stays free of scipy for --help); the
-    pool's registry is the owner."""
-    from depthdelusion.analysis.fitting.options import SHAPE_LAWS
-    from depthdelusion.analysis.fitting.shape_pool import LAWS
-
-    assert SHAPE_LAWS == ("auto", *LAWS)
