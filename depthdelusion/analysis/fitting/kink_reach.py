@@ -39,6 +39,12 @@ class KinkReach:
     def tested_within_widths(self) -> bool:
         return self.widths_both_sides >= MIN_WIDTHS_BOTH_SIDES
 
+    @property
+    def threshold_inside(self) -> bool:
+        """Rows on both sides of D_crit: only then is there a threshold in the data. With every
+        row past it the kink is λ·(D − D_crit)·… throughout, a smooth depth penalty."""
+        return 0 < self.past_rows < self.n_rows
+
     def sentence(self) -> str:
         named = ", ".join(self.past_shapes[:SHAPES_LISTED])
         more = len(self.past_shapes) - SHAPES_LISTED
@@ -59,7 +65,7 @@ class KinkReach:
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "past_shapes": list(self.past_shapes),
-                "tested_within_widths": self.tested_within_widths}
+                "tested_within_widths": self.tested_within_widths, "threshold_inside": self.threshold_inside}
 
     def untested(self) -> str:
         """The clause a verdict carries when the kink is not tested within widths ("" if it is)."""

@@ -278,7 +278,13 @@ def critical_depth_verdict(fits: dict, runs, kink: str, penalty: PenaltyVerdict 
     else:  # no calibrated fast option for non-nested laws: say the comparison was not tested
         v.answer, v.reason = "not compared", "the kink-vs-smooth test needs bootstrap replicates"
         return v
-    if v.test.rejects() and (penalty is None or penalty.significant):
+    if v.test.rejects() and v.reach is not None and not v.reach.threshold_inside:
+        side = "below" if v.reach.past_rows else "above"
+        v.answer, v.reason = "no", (f"the kink of {kink} fits significantly better than the smooth "
+                                    f"{best.law.name}, but its D_crit lies {side} every depth tested (no "
+                                    "rows on one side of it), so what fits better is a depth penalty "
+                                    "without a threshold in the data, not a critical depth")
+    elif v.test.rejects() and (penalty is None or penalty.significant):
         v.answer, v.reason = "yes", (f"the kink of {kink} fits significantly better than the smooth "
                                      f"{best.law.name}: a critical depth is supported")
     else:

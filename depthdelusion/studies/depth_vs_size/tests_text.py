@@ -112,8 +112,8 @@ def trend_lines(r: DepthVsSizeResults) -> list[str]:
     lines += [markdown_table(["level", "arm", "test", "shapes", "estimate [95%] (nats)", "p", "Holm p",
                               f"rejects 0 (Holm, {ALPHA:g})", "line's lack of fit"], rows), ""]
     held = sum(1 for t in r.trends if t.p_holm <= ALPHA)
-    return lines + [f"{held} of {len(r.trends)} tests reject 0 after Holm; a positive estimate: the loss rises "
-                    "with D/W (deeper and narrower is worse at fixed N and T).", ""]
+    return lines + [f"{held} of {len(r.trends)} tests reject 0 after Holm (a positive estimate means the loss "
+                    "rises with D/W: deeper and narrower is worse at fixed N and T).", ""]
 
 
 def _of_level(exp: DepthVsSizeSpec, t) -> str:

@@ -61,6 +61,21 @@ def test_smooth_shape_truth_gives_no_critical_depth_and_a_kink_truth_gives_one()
     assert v.answer == "yes" and v.kink_wins and v.test.p == 0.05, v.sentence()
 
 
+def test_a_kink_whose_d_crit_lies_below_every_depth_is_not_called_a_critical_depth():
+    """κ = 0 puts D_crit below every depth: the penalty λ·D·W^−γ acts on every row, a smooth
+    narrowness penalty that the bowl in ln(D/W) does not fit. The kink wins the test, but there is
+    no threshold in the data (issue 60's depth_at_width: "a critical depth is supported" with
+    every row past D_crit = 0)."""
+    truth = {"A": 400.0, "alpha": 0.34, "lam": 0.02, "kappa": 0.0, "gamma": 0.5, "E": 1.7}
+    runs = synthetic_runs(truth)
+    fits, (pen,) = _verdicts(runs, ["depth_delusion", "shape_quadratic", "kaplan"])
+    v = critical_depth_verdict(fits, runs, "depth_delusion", pen, replicates=19)
+    assert v.test.rejects() and v.reach.past_rows == v.reach.n_rows, v.sentence()
+    assert v.answer == "no" and not v.kink_wins, v.sentence()
+    assert "its D_crit lies below every depth tested" in v.sentence() and "not a critical depth" in v.sentence()
+    assert not v.reach.to_dict()["threshold_inside"]
+
+
 def test_no_penalty_with_varying_tokens_gives_no_against_chinchilla():
     rng = np.random.default_rng(4)
     depths, widths = (2, 4, 8, 16, 32, 64), (256, 512, 1024, 2048)
