@@ -196,3 +196,41 @@ def test_a_regenerate_line_names_the_options_that_differ_from_their_declared_def
                           (["persistence-study", "RUNS", "--out", str(tmp_path)], grids)):
         _, run = cli.command(argv + command_words(options))
         assert run.keywords["options"] == options, argv[0]
+
+
+TOY_FOLDER = '''
+from depthdelusion.studies.common.command import Argument, StudyCommand
+
+COMMANDS = (StudyCommand("toy-study", "toy_studies.alpha.run:main", "a toy", "The toy study.",
+                         inputs=(Argument("run", "a run directory", metavar="RUN"),), planned=True,
+                         options="depthdelusion.studies.coord_check.options:CoordCheckOptions"),)
+'''
+
+
+def test_a_study_folder_adds_its_command_by_declaring_it(tmp_path, monkeypatch):
+    """A folder's COMMANDS in its __init__.py is found (folders by name; one without COMMANDS adds
+    none) and its parser built from the declaration: inputs, --out, a planned study's flags and
+    the options object's declared flags, which are imported only when the arguments are defined."""
+    for folder, text in (("zeta", TOY_FOLDER.replace("toy-study", "zeta-study")), ("alpha", TOY_FOLDER),
+                         ("common", "")):
+        (tmp_path / "toy_studies" / folder).mkdir(parents=True)
+        (tmp_path / "toy_studies" / folder / "__init__.py").write_text(text)
+    (tmp_path / "toy_studies" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    commands = cli.studies.declared_commands("toy_studies")
+    assert [c.name for c in commands] == ["toy-study", "zeta-study"]
+    parser = argparse.ArgumentParser()
+    cli.studies.arguments(commands).define["toy-study"](parser)
+    args = vars(parser.parse_args(["runs/r1", "--out", str(tmp_path / "o"), "--max-runs", "2",
+                                   "--steps", "3"]))
+    assert args["run"] == "runs/r1" and args["max_runs"] == 2 and not args["report_only"]
+    assert args["steps"] == 3 and args["lr"] == 1e-2  # declared by CoordCheckOptions
+
+
+def test_every_study_folder_declares_its_commands_and_they_are_listed_after_the_others():
+    folders = {p.parent.name for p in (ROOT / PACKAGE / "studies").glob("*/__init__.py")} - {"common"}
+    declaring = {target.split(".")[2] for _, target, _ in cli.COMMANDS if target.startswith("depthdelusion.studies.")}
+    assert declaring == folders
+    names = [name for name, *_ in cli.COMMANDS]
+    assert names[-len(cli.studies.COMMANDS):] == [c.name for c in cli.studies.COMMANDS]
+    assert len(set(names)) == len(names)

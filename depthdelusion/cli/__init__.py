@@ -3,7 +3,9 @@
 A command is a row of :data:`COMMANDS`: its name, its one-line help, and the plain function that
 runs it ("module:function", keyword arguments named like the parser's destinations, returning an
 exit code of :mod:`depthdelusion.exit_codes`), plus a function that defines its arguments, in
-:mod:`.training`, :mod:`.analysis` or :mod:`.studies` (what they share: :mod:`.arguments`). An
+:mod:`.training` or :mod:`.analysis` (what they share: :mod:`.arguments`). A study's commands are
+declared in its folder (``COMMANDS`` in ``studies/<study>/__init__.py``) and found there by
+:mod:`.studies`, which builds their rows and parsers. An
 options object a command takes whole (``FitOptions``, ``RowOptions``, ``ReportOptions``, ``ShapeOptions``, a study's
 ``studies/<study>/options.py``: the function's ``option_groups``) declares its own flags next to
 its fields (:mod:`depthdelusion.option_fields`); the parser is built from that declaration,
@@ -11,7 +13,8 @@ defaults included. The module that runs a command is imported only when the comm
 only the invoked command's arguments are defined, so ``depthdelusion --help``, the help of every
 command and the analysis commands themselves never import JAX (no help imports the module that
 runs its command). To add a command: write the function in the module that owns the job, add a
-row to :data:`COMMANDS` and an ``@ARGUMENTS.command("name")`` function.
+row to :data:`COMMANDS` and an ``@ARGUMENTS.command("name")`` function (a study's command: a
+``StudyCommand`` in its folder's ``COMMANDS``, nothing here).
 """
 from __future__ import annotations
 
@@ -26,7 +29,8 @@ from depthdelusion import exit_codes
 
 from . import analysis, studies, training
 
-#: (command, "module:function" that runs it, one-line help), in listing order.
+#: (command, "module:function" that runs it, one-line help), in listing order: the training and
+#: analysis commands, then the study commands each study folder declares (:mod:`.studies`).
 COMMANDS = (
     ("train", "depthdelusion.train.commands:run_train",
      "train one model; writes config.yaml, metrics.jsonl, summary.json"),
@@ -40,16 +44,6 @@ COMMANDS = (
      "a grid as SkyPilot managed jobs, one TPU slice per run (spot, reserved or best-effort)"),
     ("bench", "depthdelusion.train.commands:run_bench",
      "compile time, step time, tokens/s, MFU and peak memory of the train step"),
-    ("coord-check", "depthdelusion.studies.coord_check.study:run_command",
-     "RMS of every block's output and the logits over the first steps, per shape"),
-    ("lr-transfer", "depthdelusion.studies.lr_transfer.study:run_command",
-     "lr sweep per width x depth and parameterization, then a depth sweep; CSV, PNG, report"),
-    ("depth-confound", "depthdelusion.studies.depth_confound.report:run_command",
-     "SP at one lr vs SP tuned per shape vs CompleteP transferred, per depth x width; report"),
-    ("public-shapes", "depthdelusion.studies.public_shapes.report:run_command",
-     "the critical-depth law tested on the Gemstones suite (tables by name); report.md, CSVs"),
-    ("depth-vs-size", "depthdelusion.studies.depth_vs_size.report:run_command",
-     "depth traded against width at fixed non-embedding parameters and tokens; report"),
     ("report", "depthdelusion.analysis.commands:run_report",
      "fit the laws and write the analysis report (md, tex, csv, png); no JAX needed"),
     ("fit", "depthdelusion.analysis.commands:run_fit",
@@ -70,28 +64,7 @@ COMMANDS = (
      "gradient persistence length per run and ℓ(W)"),
     ("audit", "depthdelusion.analysis.commands:run_audit",
      "check parameter counts against depth and width"),
-    ("expand", "depthdelusion.studies.expansion.commands:run_expand",
-     "insert zero-output blocks into a trained run (new run directory), or --probe the "
-     "first-order signal per insertion layer"),
-    ("expansion-study", "depthdelusion.studies.expansion.commands:run_expansion_study",
-     "the depth-expansion study: train (resumable), grow, probe, tables and figures"),
-    ("expansion-prediction", "depthdelusion.studies.expansion.commands:run_expansion_prediction",
-     "does the probe's signal rank insertion points as training each child does? (Spearman, seeds)"),
-    ("expansion-growth", "depthdelusion.studies.expansion.commands:run_expansion_growth",
-     "growth against a compute-matched from-scratch baseline, lrs tuned per arm, seeds"),
-    ("persistence-probe", "depthdelusion.studies.persistence.probe:run_command",
-     "per-layer gradient profiles at init and over the first steps for a width x depth grid; ℓ per shape"),
-    ("persistence-study", "depthdelusion.studies.persistence.study:run_command",
-     "tables and figures of the persistence study from its trained runs"),
-    ("spectrum", "depthdelusion.studies.spectrum.study:run_command",
-     "eigenvalue spectra of a trained run's residual stream per layer, with tail indices"),
-    ("redundancy-study", "depthdelusion.studies.redundancy.study:run_command",
-     "synthetic check of the redundancy law (ridge regression on power-law spectra); numpy only"),
-    ("data-exponent", "depthdelusion.studies.data_exponent.study:run_data_exponent",
-     "token sweeps' measured data exponent vs the one predicted from spectra and the LM head"),
-    ("data-exponent-ridge", "depthdelusion.studies.data_exponent.ridge:run_command",
-     "ridge readouts on a trained run's frozen features: data exponent vs its spectrum's and wrong ones"),
-)
+) + tuple((c.name, c.target, c.help) for c in studies.COMMANDS)
 
 EPILOG = f"""exit codes:
   {exit_codes.OK:<3} done

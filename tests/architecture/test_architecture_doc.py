@@ -1,4 +1,6 @@
-"""docs/architecture.md has one line for every module of the package, and names none that is gone."""
+"""docs/architecture.md has one line for every module of the package (a study folder's modules: its
+package docstring, instead), and names none that is gone."""
+import ast
 import re
 from pathlib import Path
 
@@ -23,12 +25,53 @@ def described_modules() -> set[str]:
     return modules
 
 
+def folder_described_modules(studies: Path = PACKAGE / "studies") -> dict[str, set[str]]:
+    """What each study folder's package docstring (``studies/<name>/__init__.py``) describes, the
+    same way (`name.py` — ...): {folder: its modules, as paths under the package}. studies/common,
+    shared by every study, is described in docs/architecture.md."""
+    folders = {}
+    for init in sorted(studies.glob("*/__init__.py")):
+        if init.parent.name != "common":
+            text = " ".join((ast.get_docstring(ast.parse(init.read_text())) or "").split())
+            folders[init.parent.name] = {f"studies/{init.parent.name}/{name}" for name in DESCRIBED.findall(text)}
+    return folders
+
+
+def undescribed(actual: set[str], in_doc: set[str], in_folders: dict[str, set[str]]) -> list[str]:
+    """What is wrong with the modules' descriptions (empty when each module is described once):
+    a module described nowhere, a study folder's module in docs/architecture.md (its folder's
+    docstring describes it), a description of a module that does not exist."""
+    folders = set().union(*in_folders.values())
+    in_study_folder = {m for m in actual if m.split("/")[0] == "studies" and m.split("/")[1] in in_folders}
+    return ([f"modules without a line in docs/architecture.md or their study folder's docstring: "
+             f"{sorted(actual - in_doc - folders)}"] if actual - in_doc - folders else []) + (
+        [f"described in docs/architecture.md, not in their study folder's __init__.py: "
+         f"{sorted(in_doc & in_study_folder)}"] if in_doc & in_study_folder else []) + (
+        [f"descriptions of modules that do not exist: {sorted((in_doc | folders) - actual)}"]
+        if (in_doc | folders) - actual else [])
+
+
 def test_every_module_has_a_line_and_every_line_a_module():
     actual = {str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
               if p.name not in ("__init__.py", "__main__.py")}
-    described = described_modules()
-    assert not actual - described, f"modules without a line in docs/architecture.md: {sorted(actual - described)}"
-    assert not described - actual, f"docs/architecture.md describes modules that do not exist: {sorted(described - actual)}"
+    assert undescribed(actual, described_modules(), folder_described_modules()) == []
+
+
+def test_a_study_folder_module_missing_from_its_docstring_is_named(tmp_path):
+    for name, doc in (("alpha", '"""Alpha.\n\n- `study.py` — the study; `declaration.py` — its STUDIES."""'),
+                      ("beta", '"""Beta: `study.py` is mentioned, not described."""'), ("common", "")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(doc)
+    folders = folder_described_modules(tmp_path)
+    assert folders == {"alpha": {"studies/alpha/study.py", "studies/alpha/declaration.py"}, "beta": set()}
+    actual = {"studies/alpha/study.py", "studies/alpha/declaration.py", "studies/beta/study.py",
+              "studies/common/spec.py"}
+    assert undescribed(actual, {"studies/common/spec.py"}, folders) == [
+        "modules without a line in docs/architecture.md or their study folder's docstring: "
+        "['studies/beta/study.py']"]
+    assert undescribed(actual, {"studies/common/spec.py", "studies/alpha/study.py", "studies/beta/study.py"},
+                       folders) == ["described in docs/architecture.md, not in their study folder's "
+                                    "__init__.py: ['studies/alpha/study.py', 'studies/beta/study.py']"]
 
 
 def _layer_table() -> dict[str, set[str]]:

@@ -37,6 +37,7 @@ from .published_readers import (
     highest_losses_excluded,
     isoflop_table,
     olmo_ladder_runs,
+    renamed_columns,
 )
 from .load import load_reference, load_runs
 from .runs import Runs
@@ -76,7 +77,9 @@ class PublishedTable:
     source: str
     license: str
     redistributable: bool
-    reader: Callable[..., Runs]
+    #: the source's format read into a run table (``published_readers.py``); None when ``columns``
+    #: says it: a CSV whose columns are the run table's renamed needs no reader of its own
+    reader: Callable[..., Runs] | None = None
     #: the file's name in ``reference/`` when bundled (only the paper's own table)
     file: str | None = None
     fit: PublishedFit | None = None
@@ -91,6 +94,20 @@ class PublishedTable:
     #: how its N counts the vocabulary matrices (tied or not), where registered: the one rule that
     #: --params uses for it (analysis/table/param_count.py)
     embeddings: EmbeddingCount | None = None
+    #: {run-table column: the source's column} of a CSV source read without a reader of its own
+    #: (:func:`.published_readers.renamed_columns`); exactly one of ``reader`` and ``columns``
+    columns: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if (self.reader is None) == (not self.columns):
+            raise ValueError(f"published table {self.name!r}: give its reader or its columns (a CSV's "
+                             "run-table columns by the source's names), one of them")
+
+    def read(self, path) -> Runs:
+        """The table's source file (or folder) at ``path`` as a run table."""
+        if self.reader is not None:
+            return self.reader(path)
+        return renamed_columns(path, self.columns, f"the {self.name} table's source")
 
     @property
     def shipped(self) -> bool:
@@ -474,7 +491,7 @@ def load_table(name: str, path=None, *, all_rows: bool = False, allow_modified: 
         paths = fetch(table.files, table.announcement())
         # a table of several files is read from their folder (as from a clone's)
         path = paths[0] if len(paths) == 1 else Path(os.path.commonpath(paths))
-    runs = table.reader(path)  # first: a file in another format is said as such, by line
+    runs = table.read(path)  # first: a file in another format is said as such, by line
     if path is not None and table.files:
         modified = local_copy_differences(table, rundir.as_path(path))
         if modified and not allow_modified:

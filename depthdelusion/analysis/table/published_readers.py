@@ -55,6 +55,28 @@ def numbers(rows: list[dict], key: str, path) -> np.ndarray:
     return out
 
 
+#: The run table's columns (:class:`.runs.Runs`) a source's columns may be renamed to, and which of
+#: them hold text (the others are numbers).
+RENAMABLE = ("depth", "width", "params", "tokens", "loss", "loss_se", "compute", "params_non_embedding",
+             "vocab_size", "group", "name", "tokenizer")
+TEXT_COLUMNS = ("group", "name", "tokenizer")
+
+
+def renamed_columns(path, columns: dict[str, str], what: str) -> Runs:
+    """A CSV source whose columns are run-table columns under other names, read with no reader of
+    its own: ``columns`` maps each run-table column (:data:`RENAMABLE`) to the source's name for
+    it (e.g. ``{"params": "Model Size", "loss": "loss"}``); the source's other columns are not
+    read. A missing column, or a cell that is not a number, is named by the file and its line."""
+    unknown = sorted(set(columns) - set(RENAMABLE))
+    if unknown:
+        raise ValueError(f"{what}: {', '.join(unknown)} is not a run-table column; the columns "
+                         f"a source may be renamed to: {', '.join(RENAMABLE)}")
+    rows = read_csv_records(path, tuple(columns.values()), what)
+    values = {ours: np.array([r[theirs] for r in rows]) if ours in TEXT_COLUMNS else numbers(rows, theirs, path)
+              for ours, theirs in columns.items()}
+    return Runs(**values, source=str(rundir.as_path(path)))
+
+
 def isoflop_table(path, fitted_condition: str | None = None) -> Runs:
     """One experiment of Open-Athena's isoFLOP compilation: columns ``source, dataset, condition,
     tokens, params, budget, loss`` (budget: the sweep's nominal compute C in FLOPs, ≈ 6·N·D); the

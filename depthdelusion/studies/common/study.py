@@ -4,7 +4,8 @@ by `spec.load_spec` or from its flags by `spec.from_flags`), ``measure`` (spec, 
 study needs beside it, to a frozen results object), ``sections`` (results to the report's
 Markdown, computing nothing) and the command (the handler `depthdelusion.cli.COMMANDS` names).
 
-Each study folder lists its studies as ``STUDIES`` in its ``declaration.py``;
+Each study folder lists its studies as ``STUDIES`` in its ``declaration.py`` (and their commands
+as ``COMMANDS`` in its ``__init__.py``: `common/command.py`);
 tests/studies/common/test_study.py holds every study command of the CLI registry to this
 protocol. cli.py never imports a declaration (a declaration imports its study, which may import
 JAX), so ``depthdelusion --help`` stays free of JAX.

@@ -1,5 +1,6 @@
 """Published tables by name (depthdelusion/analysis/table/published.py) and pooled fits."""
 import csv
+import dataclasses
 import fnmatch
 import json
 import math
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis.fitting.engine import fit
-from depthdelusion.analysis.table.published import TABLES, load_table, pool
+from depthdelusion.analysis.table.published import TABLES, PublishedTable, load_table, pool
 from depthdelusion.analysis.fitting.pooled import fit_pooled
 from depthdelusion.analysis.table.published_files import REGISTRY
 from depthdelusion.analysis.table.load import load_runs
@@ -115,6 +116,35 @@ def test_gemstones_reader_names_the_line_and_field_of_bad_input(tmp_path, line, 
         fh.write(line + "\n")
     with pytest.raises(ValueError, match=message):
         load_table("gemstones", path=path)
+
+
+RENAMED = PublishedTable("toy", "a toy", "nobody", "https://example.org", "MIT", False, rows=3,
+                         columns={"params": "Model Size", "tokens": "Tokens", "loss": "Loss", "group": "Set"})
+
+
+def test_a_csv_source_is_read_by_its_declared_columns_with_no_reader_of_its_own(tmp_path):
+    (tmp_path / "runs.csv").write_text("Model Size,Tokens,Loss,Set,Other\n1e6,2e7,3.5,a,x\n2e6,4e7,3.25,b,y\n")
+    runs = RENAMED.read(tmp_path / "runs.csv")
+    assert list(runs.params) == [1e6, 2e6] and list(runs.tokens) == [2e7, 4e7] and list(runs.loss) == [3.5, 3.25]
+    assert list(runs.group) == ["a", "b"] and "Other" not in runs.extra
+
+
+@pytest.mark.parametrize("text, columns, message", [
+    ("Model Size,Tokens,Set\n1e6,2e7,a\n", None, r"runs.csv: not the toy table's source \(no column\(s\) Loss"),
+    ("Model Size,Tokens,Loss,Set\n1e6,2e7,big,a\n", None, r"runs.csv:2: column 'Loss' is 'big', not a number"),
+    ("N,L\n1,2\n", {"parameters": "N", "loss": "L"}, r"parameters is not a run-table column; .*: depth, width, params"),
+])
+def test_a_declared_column_missing_or_not_a_number_or_unknown_is_named(tmp_path, text, columns, message):
+    (tmp_path / "runs.csv").write_text(text)
+    table = dataclasses.replace(RENAMED, columns=columns) if columns else RENAMED
+    with pytest.raises(ValueError, match=message):
+        table.read(tmp_path / "runs.csv")
+
+
+@pytest.mark.parametrize("reader, columns", [(None, {}), (load_runs, {"loss": "L"})])
+def test_a_registration_gives_its_reader_or_its_columns_not_both_nor_neither(reader, columns):
+    with pytest.raises(ValueError, match="'toy': give its reader or its columns"):
+        dataclasses.replace(RENAMED, reader=reader, columns=columns)
 
 
 def test_every_bundled_table_file_is_in_the_package_data():

@@ -3,12 +3,14 @@ declaration.py and meets the protocol (studies/common/study.py): a frozen spec a
 measure annotated to return the results, sections callable, and the handler the registry runs."""
 import dataclasses
 import importlib
+from pathlib import Path
 
 import pytest
 
 from depthdelusion import cli
 from depthdelusion.studies.common.study import Study
 
+STUDIES = Path(__file__).resolve().parents[3] / "depthdelusion" / "studies"
 #: commands whose handler lives in a study folder but which are tools, not studies
 TOOLS = {"expand": "grows a trained run's depth, or probes where to: no spec, measure or report"}
 STUDY_COMMANDS = [(name, target) for name, target, _ in cli.COMMANDS
@@ -40,9 +42,11 @@ def test_every_study_command_is_a_declared_study_that_meets_the_protocol(name, t
 
 
 def test_every_declared_study_is_a_command_of_the_registry():
+    """Every folder's STUDIES, the folders that have no command yet included: a study whose
+    folder does not declare its command (COMMANDS in its __init__.py) is not a command."""
     registered = {name for name, _ in STUDY_COMMANDS}
-    folders = {target.split(":")[0].split(".")[2] for _, target in STUDY_COMMANDS}
-    declared = [s.command for folder in sorted(folders) for s in declared_studies(folder)]
+    folders = [p.parent.name for p in sorted(STUDIES.glob("*/declaration.py"))]
+    declared = [s.command for folder in folders for s in declared_studies(folder)]
     assert sorted(declared) == sorted(registered)
 
 
