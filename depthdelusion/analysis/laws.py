@@ -224,8 +224,14 @@ def _power_of_width(W, c, p):
 
 
 #: The roles of the laws whose penalty λ switches on past D_crit = κ·ln W.
+def _kappa_breaks(x):
+    """κ at which each row's depth is D_crit (D = κ·ln W): the kink's objective bends there."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return x.D / np.log(x.W)
+
+
 _KAPPA_KINK = Roles(penalty="lam", kink="kappa", width_exponent="gamma", d_crit=kappa_ln_w,
-                    d_crit_text="{kappa:.3g}·ln W")
+                    d_crit_text="{kappa:.3g}·ln W", breaks=_kappa_breaks)
 
 _DD_PARAMS = {"A": _A, "alpha": _ALPHA, "lam": _LAM, "kappa": _KAPPA, "gamma": _GAMMA, "E": _E,
               "B": _B, "beta": _BETA}
@@ -273,7 +279,7 @@ register_law(
         "the log aspect ratio around an optimum m, no critical depth. A critical depth must fit "
         "better than this bowl to be evidence of a kink.")
 register_law(
-    _depth_softplus, name="depth_softplus", shape="smooth", roles=_KAPPA_KINK,
+    _depth_softplus, name="depth_softplus", shape="smooth", roles=dataclasses.replace(_KAPPA_KINK, breaks=None),
     params={"A": _A, "alpha": _ALPHA, "lam": _LAM, "kappa": _KAPPA,
             "s": Param("s", (2.0, 8.0), log=True, bounds=(SOFTPLUS_MIN_WIDTH, INF),
                        doc="width of the bend (layers); at its lower bound the bend is as sharp "

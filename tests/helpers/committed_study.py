@@ -16,12 +16,12 @@ from depthdelusion.cli import main
 from text_compare import text_differences
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The OpenBLAS kernel that wrote the committed fitted-law cells of depth_confound and
-#: depth_vs_size. Those cells still print digits past what the fits support, and one
-#: identification decision (depth_confound arm A's α) flips with the kernel (benchmarks/RESULTS.md,
-#: the BLAS check of 2026-12-02); until they print only supported digits (issue 59 item 4), their
-#: regeneration is compared where numpy runs this kernel and said skipped elsewhere.
-KERNEL_OF_RECORD = "SkylakeX"
+#: The OpenBLAS kernel that wrote the committed fitted-law cells of depth_confound. One of them,
+#: arm C's α lower profile end, sits where the profile hovers within ±0.5 of its cut from α 0.04
+#: to 0.08 and prints 0.05014 under Haswell, 0.06189 under Sandybridge (benchmarks/RESULTS.md,
+#: 2026-12-02 fifth session); until such an end prints only what it supports (issue 59 item 4),
+#: the study's regeneration is compared where numpy runs this kernel and said skipped elsewhere.
+KERNEL_OF_RECORD = "Haswell"
 
 
 def require_kernel_of_record() -> None:

@@ -19,6 +19,7 @@ from ..laws import get_law
 
 MIN_WIDTHS_BOTH_SIDES = 3  # fewer widths with shapes on both sides of D_crit: not tested within widths
 SHAPES_LISTED = 8  # shapes past D_crit named; the rest counted
+AT_BREAK = 1e-9  # a row within this relative distance of D_crit is on it, not past it
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,9 @@ def kink_reach(law, values: dict, depth, width, size=None) -> KinkReach | None:
         return None
     D, W = D[keep], W[keep]
     d_crit = np.broadcast_to(law.critical_depth(values, W), D.shape)
-    past = D > d_crit
+    # A row at D_crit itself pays nothing (max(0, D − D_crit) = 0); the search puts a kink on a
+    # row's break (search.scan_breaks), where D − D_crit is a rounding error of either sign.
+    past = D - d_crit > AT_BREAK * np.maximum(D, 1.0)
     N = np.full(len(D), np.nan) if size is None else np.asarray(size, float)[keep]
     size_break = (float(N[past].min()) if past.any() and (~past).any() and np.all(np.isfinite(N))
                   and N[past].min() > N[~past].max() else float("nan"))

@@ -38,7 +38,8 @@ from scipy import (
     special,  # the χ² and F quantiles without importing scipy.stats (a second of CPU)
 )
 
-from .problem import Problem, within_support
+from .problem import TIE, Problem, within_support
+from .search import break_values
 from .solver import CAPPED, CONVERGED, FAILED, MAX_ITER
 
 from .profile_result import CRITICAL, JUMP, LEVEL, Profile  # noqa: F401 (re-exported)
@@ -49,6 +50,7 @@ _NEAR = 6  # steps up to 2³ h: a staged walk goes beyond only on sides that hav
 _REFINE = 6  # interior points evaluated per round in the bracketing interval of a crossing
 _ROUNDS = 4  # refinement rounds at most: a bracket still rising by JUMP after them is a jump
 FLAT = 0.1   # Λ within this of the level before a jump: the flat stretch
+NEIGHBOUR_ROUNDS = 8  # passes from neighbours at most (each only from the points the last improved)
 FLAT_SHARE = 0.2  # ... reported when it spans at least this share of the way from the optimum
 
 
@@ -344,28 +346,91 @@ def _evaluate(problem: Problem, theta_hat, cold_starts, plans, statistic=None, c
     rows, frozen = np.array(rows), np.array(frozen)
     res = problem.solve(rows, frozen_MxK=frozen)
     best = _best_per_point(plans, owner, res)
-    # second pass: start each point from its neighbours' solutions
-    rows2, frozen2, owner2 = [], [], []
+    _scan_breaks_at_points(problem, plans, best)
+    # then start each point from its neighbours' solutions, again from the points that improved,
+    # so that a deeper basin found at one point reaches the points beside it
+    changed = [np.ones(len(p[3]), bool) for p in plans]
+    for _ in range(NEIGHBOUR_ROUNDS):
+        changed = _from_neighbours(problem, plans, best, changed)
+        if not any(c.any() for c in changed):
+            break
+    _continue_capped(problem, plans, best, statistic, critical)
+    return [(obj, sols) for obj, sols, _ in best]
+
+
+def _from_neighbours(problem: Problem, plans, best, changed) -> list:
+    """Refit each point beside a point of ``changed`` from that neighbour's solution; returns
+    per plan the points whose objective improved (beyond ``TIE``)."""
+    rows, frozen, owner = [], [], []
     for pi, (_, j, _, pts, _) in enumerate(plans):
         for pos, tj in enumerate(pts):
             for nb in (pos - 1, pos + 1):
-                if 0 <= nb < len(pts) and np.isfinite(best[pi][0][nb]):
+                if 0 <= nb < len(pts) and changed[pi][nb] and np.isfinite(best[pi][0][nb]):
                     t0 = best[pi][1][nb].copy()
                     t0[j] = tj
-                    rows2.append(t0)
-                    f = np.zeros(k, bool)
+                    rows.append(t0)
+                    f = np.zeros(problem.k, bool)
                     f[j] = True
-                    frozen2.append(f)
-                    owner2.append((pi, pos))
-    if rows2:
-        res2 = problem.solve(np.array(rows2), frozen_MxK=np.array(frozen2))
-        best2 = _best_per_point(plans, owner2, res2)
-        for pi in range(len(plans)):
-            better = best2[pi][0] < best[pi][0]
+                    frozen.append(f)
+                    owner.append((pi, pos))
+    improved = [np.zeros(len(p[3]), bool) for p in plans]
+    if not rows:
+        return improved
+    cand = _best_per_point(plans, owner, problem.solve(np.array(rows), frozen_MxK=np.array(frozen)))
+    for pi in range(len(plans)):
+        better = cand[pi][0] < best[pi][0] * (1 - TIE)
+        improved[pi] = better
+        for part in range(3):
+            best[pi][part][better] = cand[pi][part][better]
+    return improved
+
+
+def _scan_breaks_at_points(problem: Problem, plans, best) -> None:
+    """For a law whose kink bends the objective at every row's break (``Roles.breaks``), each
+    profile point is also refitted with the kink held at each break (from the point's best
+    solution), then freed from the best of them: a point's refit otherwise stops at whichever
+    bend is nearest its start, which can turn on the machine's last bits, and the profile's ends
+    with it (:func:`.search.scan_breaks` does the same for the optimum)."""
+    roles = problem.law.roles
+    if roles.breaks is None or roles.kink not in problem.names:
+        return
+    jk = problem.names.index(roles.kink)
+    p = problem.free[jk]
+    values, _ = break_values(roles.breaks(problem.x), p.bounds, p.log)
+    if not len(values):
+        return
+    rows, frozen, owner = [], [], []
+    for pi, (_, j, _, pts, _) in enumerate(plans):
+        if j == jk:
+            continue
+        for pos in range(len(pts)):
+            if not np.isfinite(best[pi][0][pos]):
+                continue
+            for v in values:
+                t0 = best[pi][1][pos].copy()
+                t0[jk] = v
+                rows.append(t0)
+                f = np.zeros(problem.k, bool)
+                f[[j, jk]] = True
+                frozen.append(f)
+                owner.append((pi, pos))
+    if not rows:
+        return
+    held = _best_per_point(plans, owner, problem.solve(np.array(rows), frozen_MxK=np.array(frozen)))
+    rows2, frozen2, owner2 = [], [], []
+    for pi, (_, j, _, pts, _) in enumerate(plans):
+        for pos in np.flatnonzero(np.isfinite(held[pi][0])):
+            rows2.append(held[pi][1][pos])
+            f = np.zeros(problem.k, bool)
+            f[j] = True
+            frozen2.append(f)
+            owner2.append((pi, pos))
+    freed = _best_per_point(plans, owner2, problem.solve(np.array(rows2), frozen_MxK=np.array(frozen2)))
+    for pi in range(len(plans)):
+        for cand in (held, freed):
+            better = cand[pi][0] < best[pi][0] * (1 - TIE)
             for part in range(3):
-                best[pi][part][better] = best2[pi][part][better]
-    _continue_capped(problem, plans, best, statistic, critical)
-    return [(obj, sols) for obj, sols, _ in best]
+                best[pi][part][better] = cand[pi][part][better]
 
 
 def _continue_capped(problem: Problem, plans, best, statistic=None, critical=CRITICAL) -> None:

@@ -27,6 +27,15 @@ def test_the_reach_counts_shapes_and_rows_past_d_crit_and_widths_on_both_sides()
                                        "rows) have D > D_crit(W): 48L×4096, 32L×1024")
 
 
+def test_a_row_on_the_kink_s_break_is_not_past_it_whichever_way_the_last_bit_falls():
+    """The search puts κ on a row's break (D = κ·ln W, search.scan_breaks), where D − D_crit is
+    a rounding error of either sign: that row pays nothing and is not past D_crit."""
+    on_break = 16 / np.log(1024)
+    for kappa in (np.nextafter(on_break, 0), on_break, np.nextafter(on_break, 1)):
+        reach = kink_reach("depth_delusion", {"kappa": kappa, "lam": 0.1}, DEPTH, WIDTH)
+        assert "16L×1024" not in reach.past_shapes and reach.past_rows == 4, kappa
+
+
 def test_a_kink_past_only_the_widest_shapes_is_not_tested_within_widths():
     reach = kink_reach("depth_delusion", {"kappa": 3.0, "lam": 0.1}, DEPTH, WIDTH)  # D_crit(1024) = 20.8: only 32L and 48L
     assert reach.widths_both_sides == 2 and not reach.tested_within_widths

@@ -282,14 +282,17 @@ def test_a_cell_with_a_diverged_seed_is_shown_as_such_and_left_out_of_the_compar
 @pytest.mark.slow  # fits the laws of both arms with 200-replicate parametric bootstraps: a minute
 def test_the_committed_study_regenerates_from_its_runs(tmp_path):
     """analysis/depth_vs_size: `depth-vs-size --report-only` on the committed runs writes the
-    committed report.md and CSVs, character for character (the figure's bytes are not compared)."""
-    from committed_study import regenerate_planned_study, require_kernel_of_record
+    committed report.md and CSVs, every word and decision exactly and every number at its printed
+    digits (text_compare's tolerances; the figure's bytes are not compared), on any CPU: the kink
+    is also tried at every row's break, so the optimum no longer turns on the BLAS kernel
+    (benchmarks/RESULTS.md, 2026-12-02 fifth session: identical text under OpenBLAS's Haswell and
+    Sandybridge kernels)."""
+    from committed_study import regenerate_planned_study
 
-    require_kernel_of_record()
     diffs = regenerate_planned_study(
         "analysis/depth_vs_size", "depth_vs_size.yaml",
         ["depth-vs-size", "experiments/depth_vs_size.yaml", "--out", "analysis/depth_vs_size", "--report-only"],
-        tmp_path)
+        tmp_path, exact=False)
     assert not diffs, "stale (regenerate with the command in its report.md):\n" + "\n".join(diffs)
 
 
