@@ -76,19 +76,24 @@ def test_an_error_on_one_host_ends_every_host(tmp_path):
     assert not (out / "d2_w32").exists()  # neither host went on to the next run
 
 
-def test_watchdog_ends_a_run_whose_step_stops(monkeypatch):
-    ended = []
-    done = threading.Event()
+def _watched(monkeypatch):
+    """(the exit messages, an event set at the first, the clock [seconds]): the watchdog's exit is
+    recorded (os._exit would end pytest; its thread goes on until the block ends) and its clock
+    is the test's, so a busy machine that stalls this thread between two beats does not look
+    like a stalled step."""
+    ended, done, now = [], threading.Event(), [1000.0]
 
-    def fake_exit(text):  # os._exit would end pytest; the thread goes on until the block ends
+    def fake_exit(text):
         ended.append(text)
         done.set()
 
-    # The watchdog's clock is the test's: a busy machine that stalls this thread for a second
-    # between two beats must not look like a stalled step.
-    now = [1000.0]
     monkeypatch.setattr(watchdog_module, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
     monkeypatch.setattr(watchdog_module, "_exit", fake_exit)
+    return ended, done, now
+
+
+def test_watchdog_ends_a_run_whose_step_stops(monkeypatch):
+    ended, done, now = _watched(monkeypatch)
     with watchdog_module.Watchdog(stall_s=1.0, poll_s=0.01) as dog:
         for step in range(1, 16):  # advancing: no alarm, however many polls come in between
             dog.beat(step)
@@ -106,16 +111,7 @@ def test_time_suspended_is_not_a_stall(monkeypatch):
     """A process stopped (SIGSTOP, a sleeping laptop) for longer than the stall limit resumes its
     run: the watchdog's own polls were as late as the steps, so the gap is not idle time. A step
     that then stops advancing still ends the run."""
-    ended = []
-    done = threading.Event()
-
-    def fake_exit(text):
-        ended.append(text)
-        done.set()
-
-    now = [1000.0]
-    monkeypatch.setattr(watchdog_module, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
-    monkeypatch.setattr(watchdog_module, "_exit", fake_exit)
+    ended, done, now = _watched(monkeypatch)
     with watchdog_module.Watchdog(stall_s=1.0, poll_s=0.01) as dog:
         dog.beat(7)
         time.sleep(0.05)
