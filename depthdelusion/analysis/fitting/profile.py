@@ -39,7 +39,7 @@ from scipy import (
 )
 
 from .problem import TIE, Problem, within_support
-from .search import break_values
+from .breaks import break_values
 from .solver import CAPPED, CONVERGED, FAILED, MAX_ITER
 
 from .profile_result import CRITICAL, JUMP, LEVEL, Profile  # noqa: F401 (re-exported)

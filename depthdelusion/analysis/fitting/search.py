@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import varpro
+from .breaks import break_values
 from .problem import TIE, Problem
 from .starts import (
     COMPETING,
@@ -33,9 +34,6 @@ REFIT_STARTS = 16
 ONE_BASIN_REFIT_STARTS = 3
 # Points each kink break is tried from (``scan_breaks``): the optimum and the first cold starts.
 BREAK_ORIGINS = 4
-# Breaks tried at most, at evenly spaced ranks of the distinct ones: a table of thousands of runs
-# would otherwise cost BREAK_ORIGINS held fits per run.
-MAX_BREAKS = 64
 
 
 def run_search(problem, options, notes) -> "_Search":
@@ -126,20 +124,6 @@ def scan_breaks(problem: Problem, found: "_Search", seed: int) -> "_Search":
                    summary=replace(found.summary, local_optima=[objective, *found.summary.local_optima]),
                    describe=found.describe + f"; then {p.name} held at {tried}{where} "
                    "and freed from the best (it beat the search)")
-
-
-def break_values(breaks, bounds, log: bool) -> tuple[np.ndarray, int]:
-    """The distinct breaks inside ``bounds`` (on the parameter's scale: logs when ``log``), at
-    most ``MAX_BREAKS`` of them at evenly spaced ranks (the smallest and largest kept), and how
-    many distinct breaks there were."""
-    values = np.unique(np.asarray(breaks, float))
-    values = values[(values > bounds[0]) & (values < bounds[1])]
-    if log:
-        values = np.log(values[values > 0])
-    total = len(values)
-    if total > MAX_BREAKS:
-        values = values[np.unique(np.rint(np.linspace(0, total - 1, MAX_BREAKS)).astype(int))]
-    return values, total
 
 
 # --- multi-start search ------------------------------------------------------------------------

@@ -4,7 +4,7 @@ break and origin, so the breaks are capped at ``MAX_BREAKS`` (evenly spaced in r
 import numpy as np
 
 from depthdelusion.analysis import fit
-from depthdelusion.analysis.fitting.search import MAX_BREAKS, break_values
+from depthdelusion.analysis.fitting.breaks import MAX_BREAKS, break_values
 from depthdelusion.analysis.fitting.starts import SEARCH_ROWS
 from depthdelusion.analysis.laws import LawInputs, get_law
 from depthdelusion.analysis.table.runs import Runs
