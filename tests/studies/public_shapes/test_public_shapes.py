@@ -345,6 +345,23 @@ def test_the_miniature_writes_the_noise_model_chinchilla_shapes_and_later_budget
         assert title in report, title
 
 
+def test_the_kink_in_the_smooth_law_with_the_interaction_has_its_power_curve(measured, study):
+    """Issue 62 item 5: the kink nested in the smooth law with the N × T interaction gets the
+    additive test's power curve (the paper's kink added at 1×, ½×, ¼× to draws from the
+    interaction null's own fit and whole runs' residual series, judged against that null's own
+    draws); at full size (0.128 nats at 256x80) every draw of the real hot runs detects it.
+    noise_model.csv and the report's noise section carry it; the chinchilla nulls stay null-only."""
+    inter = {k.null: k for k in measured.noise}
+    found = inter["gemstones_width_depth + N×T interaction"]
+    assert found.power_draws == 4 and [s for s, _, _ in found.power] == [1.0, 0.5, 0.25]
+    assert found.power[0][1] == pytest.approx(0.128, abs=0.001) and found.power[0][2] == 1.0
+    assert not inter["chinchilla"].power and not inter["chinchilla + N×T interaction"].power
+    rows = [r for r in _rows(study / "noise_model.csv") if r["null"] == "gemstones_width_depth + N×T interaction"]
+    assert [r["size_of_papers_kink"] for r in rows] == ["1.0", "0.5", "0.25"] and rows[0]["power"] == "1.0"
+    report = (study / "report.md").read_text()
+    assert "- gemstones (total N), gemstones_width_depth + N×T interaction: penalties of ≳ " in report
+
+
 def test_the_interaction_takes_the_runs_slopes_off_n_and_leaves_their_autocorrelation(mirror):
     """Issue 62 item 5, measured on the hot table (total N): with the additive token term each
     run's residual slope in ln T follows N (correlation < −0.9) and consecutive checkpoints'
