@@ -362,6 +362,24 @@ def test_the_kink_in_the_smooth_law_with_the_interaction_has_its_power_curve(mea
     assert "- gemstones (total N), gemstones_width_depth + N×T interaction: penalties of ≳ " in report
 
 
+def test_a_kink_that_finds_nothing_has_an_lr_of_exactly_0_and_p_1(mirror):
+    """On the hot table's total N the kink nested in chinchilla leaves the data (λ = 0): its LR is
+    the solvers' rounding (~5e-14), which ranked against null draws of 0 and ~1e-13 gave p = 0.805
+    by noise; it is 0, so every null draw is at least as large and p = 1."""
+    import numpy as np
+
+    from depthdelusion.studies.public_shapes import nested
+    from depthdelusion.studies.public_shapes.results import parts_arm
+
+    arm = parts_arm("gemstones", "total", ["chinchilla", "gemstones_width_depth"], bootstrap=0, seed=0)
+    smooth = arm.fits["gemstones_width_depth"].params   # the study's start: the smooth fit's exponents
+    model, start = nested.Model(shape=False), tuple(smooth[k] for k in ("aw", "ad", "alpha", "beta"))
+    d, y = nested.design(arm.runs, arm.clusters), np.asarray(arm.runs.loss, float)
+    lr, kink, _, _ = nested.likelihood_ratio(d, y, model.start(start), model)
+    assert lr == 0.0 and kink[0] == 0.0
+    assert nested.nested_test(arm, replicates=6, seed=0, start=start, model=model, power_draws=0).p == 1.0
+
+
 def test_the_interaction_takes_the_runs_slopes_off_n_and_leaves_their_autocorrelation(mirror):
     """Issue 62 item 5, measured on the hot table (total N): with the additive token term each
     run's residual slope in ln T follows N (correlation < −0.9) and consecutive checkpoints'
