@@ -40,6 +40,10 @@ GAMMA_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
 BOUNDS = (0.0, 2.0)                 # every exponent: aw, ad, α, β, γ (γ ≥ 0: the paper's sign)
 SIZES = (1.0, 0.5, 0.25)            # the paper's kink at full, half and quarter size
 LEVEL = 0.05
+#: an LR below this is the solvers' rounding, not a fit: a kink fit that finds nothing (λ = 0)
+#: returns the null's RSS to ~1e-15 relative, an LR of ~1e-13, so that an observed "0" was ranked
+#: against null draws of exactly 0 and of ~1e-13 by noise (hot total N, chinchilla: p 0.805 or 1)
+LR_ROUNDING = 1e-9
 PAPER_KINK = {"lam": PAPER_FIT["lam"][0], "kappa": PAPER_FIT["kappa"][0], "gamma": PAPER_FIT["gamma"][0]}
 
 
@@ -183,7 +187,8 @@ def likelihood_ratio(d: Design, y, start, model: Model = SMOOTH) -> tuple[float,
     rss_k, kink = fit_kink(d, y, theta, model)
     X, free = _columns(d, theta, model)
     fitted = X @ _rss(X, y, free)[1]
-    return len(y) * float(np.log(rss_s / min(rss_k, rss_s))), kink, theta, fitted
+    lr = len(y) * float(np.log(rss_s / min(rss_k, rss_s)))
+    return (lr if lr > LR_ROUNDING else 0.0), kink, theta, fitted
 
 
 def residual_structure(d: Design, resid) -> tuple[float, float, float]:

@@ -137,7 +137,7 @@ def write_report(r: PublicShapesResults, out_dir: Path) -> Path:
         _csv(out_dir / "lr_interaction.csv", _interaction_rows(r.interaction))
         _csv(out_dir / "audit.csv", _audit_rows(r.audits))
         _csv(out_dir / "nested_kink.csv", nested.rows(list(r.nested)))
-        _csv(out_dir / "noise_model.csv", nested.rows(list(r.nested) + list(r.noise)))
+        _csv(out_dir / "noise_model.csv", nested.rows(_noise_kinks(r.nested, r.noise)))
         _csv(out_dir / "fitting_loss.csv", fitting_loss.rows(list(r.losses)))
         if r.audit_drawn:
             _figure(out_dir, r.audits)
@@ -311,14 +311,17 @@ def _nested_section(kinks) -> list[str]:
 
 def _noise_section(kinks, noise) -> list[str]:
     """The noise model (issue 62 item 5): the residuals' structure under the additive and the
-    interacting token term, and the nested tests redone with each."""
+    interacting token term, and the nested tests redone with each (the kink-in-the-smooth-law
+    test with its power curve under each)."""
     if not noise:
         return []
-    found = [k for a in dict.fromkeys(k.arm for k in noise)
-             for k in [k for k in kinks if k.arm == a] + [k for k in noise if k.arm == a]]
+    found = _noise_kinks(kinks, noise)
+    sizes = [f"{s:g}×" for s, _, _ in next((k.power for k in found if k.power), ())]
     table = [[k.arm, k.null, f"{k.structure[0]:.2f}", f"{k.structure[1]:+.2f}", f"{k.structure[2]:.2f}",
-              f"{k.lr:.2f}", f"{k.p:.3f}", f"λ {k.kink[0]:.3g}, κ {k.kink[1]:g}, γ {k.kink[2]:.2f}"] for k in found]
+              f"{k.lr:.2f}", f"{k.p:.3f}", f"λ {k.kink[0]:.3g}, κ {k.kink[1]:g}, γ {k.kink[2]:.2f}",
+              *([f"{pw:.2f} ({pen:.3f})" for _, pen, pw in k.power] or ["—"] * len(sizes))] for k in found]
     rho, worth = [k.structure[0] for k in found], [k.structure[2] for k in found]
+    powered = [k for k in found if k.power]
     return ["## The noise model: autocorrelated runs and an N × T interaction (noise_model.csv)", "",
             "Residuals of each null law fitted to the data: ρ, the lag-1 autocorrelation within runs "
             "(consecutive checkpoints of one run, pooled); the correlation across runs of each run's "
@@ -326,16 +329,29 @@ def _noise_section(kinks, noise) -> list[str]:
             "ones for its mean level, n·(1 − ρ)/(1 + ρ) (AR(1), n the checkpoints per run). The N × T "
             "interaction adds c·ln(N/N̄)·T^−β to the token term (c of either sign). Each row is a nested "
             "test of the paper's kink (relative form) inside that null law, calibrated by resampling "
-            "whole runs' residual series (null draws only; the power is in the previous section): "
-            "inside gemstones_width_depth it is the kink-vs-smooth test, inside chinchilla the "
-            "λ = 0 verdict.", "",
+            f"whole runs' residual series ({found[0].replicates} draws): inside gemstones_width_depth it "
+            "is the kink-vs-smooth test, inside chinchilla the λ = 0 verdict. Power (inside "
+            "gemstones_width_depth, with either token term; "
+            f"{powered[0].power_draws if powered else 0} draws per size): the paper's kink added at each "
+            "size to draws from that null's own fit and residual series, detected when LR exceeds that "
+            "null's 95th percentile, as in the previous section; in brackets the penalty at "
+            f"{found[0].worst_shape} (nats); — where only null draws were made.", "",
             markdown_table(["arm", "kink nested in", "ρ", "slope vs ln N", "worth (checkpoints)", "LR", "p",
-                            "kink fitted"], table, "llrrrrrl"), "",
+                            "kink fitted"] + [f"power at {s} (penalty)" for s in sizes], table,
+                           "llrrrrrl" + "r" * len(sizes)), "",
+            *[f"- {k.arm}, {k.null}: {k.excluded()}." for k in powered], *([""] if powered else []),
             f"Consequence: with ρ from {min(rho):.2f} to {max(rho):.2f} a run's checkpoints carry "
             f"{min(worth):.2g}–{max(worth):.2g} checkpoints' worth of independent evidence on its level, so a test that draws checkpoints independently (the "
             "core's parametric bootstrap, even with its per-run effect) misstates the noise; the tests "
             "here keep each run's series whole. The interaction removes the N-dependence of the runs' "
             "slopes (the column 'slope vs ln N'), not the autocorrelation.", ""]
+
+
+def _noise_kinks(kinks, noise) -> list:
+    """The noise model's tests in the report's order: per arm the noise model was run on, the
+    additive nested test (from ``kinks``) and then each of ``noise``'s nulls."""
+    return [k for a in dict.fromkeys(k.arm for k in noise)
+            for k in [k for k in kinks if k.arm == a] + [k for k in noise if k.arm == a]]
 
 
 def _nested_agreement(kinks) -> list[str]:

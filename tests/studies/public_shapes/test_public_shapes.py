@@ -345,6 +345,41 @@ def test_the_miniature_writes_the_noise_model_chinchilla_shapes_and_later_budget
         assert title in report, title
 
 
+def test_the_kink_in_the_smooth_law_with_the_interaction_has_its_power_curve(measured, study):
+    """Issue 62 item 5: the kink nested in the smooth law with the N × T interaction gets the
+    additive test's power curve (the paper's kink added at 1×, ½×, ¼× to draws from the
+    interaction null's own fit and whole runs' residual series, judged against that null's own
+    draws); at full size (0.128 nats at 256x80) every draw of the real hot runs detects it.
+    noise_model.csv and the report's noise section carry it; the chinchilla nulls stay null-only."""
+    inter = {k.null: k for k in measured.noise}
+    found = inter["gemstones_width_depth + N×T interaction"]
+    assert found.power_draws == 4 and [s for s, _, _ in found.power] == [1.0, 0.5, 0.25]
+    assert found.power[0][1] == pytest.approx(0.128, abs=0.001) and found.power[0][2] == 1.0
+    assert not inter["chinchilla"].power and not inter["chinchilla + N×T interaction"].power
+    rows = [r for r in _rows(study / "noise_model.csv") if r["null"] == "gemstones_width_depth + N×T interaction"]
+    assert [r["size_of_papers_kink"] for r in rows] == ["1.0", "0.5", "0.25"] and rows[0]["power"] == "1.0"
+    report = (study / "report.md").read_text()
+    assert "- gemstones (total N), gemstones_width_depth + N×T interaction: penalties of ≳ " in report
+
+
+def test_a_kink_that_finds_nothing_has_an_lr_of_exactly_0_and_p_1(mirror):
+    """On the hot table's total N the kink nested in chinchilla leaves the data (λ = 0): its LR is
+    the solvers' rounding (~5e-14), which ranked against null draws of 0 and ~1e-13 gave p = 0.805
+    by noise; it is 0, so every null draw is at least as large and p = 1."""
+    import numpy as np
+
+    from depthdelusion.studies.public_shapes import nested
+    from depthdelusion.studies.public_shapes.results import parts_arm
+
+    arm = parts_arm("gemstones", "total", ["chinchilla", "gemstones_width_depth"], bootstrap=0, seed=0)
+    smooth = arm.fits["gemstones_width_depth"].params   # the study's start: the smooth fit's exponents
+    model, start = nested.Model(shape=False), tuple(smooth[k] for k in ("aw", "ad", "alpha", "beta"))
+    d, y = nested.design(arm.runs, arm.clusters), np.asarray(arm.runs.loss, float)
+    lr, kink, _, _ = nested.likelihood_ratio(d, y, model.start(start), model)
+    assert lr == 0.0 and kink[0] == 0.0
+    assert nested.nested_test(arm, replicates=6, seed=0, start=start, model=model, power_draws=0).p == 1.0
+
+
 def test_the_interaction_takes_the_runs_slopes_off_n_and_leaves_their_autocorrelation(mirror):
     """Issue 62 item 5, measured on the hot table (total N): with the additive token term each
     run's residual slope in ln T follows N (correlation < −0.9) and consecutive checkpoints'
