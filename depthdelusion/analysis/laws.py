@@ -148,22 +148,26 @@ _TOKENS_OFF = {"B": 0.0, "beta": 0.0}
 
 
 def _per_distinct(term, *params):
-    """``term(*params)`` for (M, 1) parameter columns, computed once per distinct row of
-    ``params`` (compared bit for bit) and spread back to the M rows. A finite-difference
-    Jacobian evaluates the law at M points that each move one parameter, so most of them share
-    a term's parameters; each element is the same operation on the same numbers, hence the same
-    value. Scalars, other shapes and all-distinct rows evaluate the term as it is. Worth it only
+    """``term(*params)`` for (M, 1) parameter columns, computed once per run of equal
+    consecutive rows of ``params`` (compared bit for bit) and spread back to the M rows. A
+    finite-difference Jacobian evaluates the law at the points that each move one parameter,
+    one problem's points next to each other, so runs of them share a term's parameters; each
+    element is the same operation on the same numbers, hence the same value. Runs, not
+    distinct rows: finding those sorted the rows, which cost as much as the term it saved.
+    Scalars, other shapes and rows without a repeat evaluate the term as it is. Worth it only
     for a costly term (the softplus' logaddexp): a power costs less than the gather."""
     cols = [np.asarray(p) for p in params]
     m = cols[0].shape[0] if cols[0].ndim == 2 else 0
     if m < 3 or any(c.shape != (m, 1) or c.dtype != np.float64 for c in cols):
         return term(*params)
-    keys = np.ascontiguousarray(np.concatenate(cols, axis=1)).view(np.int64)
-    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    keys = np.concatenate(cols, axis=1).view(np.int64)
+    new_run = np.ones(m, bool)
+    new_run[1:] = np.any(keys[1:] != keys[:-1], axis=1)
+    first = np.flatnonzero(new_run)
     if len(first) == m:
         return term(*params)
     out = term(*(c[first] for c in cols))
-    return out[inverse.reshape(-1)] if np.ndim(out) == 2 and len(out) == len(first) else term(*params)
+    return out[np.cumsum(new_run) - 1] if np.ndim(out) == 2 and len(out) == len(first) else term(*params)
 
 
 def _token_term(x: LawInputs, B, beta):

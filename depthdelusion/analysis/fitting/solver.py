@@ -130,8 +130,8 @@ def minimize(model, targets_MxN, theta0_MxK, weights_MxN, lo_K, hi_K, *, frozen_
     for _ in range(stop.max_iter):
         if not len(active):
             break
-        th, ra, wa, Fa = theta[active], r[active], w[active], F[active]
-        g, H = system.normal_equations(active, ra, wa)
+        th, wa, Fa = theta[active], w[active], F[active]
+        g, H = system.normal_equations(active, r)
         hold = (frozen[active] | ((th <= lo_K) & (g > 0)) | ((th >= hi_K) & (g < 0)))
         step, bad = _damped_step(H, g, mu[active], hold)
         trial = np.clip(th + step, lo_K, hi_K)
@@ -179,9 +179,11 @@ class _LinearSystems:
         M, N, K = shape_MNK
         self.residuals, self.known_columns, self.w, self.loss = residuals, known_columns, w_MxN, loss
         self.blocked = N > BLOCK_ROWS
-        if self.blocked:
-            self.g, self.H = np.zeros((M, K)), np.zeros((M, K, K))
-        else:
+        self.g, self.H = np.zeros((M, K)), np.zeros((M, K, K))
+        # dense: which problems' systems are still to be formed from their J (a rejected step
+        # leaves J, r and the weights as they were, so its system is the one already formed)
+        self.stale = np.zeros(M, bool)
+        if not self.blocked:
             self.J = np.zeros((M, N, K))
 
     def refresh(self, rows, theta_RxK, r_RxN):
@@ -191,11 +193,18 @@ class _LinearSystems:
             self.g[rows], self.H[rows] = _blocked_normal_equations(J, r_RxN, self.w[rows], self.loss)
         else:
             self.J[rows] = _jacobian(self.residuals, rows, theta_RxK, r_RxN, self.known_columns)
+            self.stale[rows] = True
 
-    def normal_equations(self, active, ra, wa):
-        if self.blocked:
-            return self.g[active], self.H[active]
-        Ja = self.J[active]
+    def normal_equations(self, active, r_MxN):
+        """(g, H) of the problems ``active`` at their residuals (rows of ``r_MxN``)."""
+        todo = active[self.stale[active]]
+        if len(todo):
+            self.g[todo], self.H[todo] = self._formed(todo, r_MxN[todo], self.w[todo])
+            self.stale[todo] = False
+        return self.g[active], self.H[active]
+
+    def _formed(self, rows, ra, wa):
+        Ja = self.J[rows]
         omega = wa * irls_weights(ra, *self.loss)
         omega = np.where(wa > 0, omega, 0.0)
         ra0 = np.where(wa > 0, ra, 0.0)
@@ -241,7 +250,8 @@ def _damped_step(H, g, mu, hold):
 
 def _solve_scaled(A_MxKxK, rhs_MxK) -> np.ndarray:
     """Solve A·step = rhs with A scaled to unit diagonal (A is symmetric positive definite in
-    exact arithmetic); a system singular in floating point falls back to the pseudo-inverse."""
+    exact arithmetic); a system singular in floating point falls back to the pseudo-inverse,
+    that system alone, so that a problem's step never depends on which others share its batch."""
     d = np.sqrt(np.einsum("akk->ak", A_MxKxK))
     d = np.where(np.isfinite(d) & (d > 0), d, 1.0)
     As = A_MxKxK / (d[:, :, None] * d[:, None, :])
@@ -249,8 +259,15 @@ def _solve_scaled(A_MxKxK, rhs_MxK) -> np.ndarray:
     try:
         x = np.linalg.solve(As, bs[:, :, None])[:, :, 0]
     except np.linalg.LinAlgError:
-        x = np.einsum("akl,al->ak", np.linalg.pinv(As), bs)
+        x = np.stack([_solve_one(a, b) for a, b in zip(As, bs)]) if len(bs) else np.zeros_like(bs)
     return x / d
+
+
+def _solve_one(A_KxK, rhs_K) -> np.ndarray:
+    try:
+        return np.linalg.solve(A_KxK[None], rhs_K[None, :, None])[0, :, 0]
+    except np.linalg.LinAlgError:
+        return np.linalg.pinv(A_KxK[None])[0] @ rhs_K
 
 
 def _jacobian(residuals, rows, theta_MxK, r_MxN, known_columns=None) -> np.ndarray:

@@ -105,3 +105,45 @@ def test_the_polish_jacobian_on_a_large_table_is_the_batched_one_bit_for_bit(mon
         batched, one_at_a_time = jacobians[-2:]
         assert batched.tobytes() == one_at_a_time.tobytes()
         assert batched.flags.f_contiguous == one_at_a_time.flags.f_contiguous
+
+
+def _starts_of(problem, count: int, seed: int = 3) -> np.ndarray:
+    """``count`` starts over the parameters' start ranges, the first two with α at its bound 0
+    (the second with the gradient pushing it out: α = 0 is as flat as the law gets)."""
+    rng = np.random.default_rng(seed)
+    lo = np.array([np.log(p.init[0]) if p.log else p.init[0] for p in problem.free])
+    hi = np.array([np.log(p.init[1]) if p.log else p.init[1] for p in problem.free])
+    starts = lo + (hi - lo) * rng.uniform(size=(count, problem.k))
+    starts[:2, problem.names.index("alpha")] = 0.0
+    return starts
+
+
+def test_a_batch_gives_each_problem_what_it_gets_alone():
+    """Least squares and Huber, a start at α's bound among them: every problem of the batch
+    ends on the bits it ends on solved alone (a rejected step reuses its system; a singular one
+    falls back alone)."""
+    for method in ("lm", "huber"):
+        problem = problem_of(200, method)
+        starts = _starts_of(problem, 6)
+        frozen = np.zeros(starts.shape, bool)
+        frozen[3, 1] = True  # a profile point among them
+        together = problem.solve(starts, frozen_MxK=frozen)
+        assert solver.CONVERGED in together.status
+        for i in range(len(starts)):
+            alone = problem.solve(starts[i:i + 1], frozen_MxK=frozen[i:i + 1])
+            assert alone.theta.tobytes() == together.theta[i:i + 1].tobytes(), (method, i)
+            assert alone.status[0] == together.status[i]
+
+
+def test_a_singular_system_in_a_batch_moves_no_other_problems_step():
+    """The pseudo-inverse fallback is the singular system's alone."""
+    rng = np.random.default_rng(0)
+    B = rng.standard_normal((3, 4, 4))
+    A = B @ B.transpose(0, 2, 1) + 4 * np.eye(4)
+    A[1] = 0.0  # singular in floating point
+    A[1, 0, 0] = 1.0
+    rhs = rng.standard_normal((3, 4))
+    together = solver._solve_scaled(A, rhs)
+    for i in (0, 2):
+        assert together[i].tobytes() == solver._solve_scaled(A[i:i + 1], rhs[i:i + 1])[0].tobytes()
+    assert np.all(np.isfinite(together[1]))
