@@ -21,18 +21,22 @@ REFIT_STARTS = 16  # multi-start points per replicate refit (the full fit uses 6
 
 
 def refit_rss(runs, law, losses_BxN, method: str = "lm", *, group_offsets: bool = False,
-              max_starts: int = 64, seed: int = SEED) -> np.ndarray:
+              max_starts: int = 64, seed: int = SEED, grid_points: int = 3,
+              options: FitOptions | None = None) -> np.ndarray:
     """The RSS of ``law`` refitted to each row of ``losses_BxN`` in place of the runs' losses
     (the replicates of a parametric bootstrap): for each row, what ``fit(runs with those
     losses, law, method, bootstrap=0, leave_one_out=False, profile=False, group_offsets=...,
     max_starts=..., seed=...).rss`` gives — the same multi-start and polish, the first start
     tied with the best kept — with many replicates' starts solved in one batched call (the
     problems are independent, so batching does not change them). NaN where no start converged
-    (where that fit raises)."""
+    (where that fit raises). ``options``: the objective and the rest of the fit's setup (its loss,
+    weights, fixed parameters, parameter count) when given; else least squares or Huber by
+    ``method``. The search is the multi-start (``grid_points`` per axis, ``max_starts``)."""
     law, runs = get_law(law), load_runs(runs)
-    problem = FitSetup(runs, law, FitOptions(loss=loss_of_method(method)), group_offsets=group_offsets).problem
+    options = options or FitOptions(loss=loss_of_method(method))
+    problem = FitSetup(runs, law, options, group_offsets=group_offsets).problem
     losses_BxN = np.asarray(losses_BxN, float).reshape(-1, len(problem.y))
-    grid = start_grid(problem, 3, max_starts, seed)
+    grid = start_grid(problem, grid_points, max_starts, seed)
     rows = search_rows(problem, seed, SEARCH_ROWS)
     sub = problem if rows is None else problem.subset(rows)
     # replicates per batch: their starts' losses stay near BATCH_ELEMENTS numbers
@@ -68,12 +72,18 @@ def _refit_batch(problem: Problem, sub: Problem, rows, grid, losses_BxN) -> np.n
 
 
 def default_refit(template) -> Callable:
-    """Refits like ``template``'s (same method, offsets) without intervals, from fewer starts:
+    """Refits like ``template``'s without intervals: its options (objective, weights, fixed
+    parameters, parameter count, its ``starts`` and ``grid_points`` where the user set them, else
+    ``REFIT_STARTS`` starts on a 3-point grid), its offsets and seed, by the multi-start:
     ``refit(runs, law, losses_BxN) -> rss_B`` (NaN where a refit failed), every replicate in
     one batched solve."""
     offsets = getattr(template, "offset_groups", None) is not None
+    options = getattr(template, "options", None)
+    starts = REFIT_STARTS if options is None or options.starts is None else options.starts
+    grid_points = 3 if options is None or options.grid_points is None else options.grid_points
 
     def refit(runs, law, losses_BxN):
         return refit_rss(runs, law, losses_BxN, template.method, group_offsets=offsets,
-                         max_starts=REFIT_STARTS, seed=SEED if template.seed is None else template.seed)
+                         max_starts=starts, seed=SEED if template.seed is None else template.seed,
+                         grid_points=grid_points, options=options)
     return refit

@@ -39,3 +39,26 @@ def test_the_report_command_line_takes_the_search_options_into_its_fit_options()
                                            "--starts", "7", "--grid-points", "2"]))
     options = FitOptions.from_arguments(args)
     assert (options.search, options.starts, options.grid_points) == ("multistart", 7, 2)
+
+
+def test_the_likelihood_ratio_tests_refit_with_the_fit_s_objective_and_starts(monkeypatch):
+    """The parametric bootstrap's replicate refits (`refits.default_refit`) minimise the fit's own
+    objective (here its asymmetric weight) from the starts the user asked for; they were rebuilt
+    from the method and seed alone: least squares from 16 starts."""
+    from depthdelusion.analysis import fit
+    from depthdelusion.analysis.fitting import refits
+
+    runs = two_budget_runs()
+    f = fit(runs, "kaplan", loss="asymmetric", overestimate_weight=20.0, max_starts=7, bootstrap=0, profile="none",
+            leave_one_out=False)
+    grids = []
+    real_grid = refits.start_grid
+
+    def recorded(problem, grid_points, max_starts, seed):
+        grids.append((grid_points, max_starts))
+        return real_grid(problem, grid_points, max_starts, seed)
+
+    monkeypatch.setattr(refits, "start_grid", recorded)
+    (rss,) = refits.default_refit(f)(runs, f.law, [runs.loss])
+    assert abs(rss - f.rss) <= 1e-6 * f.rss, (rss, f.rss)  # the refit of the fit's own losses is the fit
+    assert grids == [(3, 7)]
