@@ -139,15 +139,6 @@ def test_output_cut_short_by_its_reader_ends_quietly(tmp_path):
     assert out.stderr == "", out.stderr
 
 
-def test_redundancy_study_command_rewrites_the_committed_report(tmp_path, capsys):
-    committed = ROOT / "analysis" / "redundancy"
-    for path in [*committed.glob("*.csv"), committed / "run.json"]:
-        (tmp_path / path.name).write_text(path.read_text())
-    assert cli.main(["redundancy-study", "--out", str(tmp_path), "--report-only"]) == exit_codes.OK
-    assert (tmp_path / "report.md").read_text() == (committed / "report.md").read_text()
-    assert "`depthdelusion redundancy-study --out analysis/redundancy`" in (tmp_path / "report.md").read_text()
-
-
 @pytest.mark.parametrize("name", [n for n, _, _ in cli.COMMANDS])
 def test_every_argument_of_every_command_has_help(name):
     # argparse has no public way to list a parser's options: its actions are read directly.

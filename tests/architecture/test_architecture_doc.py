@@ -137,3 +137,7 @@ def test_tests_mirror_the_package():
     assert len(top) <= TOP_LEVEL_TEST_MODULES_MAX, f"{len(top)} test modules directly in tests/: {top}"
     assert not list(tests.glob("*.py")) or {p.name for p in tests.glob("*.py")} - set(top) == {"conftest.py"}, \
         "shared helpers belong in tests/helpers/"
+    studies = {p.parent.name for p in (PACKAGE / "studies").glob("*/__init__.py")}
+    study_tests = {p.name for p in (tests / "studies").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert studies == study_tests, (f"tests/studies/ mirrors the study folders: missing "
+                                    f"{sorted(studies - study_tests)}, mirroring nothing {sorted(study_tests - studies)}")

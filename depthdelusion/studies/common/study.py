@@ -22,7 +22,8 @@ ResultsT = TypeVar("ResultsT")
 
 @dataclasses.dataclass(frozen=True)
 class Study(Generic[SpecT, ResultsT]):
-    """One study: the command's name, its spec and results types, and its three functions."""
+    """One study: the command's name, its spec and results types (the spec with a ``validate()``
+    of its cross-field checks), and its three functions."""
 
     command: str  # its name in depthdelusion.cli.COMMANDS, e.g. "coord-check"
     spec_type: type[SpecT]
@@ -39,6 +40,9 @@ class Study(Generic[SpecT, ResultsT]):
                     if not (dataclasses.is_dataclass(kind) and kind.__dataclass_params__.frozen)]
         problems += [f"{self.command}: {name} is not callable"
                      for name in ("measure", "sections") if not callable(getattr(self, name))]
+        if not callable(getattr(self.spec_type, "validate", None)):  # spec.load_spec and from_flags call it
+            problems.append(f"{self.command}: the spec type has no validate() (the cross-field "
+                            "checks spec.load_spec and spec.from_flags run; `return None` when none)")
         if callable(self.measure) and _returns(self.measure) is not self.results_type:
             problems.append(f"{self.command}: measure is not annotated to return "
                             f"{getattr(self.results_type, '__name__', self.results_type)}")

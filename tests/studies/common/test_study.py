@@ -60,6 +60,14 @@ class Results:
     x: int = 0
 
 
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    x: int = 0
+
+    def validate(self) -> None:
+        return None
+
+
 def measure(spec: LooseSpec) -> Results:
     return Results(spec.x)
 
@@ -75,7 +83,9 @@ def handler() -> int:
 def test_a_study_that_misses_a_part_of_the_protocol_is_named_with_what_it_misses():
     study = Study(command="toy", spec_type=LooseSpec, results_type=Results, measure=measure,
                   sections=None, handler=handler)
-    assert study.unmet(handler) == ["toy: spec type is not a frozen dataclass", "toy: sections is not callable"]
-    assert dataclasses.replace(study, spec_type=Results, sections=str, measure=unannotated_measure).unmet(
+    assert study.unmet(handler) == ["toy: spec type is not a frozen dataclass", "toy: sections is not callable",
+                                    "toy: the spec type has no validate() (the cross-field checks "
+                                    "spec.load_spec and spec.from_flags run; `return None` when none)"]
+    assert dataclasses.replace(study, spec_type=Spec, sections=str, measure=unannotated_measure).unmet(
         registered_handler=measure) == ["toy: measure is not annotated to return Results",
                                         "toy: the handler is not the one the CLI registry runs (measure)"]
