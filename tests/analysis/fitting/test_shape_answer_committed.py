@@ -1,0 +1,32 @@
+"""analysis/shape_answer/public_suites: `depthdelusion shape` on the two public suites, downloaded
+by name from a local mirror of the shared test copies, prints the committed answer.txt: every
+word and decision exactly, every number at its printed digits (text_compare's tolerances)."""
+from pathlib import Path
+
+import pytest
+
+from depthdelusion.cli import main
+from text_compare import text_differences
+
+from tests.analysis.table.test_published_downloads import PUBLISHED, Server
+
+ROOT = Path(__file__).resolve().parents[3]
+COMMITTED = ROOT / "analysis" / "shape_answer" / "public_suites" / "answer.txt"
+
+pytestmark = pytest.mark.skipif(not PUBLISHED.is_dir(), reason=f"no test copies at {PUBLISHED}")
+
+
+def test_the_committed_public_answer_regenerates(tmp_path, monkeypatch, capsys):
+    server = Server(PUBLISHED)
+    try:
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+        monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+        monkeypatch.setenv("DEPTHDELUSION_TABLES_URL", server.url)
+        monkeypatch.setenv("DEPTHDELUSION_CACHE", str(tmp_path / "cache"))
+        argv = ["shape", *[a for c in ("1e19", "1e21", "1e23", "1e25") for a in ("--compute", c)],
+                "--table", "gemstones", "--table", "chinchilla_shapes", "--out", str(tmp_path / "out")]
+        assert main(argv) == 0
+    finally:
+        server.stop()
+    diffs = text_differences(COMMITTED.read_text(), capsys.readouterr().out)
+    assert not diffs, "stale (regenerate with the command in analysis/shape_answer/README.md):\n" + "\n".join(diffs[:10])
