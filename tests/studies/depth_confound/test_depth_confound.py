@@ -240,9 +240,9 @@ def test_the_committed_study_regenerates_from_its_runs(tmp_path):
     """analysis/depth_confound: `depth-confound --report-only` on the committed runs writes the
     committed report.md and CSVs, every word and decision exactly and every number at its printed
     digits (text_compare's tolerances; the figure's bytes are not compared)."""
-    from committed_study import regenerate_planned_study, require_kernel_of_record
+    from committed_study import regenerate_planned_study, require_checked_kernel
 
-    require_kernel_of_record()
+    require_checked_kernel()
     diffs = regenerate_planned_study(
         "analysis/depth_confound", "depth_confound.yaml",
         ["depth-confound", "experiments/depth_confound.yaml", "--out", "analysis/depth_confound", "--report-only"],
