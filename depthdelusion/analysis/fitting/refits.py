@@ -12,6 +12,7 @@ from ..laws import get_law
 from ..table.load import load_runs
 from .options import SEED, FitOptions, loss_of_method
 from .problem import Problem
+from .search import best_break
 from .setup import FitSetup
 from .starts import POLISH_STARTS, SEARCH_ROWS, basins_of, converged_starts, search_rows, start_grid, tied_optima
 
@@ -42,18 +43,22 @@ def refit_rss(runs, law, losses_BxN, method: str = "lm", *, group_offsets: bool 
     # replicates per batch: their starts' losses stay near BATCH_ELEMENTS numbers
     per_batch = max(1, BATCH_ELEMENTS // (len(grid) * len(sub.y)))
     return np.concatenate([np.full(0, np.nan)] + [
-        _refit_batch(problem, sub, rows, grid, losses_BxN[a:a + per_batch])
+        _refit_batch(problem, sub, rows, grid, losses_BxN[a:a + per_batch], seed)
         for a in range(0, len(losses_BxN), per_batch)])
 
 
-def _refit_batch(problem: Problem, sub: Problem, rows, grid, losses_BxN) -> np.ndarray:
+def _refit_batch(problem: Problem, sub: Problem, rows, grid, losses_BxN, seed: int) -> np.ndarray:
     """:func:`refit_rss` for the replicates ``losses_BxN``: every start of each on ``sub`` (the
     problem or its search subsample, ``rows``), then, on a subsample, each replicate's best
-    distinct optima polished on every row."""
+    distinct optima polished on every row; a kink law's kink then held at each row's break
+    (:func:`.search.best_break`, as the fit does)."""
     B, S = len(losses_BxN), len(grid)
     sub_losses = losses_BxN if rows is None else losses_BxN[:, rows]
     res = sub.solve(np.tile(grid, (B, 1)), losses_MxN=np.repeat(sub_losses, S, axis=0))
     obj, ok, theta = res.objective.reshape(B, S), converged_starts(res).reshape(B, S), res.theta.reshape(B, S, -1)
+    # each replicate's cold starts as the fit's search keeps them: the start of each distinct
+    # optimum (best first), then the rest (for the kink's break scan)
+    cold = [grid[_cold_picks(obj[b], ok[b])] for b in range(B)]
     if rows is not None:
         polish = [basins_of(obj[b], ok[b])[2][:POLISH_STARTS] if ok[b].any() else [] for b in range(B)]
         owner = np.repeat(np.arange(B), [len(p) for p in polish]).astype(int)
@@ -66,9 +71,23 @@ def _refit_batch(problem: Problem, sub: Problem, rows, grid, losses_BxN) -> np.n
     rss = np.full(B, np.nan)
     for b in range(B):
         if ok[b].any():
-            resid = losses_BxN[b] - problem.predict(theta[b][tied_optima(obj[b], ok[b])[0]])
+            best = tied_optima(obj[b], ok[b])[0]
+            theta_b = theta[b][best]
+            better = best_break(problem.with_losses(losses_BxN[b]), theta_b, float(obj[b][best]), cold[b], seed)
+            if better is not None:
+                theta_b = better[0]
+            resid = losses_BxN[b] - problem.predict(theta_b)
             rss[b] = float(resid @ resid)
     return rss
+
+
+def _cold_picks(obj_S, ok_S) -> list:
+    """The starts' order the fit's search keeps as cold starts: the first start of each distinct
+    optimum (best first), then the rest by objective."""
+    if not ok_S.any():
+        return []
+    order, _, first_of_basin = basins_of(obj_S, ok_S)
+    return list(dict.fromkeys(first_of_basin + list(order)))
 
 
 def default_refit(template) -> Callable:
