@@ -12,9 +12,9 @@ from ..laws import get_law
 from ..table.load import load_runs
 from .options import SEED, FitOptions, loss_of_method
 from .problem import Problem
-from .search import best_break
 from .setup import FitSetup
-from .starts import POLISH_STARTS, SEARCH_ROWS, basins_of, converged_starts, search_rows, start_grid, tied_optima
+from .starts import (POLISH_STARTS, SEARCH_ROWS, basins_of, best_break, converged_starts, search_rows, start_grid,
+                     tied_optima)
 
 # numbers per batch of replicates' start losses (≈ 16 MB), as resampling's blocks of weights
 BATCH_ELEMENTS = 2_000_000
@@ -51,7 +51,7 @@ def _refit_batch(problem: Problem, sub: Problem, rows, grid, losses_BxN, seed: i
     """:func:`refit_rss` for the replicates ``losses_BxN``: every start of each on ``sub`` (the
     problem or its search subsample, ``rows``), then, on a subsample, each replicate's best
     distinct optima polished on every row; a kink law's kink then held at each row's break
-    (:func:`.search.best_break`, as the fit does)."""
+    (:func:`.starts.best_break`, as the fit does)."""
     B, S = len(losses_BxN), len(grid)
     sub_losses = losses_BxN if rows is None else losses_BxN[:, rows]
     res = sub.solve(np.tile(grid, (B, 1)), losses_MxN=np.repeat(sub_losses, S, axis=0))

@@ -7,7 +7,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import varpro
-from .breaks import break_values
 from .problem import TIE, Problem
 from .starts import (
     COMPETING,
@@ -15,6 +14,7 @@ from .starts import (
     SEARCH_ROWS,
     StartsSummary,
     basins_of,
+    best_break,
     converged_starts,
     search_rows,
     start_grid,
@@ -32,8 +32,6 @@ REFIT_STARTS = 16
 # objective (:mod:`.starts`), a resample's optimum lies near the full fit's: these many cold
 # starts besides it.
 ONE_BASIN_REFIT_STARTS = 3
-# Points each kink break is tried from (``scan_breaks``): the optimum and the first cold starts.
-BREAK_ORIGINS = 4
 
 
 def run_search(problem, options, notes) -> "_Search":
@@ -79,7 +77,7 @@ def run_search(problem, options, notes) -> "_Search":
 def scan_breaks(problem: Problem, found: "_Search", seed: int) -> "_Search":
     """For a law whose kink location bends the objective at every row's break (``Roles.breaks``,
     a break in model size at each row's N, the paper's κ at each row's D/ln W), the search's
-    optimum replaced by :func:`best_break`'s where that beats it beyond ``TIE``: a local solver
+    optimum replaced by :func:`.starts.best_break`'s where that beats it beyond ``TIE``: a local solver
     stops at whichever bend is nearest its start, and which one that is can turn on the machine's
     last bits (the paper's 30 runs: ΔAICc +6.6 on one CPU, +5.8 on another)."""
     better = best_break(problem, found.theta, found.objective, found.cold_starts, seed)
@@ -91,51 +89,6 @@ def scan_breaks(problem: Problem, found: "_Search", seed: int) -> "_Search":
                    summary=replace(found.summary, local_optima=[objective, *found.summary.local_optima]),
                    describe=found.describe + f"; then {p.name} held at {tried} and freed from the "
                    "best (it beat the search)")
-
-
-def best_break(problem: Problem, theta, objective: float, cold_starts, seed: int):
-    """The fit with the kink held at each row's break in turn (the other parameters refitted from
-    ``theta`` and the first cold starts), then freed from the best of them: (θ, objective, which
-    breaks were tried) when that beats ``objective`` beyond ``TIE``, else None (also for a law
-    without breaks). At most ``MAX_BREAKS`` breaks (:func:`.breaks.break_values`); above
-    ``SEARCH_ROWS`` rows the held fits run on the multi-start's seeded subsample and the best is
-    re-solved on every row. The replicate refits of the likelihood-ratio tests (:mod:`.refits`)
-    call it as the fit does."""
-    roles = problem.law.roles
-    if roles.breaks is None or roles.kink not in problem.names:
-        return None
-    j = problem.names.index(roles.kink)
-    p = problem.free[j]
-    values, total = break_values(roles.breaks(problem.x), p.bounds, p.log)
-    if not len(values):
-        return None
-    # from the optimum and the starts of the search's other basins (its other parameters
-    # may sit in a worse basin when the kink does)
-    origins = np.vstack([np.asarray(theta, float)[None], np.asarray(cold_starts, float)[:BREAK_ORIGINS - 1]])
-    starts = np.repeat(origins, len(values), axis=0)
-    starts[:, j] = np.tile(values, len(origins))
-    frozen = np.zeros(starts.shape, bool)
-    frozen[:, j] = True
-    sub = _search_subset(problem, seed)
-    held = (sub or problem).solve(starts, frozen_MxK=frozen)
-    ok = converged_starts(held)
-    if not ok.any():
-        return None
-    best = tied_optima(held.objective, ok)[0]
-    if sub is not None:  # the subsample's best break, held on every row
-        held, best = problem.solve(held.theta[best][None], frozen_MxK=frozen[:1]), 0
-        if not converged_starts(held)[0]:
-            return None
-    freed = problem.solve(held.theta[best][None])
-    theta_b, objective_b = held.theta[best], float(held.objective[best])
-    if converged_starts(freed)[0] and freed.objective[0] < objective_b:
-        theta_b, objective_b = freed.theta[0], float(freed.objective[0])
-    if objective_b >= objective * (1 - TIE):
-        return None
-    tried = (f"each of the {total} rows' breaks" if len(values) == total else
-             f"{len(values)} of the {total} rows' breaks (evenly spaced in rank)")
-    where = "" if sub is None else f", on the search's subsample of {SEARCH_ROWS} rows,"
-    return theta_b, objective_b, tried + where
 
 
 # --- multi-start search ------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .breaks import break_values
 from .problem import TIE, Problem
 from .solver import FAILED
 
@@ -108,3 +109,53 @@ def search_rows(problem: Problem, seed: int, rows: int) -> np.ndarray | None:
         firsts = np.unique(problem.gidx, return_index=True)[1]
         idx.update(firsts.tolist())
     return np.array(sorted(idx))
+
+
+# Points each kink break is tried from (``best_break``): the optimum and the first cold starts.
+BREAK_ORIGINS = 4
+
+
+def best_break(problem: Problem, theta, objective: float, cold_starts, seed: int):
+    """The fit with the kink held at each row's break in turn (the other parameters refitted from
+    ``theta`` and the first cold starts), then freed from the best of them: (θ, objective, which
+    breaks were tried) when that beats ``objective`` beyond ``TIE``, else None (also for a law
+    without breaks). At most ``MAX_BREAKS`` breaks (:func:`.breaks.break_values`); above
+    ``SEARCH_ROWS`` rows the held fits run on the multi-start's seeded subsample and the best is
+    re-solved on every row. The search (:func:`.search.scan_breaks`) and the replicate refits of
+    the likelihood-ratio tests (:mod:`.refits`) both call it."""
+    roles = problem.law.roles
+    if roles.breaks is None or roles.kink not in problem.names:
+        return None
+    j = problem.names.index(roles.kink)
+    p = problem.free[j]
+    values, total = break_values(roles.breaks(problem.x), p.bounds, p.log)
+    if not len(values):
+        return None
+    # from the optimum and the starts of the search's other basins (its other parameters
+    # may sit in a worse basin when the kink does)
+    origins = np.vstack([np.asarray(theta, float)[None], np.asarray(cold_starts, float)[:BREAK_ORIGINS - 1]])
+    starts = np.repeat(origins, len(values), axis=0)
+    starts[:, j] = np.tile(values, len(origins))
+    frozen = np.zeros(starts.shape, bool)
+    frozen[:, j] = True
+    rows = search_rows(problem, seed, SEARCH_ROWS)
+    sub = None if rows is None else problem.subset(rows)
+    held = (sub or problem).solve(starts, frozen_MxK=frozen)
+    ok = converged_starts(held)
+    if not ok.any():
+        return None
+    best = tied_optima(held.objective, ok)[0]
+    if sub is not None:  # the subsample's best break, held on every row
+        held, best = problem.solve(held.theta[best][None], frozen_MxK=frozen[:1]), 0
+        if not converged_starts(held)[0]:
+            return None
+    freed = problem.solve(held.theta[best][None])
+    theta_b, objective_b = held.theta[best], float(held.objective[best])
+    if converged_starts(freed)[0] and freed.objective[0] < objective_b:
+        theta_b, objective_b = freed.theta[0], float(freed.objective[0])
+    if objective_b >= objective * (1 - TIE):
+        return None
+    tried = (f"each of the {total} rows' breaks" if len(values) == total else
+             f"{len(values)} of the {total} rows' breaks (evenly spaced in rank)")
+    where = "" if sub is None else f", on the search's subsample of {SEARCH_ROWS} rows,"
+    return theta_b, objective_b, tried + where
