@@ -38,8 +38,8 @@ from scipy import (
     special,  # the χ² and F quantiles without importing scipy.stats (a second of CPU)
 )
 
-from .problem import TIE, Problem, within_support
 from .breaks import break_values
+from .problem import TIE, Problem, within_support
 from .solver import CAPPED, CONVERGED, FAILED, MAX_ITER
 
 from .profile_result import CRITICAL, JUMP, LEVEL, Profile  # noqa: F401 (re-exported)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import varpro
-from .problem import TIE, Problem
+from .problem import Problem
 from .starts import (
     COMPETING,
     POLISH_STARTS,
