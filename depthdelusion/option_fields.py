@@ -1,7 +1,7 @@
 """A command-line option declared once, next to the field of the options object it sets.
 
 ``field: int = option(0, "random seed ...", type=COUNT)`` puts the option's help, type, choices
-and metavar in the dataclass field's metadata; the field's name gives the flag (``--name-with-
+and metavar (and how a command that narrows it reads it) in the dataclass field's metadata; the field's name gives the flag (``--name-with-
 dashes``) and its default is the option's (a ``bool`` field defaulting to False is a switch). The
 command line (:mod:`depthdelusion.cli`) builds every command that takes the options object from
 these declarations, and shows the default in the help from the same place. Pure data and
@@ -30,6 +30,17 @@ class Option:
     repeatable: bool = False
     #: an older spelling still accepted: (its flag, {its value: this option's value}), with a warning
     deprecated: tuple[str, dict[str, str]] | None = None
+    #: how a command reads the option otherwise, declared here so that no command declares the
+    #: flag again: {command: {"help": ..., "choices": ..., "deprecated": None, "default": ...}}
+    #: (e.g. `report --loss` without the asymmetric loss, the sweep's own bootstrap count)
+    commands: dict[str, dict] | None = None
+
+    def in_command(self, field: dataclasses.Field, command: str | None) -> tuple[Option, Any]:
+        """This option as ``command`` reads it, and its default there (the field's unless the
+        command declares another)."""
+        changes = dict((self.commands or {}).get(command, {}))
+        default = changes.pop("default", field.default)
+        return dataclasses.replace(self, commands=None, **changes), default
 
 
 def option(default, help: str, **declaration) -> Any:

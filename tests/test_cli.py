@@ -95,6 +95,30 @@ def test_help_shows_the_declared_defaults():
         assert actions[flag].help.endswith(f"; default {default}"), flag
         assert actions[flag].default == default, flag
 
+def test_a_command_reads_a_declared_option_as_its_declaration_says_for_that_command():
+    """``Option.commands``: one command narrows the choices, changes the default and the help and
+    drops the older spelling; every other command reads the option as declared."""
+    from depthdelusion.cli.arguments import add_options
+    from depthdelusion.option_fields import option
+
+    @dataclasses.dataclass(frozen=True)
+    class Toy:
+        mode: str = option("a", "mode a, b or c", choices=("a", "b", "c"), deprecated=("--kind", {"x": "a"}),
+                           commands={"narrow": dict(choices=("a", "b"), default="b", help="a or b", deprecated=None)})
+
+    def actions(command):
+        parser = argparse.ArgumentParser()
+        add_options(parser, Toy, "toy", command=command)
+        return {s: a for a in parser._actions for s in a.option_strings}
+
+    narrow, other = actions("narrow"), actions("other")
+    assert (narrow["--mode"].choices, narrow["--mode"].default, narrow["--mode"].help) == (("a", "b"), "b", "a or b; default b")
+    assert "--kind" not in narrow
+    assert (other["--mode"].choices, other["--mode"].default, other["--mode"].help) == (
+        ("a", "b", "c"), "a", "mode a, b or c; default a")
+    assert "--kind" in other
+
+
 def test_set_and_out_are_defined_once_and_shared():
     source = "".join(path.read_text() for path in (ROOT / PACKAGE / "cli").glob("*.py"))
     assert source.count('"--set"') == 1 and source.count('"--out"') == 1

@@ -3,7 +3,7 @@ persistence, audit. The fit and row options are those ``FitOptions`` and ``RowOp
 (:func:`.arguments.add_options`)."""
 from __future__ import annotations
 
-from .arguments import (COUNT, POSITIVE, POSITIVE_FLOAT, RUNS_HELP, CommandArguments, add_options, add_out,
+from .arguments import (POSITIVE, POSITIVE_FLOAT, RUNS_HELP, CommandArguments, add_options, add_out,
                         bounded, writable_path)
 
 ARGUMENTS = CommandArguments()
@@ -11,7 +11,6 @@ ARGUMENTS = CommandArguments()
 
 #: The fit options `report` takes (the rest of FitOptions: `fit` only).
 REPORT_WITHOUT = ("overestimate_weight",)
-SYMMETRIC_LOSSES = ("ls", "huber")
 #: isoflop fits Chinchilla for its bias simulation: only its objective and seed are options
 ISOFLOP_FIT_WITHOUT = ("bootstrap", "search", "starts", "grid_points", "overestimate_weight",
                        "outlier_threshold", "fix", "signed_penalty", "cluster", "profile")
@@ -19,11 +18,11 @@ ISOFLOP_FIT_WITHOUT = ("bootstrap", "search", "starts", "grid_points", "overesti
 AUDIT_ROWS_WITHOUT = ("group", "where", "by", "drop_outliers", "column", "reduce", "allow_modified")
 
 
-def add_fit_options(p, without=(), **changes) -> None:
-    """The options ``FitOptions`` declares (fitting/options.py): how to fit."""
+def add_fit_options(p, command: str, without=()) -> None:
+    """The options ``FitOptions`` declares (fitting/options.py): how to fit, as ``command`` reads them."""
     from depthdelusion.analysis.fitting import options  # numpy, no scipy: for this parser only
 
-    add_options(p, options.FitOptions, "how to fit", without=without, changes=changes)
+    add_options(p, options.FitOptions, "how to fit", command=command, without=without)
 
 
 def add_row_options(p, without=()) -> None:
@@ -43,9 +42,7 @@ def _report(p):
     add_out(p)
     p.add_argument("--no-figures", action="store_true", help="skip the PNGs (matplotlib not needed)")
     add_options(p, ReportOptions, "what the report reads and fits")
-    add_fit_options(p, without=REPORT_WITHOUT, loss=dict(
-        choices=SYMMETRIC_LOSSES, help="ls: least squares on loss, the mean; huber: Huber on log-loss, "
-        "robust to outlying runs"))
+    add_fit_options(p, "report", without=REPORT_WITHOUT)
     add_row_options(p)
 
 
@@ -55,7 +52,7 @@ def _report(p):
                    "choice and the reason are printed on stderr: a choice of what to fit, not a verdict "
                    "(compare laws with `report`).")
 def _fit(p):
-    from depthdelusion.analysis.report.options import PARAMS_CHOICES, PARAMS_HELP  # report's, plus "fitted"
+    from depthdelusion.analysis.report.options import ReportOptions  # numpy, no scipy: for this parser only
 
     p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
     add_published_table(p)
@@ -69,16 +66,11 @@ def _fit(p):
                         "each k; prints the error per step (with --json: in the JSON, key "
                         "rollout) and writes rollout.csv under --out")
     p.add_argument("--json", dest="json_output", action="store_true", help="print the fit as JSON")
-    p.add_argument("--params", choices=PARAMS_CHOICES + ("fitted",),
-                   help="parameter-count convention N: total as the table gives it (default), "
-                        "recomputed from (D, W) (needs the vocabulary: a vocab_size column or "
-                        "--vocab); " + PARAMS_HELP + "; fitted: N = N_nonemb + ε·N_emb with ε in "
-                        "[0, 1] profiled for the law by least squares (its 95%% profile interval "
-                        "printed); said in the notes")
+    add_options(p, ReportOptions, None, command="fit", only=("params",))  # report's N conventions, and "fitted"
     add_out(p, help="also write DIR/rows.csv (per row: inputs, loss, fitted, residual, robust z, "
             "leverage, Cook's distance, group), DIR/residuals.png and, with --validate, "
             "rollout.csv (without --out, the rollout is printed only)", required=False)
-    add_fit_options(p)
+    add_fit_options(p, "fit")
     add_row_options(p)
 
 
@@ -108,9 +100,7 @@ def _isoflop(p):
     p.add_argument("--json", dest="json_output", action="store_true",
                    help="print {a, b, budgets[, bias]} as JSON")
     add_out(p, help="write the isoFLOP figure(s) here", required=False)
-    add_fit_options(p, without=ISOFLOP_FIT_WITHOUT, loss=dict(
-        choices=SYMMETRIC_LOSSES, help="objective of the Chinchilla fit the bias simulation starts "
-        "from", deprecated=None))
+    add_fit_options(p, "isoflop", without=ISOFLOP_FIT_WITHOUT)
     add_row_options(p, without=("drop_outliers", "reduce", "vocab"))
 
 
@@ -184,11 +174,10 @@ def _laws(p):
 
 @ARGUMENTS.command("persistence")
 def _persistence(p):
-    from depthdelusion.analysis.science.persistence import DEFAULT_STEP
+    from depthdelusion.analysis.report.options import ReportOptions  # numpy, no scipy: for this parser only
 
     p.add_argument("runs", metavar="RUNS", help="a directory of run directories")
-    p.add_argument("--step", type=COUNT, default=DEFAULT_STEP,
-                   help=f"training step (nearest logged is used); default {DEFAULT_STEP}")
+    add_options(p, ReportOptions, None, command="persistence", only=("step",))
     p.add_argument("--kind", choices=("weight", "activation"), default="weight",
                    help="which per-layer gradient norms: weight (default) or activation")
 

@@ -101,25 +101,26 @@ class DeprecatedSpelling(argparse.Action):
         setattr(namespace, self.dest, new)
 
 
-def add_options(parser: argparse.ArgumentParser, options_type, title: str, *, without=(),
-                changes: dict[str, dict] | None = None) -> None:
+def add_options(parser: argparse.ArgumentParser, options_type, title: str | None, *, command: str | None = None,
+                without=(), only=None) -> None:
     """Every option the dataclass ``options_type`` declares (``option_fields.option``), in a
-    group of the help named ``title``, except the fields named in ``without``; ``changes``:
-    {field: {"help": ..., "choices": ..., "deprecated": None}} where a command narrows an option.
-    The parsed value of each is under the field's name, its default the field's (shown in the
-    help), so that ``options_type.from_arguments`` builds the object."""
-    group = parser.add_argument_group(title)
+    group of the help named ``title`` (None: the command's own options), except the fields named
+    in ``without`` (or those alone named in ``only``), each as ``command`` reads it
+    (``Option.commands``: narrower choices, another default or help). The parsed value of each
+    is under the field's name, its default shown in the help, so that
+    ``options_type.from_arguments`` builds the object."""
+    group = parser if title is None else parser.add_argument_group(title)
     for field, declared in option_fields.declared_options(options_type):
-        if field.name not in without:
-            _add_declared(group, field, dataclasses.replace(declared, **(changes or {}).get(field.name, {})))
+        if field.name not in without and (only is None or field.name in only):
+            _add_declared(group, field, *declared.in_command(field, command))
 
 
-def _add_declared(group, field: dataclasses.Field, declared: option_fields.Option) -> None:
+def _add_declared(group, field: dataclasses.Field, declared: option_fields.Option, default) -> None:
     name = option_fields.flag(field.name)
-    shown = field.default not in (None, "") and not isinstance(field.default, bool)  # nothing to show
-    kwargs = dict(dest=field.name, default=field.default,
-                  help=f"{declared.help}; default {field.default}" if shown else declared.help)
-    if isinstance(field.default, bool):
+    shown = default not in (None, "") and not isinstance(default, bool)  # nothing to show
+    kwargs = dict(dest=field.name, default=default,
+                  help=f"{declared.help}; default {default}" if shown else declared.help)
+    if isinstance(default, bool):
         kwargs["action"] = "store_true"
     else:
         kwargs.update(metavar=declared.metavar, choices=declared.choices,

@@ -40,7 +40,7 @@ def define(p: argparse.ArgumentParser, command: StudyCommand) -> None:
         p.add_argument("--report-only", action="store_true", help="train nothing; report what finished")
     if command.options:
         module, name = command.options.split(":")
-        add_options(p, getattr(importlib.import_module(module), name), "the study's options")
+        add_options(p, getattr(importlib.import_module(module), name), "the study's options", command=command.name)
 
 
 def arguments(commands: tuple[StudyCommand, ...]) -> CommandArguments:

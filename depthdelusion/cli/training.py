@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from .arguments import COUNT, POSITIVE, POSITIVE_FLOAT, CommandArguments, add_out, add_set, writable_path
+from .arguments import COUNT, POSITIVE, POSITIVE_FLOAT, CommandArguments, add_options, add_out, add_set, writable_path
 
 ARGUMENTS = CommandArguments()
 
@@ -58,7 +58,7 @@ def _prepare_data(p):
             "resumed), record failures without stopping, write OUT/runs.csv and OUT/report/. Exit "
             "code 1 if a run failed.")
 def _sweep(p):
-    from depthdelusion.analysis.fitting.options import SWEEP_BOOTSTRAP  # numpy, no scipy
+    from depthdelusion.analysis.fitting.options import FitOptions  # numpy, no scipy
 
     p.add_argument("experiment", metavar="EXPERIMENT.yaml", help="the experiment grid (experiments/README.md)")
     add_out(p, "sweep directory (local or gs://)")
@@ -66,8 +66,7 @@ def _sweep(p):
                    "comma-separated alternatives)")
     p.add_argument("--dry-run", action="store_true", help="list the runs and their state; run nothing")
     add_set(p, "override a field of every run, e.g. --set data.path=gs://b/sp (repeatable)")
-    p.add_argument("--bootstrap", type=COUNT, default=SWEEP_BOOTSTRAP,
-                   help=f"bootstrap refits in the report; default {SWEEP_BOOTSTRAP}")
+    add_options(p, FitOptions, None, command="sweep", only=("bootstrap",))
     p.add_argument("--no-report", action="store_true", help="write runs.csv only, no fit")
 
 

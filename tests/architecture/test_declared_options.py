@@ -3,12 +3,14 @@ object its function takes (`option_groups`): the parser has no other option with
 own, and the help shows each declared default."""
 import argparse
 import importlib
+from pathlib import Path
 
 import pytest
 
 from depthdelusion.cli import COMMANDS, add_commands
 from depthdelusion.option_fields import declared_options, flag
 
+CLI = Path(__file__).resolve().parents[2] / "depthdelusion" / "cli"
 #: written by hand in every command that has them: where it writes, run-config overrides, the help
 BY_HAND = {"--help", "--out", "--set"}
 #: a command's inputs (what it reads, in what form it answers), which have no default to declare;
@@ -67,3 +69,27 @@ def test_report_options_are_declared_by_its_options_objects():
     for option in ("--step", "--groups", "--params"):
         field, _ = declared[option]
         assert (on_parser[option].dest, on_parser[option].default) == (field.name, field.default), option
+
+
+#: The commands that read an option of an options object otherwise than it is declared (narrower
+#: choices, another default or help): the option and the object that declares it.
+READ_OTHERWISE = [("fit", "--params", "report.options:ReportOptions"),
+                  ("persistence", "--step", "report.options:ReportOptions"),
+                  ("sweep", "--bootstrap", "fitting.options:FitOptions"),
+                  ("report", "--loss", "fitting.options:FitOptions"),
+                  ("isoflop", "--loss", "fitting.options:FitOptions")]
+
+
+@pytest.mark.parametrize("name, option, owner", READ_OTHERWISE, ids=[f"{n} {o}" for n, o, _ in READ_OTHERWISE])
+def test_a_command_that_reads_a_declared_option_otherwise_says_so_beside_the_field(name, option, owner):
+    """The flag, its help, choices and default in that command are the declaration's for that
+    command (``Option.commands``), and no module of cli/ spells the flag: it is declared once."""
+    module, options_type = owner.split(":")
+    options = getattr(importlib.import_module(f"depthdelusion.analysis.{module}"), options_type)
+    field, declared = {flag(f.name): (f, d) for f, d in declared_options(options)}[option]
+    in_command, default = declared.in_command(field, name)
+    action = {s: a for a in _parser(name)._actions for s in a.option_strings}[option]
+    assert action.help.split("; default ")[0] == in_command.help
+    assert (action.dest, action.default, action.choices) == (field.name, default, in_command.choices)
+    cli_source = "".join(path.read_text() for path in CLI.glob("*.py"))
+    assert f'"{option}"' not in cli_source, f"{option} is spelled in cli/ beside its declaration"

@@ -1,6 +1,6 @@
 """The values at which a kink law's objective bends (``Roles.breaks``: each row's break, e.g. a
-row's N for a size break, D/ln W for the paper's κ), as the search (:func:`.search.scan_breaks`)
-and the profile points (``profile``) try them."""
+row's N for a size break, D/ln W for the paper's κ), and the fits held at them, as the search
+(:func:`.starts.best_break`) and the profile points (``profile``) both try them."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,3 +22,27 @@ def break_values(breaks, bounds, log: bool) -> tuple[np.ndarray, int]:
     if total > MAX_BREAKS:
         values = values[np.unique(np.rint(np.linspace(0, total - 1, MAX_BREAKS)).astype(int))]
     return values, total
+
+
+def kink_breaks(problem) -> tuple[int, np.ndarray, int] | None:
+    """The kink's column in ``problem``, the breaks to hold it at (:func:`break_values`) and how
+    many distinct breaks there were; None for a law without breaks, a kink held fixed, or no
+    break inside the kink's bounds."""
+    roles = problem.law.roles
+    if roles.breaks is None or roles.kink not in problem.names:
+        return None
+    j = problem.names.index(roles.kink)
+    p = problem.free[j]
+    values, total = break_values(roles.breaks(problem.x), p.bounds, p.log)
+    return (j, values, total) if len(values) else None
+
+
+def held_at_breaks(problem, origins, j: int, values, held=None):
+    """Each of ``origins`` (M, K) refitted with the kink (column ``j``) held at each of ``values``
+    in turn and the columns ``held`` (M, K booleans; None: none) held too: the solver's result of
+    the M·V fits, origin by origin, and their held columns. ``problem`` may be a subsample."""
+    starts = np.repeat(np.asarray(origins, float), len(values), axis=0)
+    starts[:, j] = np.tile(values, len(origins))
+    frozen = np.zeros(starts.shape, bool) if held is None else np.repeat(held, len(values), axis=0)
+    frozen[:, j] = True
+    return problem.solve(starts, frozen_MxK=frozen), frozen

@@ -13,7 +13,8 @@ offset E per group with the law's other parameters shared.
 
 ``fit`` gathers its keywords into a :class:`.options.FitOptions` and hands it whole to
 :func:`fit_with`, which commands and the report call with the user's options; each stage takes
-the problem and the options and returns a frozen part (the search, the optimum with its
+the problem, the options, the frozen part the stages before it produced (the search; the
+optimum, in a ``FitSoFar``) and the fit's notes, to which it adds its own, and returns a frozen part (the search, the optimum with its
 Jacobian and profiles, the resampling), and :func:`_fit_result` builds the ``FitResult`` from
 them, once.
 
@@ -40,7 +41,7 @@ from .diagnostics import pooled_group_flag, pooled_groups, row_diagnostics
 from .options import BOOTSTRAP, OUTLIER_Z, SEED, FitOptions, engine_method, loss_of_method
 from .problem import TIE
 from .replicates import replicate_cells
-from .resampling import BOOT_REFIT_ROWS, LOO_REFIT_ROWS, bootstrap_stage, loo_stage
+from .resampling import BOOT_REFIT_ROWS, LOO_REFIT_ROWS, FitSoFar, bootstrap_stage, loo_stage
 from .result import FitResult
 from .search import run_search
 from .setup import FitSetup
@@ -125,12 +126,12 @@ def fit_with(runs, law, options: FitOptions, *, group_offsets: bool = False, gro
     stage("search")
     found = run_search(problem, options, notes)
     stage("profile intervals" if options.profile else "")
-    optimum = optimum_and_profiles(problem, found, options, notes)
-    found = optimum.search  # a profile may have found a lower objective than every start
+    optimum = optimum_and_profiles(problem, options, found, notes)  # its search: a profile may have gone lower
+    so_far = FitSoFar(optimum, setup.strata, clusters, cluster_name)
     stage(f"bootstrap ({options.bootstrap} resamples)" if options.bootstrap else "")
-    boot = bootstrap_stage(problem, found, optimum, options, setup.strata, notes, clusters, cluster_name)
+    boot = bootstrap_stage(problem, options, so_far, notes)
     stage(f"leave-one-out ({options.leave_one_out})" if options.leave_one_out else "")
-    loo = loo_stage(problem, found, optimum, options, notes)
+    loo = loo_stage(problem, options, so_far, notes)
     stage("row diagnostics" if options.diagnostics else "")
     return _fit_result(problem, setup, runs, options, (optimum, boot, loo),
                        offsets_by_group_column=groups is None)

@@ -26,6 +26,8 @@ SEED = 0
 SWEEP_BOOTSTRAP = 200  # the report that closes a sweep: a first look, in minutes
 #: The objective's names on the command line -> the fitting engine's (``fitting.fit(method=)``).
 LOSSES = {"ls": "lm", "huber": "huber", "asymmetric": "asymmetric"}
+#: The objectives of `report` and `isoflop`, which fit the mean (asymmetric: `fit` alone).
+SYMMETRIC_LOSSES = ("ls", "huber")
 #: The profile-likelihood stage: skipped, interval ends by root-finding, or the grid walk.
 PROFILE_MODES = ("none", "fast", "full")
 #: The global searches (None: variable projection where the law allows it, see ``fitting.fit``).
@@ -91,8 +93,13 @@ depends on a law (its fixed parameters, its λ) is :func:`.setup.options_for_law
     loss: str = option("ls", "ls: least squares on loss, the mean; huber: Huber on log-loss, robust to "
                        "outlying runs; asymmetric: squares with overestimates weighted more, for small "
                        "runs that were under-tuned: fits the lower envelope (an expectile), not the mean",
-                       choices=tuple(LOSSES), deprecated=("--method", {"lm": "ls", "huber": "huber"}))
-    bootstrap: int = option(BOOTSTRAP, "bootstrap refits of each fit (0 to skip)", type=COUNT)
+                       choices=tuple(LOSSES), deprecated=("--method", {"lm": "ls", "huber": "huber"}),
+                       commands={"report": dict(choices=SYMMETRIC_LOSSES, help="ls: least squares on loss, the "
+                                                "mean; huber: Huber on log-loss, robust to outlying runs"),
+                                 "isoflop": dict(choices=SYMMETRIC_LOSSES, deprecated=None, help="objective of "
+                                                 "the Chinchilla fit the bias simulation starts from")})
+    bootstrap: int = option(BOOTSTRAP, "bootstrap refits of each fit (0 to skip)", type=COUNT,
+                            commands={"sweep": dict(default=SWEEP_BOOTSTRAP, help="bootstrap refits in the report")})
     seed: int = option(SEED, SEED_HELP, type=COUNT)
     #: the global search, ``varpro`` or ``multistart``; None: multistart when ``starts`` or
     #: ``grid_points`` is given, else by the law (``fitting.fit``)

@@ -38,7 +38,7 @@ from scipy import (
     special,  # the χ² and F quantiles without importing scipy.stats (a second of CPU)
 )
 
-from .breaks import break_values
+from .breaks import held_at_breaks, kink_breaks
 from .problem import TIE, Problem, within_support
 from .solver import CAPPED, CONVERGED, FAILED, MAX_ITER
 
@@ -390,42 +390,33 @@ def _scan_breaks_at_points(problem: Problem, plans, best) -> None:
     profile point is also refitted with the kink held at each break (from the point's best
     solution), then freed from the best of them: a point's refit otherwise stops at whichever
     bend is nearest its start, which can turn on the machine's last bits, and the profile's ends
-    with it (:func:`.search.scan_breaks` does the same for the optimum)."""
-    roles = problem.law.roles
-    if roles.breaks is None or roles.kink not in problem.names:
+    with it. The held fits are :func:`.breaks.held_at_breaks`, as the search's for the optimum
+    (:func:`.starts.best_break`), here from each point's solution with the profiled parameter
+    held too, on every row."""
+    kink = kink_breaks(problem)
+    if kink is None:
         return
-    jk = problem.names.index(roles.kink)
-    p = problem.free[jk]
-    values, _ = break_values(roles.breaks(problem.x), p.bounds, p.log)
-    if not len(values):
-        return
-    rows, frozen, owner = [], [], []
+    jk, values, _ = kink
+    origins, held_columns, owner = [], [], []
     for pi, (_, j, _, pts, _) in enumerate(plans):
         if j == jk:
             continue
         for pos in range(len(pts)):
-            if not np.isfinite(best[pi][0][pos]):
-                continue
-            for v in values:
-                t0 = best[pi][1][pos].copy()
-                t0[jk] = v
-                rows.append(t0)
-                f = np.zeros(problem.k, bool)
-                f[[j, jk]] = True
-                frozen.append(f)
-                owner.append((pi, pos))
-    if not rows:
+            if np.isfinite(best[pi][0][pos]):
+                origins.append(best[pi][1][pos])
+                held_columns.append(np.arange(problem.k) == j)
+                owner += [(pi, pos)] * len(values)
+    if not origins:
         return
-    held = _best_per_point(plans, owner, problem.solve(np.array(rows), frozen_MxK=np.array(frozen)))
-    rows2, frozen2, owner2 = [], [], []
+    held = _best_per_point(plans, owner, held_at_breaks(problem, np.array(origins), jk, values,
+                                                        np.array(held_columns))[0])
+    starts, frozen, owner = [], [], []
     for pi, (_, j, _, pts, _) in enumerate(plans):
         for pos in np.flatnonzero(np.isfinite(held[pi][0])):
-            rows2.append(held[pi][1][pos])
-            f = np.zeros(problem.k, bool)
-            f[j] = True
-            frozen2.append(f)
-            owner2.append((pi, pos))
-    freed = _best_per_point(plans, owner2, problem.solve(np.array(rows2), frozen_MxK=np.array(frozen2)))
+            starts.append(held[pi][1][pos])
+            frozen.append(np.arange(problem.k) == j)
+            owner.append((pi, pos))
+    freed = _best_per_point(plans, owner, problem.solve(np.array(starts), frozen_MxK=np.array(frozen)))
     for pi in range(len(plans)):
         for cand in (held, freed):
             better = cand[pi][0] < best[pi][0] * (1 - TIE)

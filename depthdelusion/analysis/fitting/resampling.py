@@ -37,12 +37,26 @@ class Bootstrap:
     ci: dict | None = None
 
 
-def bootstrap_stage(problem, search, optimum, options, strata, notes, clusters=None,
-                    cluster_name=None) -> Bootstrap:
+@dataclass(frozen=True)
+class FitSoFar:
+    """What the resampling stages start from: the optimum the earlier stages found (its search
+    inside), and how rows are drawn: ``strata`` (group labels, resampled within groups; None),
+    ``clusters`` (a label per row, drawn whole; None: rows one by one) and ``cluster_name``
+    (the column the clusters come from, said in the scheme)."""
+
+    optimum: object  # uncertainty.Optimum: θ, its Jacobian and its search (not imported: resampling needs none of that module)
+    strata: np.ndarray | None = None
+    clusters: np.ndarray | None = None
+    cluster_name: str | None = None
+
+
+def bootstrap_stage(problem, options, so_far: FitSoFar, notes) -> Bootstrap:
     """The case (or cluster) bootstrap of ``options.bootstrap`` resamples (seeded by
     ``options.seed``): refitted from the optimum and the best starts (``options.bootstrap_refit``)
-    or one-step; ``cluster_name`` (the column the clusters come from) is said in its scheme."""
-    bootstrap, seed, theta, jac = options.bootstrap, options.seed, optimum.theta, optimum.jac
+    or one-step; a note when refits stopped at the iteration cap."""
+    bootstrap, seed, optimum = options.bootstrap, options.seed, so_far.optimum
+    search, theta, jac = optimum.search, optimum.theta, optimum.jac
+    strata, clusters, cluster_name = so_far.strata, so_far.clusters, so_far.cluster_name
     if not bootstrap:
         return Bootstrap()
     how = " within groups" if strata is not None else ""
@@ -84,10 +98,11 @@ def bootstrap_stage(problem, search, optimum, options, strata, notes, clusters=N
     return Bootstrap(samples, n_failed, n_capped, scheme, ci)
 
 
-def loo_stage(problem, search, optimum, options, notes) -> np.ndarray | None:
+def loo_stage(problem, options, so_far: FitSoFar, notes) -> np.ndarray | None:
     """Each row's leave-one-out error (``options.leave_one_out``: ``"refit"``, ``"hat"``; None
     when skipped)."""
-    leave_one_out, theta, jac = options.leave_one_out, optimum.theta, optimum.jac
+    leave_one_out, optimum = options.leave_one_out, so_far.optimum
+    search, theta, jac = optimum.search, optimum.theta, optimum.jac
     if leave_one_out == "refit":
         return _leave_one_out(problem, search.refit_starts(theta)[:1] if search.warm
                               else search.cold_starts[:LOO_STARTS])

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .breaks import break_values
+from .breaks import held_at_breaks, kink_breaks
 from .problem import TIE, Problem
 from .solver import FAILED
 
@@ -123,24 +123,16 @@ def best_break(problem: Problem, theta, objective: float, cold_starts, seed: int
     ``SEARCH_ROWS`` rows the held fits run on the multi-start's seeded subsample and the best is
     re-solved on every row. The search (:func:`.search.scan_breaks`) and the replicate refits of
     the likelihood-ratio tests (:mod:`.refits`) both call it."""
-    roles = problem.law.roles
-    if roles.breaks is None or roles.kink not in problem.names:
+    kink = kink_breaks(problem)
+    if kink is None:
         return None
-    j = problem.names.index(roles.kink)
-    p = problem.free[j]
-    values, total = break_values(roles.breaks(problem.x), p.bounds, p.log)
-    if not len(values):
-        return None
+    j, values, total = kink
     # from the optimum and the starts of the search's other basins (its other parameters
     # may sit in a worse basin when the kink does)
     origins = np.vstack([np.asarray(theta, float)[None], np.asarray(cold_starts, float)[:BREAK_ORIGINS - 1]])
-    starts = np.repeat(origins, len(values), axis=0)
-    starts[:, j] = np.tile(values, len(origins))
-    frozen = np.zeros(starts.shape, bool)
-    frozen[:, j] = True
     rows = search_rows(problem, seed, SEARCH_ROWS)
     sub = None if rows is None else problem.subset(rows)
-    held = (sub or problem).solve(starts, frozen_MxK=frozen)
+    held, frozen = held_at_breaks(sub or problem, origins, j, values)
     ok = converged_starts(held)
     if not ok.any():
         return None

@@ -68,7 +68,7 @@ class LaterProfiles:
         return self._computed["profiles"], f"{self.statistic.describe}, {self.statistic.cut}"
 
 
-def optimum_and_profiles(problem, search, options, notes) -> Optimum:
+def optimum_and_profiles(problem, options, search, notes) -> Optimum:
     """θ at the optimum with its Jacobian uncertainty, and the profiles when asked
     (``options.profile``: ``"full"`` the grid walk, ``"fast"`` root-finding, False none: then the
     handle that computes them later); a profile that finds a lower objective restarts the fit

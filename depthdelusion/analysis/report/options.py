@@ -44,7 +44,8 @@ class ReportOptions(FromArguments):
 
     fit: FitOptions = field(default_factory=FitOptions)
     laws: tuple = DEFAULT_LAWS
-    step: int = option(DEFAULT_STEP, "step for persistence lengths", type=COUNT)
+    step: int = option(DEFAULT_STEP, "step for persistence lengths", type=COUNT,
+                       commands={"persistence": dict(help="training step (nearest logged is used)")})
     runs_label: str | None = None
     input_words: str = ""
     citation: str = ""
@@ -55,6 +56,12 @@ class ReportOptions(FromArguments):
                          choices=("auto", "offsets", "pooled"))
     params: str = option("total", "parameter-count convention N (total: a registered table's counts as "
                          "published; other tables' rows inconsistent with their shape are refitted "
-                         "with N recomputed from (D, W)); " + PARAMS_HELP, choices=PARAMS_CHOICES)
+                         "with N recomputed from (D, W)); " + PARAMS_HELP, choices=PARAMS_CHOICES,
+                         commands={"fit": dict(default=None, choices=PARAMS_CHOICES + ("fitted",), help=(
+                             "parameter-count convention N: total as the table gives it (default), "
+                             "recomputed from (D, W) (needs the vocabulary: a vocab_size column or "
+                             "--vocab); " + PARAMS_HELP + "; fitted: N = N_nonemb + ε·N_emb with ε in "
+                             "[0, 1] profiled for the law by least squares (its 95%% profile interval "
+                             "printed); said in the notes"))})
     design: bool = True
     lr_replicates: int | None = None

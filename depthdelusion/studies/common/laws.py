@@ -34,9 +34,10 @@ KINK, SMOOTH, BASELINE = "depth_delusion", "shape_quadratic", "kaplan"
 LAWS = (BASELINE, KINK, SMOOTH)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ArmLaws:
-    """One arm's fits and verdicts (``fits`` empty when there were too few rows to fit)."""
+    """One arm's fits and verdicts (``fits`` empty when there were too few rows to fit), built
+    once by :func:`fit_arm`."""
 
     arm: str
     rows: int
@@ -52,17 +53,14 @@ def fit_arm(arm: str, records: list[dict], diverged: int, *, replicates: int, se
     """Fit :data:`LAWS` (no bootstrap intervals; profile-likelihood intervals) and run the two
     calibrated tests with ``replicates`` parametric-bootstrap replicates (0: Davies' bound for
     λ = 0 and no kink-vs-smooth test)."""
-    out = ArmLaws(arm, len(records), diverged, replicates)
     if len({(r["depth"], r["width"]) for r in records}) < 3:
-        out.note = "fewer than 3 cells with a finished seed: nothing fitted"
-        return out
+        return ArmLaws(arm, len(records), diverged, replicates,
+                       note="fewer than 3 cells with a finished seed: nothing fitted")
     runs = load_runs(records)
-    out.fits = {law: fit(runs, law, bootstrap=0, profile=True, leave_one_out=False) for law in LAWS}
-    out.penalty = next(v for v in penalty_verdicts(out.fits, runs, replicates=replicates, seed=seed)
-                       if v.law == KINK)
-    out.critical = critical_depth_verdict(out.fits, runs, KINK, out.penalty,
-                                          replicates=replicates, seed=seed)
-    return out
+    fits = {law: fit(runs, law, bootstrap=0, profile=True, leave_one_out=False) for law in LAWS}
+    penalty = next(v for v in penalty_verdicts(fits, runs, replicates=replicates, seed=seed) if v.law == KINK)
+    critical = critical_depth_verdict(fits, runs, KINK, penalty, replicates=replicates, seed=seed)
+    return ArmLaws(arm, len(records), diverged, replicates, fits, penalty, critical)
 
 
 def csv_rows(results: list[ArmLaws]) -> list[dict]:

@@ -37,3 +37,28 @@ def test_a_size_break_in_a_table_of_many_runs_and_rows_is_found_at_its_run():
                 [f"r{i // 30}" for i in range(n)])
     result = fit(runs, "size_kink", bootstrap=0, leave_one_out=False, profile="none")
     assert abs(np.log(result.params["N_c"] / n_c)) < np.log(runs_n[1] / runs_n[0]) * 3
+
+
+class _Recorder:
+    """A problem whose solve records the starts and held columns it is given."""
+
+    def solve(self, starts, frozen_MxK=None):
+        self.starts, self.frozen = starts, frozen_MxK
+        return "result"
+
+
+def test_the_search_and_the_profile_hold_the_kink_at_each_break_the_same_way():
+    """``held_at_breaks``, which both call: each origin with the kink at each break in turn,
+    origin by origin, the kink held and the columns asked for held too."""
+    from depthdelusion.analysis.fitting.breaks import held_at_breaks
+
+    origins = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    problem = _Recorder()
+    result, frozen = held_at_breaks(problem, origins, 1, np.array([10.0, 20.0]),
+                                    np.array([[True, False, False], [False, False, True]]))
+    assert result == "result" and frozen is problem.frozen
+    assert problem.starts.tolist() == [[1, 10, 3], [1, 20, 3], [4, 10, 6], [4, 20, 6]]
+    assert problem.frozen.tolist() == [[True, True, False]] * 2 + [[False, True, True]] * 2
+    held_at_breaks(problem, origins, 0, np.array([7.0]))
+    assert problem.starts.tolist() == [[7, 2, 3], [7, 5, 6]]
+    assert problem.frozen.tolist() == [[True, False, False]] * 2

@@ -155,3 +155,18 @@ def test_a_better_optimum_found_by_a_profile_is_adopted():
     assert "found a lower objective" in said and "than the best of the 81 starts" in said
     assert "and the fit was restarted from it" in said
     assert "Starts: none of 81 reached the best optimum; a profile found it" in r.summary()
+
+
+def test_every_fit_stage_takes_the_problem_and_the_options_then_what_came_before():
+    """The stages of ``fit_with`` read alike: (problem, options, the frozen part the stages before
+    produced, the notes), so none takes the earlier results as a positional list."""
+    import inspect
+
+    from depthdelusion.analysis.fitting.resampling import bootstrap_stage, loo_stage
+    from depthdelusion.analysis.fitting.search import run_search
+    from depthdelusion.analysis.fitting.uncertainty import optimum_and_profiles
+
+    for stage in (run_search, optimum_and_profiles, bootstrap_stage, loo_stage):
+        names = list(inspect.signature(stage).parameters)
+        assert names[:2] == ["problem", "options"] and names[-1] == "notes" and len(names) <= 4, (
+            stage.__name__, names)
