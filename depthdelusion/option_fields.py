@@ -1,8 +1,9 @@
 """A command-line option declared once, next to the field of the options object it sets.
 
 ``field: int = option(0, "random seed ...", type=COUNT)`` puts the option's help, type, choices
-and metavar (and how a command that narrows it reads it) in the dataclass field's metadata; the field's name gives the flag (``--name-with-
-dashes``) and its default is the option's (a ``bool`` field defaulting to False is a switch). The
+and metavar (and how a command that narrows it reads it) in the dataclass field's metadata; the
+field's name gives the flag (``--name-with-dashes``) and its default is the option's (a ``bool``
+field defaulting to False is a switch). The
 command line (:mod:`depthdelusion.cli`) builds every command that takes the options object from
 these declarations, and shows the default in the help from the same place. Pure data and
 parsers that raise ValueError: no argparse here, so the modules that own the options stay free
