@@ -160,13 +160,14 @@ def _propagate(problem: Problem, sides, statistic, tol: float = 1e-3, max_rounds
     (an AMD and an Intel machine gave α ≥ 0.048 and ≥ 0.13 on one fit of the paper's runs)."""
     changed = {key: np.ones(len(d["t"]), bool) for key, d in sides.items()}
     for _ in range(max_rounds):
-        rows, frozen, owner = [], [], []
+        rows, frozen, owner, sources = [], [], [], []
         for key, d in sides.items():
             s = np.nan_to_num(d["s"], nan=np.inf)
             for i in range(len(s)):
                 for nb in (i - 1, i + 1):
                     if 0 <= nb < len(s) and changed[key][nb] and s[nb] < s[i] - tol:
                         t0 = np.array(d["sol"][nb], float)
+                        sources.append(t0.copy())
                         t0[d["j"]] = d["t"][i]
                         rows.append(t0)
                         f = np.zeros(problem.k, bool)
@@ -175,7 +176,9 @@ def _propagate(problem: Problem, sides, statistic, tol: float = 1e-3, max_rounds
                         owner.append((key, i))
         if not rows:
             return
-        res = problem.solve(np.array(rows), frozen_MxK=np.array(frozen))
+        rows, frozen, origin = _carried(problem, rows, frozen, sources)
+        owner = [owner[i] for i in origin]
+        res = problem.solve(rows, frozen_MxK=frozen)
         changed = {key: np.zeros(len(d["t"]), bool) for key, d in sides.items()}
         for r, (key, i) in enumerate(owner):
             d, lam = sides[key], float(statistic(res.objective[r]))
@@ -358,15 +361,31 @@ def _evaluate(problem: Problem, theta_hat, cold_starts, plans, statistic=None, c
     return [(obj, sols) for obj, sols, _ in best]
 
 
+def _carried(problem: Problem, rows, frozen, sources) -> tuple:
+    """The starts ``rows`` (a neighbour's solution with the profiled parameter moved) twice: as
+    they are, and first fitted, the profiled parameter held, to the predictions of the solution
+    they came from (``sources``): moving one parameter alone shifts every prediction (an exponent
+    moved with its scale held), and a refit from there can settle in another basin than the one
+    the neighbour was in; the carried start keeps the neighbour's curve. Returns (rows, frozen,
+    index of each row's origin)."""
+    rows, frozen = np.asarray(rows, float), np.asarray(frozen, bool)
+    carried = problem.solve(rows, frozen_MxK=frozen, losses_MxN=problem.predict_many(np.asarray(sources, float)))
+    ok = carried.status != FAILED
+    n = len(rows)
+    return (np.vstack([rows, carried.theta[ok]]), np.vstack([frozen, frozen[ok]]),
+            np.concatenate([np.arange(n), np.flatnonzero(ok)]))
+
+
 def _from_neighbours(problem: Problem, plans, best, changed) -> list:
     """Refit each point beside a point of ``changed`` from that neighbour's solution; returns
     per plan the points whose objective improved (beyond ``TIE``)."""
-    rows, frozen, owner = [], [], []
+    rows, frozen, owner, sources = [], [], [], []
     for pi, (_, j, _, pts, _) in enumerate(plans):
         for pos, tj in enumerate(pts):
             for nb in (pos - 1, pos + 1):
                 if 0 <= nb < len(pts) and changed[pi][nb] and np.isfinite(best[pi][0][nb]):
                     t0 = best[pi][1][nb].copy()
+                    sources.append(t0.copy())
                     t0[j] = tj
                     rows.append(t0)
                     f = np.zeros(problem.k, bool)
@@ -376,7 +395,9 @@ def _from_neighbours(problem: Problem, plans, best, changed) -> list:
     improved = [np.zeros(len(p[3]), bool) for p in plans]
     if not rows:
         return improved
-    cand = _best_per_point(plans, owner, problem.solve(np.array(rows), frozen_MxK=np.array(frozen)))
+    rows, frozen, origin = _carried(problem, rows, frozen, sources)
+    owner = [owner[i] for i in origin]
+    cand = _best_per_point(plans, owner, problem.solve(rows, frozen_MxK=frozen))
     for pi in range(len(plans)):
         better = cand[pi][0] < best[pi][0] * (1 - TIE)
         improved[pi] = better
