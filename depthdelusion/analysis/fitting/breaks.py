@@ -37,12 +37,14 @@ def kink_breaks(problem) -> tuple[int, np.ndarray, int] | None:
     return (j, values, total) if len(values) else None
 
 
-def held_at_breaks(problem, origins, j: int, values, held=None):
+def held_at_breaks(problem, origins, j: int, values, held=None, losses=None):
     """Each of ``origins`` (M, K) refitted with the kink (column ``j``) held at each of ``values``
     in turn and the columns ``held`` (M, K booleans; None: none) held too: the solver's result of
-    the M·V fits, origin by origin, and their held columns. ``problem`` may be a subsample."""
+    the M·V fits, origin by origin, and their held columns. ``problem`` may be a subsample.
+    ``losses`` (M, N): each origin's own losses in place of the problem's (a replicate's)."""
     starts = np.repeat(np.asarray(origins, float), len(values), axis=0)
     starts[:, j] = np.tile(values, len(origins))
     frozen = np.zeros(starts.shape, bool) if held is None else np.repeat(held, len(values), axis=0)
     frozen[:, j] = True
-    return problem.solve(starts, frozen_MxK=frozen), frozen
+    per_fit = None if losses is None else np.repeat(np.asarray(losses, float), len(values), axis=0)
+    return problem.solve(starts, frozen_MxK=frozen, losses_MxN=per_fit), frozen

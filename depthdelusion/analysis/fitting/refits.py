@@ -13,9 +13,7 @@ from ..table.load import load_runs
 from .options import SEED, FitOptions, loss_of_method
 from .problem import Problem
 from .setup import FitSetup
-from .breaks import break_values
-from .problem import TIE
-from .starts import (BREAK_ORIGINS, POLISH_STARTS, SEARCH_ROWS, basins_of, converged_starts, search_rows,
+from .starts import (POLISH_STARTS, SEARCH_ROWS, basins_of, best_breaks, converged_starts, search_rows,
                      start_grid, tied_optima)
 
 # numbers per batch of replicates' start losses (≈ 16 MB), as resampling's blocks of weights
@@ -53,7 +51,7 @@ def _refit_batch(problem: Problem, sub: Problem, rows, grid, losses_BxN, seed: i
     """:func:`refit_rss` for the replicates ``losses_BxN``: every start of each on ``sub`` (the
     problem or its search subsample, ``rows``), then, on a subsample, each replicate's best
     distinct optima polished on every row; a kink law's kink then held at each row's break
-    (:func:`.starts.best_break`, as the fit does)."""
+    (:func:`.starts.best_breaks`, as the fit does)."""
     B, S = len(losses_BxN), len(grid)
     sub_losses = losses_BxN if rows is None else losses_BxN[:, rows]
     res = sub.solve(np.tile(grid, (B, 1)), losses_MxN=np.repeat(sub_losses, S, axis=0))
@@ -72,56 +70,15 @@ def _refit_batch(problem: Problem, sub: Problem, rows, grid, losses_BxN, seed: i
             obj, ok, theta = (np.split(a, cuts) for a in (res.objective, converged_starts(res), res.theta))
     fitted = [b for b in range(B) if ok[b].any()]
     bests = [tied_optima(obj[b], ok[b])[0] for b in fitted]
-    thetas = _best_breaks(problem, sub, rows, losses_BxN[fitted], [theta[b][i] for b, i in zip(fitted, bests)],
-                          [float(obj[b][i]) for b, i in zip(fitted, bests)], [cold[b] for b in fitted])
+    thetas = [theta[b][i] for b, i in zip(fitted, bests)]
+    found = best_breaks(problem, thetas, [float(obj[b][i]) for b, i in zip(fitted, bests)],
+                        [cold[b] for b in fitted], rows, losses_BxN[fitted])
+    thetas = [t if f is None else f[0] for t, f in zip(thetas, found)]
     rss = np.full(B, np.nan)
     for b, theta_b in zip(fitted, thetas):
         resid = losses_BxN[b] - problem.predict(theta_b)
         rss[b] = float(resid @ resid)
     return rss
-
-
-def _best_breaks(problem: Problem, sub: Problem, rows, losses_BxN, thetas, objectives, colds) -> list:
-    """Each replicate's optimum after :func:`.starts.best_break` (replicate b: the problem with
-    the losses ``losses_BxN[b]``, its optimum ``thetas[b]`` of objective ``objectives[b]``, its
-    cold starts ``colds[b]``; ``sub``, ``rows``: the search's subsample, as best_break takes it),
-    with every replicate's held fits in one batched solve and their freed fits in another: one
-    solve per replicate cost more than the replicates' multi-start (the problems are
-    independent, so batching does not change them; tests/analysis/fitting/test_lr_test.py)."""
-    roles, thetas = problem.law.roles, [np.asarray(t, float) for t in thetas]
-    if not thetas or roles.breaks is None or roles.kink not in problem.names:
-        return thetas
-    j = problem.names.index(roles.kink)
-    values, _ = break_values(roles.breaks(problem.x), problem.free[j].bounds, problem.free[j].log)
-    if not len(values):
-        return thetas
-    origins = [np.vstack([t[None], np.asarray(c, float).reshape(-1, len(t))[:BREAK_ORIGINS - 1]])
-               for t, c in zip(thetas, colds)]
-    owner = np.repeat(np.arange(len(thetas)), [len(o) * len(values) for o in origins])
-    starts = np.vstack([np.repeat(o, len(values), axis=0) for o in origins])
-    starts[:, j] = np.concatenate([np.tile(values, len(o)) for o in origins])
-    frozen = np.zeros(starts.shape, bool)
-    frozen[:, j] = True
-    held = (problem if rows is None else sub).solve(
-        starts, frozen_MxK=frozen, losses_MxN=losses_BxN[owner] if rows is None else losses_BxN[owner][:, rows])
-    ok = converged_starts(held)
-    picks = [(b, np.flatnonzero(owner == b)) for b in range(len(thetas))]
-    picks = [(b, at[tied_optima(held.objective[at], ok[at])[0]]) for b, at in picks if ok[at].any()]
-    if not picks:
-        return thetas
-    kept, at = np.array([b for b, _ in picks]), np.array([i for _, i in picks])
-    held_theta, held_obj = held.theta[at], held.objective[at]
-    if rows is not None:  # the subsample's best break, held on every row
-        held = problem.solve(held_theta, frozen_MxK=frozen[at], losses_MxN=losses_BxN[kept])
-        good = converged_starts(held)
-        kept, held_theta, held_obj = kept[good], held.theta[good], held.objective[good]
-    freed = problem.solve(held_theta, losses_MxN=losses_BxN[kept])
-    better = converged_starts(freed) & (freed.objective < held_obj)
-    held_theta[better], held_obj[better] = freed.theta[better], freed.objective[better]
-    for b, theta_b, objective_b in zip(kept, held_theta, held_obj):
-        if objective_b < objectives[b] * (1 - TIE):
-            thetas[b] = theta_b
-    return thetas
 
 
 def _cold_picks(obj_S, ok_S) -> list:

@@ -121,33 +121,59 @@ def best_break(problem: Problem, theta, objective: float, cold_starts, seed: int
     breaks were tried) when that beats ``objective`` beyond ``TIE``, else None (also for a law
     without breaks). At most ``MAX_BREAKS`` breaks (:func:`.breaks.break_values`); above
     ``SEARCH_ROWS`` rows the held fits run on the multi-start's seeded subsample and the best is
-    re-solved on every row. The search (:func:`.search.scan_breaks`) and the replicate refits of
-    the likelihood-ratio tests (:mod:`.refits`) both call it."""
+    re-solved on every row. The search (:func:`.search.scan_breaks`) calls it; the replicate
+    refits of the likelihood-ratio tests (:mod:`.refits`) call :func:`best_breaks` for many."""
     kink = kink_breaks(problem)
     if kink is None:
         return None
-    j, values, total = kink
-    # from the optimum and the starts of the search's other basins (its other parameters
-    # may sit in a worse basin when the kink does)
-    origins = np.vstack([np.asarray(theta, float)[None], np.asarray(cold_starts, float)[:BREAK_ORIGINS - 1]])
+    _, values, total = kink
     rows = search_rows(problem, seed, SEARCH_ROWS)
-    sub = None if rows is None else problem.subset(rows)
-    held, frozen = held_at_breaks(sub or problem, origins, j, values)
-    ok = converged_starts(held)
-    if not ok.any():
-        return None
-    best = tied_optima(held.objective, ok)[0]
-    if sub is not None:  # the subsample's best break, held on every row
-        held, best = problem.solve(held.theta[best][None], frozen_MxK=frozen[:1]), 0
-        if not converged_starts(held)[0]:
-            return None
-    freed = problem.solve(held.theta[best][None])
-    theta_b, objective_b = held.theta[best], float(held.objective[best])
-    if converged_starts(freed)[0] and freed.objective[0] < objective_b:
-        theta_b, objective_b = freed.theta[0], float(freed.objective[0])
-    if objective_b >= objective * (1 - TIE):
+    (found,) = best_breaks(problem, [theta], [objective], [cold_starts], rows)
+    if found is None:
         return None
     tried = (f"each of the {total} rows' breaks" if len(values) == total else
              f"{len(values)} of the {total} rows' breaks (evenly spaced in rank)")
-    where = "" if sub is None else f", on the search's subsample of {SEARCH_ROWS} rows,"
-    return theta_b, objective_b, tried + where
+    where = "" if rows is None else f", on the search's subsample of {SEARCH_ROWS} rows,"
+    return found[0], found[1], tried + where
+
+
+def best_breaks(problem: Problem, thetas, objectives, colds, rows=None, losses_BxN=None) -> list:
+    """:func:`best_break` for B fits at once, each held fit in one batched solve and each freed
+    fit in another (the problems are independent, so batching does not change them): fit b has
+    the optimum ``thetas[b]`` of objective ``objectives[b]``, the cold starts ``colds[b]`` and,
+    when given, its own losses ``losses_BxN[b]`` (a replicate's) in place of the problem's. Per
+    fit (θ, objective) where the scan beats its optimum beyond ``TIE``, else None. ``rows``: the
+    search's subsample the held fits run on (its best then held on every row)."""
+    out = [None] * len(thetas)
+    kink = kink_breaks(problem)
+    if kink is None or not len(thetas):
+        return out
+    j, values, _ = kink
+    # from the optimum and the starts of the search's other basins (its other parameters
+    # may sit in a worse basin when the kink does)
+    origins = [np.vstack([np.asarray(t, float)[None], np.asarray(c, float).reshape(-1, len(t))[:BREAK_ORIGINS - 1]])
+               for t, c in zip(thetas, colds)]
+    owner = np.repeat(np.arange(len(thetas)), [len(o) for o in origins])
+    own = (lambda fits: None) if losses_BxN is None else (lambda fits: np.asarray(losses_BxN, float)[fits])
+    sub, losses = problem, own(owner)
+    if rows is not None:
+        sub, losses = problem.subset(rows), None if losses is None else losses[:, rows]
+    held, frozen = held_at_breaks(sub, np.vstack(origins), j, values, losses=losses)
+    fit_of, ok = np.repeat(owner, len(values)), converged_starts(held)
+    picks = [(b, np.flatnonzero(fit_of == b)) for b in range(len(thetas))]
+    picks = [(b, at[tied_optima(held.objective[at], ok[at])[0]]) for b, at in picks if ok[at].any()]
+    if not picks:
+        return out
+    kept, at = np.array([b for b, _ in picks]), np.array([i for _, i in picks])
+    theta_h, obj_h = held.theta[at], held.objective[at]
+    if rows is not None:  # the subsample's best break, held on every row
+        held = problem.solve(theta_h, frozen_MxK=frozen[at], losses_MxN=own(kept))
+        good = converged_starts(held)
+        kept, theta_h, obj_h = kept[good], held.theta[good], held.objective[good]
+    freed = problem.solve(theta_h, losses_MxN=own(kept))
+    better = converged_starts(freed) & (freed.objective < obj_h)
+    theta_h[better], obj_h[better] = freed.theta[better], freed.objective[better]
+    for b, theta_b, objective_b in zip(kept, theta_h, obj_h):
+        if objective_b < objectives[b] * (1 - TIE):
+            out[b] = (theta_b, float(objective_b))
+    return out

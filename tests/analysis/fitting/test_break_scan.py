@@ -40,16 +40,17 @@ def test_a_size_break_in_a_table_of_many_runs_and_rows_is_found_at_its_run():
 
 
 class _Recorder:
-    """A problem whose solve records the starts and held columns it is given."""
+    """A problem whose solve records the starts, held columns and losses it is given."""
 
-    def solve(self, starts, frozen_MxK=None):
-        self.starts, self.frozen = starts, frozen_MxK
+    def solve(self, starts, frozen_MxK=None, losses_MxN=None):
+        self.starts, self.frozen, self.losses = starts, frozen_MxK, losses_MxN
         return "result"
 
 
 def test_the_search_and_the_profile_hold_the_kink_at_each_break_the_same_way():
-    """``held_at_breaks``, which both call: each origin with the kink at each break in turn,
-    origin by origin, the kink held and the columns asked for held too."""
+    """``held_at_breaks``, which the search, the profile and the replicate refits call: each
+    origin with the kink at each break in turn, origin by origin, the kink held and the columns
+    asked for held too, and each origin's own losses (a replicate's) with each of its fits."""
     from depthdelusion.analysis.fitting.breaks import held_at_breaks
 
     origins = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
@@ -59,6 +60,9 @@ def test_the_search_and_the_profile_hold_the_kink_at_each_break_the_same_way():
     assert result == "result" and frozen is problem.frozen
     assert problem.starts.tolist() == [[1, 10, 3], [1, 20, 3], [4, 10, 6], [4, 20, 6]]
     assert problem.frozen.tolist() == [[True, True, False]] * 2 + [[False, True, True]] * 2
+    assert problem.losses is None
+    held_at_breaks(problem, origins, 1, np.array([10.0, 20.0]), losses=np.array([[0.5, 0.6], [0.7, 0.8]]))
+    assert problem.losses.tolist() == [[0.5, 0.6]] * 2 + [[0.7, 0.8]] * 2
     held_at_breaks(problem, origins, 0, np.array([7.0]))
     assert problem.starts.tolist() == [[7, 2, 3], [7, 5, 6]]
     assert problem.frozen.tolist() == [[True, False, False]] * 2
