@@ -10,35 +10,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from depthdelusion.cli import main
 from text_compare import text_differences
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The OpenBLAS kernels under which depth_confound's committed text regenerates at its printed
-#: digits: Haswell, which wrote it (and which OpenBLAS also runs on AMD Zen). One cell moves with
-#: the kernel: arm C's α lower profile end, committed 0.05014, prints 0.05388 under SkylakeX and
-#: 0.06189 under Sandybridge (selected by hand with OPENBLAS_CORETYPE on that command alone): the
-#: profile hovers within ±0.5 of its cut from α 0.04 to 0.08 (benchmarks/RESULTS.md, 2026-12-02
-#: fifth session). Until such an end prints only what it supports (issue 59 item 4), other
-#: kernels skip the comparison; every other cell agrees under all three.
-KERNELS_CHECKED = ("Haswell",)
-
-
-def require_checked_kernel() -> None:
-    """Skip, naming the kernels, unless numpy's OpenBLAS runs one of :data:`KERNELS_CHECKED`."""
-    import threadpoolctl
-
-    kernels = {info.get("architecture") for info in threadpoolctl.threadpool_info()
-               if info.get("internal_api") == "openblas"}
-    if len(kernels) != 1 or not kernels <= set(KERNELS_CHECKED):
-        pytest.skip(f"the committed fitted-law cells regenerate at their printed digits under OpenBLAS's "
-                    f"{' and '.join(KERNELS_CHECKED)} kernel; this machine runs "
-                    f"{sorted(map(str, kernels)) or 'no OpenBLAS'}, where one profile end moves "
-                    "(issue 59 item 4: print only supported digits)")
-
-
 def committed_copy(rel: str, dest: Path, *, from_git: bool = False) -> Path:
     """The folder `rel` (relative to the repository) copied to dest/rel; returns the copy.
     `from_git`: as the checkout's last commit (HEAD) has it, not the working tree, for a folder
