@@ -8,7 +8,7 @@ import pytest
 from depthdelusion.cli import main
 from text_compare import text_differences
 
-from tests.analysis.table.test_published_downloads import PUBLISHED, Server
+from tests.analysis.table.test_published_downloads import PUBLISHED, published_mirror
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "analysis" / "shape_answer" / "public_suites" / "answer.txt"
@@ -17,16 +17,9 @@ pytestmark = pytest.mark.skipif(not PUBLISHED.is_dir(), reason=f"no test copies 
 
 
 def test_the_committed_public_answer_regenerates(tmp_path, monkeypatch, capsys):
-    server = Server(PUBLISHED)
-    try:
-        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-        monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-        monkeypatch.setenv("DEPTHDELUSION_TABLES_URL", server.url)
-        monkeypatch.setenv("DEPTHDELUSION_CACHE", str(tmp_path / "cache"))
-        argv = ["shape", *[a for c in ("1e19", "1e21", "1e23", "1e25") for a in ("--compute", c)],
-                "--table", "gemstones", "--table", "chinchilla_shapes", "--out", str(tmp_path / "out")]
+    argv = ["shape", *[a for c in ("1e19", "1e21", "1e23", "1e25") for a in ("--compute", c)],
+            "--table", "gemstones", "--table", "chinchilla_shapes", "--out", str(tmp_path / "out")]
+    with published_mirror(monkeypatch, tmp_path / "cache"):
         assert main(argv) == 0
-    finally:
-        server.stop()
     diffs = text_differences(COMMITTED.read_text(), capsys.readouterr().out)
     assert not diffs, "stale (regenerate with the command in analysis/shape_answer/README.md):\n" + "\n".join(diffs[:10])

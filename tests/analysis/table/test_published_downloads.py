@@ -2,6 +2,7 @@
 the test copies in ../shared/reference/published/ (laid out as the raw-file host,
 OWNER/REPO/COMMIT/PATH) as the mirror, and every table is downloaded, verified and cached by the
 package's own code (pooch), then read and fitted."""
+import contextlib
 import csv
 import functools
 import hashlib
@@ -55,6 +56,21 @@ class Server:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join()
+
+
+@contextlib.contextmanager
+def published_mirror(monkeypatch, cache: Path):
+    """The test copies served on 127.0.0.1 as the tables' download location, with ``cache`` as
+    the cache, for the body of the ``with``; the server stops after it."""
+    server = Server(PUBLISHED)
+    try:
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+        monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+        monkeypatch.setenv("DEPTHDELUSION_TABLES_URL", server.url)
+        monkeypatch.setenv("DEPTHDELUSION_CACHE", str(cache))
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="module", autouse=True)

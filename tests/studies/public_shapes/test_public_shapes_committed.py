@@ -11,7 +11,7 @@ import pytest
 from depthdelusion.cli import main
 from text_compare import text_differences
 
-from tests.analysis.table.test_published_downloads import PUBLISHED, Server
+from tests.analysis.table.test_published_downloads import PUBLISHED, published_mirror
 
 COMMITTED = Path(__file__).resolve().parents[3] / "analysis" / "public_shapes"
 
@@ -26,16 +26,9 @@ def _section(report: str, heading: str) -> str:
 
 
 def test_the_committed_later_budgets_regenerate(tmp_path, monkeypatch):
-    server = Server(PUBLISHED)
-    try:
-        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-        monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-        monkeypatch.setenv("DEPTHDELUSION_TABLES_URL", server.url)
-        monkeypatch.setenv("DEPTHDELUSION_CACHE", str(tmp_path / "cache"))
-        # the flags of the command that wrote the committed part (analysis/public_shapes/README.md)
+    # the flags of the command that wrote the committed part (analysis/public_shapes/README.md)
+    with published_mirror(monkeypatch, tmp_path / "cache"):
         assert main(["public-shapes", "--out", str(tmp_path / "out"), "--parts", "later"]) == 0
-    finally:
-        server.stop()
     fresh = tmp_path / "out"
     diffs = text_differences((COMMITTED / "later_budgets.csv").read_text(),
                              (fresh / "later_budgets.csv").read_text(), csv_file=True)
