@@ -23,7 +23,6 @@ from .columns import (
     resolve,
     scale_of,
 )
-from .run_table import check_schema_version
 from .runs import Runs, some_names
 
 
@@ -40,8 +39,6 @@ def runs_from_records(records: list[dict], *, where: str, columns: dict | None =
     if not all(isinstance(r, dict) for r in records):
         raise ValueError(f"{where}: expected one dict per run")
     header = list(dict.fromkeys(k for rec in records for k in rec))
-    if "schema_version" in header:  # a run table (docs/run_table.md), before its columns are read
-        check_schema_version([r.get("schema_version") for r in records], where)
     # A run table (docs/run_table.md) lists every run with its status; only finished ones are fitted.
     finished = [(i, r) for i, r in enumerate(records) if str(r.get("status") or "finished").strip() == "finished"]
     unfinished = [r for r in records if str(r.get("status") or "finished").strip() != "finished"]
@@ -225,13 +222,12 @@ def _csv_by_columns(text: str, delimiter: str, where: str, columns: dict | None)
     """Runs from CSV text read a block of rows at a time into columns, the read numeric columns
     as float arrays (millions of rows: no dict and no Python float per row); the same Runs,
     notes included, as :func:`runs_from_records` gives for the csv module's dicts. None when
-    the table needs that reader (which names the first bad field by its row, and checks a run
-    table's ``schema_version``): a ``status`` or ``schema_version`` column, a row whose field
-    count differs from the header's, a header without a loss column, or a read numeric column
-    with an empty, non-numeric or out-of-range cell."""
+    the table needs that reader (which names the first bad field by its row): a ``status``
+    column, a row whose field count differs from the header's, a header without a loss column,
+    or a read numeric column with an empty, non-numeric or out-of-range cell."""
     reader = csv.reader(_lines(text), delimiter=delimiter)
     header = next(reader, [])
-    if not header or "status" in header or "schema_version" in header:
+    if not header or "status" in header:
         return None
     try:
         found = resolve(header, columns, where)
