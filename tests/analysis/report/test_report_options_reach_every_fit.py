@@ -62,3 +62,25 @@ def test_the_likelihood_ratio_tests_refit_with_the_fit_s_objective_and_starts(mo
     (rss,) = refits.default_refit(f)(runs, f.law, [runs.loss])
     assert abs(rss - f.rss) <= 1e-6 * f.rss, (rss, f.rss)  # the refit of the fit's own losses is the fit
     assert grids == [(3, 7)]
+
+
+def test_the_report_s_likelihood_ratio_replicates_refit_from_the_starts_asked_for(monkeypatch):
+    """With lr_replicates > 0 the report's λ = 0 tests are parametric bootstraps: every replicate
+    refit (`refits.refit_rss`, through `refits.start_grid`) starts from the user's --starts and
+    --grid-points, not the refits' own 16 starts on a 3-point grid."""
+    from depthdelusion.analysis.fitting import refits
+
+    grids = []
+    real_grid = refits.start_grid
+
+    def recorded(problem, grid_points, max_starts, seed):
+        grids.append((grid_points, max_starts))
+        return real_grid(problem, grid_points, max_starts, seed)
+
+    monkeypatch.setattr(refits, "start_grid", recorded)
+    options = FitOptions(bootstrap=0, search="multistart", starts=7, grid_points=2, profile="none")
+    report, _, _ = build_report(two_budget_runs(), ReportOptions(
+        fit=options, laws=("depth_delusion", "kaplan"), runs_label="synthetic", lr_replicates=2))
+    tests = [v.test for v in report.results.verdicts]
+    assert tests and all(t.method == "parametric bootstrap" and t.replicates == 2 for t in tests), tests
+    assert grids and set(grids) == {(2, 7)}, sorted(set(grids))
