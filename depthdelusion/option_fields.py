@@ -49,6 +49,14 @@ def option(default, help: str, **declaration) -> Any:
     return dataclasses.field(default=default, metadata={OPTION: Option(help=help, **declaration)})
 
 
+def declared_in(options_type, name: str) -> Any:
+    """A field of another options object that takes the option its field ``name`` declares: the
+    same default and declaration (help, per-command readings), written once in ``options_type``.
+    The field that takes it has the same name, so the same flag."""
+    declared = {f.name: f for f in dataclasses.fields(options_type)}[name]
+    return dataclasses.field(default=declared.default, metadata=declared.metadata)
+
+
 def declared_options(options_type) -> list[tuple[dataclasses.Field, Option]]:
     """The fields of the dataclass ``options_type`` that declare an :class:`Option`, in order."""
     return [(f, f.metadata[OPTION]) for f in dataclasses.fields(options_type) if OPTION in f.metadata]

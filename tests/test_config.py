@@ -120,27 +120,10 @@ def test_the_vocabulary_is_the_tokenizers_once_the_config_is_loaded():
     assert cfg.model.vocab_size is None and cfg.validate().model.vocab_size == 257
 
 
-def test_one_yaml_file_reader(tmp_path):
-    """config.read_yaml reads every YAML file (configs, grids, experiments, a run's config.yaml):
-    yaml.safe_load appears only there and in the --set value parser."""
-    import ast
-    from pathlib import Path
-
+def test_a_yaml_file_that_does_not_parse_is_named_with_its_line_and_column(tmp_path):
+    """config.read_yaml, the one reader of YAML files (tests/architecture/test_file_format_owners.py)."""
     from depthdelusion.config import read_yaml
 
-    package = Path(__file__).resolve().parents[1] / "depthdelusion"
-    calls = []
-    for path in package.rglob("*.py"):
-        tree = ast.parse(path.read_text())
-        for fn in ast.walk(tree):
-            if isinstance(fn, ast.FunctionDef):
-                for node in ast.walk(fn):
-                    if isinstance(node, ast.Attribute) and node.attr in ("safe_load", "load") \
-                            and isinstance(node.value, ast.Name) and node.value.id == "yaml":
-                        calls.append(f"{path.relative_to(package)}:{fn.name}")
-    # run_table parses one logged parameter's text (an MLflow param), not a file
-    assert sorted(set(calls)) == ["analysis/table/run_table.py:_parse_value", "config.py:parse_scalar",
-                                  "config.py:read_yaml"], calls
     bad = tmp_path / "bad.yaml"
     bad.write_text("model: [1,\n")
     with pytest.raises(ValueError, match=r"bad\.yaml: not valid YAML \(line 2, column 1\): expected the node content"):

@@ -17,7 +17,7 @@ from depthdelusion.outputs import refuse_own_inputs
 from depthdelusion.progress import Stages
 
 from .fitting.options import FitOptions, RowOptions
-from .report.options import ReportOptions
+from .report.options import FigureOptions, ReportOptions
 from .science.persistence import DEFAULT_STEP
 from .table.columns import present_columns
 
@@ -109,8 +109,8 @@ def _need_matplotlib(what: str, instead: str) -> None:
 
 def run_report(*, runs: str | None = None, out: str, table_name: str | None = None,
                options: FitOptions = FitOptions(), rows: RowOptions = RowOptions(),
-               report: ReportOptions = ReportOptions(), no_figures: bool = False) -> int:
-    if not no_figures:  # before the fits, not after them
+               report: ReportOptions = ReportOptions(), drawing: FigureOptions = FigureOptions()) -> int:
+    if not drawing.no_figures:  # before the fits, not after them
         _need_matplotlib("the report's figures", "pass --no-figures")
     refuse_own_inputs("--out", out, REPORT_FILES, [runs, *_table_files(table_name)])
     runs, label = runs_or_table(runs, table_name, "report", rows.allow_modified)
@@ -121,7 +121,7 @@ def run_report(*, runs: str | None = None, out: str, table_name: str | None = No
         print(f"--drop-outliers: outliers judged by the {why}", file=sys.stderr)
     parts = split_rows(table, rows, law, options)
     settings = dict(by=rows.by, report=dataclasses.replace(report, fit=options, runs_label=str(label)),
-                    figures=not no_figures,
+                    figures=not drawing.no_figures,
                     source=_report_source(runs if table_name is None else None, table_name, rows, options))
     if not rundir.is_local(out):  # the report's writers (csv, matplotlib) write local files
         import tempfile
@@ -489,6 +489,7 @@ def run_audit(*, runs: str, rows: RowOptions = RowOptions()) -> int:
 # The option objects each command gets whole: depthdelusion.cli builds them from the parsed
 # arguments (their fields' names are the options' dests).
 run_fit.option_groups = {"options": FitOptions, "rows": RowOptions}
-run_report.option_groups = {"options": FitOptions, "rows": RowOptions, "report": ReportOptions}
+run_report.option_groups = {"options": FitOptions, "rows": RowOptions, "report": ReportOptions,
+                            "drawing": FigureOptions}
 run_isoflop.option_groups = {"options": FitOptions, "rows": RowOptions}
 run_audit.option_groups = {"rows": RowOptions}

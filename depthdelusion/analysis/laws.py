@@ -223,6 +223,12 @@ def kappa_ln_w(W, kappa):
     return kappa * np.log(W)
 
 
+def papers_kappa(law: Law) -> str:
+    """The law's parameter that estimates the paper's κ: its kink where its critical depth is the
+    paper's κ·ln W (:func:`kappa_ln_w`), whatever the parameter's name; "" for any other law."""
+    return law.kink if law.roles.d_crit is kappa_ln_w else ""
+
+
 def _power_of_width(W, c, p):
     return c * W ** p
 

@@ -35,12 +35,12 @@ def add_row_options(p, without=()) -> None:
 
 @ARGUMENTS.command("report", "Fit the laws and write report.md, report.tex, CSVs and plots.")
 def _report(p):
-    from depthdelusion.analysis.report.options import ReportOptions  # numpy, no scipy: for this parser only
+    from depthdelusion.analysis.report.options import FigureOptions, ReportOptions  # numpy, no scipy
 
     p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
     add_published_table(p)
     add_out(p)
-    p.add_argument("--no-figures", action="store_true", help="skip the PNGs (matplotlib not needed)")
+    add_options(p, FigureOptions, None)
     add_options(p, ReportOptions, "what the report reads and fits")
     add_fit_options(p, "report", without=REPORT_WITHOUT)
     add_row_options(p)
@@ -119,8 +119,7 @@ def _shape(p):
     p.add_argument("--compute", type=POSITIVE_FLOAT, action="append", required=True, metavar="FLOPS",
                    help="a training budget C in FLOPs, e.g. 1e21 (repeatable)")
     add_options(p, options.ShapeOptions, "how to answer")
-    p.add_argument("--column", action="append", metavar="NAME=COLUMN",
-                   help="read RUNS' COLUMN as NAME, e.g. --column width=d_model (repeatable)")
+    add_options(p, options.RowOptions, None, command="shape", only=("column",))
     p.add_argument("--json", dest="json_output", action="store_true",
                    help="print the answer as JSON (keys depth, width, params, tokens, loss, band)")
     add_out(p, help="write a figure per budget here (predicted loss over width × depth, the band, "

@@ -11,7 +11,7 @@ import functools
 import importlib
 import pkgutil
 
-from depthdelusion.studies.common.command import StudyCommand
+from depthdelusion.studies.common.command import PlannedRunOptions, StudyCommand
 
 from .arguments import COUNT, CommandArguments, add_options, add_out, add_set
 
@@ -37,7 +37,7 @@ def define(p: argparse.ArgumentParser, command: StudyCommand) -> None:
         add_set(p, command.overrides)
     if command.planned:  # studies/common/planned_runs.py: trained a few runs at a time, then reported
         p.add_argument("--max-runs", type=COUNT, default=None, help="train at most N runs this time")
-        p.add_argument("--report-only", action="store_true", help="train nothing; report what finished")
+        add_options(p, PlannedRunOptions, None, command=command.name)
     if command.options:
         module, name = command.options.split(":")
         add_options(p, getattr(importlib.import_module(module), name), "the study's options", command=command.name)

@@ -85,10 +85,6 @@ def per_layer_sq_norm(stacked_grads: Any) -> jax.Array:
     )
 
 
-def per_layer_norm(stacked_grads: Any) -> jax.Array:
-    return jnp.sqrt(per_layer_sq_norm(stacked_grads))
-
-
 def _tree_sq_norm(tree: Any) -> jax.Array:
     return sum(jnp.sum(jnp.square(g.astype(jnp.float32))) for g in jax.tree.leaves(tree))
 

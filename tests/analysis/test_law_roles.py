@@ -100,3 +100,32 @@ def test_the_paper_comparison_asks_each_law_its_roles_not_its_parameter_names():
         register_law(law, name="roles_bad_width_exponent", params={"E": (1.0, 2.0), "strength": (0.01, 1.0),
                                                                    "kappa": (1.0, 4.0), "shrink": (0.0, 0.8)},
                      roles=Roles(penalty="strength", width_exponent="gamma"))
+
+
+def test_the_report_gives_the_paper_s_kappa_beside_a_kink_only_where_the_law_s_critical_depth_is_kappa_ln_w():
+    """The first paragraph's "the paper reports κ = 2.43" follows the law's roles, not the kink's
+    name: said of the paper's law; not of the renamed law (strength, slope), nor of a kink named
+    kappa whose critical depth is a power of W, nor of one that shares a name with another of the
+    paper's numbers. A kink parameter without a doc is called the kink location."""
+    from depthdelusion.analysis.report.markdown import _kink_locations
+
+    def power(x, E, strength, kappa):
+        return E + strength * np.maximum(0.0, x.D - kappa * np.sqrt(x.W))
+
+    def gamma_kink(x, E, strength, gamma):
+        return E + strength * np.maximum(0.0, x.D - gamma * np.log(x.W))
+
+    params = {"E": (1.0, 2.0), "strength": (0.01, 1.0, "log")}
+    register_law(power, name="roles_kappa_power", replace=True, shape="kink", params={**params, "kappa": (1.0, 4.0)},
+                 roles=Roles(penalty="strength", kink="kappa", d_crit=lambda W, kappa: kappa * np.sqrt(W),
+                             d_crit_text="{kappa:.3g}·W^0.5"))
+    register_law(gamma_kink, name="roles_gamma_kink", replace=True, shape="kink", params={**params, "gamma": (1.0, 4.0)},
+                 roles=Roles(penalty="strength", kink="gamma", d_crit=lambda W, gamma: gamma * np.log(W),
+                             d_crit_text="{gamma:.3g}·ln W"))
+    said = {name: _kink_locations(get_law(name), ["2.5 [2.4, 2.6] (all runs pooled, total N)"])
+            for name in ("depth_delusion", RENAMED, "roles_kappa_power", "roles_gamma_kink")}
+    assert said["depth_delusion"].endswith("(95% profile-likelihood intervals); the paper reports κ = 2.43. ")
+    # its parameters have no doc to name the kink by
+    assert said[RENAMED].startswith("Where strength is significant, the kink location is slope = 2.5 [2.4, 2.6]")
+    for name in (RENAMED, "roles_kappa_power", "roles_gamma_kink"):
+        assert "the paper reports" not in said[name], said[name]

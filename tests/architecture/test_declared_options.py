@@ -14,9 +14,9 @@ CLI = Path(__file__).resolve().parents[2] / "depthdelusion" / "cli"
 #: written by hand in every command that has them: where it writes, run-config overrides, the help
 BY_HAND = {"--help", "--out", "--set"}
 #: a command's inputs (what it reads, in what form it answers), which have no default to declare;
-#: the planned studies' controls of one invocation (studies/common/planned_runs.py)
-INPUTS = {"shape": {"--table", "--column", "--compute", "--json"}, "expansion-prediction": {"--runs"},
-          "depth-confound": {"--max-runs", "--report-only"}, "depth-vs-size": {"--max-runs", "--report-only"}}
+#: the planned studies' bound on one invocation (studies/common/planned_runs.py)
+INPUTS = {"shape": {"--table", "--compute", "--json"}, "expansion-prediction": {"--runs"},
+          "depth-confound": {"--max-runs"}, "depth-vs-size": {"--max-runs"}}
 COMMANDS_WITH_OPTIONS = [(name, target) for name, target, _ in COMMANDS
                          if target.startswith("depthdelusion.studies.") or name == "shape"]
 
@@ -37,7 +37,8 @@ def _declared(target: str) -> dict:
 def test_every_option_of_a_study_command_is_a_declared_field(name, target):
     declared = _declared(target)
     on_parser = {s: a for a in _parser(name)._actions for s in a.option_strings if s.startswith("--")}
-    by_hand = sorted(set(on_parser) - set(declared) - BY_HAND - INPUTS.get(name, set()))
+    elsewhere = {option for command, option, _ in READ_OTHERWISE if command == name}  # checked below
+    by_hand = sorted(set(on_parser) - set(declared) - BY_HAND - INPUTS.get(name, set()) - elsewhere)
     assert not by_hand, f"{name}: options declared by hand, not by an options object's field: {by_hand}"
     assert not set(declared) - set(on_parser), f"{name}: declared options missing from the parser"
     for option, (field, _) in declared.items():
@@ -56,8 +57,8 @@ def test_the_help_of_a_study_command_shows_each_declared_default(name, target, m
 
 def test_report_options_are_declared_by_its_options_objects():
     """`report`'s --step, --groups and --params are ReportOptions' fields (declared there once, the
-    default of the parser and of the function's options object the same), and report has no other
-    option by hand than its inputs."""
+    default of the parser and of the function's options object the same), --no-figures
+    FigureOptions', and report has no other option by hand than its inputs."""
     from depthdelusion.analysis.report.options import ReportOptions
 
     target = dict((n, t) for n, t, _ in COMMANDS)["report"]
@@ -65,7 +66,7 @@ def test_report_options_are_declared_by_its_options_objects():
     assert {flag(field.name) for field, _ in declared_options(ReportOptions)} == {"--step", "--groups", "--params"}
     on_parser = {s: a for a in _parser("report")._actions for s in a.option_strings if s.startswith("--")}
     older = {d.deprecated[0] for _, d in declared.values() if d.deprecated}  # e.g. --method for --loss
-    assert sorted(set(on_parser) - set(declared) - older - BY_HAND) == ["--no-figures", "--table"]
+    assert sorted(set(on_parser) - set(declared) - older - BY_HAND) == ["--table"]
     for option in ("--step", "--groups", "--params"):
         field, _ = declared[option]
         assert (on_parser[option].dest, on_parser[option].default) == (field.name, field.default), option
@@ -77,7 +78,8 @@ READ_OTHERWISE = [("fit", "--params", "report.options:ReportOptions"),
                   ("persistence", "--step", "report.options:ReportOptions"),
                   ("sweep", "--bootstrap", "fitting.options:FitOptions"),
                   ("report", "--loss", "fitting.options:FitOptions"),
-                  ("isoflop", "--loss", "fitting.options:FitOptions")]
+                  ("isoflop", "--loss", "fitting.options:FitOptions"),
+                  ("shape", "--column", "fitting.options:RowOptions")]
 
 
 @pytest.mark.parametrize("name, option, owner", READ_OTHERWISE, ids=[f"{n} {o}" for n, o, _ in READ_OTHERWISE])
@@ -93,3 +95,27 @@ def test_a_command_that_reads_a_declared_option_otherwise_says_so_beside_the_fie
     assert (action.dest, action.default, action.choices) == (field.name, default, in_command.choices)
     cli_source = "".join(path.read_text() for path in CLI.glob("*.py"))
     assert f'"{option}"' not in cli_source, f"{option} is spelled in cli/ beside its declaration"
+
+
+#: Flags that two options objects take from one declaration (``option_fields.declared_in``): the
+#: object that takes it, and the one that declares it.
+TAKEN = [("depthdelusion.studies.redundancy.options:RedundancyOptions", "no_figures",
+          "depthdelusion.analysis.report.options:FigureOptions"),
+         ("depthdelusion.studies.redundancy.options:RedundancyOptions", "report_only",
+          "depthdelusion.studies.common.command:PlannedRunOptions")]
+
+
+def _object(path: str):
+    module, name = path.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("taker, name, owner", TAKEN, ids=[f"{t.split(':')[1]}.{n}" for t, n, _ in TAKEN])
+def test_a_flag_two_options_objects_take_is_declared_once(taker, name, owner):
+    """The taking field's declaration is the owner's own (help, per-command readings, default), and
+    no module of cli/ spells the flag: `report --no-figures`, the planned studies' --report-only and
+    redundancy-study's two are one declaration each."""
+    taken = {f.name: (f, d) for f, d in declared_options(_object(taker))}[name]
+    declared = {f.name: (f, d) for f, d in declared_options(_object(owner))}[name]
+    assert taken[1] is declared[1] and taken[0].default == declared[0].default
+    assert f'"{flag(name)}"' not in "".join(path.read_text() for path in CLI.glob("*.py"))

@@ -40,7 +40,6 @@ from .options import SEED
 
 LEVEL = 0.05
 DEFAULT_REPLICATES = 200
-METHODS = ("parametric bootstrap", "Davies bound", "chi-bar-squared", "chi-squared")
 
 
 @dataclass

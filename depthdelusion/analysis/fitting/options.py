@@ -223,7 +223,8 @@ class RowOptions(FromArguments):
         "(`depthdelusion laws --columns` lists names and aliases)", metavar="NAME=COLUMN,...")
     column: tuple[str, ...] | list[str] | None = option(
         None, "read the table's COLUMN as NAME, e.g. --column loss=final_loss (repeatable)",
-        repeatable=True, metavar="NAME=COLUMN")
+        repeatable=True, metavar="NAME=COLUMN",
+        commands={"shape": dict(help="read RUNS' COLUMN as NAME, e.g. --column width=d_model (repeatable)")})
     reduce: tuple[str, ...] | list[str] | str | None = option(
         None, "one row per replicate cell (rows with equal params, tokens, depth, width): the "
         "lowest loss over COL (e.g. best-of=lr; biases the loss down) or the mean over it (e.g. "

@@ -113,17 +113,11 @@ def loo_stage(problem, options, so_far: FitSoFar, notes) -> np.ndarray | None:
     return None
 
 
-def _bootstrap_weights(n: int, n_boot: int, seed: int, strata=None, clusters=None) -> np.ndarray:
-    """(n_boot, n) resampling counts: a case bootstrap, within strata when given; with
+def _bootstrap_weight_blocks(n: int, n_boot: int, seed: int, strata=None, block: int = 1, clusters=None):
+    """(n_boot, n) resampling counts, ``block`` rows at a time, so that memory stays at block × n
+    whatever the number of resamples: a case bootstrap, within strata when given; with
     ``clusters`` (a label per row) a cluster bootstrap: whole clusters drawn with replacement,
     each row weighted by how often its cluster was drawn."""
-    blocks = list(_bootstrap_weight_blocks(n, n_boot, seed, strata, n_boot, clusters))
-    return np.concatenate(blocks) if blocks else np.zeros((0, n))
-
-
-def _bootstrap_weight_blocks(n: int, n_boot: int, seed: int, strata=None, block: int = 1, clusters=None):
-    """The rows of :func:`_bootstrap_weights` (the same draws), ``block`` at a time, so that
-    memory stays at block × n whatever the number of resamples."""
     if clusters is not None:
         yield from _cluster_weight_blocks(n, n_boot, seed, strata, block, clusters)
         return

@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..fitting.kink_reach import MIN_WIDTHS_BOTH_SIDES
+from ..laws import papers_kappa
 from ..reference import (
-    PAPER_FIT,
+    PAPER_KAPPA,
     PAPER_PERSISTENCE_EXPONENT,
     PAPER_PERSISTENCE_R2,
     PAPER_SHAPE_EXPONENTS,
@@ -60,12 +61,13 @@ _ANSWER_WORDS = {"yes": "Yes", "no": "no", "not clearly": "significant but not c
 
 def _kink_locations(law, cells: list) -> str:
     """"Where λ is significant, the critical-depth slope is κ = … ; the paper reports κ = …":
-    the law's declared kink location (its doc names it), the paper's value where it has one."""
+    the law's declared kink location (named by its doc; a law's own parameter may have none), the
+    paper's κ where the law's kink is it (its critical depth the paper's κ·ln W, asked of its roles)."""
     kink = law.param(law.kink)
-    return (f"Where {law.shown(law.penalty)} is significant, the {kink.doc.partition(':')[0]} is "
+    return (f"Where {law.shown(law.penalty)} is significant, the "
+            f"{kink.doc.partition(':')[0] or 'kink location'} is "
             f"{kink.shown} = " + ", ".join(cells) + " (95% profile-likelihood intervals)"
-            + (f"; the paper reports {kink.shown} = {PAPER_FIT[kink.name][0]}" if kink.name in PAPER_FIT
-               else "") + ". ")
+            + (f"; the paper reports {kink.shown} = {PAPER_KAPPA}" if papers_kappa(law) else "") + ". ")
 
 
 def _conclusions(matrix, law: str, main_label: str, main_overall: str) -> list:

@@ -23,6 +23,14 @@ PARAMS_HELP = ("nonembedding: Kaplan's, every vocabulary matrix the total counts
 
 
 @dataclass(frozen=True)
+class FigureOptions(FromArguments):
+    """Whether a command that writes a report draws its figures: ``no_figures`` skips the PNGs,
+    so matplotlib is not needed (`report`, and a study's command that takes the flag too)."""
+
+    no_figures: bool = option(False, "skip the PNGs (matplotlib not needed)")
+
+
+@dataclass(frozen=True)
 class ReportOptions(FromArguments):
     """``fit``: the objective, bootstrap refits, seed, search and interval stages of every fit the
     report makes (the secondary fits, whose intervals are not read, without them:

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..fitting.result import parameter_status
 from ..formats.table_text import Table
-from ..laws import kappa_ln_w, shape_kind
+from ..laws import papers_kappa, shape_kind
 from ..reference import PAPER_FIT, PAPER_KAPPA, PAPER_SHAPE_EXPONENTS
 from .cells import estimate_cell, fmt, interval, interval_cell, millions, profile_ci, shape_unit, value
 from .consistency import CONVENTIONS
@@ -144,7 +144,7 @@ def extrapolation(r: ReportResults) -> Table:
 PAPER_QUANTITIES = (
     ("persistence exponent p (D_crit = c·W^p)", "persistence_exponent",
      lambda law: "p" if "p" in law.d_crit_params else ""),
-    ("κ (D_crit = κ ln W)", "kappa", lambda law: law.kink if law.roles.d_crit is kappa_ln_w else ""),
+    ("κ (D_crit = κ ln W)", "kappa", papers_kappa),
     ("α", "alpha", lambda law: "alpha" if "alpha" in law.param_names else ""),
     ("λ", "lam", lambda law: law.penalty),
     ("γ", "gamma", lambda law: law.roles.width_exponent))

@@ -75,23 +75,6 @@ def neighbour_intervals(samples: Sequence[Sequence[float] | None]) -> list[tuple
     return out
 
 
-def worse_than_neighbours(differences: Sequence[Interval | None]) -> list[tuple[tuple[int, Interval], ...]]:
-    """Per condition in order, given each one's difference to the next (this − next, None where
-    not compared): its differences to the neighbours it exceeds beyond the noise (the 95%
-    interval of this − neighbour above 0), as (−1 for the previous or +1 for the next, the
-    interval); () where it exceeds neither. Not corrected for multiplicity."""
-    out = []
-    for k, diff in enumerate(differences):
-        sides = []
-        if k > 0 and differences[k - 1] is not None:
-            d = differences[k - 1]  # previous − this: negated
-            sides.append((-1, Interval(-d.estimate, d.se, -d.hi, -d.lo, d.df, d.level)))
-        if diff is not None:
-            sides.append((+1, diff))
-        out.append(tuple(s for s in sides if s[1].lo > 0))
-    return out
-
-
 def seed_centred(samples: Sequence[Sequence[float]]) -> list[list[float]]:
     """Conditions that share each seed (seed k draws one corpus and one set of held-out batches
     for all of them): each value minus its seed's mean over the conditions plus the grand mean,

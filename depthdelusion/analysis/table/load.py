@@ -14,6 +14,7 @@ from depthdelusion.data.tokenizers import vocab_size
 
 from .run_dirs import read_run_dirs
 from ..reference import PAPER_TOKENIZER
+from .run_table import check_schema_version
 from .runs import Runs, check_units, some_names
 from .table_readers import load_csv, read_table, runs_from_dataframe, runs_from_records
 
@@ -60,7 +61,8 @@ def load_runs(source, *, group: str | None = None, columns: dict | None = None,
     aliases); ``columns`` maps canonical names to the table's own, e.g. ``{"params": "N"}``.
     A directory is searched recursively for ``summary.json``; runs whose status is not
     ``finished`` are skipped and counted in ``Runs.notes``. Runs whose losses are in different
-    units (tokenizers) are refused. ``where`` keeps the rows satisfying a comparison
+    units (tokenizers) are refused, and so is a run table of another ``schema_version``
+    (docs/run_table.md). ``where`` keeps the rows satisfying a comparison
     (:mod:`.row_filter`: ``"params >= 1e8 and dataset == web"``), ``group`` then the rows of one
     group; the kept count is in ``Runs.notes`` and ``Runs.selection``.
     """
@@ -87,6 +89,8 @@ def load_runs(source, *, group: str | None = None, columns: dict | None = None,
     else:
         raise ValueError(f"cannot load runs from {type(source).__name__}; give a path, a pandas "
                          "DataFrame, a list of dicts, a Runs table or 'paper'")
+    if "schema_version" in runs.extra:  # a run table (docs/run_table.md): its rows' versions
+        check_schema_version(runs.extra["schema_version"], runs.source)
     if where:
         from .row_filter import apply_where
 

@@ -10,8 +10,6 @@ metrics plus tags (MLflow) or the run summary (W&B).
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import struct
@@ -26,7 +24,7 @@ from ..formats.table_text import csv_text
 from .runs import loss_unit_of
 
 SCHEMA_VERSION = 1
-#: Columns in order, with what each holds (docs/run_table.md is generated from the same words).
+#: Columns in order, with what each holds (docs/run_table.md lists the same words; a test checks it).
 COLUMNS = {
     "schema_version": "version of this schema (1)",
     "name": "run name (the run directory's name)",
@@ -344,22 +342,20 @@ def write(rows: list[dict], out: str | os.PathLike, columns=COLUMNS) -> None:
     path.write_text(to_csv(rows, columns))
 
 
-def read_csv_rows(path) -> list[dict[str, str]]:
-    """A run table's rows as text (for tools; fits read it with :func:`.load.load_runs`)."""
-    path = rundir.as_path(path)
-    rows = list(csv.DictReader(io.StringIO(path.read_text(), newline="")))
-    versions = {r.get("schema_version") for r in rows}
-    if versions - {str(SCHEMA_VERSION)}:
-        raise ValueError(f"{path}: schema_version {sorted(map(str, versions))}; this version reads "
-                         f"{SCHEMA_VERSION} (docs/run_table.md)")
-    return rows
+def check_schema_version(versions, where: str) -> None:
+    """Refuse a table whose ``schema_version`` cells (text or numbers, one per row) name a
+    schema other than this one: its columns may hold other things under the same names."""
+    other = {str(v).strip() for v in versions if not _is_this_version(v)}
+    if other:
+        raise ValueError(f"{where}: schema_version {', '.join(sorted(map(repr, other)))}; this version "
+                         f"reads schema_version {SCHEMA_VERSION} only (docs/run_table.md)")
 
 
-def describe_columns() -> str:
-    """The schema as a Markdown table (docs/run_table.md holds it; a test checks it is current)."""
-    lines = ["| column | holds |", "|---|---|"]
-    lines += [f"| `{name}` | {what} |" for name, what in COLUMNS.items()]
-    return "\n".join(lines)
+def _is_this_version(value) -> bool:
+    try:
+        return float(value) == SCHEMA_VERSION  # "1" from CSV, 1 or 1.0 from parquet
+    except (TypeError, ValueError):
+        return False
 
 
 def run_command(*, action: str, sources: list[str], csv_path: str | None = None,

@@ -18,6 +18,7 @@ from depthdelusion.studies.depth_confound.study import (
     Point,
     penalties_at,
 )
+from depthdelusion.studies.common.command import PlannedRunOptions
 from depthdelusion.studies.common.spec import load_spec
 
 
@@ -303,9 +304,13 @@ def plot(r: DepthConfoundResults, path: Path) -> None:
     plt.close(fig)
 
 
-def run_command(*, experiment: str, out: str, max_runs: int | None = None, report_only: bool = False) -> int:
+def run_command(*, experiment: str, out: str, max_runs: int | None = None,
+                options: PlannedRunOptions = PlannedRunOptions()) -> int:
     """`depthdelusion depth-confound` (the parser is `depthdelusion.cli`)."""
     return planned_runs.command(
         load_spec(dc.DepthConfoundSpec, experiment), experiment, out, train=dc.train, max_runs=max_runs,
         write_report=lambda exp, source, out_dir: write_report(dc.measure(exp, source, out_dir / "runs"), out_dir),
-        report_only=report_only)
+        report_only=options.report_only)
+
+
+run_command.option_groups = {"options": PlannedRunOptions}

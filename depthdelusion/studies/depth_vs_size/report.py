@@ -17,6 +17,7 @@ import matplotlib
 from depthdelusion.analysis.formats.table_text import markdown_table
 from depthdelusion.analysis.reference import PAPER_KAPPA
 from depthdelusion.studies.common import laws, planned_runs
+from depthdelusion.studies.common.command import PlannedRunOptions
 from depthdelusion.studies.common.spec import load_spec
 from depthdelusion.studies.depth_vs_size import study as dvs
 from depthdelusion.studies.depth_vs_size import tests_text
@@ -210,9 +211,13 @@ def plot(r: DepthVsSizeResults, path: Path) -> None:
     plt.close(fig)
 
 
-def run_command(*, experiment: str, out: str, max_runs: int | None = None, report_only: bool = False) -> int:
+def run_command(*, experiment: str, out: str, max_runs: int | None = None,
+                options: PlannedRunOptions = PlannedRunOptions()) -> int:
     """`depthdelusion depth-vs-size` (the parser is `depthdelusion.cli`)."""
     return planned_runs.command(
         load_spec(dvs.DepthVsSizeSpec, experiment), experiment, out, train=dvs.train, max_runs=max_runs,
         write_report=lambda exp, source, out_dir: write_report(dvs.measure(exp, source, out_dir / "runs"), out_dir),
-        report_only=report_only)
+        report_only=options.report_only)
+
+
+run_command.option_groups = {"options": PlannedRunOptions}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from depthdelusion.analysis.formats.table_text import markdown_table
+from depthdelusion.analysis.laws import papers_kappa
 from depthdelusion.studies.common import laws
 from depthdelusion.studies.depth_vs_size.study import DepthVsSizeResults, DepthVsSizeSpec, arms
 
@@ -212,8 +213,8 @@ def ffn_lines(exp: DepthVsSizeSpec, level: int, found) -> list[str]:
 def kappa_lines(r: DepthVsSizeResults, kappa: float) -> list[str]:
     """The paper's critical depth D_crit = κ·ln W with κ fixed: λ = 0 per arm, and the shapes below
     D_crit compared (Holm over arms and levels)."""
-    free = [f"{a.laws.arm} {a.laws.fits[laws.KINK].params['kappa']:.2g}" for a in r.laws
-            if a.laws.fits and "kappa" in a.laws.fits[laws.KINK].params]
+    kinks = [(a.laws.arm, a.laws.fits[laws.KINK]) for a in r.laws if a.laws.fits]
+    free = [f"{arm} {f.params[papers_kappa(f.law)]:.2g}" for arm, f in kinks if papers_kappa(f.law) in f.params]
     lines = [f"## The paper's critical depth with κ = {kappa:g} fixed", "",
              f"The kink law with D_crit = {kappa:g}·ln W (the paper's κ, not fitted"
              + (f"; the free fits above put κ at {', '.join(free)}, and a κ whose D_crit lies below every depth "

@@ -146,11 +146,6 @@ def shape_labels(runs) -> np.ndarray:
     return np.array([f"{int(w)}x{int(d)}" for w, d in zip(runs.width, runs.depth)])
 
 
-def table_runs(name: str, convention: str):
-    """The published table ``name`` with N in ``convention`` (total: as the table gives it)."""
-    return convention_runs(name, convention)[0]
-
-
 def convention_runs(name: str, convention: str, epsilon: float | None = None):
     """``(runs, ε, weight)``: the published table ``name`` with N = N_nonemb + ε·N_emb in
     ``convention`` (:data:`EMBEDDING_WEIGHT`; "fitted": ε from :data:`EPSILON_LAW`'s profile on

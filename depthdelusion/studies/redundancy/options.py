@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from depthdelusion.option_fields import POSITIVE, FromArguments, option
+from depthdelusion.analysis.report.options import FigureOptions
+from depthdelusion.option_fields import POSITIVE, FromArguments, declared_in, option
+from depthdelusion.studies.common.command import PlannedRunOptions
 
 
 @dataclass(frozen=True)
@@ -12,5 +14,5 @@ class RedundancyOptions(FromArguments):
     """The seeds per case, and whether to draw the figure or only rewrite the report."""
 
     seeds: int = option(10, "seeds per case", type=POSITIVE)
-    no_figures: bool = option(False, "skip the PNGs (matplotlib not needed)")
-    report_only: bool = option(False, "rewrite report.md from the tables already in --out")
+    no_figures: bool = declared_in(FigureOptions, "no_figures")
+    report_only: bool = declared_in(PlannedRunOptions, "report_only")  # as redundancy-study reads it

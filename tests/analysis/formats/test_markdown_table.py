@@ -1,13 +1,9 @@
 """One Markdown table renderer (analysis/tables.markdown_table) and one CSV writer
-(analysis/tables.csv_text, write_csv) behind every table we write."""
-import ast
-from pathlib import Path
-
+(analysis/tables.csv_text, write_csv) behind every table we write (that no module writes CSV
+itself: tests/architecture/test_file_format_owners.py)."""
 import pytest
 
 from depthdelusion.analysis.formats.table_text import Table, csv_text, markdown_table, write_csv
-
-PACKAGE = Path(__file__).resolve().parents[3] / "depthdelusion"
 
 
 def test_header_separator_with_alignment_and_rows():
@@ -35,22 +31,6 @@ def test_csv_rows_as_sequences_or_dicts_with_unix_line_ends(tmp_path):
     t = Table("t", "caption", ["law", "R²"])
     t.add("kaplan", "0.91")
     assert t.csv() == csv_text(["law", "R²"], [["kaplan", "0.91"]])
-
-
-def test_no_module_writes_csv_itself():
-    """Every CSV the package writes goes through write_csv (one format: header, \\n line ends)."""
-    writers = []
-    for path in PACKAGE.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if (isinstance(node, ast.Attribute) and node.attr in ("writer", "DictWriter")
-                    and isinstance(node.value, ast.Name) and node.value.id == "csv"):
-                writers.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
-    assert writers == ["analysis/formats/table_text.py:" + str(_csv_writer_line())], writers
-
-
-def _csv_writer_line() -> int:
-    lines = (PACKAGE / "analysis" / "formats" / "table_text.py").read_text().splitlines()
-    return next(i for i, line in enumerate(lines, 1) if "csv.writer(" in line)
 
 
 def test_an_intervals_ends_in_numbers_are_those_the_data_support():

@@ -1,6 +1,8 @@
 """The user's fit options reach every fit a report makes: the main fits, the design matrix's,
 the extrapolation's (issue 61: these were rebuilt from the objective and the seed only, so
 ``--search``, ``--starts`` and ``--grid-points`` silently did not reach them)."""
+import pytest
+
 from depthdelusion.analysis.fitting import engine
 from depthdelusion.analysis.fitting.options import FitOptions
 from depthdelusion.analysis.report.build import build_report
@@ -41,7 +43,24 @@ def test_the_report_command_line_takes_the_search_options_into_its_fit_options()
     assert (options.search, options.starts, options.grid_points) == ("multistart", 7, 2)
 
 
-def test_the_likelihood_ratio_tests_refit_with_the_fit_s_objective_and_starts(monkeypatch):
+@pytest.fixture
+def start_grids(monkeypatch) -> list:
+    """(grid_points, max_starts) of every start grid the likelihood-ratio refits
+    (`refits.refit_rss`) draw while the test runs."""
+    from depthdelusion.analysis.fitting import refits
+
+    grids = []
+    real_grid = refits.start_grid
+
+    def recorded(problem, grid_points, max_starts, seed):
+        grids.append((grid_points, max_starts))
+        return real_grid(problem, grid_points, max_starts, seed)
+
+    monkeypatch.setattr(refits, "start_grid", recorded)
+    return grids
+
+
+def test_the_likelihood_ratio_tests_refit_with_the_fit_s_objective_and_starts(start_grids):
     """The parametric bootstrap's replicate refits (`refits.default_refit`) minimise the fit's own
     objective (here its asymmetric weight) from the starts the user asked for; they were rebuilt
     from the method and seed alone: least squares from 16 starts."""
@@ -51,14 +70,18 @@ def test_the_likelihood_ratio_tests_refit_with_the_fit_s_objective_and_starts(mo
     runs = two_budget_runs()
     f = fit(runs, "kaplan", loss="asymmetric", overestimate_weight=20.0, max_starts=7, bootstrap=0, profile="none",
             leave_one_out=False)
-    grids = []
-    real_grid = refits.start_grid
-
-    def recorded(problem, grid_points, max_starts, seed):
-        grids.append((grid_points, max_starts))
-        return real_grid(problem, grid_points, max_starts, seed)
-
-    monkeypatch.setattr(refits, "start_grid", recorded)
     (rss,) = refits.default_refit(f)(runs, f.law, [runs.loss])
     assert abs(rss - f.rss) <= 1e-6 * f.rss, (rss, f.rss)  # the refit of the fit's own losses is the fit
-    assert grids == [(3, 7)]
+    assert start_grids == [(3, 7)]
+
+
+def test_the_report_s_likelihood_ratio_replicates_refit_from_the_starts_asked_for(start_grids):
+    """With lr_replicates > 0 the report's λ = 0 tests are parametric bootstraps: every replicate
+    refit (`refits.refit_rss`, through `refits.start_grid`) starts from the user's --starts and
+    --grid-points, not the refits' own 16 starts on a 3-point grid."""
+    options = FitOptions(bootstrap=0, search="multistart", starts=7, grid_points=2, profile="none")
+    report, _, _ = build_report(two_budget_runs(), ReportOptions(
+        fit=options, laws=("depth_delusion", "kaplan"), runs_label="synthetic", lr_replicates=2))
+    tests = [v.test for v in report.results.verdicts]
+    assert tests and all(t.method == "parametric bootstrap" and t.replicates == 2 for t in tests), tests
+    assert start_grids and set(start_grids) == {(2, 7)}, sorted(set(start_grids))

@@ -131,3 +131,27 @@ def test_runs_export_lists_a_run_once_when_two_sources_hold_it_and_says_which(ru
     assert rows[2]["source"] == str(other)
     err = capsys.readouterr().err
     assert f"runs export: d2_w64: one row from 2 sources (the same run): {first} + {copy}" in err
+
+
+def test_a_run_table_of_another_schema_version_is_refused_naming_the_file_and_the_version_read(
+        run_factory, tmp_path):
+    """docs/run_table.md: a reader refuses a table in another schema, whichever reader reads it
+    (the row reader of a table with a status column, or the column reader of one without)."""
+    import re
+
+    from depthdelusion.analysis.table import run_table
+
+    run_factory("a", 2, 64, 3.1)
+    run_factory("b", 4, 64, 3.0)
+    rows = run_table.export([str(tmp_path / "runs")])
+    path = tmp_path / "runs.csv"
+    run_table.write(rows, path)
+    assert sorted(load_runs(path).name) == ["a", "b"]
+    without_status = [c for c in run_table.COLUMNS if c != "status"]
+    for columns in (run_table.COLUMNS, without_status):
+        run_table.write([{**rows[0], "schema_version": 2}, rows[1]], path, columns)
+        with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: schema_version '2'; this version reads "
+                                             r"schema_version 1 only \(docs/run_table\.md\)$"):
+            load_runs(path)
+    pd = pytest.importorskip("pandas")
+    assert len(load_runs(pd.DataFrame(rows))) == 2  # the version as a number, 1

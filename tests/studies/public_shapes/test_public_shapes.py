@@ -146,16 +146,16 @@ def test_the_gemstones_parameter_count_is_recovered_from_the_table(mirror):
     non-embedding convention is the total less 50,304·W."""
     import numpy as np
 
-    from depthdelusion.studies.public_shapes.study import table_runs
+    from depthdelusion.studies.public_shapes.study import convention_runs
     from depthdelusion.studies.public_shapes.optimal import gemstones_counts
 
     for convention, epsilon, tolerance in (("total", 1.0, 0.015), ("no_embeds", 0.5, 0.02)):
-        runs = table_runs("gemstones", convention)
+        runs = convention_runs("gemstones", convention)[0]
         counts = gemstones_counts(runs, epsilon)
         assert np.max(np.abs(counts.params(runs.depth, runs.width) / runs.params - 1)) < tolerance
     assert "N_total − 50304·W" in counts.params_formula
-    kaplan = table_runs("gemstones", "nonembedding")  # both untied vocabulary matrices removed
-    assert np.allclose(kaplan.params, table_runs("gemstones", "total").params - 2 * 50304 * kaplan.width)
+    kaplan = convention_runs("gemstones", "nonembedding")[0]  # both untied vocabulary matrices removed
+    assert np.allclose(kaplan.params, convention_runs("gemstones", "total")[0].params - 2 * 50304 * kaplan.width)
 
 
 def test_the_audit_sign_flips_with_the_parameter_count_and_the_report_says_so_first(mirror):
@@ -186,10 +186,10 @@ def test_the_audit_sign_flips_with_the_parameter_count_and_the_report_says_so_fi
 def test_the_prediction_split_holds_out_the_large_shapes_and_the_last_budgets(mirror):
     import numpy as np
 
-    from depthdelusion.studies.public_shapes.study import shape_labels, table_runs
+    from depthdelusion.studies.public_shapes.study import convention_runs, shape_labels
     from depthdelusion.studies.public_shapes.prediction import HELD_OUT, SMALL, split
 
-    runs = table_runs("gemstones", "total")
+    runs = convention_runs("gemstones", "total")[0]
     masks = split(runs, shape_labels(runs))
     assert sum(m.astype(int) for m in masks.values()).tolist() == [1] * len(runs)  # a partition
     assert runs.params[masks["train"]].max() <= SMALL and runs.tokens[masks["train"]].max() < 1e11 - 1e9
@@ -237,9 +237,9 @@ def test_degenerate_bootstrap_draws_are_counted_and_set_no_interval_end(mirror):
     import numpy as np
 
     from depthdelusion.studies.public_shapes import optimal
-    from depthdelusion.studies.public_shapes.study import fit_laws, shape_labels, table_runs
+    from depthdelusion.studies.public_shapes.study import convention_runs, fit_laws, shape_labels
 
-    runs = table_runs("gemstones", "total")
+    runs = convention_runs("gemstones", "total")[0]
     fit = fit_laws(runs, shape_labels(runs), ["gemstones_width_depth"], bootstrap=0, seed=0)["gemstones_width_depth"]
     point = np.array([fit.params[n] for n in fit.param_names])
     no_width = point.copy()
