@@ -3,11 +3,10 @@
 ``field: int = option(0, "random seed ...", type=COUNT)`` puts the option's help, type, choices
 and metavar (and how a command that narrows it reads it) in the dataclass field's metadata; the
 field's name gives the flag (``--name-with-dashes``) and its default is the option's (a ``bool``
-field defaulting to False is a switch). The
-command line (:mod:`depthdelusion.cli`) builds every command that takes the options object from
-these declarations, and shows the default in the help from the same place. Pure data and
-parsers that raise ValueError: no argparse here, so the modules that own the options stay free
-of the command line.
+field defaulting to False is a switch). The command line (:mod:`depthdelusion.cli`) builds every
+command that takes the options object from these declarations, and shows the default in the help
+from the same place. Pure data and parsers that raise ValueError: no argparse here, so the
+modules that own the options stay free of the command line.
 """
 from __future__ import annotations
 

@@ -43,11 +43,11 @@ def refit_rss(runs, law, losses_BxN, method: str = "lm", *, group_offsets: bool 
     # replicates per batch: their starts' losses stay near BATCH_ELEMENTS numbers
     per_batch = max(1, BATCH_ELEMENTS // (len(grid) * len(sub.y)))
     return np.concatenate([np.full(0, np.nan)] + [
-        _refit_batch(problem, sub, rows, grid, losses_BxN[a:a + per_batch], seed)
+        _refit_batch(problem, sub, rows, grid, losses_BxN[a:a + per_batch])
         for a in range(0, len(losses_BxN), per_batch)])
 
 
-def _refit_batch(problem: Problem, sub: Problem, rows, grid, losses_BxN, seed: int) -> np.ndarray:
+def _refit_batch(problem: Problem, sub: Problem, rows, grid, losses_BxN) -> np.ndarray:
     """:func:`refit_rss` for the replicates ``losses_BxN``: every start of each on ``sub`` (the
     problem or its search subsample, ``rows``), then, on a subsample, each replicate's best
     distinct optima polished on every row; a kink law's kink then held at each row's break
