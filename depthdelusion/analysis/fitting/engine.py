@@ -13,10 +13,10 @@ offset E per group with the law's other parameters shared.
 
 ``fit`` gathers its keywords into a :class:`.options.FitOptions` and hands it whole to
 :func:`fit_with`, which commands and the report call with the user's options; each stage takes
-the problem, the options, the frozen part the stages before it produced (the search; the
-optimum, in a ``FitSoFar``) and the fit's notes, to which it adds its own, and returns a frozen part (the search, the optimum with its
-Jacobian and profiles, the resampling), and :func:`_fit_result` builds the ``FitResult`` from
-them, once.
+the problem, the options and the frozen part the stages before it produced (the search; the
+optimum, in a ``FitSoFar``), and returns a frozen part (the search, the optimum with its
+Jacobian and profiles, the resampling) holding the notes it adds; :func:`_fit_result` builds
+the ``FitResult`` from them, once, the notes joined in the order the stages ran.
 
 Cost is linear in the number of rows n: no n × n matrix is formed. On large tables the stages
 whose cost is (number of refits) × n switch to stated approximations (thresholds below): the
@@ -28,6 +28,7 @@ request (``FitResult.conf_int(method="profile")``) rather than by default.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -41,11 +42,19 @@ from .diagnostics import pooled_group_flag, pooled_groups, row_diagnostics
 from .options import BOOTSTRAP, OUTLIER_Z, SEED, FitOptions, engine_method, loss_of_method
 from .problem import TIE
 from .replicates import replicate_cells
-from .resampling import BOOT_REFIT_ROWS, LOO_REFIT_ROWS, FitSoFar, bootstrap_stage, loo_stage
+from .resampling import (
+    BOOT_REFIT_ROWS,
+    LOO_REFIT_ROWS,
+    Bootstrap,
+    FitSoFar,
+    LeaveOneOut,
+    bootstrap_stage,
+    loo_stage,
+)
 from .result import FitResult
 from .search import run_search
 from .setup import FitSetup
-from .uncertainty import PROFILE_ROWS, at_bound, identifiability_flags, optimum_and_profiles
+from .uncertainty import PROFILE_ROWS, Optimum, at_bound, identifiability_flags, optimum_and_profiles
 
 def fit(runs, law, method: str = "lm", *, bootstrap: int = BOOTSTRAP, seed: int = SEED,
         fixed: dict | None = None, grid_points: int | None = None, max_starts: int | None = None,
@@ -120,21 +129,32 @@ def fit_with(runs, law, options: FitOptions, *, group_offsets: bool = False, gro
     law, runs = (signed_penalty_law(law) if options.signed_penalty else get_law(law)), load_runs(runs)
     check_law_columns(law, runs)
     setup = FitSetup(runs, law, options, group_offsets=group_offsets, groups=groups, notes=_first_notes(runs))
-    problem, notes = setup.problem, setup.notes
-    options = _with_stage_sizes(options, len(problem.y), notes)
+    problem = setup.problem
+    options, sizing_notes = _with_stage_sizes(options, len(problem.y))
     stage = _stages(progress, law, len(problem.y), options)
     stage("search")
-    found = run_search(problem, options, notes)
+    found = run_search(problem, options)
     stage("profile intervals" if options.profile else "")
-    optimum = optimum_and_profiles(problem, options, found, notes)  # its search: a profile may have gone lower
+    optimum = optimum_and_profiles(problem, options, found)  # its search: a profile may have gone lower
     so_far = FitSoFar(optimum, setup.strata, clusters, cluster_name)
     stage(f"bootstrap ({options.bootstrap} resamples)" if options.bootstrap else "")
-    boot = bootstrap_stage(problem, options, so_far, notes)
+    boot = bootstrap_stage(problem, options, so_far)
     stage(f"leave-one-out ({options.leave_one_out})" if options.leave_one_out else "")
-    loo = loo_stage(problem, options, so_far, notes)
+    loo = loo_stage(problem, options, so_far)
     stage("row diagnostics" if options.diagnostics else "")
-    return _fit_result(problem, setup, runs, options, (optimum, boot, loo),
+    return _fit_result(problem, setup, runs, options, _Parts(sizing_notes, optimum, boot, loo),
                        offsets_by_group_column=groups is None)
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """The stages' frozen parts: the notes of sizing the stages (:func:`_with_stage_sizes`), the
+    optimum with its search, the bootstrap and the leave-one-out errors."""
+
+    sizing_notes: tuple
+    optimum: Optimum
+    boot: Bootstrap
+    loo: LeaveOneOut
 
 
 def _first_notes(runs) -> list[str]:
@@ -155,11 +175,12 @@ def _stages(progress, law, n, options: FitOptions):
     return lambda text: progress.stage(f"{law.name}, {n:,} rows: {text}") if text else None
 
 
-def _with_stage_sizes(options: FitOptions, n: int, notes) -> FitOptions:
-    """``options`` with the sizes of the interval stages defaulted by the number of rows n:
+def _with_stage_sizes(options: FitOptions, n: int) -> tuple[FitOptions, tuple]:
+    """(``options`` with the sizes of the interval stages defaulted by the number of rows n:
     ``leave_one_out`` ``"refit"``/``"hat"``/False, ``profile`` ``"full"``/``"fast"``/False,
-    ``bootstrap_refit`` and ``diagnostics`` True/False."""
+    ``bootstrap_refit`` and ``diagnostics`` True/False; the notes saying a profile skipped)."""
     leave_one_out, profile, bootstrap_refit = options.leave_one_out, options.profile, options.bootstrap_refit
+    notes = []
     if leave_one_out is None:
         leave_one_out = "refit" if n <= LOO_REFIT_ROWS and options.bootstrap else "hat"
     elif leave_one_out is True:
@@ -184,17 +205,23 @@ def _with_stage_sizes(options: FitOptions, n: int, notes) -> FitOptions:
     if diagnostics is None:
         diagnostics = bool(options.bootstrap or profile or leave_one_out)
     return dataclasses.replace(options, leave_one_out=leave_one_out, profile=profile,
-                               bootstrap_refit=bootstrap_refit, diagnostics=diagnostics)
+                               bootstrap_refit=bootstrap_refit, diagnostics=diagnostics), tuple(notes)
 
 
-def _fit_result(problem, setup, runs, options: FitOptions, parts, offsets_by_group_column) -> FitResult:
+def _fit_result(problem, setup, runs, options: FitOptions, parts: _Parts, *,
+                offsets_by_group_column) -> FitResult:
     """The FitResult of the optimum with its statistics, intervals, flags and row diagnostics,
-    built here and nowhere else (``parts``: the stages' optimum with its search, the bootstrap
-    and the leave-one-out errors). Its loss statistics (RSS, R², AIC, ...) are views it computes from the
-    fields. The flags and the row diagnostics read the fit's own parameter status, so they are
-    computed on the result without them and added by ``dataclasses.replace``."""
-    optimum, boot, loo = parts
+    built here and nowhere else (``parts``: the stages' frozen parts). Its loss statistics (RSS,
+    R², AIC, ...) are views it computes from the fields. The flags and the row diagnostics read
+    the fit's own parameter status, so they are computed on the result without them and added by
+    ``dataclasses.replace``."""
+    optimum, boot, loo = parts.optimum, parts.boot, parts.loo
     search = optimum.search
+    # the notes in the order the stages ran: the runs' and the setup's, the stage sizes', the
+    # search's (kept on it through a profile's restart), the profiles', the resamplings', then
+    # the objective's
+    notes = (*setup.notes, *parts.sizing_notes, *search.notes, *optimum.notes, *boot.notes, *loo.notes,
+             *_method_notes(problem, options.method))
     y, n, theta, jac = problem.y, len(problem.y), optimum.theta, optimum.jac
     values = problem.values(theta)
     user_fixed = list(options.fixed_values())  # checked against their bounds, as the free ones are
@@ -204,9 +231,9 @@ def _fit_result(problem, setup, runs, options: FitOptions, parts, offsets_by_gro
         bootstrap_params=boot.samples, n_bootstrap_failed=boot.n_failed,
         n_bootstrap_not_converged=boot.n_capped, correlation=jac.corr,
         condition_number=jac.cond, n=n, k=problem.k,
-        loo_residuals=loo if loo is not None else np.full(n, np.nan), observed=y.copy(),
+        loo_residuals=loo.errors if loo.errors is not None else np.full(n, np.nan), observed=y.copy(),
         predicted=problem.predict(theta), starts=search.summary,
-        run_names=list(runs.name), notes=tuple(setup.notes), source=runs.source, seed=options.seed,
+        run_names=list(runs.name), notes=notes, source=runs.source, seed=options.seed,
         jacobian_log=[p.name for p in problem.free if p.log],
         bounds={p.name: tuple(p.bounds) for p in problem.free},
         ridge_solutions=search.ridge_solutions, tie_tolerance=TIE, offset_groups=setup.offset_groups,
@@ -224,8 +251,7 @@ def _fit_result(problem, setup, runs, options: FitOptions, parts, offsets_by_gro
     diagnostics = (row_diagnostics(problem, theta, jac.J, names=bare.run_names, stderr=bare.stderr,
                                    cold_starts=search.cold_starts, threshold=options.outlier_threshold,
                                    status=bare.status) if options.diagnostics else None)
-    return dataclasses.replace(bare, flags=tuple(flags), notes=(*bare.notes, *_method_notes(problem, options.method)),
-                               pooled_groups=pooled, diagnostics=diagnostics)
+    return dataclasses.replace(bare, flags=tuple(flags), pooled_groups=pooled, diagnostics=diagnostics)
 
 
 def _method_notes(problem, method) -> list[str]:

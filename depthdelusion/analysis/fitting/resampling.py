@@ -35,6 +35,28 @@ class Bootstrap:
     n_capped: int = 0
     scheme: str = ""
     ci: dict | None = None
+    notes: tuple = ()  # the fit's notes this stage adds, in order
+
+
+@dataclass(frozen=True)
+class LeaveOneOut:
+    """The leave-one-out stage's part of a fit: each row's error (None when skipped) and the
+    notes it adds."""
+
+    errors: np.ndarray | None = None
+    notes: tuple = ()
+
+
+@dataclass(frozen=True)
+class ResamplePlan:
+    """How a bootstrap draws its resamples: ``count`` of them seeded by ``seed``, rows drawn
+    within ``strata`` (group labels; None: from all rows) and, with ``clusters`` (a label per
+    row), whole clusters drawn instead of rows."""
+
+    count: int
+    seed: int
+    strata: np.ndarray | None = None
+    clusters: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -50,15 +72,16 @@ class FitSoFar:
     cluster_name: str | None = None
 
 
-def bootstrap_stage(problem, options, so_far: FitSoFar, notes) -> Bootstrap:
+def bootstrap_stage(problem, options, so_far: FitSoFar) -> Bootstrap:
     """The case (or cluster) bootstrap of ``options.bootstrap`` resamples (seeded by
     ``options.seed``): refitted from the optimum and the best starts (``options.bootstrap_refit``)
     or one-step; a note when refits stopped at the iteration cap."""
-    bootstrap, seed, optimum = options.bootstrap, options.seed, so_far.optimum
+    bootstrap, optimum = options.bootstrap, so_far.optimum
     search, theta, jac = optimum.search, optimum.theta, optimum.jac
     strata, clusters, cluster_name = so_far.strata, so_far.clusters, so_far.cluster_name
     if not bootstrap:
         return Bootstrap()
+    plan = ResamplePlan(count=bootstrap, seed=options.seed, strata=strata, clusters=clusters)
     how = " within groups" if strata is not None else ""
     kind = "case"
     if clusters is not None:
@@ -72,56 +95,57 @@ def bootstrap_stage(problem, options, so_far: FitSoFar, notes) -> Bootstrap:
     if options.bootstrap_refit:
         starts = search.refit_starts(theta)
         first = _OneStep(problem, theta, jac.J, jac.r) if search.warm else None
-        samples, n_failed, n_capped = _bootstrap(problem, starts, theta, bootstrap, seed, strata, first, clusters)
+        samples, n_failed, n_capped = _bootstrap(problem, plan, starts, theta=theta, first_step=first)
         scheme = (f"{bootstrap} {kind} resamples{how}, each refitted from "
                   + ("its own Gauss–Newton step off the full fit's optimum" if search.warm else
                      f"the full fit's optimum and the {len(starts) - 1} best starts")
                   + (f" (the search found no other optimum within {COMPETING:g}× the best "
                      "objective)" if search.n_basins == 1 else ""))
     else:
-        samples, n_failed, n_capped = _bootstrap_one_step(problem, theta, jac.J, jac.r, bootstrap, seed,
-                                                          strata, clusters), 0, 0
+        step = _OneStep(problem, theta, jac.J, jac.r)
+        samples, n_failed, n_capped = _bootstrap_one_step(problem, plan, step), 0, 0
         scheme = (f"{bootstrap} {kind} resamples{how}, each one Gauss–Newton step from "
                   f"the optimum with the Jacobian held fixed (linearised; n = {len(problem.y)} "
                   f"> {BOOT_REFIT_ROWS})")
+    notes = ()
     if n_capped:
         kept = bootstrap - n_failed - n_capped
-        notes.append(f"{n_capped} of {bootstrap} bootstrap refits stopped at the iteration cap "
-                     "even when restarted from the optimum: left out of the bootstrap intervals, "
-                     f"which rest on the other {kept}"
-                     + (" (more than 5% left out: the bootstrap intervals are unreliable)"
-                        if n_capped + n_failed > 0.05 * bootstrap else ""))
+        notes = (f"{n_capped} of {bootstrap} bootstrap refits stopped at the iteration cap "
+                 "even when restarted from the optimum: left out of the bootstrap intervals, "
+                 f"which rest on the other {kept}"
+                 + (" (more than 5% left out: the bootstrap intervals are unreliable)"
+                    if n_capped + n_failed > 0.05 * bootstrap else ""),)
     ci = None
     if len(samples):
         ci = {nm: (float(np.percentile(samples[:, i], 2.5)), float(np.percentile(samples[:, i], 97.5)))
               for i, nm in enumerate(problem.names)}
-    return Bootstrap(samples, n_failed, n_capped, scheme, ci)
+    return Bootstrap(samples, n_failed, n_capped, scheme, ci, notes)
 
 
-def loo_stage(problem, options, so_far: FitSoFar, notes) -> np.ndarray | None:
-    """Each row's leave-one-out error (``options.leave_one_out``: ``"refit"``, ``"hat"``; None
-    when skipped)."""
+def loo_stage(problem, options, so_far: FitSoFar) -> LeaveOneOut:
+    """Each row's leave-one-out error (``options.leave_one_out``: ``"refit"``, ``"hat"``;
+    ``errors`` None when skipped), the hat matrix said in a note."""
     leave_one_out, optimum = options.leave_one_out, so_far.optimum
     search, theta, jac = optimum.search, optimum.theta, optimum.jac
     if leave_one_out == "refit":
-        return _leave_one_out(problem, search.refit_starts(theta)[:1] if search.warm
-                              else search.cold_starts[:LOO_STARTS])
+        return LeaveOneOut(_leave_one_out(problem, search.refit_starts(theta)[:1] if search.warm
+                                          else search.cold_starts[:LOO_STARTS]))
     if leave_one_out == "hat":
-        notes.append("leave-one-out errors from the hat-matrix diagonal of the Jacobian "
-                     "((observed − predicted)/(1 − hᵢᵢ), no refits)")
-        return _leave_one_out_hat(problem, jac.J, jac.r, problem.predict(theta))
-    return None
+        return LeaveOneOut(_leave_one_out_hat(problem, jac.J, jac.r, problem.predict(theta)), (
+            "leave-one-out errors from the hat-matrix diagonal of the Jacobian "
+            "((observed − predicted)/(1 − hᵢᵢ), no refits)",))
+    return LeaveOneOut()
 
 
-def _bootstrap_weight_blocks(n: int, n_boot: int, seed: int, strata=None, block: int = 1, clusters=None):
-    """(n_boot, n) resampling counts, ``block`` rows at a time, so that memory stays at block × n
-    whatever the number of resamples: a case bootstrap, within strata when given; with
-    ``clusters`` (a label per row) a cluster bootstrap: whole clusters drawn with replacement,
-    each row weighted by how often its cluster was drawn."""
-    if clusters is not None:
-        yield from _cluster_weight_blocks(n, n_boot, seed, strata, block, clusters)
+def _bootstrap_weight_blocks(plan: ResamplePlan, n: int, block: int = 1):
+    """(``plan.count``, n) resampling counts of n rows, ``block`` resamples at a time, so that
+    memory stays at block × n whatever the number of resamples: a case bootstrap, within the
+    plan's strata when given; with its clusters a cluster bootstrap: whole clusters drawn with
+    replacement, each row weighted by how often its cluster was drawn."""
+    if plan.clusters is not None:
+        yield from _cluster_weight_blocks(plan, n, block)
         return
-    rng = np.random.default_rng(seed)
+    n_boot, strata, rng = plan.count, plan.strata, np.random.default_rng(plan.seed)
     groups = None if strata is None else [np.flatnonzero(strata == g) for g in np.unique(strata)]
     # below 2³² rows numpy draws int64 and uint32 indices from the same 32-bit stream, so both give
     # the same indices; uint32 is half the memory traffic (millions of rows: most of the time)
@@ -137,12 +161,12 @@ def _bootstrap_weight_blocks(n: int, n_boot: int, seed: int, strata=None, block:
         yield W
 
 
-def _cluster_weight_blocks(n: int, n_boot: int, seed: int, strata, block: int, clusters):
+def _cluster_weight_blocks(plan: ResamplePlan, n: int, block: int):
     """Cluster-bootstrap counts: per resample, as many clusters as there are (per stratum, as
     many as the stratum has) drawn with replacement; a row's weight is its cluster's count."""
-    idx, cluster_strata = cluster_index(clusters, n, strata)
+    idx, cluster_strata = cluster_index(plan.clusters, n, plan.strata)
     k = int(idx.max()) + 1 if n else 0
-    rng = np.random.default_rng(seed)
+    n_boot, rng = plan.count, np.random.default_rng(plan.seed)
     groups = ([np.arange(k)] if cluster_strata is None else
               [np.flatnonzero(cluster_strata == g) for g in np.unique(cluster_strata)])
     for a in range(0, n_boot, block):
@@ -171,9 +195,8 @@ def _rows_per_block(n: int, copies: int) -> int:
     return max(1, _CHUNK_ELEMENTS // max(n * copies, 1))
 
 
-def _bootstrap(problem: Problem, starts, theta, n_boot: int, seed: int, strata=None,
-               first_step=None, clusters=None):
-    """Case-bootstrap refits, each from every one of ``starts`` (best kept), or, with
+def _bootstrap(problem: Problem, plan: ResamplePlan, starts, *, theta, first_step=None):
+    """The ``plan``'s bootstrap refits, each from every one of ``starts`` (best kept), or, with
     ``first_step`` (a :class:`_OneStep`), each from its own resample's Gauss–Newton step off the
     optimum (a start nearer its optimum than the optimum is: fewer iterations, the same
     solution). A refit whose best start stopped at the iteration cap is continued from where it
@@ -181,7 +204,7 @@ def _bootstrap(problem: Problem, starts, theta, n_boot: int, seed: int, strata=N
     still does not converge is left out and counted. Returns (θ samples, failed, not converged)."""
     n, s = len(problem.y), 1 if first_step is not None else len(starts)
     samples, n_failed, n_capped = [], 0, 0
-    for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, _rows_per_block(n, s), clusters):
+    for W in _bootstrap_weight_blocks(plan, n, _rows_per_block(n, s)):
         first = first_step(W) if first_step is not None else np.tile(starts, (len(W), 1))
         res = problem.solve(first, np.repeat(W, s, axis=0))
         rows, failed = _best_of_starts(res, len(W), s)
@@ -230,17 +253,16 @@ class _OneStep:
         return np.clip(self.theta + step, self.problem.lo, self.problem.hi)
 
 
-def _bootstrap_one_step(problem: Problem, theta, J, r, n_boot: int, seed: int, strata=None, clusters=None):
-    """The case bootstrap linearised at the optimum (:class:`_OneStep` per resample); it
-    approximates the refitted bootstrap where the fit is close to linear over the bootstrap
-    spread, i.e. on large tables."""
-    n, k = J.shape
-    step = _OneStep(problem, theta, J, r)
+def _bootstrap_one_step(problem: Problem, plan: ResamplePlan, step: _OneStep):
+    """The ``plan``'s bootstrap linearised at the optimum (``step``, a :class:`_OneStep`, per
+    resample); it approximates the refitted bootstrap where the fit is close to linear over the
+    bootstrap spread, i.e. on large tables."""
+    n, k = len(problem.y), step.k
     # at least ONE_STEP_BLOCK resamples per block: (block × n) @ (n × k²) then reads the n × k²
     # matrix once per block, not once per resample (millions of rows: memory-bound otherwise)
     block = max(_rows_per_block(n, 1), ONE_STEP_BLOCK)
     samples = [problem.natural(step(W))
-               for W in _bootstrap_weight_blocks(n, n_boot, seed, strata, block, clusters)]
+               for W in _bootstrap_weight_blocks(plan, n, block)]
     return np.concatenate(samples).reshape(-1, k)
 
 

@@ -34,9 +34,9 @@ REFIT_STARTS = 16
 ONE_BASIN_REFIT_STARTS = 3
 
 
-def run_search(problem, options, notes) -> "_Search":
+def run_search(problem, options) -> "_Search":
     """The global search ``options`` ask for (``search``, ``starts``, ``grid_points``, ``seed``,
-    ``refit_starts``; or the default for the law)."""
+    ``refit_starts``; or the default for the law), with its notes."""
     search, grid_points, max_starts, seed = options.search, options.grid_points, options.starts, options.seed
     refit_starts = REFIT_STARTS if options.refit_starts is None else options.refit_starts
     if search is None and (grid_points is not None or max_starts is not None):
@@ -49,18 +49,16 @@ def run_search(problem, options, notes) -> "_Search":
                          f"free parameters {problem.names} has none: use search='multistart'")
     n = len(problem.y)
     auto = search is None
-    fallback = None  # why the default variable projection gave way to the multi-start
+    found = fallback = None  # fallback: why the default variable projection gave way to the multi-start
     if sp is not None and (not auto or len(sp.nonlinear) <= varpro.AUTO_NONLINEAR):
-        declined = []
-        found = _varpro_search(problem, sp, seed, refit_starts, auto, declined)
-        fallback = declined[0] if declined else None
-    else:
-        found = None
+        found, fallback = _varpro_search(problem, sp, seed, refit_starts, auto=auto)
     if found is not None:
+        found = scan_breaks(problem, found, seed)
         if n > varpro.SEARCH_ROWS:
-            notes.append(f"variable-projection grid on a seeded subsample of {varpro.SEARCH_ROWS} "
-                         f"of the {n} rows; its best minima polished on every row")
-        return scan_breaks(problem, found, seed)
+            found = replace(found, notes=(
+                f"variable-projection grid on a seeded subsample of {varpro.SEARCH_ROWS} of the {n} "
+                "rows; its best minima polished on every row",))
+        return found
     found = scan_breaks(problem, _multistart(problem, grid_points, max_starts, seed, refit_starts), seed)
     if fallback:
         # said where the search is named (the summary's header, the JSON's "search"): the
@@ -68,9 +66,10 @@ def run_search(problem, options, notes) -> "_Search":
         found = replace(found, describe=found.describe + (
             f" — not variable projection, this law's default search: {fallback}; --search varpro forces it"))
     if n > SEARCH_ROWS:
-        notes.append(f"multi-start on a seeded subsample of {SEARCH_ROWS} of the {n} rows (the "
-                     f"start counts and local optima describe it); the best start of each of the "
-                     f"{POLISH_STARTS} best distinct optima refitted on every row")
+        found = replace(found, notes=(
+            f"multi-start on a seeded subsample of {SEARCH_ROWS} of the {n} rows (the start counts "
+            f"and local optima describe it); the best start of each of the {POLISH_STARTS} best "
+            "distinct optima refitted on every row",))
     return found
 
 
@@ -97,8 +96,8 @@ def scan_breaks(problem: Problem, found: "_Search", seed: int) -> "_Search":
 @dataclass(frozen=True)
 class _Search:
     """The search's outcome: chosen θ, its objective, the summary, tied solutions, the cold
-    starts for refits, the number of optima within ``COMPETING`` times the best, and how it
-    searched (``describe``)."""
+    starts for refits, the number of optima within ``COMPETING`` times the best, how it
+    searched (``describe``) and the fit's notes the search adds (``notes``)."""
 
     theta: np.ndarray
     objective: float
@@ -107,6 +106,7 @@ class _Search:
     cold_starts: np.ndarray
     n_basins: int
     describe: str = ""
+    notes: tuple = ()
 
     @property
     def warm(self) -> bool:
@@ -151,8 +151,10 @@ def _multistart(problem: Problem, grid_points, max_starts, seed, refit_starts) -
         if not ok.any():
             raise ValueError(_no_start_message(problem, grid[polish]))
     size = "full grid" if len(grid) == grid_points ** problem.k else "Sobol design"
-    return _chosen(problem, res, ok, optima, sub is None, StartsSummary(len(grid), n_success, at_best, optima),
-                   grid[picks], f"multi-start: {len(grid)} starts ({size}), each solved by bounded LM")
+    solved = _Solved(res, ok, StartsSummary(len(grid), n_success, at_best, optima),
+                     cold_starts=grid[picks],
+                     describe=f"multi-start: {len(grid)} starts ({size}), each solved by bounded LM")
+    return _chosen(problem, solved, replace_best=sub is None)
 
 
 def _n_at_best(obj, ok) -> int:
@@ -160,11 +162,27 @@ def _n_at_best(obj, ok) -> int:
     return int(np.sum(ok & (obj - best <= max(1e-4 * best, 1e-12))))
 
 
-def _chosen(problem, res, ok, optima, replace_best, summary, cold_starts, describe) -> _Search:
+@dataclass(frozen=True)
+class _Solved:
+    """The starts a search solved, before one is chosen: the solver's results (``res``), which of
+    them converged (``ok``), their summary (its ``local_optima`` the distinct optima, best
+    first), the cold starts a refit reuses and how the search searched (``describe``)."""
+
+    res: object
+    ok: np.ndarray
+    summary: StartsSummary
+    cold_starts: np.ndarray
+    describe: str
+
+
+def _chosen(problem, solved: _Solved, *, replace_best: bool) -> _Search:
     """The first start (in start order) tied with the best objective, the tied solutions when
-    they differ (a ridge), and the number of optima within ``COMPETING`` times the best."""
+    they differ (a ridge), and the number of optima within ``COMPETING`` times the best
+    (``replace_best``: the best optimum is the chosen start's objective, the starts having been
+    solved on every row)."""
+    res, summary, optima = solved.res, solved.summary, solved.summary.local_optima
     obj = res.objective
-    tied = tied_optima(obj, ok)
+    tied = tied_optima(obj, solved.ok)
     chosen = tied[0]
     if replace_best:
         optima = [float(obj[chosen]), *optima[1:]]
@@ -179,26 +197,24 @@ def _chosen(problem, res, ok, optima, replace_best, summary, cold_starts, descri
                 solutions.append(problem.values(t))
     competing = sum(o <= COMPETING * max(optima[0], 1e-300) for o in optima)
     return _Search(res.theta[chosen], float(obj[chosen]),
-                   replace(summary, local_optima=optima, ridge_params=ridge), solutions, cold_starts,
-                   competing, describe)
+                   replace(summary, local_optima=optima, ridge_params=ridge), solutions,
+                   solved.cold_starts, competing, solved.describe)
 
 
-def _varpro_search(problem: Problem, sp, seed, refit_starts, auto, declined=None) -> _Search | None:
-    """Variable projection (:mod:`.varpro`): the reduced objective on a grid over the nonlinear
-    parameters (on a seeded subsample above ``varpro.SEARCH_ROWS`` rows), its best local minima
-    polished on every row. The polished starts are the summary's starts; the refits' cold
-    starts are they and then the grid's next best points. None when ``auto`` and the linear
-    parameters' design is rank-deficient at the grid's best point (a ridge, which the
-    multi-start's many starts show and a few polished minima do not), or that point is on the
-    grid's edge (the optimum may lie beyond the start ranges, where the grid says nothing:
-    on tables with exponents outside them the polish ended in another basin); the reason is
-    appended to ``declined``."""
+def _varpro_search(problem: Problem, sp, seed, refit_starts, *, auto: bool) -> tuple:
+    """(search, None): variable projection (:mod:`.varpro`): the reduced objective on a grid over
+    the nonlinear parameters (on a seeded subsample above ``varpro.SEARCH_ROWS`` rows), its best
+    local minima polished on every row. The polished starts are the summary's starts; the
+    refits' cold starts are they and then the grid's next best points. (None, why in words)
+    when ``auto`` and the linear parameters' design is rank-deficient at the grid's best point
+    (a ridge, which the multi-start's many starts show and a few polished minima do not), or
+    that point is on the grid's edge (the optimum may lie beyond the start ranges, where the
+    grid says nothing: on tables with exponents outside them the polish ended in another
+    basin)."""
     sub = _search_subset(problem, seed, varpro.SEARCH_ROWS)
     grid = varpro.grid_search(sub or problem, sp)
     if auto and (grid.rank_deficient or grid.at_edge):
-        if declined is not None:
-            declined.append(_fallback_reason(problem, sp, grid))
-        return None
+        return None, _fallback_reason(problem, sp, grid)
     picks = varpro.polish_candidates(grid)
     if not len(picks):
         raise ValueError(_no_start_message(problem, grid.theta[:1]))
@@ -213,8 +229,9 @@ def _varpro_search(problem: Problem, sp, seed, refit_starts, auto, declined=None
     describe = (f"{grid.describe}; the {len(picks)} best local minim{'um' if len(picks) == 1 else 'a'} "
                 "of the grid polished on every row with every parameter free (trust-region "
                 "least squares, then bounded LM)")
-    return _chosen(problem, res, ok, optima, True, summary,
-                   grid.theta[cold[:max(refit_starts, 1)]], describe)
+    solved = _Solved(res, ok, summary, cold_starts=grid.theta[cold[:max(refit_starts, 1)]],
+                     describe=describe)
+    return _chosen(problem, solved, replace_best=True), None
 
 
 def _fallback_reason(problem: Problem, sp, grid) -> str:

@@ -52,6 +52,7 @@ class FitSetup:
                          f"underestimate, so the fit is the {1 / (1 + w):.3g} expectile of the loss — "
                          "near the lower envelope of the runs, not their mean (for small runs that "
                          "were under-tuned); RMSE, R² and AIC are of this fit's residuals")
+        self.notes = tuple(notes)  # complete: the stages' notes are their own, joined after these
         n, k = len(runs), self.problem.k
         if n <= k + 1:
             raise ValueError(f"law {law.name!r} has {k} free parameters; fitting it needs more than "

@@ -35,7 +35,8 @@ class Optimum:
     """The profile stage's part of a fit: the search (redescribed where a profile found a lower
     objective than every start), θ at the optimum, its Jacobian uncertainty, and the profile
     intervals — computed (``profiles``, ``ci_profile``, ``profile_statistic``) or, when the fit
-    skipped them, the handle that computes them on request (``later``)."""
+    skipped them, the handle that computes them on request (``later``) — and the fit's notes this
+    stage adds (the search keeps its own)."""
 
     search: object
     theta: np.ndarray
@@ -44,6 +45,7 @@ class Optimum:
     ci_profile: dict | None
     profile_statistic: str
     later: "LaterProfiles | None"
+    notes: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ class LaterProfiles:
         return self._computed["profiles"], f"{self.statistic.describe}, {self.statistic.cut}"
 
 
-def optimum_and_profiles(problem, options, search, notes) -> Optimum:
+def optimum_and_profiles(problem, options, search) -> Optimum:
     """θ at the optimum with its Jacobian uncertainty, and the profiles when asked
     (``options.profile``: ``"full"`` the grid walk, ``"fast"`` root-finding, False none: then the
     handle that computes them later); a profile that finds a lower objective restarts the fit
@@ -76,7 +78,7 @@ def optimum_and_profiles(problem, options, search, notes) -> Optimum:
     profile = options.profile
     theta, objective = search.theta, search.objective
     jac = _jacobian_uncertainty(problem, theta)
-    statistic, profiles = Statistic(problem, objective), {}
+    statistic, profiles, notes = Statistic(problem, objective), {}, []
     for restart in range(_PROFILE_RESTARTS + 1) if profile else ():
         if profile == "fast":
             cold = search.cold(PROFILE_STARTS)
@@ -99,9 +101,11 @@ def optimum_and_profiles(problem, options, search, notes) -> Optimum:
         statistic = Statistic(problem, objective)
     if not profile:
         return Optimum(search, theta, jac, profiles, None, "", LaterProfiles(
-            problem, theta, statistic, search.cold(PROFILE_STARTS), jac.se_theta, search.warm))
+            problem, theta, statistic, search.cold(PROFILE_STARTS), jac.se_theta, search.warm),
+            tuple(notes))
     return Optimum(search, theta, jac, profiles, {nm: p.interval for nm, p in profiles.items()},
-                   f"{statistic.describe}, {statistic.cut}{PROFILE_HOW.get(profile, '')}", None)
+                   f"{statistic.describe}, {statistic.cut}{PROFILE_HOW.get(profile, '')}", None,
+                   tuple(notes))
 
 
 def better_optimum(problem: Problem, profiles: dict, objective: float, search):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import Runs, fit, get_law
-from depthdelusion.analysis.fitting.resampling import _bootstrap_weight_blocks
+from depthdelusion.analysis.fitting.resampling import ResamplePlan, _bootstrap_weight_blocks
 from depthdelusion.analysis.laws import LawInputs
 from depthdelusion.analysis.fitting.lr_test import run_effect
 
@@ -23,8 +23,8 @@ def _coverage(draws: int, resamples: int, clusters: bool) -> float:
     rng, covered = np.random.default_rng(1), 0
     for draw in range(draws):
         y = 1.0 + 0.5 * x + 0.05 * rng.standard_normal(RUNS)[runs] + 0.02 * rng.standard_normal(len(x))
-        W = next(_bootstrap_weight_blocks(len(x), resamples, draw, block=resamples,
-                                          clusters=runs if clusters else None))
+        plan = ResamplePlan(resamples, seed=draw, clusters=runs if clusters else None)
+        W = next(_bootstrap_weight_blocks(plan, len(x), block=resamples))
         XtWX = np.einsum("bn,ni,nj->bij", W, X, X)
         XtWy = np.einsum("bn,ni,n->bi", W, X, y)
         slope = np.linalg.solve(XtWX, XtWy[..., None])[:, 1, 0]

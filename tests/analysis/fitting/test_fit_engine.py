@@ -159,7 +159,8 @@ def test_a_better_optimum_found_by_a_profile_is_adopted():
 
 def test_every_fit_stage_takes_the_problem_and_the_options_then_what_came_before():
     """The stages of ``fit_with`` read alike: (problem, options, the frozen part the stages before
-    produced, the notes), so none takes the earlier results as a positional list."""
+    produced), so none takes the earlier results as a positional list, nor a shared list of
+    notes to append to: each returns its notes in its frozen part."""
     import inspect
 
     from depthdelusion.analysis.fitting.resampling import bootstrap_stage, loo_stage
@@ -168,5 +169,35 @@ def test_every_fit_stage_takes_the_problem_and_the_options_then_what_came_before
 
     for stage in (run_search, optimum_and_profiles, bootstrap_stage, loo_stage):
         names = list(inspect.signature(stage).parameters)
-        assert names[:2] == ["problem", "options"] and names[-1] == "notes" and len(names) <= 4, (
-            stage.__name__, names)
+        assert names[:2] == ["problem", "options"] and len(names) <= 3, (stage.__name__, names)
+
+
+def test_each_stage_says_its_notes_and_the_result_keeps_the_order_the_stages_ran_in():
+    """The stages' notes, each returned in its stage's frozen part, reach ``FitResult.notes`` in
+    the order the stages ran: the setup's (the asymmetric loss), the stage sizes' (profile
+    skipped), the search's (its subsample), the profiles', the bootstrap's, leave-one-out's (the
+    hat matrix), then the objective's (its Jacobian intervals)."""
+    from depthdelusion.analysis.fitting.options import FitOptions
+    from depthdelusion.analysis.fitting.resampling import FitSoFar, bootstrap_stage, loo_stage
+    from depthdelusion.analysis.fitting.search import run_search
+    from depthdelusion.analysis.fitting.setup import FitSetup
+    from depthdelusion.analysis.fitting.uncertainty import optimum_and_profiles
+
+    from .test_fit_scale import epoch_rows
+
+    runs = epoch_rows(600)  # above varpro.SEARCH_ROWS (512) and LOO_REFIT_ROWS (200)
+    r = fit(runs, "chinchilla", bootstrap=5, profile="none", loss="asymmetric")
+    starts = ["asymmetric loss: an overestimate", "profile intervals skipped (profile 'none')",
+              "variable-projection grid on a seeded subsample of 512 of the 600 rows",
+              "leave-one-out errors from the hat-matrix diagonal",
+              "Jacobian intervals of an asymmetric fit"]
+    assert len(r.notes) == len(starts) and all(n.startswith(s) for n, s in zip(r.notes, starts)), r.notes
+    # each stage's part holds its own notes, as a tuple
+    options = FitOptions(bootstrap=5, loss="asymmetric", leave_one_out="hat", profile=False,
+                         bootstrap_refit=True)
+    problem = FitSetup(runs, get_law("chinchilla"), options).problem
+    found = run_search(problem, options)
+    optimum = optimum_and_profiles(problem, options, found)
+    so_far = FitSoFar(optimum)
+    parts = (found, optimum, bootstrap_stage(problem, options, so_far), loo_stage(problem, options, so_far))
+    assert [p.notes for p in parts] == [(r.notes[2],), (), (), (r.notes[3],)]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from depthdelusion.analysis import Runs, fit, get_law, load_reference
-from depthdelusion.analysis.fitting.resampling import _bootstrap_weight_blocks
+from depthdelusion.analysis.fitting.resampling import ResamplePlan, _bootstrap_weight_blocks
 from depthdelusion.analysis.laws import LawInputs
 
 from ..test_laws_and_fitting import synthetic_runs
@@ -96,7 +96,7 @@ def test_bootstrap_refits_start_from_the_optimum_and_cold_and_reach_each_resampl
     r = fit(runs, law, bootstrap=n_boot, seed=0, leave_one_out=False, profile=False)
     assert "from the full fit's optimum and the 16 best starts" in r.bootstrap_scheme
     assert r.n_bootstrap == n_boot, (r.n_bootstrap_failed, r.n_bootstrap_not_converged)
-    counts = next(_bootstrap_weight_blocks(len(runs), n_boot, 0, block=n_boot))
+    counts = next(_bootstrap_weight_blocks(ResamplePlan(n_boot, seed=0), len(runs), block=n_boot))
     x, hits = LawInputs.from_runs(runs), 0
     for b in range(n_boot):
         pred = get_law(law)(x, **r.fixed, **dict(zip(r.param_names, r.bootstrap_params[b])))

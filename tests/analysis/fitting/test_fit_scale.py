@@ -82,13 +82,13 @@ def test_the_one_step_bootstrap_draws_the_same_resamples_and_steps_as_the_full_p
     """Resampling counts are the bincount of rng.integers(0, n, n) (the int64 draw), and each
     resample's step solves Jᵀ W J from its k(k+1)/2 distinct entries: the full k × k products
     give the same steps within 1e-12 relative (BLAS may sum in another order)."""
-    from depthdelusion.analysis.fitting.resampling import _bootstrap_weight_blocks, _OneStep
+    from depthdelusion.analysis.fitting.resampling import ResamplePlan, _bootstrap_weight_blocks, _OneStep
     from depthdelusion.analysis.fitting.solver import irls_weights
 
     n = 3001
     rng = np.random.default_rng(5)
     expected = np.array([np.bincount(rng.integers(0, n, n), minlength=n) for _ in range(20)], float)
-    W = next(_bootstrap_weight_blocks(n, 20, 5, block=20))
+    W = next(_bootstrap_weight_blocks(ResamplePlan(20, seed=5), n, block=20))
     assert np.array_equal(W, expected)
     runs = epoch_rows(n, seed=1)
     problem = Problem(get_law("chinchilla"), {}, LawInputs.from_runs(runs), runs.loss, "huber")
