@@ -5,6 +5,13 @@ under test (``fit(profile="full")``, the grid walk, or ``"fast"``, root-finding)
 
     PYTHONPATH=. python benchmarks/interval_coverage.py --kinds chinchilla30,kink \
         --methods full,fast --tables 500 [--workers 2] [--out records.jsonl]
+    PYTHONPATH=. python benchmarks/interval_coverage.py --kinds chinchilla100k \
+        --methods rows,blocks --bootstrap 1000 --tables 500
+
+A method is a profile finder (``full``, ``fast``) or, for the bootstrap of a large table, how its
+one-step resamples are drawn: ``rows`` (row by row, whatever the size) or ``blocks`` (the
+engine's default: from ``resampling.BLOCK_SUMS_FROM_ROWS`` rows, random blocks of rows drawn
+whole); those two fit no profile.
 
 Table kinds (:data:`KINDS`), each drawn from its own seed, so a table is the same whatever
 the number of workers or the order of the methods:
@@ -15,6 +22,8 @@ the number of workers or the order of the methods:
   σ = 0.04 nats, about 0.015 in log-loss at these losses (2.1–3.3 nats): Chinchilla-like, and
   additive so that the least-squares fit the engine makes by default is the model the data come
   from (a coverage shortfall is then the interval's, not a misspecified noise model's).
+- ``chinchilla100k``: the same law and noise on 100,000 rows, N and T log-uniform over those
+  ranges: a table past ``BLOCK_SUMS_FROM_ROWS``, for the one-step bootstrap's two draws.
 - ``clustered``: a Gemstones-like suite: 20 runs (N 50M–2B), each a series of 12 checkpoints
   (T 2B–350B), the loss carrying a shared run effect u ~ N(0, 0.02²) besides row noise
   N(0, 0.01²). Fitted with ``clusters=`` (a label per run), which the bootstrap resamples when
@@ -45,12 +54,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from synth_tables import EPOCH  # noqa: E402
 
 from depthdelusion.analysis import fit, load_runs  # noqa: E402
+from depthdelusion.analysis.fitting import resampling  # noqa: E402
 from depthdelusion.analysis.fitting.result import NOT_IDENTIFIED, OK, parameter_status  # noqa: E402
 
 LEVEL = 0.95
 CHINCHILLA_NOISE = 0.04  # nats: ≈ 0.015 in log-loss at losses of 2.1–3.3
 KINK_TRUTH = dict(A=28.35, alpha=0.118, lam=0.01, kappa=5.0, gamma=0.2, E=0.41)
 KINK_NOISE = 0.02
+DRAWS = ("rows", "blocks")  # the one-step bootstrap's two ways to draw a large table's resamples
 CLUSTER_BOOTSTRAP = 200  # cluster resamples per clustered table: the study's and the CI test's
 
 
@@ -74,6 +85,15 @@ def _chinchilla_grid(sizes: int, tokens: int):
         N, T = np.meshgrid(np.geomspace(7e7, 1.6e10, sizes), np.geomspace(5e9, 5e11, tokens))
         N, T = N.ravel(), T.ravel()
         loss = _chinchilla_loss(N, T) + np.random.default_rng(seed).normal(0, CHINCHILLA_NOISE, N.size)
+        return _rows(params=N, tokens=T, loss=loss), None
+    return draw
+
+
+def _chinchilla_random(rows: int):
+    def draw(seed: int):
+        rng = np.random.default_rng(seed)
+        N, T = np.exp(rng.uniform(np.log(7e7), np.log(1.6e10), rows)), np.exp(rng.uniform(np.log(5e9), np.log(5e11), rows))
+        loss = _chinchilla_loss(N, T) + rng.normal(0, CHINCHILLA_NOISE, rows)
         return _rows(params=N, tokens=T, loss=loss), None
     return draw
 
@@ -110,6 +130,7 @@ KINDS = {k.name: k for k in (
     Kind("chinchilla30", "chinchilla", dict(EPOCH), _chinchilla_grid(6, 5)),
     Kind("chinchilla240", "chinchilla", dict(EPOCH), _chinchilla_grid(16, 15)),
     Kind("chinchilla3000", "chinchilla", dict(EPOCH), _chinchilla_grid(60, 50)),
+    Kind("chinchilla100k", "chinchilla", dict(EPOCH), _chinchilla_random(100_000)),
     Kind("clustered", "chinchilla", dict(EPOCH), _clustered),
     Kind("kink", "depth_delusion", dict(KINK_TRUTH), _kink),
 )}
@@ -123,8 +144,15 @@ def fit_one(kind: str, seed: int, method: str, shrink: float = 1.0, bootstrap: i
     spec = KINDS[kind]
     rows, clusters = spec.draw(seed)
     cpu = time.process_time()
-    result = fit(rows, spec.law, bootstrap=bootstrap, leave_one_out=False, diagnostics=False,
-                 profile=method, clusters=clusters, cluster_name="run" if clusters else None)
+    threshold = resampling.BLOCK_SUMS_FROM_ROWS
+    if method == "rows":
+        resampling.BLOCK_SUMS_FROM_ROWS = math.inf
+    try:
+        result = fit(rows, spec.law, bootstrap=bootstrap, leave_one_out=False, diagnostics=False,
+                     profile="none" if method in DRAWS else method, clusters=clusters,
+                     cluster_name="run" if clusters else None)
+    finally:
+        resampling.BLOCK_SUMS_FROM_ROWS = threshold
     cpu = time.process_time() - cpu
     records = []
     for name, truth in spec.truth.items():
@@ -132,7 +160,8 @@ def fit_one(kind: str, seed: int, method: str, shrink: float = 1.0, bootstrap: i
         value = result.params[name]
         record = dict(kind=kind, seed=seed, method=method, shrink=shrink, param=name, truth=truth,
                       status=status, value=value, cpu_s=cpu)
-        record.update(_interval("profile", result.ci_profile[name], value, truth, shrink))
+        if result.ci_profile:
+            record.update(_interval("profile", result.ci_profile[name], value, truth, shrink))
         if bootstrap:
             record.update(_interval("bootstrap", result.ci_bootstrap[name], value, truth, shrink))
         records.append(record)
@@ -268,13 +297,20 @@ def main(argv=None) -> None:
             records = matched([json.loads(line) for line in f])
     else:
         records = _run_chunks(args)
-    both = {"full", "fast"} <= {r["method"] for r in records}
-    show = side_by_side if both else markdown
-    print(show(summarise(records), "profile"))
-    if both:
-        print(paired_markdown(paired(records)))
+    methods = list(dict.fromkeys(r["method"] for r in records))
+    old_new = dict(old=methods[0], new=methods[1]) if len(methods) == 2 else None
+
+    def show(summary, interval):
+        return side_by_side(summary, interval, **old_new) if old_new else markdown(summary, interval)
+    if any("profile_covers" in r for r in records):
+        print(show(summarise([r for r in records if "profile_covers" in r], "profile"), "profile"))
+        if old_new:
+            print(paired_markdown(paired(records, **old_new), **old_new))
     if any("bootstrap_covers" in r for r in records):
-        print(show(summarise([r for r in records if "bootstrap_covers" in r], "bootstrap"), "bootstrap"))
+        boot = [r for r in records if "bootstrap_covers" in r]
+        print(show(summarise(boot, "bootstrap"), "bootstrap"))
+        if old_new:
+            print(paired_markdown(paired(boot, interval="bootstrap", **old_new), **old_new))
 
 
 def _run_chunks(args) -> list[dict]:

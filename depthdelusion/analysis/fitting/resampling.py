@@ -3,10 +3,12 @@ resample on large tables) and leave-one-out (refits or the hat matrix). Refits o
 vectors at once are :mod:`.refits`."""
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
 
+from .block_sums import BLOCK_SUMS_FROM_ROWS, BLOCKS, count_blocks, random_blocks, unit_sums
 from .clusters import cluster_index
 from .leverage import leverage
 from .problem import TIE, Problem
@@ -20,9 +22,6 @@ LOO_STARTS = 8
 LOO_REFIT_ROWS = 200  # exact leave-one-out refits up to this many rows, hat-matrix beyond
 BOOT_REFIT_ROWS = 2000  # cold bootstrap refits up to this many rows, one-step beyond
 _CHUNK_ELEMENTS = 2_000_000  # numbers per block of resampling weights (≈ 16 MB)
-#: one-step bootstrap resamples per block at least; it matters only above 125,000 rows (below,
-#: a block holds ``_CHUNK_ELEMENTS`` weights): 3M rows, 4 resamples: 96 MB of weights
-ONE_STEP_BLOCK = 4
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,7 @@ def bootstrap_stage(problem, options, so_far: FitSoFar) -> Bootstrap:
         samples, n_failed, n_capped = _bootstrap_one_step(problem, plan, step), 0, 0
         scheme = (f"{bootstrap} {kind} resamples{how}, each one Gauss–Newton step from "
                   f"the optimum with the Jacobian held fixed (linearised; n = {len(problem.y)} "
-                  f"> {BOOT_REFIT_ROWS})")
+                  f"> {BOOT_REFIT_ROWS})" + _blocks_said(len(problem.y), clusters))
     notes = ()
     if n_capped:
         kept = bootstrap - n_failed - n_capped
@@ -135,6 +134,13 @@ def loo_stage(problem, options, so_far: FitSoFar) -> LeaveOneOut:
             "leave-one-out errors from the hat-matrix diagonal of the Jacobian "
             "((observed − predicted)/(1 − hᵢᵢ), no refits)",))
     return LeaveOneOut()
+
+
+def _blocks_said(n: int, clusters) -> str:
+    if n < BLOCK_SUMS_FROM_ROWS or clusters is not None:
+        return ""
+    return (f"; the rows dealt at random into {min(BLOCKS, n):,} blocks, each drawn whole "
+            f"(from {BLOCK_SUMS_FROM_ROWS:,} rows)")
 
 
 def _bootstrap_weight_blocks(plan: ResamplePlan, n: int, block: int = 1):
@@ -166,17 +172,8 @@ def _cluster_weight_blocks(plan: ResamplePlan, n: int, block: int):
     many as the stratum has) drawn with replacement; a row's weight is its cluster's count."""
     idx, cluster_strata = cluster_index(plan.clusters, n, plan.strata)
     k = int(idx.max()) + 1 if n else 0
-    n_boot, rng = plan.count, np.random.default_rng(plan.seed)
-    groups = ([np.arange(k)] if cluster_strata is None else
-              [np.flatnonzero(cluster_strata == g) for g in np.unique(cluster_strata)])
-    for a in range(0, n_boot, block):
-        W = np.zeros((min(block, n_boot - a), n))
-        for b in range(len(W)):
-            counts = np.zeros(k)
-            for members in groups:
-                counts += np.bincount(rng.choice(members, len(members)), minlength=k)
-            W[b] = counts[idx]
-        yield W
+    for counts in count_blocks(cluster_strata, k, plan.count, plan.seed, block):
+        yield counts[:, idx]
 
 
 def _best_of_starts(res, n_problems: int, n_starts: int):
@@ -245,6 +242,13 @@ class _OneStep:
         self.Jr = Js * (omega * r)[:, None]
         self.problem, self.theta, self.k = problem, np.asarray(theta, float), k
 
+    def summed(self, labels: np.ndarray, units: int) -> "_OneStep":
+        """The same step for weights given per unit (``labels``: the unit of each row): the
+        rows' products summed within units."""
+        summed = copy.copy(self)
+        summed.JJ, summed.Jr = unit_sums(labels, units, self.JJ), unit_sums(labels, units, self.Jr)
+        return summed
+
     def __call__(self, W) -> np.ndarray:
         H = np.empty((len(W), self.k, self.k))
         H[:, self.upper[0], self.upper[1]] = H[:, self.upper[1], self.upper[0]] = W @ self.JJ
@@ -256,14 +260,18 @@ class _OneStep:
 def _bootstrap_one_step(problem: Problem, plan: ResamplePlan, step: _OneStep):
     """The ``plan``'s bootstrap linearised at the optimum (``step``, a :class:`_OneStep`, per
     resample); it approximates the refitted bootstrap where the fit is close to linear over the
-    bootstrap spread, i.e. on large tables."""
+    bootstrap spread, i.e. on large tables. From ``BLOCK_SUMS_FROM_ROWS`` rows the units drawn
+    (clusters, else random blocks of rows) enter through their sums (:mod:`.block_sums`)."""
     n, k = len(problem.y), step.k
-    # at least ONE_STEP_BLOCK resamples per block: (block × n) @ (n × k²) then reads the n × k²
-    # matrix once per block, not once per resample (millions of rows: memory-bound otherwise)
-    block = max(_rows_per_block(n, 1), ONE_STEP_BLOCK)
-    samples = [problem.natural(step(W))
-               for W in _bootstrap_weight_blocks(plan, n, block)]
-    return np.concatenate(samples).reshape(-1, k)
+    if n >= BLOCK_SUMS_FROM_ROWS:
+        labels, unit_strata = (cluster_index(plan.clusters, n, plan.strata) if plan.clusters is not None
+                               else random_blocks(n, plan.seed, plan.strata))
+        units = int(labels.max()) + 1
+        step = step.summed(labels, units)
+        draws = count_blocks(unit_strata, units, plan.count, plan.seed, _rows_per_block(units, 1))
+    else:
+        draws = _bootstrap_weight_blocks(plan, n, _rows_per_block(n, 1))
+    return np.concatenate([problem.natural(step(W)) for W in draws]).reshape(-1, k)
 
 
 def _leave_one_out(problem: Problem, cold_starts) -> np.ndarray:

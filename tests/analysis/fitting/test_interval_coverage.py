@@ -61,6 +61,21 @@ def test_the_95_intervals_cover_the_truth(kind, method, interval):
     assert not too_narrow(records, interval), interval_coverage.markdown(summary, interval)
 
 
+def test_the_one_step_bootstrap_in_random_blocks_covers_the_truth(monkeypatch):
+    """The block draw of a large table's one-step bootstrap (from 100,000 rows, 10,000 blocks: of
+    10 rows), in miniature: the 3,000-row tables in 300 blocks of 10 rows. The 500-table study at
+    its real size, beside the row draw, is in benchmarks/RESULTS.md ("The one-step bootstrap in
+    blocks")."""
+    from depthdelusion.analysis.fitting import block_sums, resampling
+
+    monkeypatch.setattr(resampling, "BLOCK_SUMS_FROM_ROWS", 3000)
+    monkeypatch.setattr(block_sums, "BLOCKS", 300)
+    records = interval_coverage.run("chinchilla3000", "blocks", TABLES, bootstrap=interval_coverage.CLUSTER_BOOTSTRAP)
+    summary = interval_coverage.summarise(records, "bootstrap")
+    assert all(s["identified"] >= TABLES // 2 for s in summary), interval_coverage.markdown(summary)
+    assert not too_narrow(records, "bootstrap"), interval_coverage.markdown(summary, "bootstrap")
+
+
 def test_a_half_width_interval_fails_the_check():
     """The check can fail: the same tables with every interval shrunk to half its width about
     the estimate (the study's ``shrink``) cover far too rarely, for every parameter."""
