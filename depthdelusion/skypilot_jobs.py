@@ -54,9 +54,11 @@ def job_name(grid: str, run: str) -> str:
     return re.sub(r"[._-]{2,}", "-", name).strip("._-")
 
 
+# capacity and max_restarts default to `sky-jobs`' command-line defaults, declared once (SkyJobsOptions).
 def render(grid_path: str, out: str, *, overrides: list[str] | tuple[str, ...] = (), only: str | None = None,
-           topology: str | None = None, capacity: str = "spot", zone: str | None = None,
-           max_restarts: int = 3, secrets: list[str] | tuple[str, ...] = ()) -> tuple[str, list[tuple[str, dict]]]:
+           topology: str | None = None, capacity: str = SkyJobsOptions.capacity, zone: str | None = None,
+           max_restarts: int = SkyJobsOptions.max_restarts,
+           secrets: list[str] | tuple[str, ...] = ()) -> tuple[str, list[tuple[str, dict]]]:
     """The grid's name and (run name, SkyPilot task) for every run of it (or those matching `only`)."""
     from depthdelusion.sweep import load_grid, select
 
