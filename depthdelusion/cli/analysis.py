@@ -1,6 +1,7 @@
 """The arguments of the analysis commands: report, fit, isoflop, shape, runs, tables, laws,
 persistence, audit. The fit and row options are those ``FitOptions`` and ``RowOptions`` declare
-(:func:`.arguments.add_options`)."""
+(:func:`.arguments.add_options`); fit's, isoflop's and persistence's own, those of
+``analysis/command_options.py``."""
 from __future__ import annotations
 
 from .arguments import POSITIVE_FLOAT, RUNS_HELP, CommandArguments, add_options, add_out, writable_path

@@ -1,4 +1,5 @@
-"""The arguments of the training commands: train, prepare-data, sweep, sky-jobs, plan, bench."""
+"""The arguments of the training commands: train, prepare-data, sweep, sky-jobs, plan, bench; their
+options are those :mod:`depthdelusion.training_options` declares (:func:`.arguments.add_options`)."""
 from __future__ import annotations
 
 import argparse
