@@ -48,12 +48,15 @@ def option(default, help: str, **declaration) -> Any:
     return dataclasses.field(default=default, metadata={OPTION: Option(help=help, **declaration)})
 
 
-def declared_in(options_type, name: str) -> Any:
+def declared_in(options_type, name: str, command: str | None = None) -> Any:
     """A field of another options object that takes the option its field ``name`` declares: the
-    same default and declaration (help, per-command readings), written once in ``options_type``.
-    The field that takes it has the same name, so the same flag."""
+    same declaration (help, per-command readings), written once in ``options_type``, and its
+    default as ``command`` reads it (the field's own without one), so that the object built
+    without the flag holds what the parser gives. The field that takes it has the same name,
+    so the same flag."""
     declared = {f.name: f for f in dataclasses.fields(options_type)}[name]
-    return dataclasses.field(default=declared.default, metadata=declared.metadata)
+    _, default = declared.metadata[OPTION].in_command(declared, command)
+    return dataclasses.field(default=default, metadata=declared.metadata)
 
 
 def declared_options(options_type) -> list[tuple[dataclasses.Field, Option]]:

@@ -24,6 +24,7 @@ import time
 from typing import Any, NamedTuple
 
 from depthdelusion import model_size as size
+from depthdelusion.training_options import PlanOptions
 from depthdelusion.config import Config, MeshConfig
 from depthdelusion.train.hardware import TPU_GENERATIONS, Chip, GiB
 
@@ -176,9 +177,10 @@ class Plan:
         }
 
 
+# remat and margin default to `plan`'s command-line defaults, declared once (training_options.PlanOptions).
 def plan_config(cfg: Config, topology: str | Topology, *, name: str = "config",
-                mesh: tuple[int, int, int] | None = None, remat: str = "auto",
-                margin: float = 0.9, devices: list | None = None) -> Plan:
+                mesh: tuple[int, int, int] | None = None, remat: str = PlanOptions.remat,
+                margin: float = PlanOptions.margin, devices: list | None = None) -> Plan:
     """Compile cfg's train step for `topology` and find (or check) a mesh and remat that fit.
 
     remat: "auto" tries none -> save_dots -> full, a policy name only that one; then, with the

@@ -25,6 +25,7 @@ import yaml
 
 from depthdelusion import exit_codes
 from depthdelusion.config import read_yaml
+from depthdelusion.training_options import SkyJobsOptions
 
 CAPACITIES = ("spot", "reserved", "best-effort")
 PREEMPTED_EXIT = 75  # exit_codes.PREEMPTED: the run saved its state on SIGTERM
@@ -53,9 +54,11 @@ def job_name(grid: str, run: str) -> str:
     return re.sub(r"[._-]{2,}", "-", name).strip("._-")
 
 
+# capacity and max_restarts default to `sky-jobs`' command-line defaults, declared once (SkyJobsOptions).
 def render(grid_path: str, out: str, *, overrides: list[str] | tuple[str, ...] = (), only: str | None = None,
-           topology: str | None = None, capacity: str = "spot", zone: str | None = None,
-           max_restarts: int = 3, secrets: list[str] | tuple[str, ...] = ()) -> tuple[str, list[tuple[str, dict]]]:
+           topology: str | None = None, capacity: str = SkyJobsOptions.capacity, zone: str | None = None,
+           max_restarts: int = SkyJobsOptions.max_restarts,
+           secrets: list[str] | tuple[str, ...] = ()) -> tuple[str, list[tuple[str, dict]]]:
     """The grid's name and (run name, SkyPilot task) for every run of it (or those matching `only`)."""
     from depthdelusion.sweep import load_grid, select
 
@@ -157,15 +160,16 @@ def launch_script(tasks: list[tuple[str, dict]], directory: Path, wheelhouse_par
     return "\n".join(lines) + "\n"
 
 
-def run_sky_jobs(*, grid: str, out: str, directory: str, overrides: list[str] = (), only: str | None = None,
-                 topology: str | None = None, capacity: str = "spot", reservation: str | None = None,
-                 service_account: bool = False, zone: str | None = None, max_restarts: int = 3,
-                 secrets: list[str] = (), wheelhouse: str | None = None, check: bool = True) -> int:
+def run_sky_jobs(*, grid: str, out: str, directory: str, overrides: list[str] = (),
+                 options: SkyJobsOptions = SkyJobsOptions()) -> int:
     """`depthdelusion sky-jobs`: write DIR/jobs/<run>.yaml, DIR/sky-config.yaml and DIR/launch.sh."""
+    secrets = tuple(options.secret or ())
     try:
-        name, tasks = render(grid, out, overrides=overrides, only=only, topology=topology, capacity=capacity,
-                             zone=zone, max_restarts=max_restarts, secrets=secrets)
-        config = sky_config(name, capacity=capacity, reservation=reservation, service_account=service_account)
+        name, tasks = render(grid, out, overrides=overrides, only=options.only, topology=options.topology,
+                             capacity=options.capacity, zone=options.zone, max_restarts=options.max_restarts,
+                             secrets=secrets)
+        config = sky_config(name, capacity=options.capacity, reservation=options.reservation,
+                            service_account=options.service_account)
     except ValueError as err:
         print(f"depthdelusion sky-jobs: error: {err}", file=sys.stderr)
         return exit_codes.USAGE
@@ -176,9 +180,9 @@ def run_sky_jobs(*, grid: str, out: str, directory: str, overrides: list[str] = 
     (target / "sky-config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     bucket = out[len("gs://"):].split("/", 1)[0]
     script = target / "launch.sh"
-    script.write_text(launch_script(tasks, target, wheelhouse or f"gs://{bucket}/wheelhouse", secrets))
+    script.write_text(launch_script(tasks, target, options.wheelhouse or f"gs://{bucket}/wheelhouse", secrets))
     script.chmod(0o755)
-    if check:
+    if not options.no_check:
         try:
             validate(tasks, config, target)
         except ImportError:
@@ -186,5 +190,8 @@ def run_sky_jobs(*, grid: str, out: str, directory: str, overrides: list[str] = 
         except Exception as err:  # SkyPilot's own validation error types vary by version
             print(f"depthdelusion sky-jobs: error: SkyPilot rejects the jobs: {err}", file=sys.stderr)
             return exit_codes.USAGE
-    print(f"{len(tasks)} jobs ({capacity}) in {target / 'jobs'}; launch them with: bash {script}")
+    print(f"{len(tasks)} jobs ({options.capacity}) in {target / 'jobs'}; launch them with: bash {script}")
     return exit_codes.OK
+
+
+run_sky_jobs.option_groups = {"options": SkyJobsOptions}  # built by depthdelusion.cli

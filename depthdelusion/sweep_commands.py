@@ -11,6 +11,7 @@ from etils import epath
 from depthdelusion import exit_codes
 from depthdelusion.analysis.fitting.options import SWEEP_BOOTSTRAP, FitOptions
 from depthdelusion.config import read_yaml
+from depthdelusion.training_options import PlanOptions, SweepOptions
 
 
 def _is_grid(path: str) -> bool:
@@ -24,17 +25,18 @@ def _is_grid(path: str) -> bool:
     return isinstance(raw, dict) and ("grid" in raw or "runs" in raw)
 
 
-def run_sweep_command(*, experiment: str, out: str, overrides: list[str], only: str | None = None,
-                      dry_run: bool = False, bootstrap: int = SWEEP_BOOTSTRAP, no_report: bool = False) -> int:
+def run_sweep_command(*, experiment: str, out: str, overrides: list[str],
+                      options: SweepOptions = SweepOptions(),
+                      fit: FitOptions = FitOptions(bootstrap=SWEEP_BOOTSTRAP)) -> int:
     from depthdelusion.parallel.distributed import initialize
     from depthdelusion.sweep import load_grid, run_sweep
 
     initialize()  # multi-host TPU slices: found automatically
 
     grid = load_grid(experiment, overrides)
-    rows = run_sweep(grid, out, only=only, dry_run=dry_run, report=not no_report, fit=FitOptions(bootstrap=bootstrap),
-                     log=lambda text: print(text, flush=True))
-    if dry_run:
+    rows = run_sweep(grid, out, only=options.only, dry_run=options.dry_run, report=not options.no_report,
+                     fit=fit, log=lambda text: print(text, flush=True))
+    if options.dry_run:
         print(f"{len(rows)} run(s) of {grid.name}; nothing was run (--dry-run)")
         return exit_codes.OK
     if any(r["status"] == "preempted" for r in rows):
@@ -46,9 +48,8 @@ def run_sweep_command(*, experiment: str, out: str, overrides: list[str], only: 
     return exit_codes.OK
 
 
-def run_plan_command(*, config: str, overrides: list[str], topology: str | None = None,
-                     only: str | None = None, mesh: str | None = None, remat: str = "auto",
-                     margin: float = 0.9, table: str | None = None) -> int:
+def run_plan_command(*, config: str, overrides: list[str], options: PlanOptions = PlanOptions(),
+                     table: str | None = None) -> int:
     from depthdelusion.config import load_config, resolve_config_path
     from depthdelusion.outputs import refuse_input_as_output
     from depthdelusion.plan import (
@@ -62,18 +63,18 @@ def run_plan_command(*, config: str, overrides: list[str], topology: str | None 
     refuse_input_as_output("--table", table, [config])
     if _is_grid(config):
         grid = load_grid(config, overrides)
-        runs = select(grid.runs, only)
-        topology_name = topology or grid.topology
+        runs = select(grid.runs, options.only)
+        topology_name = options.topology or grid.topology
         if not topology_name:
             raise ValueError(f"{config}: no topology key; pass --topology (e.g. v4-32)")
     else:
         path = resolve_config_path(config)
         runs = [(path.stem, load_config(path, overrides))]
-        topology_name = topology
+        topology_name = options.topology
         if not topology_name:
             raise ValueError("--topology is required for a single config (e.g. v4-32, v6e-64)")
     slice_ = resolve_topology(topology_name)
-    mesh_shape = None
+    mesh_shape, mesh = None, options.mesh
     if mesh:
         try:
             mesh_shape = tuple(int(x) for x in mesh.split(","))
@@ -83,12 +84,12 @@ def run_plan_command(*, config: str, overrides: list[str], topology: str | None 
     devices = topology_devices(slice_)
     plans = []
     for name, cfg in runs:
-        p = plan_config(cfg, slice_, name=name, mesh=mesh_shape, remat=remat, margin=margin,
+        p = plan_config(cfg, slice_, name=name, mesh=mesh_shape, remat=options.remat, margin=options.margin,
                         devices=devices)
         print(p.describe(), flush=True)
         plans.append(p)
         if table:  # rewritten after every run, so a long table keeps what is done
-            _write_table(table, config, margin, slice_, plans, done=len(plans) == len(runs))
+            _write_table(table, config, options.margin, slice_, plans, done=len(plans) == len(runs))
     print(markdown_table(plans))
     return exit_codes.OK if all(p.fits for p in plans) else exit_codes.FAILED
 
@@ -116,3 +117,8 @@ def _write_table(path: str, config: str, margin: float, topology, plans, done: b
     if done:
         print(f"table written to {path}")
 
+
+# The option objects each command gets whole: depthdelusion.cli builds them from the parsed
+# arguments (their fields' names are the options' dests); the sweep's report takes the fit's.
+run_sweep_command.option_groups = {"options": SweepOptions, "fit": FitOptions}
+run_plan_command.option_groups = {"options": PlanOptions}

@@ -47,9 +47,13 @@ def test_every_command_function_takes_exactly_its_parsers_arguments(name, target
 
 
 
+#: Commands that take an options object for a flag or two of it (cli/ adds those alone).
+TAKE_A_FEW = {"sweep"}  # the closing report's --bootstrap, of FitOptions
+
+
 def _commands_taking(options_type):
-    return [name for name, target, _ in cli.COMMANDS
-            if options_type in getattr(_function(target), "option_groups", {}).values()]
+    return [name for name, target, _ in cli.COMMANDS if name not in TAKE_A_FEW
+            and options_type in getattr(_function(target), "option_groups", {}).values()]
 
 
 @pytest.mark.parametrize("options_name", ["FitOptions", "RowOptions"])

@@ -16,9 +16,9 @@ from depthdelusion import exit_codes, rundir
 from depthdelusion.outputs import refuse_own_inputs
 from depthdelusion.progress import Stages
 
-from .fitting.options import FitOptions, RowOptions
+from .command_options import FitCommandOptions, IsoflopOptions, PersistenceLengthOptions
+from .fitting.options import FitOptions, RowOptions, column_mapping
 from .report.options import FigureOptions, ReportOptions
-from .science.persistence import DEFAULT_STEP
 from .table.columns import present_columns
 
 #: The files `fit --out DIR` writes (in DIR, or a folder of it per --by value).
@@ -31,33 +31,6 @@ REPORT_TABLES = ("calibrated_cells", "consistency", "design_parameters", "design
 REPORT_FILES = ("report.md", "report.tex", "numerics.md", "*.png", *(f"{t}.csv" for t in REPORT_TABLES))
 #: Laws `fit` picks when --law is not given: the first whose columns the table has.
 FIT_PREFERENCE = ("depth_delusion", "chinchilla", "kaplan")
-
-
-def parse_columns(text: str | None) -> dict | None:
-    """``"loss=val_loss,params=N"`` -> ``{"loss": "val_loss", "params": "N"}``."""
-    if not text:
-        return None
-    mapping = {}
-    for item in text.split(","):
-        key, sep, col = (s.strip() for s in item.partition("="))
-        if not sep or not key or not col:
-            raise ValueError(f"--columns {text!r}: {item!r} is not NAME=COLUMN (e.g. "
-                             "--columns loss=val_loss,params=N)")
-        if key in mapping:
-            raise ValueError(f"--columns {text!r}: {key!r} is given twice")
-        mapping[key] = col
-    return mapping
-
-
-def column_mapping(columns: str | None = None, column=None) -> dict | None:
-    """``--columns a=b,c=d`` and repeated ``--column a=b`` merged into one mapping."""
-    mapping = parse_columns(columns) or {}
-    for item in column or ():
-        for key, col in (parse_columns(item) or {}).items():
-            if key in mapping:
-                raise ValueError(f"--column {item!r}: {key!r} is already mapped to {mapping[key]!r}")
-            mapping[key] = col
-    return mapping or None
 
 
 def _load(runs: str, rows: RowOptions = RowOptions()):
@@ -206,9 +179,8 @@ def pick_law(runs) -> tuple[str, str]:
 
 
 def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str | None = None,
-            law: str | None = None, options: FitOptions = FitOptions(),
-            rows: RowOptions = RowOptions(), validate: str | None = None, params: str | None = None,
-            json_output: bool = False, out: str | None = None) -> int:
+            fit: FitCommandOptions = FitCommandOptions(), options: FitOptions = FitOptions(),
+            rows: RowOptions = RowOptions(), json_output: bool = False, out: str | None = None) -> int:
     from .fitting.clusters import cluster_kwargs
     from .fitting.engine import fit_with
     from .fitting.pooled import fit_pooled
@@ -216,6 +188,7 @@ def run_fit(*, runs: str | None = None, table_name: str | None = None, pool: str
     from .table.published import parse_table_arg
     from .table.published import pool as pool_runs
 
+    law, validate, params = fit.law, fit.validate, fit.params
     _check_fit_options(runs, pool, rows, validate)
     refuse_own_inputs("--out", out, FIT_FILES, [runs, *_table_files(table_name, pool)])
     runs, _ = runs_or_table(runs, table_name, "fit", rows.allow_modified)
@@ -361,8 +334,7 @@ def _json_doc(result, runs, rival=None) -> dict:
 
 def run_isoflop(*, runs: str | None = None, table_name: str | None = None,
                 rows: RowOptions = RowOptions(), options: FitOptions = FitOptions(),
-                json_output: bool = False, out: str | None = None, tolerance: float | None = None,
-                include_flagged: bool = False, bias: bool = True, replicates: int | None = None) -> int:
+                iso: IsoflopOptions = IsoflopOptions(), json_output: bool = False, out: str | None = None) -> int:
     """``depthdelusion isoflop``: Approach 2 per table (or per value of ``rows.by``), its bias on
     the grid (from a Chinchilla fit with ``options.loss``, seeded by ``options.seed``), the
     JSON, and the figure under ``out``."""
@@ -376,8 +348,8 @@ def run_isoflop(*, runs: str | None = None, table_name: str | None = None,
                          "fitted law's mean; use ls or huber")
     from .fitting.isoflop import BIAS_REPLICATES, TOLERANCE
 
-    tolerance = TOLERANCE if tolerance is None else tolerance
-    replicates = BIAS_REPLICATES if replicates is None else replicates
+    tolerance = TOLERANCE if iso.tolerance is None else iso.tolerance
+    replicates = BIAS_REPLICATES if iso.replicates is None else iso.replicates
     if replicates < 1:
         raise ValueError(f"--replicates {replicates}: must be at least 1")
     refuse_own_inputs("--out", out, ("isoflop*.png",), [runs, *_table_files(table_name)])
@@ -390,8 +362,8 @@ def run_isoflop(*, runs: str | None = None, table_name: str | None = None,
     results, not_fitted = {}, {}
     for value, part in parts.items():
         try:
-            results[value] = isoflop(part, tolerance=tolerance, include_flagged=include_flagged,
-                                     bias=bias, method=options.method, replicates=replicates,
+            results[value] = isoflop(part, tolerance=tolerance, include_flagged=iso.include_flagged,
+                                     bias=not iso.no_bias, method=options.method, replicates=replicates,
                                      seed=options.seed)
         except ValueError as err:
             if by is None:
@@ -459,12 +431,12 @@ def run_laws(*, columns: bool = False) -> int:
     return exit_codes.OK
 
 
-def run_persistence(*, runs: str, step: int = DEFAULT_STEP, kind: str = "weight") -> int:
+def run_persistence(*, runs: str, options: PersistenceLengthOptions = PersistenceLengthOptions()) -> int:
     from .science.persistence import persistence_lengths, persistence_scaling
 
-    fits = persistence_lengths(runs, step=step, kind=kind)
+    fits = persistence_lengths(runs, step=options.step, kind=options.kind)
     if not fits:
-        raise ValueError(f"{runs}: no run logged per-layer {kind} gradient norms")
+        raise ValueError(f"{runs}: no run logged per-layer {options.kind} gradient norms")
     for f in fits:
         print(f.describe())
     try:
@@ -488,8 +460,9 @@ def run_audit(*, runs: str, rows: RowOptions = RowOptions()) -> int:
 
 # The option objects each command gets whole: depthdelusion.cli builds them from the parsed
 # arguments (their fields' names are the options' dests).
-run_fit.option_groups = {"options": FitOptions, "rows": RowOptions}
+run_fit.option_groups = {"fit": FitCommandOptions, "options": FitOptions, "rows": RowOptions}
 run_report.option_groups = {"options": FitOptions, "rows": RowOptions, "report": ReportOptions,
                             "drawing": FigureOptions}
-run_isoflop.option_groups = {"options": FitOptions, "rows": RowOptions}
+run_isoflop.option_groups = {"options": FitOptions, "rows": RowOptions, "iso": IsoflopOptions}
+run_persistence.option_groups = {"options": PersistenceLengthOptions}
 run_audit.option_groups = {"rows": RowOptions}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from depthdelusion import exit_codes
 
-from .fitting.options import ShapeOptions
+from .fitting.options import ShapeOptions, column_mapping
 
 
 def load_suites(runs=None, table_names=None, column=None) -> dict:
@@ -24,7 +24,7 @@ def load_suites(runs=None, table_names=None, column=None) -> dict:
     for text in table_names or ():
         name, path = parse_table_arg(text)
         tables[name] = load_table(name, path)
-    mapping = column_mapping(column)
+    mapping = column_mapping(column=column)
     for path in runs or ():
         where = Path(str(path).rstrip("/"))
         # a study's runs live in STUDY/runs: the suite is named for the study
@@ -35,17 +35,6 @@ def load_suites(runs=None, table_names=None, column=None) -> dict:
     if not tables:
         raise ValueError("shape: give RUNS or --table NAME (at least one suite)")
     return tables
-
-
-def column_mapping(column) -> dict | None:
-    """Repeated ``--column NAME=COLUMN`` as {NAME: COLUMN}."""
-    mapping = {}
-    for item in column or ():
-        key, sep, col = (x.strip() for x in item.partition("="))
-        if not sep or not key or not col or key in mapping:
-            raise ValueError(f"--column {item!r}: expected NAME=COLUMN, each NAME once (e.g. --column width=d_model)")
-        mapping[key] = col
-    return mapping or None
 
 
 def run_shape(*, compute, runs=None, table_names=None, column=None, json_output: bool = False,

@@ -6,13 +6,16 @@ exit code of :mod:`depthdelusion.exit_codes`), plus a function that defines its 
 :mod:`.training` or :mod:`.analysis` (what they share: :mod:`.arguments`). A study's commands are
 declared in its folder (``COMMANDS`` in ``studies/<study>/__init__.py``) and found there by
 :mod:`.studies`, which builds their rows and parsers. An
-options object a command takes whole (``FitOptions``, ``RowOptions``, ``ReportOptions``, ``ShapeOptions``, a study's
+options object a command takes whole (``FitOptions``, ``RowOptions``, ``ReportOptions``,
+``ShapeOptions``, the training commands' in :mod:`depthdelusion.training_options`, fit's,
+isoflop's and persistence's in ``analysis/command_options.py``, a study's
 ``studies/<study>/options.py``: the function's ``option_groups``) declares its own flags next to
 its fields (:mod:`depthdelusion.option_fields`); the parser is built from that declaration,
-defaults included. The module that runs a command is imported only when the command runs, and
-only the invoked command's arguments are defined, so ``depthdelusion --help``, the help of every
-command and the analysis commands themselves never import JAX (no help imports the module that
-runs its command). To add a command: write the function in the module that owns the job, add a
+defaults included. A flag written here by hand is an input or output with no default of its own
+(RUNS' alternatives, ``--out``, ``--set``, ``--json``). The module that runs a command is
+imported only when the command runs, and only the invoked command's arguments are defined, so
+``depthdelusion --help``, the help of every command and the analysis commands themselves never
+import JAX (no help imports the module that runs its command). To add a command: write the function in the module that owns the job, add a
 row to :data:`COMMANDS` and an ``@ARGUMENTS.command("name")`` function (a study's command: a
 ``StudyCommand`` in its folder's ``COMMANDS``, nothing here).
 """

@@ -1,10 +1,10 @@
 """The arguments of the analysis commands: report, fit, isoflop, shape, runs, tables, laws,
 persistence, audit. The fit and row options are those ``FitOptions`` and ``RowOptions`` declare
-(:func:`.arguments.add_options`)."""
+(:func:`.arguments.add_options`); fit's, isoflop's and persistence's own, those of
+``analysis/command_options.py``."""
 from __future__ import annotations
 
-from .arguments import (POSITIVE, POSITIVE_FLOAT, RUNS_HELP, CommandArguments, add_options, add_out,
-                        bounded, writable_path)
+from .arguments import POSITIVE_FLOAT, RUNS_HELP, CommandArguments, add_options, add_out, writable_path
 
 ARGUMENTS = CommandArguments()
 
@@ -52,21 +52,16 @@ def _report(p):
                    "choice and the reason are printed on stderr: a choice of what to fit, not a verdict "
                    "(compare laws with `report`).")
 def _fit(p):
-    from depthdelusion.analysis.report.options import ReportOptions  # numpy, no scipy: for this parser only
+    from depthdelusion.analysis.command_options import FitCommandOptions  # numpy, no scipy: for this parser only
 
     p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
     add_published_table(p)
     p.add_argument("--pool", metavar="NAME[=PATH]", help="fit RUNS pooled with this published "
                    "table (`depthdelusion tables list`), one offset E per source, the other "
                    "parameters shared")
-    p.add_argument("--law", help="registered law name (`depthdelusion laws`); default: picked "
-                   "from the columns present")
-    p.add_argument("--validate", choices=("rollout",),
-                   help="rollout: fit on the k smallest compute levels and predict the next, for "
-                        "each k; prints the error per step (with --json: in the JSON, key "
-                        "rollout) and writes rollout.csv under --out")
+    add_options(p, FitCommandOptions, None, command="fit", without=("params",))
     p.add_argument("--json", dest="json_output", action="store_true", help="print the fit as JSON")
-    add_options(p, ReportOptions, None, command="fit", only=("params",))  # report's N conventions, and "fitted"
+    add_options(p, FitCommandOptions, None, command="fit", only=("params",))  # report's N conventions, and "fitted"
     add_out(p, help="also write DIR/rows.csv (per row: inputs, loss, fitted, residual, robust z, "
             "leverage, Cook's distance, group), DIR/residuals.png and, with --validate, "
             "rollout.csv (without --out, the rollout is printed only)", required=False)
@@ -84,19 +79,11 @@ def _fit(p):
             "Chinchilla law fitted to the table is simulated at the same (N, D) with its residual "
             "noise, and Approach 2's exponents on the simulations are compared with the law's own.")
 def _isoflop(p):
+    from depthdelusion.analysis.command_options import IsoflopOptions
+
     p.add_argument("runs", metavar="RUNS", nargs="?", help=RUNS_HELP + " (or give --table)")
     add_published_table(p)
-    p.add_argument("--tolerance", type=bounded(float, 0.0),
-                   help="relative tolerance on C within which runs form one budget (default: the "
-                        "library's, printed in the summary and the JSON)")
-    p.add_argument("--include-flagged", action="store_true",
-                   help="also fit the exponents on budgets whose vertex lies outside their sampled "
-                        "N range (budgets without a minimum are never used)")
-    p.add_argument("--no-bias", dest="bias", action="store_false",
-                   help="skip the simulated bias of Approach 2 on this grid")
-    p.add_argument("--replicates", type=POSITIVE,
-                   help="simulated replicates of the grid for the bias (default: the library's, "
-                        "printed with the bias)")
+    add_options(p, IsoflopOptions, None)
     p.add_argument("--json", dest="json_output", action="store_true",
                    help="print {a, b, budgets[, bias]} as JSON")
     add_out(p, help="write the isoFLOP figure(s) here", required=False)
@@ -173,12 +160,10 @@ def _laws(p):
 
 @ARGUMENTS.command("persistence")
 def _persistence(p):
-    from depthdelusion.analysis.report.options import ReportOptions  # numpy, no scipy: for this parser only
+    from depthdelusion.analysis.command_options import PersistenceLengthOptions  # numpy, no scipy
 
     p.add_argument("runs", metavar="RUNS", help="a directory of run directories")
-    add_options(p, ReportOptions, None, command="persistence", only=("step",))
-    p.add_argument("--kind", choices=("weight", "activation"), default="weight",
-                   help="which per-layer gradient norms: weight (default) or activation")
+    add_options(p, PersistenceLengthOptions, None, command="persistence")
 
 
 @ARGUMENTS.command("audit")

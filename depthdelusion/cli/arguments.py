@@ -76,14 +76,7 @@ def argument_type(parse: Callable[[str], object]) -> Callable[[str], object]:
     return checked
 
 
-def bounded(kind: type, minimum: float, inclusive: bool = True) -> Callable[[str], float]:
-    """An argparse ``type``: a number of ``kind`` at least ``minimum`` (:func:`option_fields.bounded`)."""
-    return argument_type(option_fields.bounded(kind, minimum, inclusive))
-
-
-COUNT = argument_type(option_fields.COUNT)
-POSITIVE = argument_type(option_fields.POSITIVE)
-POSITIVE_FLOAT = argument_type(option_fields.POSITIVE_FLOAT)
+POSITIVE_FLOAT = argument_type(option_fields.POSITIVE_FLOAT)  # shape's --compute, an input
 
 
 class DeprecatedSpelling(argparse.Action):

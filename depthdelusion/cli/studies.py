@@ -13,7 +13,7 @@ import pkgutil
 
 from depthdelusion.studies.common.command import PlannedRunOptions, StudyCommand
 
-from .arguments import COUNT, CommandArguments, add_options, add_out, add_set
+from .arguments import CommandArguments, add_options, add_out, add_set
 
 STUDIES_PACKAGE = "depthdelusion.studies"
 
@@ -36,7 +36,6 @@ def define(p: argparse.ArgumentParser, command: StudyCommand) -> None:
     if command.overrides:
         add_set(p, command.overrides)
     if command.planned:  # studies/common/planned_runs.py: trained a few runs at a time, then reported
-        p.add_argument("--max-runs", type=COUNT, default=None, help="train at most N runs this time")
         add_options(p, PlannedRunOptions, None, command=command.name)
     if command.options:
         module, name = command.options.split(":")

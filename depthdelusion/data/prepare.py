@@ -28,6 +28,7 @@ from depthdelusion.data.streaming import document_kind, packed_windows, skipped_
 from depthdelusion.data.tfds_format import (PACKED_WINDOWS, READER_KEY, WINDOWS_NAME, WindowsWriter,
                                             windows_config)
 from depthdelusion.data.tokenizers import get_tokenizer
+from depthdelusion.training_options import PrepareOptions
 
 
 def _legacy_windows(files: list[str], dtype: str) -> Iterator[np.ndarray]:
@@ -59,10 +60,12 @@ def _finish(writer: WindowsWriter, meta: dict) -> dict:
     return meta
 
 
-def prepare(source: str | None, out: str, tokenizer: str = "gpt2", seq_len: int = 1024,
-            max_train_tokens: int | None = None, data_format: str = "auto", seed: int = 42,
+# The defaults are `prepare-data`'s command-line ones, declared once (training_options.PrepareOptions).
+def prepare(source: str | None, out: str, tokenizer: str = PrepareOptions.tokenizer,
+            seq_len: int = PrepareOptions.seq_len, max_train_tokens: int | None = None,
+            data_format: str = PrepareOptions.format, seed: int = PrepareOptions.seed,
             builtin_documents: int = 30_000, tfds_dir: str | None = None,
-            tfds_text_feature: str = "text") -> dict:
+            tfds_text_feature: str = PrepareOptions.tfds_text_feature) -> dict:
     """Tokenize `source` (None = the built-in corpus) into packed windows: the TFDS dataset
     `depthdelusion_windows/{tokenizer}_seq{seq_len}` under `out`. Returns its metadata."""
     cfg = DataConfig(path=source, format=data_format, tokenizer=tokenizer, seed=seed,

@@ -18,6 +18,7 @@ from depthdelusion import model_size as size
 from depthdelusion.parallel.mesh import make_mesh
 from depthdelusion.train.hardware import peak_flops_per_device
 from depthdelusion.train.step import build_trainer
+from depthdelusion.training_options import BenchOptions
 
 
 @dataclasses.dataclass
@@ -109,7 +110,9 @@ def _peak_memory(compiled: list) -> tuple[int | None, str]:
         return None, "n/a"
 
 
-def bench(cfg: Config, steps: int = 20, warmup: int = 3, layer_stats: str = "never") -> BenchResult:
+# The defaults are `bench`'s command-line ones, declared once (training_options.BenchOptions).
+def bench(cfg: Config, steps: int = BenchOptions.steps, warmup: int = BenchOptions.warmup,
+          layer_stats: str = BenchOptions.layer_stats) -> BenchResult:
     """Compile the train step(s) ahead of time, then time `steps` steps after `warmup` untimed
     ones. `layer_stats`: "never", "every", N (every Nth step), or "compare" (plain and
     layer-stats steps alternate, so both see the same machine load; gives their ratio)."""

@@ -10,14 +10,15 @@ import json
 from etils import epath
 
 from depthdelusion import exit_codes, rundir
+from depthdelusion.training_options import BenchOptions, ProcessOptions
 
 
-def run_train(*, config: str | None, out: str, overrides: list[str], coordinator: str | None = None,
-              num_processes: int | None = None, process_id: int | None = None) -> int:
+def run_train(*, config: str | None, out: str, overrides: list[str],
+              processes: ProcessOptions = ProcessOptions()) -> int:
     from depthdelusion.config import load_config, resolve_config_path
     from depthdelusion.parallel.distributed import initialize
 
-    initialize(coordinator, num_processes, process_id)
+    initialize(processes.coordinator, processes.num_processes, processes.process_id)
     import jax
 
     from depthdelusion.train.loop import train
@@ -33,12 +34,18 @@ def run_train(*, config: str | None, out: str, overrides: list[str], coordinator
     return exit_codes.PREEMPTED if summary["status"] == "preempted" else exit_codes.OK
 
 
-def run_bench(*, config: str | None, overrides: list[str], steps: int, warmup: int, layer_stats: str,
-              json_output: bool) -> int:
+def run_bench(*, config: str | None, overrides: list[str], options: BenchOptions = BenchOptions(),
+              json_output: bool = False) -> int:
     from depthdelusion.config import load_config, resolve_config_path
     from depthdelusion.train.bench import bench
 
     cfg = load_config(resolve_config_path(config), overrides)
-    result = bench(cfg, steps=steps, warmup=warmup, layer_stats=layer_stats)
+    result = bench(cfg, steps=options.steps, warmup=options.warmup, layer_stats=options.layer_stats)
     print(json.dumps(result.to_dict()) if json_output else result.summary())
     return exit_codes.OK
+
+
+# The option objects each command gets whole: depthdelusion.cli builds them from the parsed
+# arguments (their fields' names are the options' dests).
+run_train.option_groups = {"processes": ProcessOptions}
+run_bench.option_groups = {"options": BenchOptions}

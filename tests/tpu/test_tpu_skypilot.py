@@ -12,6 +12,7 @@ import yaml
 
 from depthdelusion import exit_codes
 from depthdelusion.skypilot_jobs import job_name, label_value, render, run_sky_jobs, sky_config, validate
+from depthdelusion.training_options import SkyJobsOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 GRIDS = {"experiments/paper_baseline.yaml": ("tpu-v4-32", "tpu-ubuntu2204-base", 18),
@@ -67,7 +68,7 @@ def test_bad_requests_name_the_option(in_checkout, capsys, tmp_path):
     with pytest.raises(ValueError, match="--capacity reserved needs --reservation"):
         sky_config("g", capacity="reserved", reservation=None, service_account=False)
     assert run_sky_jobs(grid="experiments/paper_large.yaml", out="gs://b/x", directory=str(tmp_path),
-                        capacity="reserved") == exit_codes.USAGE
+                        options=SkyJobsOptions(capacity="reserved")) == exit_codes.USAGE
     assert "needs --reservation NAME" in capsys.readouterr().err
 
 
@@ -98,9 +99,9 @@ def test_skypilot_parses_every_job_of_both_grids(capacity, reservation, in_check
     need_sky()
     for grid, (accelerator, _, count) in GRIDS.items():
         out = tmp_path / Path(grid).stem
-        assert run_sky_jobs(grid=grid, out="gs://bkt/runs/x", directory=str(out), capacity=capacity,
-                            reservation=reservation, service_account=True, secrets=["WANDB_API_KEY"],
-                            zone="us-east5-b", check=False) == exit_codes.OK
+        options = SkyJobsOptions(capacity=capacity, reservation=reservation, service_account=True,
+                                 secret=["WANDB_API_KEY"], zone="us-east5-b", no_check=True)
+        assert run_sky_jobs(grid=grid, out="gs://bkt/runs/x", directory=str(out), options=options) == exit_codes.OK
         name, tasks = render(grid, "gs://bkt/runs/x", capacity=capacity, zone="us-east5-b", secrets=["WANDB_API_KEY"])
         config = sky_config(name, capacity=capacity, reservation=reservation, service_account=True)
         parsed = validate(tasks, config, out)
@@ -122,7 +123,7 @@ def test_skypilot_rejects_what_it_would_not_run(in_checkout, tmp_path):
     need_sky()
     name, tasks = render("experiments/paper_large.yaml", "gs://bkt/runs/x", only="d12_*")
     run_sky_jobs(grid="experiments/paper_large.yaml", out="gs://bkt/runs/x", directory=str(tmp_path),
-                 only="d12_*", check=False)
+                 options=SkyJobsOptions(only="d12_*", no_check=True))
     config = sky_config(name, capacity="spot", reservation=None, service_account=False)
     validate(tasks, config, tmp_path)  # as written: accepted
     with pytest.raises(Exception, match="remote_identity"):

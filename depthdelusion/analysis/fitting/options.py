@@ -59,6 +59,30 @@ def parse_fixed(items) -> dict:
     return fixed
 
 
+#: An example of each column-mapping flag, for its error messages.
+COLUMN_EXAMPLES = {"--columns": "loss=val_loss,params=N", "--column": "loss=final_loss"}
+
+
+def column_mapping(columns: str | None = None, column=None) -> dict | None:
+    """``--columns a=b,c=d`` and repeated ``--column a=b`` (``RowOptions``' two spellings of the
+    column mapping, in every command that reads a table) merged into one {NAME: COLUMN}; None
+    when neither is given. A malformed item or a NAME mapped twice is a one-line error naming the
+    flag and the form NAME=COLUMN."""
+    mapping = {}
+    given = ([("--columns", columns)] if columns else []) + [("--column", item) for item in column or ()]
+    for flag, text in given:
+        for item in text.split(","):
+            key, sep, col = (s.strip() for s in item.partition("="))
+            if not sep or not key or not col:
+                raise ValueError(f"{flag} {text!r}: {item!r} is not NAME=COLUMN (e.g. {flag} "
+                                 f"{COLUMN_EXAMPLES[flag]})")
+            if key in mapping:
+                raise ValueError(f"{flag} {text!r}: {key!r} is already mapped to {mapping[key]!r}; "
+                                 "map each NAME once")
+            mapping[key] = col
+    return mapping or None
+
+
 def engine_method(loss: str | None, method: str = "lm") -> str:
     """The fitting engine's name of the objective from ``loss=`` (the command line's names:
     ls, huber, asymmetric) or the older ``method=`` (lm, huber, asymmetric), which ``loss``

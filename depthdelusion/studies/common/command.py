@@ -6,13 +6,13 @@ their parsers from them, so a new study adds its command without editing ``cli/`
 ``__init__.py`` is imported to list the commands (``depthdelusion --help``), so it imports
 nothing but this module; the options object is named as ``"module:Class"`` and imported only
 when the command's own arguments are defined (its ``options.py``, which imports no JAX).
-:class:`PlannedRunOptions` declares the planned studies' ``--report-only`` (``planned``).
+:class:`PlannedRunOptions` declares the planned studies' ``--max-runs`` and ``--report-only`` (``planned``).
 """
 from __future__ import annotations
 
 import dataclasses
 
-from depthdelusion.option_fields import FromArguments, option
+from depthdelusion.option_fields import COUNT, FromArguments, option
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,15 +46,16 @@ class StudyCommand:
     out: str = "output directory"  # help of --out DIR
     out_required: bool = True
     overrides: str | None = None  # help of --set KEY=VALUE, when the command takes one
-    planned: bool = False  # planned from its finished runs: --max-runs, PlannedRunOptions' --report-only
+    planned: bool = False  # planned from its finished runs: PlannedRunOptions' --max-runs and --report-only
     options: str | None = None  # "module:Class" of the options object whose declared flags it takes
 
 
 @dataclasses.dataclass(frozen=True)
 class PlannedRunOptions(FromArguments):
-    """What one invocation of a planned study does beside training (``planned``): ``report_only``
-    trains nothing and reports what finished; a study that trains nothing reads it as rewriting
-    its report from what it wrote before."""
+    """What one invocation of a planned study does (``planned``): ``max_runs`` bounds the runs it
+    trains (None: until its plan is done); ``report_only`` trains nothing and reports what
+    finished; a study that trains nothing reads it as rewriting its report from what it wrote before."""
 
+    max_runs: int | None = option(None, "train at most N runs this time", type=COUNT)
     report_only: bool = option(False, "train nothing; report what finished", commands={
         "redundancy-study": dict(help="rewrite report.md from the tables already in --out")})

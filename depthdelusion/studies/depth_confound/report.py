@@ -304,11 +304,10 @@ def plot(r: DepthConfoundResults, path: Path) -> None:
     plt.close(fig)
 
 
-def run_command(*, experiment: str, out: str, max_runs: int | None = None,
-                options: PlannedRunOptions = PlannedRunOptions()) -> int:
+def run_command(*, experiment: str, out: str, options: PlannedRunOptions = PlannedRunOptions()) -> int:
     """`depthdelusion depth-confound` (the parser is `depthdelusion.cli`)."""
     return planned_runs.command(
-        load_spec(dc.DepthConfoundSpec, experiment), experiment, out, train=dc.train, max_runs=max_runs,
+        load_spec(dc.DepthConfoundSpec, experiment), experiment, out, train=dc.train, max_runs=options.max_runs,
         write_report=lambda exp, source, out_dir: write_report(dc.measure(exp, source, out_dir / "runs"), out_dir),
         report_only=options.report_only)
 

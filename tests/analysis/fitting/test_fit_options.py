@@ -214,3 +214,18 @@ def test_fast_profiles_on_an_older_scipy_use_brentq_and_agree(monkeypatch):
     one_by_one = fit("paper", "kaplan", profile="fast", **BARE).ci_profile
     for name, ends in batched.items():
         assert np.allclose(one_by_one[name], ends, rtol=1e-4), name
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--column", "loss"], "--column 'loss': 'loss' is not NAME=COLUMN (e.g. --column loss=final_loss)"),
+    (["--column", "loss=a", "--column", "loss=b"], "--column 'loss=b': 'loss' is already mapped to 'a'"),
+])
+def test_a_bad_column_mapping_is_one_error_naming_the_flag_in_every_command(tmp_path, capsys, flags, message):
+    """`--column` has one reader (``options.column_mapping``): `fit`, `report` and `shape` refuse
+    the same bad item with the same line, naming --column (not --columns) and NAME=COLUMN."""
+    csv = tmp_path / "runs.csv"
+    csv.write_text("params,loss\n1e6,3.0\n")
+    for command in (["fit", str(csv)], ["report", str(csv), "--out", str(tmp_path / "r"), "--no-figures"],
+                    ["shape", str(csv), "--compute", "1e21"]):
+        assert main(command + flags) == 2, command
+        assert message in capsys.readouterr().err, command
