@@ -83,6 +83,8 @@ def bootstrap_stage(problem, options, so_far: FitSoFar) -> Bootstrap:
     plan = ResamplePlan(count=bootstrap, seed=options.seed, strata=strata, clusters=clusters)
     how = " within groups" if strata is not None else ""
     kind = "case"
+    # from BLOCK_SUMS_FROM_ROWS rows a one-step bootstrap without clusters draws random blocks
+    blocks = not options.bootstrap_refit and clusters is None and len(problem.y) >= BLOCK_SUMS_FROM_ROWS
     if clusters is not None:
         n_clusters = len(np.unique(np.asarray(clusters).astype(str)))
         kind = f"cluster (whole runs: {n_clusters} clusters, each drawn with all its rows)"
@@ -90,7 +92,7 @@ def bootstrap_stage(problem, options, so_far: FitSoFar) -> Bootstrap:
             kind, how = "cluster", how + (f" (cluster = {cluster_name}: {n_clusters} clusters, each "
                                           "drawn whole with all its rows)")
     elif cluster_name:
-        how += f" (cluster = {cluster_name}: rows drawn one by one)"
+        how += f" (cluster = {cluster_name}: " + ("rows in random blocks)" if blocks else "rows drawn one by one)")
     if options.bootstrap_refit:
         starts = search.refit_starts(theta)
         first = _OneStep(problem, theta, jac.J, jac.r) if search.warm else None
@@ -105,7 +107,9 @@ def bootstrap_stage(problem, options, so_far: FitSoFar) -> Bootstrap:
         samples, n_failed, n_capped = _bootstrap_one_step(problem, plan, step), 0, 0
         scheme = (f"{bootstrap} {kind} resamples{how}, each one Gauss–Newton step from "
                   f"the optimum with the Jacobian held fixed (linearised; n = {len(problem.y)} "
-                  f"> {BOOT_REFIT_ROWS})" + _blocks_said(len(problem.y), clusters))
+                  f"> {BOOT_REFIT_ROWS})" + (f"; the rows dealt at random into {BLOCKS:,} blocks"
+                                             + (" (each group its share)" if strata is not None else "")
+                                             + ", each drawn whole" if blocks else ""))
     notes = ()
     if n_capped:
         kept = bootstrap - n_failed - n_capped
@@ -134,13 +138,6 @@ def loo_stage(problem, options, so_far: FitSoFar) -> LeaveOneOut:
             "leave-one-out errors from the hat-matrix diagonal of the Jacobian "
             "((observed − predicted)/(1 − hᵢᵢ), no refits)",))
     return LeaveOneOut()
-
-
-def _blocks_said(n: int, clusters) -> str:
-    if n < BLOCK_SUMS_FROM_ROWS or clusters is not None:
-        return ""
-    return (f"; the rows dealt at random into {min(BLOCKS, n):,} blocks, each drawn whole "
-            f"(from {BLOCK_SUMS_FROM_ROWS:,} rows)")
 
 
 def _bootstrap_weight_blocks(plan: ResamplePlan, n: int, block: int = 1):
