@@ -151,7 +151,9 @@ def test_gs_sweeps_are_analysed_from_their_run_directories(bucket, tmp_path):
                      "final_loss_se": summary["final_loss_se"]})  # as the sweep's runs.csv rows
     runs = load_runs(str(sweep))
     assert len(runs) == 12 and all(p is not None for p in runs.profiles)
-    verdict = write_sweep_report(sweep, rows, fit=FitOptions(bootstrap=0), figures=False)
+    # no profile intervals: checked here is what the report reads from gs:// and writes there
+    bare = FitOptions(bootstrap=0, profile="none")
+    verdict = write_sweep_report(sweep, rows, fit=bare, figures=False)
     assert not verdict.startswith("no fit"), verdict
     md = (sweep / "report" / "report.md").read_text()
     assert "## Gradient persistence length" in md and str(sweep) in md
@@ -159,5 +161,6 @@ def test_gs_sweeps_are_analysed_from_their_run_directories(bucket, tmp_path):
     assert (sweep / "report" / "persistence.csv").exists()
     # `depthdelusion report` with its --out on the bucket too (the bucket fixture fails the test
     # if anything lands under ./gs:/)
-    assert main(["report", str(sweep), "--out", f"{bucket}/cli-report", "--no-figures", "--bootstrap", "0"]) == 0
+    assert main(["report", str(sweep), "--out", f"{bucket}/cli-report", "--no-figures", "--bootstrap", "0",
+                 "--profile", "none"]) == 0
     assert (epath.Path(f"{bucket}/cli-report") / "report.md").read_text().startswith("# Scaling-law analysis report")

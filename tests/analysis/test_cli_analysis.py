@@ -80,8 +80,10 @@ def test_fit_and_report_run_without_the_training_stack_and_report_skips_matplotl
     assert result["law"] == "kaplan" and result["n_bootstrap"] == 20 and result["r2"] > 0.5
     assert out.stdout.strip().endswith("IMPORTED:")
 
+    # no profile intervals: checked here are the modules a report loads, and the profile's are
+    # imported with the fit's own (fitting/uncertainty.py), whether or not a profile is computed
     out = run_blocked(["report", str(csv), "--out", str(tmp_path / "rep"), "--bootstrap", "5",
-                       "--no-figures"], blocked=TRAINING_STACK + ("matplotlib",))
+                       "--profile", "none", "--no-figures"], blocked=TRAINING_STACK + ("matplotlib",))
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "rep" / "report.md").exists() and not list((tmp_path / "rep").glob("*.png"))
     assert out.stdout.strip().endswith("IMPORTED:")
