@@ -306,3 +306,15 @@ def test_the_committed_depth_at_width_study_regenerates_from_its_runs(tmp_path):
         ["depth-vs-size", "experiments/depth_at_width.yaml", "--out", "analysis/depth_at_width", "--report-only"],
         tmp_path, from_git=True)
     assert not diffs, "stale (regenerate with the command in its report.md):\n" + "\n".join(diffs)
+
+
+@pytest.mark.slow  # the level's laws with 200-replicate parametric bootstraps: ~15 CPU-s
+def test_the_committed_long_training_study_regenerates_from_its_runs(tmp_path):
+    """analysis/depth_vs_size_long (level 1 at T = 80 N): the same, from the committed runs."""
+    from committed_study import regenerate_planned_study
+
+    diffs = regenerate_planned_study(
+        "analysis/depth_vs_size_long", "depth_vs_size_long.yaml",
+        ["depth-vs-size", "experiments/depth_vs_size_long.yaml", "--out", "analysis/depth_vs_size_long",
+         "--report-only"], tmp_path, exact=False)
+    assert not diffs, "stale (regenerate with the command in its report.md):\n" + "\n".join(diffs)

@@ -1,9 +1,10 @@
 """analysis/public_shapes/: the committed parts that CI can regenerate. The whole study takes over an
-hour (its core refits every law 1,000 times per arm), so CI regenerates the part that takes seconds,
-`--parts later` (the later budgets: every law fitted to 100B tokens, asked for 110B–350B), from the
-real tables downloaded by name through a local mirror, and compares its CSV and its report section
-with the committed ones: every word exactly, every number at its printed digits (text_compare's
-tolerances)."""
+hour (its core refits every law 1,000 times per arm), so CI regenerates the parts that take seconds,
+`--parts later` (the later budgets: every law fitted to 100B tokens, asked for 110B–350B) and
+`--parts gadre` (the laws on Gadre et al.'s 95 runs, at the committed core's 100 bootstrap draws),
+from the real tables downloaded by name through a local mirror, and compares each CSV and report
+section with the committed ones: every word exactly, every number at its printed digits
+(text_compare's tolerances)."""
 from pathlib import Path
 
 import pytest
@@ -25,15 +26,29 @@ def _section(report: str, heading: str) -> str:
     return (report[start:] if end < 0 else report[start:end]).rstrip("\n")
 
 
+def _regenerated(tmp_path, monkeypatch, flags: list[str], csv: str, committed_report: str, heading: str) -> list[str]:
+    """The differences between the committed ``csv`` and ``heading``'s section of
+    ``committed_report`` and what ``public-shapes --parts …`` with ``flags`` writes now."""
+    with published_mirror(monkeypatch, tmp_path / "cache"):
+        assert main(["public-shapes", "--out", str(tmp_path / "out"), *flags]) == 0
+    fresh = tmp_path / "out"
+    diffs = text_differences((COMMITTED / csv).read_text(), (fresh / csv).read_text(), csv_file=True)
+    # a partial run writes its sections to report_partial.md
+    return diffs + text_differences(_section((COMMITTED / committed_report).read_text(), heading),
+                                    _section((fresh / "report_partial.md").read_text(), heading))
+
+
 def test_the_committed_later_budgets_regenerate(tmp_path, monkeypatch):
     # the flags of the command that wrote the committed part (analysis/public_shapes/README.md)
-    with published_mirror(monkeypatch, tmp_path / "cache"):
-        assert main(["public-shapes", "--out", str(tmp_path / "out"), "--parts", "later"]) == 0
-    fresh = tmp_path / "out"
-    diffs = text_differences((COMMITTED / "later_budgets.csv").read_text(),
-                             (fresh / "later_budgets.csv").read_text(), csv_file=True)
-    heading = "## 5b. The later budgets"
-    diffs += text_differences(_section((COMMITTED / "report_partial.md").read_text(), heading),
-                              _section((fresh / "report_partial.md").read_text(), heading))
+    diffs = _regenerated(tmp_path, monkeypatch, ["--parts", "later"], "later_budgets.csv",
+                         "report_partial.md", "## 5b. The later budgets")
+    assert not diffs, ("stale (regenerate with the command in analysis/public_shapes/README.md):\n"
+                       + "\n".join(diffs[:10]))
+
+
+def test_the_committed_gadre_laws_regenerate(tmp_path, monkeypatch):
+    """The Gadre section of the core's report.md, made with the core's --bootstrap 100."""
+    diffs = _regenerated(tmp_path, monkeypatch, ["--parts", "gadre", "--bootstrap", "100"], "gadre.csv",
+                         "report.md", "## Item 2: the robust laws checked on Gadre")
     assert not diffs, ("stale (regenerate with the command in analysis/public_shapes/README.md):\n"
                        + "\n".join(diffs[:10]))
