@@ -83,11 +83,16 @@ class Roles:
     ``"{kappa:.3g}·ln W"``). ``breaks(x)``: per row, the value of ``kink`` at which the penalty
     starts to act on it (a break in model size: the row's N); the objective bends at each, so
     the search also tries the kink at every one (None: no such scan). ``width_exponent``: the
-    parameter by which the penalty falls with width, W^−γ (the paper's γ; "" when none)."""
+    parameter by which the penalty falls with width, W^−γ (the paper's γ; "" when none).
+    ``capacity_exponent``: the exponent of the size term, N^−α (the paper's α; "" when none).
+    ``d_crit_width_exponent``: the exponent of W in a power-law critical depth c·W^p (the
+    paper's persistence exponent p; "" when D_crit is not of that form)."""
 
     penalty: str = ""
     kink: str = ""
     width_exponent: str = ""
+    capacity_exponent: str = ""
+    d_crit_width_exponent: str = ""
     d_crit: Callable | None = None
     d_crit_text: str = ""
     breaks: Callable | None = None

@@ -80,7 +80,9 @@ def register_law(func: Callable | None = None, *, params: dict, name: str | None
 def _check_roles(law_name: str, names: list, shape: str, roles: Roles) -> None:
     """The roles name parameters of the law (one-line errors naming the role)."""
     penalty, d_crit = roles.penalty, roles.d_crit
-    for role, value in (("penalty", penalty), ("kink", roles.kink), ("width_exponent", roles.width_exponent)):
+    for role, value in (("penalty", penalty), ("kink", roles.kink), ("width_exponent", roles.width_exponent),
+                        ("capacity_exponent", roles.capacity_exponent),
+                        ("d_crit_width_exponent", roles.d_crit_width_exponent)):
         if value and value not in names:
             raise ValueError(f"law {law_name!r}: {role}={value!r} is not one of its parameters "
                              f"({', '.join(names)})")
@@ -240,8 +242,10 @@ def _kappa_breaks(x):
         return x.D / np.log(x.W)
 
 
-_KAPPA_KINK = Roles(penalty="lam", kink="kappa", width_exponent="gamma", d_crit=kappa_ln_w,
-                    d_crit_text="{kappa:.3g}·ln W", breaks=_kappa_breaks)
+_KAPPA_KINK = Roles(penalty="lam", kink="kappa", width_exponent="gamma", capacity_exponent="alpha",
+                    d_crit=kappa_ln_w, d_crit_text="{kappa:.3g}·ln W", breaks=_kappa_breaks)
+#: the laws with the capacity term A·N^−α and no penalty of their own
+_CAPACITY = Roles(capacity_exponent="alpha")
 
 _DD_PARAMS = {"A": _A, "alpha": _ALPHA, "lam": _LAM, "kappa": _KAPPA, "gamma": _GAMMA, "E": _E,
               "B": _B, "beta": _BETA}
@@ -261,8 +265,8 @@ register_law(
         "does not say which form it fitted).")
 register_law(
     _depth_delusion_power, name="depth_delusion_power", shape="kink",
-    roles=Roles(penalty="lam", kink="c", width_exponent="gamma", d_crit=_power_of_width,
-                d_crit_text="{c:.3g}·W^{p:.3g}"),
+    roles=Roles(penalty="lam", kink="c", width_exponent="gamma", capacity_exponent="alpha",
+                d_crit_width_exponent="p", d_crit=_power_of_width, d_crit_text="{c:.3g}·W^{p:.3g}"),
     params={"A": _A, "alpha": _ALPHA, "lam": _LAM,
             "c": Param("c", (0.3, 5.0), log=True, bounds=(0, INF), doc="critical-depth scale"),
             "p": Param("p", (0.2, 0.6), bounds=(0, INF), doc="critical-depth exponent: D_crit = c·W^p "
@@ -274,7 +278,7 @@ register_law(
     doc="As depth_delusion, with the power-law critical depth D_crit = c·W^p that the "
         "persistence-length argument predicts (p is the persistence exponent).")
 register_law(
-    _shape_quadratic, name="shape_quadratic", shape="smooth",
+    _shape_quadratic, name="shape_quadratic", shape="smooth", roles=_CAPACITY,
     params={"A": _A, "alpha": _ALPHA,
             "q": Param("q", (1e-3, 0.1), log=True, bounds=(0, INF),
                        doc="curvature of the shape penalty (nats per (ln D/W)²)"),
@@ -306,7 +310,8 @@ register_law(
 #: The rival a depth kink must beat: the same penalty shape, switched on past a model size.
 SIZE_KINK = "size_kink"
 register_law(
-    _size_kink, name=SIZE_KINK, roles=Roles(penalty="lam", kink="N_c", breaks=lambda x: x.N),
+    _size_kink, name=SIZE_KINK, roles=Roles(penalty="lam", kink="N_c", capacity_exponent="alpha",
+                                            breaks=lambda x: x.N),
     params={"A": _A, "alpha": _ALPHA,
             "lam": Param("lam", (0.01, 1.0), log=True, bounds=(0, INF), symbol="λ",
                          doc="size-penalty scale (nats per e-fold of N past N_c)"),
@@ -321,12 +326,12 @@ register_law(
         "a threshold) in ln N instead of in depth, switched on past N_c. No critical depth: a "
         "depth kink whose gain this law matches is not distinguished from a size break.")
 register_law(
-    _kaplan, name="kaplan", params={"E": _E, "A": _A, "alpha": _ALPHA},
+    _kaplan, name="kaplan", params={"E": _E, "A": _A, "alpha": _ALPHA}, roles=_CAPACITY,
     source="Kaplan et al. 2020 (with an irreducible term); shape-agnostic baseline",
     formula="E + A·N^−α",
     doc="Shape-agnostic baseline: loss depends on the parameter count only.")
 register_law(
-    _chinchilla, name="chinchilla",
+    _chinchilla, name="chinchilla", roles=_CAPACITY,
     params={"E": _E, "A": _A, "alpha": _ALPHA, "B": _B, "beta": _BETA},
     source="Hoffmann et al. 2022 (Chinchilla), Approach 3", needs_tokens=True,
     formula="E + A·N^−α + B·T^−β",
@@ -347,7 +352,7 @@ _AW_EXP = Param("aw", (0.1, 0.6), bounds=(0, INF), doc="width exponent")
 _AD = Param("Ad", (0.2, 5.0), log=True, bounds=(0, INF), doc="depth-term scale")
 _AD_EXP = Param("ad", (0.1, 0.8), bounds=(0, INF), doc="depth exponent")
 register_law(
-    _gemstones_width_depth, name="gemstones_width_depth", shape="smooth", needs_tokens=True,
+    _gemstones_width_depth, name="gemstones_width_depth", shape="smooth", needs_tokens=True, roles=_CAPACITY,
     params={"E": _E, "Aw": _AW, "aw": _AW_EXP, "Ad": _AD, "ad": _AD_EXP,
             "A": _A, "alpha": _ALPHA, "B": _B, "beta": _BETA},
     source=_GEMSTONES,

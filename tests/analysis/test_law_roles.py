@@ -16,17 +16,17 @@ from .test_laws_and_fitting import TRUE, synthetic_runs
 RENAMED = "kink_with_unusual_names"
 
 
-def _renamed(x, A, alpha, strength, slope, gamma, E):
+def _renamed(x, A, size_exp, strength, slope, gamma, E):
     excess = np.maximum(0.0, x.D - slope * np.log(x.W))
-    return A * x.N ** -alpha + strength * excess * x.W ** -gamma + E
+    return A * x.N ** -size_exp + strength * excess * x.W ** -gamma + E
 
 
 register_law(_renamed, name=RENAMED, shape="kink", replace=True,
-             params={"A": (10.0, 1e4, "log"), "alpha": (0.05, 0.6), "strength": (0.01, 1.0, "log"),
+             params={"A": (10.0, 1e4, "log"), "size_exp": (0.05, 0.6), "strength": (0.01, 1.0, "log"),
                      "slope": (1.0, 4.0), "gamma": (0.0, 0.8), "E": (0.5, 2.5)},
-             roles=Roles(penalty="strength", kink="slope", d_crit=lambda W, slope: slope * np.log(W),
-                         d_crit_text="{slope:.3g}·ln W"),
-             formula="A·N^−α + strength·max(0, D − slope·ln W)·W^−γ + E")
+             roles=Roles(penalty="strength", kink="slope", capacity_exponent="size_exp",
+                         d_crit=lambda W, slope: slope * np.log(W), d_crit_text="{slope:.3g}·ln W"),
+             formula="A·N^−size_exp + strength·max(0, D − slope·ln W)·W^−γ + E")
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +96,9 @@ def test_the_paper_comparison_asks_each_law_its_roles_not_its_parameter_names():
     # depth_delusion_power's kink is c of D_crit = c·W^p: not the paper's κ, whose row it leaves empty
     power = {key: estimate(get_law("depth_delusion_power")) for _, key, estimate in PAPER_QUANTITIES}
     assert power == {"persistence_exponent": "p", "kappa": "", "alpha": "alpha", "lam": "lam", "gamma": "gamma"}
+    # the capacity exponent is the declared one, whatever its name (size_exp here)
+    renamed = {key: estimate(get_law(RENAMED)) for _, key, estimate in PAPER_QUANTITIES}
+    assert renamed == {"persistence_exponent": "", "kappa": "", "alpha": "size_exp", "lam": "strength", "gamma": ""}
     with pytest.raises(ValueError, match="width_exponent='gamma' is not one of its parameters"):
         register_law(law, name="roles_bad_width_exponent", params={"E": (1.0, 2.0), "strength": (0.01, 1.0),
                                                                    "kappa": (1.0, 4.0), "shrink": (0.0, 0.8)},

@@ -47,7 +47,7 @@ GROUP_P = 0.01
 REFIT_COLD_STARTS = 1
 
 
-@dataclass
+@dataclass(frozen=True)
 class RowDiagnostics:
     """Per-row diagnostics of a fit (arrays in row order) and its refit without outliers."""
 
@@ -150,15 +150,13 @@ def row_diagnostics(problem, theta, J, *, names, stderr: dict, cold_starts=None,
     names = [str(v) for v in names]
     out_idx = np.flatnonzero(np.abs(z) > threshold)
     out_idx = out_idx[np.argsort(-np.abs(z[out_idx]), kind="stable")]
-    diag = RowDiagnostics(names=names, residual=resid, robust_z=z, leverage=h, cooks_distance=cook,
+    without, moved = (_refit_without(problem, theta, out_idx, stderr, cold_starts, status) if len(out_idx)
+                      else (None, ""))
+    return RowDiagnostics(names=names, residual=resid, robust_z=z, leverage=h, cooks_distance=cook,
                           scale=scale, threshold=float(threshold),
-                          outlier_rows=[int(i) for i in out_idx],
+                          outlier_rows=[int(i) for i in out_idx], without_outliers=without, moved=moved,
                           working="log-loss residuals" if problem.huber else "loss residuals (nats)",
                           judged_by=judged_by)
-    if len(out_idx):
-        diag.without_outliers, diag.moved = _refit_without(problem, theta, out_idx, stderr, cold_starts,
-                                                           status)
-    return diag
 
 
 def _refit_without(problem, theta, out_idx, stderr: dict, cold_starts, status=None):

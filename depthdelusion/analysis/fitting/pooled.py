@@ -19,16 +19,17 @@ def fit_pooled(ours, table: str, law, method: str = "lm", *, path=None, allow_mo
     ``options``: the fit's options whole (``keywords`` then are :func:`.engine.fit_with`'s:
     clusters, progress); without them ``keywords`` are :func:`.engine.fit`'s."""
     runs = pool(ours, table, path, allow_modified=allow_modified)
-    result = (fit(runs, law, method, group_offsets=True, groups=runs.group, **keywords) if options is None
-              else fit_with(runs, law, options, group_offsets=True, groups=runs.group, **keywords))
     n_ours = int((runs.group == "ours").sum())
     meta = TABLES[table]
-    return dataclasses.replace(result, notes=((
+    # the table's notes open the fit's, so the result is built once, by the fit
+    runs = dataclasses.replace(runs, notes=[
         f"pooled fit: {n_ours} of our runs ({_source_of(ours)}) + {len(runs) - n_ours} runs of the "
         f"published table {table!r} ({meta.paper}; license: {meta.license}); one offset E per source "
         f"(E[ours], E[{table}]), every other parameter shared. Assumes the sources differ by a constant "
         "loss offset only (data, tokenizer and evaluation differences are additive); a source "
-        "difference in the exponents is read as noise"), *result.notes))
+        "difference in the exponents is read as noise", *runs.notes])
+    return (fit(runs, law, method, group_offsets=True, groups=runs.group, **keywords) if options is None
+            else fit_with(runs, law, options, group_offsets=True, groups=runs.group, **keywords))
 
 
 def _source_of(ours) -> str:

@@ -145,13 +145,6 @@ class Problem:
         sub.run_names = None if self.run_names is None else [self.run_names[i] for i in idx]
         return sub
 
-    def with_losses(self, y) -> "Problem":
-        """The same problem with the losses ``y`` (a replicate of a parametric bootstrap)."""
-        other = self.subset(np.arange(len(self.y)))
-        other.y = np.asarray(y, float)
-        other.target = other.targets_of(other.y)
-        return other
-
     def _theta_bounds(self):
         lo, hi = [], []
         for p in self.free:

@@ -88,7 +88,8 @@ def design_parameters(r: ReportResults) -> Table:
         if lf is None:
             continue
         kt.add(form, conv.replace("_", "-"),
-               *[estimate_cell(lf, k, profile_ci(lf, k)) for k in (lf.law.kink, lf.law.penalty, "alpha")],
+               *[estimate_cell(lf, k, profile_ci(lf, k)) if k else "—"
+                 for k in (lf.law.kink, lf.law.penalty, lf.law.roles.capacity_exponent)],
                fmt(lf.r2, ".3f"), len(lf.flags))
     return kt
 
@@ -137,15 +138,13 @@ def extrapolation(r: ReportResults) -> Table:
 
 
 #: The paper's reported quantities next to the parameter of ours that estimates each.
-#: (row title, key of PAPER_FIT, law -> the law's parameter that estimates it, "" for none). λ,
-#: κ and γ are asked of the law's roles (κ only where its critical depth is the paper's κ·ln W);
-#: α and p are read by name: α is every law's capacity exponent (one shared declaration), and p
-#: exists only inside depth_delusion_power's D_crit = c·W^p, which declares no role for it.
+#: (row title, key of PAPER_FIT, law -> the law's parameter that estimates it, "" for none), each
+#: asked of the law's roles (κ only where its critical depth is the paper's κ·ln W).
 PAPER_QUANTITIES = (
     ("persistence exponent p (D_crit = c·W^p)", "persistence_exponent",
-     lambda law: "p" if "p" in law.d_crit_params else ""),
+     lambda law: law.roles.d_crit_width_exponent),
     ("κ (D_crit = κ ln W)", "kappa", papers_kappa),
-    ("α", "alpha", lambda law: "alpha" if "alpha" in law.param_names else ""),
+    ("α", "alpha", lambda law: law.roles.capacity_exponent),
     ("λ", "lam", lambda law: law.penalty),
     ("γ", "gamma", lambda law: law.roles.width_exponent))
 

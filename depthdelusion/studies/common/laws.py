@@ -134,10 +134,11 @@ def kappa_fixed_law(kappa: float) -> Law:
     def law(x, A, alpha, lam, gamma, E, B=0.0, beta=0.0):
         return kink.func(x, A, alpha, lam, kappa, gamma, E, B, beta)
 
-    return Law(f"{KINK}_kappa{kappa:g}", law, tuple(p for p in kink.params if p.name != "kappa"),
+    return Law(f"{KINK}_kappa{kappa:g}", law, tuple(p for p in kink.params if p.name != kink.roles.kink),
                kink.formula.replace("κ", f"{kappa:g}"), f"{KINK} with κ fixed at {kappa:g}", kink.source,
                dict(kink.token_params), kink.needs_tokens, "kink",
-               Roles(penalty=kink.penalty, d_crit=lambda W: kappa * np.log(W), d_crit_text=f"{kappa:g}·ln W"))
+               Roles(penalty=kink.penalty, capacity_exponent=kink.roles.capacity_exponent,
+                     d_crit=lambda W: kappa * np.log(W), d_crit_text=f"{kappa:g}·ln W"))
 
 
 def kappa_fixed_test(records: list[dict], kappa: float, *, replicates: int, seed: int):

@@ -22,7 +22,11 @@ def test_every_fit_of_a_report_uses_the_search_and_starts_asked_for(monkeypatch)
         return found
 
     monkeypatch.setattr(engine, "run_search", recorded)
-    options = FitOptions(bootstrap=0, search="multistart", starts=7, profile="none")
+    # the options as `report RUNS --search multistart --starts 7 ...` parses them
+    args = vars(build_parser().parse_args(["report", "runs.csv", "--out", "x", "--search", "multistart",
+                                           "--starts", "7", "--bootstrap", "0", "--profile", "none"]))
+    options = FitOptions.from_arguments(args)
+    assert (options.search, options.starts) == ("multistart", 7)
     report, md, _ = build_report(two_budget_runs(), ReportOptions(
         fit=options, laws=("depth_delusion", "kaplan"), runs_label="synthetic", lr_replicates=0))
     r = report.results
