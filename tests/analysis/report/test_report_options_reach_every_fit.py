@@ -40,6 +40,29 @@ def test_every_fit_of_a_report_uses_the_search_and_starts_asked_for(monkeypatch)
     assert "--search multistart --starts 7" in md  # the "Regenerate with" line repeats them
 
 
+def test_the_report_command_with_search_and_starts_makes_every_fit_with_them(monkeypatch, tmp_path):
+    """`depthdelusion report RUNS --search multistart --starts 7`, end to end: every fit the
+    command makes (main fits, rivals, design matrix, extrapolation) runs a 7-start multi-start."""
+    from depthdelusion.cli import main
+
+    searches = []
+    real_search = engine.run_search
+
+    def recorded(*args, **kwargs):
+        found = real_search(*args, **kwargs)
+        searches.append((found.summary.n_starts, found.describe))
+        return found
+
+    monkeypatch.setattr(engine, "run_search", recorded)
+    csv_path = tmp_path / "runs.csv"
+    two_budget_runs().to_dataframe().to_csv(csv_path, index=False)
+    assert main(["report", str(csv_path), "--out", str(tmp_path / "out"), "--bootstrap", "0", "--profile", "none",
+                 "--search", "multistart", "--starts", "7", "--no-figures"]) == 0
+    assert len(searches) >= 20  # 6 laws and the size rival, the design matrix's 16, the extrapolation's
+    assert all(n == 7 and describe.startswith("multi-start: 7 starts") for n, describe in searches), \
+        sorted(set(searches))
+
+
 def test_the_report_command_line_takes_the_search_options_into_its_fit_options():
     args = vars(build_parser().parse_args(["report", "paper", "--out", "x", "--search", "multistart",
                                            "--starts", "7", "--grid-points", "2"]))
