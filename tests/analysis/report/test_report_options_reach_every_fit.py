@@ -12,16 +12,23 @@ from depthdelusion.cli import build_parser
 from .test_report_design import two_budget_runs
 
 
-def test_every_fit_of_a_report_uses_the_search_and_starts_asked_for(monkeypatch):
-    searches = []  # every global search the report's fits ran, as the search itself reports it
+@pytest.fixture
+def searches(monkeypatch) -> list:
+    """(starts, description) of every global search the fits run while the test runs, as the
+    search itself reports it."""
+    found_searches = []
     real_search = engine.run_search
 
     def recorded(*args, **kwargs):
         found = real_search(*args, **kwargs)
-        searches.append((found.summary.n_starts, found.describe))
+        found_searches.append((found.summary.n_starts, found.describe))
         return found
 
     monkeypatch.setattr(engine, "run_search", recorded)
+    return found_searches
+
+
+def test_every_fit_of_a_report_uses_the_search_and_starts_asked_for(searches):
     # the options as `report RUNS --search multistart --starts 7 ...` parses them
     args = vars(build_parser().parse_args(["report", "runs.csv", "--out", "x", "--search", "multistart",
                                            "--starts", "7", "--bootstrap", "0", "--profile", "none"]))
@@ -40,20 +47,11 @@ def test_every_fit_of_a_report_uses_the_search_and_starts_asked_for(monkeypatch)
     assert "--search multistart --starts 7" in md  # the "Regenerate with" line repeats them
 
 
-def test_the_report_command_with_search_and_starts_makes_every_fit_with_them(monkeypatch, tmp_path):
+def test_the_report_command_with_search_and_starts_makes_every_fit_with_them(searches, tmp_path):
     """`depthdelusion report RUNS --search multistart --starts 7`, end to end: every fit the
     command makes (main fits, rivals, design matrix, extrapolation) runs a 7-start multi-start."""
     from depthdelusion.cli import main
 
-    searches = []
-    real_search = engine.run_search
-
-    def recorded(*args, **kwargs):
-        found = real_search(*args, **kwargs)
-        searches.append((found.summary.n_starts, found.describe))
-        return found
-
-    monkeypatch.setattr(engine, "run_search", recorded)
     csv_path = tmp_path / "runs.csv"
     two_budget_runs().to_dataframe().to_csv(csv_path, index=False)
     assert main(["report", str(csv_path), "--out", str(tmp_path / "out"), "--bootstrap", "0", "--profile", "none",
