@@ -168,6 +168,11 @@ def _series_cells(exp: DepthVsSizeSpec, level: int, series) -> str:
     return _shapes(series.test) + ("" if got == planned else f" (partial: {got} of {planned} shapes complete)")
 
 
+def _direction(p_holm: float, rise: float) -> int:
+    """+1: the loss rises beyond the seed noise after Holm; -1: it falls beyond it; 0: neither."""
+    return 0 if p_holm > ALPHA else (1 if rise > 0 else -1)
+
+
 def verdict(found, arm: str, partial: list[str] = ()) -> str:
     """Which of depth and narrowness carries the rise, from the Holm-corrected series slopes;
     ``partial``: the series not yet complete, said first (a verdict on them may change)."""
@@ -177,17 +182,29 @@ def verdict(found, arm: str, partial: list[str] = ()) -> str:
     if not depth or not width:
         return "the level has not both a depth and a width series complete: no verdict yet."
     d, w = depth[0].test, width[0].test
-    deep = d.p_holm <= ALPHA and d.interval.estimate > 0
-    narrow = w.p_holm <= ALPHA and w.interval.estimate < 0
+    # a significant slope either way is said: a loss that falls with depth at fixed width is a
+    # finding too, not "no rise"
+    deep = _direction(d.p_holm, d.interval.estimate)
+    narrow = _direction(w.p_holm, -w.interval.estimate)
     facts = (f"depth at width {depth[0].fixed}: {_ci(d.interval)} nats per e-fold of D (Holm p {_p(d.p_holm)}); "
              f"width at depth {width[0].fixed}: {_ci(w.interval)} nats per e-fold of W (Holm p {_p(w.p_holm)}); "
              f"per e-fold of D/W, the trend's scale: {d.interval.estimate:+.4f} along depth, "
              f"{-w.interval.estimate:+.4f} along narrowness")
-    head = {(True, True): "both depth and narrowness carry the rise",
-            (True, False): "depth carries the rise; narrowness at fixed depth does not beyond the seed noise",
-            (False, True): "narrowness carries the rise; depth at fixed width does not beyond the seed noise",
-            (False, False): "neither series rises beyond the seed noise after Holm: the runs do not say which "
-                            "of depth and narrowness carries the rise"}[(deep, narrow)]
+    not_deep = {0: "depth at fixed width does not beyond the seed noise",
+                -1: f"depth at fixed width lowers the loss beyond the seed noise (deeper is better at width {depth[0].fixed})"}
+    not_narrow = {0: "narrowness at fixed depth does not beyond the seed noise",
+                  -1: f"narrowness at fixed depth lowers the loss beyond the seed noise (narrower is better at depth {width[0].fixed})"}
+    if deep == 1 and narrow == 1:
+        head = "both depth and narrowness carry the rise"
+    elif deep == 1:
+        head = f"depth carries the rise; {not_narrow[narrow]}"
+    elif narrow == 1:
+        head = f"narrowness carries the rise; {not_deep[deep]}"
+    else:
+        falls = [text[-1] for text, way in ((not_deep, deep), (not_narrow, narrow)) if way == -1]
+        head = ("neither series rises beyond the seed noise after Holm"
+                + (f"; {'; '.join(falls)}" if falls else
+                   ": the runs do not say which of depth and narrowness carries the rise"))
     if partial:
         return (f"PARTIAL ({'; '.join(partial)}): so far, {head} ({facts}); the verdict may change when "
                 "the series are complete.")

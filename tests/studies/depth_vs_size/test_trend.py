@@ -87,7 +87,12 @@ def series_cells(loss_of) -> list:
 @pytest.mark.parametrize("loss_of, head", [
     (lambda w, d: 1.0 - 0.05 * math.log(w), "Narrowness carries the rise"),
     (lambda w, d: 1.0 + 0.05 * math.log(d), "Depth carries the rise"),
-    (lambda w, d: 1.0, "Neither series rises")])
+    (lambda w, d: 1.0, "Neither series rises"),
+    # a loss that falls with depth at fixed width is said as such, not as "no rise"
+    (lambda w, d: 1.0 - 0.05 * math.log(w) - 0.05 * math.log(d),
+     "Narrowness carries the rise; depth at fixed width lowers the loss beyond the seed noise (deeper is better at width 32)"),
+    (lambda w, d: 1.0 - 0.05 * math.log(d),
+     "Neither series rises beyond the seed noise after Holm; depth at fixed width lowers the loss")])
 def test_the_series_verdict_says_which_of_depth_and_narrowness_carries_the_rise(loss_of, head):
     got = series_cells(loss_of)
     found = trend.series_family([s for arm in ("SP", "CompleteP") for s in
@@ -99,7 +104,7 @@ def test_the_series_verdict_says_which_of_depth_and_narrowness_carries_the_rise(
         assert tests_text.verdict(found, arm).startswith(head)
         # a series still missing shapes: the verdict says so first, and says "so far"
         partial = tests_text.verdict(found, arm, ["depth at width 32 has 2 of 3 shapes"])
-        assert partial.startswith(f"PARTIAL (depth at width 32 has 2 of 3 shapes): so far, {head.lower()}")
+        assert partial.startswith(f"PARTIAL (depth at width 32 has 2 of 3 shapes): so far, {head[0].lower()}{head[1:]}")
 
 
 def test_the_kappa_fixed_law_is_the_kink_law_at_that_kappa():
