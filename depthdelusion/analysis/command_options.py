@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from depthdelusion.option_fields import POSITIVE, FromArguments, bounded, declared_in, option
 
+from .fitting.options import CountOptions
 from .report.options import ReportOptions
 
 
@@ -17,7 +18,7 @@ from .report.options import ReportOptions
 class FitCommandOptions(FromArguments):
     """What `fit` fits beside how (``FitOptions``) and which rows (``RowOptions``): the ``law``
     (None: picked from the table's columns), the ``validate`` check, the N convention ``params``
-    (``ReportOptions``' declaration, as `fit` reads it: None leaves N as the table gives it)."""
+    (``CountOptions``' declaration, as `fit` reads it: None leaves N as the table gives it)."""
 
     law: str | None = option(None, "registered law name (`depthdelusion laws`); default: picked from the "
                              "columns present")
@@ -25,7 +26,7 @@ class FitCommandOptions(FromArguments):
         None, "rollout: fit on the k smallest compute levels and predict the next, for each k; prints the "
         "error per step (with --json: in the JSON, key rollout) and writes rollout.csv under --out",
         choices=("rollout",))
-    params: str | None = declared_in(ReportOptions, "params", command="fit")
+    params: str | None = declared_in(CountOptions, "params", command="fit")
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,7 @@ def _shape(p):
                    help="a published table by name, one suite (repeatable; `depthdelusion tables list`)")
     p.add_argument("--compute", type=POSITIVE_FLOAT, action="append", required=True, metavar="FLOPS",
                    help="a training budget C in FLOPs, e.g. 1e21 (repeatable)")
-    add_options(p, options.ShapeOptions, "how to answer")
+    add_options(p, options.ShapeOptions, "how to answer", command="shape")
     add_options(p, options.RowOptions, None, command="shape", only=("column",))
     p.add_argument("--json", dest="json_output", action="store_true",
                    help="print the answer as JSON (keys depth, width, params, tokens, loss, band)")

@@ -81,8 +81,9 @@ def test_the_help_of_a_command_shows_each_declared_default(name, target, monkeyp
 
 
 def test_report_options_are_declared_by_its_options_objects():
-    """`report`'s --step, --groups and --params are ReportOptions' fields (declared there once, the
-    default of the parser and of the function's options object the same), --no-figures
+    """`report`'s --step, --groups and --params are ReportOptions' fields (declared there once,
+    --params CountOptions' declaration taken; the default of the parser and of the function's
+    options object the same), --no-figures
     FigureOptions', and report has no other option by hand than its inputs."""
     from depthdelusion.analysis.report.options import ReportOptions
 
@@ -99,7 +100,8 @@ def test_report_options_are_declared_by_its_options_objects():
 
 #: The commands that read an option of an options object otherwise than it is declared (narrower
 #: choices, another default or help): the option and the object that declares it.
-READ_OTHERWISE = [("fit", "--params", "report.options:ReportOptions"),
+READ_OTHERWISE = [("fit", "--params", "fitting.options:CountOptions"),
+                  ("shape", "--params", "fitting.options:CountOptions"),
                   ("persistence", "--step", "report.options:ReportOptions"),
                   ("sweep", "--bootstrap", "fitting.options:FitOptions"),
                   ("report", "--loss", "fitting.options:FitOptions"),
@@ -130,7 +132,11 @@ TAKEN = [("depthdelusion.studies.redundancy.options:RedundancyOptions", "no_figu
          ("depthdelusion.studies.redundancy.options:RedundancyOptions", "report_only",
           "depthdelusion.studies.common.command:PlannedRunOptions", None),
          ("depthdelusion.analysis.command_options:FitCommandOptions", "params",
-          "depthdelusion.analysis.report.options:ReportOptions", "fit"),
+          "depthdelusion.analysis.fitting.options:CountOptions", "fit"),
+         ("depthdelusion.analysis.report.options:ReportOptions", "params",
+          "depthdelusion.analysis.fitting.options:CountOptions", None),
+         ("depthdelusion.analysis.fitting.options:ShapeOptions", "params",
+          "depthdelusion.analysis.fitting.options:CountOptions", "shape"),
          ("depthdelusion.analysis.command_options:PersistenceLengthOptions", "step",
           "depthdelusion.analysis.report.options:ReportOptions", "persistence")]
 
@@ -145,8 +151,8 @@ def test_a_flag_two_options_objects_take_is_declared_once(taker, name, owner, co
     """The taking field's declaration is the owner's own (help, per-command readings), its
     default the owner's as the command reads it (`fit --params` leaves N as given: None, not
     report's "total"), and no module of cli/ spells the flag: `report --no-figures`, the planned
-    studies' --report-only, redundancy-study's two, fit's --params and persistence's --step are
-    one declaration each."""
+    studies' --report-only, redundancy-study's two, report's, fit's and shape's --params and
+    persistence's --step are one declaration each."""
     taken = {f.name: (f, d) for f, d in declared_options(_object(taker))}[name]
     declared = {f.name: (f, d) for f, d in declared_options(_object(owner))}[name]
     assert taken[1] is declared[1]

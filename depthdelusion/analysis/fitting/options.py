@@ -11,7 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from depthdelusion.analysis.fitting.shape_laws import LAWS as SHAPE_POOL_LAWS
-from depthdelusion.option_fields import COUNT, POSITIVE, POSITIVE_FLOAT, SEED_HELP, FromArguments, bounded, option
+from depthdelusion.option_fields import (
+    COUNT,
+    POSITIVE,
+    POSITIVE_FLOAT,
+    SEED_HELP,
+    FromArguments,
+    bounded,
+    declared_in,
+    option,
+)
 
 #: |robust z| above which a row is an outlier (the default of --outlier-threshold;
 #: the row diagnostics, :mod:`.diagnostics`, flag by it).
@@ -260,6 +269,45 @@ class RowOptions(FromArguments):
                                   "not the registered one (said in the output; refused without this flag)")
 
 
+#: The N conventions of `report --params` (`fit --params` adds :data:`FITTED`), and what each means.
+PARAMS_CHOICES = ("total", "nonembedding", "non_embedding", "recomputed")
+NONEMBEDDING_HELP = ("nonembedding: Kaplan's, every vocabulary matrix the total counts removed (both "
+                     "input embedding and LM head when untied; from the table's registration, `tables "
+                     "show NAME`, or its params_non_embedding column)")
+PARAMS_HELP = (NONEMBEDDING_HELP + "; non_embedding: the table's own params_non_embedding column as "
+               "given (Gemstones: the authors' count, the LM head still in), else D·(12W² + 13W)")
+#: The convention N = N_nonemb + ε·N_emb with ε fitted (`fit --params fitted`, `shape`'s default).
+FITTED = "fitted"
+#: The conventions of the family N = N_nonemb + ε·N_emb, each with the ε it holds (None: fitted):
+#: `shape --params`, whose pooled law has ε in it. Total N is ε = 1, Kaplan's non-embedding ε = 0.
+EPSILON_OF_PARAMS = {"total": 1.0, "nonembedding": 0.0, FITTED: None}
+
+
+@dataclass(frozen=True)
+class CountOptions(FromArguments):
+    """The parameter-count convention N (``--params``), declared once here for `report` (whose
+    default it is: ``ReportOptions.params``), `fit` (``command_options.FitCommandOptions``) and
+    `shape` (``ShapeOptions``), each of which reads it otherwise (``commands``)."""
+
+    params: str = option(
+        "total", "parameter-count convention N (total: a registered table's counts as "
+        "published; other tables' rows inconsistent with their shape are refitted "
+        "with N recomputed from (D, W)); " + PARAMS_HELP, choices=PARAMS_CHOICES,
+        commands={"fit": dict(default=None, choices=PARAMS_CHOICES + (FITTED,), help=(
+                      "parameter-count convention N: total as the table gives it (default), "
+                      "recomputed from (D, W) (needs the vocabulary: a vocab_size column or "
+                      "--vocab); " + PARAMS_HELP + "; fitted: N = N_nonemb + ε·N_emb with ε in "
+                      "[0, 1] profiled for the law by least squares (its 95%% profile interval "
+                      "printed); said in the notes")),
+                  "shape": dict(default=FITTED, choices=tuple(EPSILON_OF_PARAMS), help=(
+                      "parameter-count convention N in the law's A·N^−α (C = 6·N_total·T whatever it "
+                      "is): N = N_nonemb + ε·N_emb; fitted: ε in [0, 1] fitted in every refit (its profile-"
+                      "likelihood and cluster-bootstrap intervals printed); total: ε held at 1; "
+                      + NONEMBEDDING_HELP + ", else 2·V·W untied, V·W tied from a vocab_size "
+                      "column: ε held at 0; a held ε is held in every refit (pooled fit, bootstrap, "
+                      "held-out checks) and said in the first lines"))})
+
+
 #: the pooling laws of `shape` (``auto``: picked by held-out error)
 SHAPE_LAWS = ("auto", *SHAPE_POOL_LAWS)
 
@@ -268,7 +316,8 @@ SHAPE_LAWS = ("auto", *SHAPE_POOL_LAWS)
 class ShapeOptions(FromArguments):
     """How `shape` answers (``shape_answer``'s keywords): the pooling ``law``, the band's relative
     ``tolerance``, the ``reference`` suite, the cluster bootstrap (``resamples`` refits of
-    ``cluster`` units, ``seed``)."""
+    ``cluster`` units, ``seed``), the parameter-count convention ``params`` (a key of
+    :data:`EPSILON_OF_PARAMS`: ε fitted, or held at 1 or 0 in every refit)."""
 
     law: str = option(
         "auto", "auto: picked by held-out error (leave one suite out, leave runs out, rollout; the table "
@@ -290,3 +339,4 @@ class ShapeOptions(FromArguments):
         "shape's seeds together. Also the unit of the leave-runs-out folds; named in the output",
         metavar="COLUMN")
     seed: int = option(SEED, SEED_HELP, type=COUNT)
+    params: str = declared_in(CountOptions, "params", command="shape")

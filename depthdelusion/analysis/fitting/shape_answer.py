@@ -13,7 +13,7 @@ from ..table.published import load_table
 from ..table.runs import Runs
 from ..table.shape_suites import Suite, suite_from_runs
 from .clusters import cluster_labels
-from .options import SEED, ShapeOptions
+from .options import EPSILON_OF_PARAMS, FITTED, SEED, ShapeOptions
 from .shape_checks import (
     MIN_SUITES_RESAMPLED,
     check_laws,
@@ -84,6 +84,14 @@ class ShapeAnswer:
     notes: list = field(default_factory=list)
     #: what undermines the answer itself (said in the third line)
     warnings: list = field(default_factory=list)
+    #: the parameter-count convention (a key of :data:`.options.EPSILON_OF_PARAMS`): ε fitted, or
+    #: held at 1 (total N) or 0 (Kaplan's non-embedding N) in every refit
+    params: str = FITTED
+
+    @property
+    def eps_held(self) -> float | None:
+        """ε as the convention holds it in every refit (None: fitted)."""
+        return EPSILON_OF_PARAMS[self.params]
 
 
 def as_suites(tables, cluster: str | None = None) -> list[Suite]:
@@ -125,7 +133,7 @@ def _clusters(table: Runs, cluster: str | None) -> tuple:
 
 def shape_answer(tables, compute, *, law: str = ShapeOptions.law, tolerance: float = ShapeOptions.tolerance,
                  resamples: int = ShapeOptions.resamples, seed: int = SEED, reference: str | None = None,
-                 compare: bool = True, cluster: str | None = None) -> ShapeAnswer:
+                 compare: bool = True, cluster: str | None = None, params: str = FITTED) -> ShapeAnswer:
     """The compute-optimal shape at each budget in ``compute`` (FLOPs) from the suites in
     ``tables`` (see :func:`as_suites`) pooled by ``law`` (a key of :data:`.shape_pool.LAWS`, or
     ``auto``: picked by held-out error), with the band of shapes within ``tolerance`` (relative)
@@ -134,12 +142,18 @@ def shape_answer(tables, compute, *, law: str = ShapeOptions.law, tolerance: flo
     suites other than the reference drawn too where there are at least
     :data:`.shape_checks.MIN_SUITES_RESAMPLED`). ``cluster``: the unit drawn whole (see
     :func:`as_suites`; also the unit of the leave-runs-out folds). ``compare``: the rivals'
-    held-out checks (needed by ``auto``; without them the answer has no table)."""
+    held-out checks (needed by ``auto``; without them the answer has no table). ``params``: the
+    parameter-count convention, a key of :data:`.options.EPSILON_OF_PARAMS` (``fitted``: ε in
+    N = N_nonemb + ε·N_emb fitted; ``total``, ``nonembedding``: ε held at 1, 0 in the pooled fit,
+    the bootstrap and every held-out refit, and not profiled)."""
     budgets = np.atleast_1d(np.asarray(compute, float))
     if budgets.size == 0 or np.any(~np.isfinite(budgets) | (budgets <= 0)):
         raise ValueError(f"compute: expected positive FLOP budgets, got {list(budgets)}")
     if not 0 < tolerance < 1:
         raise ValueError(f"tolerance: expected a relative tolerance in (0, 1), got {tolerance}")
+    if params not in EPSILON_OF_PARAMS:
+        raise ValueError(f"params (--params): expected one of {', '.join(EPSILON_OF_PARAMS)}, got {params!r}")
+    eps = EPSILON_OF_PARAMS[params]
     suites = as_suites(tables, cluster)
     data = Pooled.of(suites)
     ref = suites[0].name if reference is None else reference
@@ -147,26 +161,27 @@ def shape_answer(tables, compute, *, law: str = ShapeOptions.law, tolerance: flo
         raise ValueError(f"reference: no suite {ref!r}; suites: {', '.join(data.names)}")
     if law == "auto" and not compare:
         raise ValueError("law: auto picks by the held-out checks; give a law to skip them (compare=False)")
-    checks = check_laws(data) if compare else []
+    checks = check_laws(data, eps=eps) if compare else []
     if law == "auto":
         law, why = pick_law(checks)
     elif law in LAWS:
         why = "given (--law)"
     else:
         raise ValueError(f"law: expected auto or one of {', '.join(LAWS)}, got {law!r}")
-    full = fit_shape_law(data, law)
+    full = fit_shape_law(data, law, eps=eps)
     s = data.names.index(ref)
     counts = suite_counts(suites[s])
     resampling = Resampling({x.name: x.cluster_name for x in suites}, len(suites) >= MIN_SUITES_RESAMPLED,
                             len(suites))
     boot, fitted, degenerate = _bootstrap(data, law, full, s, counts, budgets, tolerance, resamples, seed,
-                                          resampling.suites_resampled)
+                                          resampling.suites_resampled, eps)
     lo, hi = data.compute.min(), data.compute.max()
     own = data.compute[data.suite == s]
     ref_lo, ref_hi = own.min(), own.max()
-    total, nonemb = ((fit_shape_law(data, law, eps=e, start=full) for e in (1.0, 0.0)) if full.uses_eps
-                     else (full, full))
-    without = _without_each_suite(data, law, s)
+    # the answer under each held ε: the answer itself where the convention holds that ε
+    total, nonemb = ((full if e == eps else fit_shape_law(data, law, eps=e, start=full) for e in (1.0, 0.0))
+                     if full.uses_eps else (full, full))
+    without = _without_each_suite(data, law, s, eps)
     per_budget = []
     for k, C in enumerate(budgets):
         ci = {f: _percentiles(boot[:, k, i]) for i, f in enumerate(FIELDS)}
@@ -181,9 +196,11 @@ def shape_answer(tables, compute, *, law: str = ShapeOptions.law, tolerance: flo
     warnings = [f"suite {x.name}: tokens vary by {np.ptp(np.log(x.tokens)):.2f} in ln T (< ln 1.5), so its data "
                 "term B·T^−β, and with it the split of C into N* and T*, is barely identified"
                 for x in suites if np.ptp(np.log(x.tokens)) < np.log(1.5)]
-    return ShapeAnswer(law, why, full, ref, counts, _eps_profile(data, law, full, s), fitted.pop("eps"), fitted, checks,
+    profile = _eps_profile(data, law, full, s) if eps is None else (np.nan, np.nan)  # a held ε has none
+    eps_boot = fitted.pop("eps") if eps is None else (np.nan, np.nan)
+    return ShapeAnswer(law, why, full, ref, counts, profile, eps_boot, fitted, checks,
                        per_budget, (float(ref_lo), float(ref_hi)), (float(lo), float(hi)), tolerance, len(boot), degenerate, suites, resampling,
-                       notes, warnings)
+                       notes, warnings, params)
 
 
 def _decades_outside(C: float, lo: float, hi: float) -> float:
@@ -211,15 +228,16 @@ def _percentiles(values) -> tuple:
     return (float(np.percentile(v, 2.5)), float(np.percentile(v, 97.5))) if len(v) > 1 else (np.nan, np.nan)
 
 
-def _bootstrap(data, law, full, s, counts, budgets, tolerance, resamples, seed, resample_suites=False):
+def _bootstrap(data, law, full, s, counts, budgets, tolerance, resamples, seed, resample_suites=False, eps=None):
     """(answers (resamples, budgets, FIELDS), 95% intervals of ε and the shape term's parameters
     by name, resamples whose optimum sat on the search grid's edge at some budget: counted, kept).
-    ``s``: the reference suite (always drawn); ``resample_suites``: the others drawn too."""
+    ``s``: the reference suite (always drawn); ``resample_suites``: the others drawn too; ``eps``:
+    ε held in every refit (None: fitted)."""
     out = np.full((resamples, len(budgets), len(FIELDS)), np.nan)
     fitted, degenerate = [], 0
     weights = cluster_resample_weights(data, resamples, seed, kept_suite=s, resample_suites=resample_suites)
     for b, w in enumerate(weights):
-        refit = fit_shape_law(data, law, weights=w, start=full)
+        refit = fit_shape_law(data, law, eps=eps, weights=w, start=full)
         r = refit.names.index(data.names[s])  # a suite left out of the draw renumbers the rest
         fitted.append({"eps": float(refit.eps[r]), **refit.shape_parameters(r)})
         points = [shape_point(refit, r, counts, C, tolerance) for C in budgets]
@@ -268,15 +286,16 @@ def _eps_profile(data: Pooled, law: str, full: PooledFit, s: int) -> tuple:
     return (end(below), end(above))
 
 
-def _without_each_suite(data: Pooled, law: str, s: int) -> dict:
+def _without_each_suite(data: Pooled, law: str, s: int, eps: float | None = None) -> dict:
     """{suite: the reference suite's law with that suite left out of what the law shares} (the
     reference suite's own terms refitted on it with the shared ones held; its suite index is 0);
-    empty for one suite or a law that shares no shape (chinchilla, separate)."""
+    empty for one suite or a law that shares no shape (chinchilla, separate). ``eps``: ε held
+    (None: fitted)."""
     if len(data.names) < 2 or law in ("chinchilla", "separate"):
         return {}
     ref_rows = data.rows(data.suite == s)
     out = {}
     for t, name in enumerate(data.names):
-        others = fit_shape_law(data.rows(data.suite != t), law)
+        others = fit_shape_law(data.rows(data.suite != t), law, eps=eps)
         out[name] = others if law == "shared" else own_terms_refit(ref_rows, others, law)
     return out

@@ -37,38 +37,42 @@ class LawCheck:
     at_bound: tuple = ()
 
 
-def leave_one_suite_out(data: Pooled, law: str, start: PooledFit | None = None) -> float:
+def leave_one_suite_out(data: Pooled, law: str, start: PooledFit | None = None, eps: float | None = None) -> float:
     """RMSE over every suite's rows predicted from the others: what the law shares (the shape
     term, ε; everything under ``shared``) comes from the other suites, the suite's own E, A, α,
     B, β are refitted on it (under ``separate`` nothing is shared: Chinchilla refitted on it).
-    ``start``: the full fit, each refit's one (warm) start; cold searches without it."""
+    ``start``: the full fit, each refit's one (warm) start; cold searches without it. ``eps``: ε
+    held at this value in every refit (None: fitted)."""
     if len(data.names) < 2:
         return float("nan")
     errors = []
     for s in range(len(data.names)):
-        others = fit_shape_law(data.rows(data.suite != s), law, start=start)
+        others = fit_shape_law(data.rows(data.suite != s), law, eps=eps, start=start)
         held = data.rows(data.suite == s)
         if law == "shared":
             pred = others.suite_loss(0, held.depth, held.width, held.nonemb, held.emb, held.tokens)
         else:
-            pred = own_terms_refit(held, others, law).predict(held)
+            pred = own_terms_refit(held, others, law, eps).predict(held)
         errors.append(held.loss - pred)
     return float(np.sqrt(np.mean(np.square(np.concatenate(errors)))))
 
 
-def own_terms_refit(held: Pooled, shared_from: PooledFit, law: str) -> PooledFit:
-    """``held``'s own E, A, α, B, β fitted with what ``law`` shares held at ``shared_from``'s."""
+def own_terms_refit(held: Pooled, shared_from: PooledFit, law: str, eps: float | None = None) -> PooledFit:
+    """``held``'s own E, A, α, B, β fitted with what ``law`` shares held at ``shared_from``'s
+    (``separate`` shares nothing, not even ε: its Chinchilla refit holds ``eps``, None: fitted)."""
     if law == "separate":
-        return fit_shape_law(held, "chinchilla")
+        return fit_shape_law(held, "chinchilla", eps=eps)
     if law == "chinchilla":
         return fit_shape_law(held, "chinchilla", eps=float(shared_from.eps[0]))
     return fit_shape_law(held, law, eps=float(shared_from.eps[0]), shape_fixed=shared_from)
 
 
-def leave_runs_out(data: Pooled, law: str, folds: int = RUN_FOLDS, start: PooledFit | None = None) -> float:
+def leave_runs_out(data: Pooled, law: str, folds: int = RUN_FOLDS, start: PooledFit | None = None,
+                   eps: float | None = None) -> float:
     """RMSE over every run predicted by the law fitted without its fold (each suite's runs dealt
     round-robin into ``folds`` folds): how well the law predicts a shape it has not seen. Rows
-    of a suite that a fold empties are not predicted. ``start``: as for :func:`leave_one_suite_out`."""
+    of a suite that a fold empties are not predicted. ``start``, ``eps``: as for
+    :func:`leave_one_suite_out`."""
     fold = np.zeros(len(data.loss), int)
     for s in range(len(data.names)):
         m = data.suite == s
@@ -79,16 +83,17 @@ def leave_runs_out(data: Pooled, law: str, folds: int = RUN_FOLDS, start: Pooled
         held = fold == k
         if not held.any():
             continue
-        fitted = fit_shape_law(data.rows(~held), law, start=start)
+        fitted = fit_shape_law(data.rows(~held), law, eps=eps, start=start)
         seen = held & np.isin(data.suite, [data.names.index(n) for n in fitted.names])
         test = data.rows(seen)
         errors.append(test.loss - fitted.predict(test))
     return float(np.sqrt(np.mean(np.square(np.concatenate(errors))))) if errors else float("nan")
 
 
-def rollout(data: Pooled, law: str, fraction: float = ROLLOUT_FRACTION) -> float:
+def rollout(data: Pooled, law: str, fraction: float = ROLLOUT_FRACTION, eps: float | None = None) -> float:
     """RMSE on each suite's larger-compute rows (above ``fraction`` of its ln C range) of the law
-    fitted on the smaller ones (NaN when a suite has fewer than 5 rows to fit or none to predict)."""
+    fitted on the smaller ones (NaN when a suite has fewer than 5 rows to fit or none to predict);
+    ``eps``: as for :func:`leave_one_suite_out`."""
     lnc = np.log(data.compute)
     train = np.zeros(len(lnc), bool)
     for s in range(len(data.names)):
@@ -98,7 +103,7 @@ def rollout(data: Pooled, law: str, fraction: float = ROLLOUT_FRACTION) -> float
     if any(np.sum(train & (data.suite == s)) < 5 or not np.any(~train & (data.suite == s))
            for s in range(len(data.names))):
         return float("nan")
-    fitted = fit_shape_law(data.rows(train), law)
+    fitted = fit_shape_law(data.rows(train), law, eps=eps)
     test = data.rows(~train)
     return float(np.sqrt(np.mean(np.square(test.loss - fitted.predict(test)))))
 
@@ -109,14 +114,15 @@ def candidate_laws(n_suites: int) -> tuple:
     return tuple(LAWS) if n_suites > 1 else ("bowl", "kink", "kink_relative", "chinchilla", "inverse_depth")
 
 
-def check_laws(data: Pooled, laws=None) -> list[LawCheck]:
-    """Every candidate law's held-out errors and score (see :class:`LawCheck`)."""
+def check_laws(data: Pooled, laws=None, eps: float | None = None) -> list[LawCheck]:
+    """Every candidate law's held-out errors and score (see :class:`LawCheck`); ``eps``: ε held at
+    this value in every fit and refit (None: fitted)."""
     laws = laws or candidate_laws(len(data.names))
     # The held-out refits start from the full fit (a fold drops a tenth of the runs, a suite
     # changes only its own terms' start): the kink's 12 cold starts per refit cost 10× more.
-    full = {law: fit_shape_law(data, law) for law in laws}
-    raw = [(law, leave_one_suite_out(data, law, full[law]), leave_runs_out(data, law, start=full[law]),
-            rollout(data, law), full[law]) for law in laws]
+    full = {law: fit_shape_law(data, law, eps=eps) for law in laws}
+    raw = [(law, leave_one_suite_out(data, law, full[law], eps), leave_runs_out(data, law, start=full[law], eps=eps),
+            rollout(data, law, eps=eps), full[law]) for law in laws]
     ratios = []
     for col in (1, 2, 3):
         errs = np.array([r[col] for r in raw])

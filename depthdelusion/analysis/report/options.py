@@ -6,21 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from depthdelusion.option_fields import COUNT, FromArguments, option
+from depthdelusion.option_fields import COUNT, FromArguments, declared_in, option
 
-from ..fitting.options import FitOptions
+from ..fitting.options import CountOptions, FitOptions
 from ..science.persistence import DEFAULT_STEP
 
 DEFAULT_LAWS = ("depth_delusion", "depth_delusion_relative", "depth_delusion_power",
                 "shape_quadratic", "depth_softplus", "kaplan")
-#: The N conventions of `report --params` (`fit --params` adds "fitted"), and what each means.
-PARAMS_CHOICES = ("total", "nonembedding", "non_embedding", "recomputed")
-PARAMS_HELP = ("nonembedding: Kaplan's, every vocabulary matrix the total counts removed (both "
-               "input embedding and LM head when untied; from the table's registration, `tables "
-               "show NAME`, or its params_non_embedding column); non_embedding: the table's own "
-               "params_non_embedding column as given (Gemstones: the authors' count, the LM head "
-               "still in), else D·(12W² + 13W)")
-
 
 @dataclass(frozen=True)
 class FigureOptions(FromArguments):
@@ -48,7 +40,8 @@ class ReportOptions(FromArguments):
     ``lr_replicates``: parametric-bootstrap replicates of the main fits' likelihood-ratio tests
     (0: Davies' bound for λ = 0, and no kink-vs-smooth test); default ``DEFAULT_REPLICATES``,
     or the bootstrap count when that is smaller (0: a quick look without resampling).
-    ``step``, ``groups`` and ``params`` are also `report`'s options, declared here."""
+    ``step`` and ``groups`` are also `report`'s options, declared here; ``params`` is
+    ``CountOptions``' declaration, as `report` reads it."""
 
     fit: FitOptions = field(default_factory=FitOptions)
     laws: tuple = DEFAULT_LAWS
@@ -62,14 +55,6 @@ class ReportOptions(FromArguments):
                          "one law for all (flagged when budgets differ); auto: offsets when the "
                          "groups' token budgets differ or are unknown for some",
                          choices=("auto", "offsets", "pooled"))
-    params: str = option("total", "parameter-count convention N (total: a registered table's counts as "
-                         "published; other tables' rows inconsistent with their shape are refitted "
-                         "with N recomputed from (D, W)); " + PARAMS_HELP, choices=PARAMS_CHOICES,
-                         commands={"fit": dict(default=None, choices=PARAMS_CHOICES + ("fitted",), help=(
-                             "parameter-count convention N: total as the table gives it (default), "
-                             "recomputed from (D, W) (needs the vocabulary: a vocab_size column or "
-                             "--vocab); " + PARAMS_HELP + "; fitted: N = N_nonemb + ε·N_emb with ε in "
-                             "[0, 1] profiled for the law by least squares (its 95%% profile interval "
-                             "printed); said in the notes"))})
+    params: str = declared_in(CountOptions, "params")
     design: bool = True
     lr_replicates: int | None = None

@@ -15,6 +15,14 @@ from ..fitting.shape_optimum import DEPTHS, WIDTHS
 from ..fitting.shape_pool import LAWS
 from ..formats.interval_text import interval_text
 
+#: Each parameter-count convention (``ShapeAnswer.params``) in a reader's words, and the answer
+#: under it (the held conventions' answers are computed whatever the convention).
+CONVENTIONS = {"fitted": ("fitted ε", lambda b: b.point), "total": ("total N", lambda b: b.under_total),
+               "nonembedding": ("non-embedding N", lambda b: b.under_nonemb)}
+#: What a held ε makes N.
+HELD = {"total": "total N: every parameter, embeddings included",
+        "nonembedding": "Kaplan's non-embedding N: every vocabulary matrix removed"}
+
 #: What one cluster of each unit is, for the reader.
 UNITS = {"shape": "shapes (depth × width: a run's checkpoints and a shape's seeds together)",
          "run": "runs (a run's checkpoints together)", "row": "rows (no clustering: each row alone)"}
@@ -35,7 +43,21 @@ def intervals_text(a: ShapeAnswer) -> str:
               f"suites not resampled: {r.n_suites} suite{'s' if r.n_suites != 1 else ''} (< {r.min_suites})")
     return (f"95% percentile intervals of {a.n_resamples} cluster-bootstrap refits: {what} drawn with "
             f"replacement within each suite; {suites}; each refit started from the full fit; N(D, W) "
-            "held at the reference suite's count")
+            "held at the reference suite's count" + ("" if a.eps_held is None else f"; ε held at {a.eps_held:g}"))
+
+
+def held_text(a: ShapeAnswer) -> str:
+    """A held ε as the output names it: "ε held at 0 (Kaplan's non-embedding N: ...; --params
+    nonembedding)"; "" when ε is fitted."""
+    if a.eps_held is None:
+        return ""
+    return f"ε held at {a.eps_held:g} ({HELD[a.params]}; --params {a.params})"
+
+
+def _shown(a: ShapeAnswer) -> list:
+    """The conventions whose answer line 2 compares: the answer's first; a held ε fits none, so
+    then no fitted-ε answer."""
+    return [a.params] + [c for c in CONVENTIONS if c != a.params and (c != "fitted" or a.eps_held is None)]
 
 
 def where_text(a: ShapeAnswer, b: BudgetAnswer) -> str:
@@ -75,18 +97,21 @@ def first_lines(a: ShapeAnswer) -> list[str]:
              + (f", {lo:.3g}–{hi:.3g} in all suites" if len(a.suites) > 1 else "")
              + "; C = 6·N_total·T)")
     eps = float(a.fit.eps[a.fit.names.index(a.reference)])
+    shown = [CONVENTIONS[c] for c in _shown(a)]
     if not a.fit.has_shape:
+        first = a.budgets[0]
         moves = ("the law has no shape term: D* and W* are not determined; N* at the first budget "
-                 f"{a.budgets[0].point.params:.3g} (fitted ε), {a.budgets[0].under_total.params:.3g} under "
-                 f"total N, {a.budgets[0].under_nonemb.params:.3g} under non-embedding N")
+                 + ", ".join(f"{under(first).params:.3g} " + (f"({label})" if i == 0 else f"under {label}")
+                             for i, (label, under) in enumerate(shown)))
     else:
         moves = "; ".join(
-            f"at {b.point.compute:.3g}: D* {_depth(b.point.depth)} (fitted ε), {_depth(b.under_total.depth)} "
-            f"(total N), {_depth(b.under_nonemb.depth)} (non-embedding N); band depth "
-            f"{_range(b.point.band_depth)} (fitted ε), {_range(b.under_total.band_depth)} (total N), "
-            f"{_range(b.under_nonemb.band_depth)} (non-embedding N)"
+            f"at {b.point.compute:.3g}: D* " + ", ".join(f"{_depth(under(b).depth)} ({label})" for label, under in shown)
+            + "; band depth " + ", ".join(f"{_range(under(b).band_depth)} ({label})" for label, under in shown)
             for b in a.budgets)
-    if a.fit.uses_eps:
+    if a.fit.uses_eps and a.eps_held is not None:
+        line2 = (f"N = N_nonemb + ε·N_emb with {held_text(a)} in every fit and refit (the pooled fit, the "
+                 "bootstrap, the held-out checks): ε is not fitted, so it has no interval. " + moves)
+    elif a.fit.uses_eps:
         whose = (f"the ε of suite {a.reference} (every suite fits its own)" if a.law == "separate"
                  else "one ε shared by every suite")
         line2 = (f"N = N_nonemb + ε·N_emb with ε = {eps:.3f} fitted, {whose} (95% profile likelihood "
@@ -153,7 +178,8 @@ def _value(v, ci, spec, grid=None) -> str:
 def budget_lines(a: ShapeAnswer, b: BudgetAnswer) -> list[str]:
     p, ci = b.point, b.intervals
     shape = a.fit.has_shape
-    lines = [f"C = {p.compute:.3g} FLOPs ({where_text(a, b)})",
+    lines = [f"C = {p.compute:.3g} FLOPs ({where_text(a, b)})" + (f"; N: {held_text(a)}" if a.eps_held is not None
+                                                                 and a.fit.uses_eps else ""),
              f"  depth D*      {_value(p.depth, ci['depth'], '.3g', DEPTHS) if shape else 'not determined (no shape term)'}",
              f"  width W*      {_value(p.width, ci['width'], '.4g', WIDTHS) if shape else 'not determined (no shape term)'}",
              f"  N* total      {_value(p.params, ci['params'], '.3g')}  (every parameter, embeddings included)",
@@ -182,7 +208,8 @@ def check_lines(a: ShapeAnswer) -> list[str]:
     lines = ["Laws by held-out prediction (RMSE, nats). LOSO: leave one suite out (its own E, A, α, "
              f"B, β (inverse_depth: E, B, β) refitted on it, the shared terms from the others); runs-out: "
              f"{RUN_FOLDS} folds of whole clusters (unseen shapes); rollout: fitted on each suite's smaller {ROLLOUT_FRACTION:.0%} "
-             "of ln C, predicting the rest. Score: mean over the checks of RMSE / the best law's.",
+             "of ln C, predicting the rest. Score: mean over the checks of RMSE / the best law's."
+             + (f" Every fit and refit with {held_text(a)}." if a.eps_held is not None else ""),
              f"  {'law':<13} {'LOSO':>8} {'runs-out':>8} {'rollout':>8} {'score':>7} {'params':>6} {'RSS':>8}"]
     for c in a.checks:
         lines.append(f"  {c.law:<13} {_rmse(c.loso)} {_rmse(c.runs_out)} {_rmse(c.rollout)} {c.score:>7.3f} {c.n_params:>6d} "
@@ -233,7 +260,8 @@ def to_json(a: ShapeAnswer) -> dict:
                       "high": item(getattr(p, f"band_{key}")[1], ci[f"band_{key}_high"])}
                 for key in ("depth", "width", "aspect")}
         budgets.append({
-            "compute": p.compute, "where": where_text(a, b), "decades_outside": b.decades_outside,
+            "compute": p.compute, "params_convention": a.params, "where": where_text(a, b),
+            "decades_outside": b.decades_outside,
             "decades_outside_pooled": b.decades_outside_pooled,
             "beyond_runs": [{"quantity": n, "value": v, "largest_run": m} for n, v, m in b.beyond_runs],
             "own_suite_depth": {k: _num(v) for k, v in b.own_suite_depth.items()},
@@ -251,7 +279,7 @@ def to_json(a: ShapeAnswer) -> dict:
                                "high": _num(a.shape_intervals.get(k, (None, None))[1])}
                            for k, v in a.fit.shape_parameters(a.fit.names.index(a.reference)).items()},
             "eps": {"value": _num(a.fit.eps[a.fit.names.index(a.reference)]), "profile": list(map(_num, a.eps_profile)),
-                    "bootstrap": list(map(_num, a.eps_bootstrap))},
+                    "bootstrap": list(map(_num, a.eps_bootstrap)), "params": a.params, "held": a.eps_held is not None},
             "tolerance": a.tolerance, "reference": a.reference, "budgets": budgets,
             "checks": [{"law": c.law, "loso": _num(c.loso), "runs_out": _num(c.runs_out), "rollout": _num(c.rollout), "score": _num(c.score),
                         "n_params": c.n_params, "rss": c.rss, "at_bound": list(c.at_bound)} for c in a.checks],
