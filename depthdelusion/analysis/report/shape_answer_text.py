@@ -9,14 +9,15 @@ from pathlib import Path
 
 import numpy as np
 
+from ..fitting.options import EPSILON_OF_PARAMS
 from ..fitting.shape_answer import BudgetAnswer, ShapeAnswer
 from ..fitting.shape_checks import ROLLOUT_FRACTION, RUN_FOLDS
 from ..fitting.shape_optimum import DEPTHS, WIDTHS
 from ..fitting.shape_pool import LAWS
 from ..formats.interval_text import interval_text
 
-#: Each parameter-count convention (``ShapeAnswer.params``) in a reader's words, and the answer
-#: under it (the held conventions' answers are computed whatever the convention).
+#: Each parameter-count convention (a key of ``EPSILON_OF_PARAMS``, ``ShapeAnswer.params``) in a
+#: reader's words, and the answer under it (the held conventions' are computed whatever the convention).
 CONVENTIONS = {"fitted": ("fitted ε", lambda b: b.point), "total": ("total N", lambda b: b.under_total),
                "nonembedding": ("non-embedding N", lambda b: b.under_nonemb)}
 #: What a held ε makes N.
@@ -57,7 +58,8 @@ def held_text(a: ShapeAnswer) -> str:
 def _shown(a: ShapeAnswer) -> list:
     """The conventions whose answer line 2 compares: the answer's first; a held ε fits none, so
     then no fitted-ε answer."""
-    return [a.params] + [c for c in CONVENTIONS if c != a.params and (c != "fitted" or a.eps_held is None)]
+    return [a.params] + [c for c, held in EPSILON_OF_PARAMS.items() if c != a.params and (held is not None
+                                                                                   or a.eps_held is None)]
 
 
 def where_text(a: ShapeAnswer, b: BudgetAnswer) -> str:
