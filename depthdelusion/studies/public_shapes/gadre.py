@@ -34,6 +34,8 @@ HEADING = "## Item 2: the robust laws checked on Gadre et al. 2024 (gadre.csv)"
 
 @dataclass(frozen=True)
 class GadreFit:
+    """One law fitted in one N convention, ``d_aicc`` its AICc above the convention's best law."""
+
     law: str
     fit: object
     d_aicc: float
@@ -56,7 +58,7 @@ def measure(conventions, *, bootstrap: int, seed: int, laws=LAWS) -> tuple:
     """A :class:`GadreArm` per N convention of ``conventions``."""
     table = load_table(TABLE)
     table = table.subset(np.isfinite(np.asarray(table.depth, float)) & np.isfinite(np.asarray(table.width, float)))
-    # Gadre et al.'s token multiples are of total N (tokens = 20·multiple·N): kept in every convention
+    # tokens per parameter of total N (the files' chinchilla_multiplier × 20): the same runs in every convention
     multiple = np.round(np.asarray(table.tokens, float) / np.asarray(table.params, float))
     return tuple(_arm(table, c, multiple, laws, bootstrap=bootstrap, seed=seed) for c in conventions)
 
