@@ -16,7 +16,8 @@ from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import csv_text, markdown_table
 from depthdelusion.analysis.reference import PAPER_KAPPA
 from depthdelusion.option_fields import command_words
-from depthdelusion.studies.public_shapes import chinchilla, figures, fitting_loss, gadre, nested, optimal, prediction, study
+from depthdelusion.studies.public_shapes import chinchilla, figures, fitting_loss, nested, optimal, prediction, study
+from depthdelusion.studies.public_shapes import gadre
 from depthdelusion.studies.public_shapes import sections as more
 from depthdelusion.studies.public_shapes.answers import lr_flips, sign_flips
 from depthdelusion.studies.public_shapes.options import PublicShapesOptions
