@@ -62,7 +62,9 @@ def param_pieces(runs) -> tuple[np.ndarray, np.ndarray, str]:
     count = getattr(runs, "embeddings", None)
     if count is not None:
         if not runs.has("width"):
-            raise ValueError("non-embedding N needs the width of every run (column width)")
+            blank = [str(n) for n, w in zip(runs.name, runs.width) if not w > 0]
+            raise ValueError(f"non-embedding N needs the width of every run (column width): {len(blank)} "
+                             f"have none ({', '.join(blank[:3])}{', …' if len(blank) > 3 else ''})")
         n_emb = count.embedding_params(runs.width)
         return total - n_emb, n_emb, (f"Kaplan's non-embedding N = N − {count.matrices}·{count.vocab:,}·W "
                                       f"({count.summary()})")

@@ -32,6 +32,7 @@ from .published_files import SourceFile, fetch, files_under, sha256_of
 from .published_readers import (
     CHINCHILLA_EMBEDDINGS,
     EPOCH_EXCLUDED,
+    GADRE_EMBEDDINGS,
     chinchilla_shapes_runs,
     gadre_runs,
     highest_losses_excluded,
@@ -444,8 +445,11 @@ TABLES = {t.name: t for t in (
         "https://github.com/mlfoundations/scaling (exp_data/models/*.json, commit "
         "a003c4913793ac2ae7ef87b28ecb562955d026d5)", "MIT (the repository's LICENSE.txt)", True, gadre_runs,
         rows=104, files=files_under("mlfoundations/scaling", "a003c4913793ac2ae7ef87b28ecb562955d026d5", "exp_data/models"),
+        embeddings=GADRE_EMBEDDINGS,
         notes=("loss is the C4 validation loss (c4_val); the other validation sets are loss_<set> "
-               "columns; params and params_non_embedding as the files give them",)),
+               "columns; params and params_non_embedding as the files give them (params_no_embed: "
+               "one vocabulary matrix removed); open_lm_1b/7b have no width, so --params "
+               "nonembedding needs their rows left out",)),
     PublishedTable(
         "olmo_ladder", "The OLMo model ladder: 5 sizes (190M-3B) x 5 token multiples (0.5-10x Chinchilla)",
         "Bhagia, Liu, Wettig, Heineman, Tafjord, Jha, Soldaini, Smith, Groeneveld, Koh, Dodge, "

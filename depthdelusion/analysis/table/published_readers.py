@@ -100,6 +100,18 @@ def isoflop_table(path, fitted_condition: str | None = None) -> Runs:
     return runs
 
 
+#: open_lm's padded GPT-NeoX vocabulary, the V of Gadre et al.'s models (their open_lm configs).
+GADRE_VOCAB = 50432
+GADRE_EMBEDDINGS = EmbeddingCount(
+    GADRE_VOCAB, 2, False,
+    "N is the files' params as published; for each of the 4 named shapes it is the open_lm blocks "
+    "(4·W² attention and a SwiGLU of 3·W·h, h = ⌊8W/3⌋ rounded up to a multiple of 256, two gain-only "
+    "norms per layer and a final one) plus 2·50,432·W exactly, and params − params_no_embed = "
+    "50,432·W exactly: an untied input embedding and LM head, as the shapes' configs say "
+    "(scaling/open_lm_configs/d=W_l=L_h=H.json at the pinned commit: vocab_size 50432, "
+    "weight_tying false). The files' params_no_embed (column params_non_embedding) is N − V·W, "
+    "the LM head still in, not Kaplan's")
+
 #: Gadre et al.'s model names: d=WIDTH_l=LAYERS_h=HEADS (the open_lm_1b/7b configs are not spelled out).
 _GADRE_SHAPE = re.compile(r"d=(\d+)_l=(\d+)_h=(\d+)")
 #: The validation set whose loss is ``loss`` (Gadre et al. fit C4 eval loss); the others are extra columns.

@@ -14,7 +14,9 @@ Gemstones suite and on Chinchilla's runs, tables by name.
   `analysis/report/shape.optimal_shape`, N(D, W) recovered from the table.
 - `prediction.py` — its prediction test (fit on shapes ≤ 1B at all but the last budgets, predict
   the rest; each law against chinchilla), the later budgets (gemstones_100b_plus fitted to 100B
-  tokens, predicted to 350B) and the check on Gadre et al. 2024.
+  tokens, predicted to 350B); `gadre.py` — the check on Gadre et al. 2024 (the laws on its 95
+  runs with a shape, one offset per training set, under every N convention, runs resampled within
+  training sets) and its section.
 - `figures.py`, `sections.py` — its figures (loss against depth at matched N and T, fitted against
   observed per width, D_crit(W) with the paper's band; their facts for the report measured apart
   from the drawing) and the report sections of the parts above.

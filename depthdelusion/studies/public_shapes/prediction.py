@@ -1,4 +1,4 @@
-"""The public-shapes study's prediction test (issue 51, item 5) and its check on Gadre et al. (item 2).
+"""The public-shapes study's prediction test (issue 51, item 5) and the later budgets (issue 62 item 7).
 
 :func:`predict`: every law fitted on the shapes up to ``SMALL`` parameters at all but the last
 ``LAST_BUDGETS`` token budgets, then asked for three held-out sets: the larger shapes (at the
@@ -10,9 +10,7 @@ checkpoints: the difference of RMSEs, with a cluster-bootstrap interval over the
 (held-out shapes resampled, the fits held fixed: it measures which runs were held out, not the
 fit's own uncertainty).
 
-:func:`gadre`: the laws robust on Gemstones fitted to Gadre et al. 2024 (the runs with a width
-and depth: 4 shapes × 3 training sets × token multiples), one offset E per training set,
-intervals from a case bootstrap within training sets (each row there is its own training run).
+The check on Gadre et al. 2024 is :mod:`.gadre`.
 """
 from __future__ import annotations
 
@@ -20,18 +18,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from depthdelusion.analysis import fit
-from depthdelusion.analysis.fitting.result import parameter_status
 from depthdelusion.analysis.fitting.rollout import Step
-from depthdelusion.analysis.table.published import load_table
 from depthdelusion.studies.public_shapes.answers import percentile_interval
-from depthdelusion.studies.public_shapes.study import Arm, convention_runs, fit_laws, shape_labels, significant
+from depthdelusion.studies.public_shapes.study import Arm, convention_runs, fit_laws, shape_labels
 
 SMALL = 1e9          # parameters (the arm's convention): fitted up to this size
 LAST_BUDGETS = 2     # token budgets held out at the end
 HELD_OUT = ("larger shapes", "last budgets", "larger shapes, last budgets")
 BASELINE = "chinchilla"
-GADRE_LAWS = ("chinchilla", "shape_quadratic", "gemstones_width_depth", "depth_delusion")
 
 
 @dataclass(frozen=True)
@@ -136,41 +130,3 @@ def _nats(v):
     """A loss error to 0.1 millinat: far below the runs' own noise (≈ 0.02 nats), and the
     same on any machine (tied fits differ in the 8th decimal)."""
     return None if not np.isfinite(v) else round(float(v), 4) + 0.0
-
-
-@dataclass(frozen=True)
-class GadreFit:
-    law: str
-    fit: object
-    d_aicc: float
-
-
-def gadre(*, bootstrap: int, seed: int, laws=GADRE_LAWS) -> tuple[list[GadreFit], object]:
-    """The laws of ``laws`` fitted to Gadre et al.'s runs with a width and depth (total N), one
-    offset per training set; (fits sorted by AICc, the runs fitted)."""
-    runs = load_table("gadre2024")
-    runs = runs.subset(np.isfinite(np.asarray(runs.depth, float)) & np.isfinite(np.asarray(runs.width, float)))
-    fits = {law: fit(runs, law, bootstrap=bootstrap, seed=seed, profile=False, leave_one_out=False,
-                     diagnostics=False, group_offsets=True) for law in laws}
-    best = min(f.aicc for f in fits.values())
-    return sorted((GadreFit(law, f, f.aicc - best) for law, f in fits.items()), key=lambda g: g.d_aicc), runs
-
-
-def rmse_by_multiple(best: GadreFit, runs) -> tuple:
-    """Where the best law misses: (tokens per parameter, its RMSE there in nats) per multiple."""
-    multiple = np.round(np.asarray(runs.tokens, float) / np.asarray(runs.params, float))
-    resid = np.asarray(runs.loss, float) - best.fit.predict(runs)
-    return tuple((float(m), float(np.sqrt(np.mean(resid[multiple == m] ** 2)))) for m in np.unique(multiple))
-
-
-def gadre_rows(fits: list[GadreFit]) -> list[dict]:
-    """gadre.csv: per law and parameter the value, status and case-bootstrap interval."""
-    rows = []
-    for g in fits:
-        for name, value in g.fit.params.items():
-            lo, hi = (g.fit.ci_bootstrap or {}).get(name, (np.nan, np.nan))
-            rows.append({"law": g.law, "parameter": name, "value": significant(value),
-                         "status": parameter_status(g.fit, name), "ci95_low": significant(lo), "ci95_high": significant(hi),
-                         "rows": g.fit.n, "d_aicc": round(g.d_aicc, 1), "bootstrap_kept": g.fit.n_bootstrap})
-    return rows
-

@@ -17,6 +17,7 @@ from depthdelusion.analysis.formats.table_text import csv_text, markdown_table
 from depthdelusion.analysis.reference import PAPER_KAPPA
 from depthdelusion.option_fields import command_words
 from depthdelusion.studies.public_shapes import chinchilla, figures, fitting_loss, nested, optimal, prediction, study
+from depthdelusion.studies.public_shapes import gadre
 from depthdelusion.studies.public_shapes import sections as more
 from depthdelusion.studies.public_shapes.answers import lr_flips, sign_flips
 from depthdelusion.studies.public_shapes.options import PublicShapesOptions
@@ -123,7 +124,7 @@ def write_report(r: PublicShapesResults, out_dir: Path) -> Path:
     if "prediction" in parts:
         _csv(out_dir / "prediction.csv", prediction.prediction_rows(list(r.predictions)))
     if "gadre" in parts:
-        _csv(out_dir / "gadre.csv", prediction.gadre_rows(list(r.gadre)))
+        _csv(out_dir / "gadre.csv", gadre.rows(r.gadre))
     if "figures" in parts:
         figures.draw(r.arms[0], out_dir, r.arms)
     if "chinchilla_shapes" in parts:
@@ -236,7 +237,7 @@ def _more_sections(r: PublicShapesResults) -> list[str]:
     if "prediction" in parts:
         lines += more.prediction_section(prediction.prediction_rows(list(r.predictions)))
     if "gadre" in parts:
-        lines += more.gadre_section(list(r.gadre), r.gadre_runs, r.gadre_by_multiple)
+        lines += gadre.section(r.gadre)
     if "later" in parts:
         lines += more.later_section(prediction.prediction_rows(list(r.later)))
     if "chinchilla_shapes" in parts:

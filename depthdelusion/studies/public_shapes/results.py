@@ -2,8 +2,8 @@
 :class:`~.study.PublicShapesSpec` into a frozen :class:`PublicShapesResults` holding
 every number the report, its CSVs and its figures state (rendered by
 ``report.sections``); the core's answers come from :mod:`.answers`,
-the compute-optimal shape from :mod:`.optimal`, the prediction test and the check
-on Gadre et al. from :mod:`.prediction`, the figures' facts from
+the compute-optimal shape from :mod:`.optimal`, the prediction test from
+:mod:`.prediction`, the check on Gadre et al. from :mod:`.gadre`, the figures' facts from
 :mod:`.figures`."""
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from depthdelusion.studies.public_shapes import study
 from depthdelusion.studies.public_shapes import answers
 from depthdelusion.studies.public_shapes import chinchilla
 from depthdelusion.studies.public_shapes import fitting_loss
+from depthdelusion.studies.public_shapes import gadre
 from depthdelusion.studies.public_shapes import nested
 from depthdelusion.studies.public_shapes import optimal
 from depthdelusion.studies.public_shapes import prediction
@@ -45,9 +46,7 @@ class PublicShapesResults:
     audit_drawn: bool = False         # audit.png can be drawn (matplotlib is installed)
     optimal: tuple = ()               # optimal.Optimum: fitted, then the authors' released (4.2)
     predictions: tuple = ()           # prediction.Prediction per arm, held-out set and law (5)
-    gadre: tuple = ()                 # prediction.GadreFit, by AICc (item 2)
-    gadre_runs: object = None         # the Gadre et al. runs those laws were fitted to
-    gadre_by_multiple: tuple = ()     # (tokens per parameter, RMSE of the best law there)
+    gadre: tuple = ()                 # gadre.GadreArm per N convention (item 2)
     figures: object = None            # figures.FigureFacts of the first arm (6)
     wall_s: float = 0.0               # measure()'s wall time on this machine
 
@@ -98,9 +97,7 @@ def _parts(spec: study.PublicShapesSpec, arms) -> dict:
     if "prediction" in spec.parts:
         found["predictions"] = tuple(p for a in arms for p in prediction.predict(a, spec.laws, **common))
     if "gadre" in spec.parts:
-        fits, runs = prediction.gadre(**common)
-        found.update(gadre=tuple(fits), gadre_runs=runs,
-                     gadre_by_multiple=prediction.rmse_by_multiple(fits[0], runs) if fits else ())
+        found["gadre"] = gadre.measure(spec.conventions, **common)
     if "figures" in spec.parts:
         found["figures"] = figure_facts(arms[0], arms)
     if "chinchilla_shapes" in spec.parts:

@@ -1,10 +1,9 @@
 """The public-shapes report's sections for the compute-optimal shape (4.2), the prediction test
-(item 5), the check on Gadre et al. (item 2) and the figures (item 6)."""
+(item 5) and the figures (item 6); the check on Gadre et al. (item 2) is :mod:`.gadre`'s."""
 from __future__ import annotations
 
 import numpy as np
 
-from depthdelusion.analysis.fitting.result import parameter_status
 from depthdelusion.analysis.formats.table_text import markdown_table
 from depthdelusion.analysis.reference import PAPER_SHAPE_EXPONENTS
 from depthdelusion.studies.public_shapes.prediction import BASELINE, HELD_OUT, LAST_BUDGETS, LATER_TABLE, SMALL
@@ -105,29 +104,6 @@ def later_section(rows: list[dict]) -> list[str]:
 
 def _n(v, spec: str = "{:+.4f}") -> str:
     return "–" if v is None else spec.format(v)
-
-
-def gadre_section(fits, runs, by_multiple) -> list[str]:
-    if not fits:
-        return []
-    shapes = sorted({(int(w), int(d)) for w, d in zip(runs.width, runs.depth)})
-    table = []
-    for g in fits:
-        status = [parameter_status(g.fit, n) for n in g.fit.params]
-        ok = sum(s == "ok" for s in status)
-        table.append([g.law, g.fit.n, f"{g.d_aicc:+.1f}", f"{np.sqrt(g.fit.rss / g.fit.n):.4f}",
-                      f"{ok} of {len(status)}", g.fit.n_bootstrap])
-    return ["## Item 2: the robust laws checked on Gadre et al. 2024 (gadre.csv)", "",
-            f"The {len(runs)} runs of `gadre2024` with a width and depth: {len(shapes)} shapes "
-            f"({', '.join(f'{w}×{d}' for w, d in shapes)}) on 3 training sets, C4 validation loss, total N; "
-            "one offset E per training set; intervals from a case bootstrap within training sets (each row "
-            "is its own training run, so rows are the clusters). open_lm_1b/7b have no width or depth in "
-            "the files and are left out. With 4 shapes and 2 depths, a shape law has 4 points to describe "
-            "its shape term: expect its shape parameters not identified.", "",
-            markdown_table(["law", "rows", "ΔAICc", "RMSE (nats)", "parameters identified", "bootstrap kept"],
-                           table, "lrrrrr"), "",
-            f"RMSE of {fits[0].law} by tokens per parameter (multiple: nats) — "
-            + ", ".join(f"{m:.0f}: {rmse:.3f}" for m, rmse in by_multiple) + ".", ""]
 
 
 def figures_section(lines: list[str]) -> list[str]:

@@ -150,13 +150,18 @@ def convention_runs(name: str, convention: str, epsilon: float | None = None):
     """``(runs, ε, weight)``: the published table ``name`` with N = N_nonemb + ε·N_emb in
     ``convention`` (:data:`EMBEDDING_WEIGHT`; "fitted": ε from :data:`EPSILON_LAW`'s profile on
     this table, ``weight`` its EmbeddingWeight, unless ``epsilon`` gives it)."""
-    runs = load_table(name)
+    return with_convention(load_table(name), convention, epsilon)
+
+
+def with_convention(runs, convention: str, epsilon: float | None = None, **fit_kwargs):
+    """:func:`convention_runs` for a loaded table ``runs``; ``fit_kwargs`` go to the fits of ε's
+    profile (``group_offsets=True`` where the laws fit one offset per group)."""
     if convention == "total":
         return runs, 1.0, None
     weight = None
     if epsilon is None:
         if convention == "fitted":
-            weight = fit_embedding_weight(runs, EPSILON_LAW)
+            weight = fit_embedding_weight(runs, EPSILON_LAW, **fit_kwargs)
             epsilon = weight.value
         else:
             epsilon = EMBEDDING_WEIGHT[convention]

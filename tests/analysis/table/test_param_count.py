@@ -12,6 +12,7 @@ import pytest
 from depthdelusion.analysis.report.consistency import with_param_convention
 from depthdelusion.analysis.table.param_count import EmbeddingCount, param_pieces, with_params
 from depthdelusion.analysis.table.published import GEMSTONES_VOCAB, TABLES, load_table
+from depthdelusion.analysis.table.published_readers import GADRE_VOCAB
 from depthdelusion.analysis.table.load import load_runs
 from depthdelusion.analysis.table.runs import Runs
 from depthdelusion.cli import main
@@ -89,14 +90,44 @@ def test_the_gemstones_registration_is_what_its_counts_measure(mirror_cache):
     assert np.array_equal(with_params(runs, "nonembedding")[0].params, runs.params - 2 * GEMSTONES_VOCAB * W)
 
 
+def open_lm_blocks(depth, width) -> np.ndarray:
+    """open_lm's count without the vocabulary: per layer 4·W² attention, a SwiGLU of 3·W·h (h =
+    ⌊8W/3⌋ rounded up to a multiple of 256) and two gain-only norms; one final norm."""
+    hidden = 256 * ((np.floor(8 * width / 3) + 255) // 256)
+    return depth * (4 * width ** 2 + 3 * width * hidden + 2 * width) + width
+
+
+def test_the_gadre_registration_is_what_its_counts_measure(mirror_cache):
+    """Gadre et al.'s params are open_lm's blocks plus 2·50,432·W to the parameter on every shaped
+    run, and params − params_no_embed is one 50,432·W matrix: untied, two matrices, so Kaplan's
+    N removes both (the files' own column keeps the LM head)."""
+    runs = load_table("gadre2024")
+    runs = runs.subset(np.isfinite(runs.width))
+    D, W = runs.depth.astype(float), runs.width.astype(float)
+    count = TABLES["gadre2024"].embeddings
+    assert (count.vocab, count.matrices, count.tied) == (GADRE_VOCAB, 2, False) and len(runs) == 95
+    assert np.array_equal(runs.params, open_lm_blocks(D, W) + 2 * GADRE_VOCAB * W)
+    assert np.array_equal(runs.params - runs.params_non_embedding, GADRE_VOCAB * W)
+    kaplan = with_params(runs, "nonembedding")[0].params
+    assert np.array_equal(kaplan, open_lm_blocks(D, W)) and np.array_equal(kaplan, runs.params_non_embedding - GADRE_VOCAB * W)
+
+
+def test_gadre_kaplans_n_on_the_whole_table_names_the_runs_without_a_width(mirror_cache):
+    with pytest.raises(ValueError, match=r"needs the width of every run \(column width\): 9 have none "
+                                         r"\(c4_original-open_lm_1b-1\.0, c4_original-open_lm_1b-4\.0, "):
+        with_params(load_table("gadre2024"), "nonembedding")
+
+
 def test_tables_show_says_how_each_table_counts_n_and_whether_it_ties(mirror_cache, capsys):
     shown = {}
-    for name in ("gemstones", "chinchilla_shapes", "isoflop_marin"):
+    for name in ("gemstones", "chinchilla_shapes", "isoflop_marin", "gadre2024"):
         assert main(["tables", "show", name]) == 0
         shown[name] = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  parameters:"))
     assert "as published. N counts 2 vocabulary matrices (V = 50,304; embeddings untied)" in shown["gemstones"]
     assert "N counts 1 vocabulary matrix (V = 32,000; embeddings tied or not: the source does not say)" in shown["chinchilla_shapes"]
     assert "not registered" in shown["isoflop_marin"]
+    assert "as published. N counts 2 vocabulary matrices (V = 50,432; embeddings untied)" in shown["gadre2024"]
+    assert "weight_tying false" in shown["gadre2024"]
     assert main(["tables", "show", "gemstones", "--json"]) == 0
     assert "untied" in json.loads(capsys.readouterr().out)["parameters"]
 

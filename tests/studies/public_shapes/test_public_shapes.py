@@ -117,8 +117,9 @@ def test_the_miniature_writes_the_compute_optimal_prediction_gadre_and_figure_ou
     prediction = _rows(study / "prediction.csv")
     assert len(prediction) == 3 * 3  # three held-out sets × three laws
     assert {float(r["rmse_minus_chinchilla"]) for r in prediction if r["law"] == "chinchilla"} == {0.0}
-    assert {r["law"] for r in _rows(study / "gadre.csv")} == {"chinchilla", "shape_quadratic",
-                                                              "gemstones_width_depth", "depth_delusion"}
+    gadre = _rows(study / "gadre.csv")
+    assert {r["law"] for r in gadre} == {"chinchilla", "shape_quadratic", "gemstones_width_depth", "depth_delusion"}
+    assert {r["n_convention"] for r in gadre} == {"total"}  # the spec's conventions
     for name in ("loss_vs_depth_matched.png", "fitted_vs_observed.png", "d_crit.png"):
         assert 0 < (study / name).stat().st_size < 200_000, name
     report = (study / "report.md").read_text()

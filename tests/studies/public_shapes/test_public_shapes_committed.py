@@ -1,7 +1,8 @@
 """analysis/public_shapes/: the committed parts that CI can regenerate. The whole study takes over an
-hour (its core refits every law 1,000 times per arm), so CI regenerates the parts that take a minute or less,
+hour (its core refits every law 1,000 times per arm), so CI regenerates the parts that take minutes,
 `--parts later` (the later budgets: every law fitted to 100B tokens, asked for 110B–350B) and
-`--parts gadre` (the laws on Gadre et al.'s 95 runs, at the core's 1,000 bootstrap draws),
+`--parts gadre` (the laws on Gadre et al.'s 95 runs under the three N conventions, at the core's
+1,000 bootstrap draws: about 2.5 min of CPU),
 from the real tables downloaded by name through a local mirror, and compares each CSV and report
 section with the committed ones: every word exactly, every number at its printed digits
 (text_compare's tolerances)."""
