@@ -304,8 +304,10 @@ class CountOptions(FromArguments):
                       "is): N = N_nonemb + ε·N_emb; fitted: ε in [0, 1] fitted in every refit (its profile-"
                       "likelihood and cluster-bootstrap intervals printed); total: ε held at 1; "
                       + NONEMBEDDING_HELP + ", else 2·V·W untied, V·W tied from a vocab_size "
-                      "column: ε held at 0; a held ε is held in every refit (pooled fit, bootstrap, "
-                      "held-out checks) and said in the first lines"))})
+                      "column: ε held at 0 (refused for a suite that counts no vocabulary matrices; "
+                      "fitted ε does not act on such a suite, said in the first lines); a held ε is "
+                      "held in every refit (pooled fit, bootstrap, held-out checks) and said in the "
+                      "first lines"))})
 
 
 #: the pooling laws of `shape` (``auto``: picked by held-out error)

@@ -151,10 +151,8 @@ def shape_answer(tables, compute, *, law: str = ShapeOptions.law, tolerance: flo
         raise ValueError(f"compute: expected positive FLOP budgets, got {list(budgets)}")
     if not 0 < tolerance < 1:
         raise ValueError(f"tolerance: expected a relative tolerance in (0, 1), got {tolerance}")
-    if params not in EPSILON_OF_PARAMS:
-        raise ValueError(f"params (--params): expected one of {', '.join(EPSILON_OF_PARAMS)}, got {params!r}")
-    eps = EPSILON_OF_PARAMS[params]
     suites = as_suites(tables, cluster)
+    eps = _held_eps(params, suites)
     data = Pooled.of(suites)
     ref = suites[0].name if reference is None else reference
     if ref not in data.names:
@@ -193,14 +191,41 @@ def shape_answer(tables, compute, *, law: str = ShapeOptions.law, tolerance: flo
             _own_suite_depths(full, suites, C, tolerance) if law == "separate" else {},
             _beyond_runs(point, suites[s]) if full.has_shape else ()))
     notes = [x.count_note for x in suites] + [counts.formula]
-    warnings = [f"suite {x.name}: tokens vary by {np.ptp(np.log(x.tokens)):.2f} in ln T (< ln 1.5), so its data "
-                "term B·T^−β, and with it the split of C into N* and T*, is barely identified"
-                for x in suites if np.ptp(np.log(x.tokens)) < np.log(1.5)]
+    warnings = _warnings(suites, law, ref, eps is None and full.uses_eps)
     profile = _eps_profile(data, law, full, s) if eps is None else (np.nan, np.nan)  # a held ε has none
     eps_boot = fitted.pop("eps") if eps is None else (np.nan, np.nan)
     return ShapeAnswer(law, why, full, ref, counts, profile, eps_boot, fitted, checks,
                        per_budget, (float(ref_lo), float(ref_hi)), (float(lo), float(hi)), tolerance, len(boot), degenerate, suites, resampling,
                        notes, warnings, params)
+
+
+def _held_eps(params: str, suites) -> float | None:
+    """ε as ``params`` holds it (None: fitted); Kaplan's N refused for a suite whose count has no
+    vocabulary matrices in it (it would be total N under another name)."""
+    if params not in EPSILON_OF_PARAMS:
+        raise ValueError(f"params (--params): expected one of {', '.join(EPSILON_OF_PARAMS)}, got {params!r}")
+    uncounted = [x.name for x in suites if not x.counts_embeddings]
+    if EPSILON_OF_PARAMS[params] == 0.0 and uncounted:
+        raise ValueError(
+            f"--params {params}: {', '.join(uncounted)} count{'s' if len(uncounted) == 1 else ''} no "
+            "vocabulary matrices (no registration, non-embedding or vocabulary column), so Kaplan's "
+            "non-embedding N would be total N under another name; map a vocabulary column "
+            "(--column vocab_size=COLUMN) or use --params total")
+    return EPSILON_OF_PARAMS[params]
+
+
+def _warnings(suites, law: str, ref: str, eps_fitted: bool) -> list:
+    """What undermines the answer: a suite whose tokens barely vary, and, with ε fitted, a suite
+    ε does not act on (no vocabulary matrices counted) or none at all."""
+    out = [f"suite {x.name}: tokens vary by {np.ptp(np.log(x.tokens)):.2f} in ln T (< ln 1.5), so its data "
+           "term B·T^−β, and with it the split of C into N* and T*, is barely identified"
+           for x in suites if np.ptp(np.log(x.tokens)) < np.log(1.5)]
+    uncounted = [x.name for x in suites if not x.counts_embeddings] if eps_fitted else []
+    out += [f"suite {name}: no vocabulary matrices counted, so ε does not act on it (its N is total N "
+            "whatever ε is)" for name in uncounted]
+    if uncounted and (len(uncounted) == len(suites) or (law == "separate" and ref in uncounted)):
+        out.append("ε is not identified: no suite it acts on counts vocabulary matrices")
+    return out
 
 
 def _decades_outside(C: float, lo: float, hi: float) -> float:

@@ -110,6 +110,7 @@ def first_lines(a: ShapeAnswer) -> list[str]:
             f"at {b.point.compute:.3g}: D* " + ", ".join(f"{_depth(under(b).depth)} ({label})" for label, under in shown)
             + "; band depth " + ", ".join(f"{_range(under(b).band_depth)} ({label})" for label, under in shown)
             for b in a.budgets)
+    moves = moves[:1].upper() + moves[1:]  # it follows a sentence
     if a.fit.uses_eps and a.eps_held is not None:
         line2 = (f"N = N_nonemb + ε·N_emb with {held_text(a)} in every fit and refit (the pooled fit, the "
                  "bootstrap, the held-out checks): ε is not fitted, so it has no interval. " + moves)
@@ -125,7 +126,8 @@ def first_lines(a: ShapeAnswer) -> list[str]:
                  "D* does not move with the count; N_total(D, W) only sets T = C / (6·N_total) at a budget. "
                  + "; ".join(f"at {b.point.compute:.3g}: D* {_depth(b.point.depth)}, band depth "
                              f"{_range(b.point.band_depth)}" for b in a.budgets))
-    line3 = (f"Law: {a.law} ({LAWS[a.law]}); {a.law_reason}.{shape_text(a)} Losses on the scale of suite "
+    held = f"; ε held at {a.eps_held:g}, not fitted" if a.eps_held is not None and a.fit.uses_eps else ""
+    line3 = (f"Law: {a.law} ({LAWS[a.law]}{held}); {a.law_reason}.{shape_text(a)} Losses on the scale of suite "
              f"{a.reference!r}; band: shapes within {a.tolerance:.3g} (relative) of the best loss."
              + "".join(f" WARNING: {w}." for w in a.warnings))
     return [line1, line2, line3]

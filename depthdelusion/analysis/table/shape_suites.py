@@ -39,6 +39,12 @@ class Suite:
     count_note: str
     cluster_name: str = "shape"
 
+    @property
+    def counts_embeddings(self) -> bool:
+        """Whether the count has vocabulary matrices in it (a registration, a non-embedding
+        column or a vocabulary column): without, N_emb is 0 and ε does not act on the suite."""
+        return bool(np.any(self.params_emb > 0))
+
     def __len__(self) -> int:
         return len(self.loss)
 

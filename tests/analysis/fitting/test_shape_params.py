@@ -12,7 +12,8 @@ import pytest
 from depthdelusion.analysis import Runs, shape_answer
 from depthdelusion.analysis.fitting import shape_answer as answer_module
 from depthdelusion.analysis.fitting import shape_checks, shape_pool
-from depthdelusion.analysis.report.shape_answer_text import first_lines, summary
+from depthdelusion.analysis.fitting.options import EPSILON_OF_PARAMS
+from depthdelusion.analysis.report.shape_answer_text import CONVENTIONS, HELD, first_lines, summary
 from depthdelusion.cli import main
 
 from tests.analysis.fitting.test_shape_answer import BUDGET, synthetic_suites, write_csv
@@ -59,13 +60,29 @@ def test_the_convention_moves_the_answer_when_the_table_counts_embeddings():
     assert np.all(total.fit.eps == 1.0) and np.all(nonemb.fit.eps == 0.0)
     assert total.fit.rss != nonemb.fit.rss
     assert abs(np.log(total.budgets[0].point.depth / nonemb.budgets[0].point.depth)) > 0.1
-    # without embeddings in the count (no vocabulary column: every parameter non-embedding) the
-    # two conventions are one
+
+
+
+def test_without_vocabulary_matrices_in_the_count_kaplans_n_is_refused_and_a_fitted_eps_is_flagged():
+    # no vocabulary column, registration or non-embedding column: N_emb would be 0, so Kaplan's
+    # N would be total N under another name
     bare = {name: Runs(depth=r.depth, width=r.width, params=r.params, tokens=r.tokens, loss=r.loss, source=name)
-            for name, r in suites.items()}
-    points = [shape_answer(bare, [BUDGET], law="bowl", resamples=0, compare=False, params=p).budgets[0].point
-              for p in ("total", "nonembedding")]
-    assert points[0].depth == pytest.approx(points[1].depth, rel=1e-6)
+            for name, r in two_suites().items()}
+    with pytest.raises(ValueError, match=r"--params nonembedding: .* count no vocabulary matrices.*--params total"):
+        shape_answer(bare, [BUDGET], law="bowl", resamples=0, compare=False, params="nonembedding")
+    fitted = shape_answer(bare, [BUDGET], law="bowl", resamples=0, compare=False, params="fitted")
+    third = first_lines(fitted)[2]
+    assert "ε does not act on it" in third and "ε is not identified" in third, third
+    # one suite with its count: ε acts there, so it is not flagged as unidentified
+    mixed = {"alpha_suite": bare["alpha_suite"], "beta_suite": two_suites()["beta_suite"]}
+    warned = shape_answer(mixed, [BUDGET], law="bowl", resamples=0, compare=False, params="fitted").warnings
+    assert any("suite alpha_suite: no vocabulary matrices counted" in w for w in warned)
+    assert not any("not identified" in w for w in warned)
+
+
+def test_every_convention_has_its_words():
+    assert set(CONVENTIONS) == set(EPSILON_OF_PARAMS)
+    assert set(HELD) == {c for c, e in EPSILON_OF_PARAMS.items() if e is not None}
 
 
 def test_the_text_and_json_name_the_held_convention_first(tmp_path, capsys):
