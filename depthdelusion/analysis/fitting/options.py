@@ -292,7 +292,9 @@ class CountOptions(FromArguments):
     params: str = option(
         "total", "parameter-count convention N (total: a registered table's counts as "
         "published; other tables' rows inconsistent with their shape are refitted "
-        "with N recomputed from (D, W)); " + PARAMS_HELP, choices=PARAMS_CHOICES,
+        "with N recomputed from (D, W)); " + PARAMS_HELP + "; fitted: N = N_nonemb + ε·N_emb with ε "
+        "profiled once by the shape-agnostic law (chinchilla where tokens vary, else kaplan; its "
+        "profile interval printed), then held for every law", choices=PARAMS_CHOICES + (FITTED,),
         commands={"fit": dict(default=None, choices=PARAMS_CHOICES + (FITTED,), help=(
                       "parameter-count convention N: total as the table gives it (default), "
                       "recomputed from (D, W) (needs the vocabulary: a vocab_size column or "

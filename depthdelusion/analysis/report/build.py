@@ -15,6 +15,7 @@ compute nothing. The design assumptions it makes explicit are listed in ``report
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import uuid
@@ -22,7 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...progress import SILENT
+from ..fitting.embedding_weight import fit_embedding_weight
+from ..fitting.options import FitOptions
 from ..formats.table_text import latex_document, write_csv
+from ..table.param_count import param_pieces
+from ..table.runs import Runs
 from .calibrated import calibrated_cells
 from .markdown import first_lines, in_short, markdown, numerics_markdown, verdict_text
 from .options import DEFAULT_LAWS, ReportOptions
@@ -71,11 +76,26 @@ def latex(r: ReportResults) -> str:
                           + (f"; published table: {r.settings.citation}" if r.settings.citation else ""))
 
 
+def fitted_count(raw: Runs, fit_options: FitOptions, groups: str) -> tuple:
+    """``(runs, notes)`` with N = N_nonemb + ε·N_emb (``--params fitted``): ε profiled once, by
+    the shape-agnostic law with the runs' data term (chinchilla where tokens vary, else kaplan),
+    with group offsets where the report fits them, then held for every law, test and draw (as
+    the public-shapes study holds its fitted ε): a shape law is compared with its baseline at one
+    count, not each at its own."""
+    law = "chinchilla" if raw.tokens_vary else "kaplan"
+    offsets = groups == "offsets" or (groups == "auto" and mixed_budgets(raw) is not None)
+    weight = fit_embedding_weight(raw, law, fit_options.method, group_offsets=offsets)
+    n_nonemb, n_emb, how = param_pieces(raw)
+    return dataclasses.replace(raw, params=n_nonemb + weight.value * n_emb), [
+        f"N convention: {weight.sentence()}; ε held at {weight.value:.3g} for every law, test and "
+        f"bootstrap draw below (its own interval is not carried into theirs); N_nonemb is {how}"]
+
+
 def build_report(runs, options: ReportOptions = ReportOptions(), *,
                  progress=SILENT) -> tuple[Report, str, str]:
     """Fit and tabulate as ``options`` say; returns (report, markdown, latex) without writing
     anything. ``progress``: a ``depthdelusion.progress.Stages`` told as each stage starts."""
-    r = with_tables(compute(runs, options, progress=progress, calibrate=calibrated_cells))
+    r = with_tables(compute(runs, options, progress=progress, calibrate=calibrated_cells, count=fitted_count))
     report = Report(Path("."), r.fits, list(r.tables), verdict=verdict_text(r), in_short=in_short(r),
                     verdicts=list(r.verdicts), first_lines=first_lines(r),
                     persistence=r.persistence.as_dict(), runs=r.runs, results=r)

@@ -89,6 +89,7 @@ NOT_ESTABLISHED = "not_established"  # no calibrated, kink-over-smooth, determin
 CANNOT_TELL = "cannot_tell"          # the runs do not vary shape enough
 UNFIT = "unfit"                      # D_crit would carry an arbitrary parameter value
 NO_VOCAB = "no_vocab"                # the audit is shown; N(D, W) for the shape search is unknown
+FITTED_COUNT = "fitted_count"        # the audit is shown; the law's N has a fitted ε the count lacks
 
 
 @dataclass(frozen=True)

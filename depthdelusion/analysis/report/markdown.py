@@ -34,6 +34,7 @@ from .cells import (
 )
 from .contents import (
     CANNOT_TELL,
+    FITTED_COUNT,
     NO_VOCAB,
     NOT_ESTABLISHED,
     SIZE_CLASS_GAP,
@@ -497,6 +498,10 @@ def _shape_section(r: ReportResults) -> list:
     if sh.withheld == NO_VOCAB:
         return md + ["Optimal shape not shown: the runs do not state one vocabulary size, which the "
                      "parameter count N(D, W) needs.", ""]
+    if sh.withheld == FITTED_COUNT:
+        return md + ["Optimal shape not shown: under --params fitted the law's N is N_nonemb + ε·N_emb, "
+                     "which the trainer's count N(D, W) does not give; `depthdelusion shape --params "
+                     "fitted` answers with ε fitted.", ""]
     if not sh.token_term:
         md += ["Fixed-compute optimum not shown: the fit has no data term (token counts are "
                "constant within groups or unknown), so it cannot say how to trade parameters for "

@@ -10,7 +10,9 @@ Design assumptions the results make explicit (docs/analysis.md):
   offset E_g (the budget's data term, constant within a group); ``groups="pooled"`` fits as
   asked but flags it in the report's first lines.
 - **N convention.** ``params="total"`` (printed N; rows inconsistent with their shape refitted
-  with the recomputed N), ``"non_embedding"`` or ``"recomputed"`` (consistency.PARAM_CONVENTIONS).
+  with the recomputed N), ``"non_embedding"`` or ``"recomputed"`` (consistency.PARAM_CONVENTIONS),
+  ``"nonembedding"`` (Kaplan's), ``"fitted"`` (ε profiled by the baseline law, then held:
+  :func:`.build.fitted_count`).
 - **Which conclusion holds where.** With several groups, every form the design allows is also
   fitted (each group alone; groups with unknown budgets with size-class offsets; pooled with
   group offsets; pooled without, flagged) under total and non-embedding N, with the penalty
@@ -27,7 +29,7 @@ from ...progress import SILENT
 from ..fitting.clusters import cluster_kwargs
 from ..fitting.engine import FitResult, fit_with
 from ..fitting.lr_test import DEFAULT_REPLICATES
-from ..fitting.options import FitOptions
+from ..fitting.options import FITTED, FitOptions
 from ..fitting.replicates import replicate_cells
 from ..fitting.result import OK, parameter_status
 from ..fitting.setup import check_fixed, options_for_law
@@ -46,6 +48,7 @@ from ..table.runs import Runs
 from .consistency import audit_param_counts, with_param_convention
 from .contents import (
     CANNOT_TELL,
+    FITTED_COUNT,
     NO_VOCAB,
     NOT_ESTABLISHED,
     RANGE_TOL,
@@ -278,6 +281,8 @@ def shape_results(dd: FitResult, v, critical, runs: Runs, raw: Runs, params: str
     vocab = runs_vocab(raw)
     if vocab is None:
         return dataclasses.replace(base, withheld=NO_VOCAB, audit=audit)
+    if params == FITTED:
+        return dataclasses.replace(base, withheld=FITTED_COUNT, audit=audit)
     counts = trainer_counts(vocab, non_embedding=(params == "non_embedding"))
     constraints = ["compute", "params"] if has_token_term(dd) else ["params"]
     typical_tokens = float(np.nanmedian(runs.tokens)) if np.any(np.isfinite(runs.tokens)) else None
@@ -368,17 +373,20 @@ def _shape(fits, verdicts, critical, runs, raw, s: Settings) -> ShapeResults | N
                          runs, raw, s.params, s.bootstrap, s.shape_draws)
 
 
-def compute(runs, options: ReportOptions, progress=SILENT, calibrate=None) -> ReportResults:
+def compute(runs, options: ReportOptions, progress=SILENT, calibrate=None, count=None) -> ReportResults:
     """Fit and test as ``options`` say; writes nothing. The tables are added by
     ``tables.with_tables``. ``progress`` (``depthdelusion.progress.Stages``) is told as each
     stage starts. ``calibrate``: :func:`.calibrated.calibrated_cells` (build hands it in, so that
     this module stays one level above the verdicts), the design cells rechecked by bootstrap;
-    None: not rechecked."""
+    None: not rechecked. ``count``: ``build.fitted_count``, N with a fitted ε (``params``
+    ``"fitted"``; handed in for the same reason)."""
     s = _settings(runs, options)
     laws, groups, params, design, step = options.laws, options.groups, options.params, options.design, options.step
     bootstrap, seed = s.bootstrap, s.seed
     raw = load_runs(runs)
-    runs, n_notes = with_param_convention(raw, params)
+    if params == FITTED and count is None:
+        raise ValueError("--params fitted: this report was computed without the ε profile (count=)")
+    runs, n_notes = count(raw, options.fit, groups) if params == FITTED else with_param_convention(raw, params)
     mixed = mixed_budgets(runs)
     offsets = groups == "offsets" or (groups == "auto" and mixed is not None)
     laws, skipped = _laws_to_fit(runs, laws, s.label)

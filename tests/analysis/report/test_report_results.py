@@ -66,3 +66,34 @@ def test_each_table_is_written_as_its_csv(tmp_path):
         assert (tmp_path / f"{t.name}.csv").read_text() == csv_text(t.columns, t.rows)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [f"{n}.csv" for n in names] + ["report.md", "report.tex", "numerics.md"])
+
+
+def test_params_fitted_profiles_eps_once_by_the_baseline_and_holds_it_for_every_law():
+    """`report --params fitted` (issue 62 item 1): ε in N = N_nonemb + ε·N_emb profiled by the
+    shape-agnostic law (kaplan: tokens do not vary per run), with the report's group offsets,
+    then every law fitted on that N, said in the notes."""
+    import numpy as np
+
+    from depthdelusion.analysis.fitting.embedding_weight import fit_embedding_weight
+    from depthdelusion.analysis.table.runs import Runs
+
+    base = two_budget_runs()
+    vocab = 256
+    emb = 2.0 * vocab * np.asarray(base.width, float)
+    nonemb = 12.0 * np.asarray(base.depth, float) * np.asarray(base.width, float) ** 2
+    # the loss follows N_nonemb + 0.3·N_emb: between Kaplan's count (ε 0) and the total (ε 1)
+    rng = np.random.default_rng(1)
+    shift = np.where(np.asarray(base.group) == "short", 0.3, 0.0)
+    loss = 1.8 + shift + 30 * (nonemb + 0.3 * emb) ** -0.15 + 0.003 * rng.standard_normal(len(nonemb))
+    runs = Runs(depth=base.depth, width=base.width, params=nonemb + emb, loss=loss, tokens=base.tokens,
+                group=base.group, source="fitted_eps", params_non_embedding=nonemb,
+                vocab_size=np.full(len(nonemb), vocab))
+    options = ReportOptions(fit=FitOptions(bootstrap=0, **QUICK), laws=("depth_delusion", "kaplan"),
+                            params="fitted", design=False, runs_label="synthetic")
+    r = build_report(runs, options)[0].results
+    weight = fit_embedding_weight(runs, "kaplan", group_offsets=True)
+    held = nonemb + weight.value * emb
+    assert np.allclose(r.runs.params, held)
+    assert weight.low < 0.3 < weight.high
+    note = next(n for n in r.notes if n.startswith("N convention: N = N_nonemb + ε·N_emb with ε fitted"))
+    assert f"ε held at {weight.value:.3g} for every law" in note and "law kaplan" in note
