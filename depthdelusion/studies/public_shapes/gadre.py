@@ -303,7 +303,10 @@ def _flips(arms) -> list[str]:
         lines = [f"The best law flips between the N conventions (the laws within ΔAICc {TIED_AICC:g} of the "
                  "lowest, not told apart): " + "; ".join(
                      " ≈ ".join(law for law in LAWS if law in w) + " on "
-                     + ", ".join(f"{c} N" for c, v in winners.items() if v == w) for w in sets) + "."]
+                     + ", ".join(f"{c} N" for c, v in winners.items() if v == w) for w in sets) + "."
+                 + "".join(f" On {a.convention} N ε was tuned for {EPSILON_LAW} and the saturated laws do not depend "
+                           "on it: that set is partly by construction." for a in arms
+                           if a.weight is not None and any(saturated(a, g) for g in a.fits))]
     else:
         lines = [f"The best law is the same under every count: {' ≈ '.join(law for law in LAWS if law in next(iter(sets)))} "
                  f"(within ΔAICc {TIED_AICC:g})."]

@@ -90,4 +90,4 @@ def test_the_best_law_flips_only_where_the_sets_within_the_margin_differ(arms):
     assert "Parameter statuses that change between counts: chinchilla E[c4_original]" in two
     assert "verdicts flip" not in two
     three = "\n".join(gadre.section(arms))
-    assert "chinchilla ≈ shape_quadratic on total N, nonembedding N; chinchilla on fitted N." in three
+    assert "chinchilla ≈ shape_quadratic on total N, nonembedding N; chinchilla on fitted N. On fitted N ε was tuned" in three
