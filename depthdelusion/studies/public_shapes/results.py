@@ -17,6 +17,7 @@ from depthdelusion.studies.public_shapes import study
 from depthdelusion.studies.public_shapes import answers
 from depthdelusion.studies.public_shapes import chinchilla
 from depthdelusion.studies.public_shapes import fitting_loss
+from depthdelusion.studies.public_shapes import loss_verdicts
 from depthdelusion.studies.public_shapes import nested
 from depthdelusion.studies.public_shapes import optimal
 from depthdelusion.studies.public_shapes import prediction
@@ -49,6 +50,8 @@ class PublicShapesResults:
     gadre_runs: object = None         # the Gadre et al. runs those laws were fitted to
     gadre_by_multiple: tuple = ()     # (tokens per parameter, RMSE of the best law there)
     figures: object = None            # figures.FigureFacts of the first arm (6)
+    loss_verdicts: tuple = ()         # loss_verdicts.LossVerdict per verdict and arm (part "huber")
+    noise_part: tuple = ()            # nested.NestedKink per NOISE_PART_TABLES arm and null (part "noise")
     wall_s: float = 0.0               # measure()'s wall time on this machine
 
 
@@ -61,6 +64,9 @@ class PublicShapesResults:
 NOISE_TABLES = ("gemstones",)
 NOISE_NULLS = (nested.Model(shape=True, interaction=True), nested.Model(shape=False),
                nested.Model(shape=False, interaction=True))
+#: the part "noise": the same check on the tables the core leaves out, each arm's additive nested
+#: test (with its power curve) first, then NOISE_NULLS' (noise_model_cooldown.csv)
+NOISE_PART_TABLES = ("gemstones_cooldown",)
 
 
 def measure(spec: study.PublicShapesSpec) -> PublicShapesResults:
@@ -108,7 +114,30 @@ def _parts(spec: study.PublicShapesSpec, arms) -> dict:
     if "later" in spec.parts:
         found["later"] = tuple(p for c in spec.conventions for p in prediction.predict_later(
             c, _hot_epsilon(arms, c), spec.laws, **common))
+    if "huber" in spec.parts:
+        found["loss_verdicts"] = _loss_verdicts(spec, arms)
+    if "noise" in spec.parts:
+        found["noise_part"] = tuple(k for a in arms if a.table in NOISE_PART_TABLES for m in (nested.SMOOTH, *NOISE_NULLS)
+                                    for k in [_noise_test(a, m, spec)] if k is not None)
     return found
+
+
+def _noise_test(arm, model, spec: study.PublicShapesSpec):
+    """One nested test of the noise model (its power curve where the kink is in the smooth law)."""
+    return nested.nested_test(arm, replicates=spec.replicates, seed=spec.seed, start=_smooth_start(arm), model=model,
+                              power_draws=nested.power_draws(spec.replicates) if model.shape else 0)
+
+
+def _loss_verdicts(spec: study.PublicShapesSpec, arms) -> tuple:
+    """Part "huber": every verdict that rests on a fit under least squares and Huber on log-loss:
+    per arm λ = 0, the nested kink and the prediction; per convention the lr shift."""
+    common = {"replicates": spec.replicates, "seed": spec.seed}
+    out = [v for a in arms for v in loss_verdicts.lambda_zero(a, **common)]
+    out += [v for a in arms for v in loss_verdicts.nested_kink(a, start=_smooth_start(a), **common)]
+    if spec.lr_interaction:
+        out += [v for c in spec.conventions for v in loss_verdicts.learning_rate(
+            bootstrap=spec.bootstrap, seed=spec.seed, convention=c, epsilon=_hot_epsilon(arms, c))]
+    return tuple(out + [v for a in arms for v in loss_verdicts.predicted(a, bootstrap=spec.bootstrap, seed=spec.seed)])
 
 
 def _core(spec: study.PublicShapesSpec, arms) -> dict:

@@ -164,12 +164,12 @@ def convention_runs(name: str, convention: str, epsilon: float | None = None):
     return dataclasses.replace(runs, params=n_nonemb + epsilon * n_emb), float(epsilon), weight
 
 
-def fit_laws(runs, clusters, laws, *, bootstrap: int, seed: int) -> dict:
-    """Every law by least squares, its intervals from ``bootstrap`` cluster resamples (whole runs).
-    Profile-likelihood intervals are not computed: they would treat each checkpoint as an
-    independent run."""
+def fit_laws(runs, clusters, laws, *, bootstrap: int, seed: int, loss: str = "ls") -> dict:
+    """Every law by least squares (``loss`` "huber": Huber on log-loss), its intervals from
+    ``bootstrap`` cluster resamples (whole runs). Profile-likelihood intervals are not computed:
+    they would treat each checkpoint as an independent run."""
     return {law: fit(runs, law, bootstrap=bootstrap, seed=seed, profile=False, leave_one_out=False,
-                     diagnostics=False, clusters=clusters) for law in laws}
+                     diagnostics=False, clusters=clusters, loss=loss) for law in laws}
 
 
 def fit_arm(table: str, convention: str, laws=LAWS, *, bootstrap: int, replicates: int,
