@@ -72,8 +72,7 @@ class LossVerdict:
 
 
 def lambda_zero(arm, *, replicates: int, seed: int) -> list[LossVerdict]:
-    """λ = 0 against chinchilla for each of ``study.KINKS`` fitted on ``arm``, under both losses
-    (least squares: the arm's own verdicts where the core made them, else made here)."""
+    """λ = 0 against chinchilla for each of ``study.KINKS`` fitted on ``arm``, under both losses."""
     laws = ["chinchilla"] + [k for k in KINKS if k in arm.fits]
     if not replicates or len(laws) < 2:
         return []
@@ -82,9 +81,8 @@ def lambda_zero(arm, *, replicates: int, seed: int) -> list[LossVerdict]:
         fits = {law: arm.fits[law] if loss == "ls" else fit(
             arm.runs, law, loss=loss, bootstrap=0, seed=seed, profile=False, leave_one_out=False, diagnostics=False)
             for law in laws}
-        made = arm.penalties if loss == "ls" and arm.penalties else penalty_verdicts(
-            fits, arm.runs, replicates=replicates, seed=seed, clusters=arm.clusters)
-        found[loss] = {v.law: v for v in made if v.test is not None}
+        found[loss] = {v.law: v for v in penalty_verdicts(fits, arm.runs, replicates=replicates, seed=seed,
+                                                          clusters=arm.clusters) if v.test is not None}
     return [LossVerdict(f"λ = 0: {law}", arm.label, "LR = n·ln(RSS_chinchilla / RSS_kink), the fits' RSS on loss",
                         found["ls"][law].test.replicates, *(_penalty(found[loss][law]) for loss in LOSSES))
             for law in laws[1:] if all(law in found[loss] for loss in LOSSES)]
@@ -94,14 +92,13 @@ def _penalty(v) -> Outcome:
     return Outcome(v.test.lr, p=v.test.p, answer="rejected" if v.significant else "not rejected")
 
 
-def nested_kink(arm, *, replicates: int, seed: int, start, ls=None) -> list[LossVerdict]:
-    """The kink nested in gemstones_width_depth on ``arm`` under both losses (least squares:
-    ``ls``, the core's test of the arm, when given; its p is the same with or without a power
-    curve, whose draws follow the null's)."""
+def nested_kink(arm, *, replicates: int, seed: int, start) -> list[LossVerdict]:
+    """The kink nested in gemstones_width_depth on ``arm`` under both losses (the least-squares p
+    is the core's at the same draws: its power curve's draws follow the null's)."""
     if not replicates:
         return []
-    tests = [ls or nested.nested_test(arm, replicates=replicates, seed=seed, start=start, power_draws=0),
-             nested.nested_test(arm, replicates=replicates, seed=seed, start=start, power_draws=0, huber=True)]
+    tests = [nested.nested_test(arm, replicates=replicates, seed=seed, start=start, power_draws=0, huber=huber)
+             for huber in (False, True)]
     out = [Outcome(k.lr, p=k.p, answer="rejected" if k.p < LEVEL else "not rejected",
                    detail=f"λ {k.kink[0]:.3g}, κ {k.kink[1]:g}, γ {k.kink[2]:.2f}") for k in tests]
     return [LossVerdict("nested kink", arm.label, "LR = n·ln(RSS_null / RSS_kink); Huber: n·ln(H_null / H_kink)",
@@ -158,7 +155,7 @@ def section(found, *, replicates: int, bootstrap: int) -> list[str]:
     whether it depends on the loss."""
     if not found:
         return []
-    table = [[v.verdict, v.arm, *(_text(o, mc) for o, mc in zip((v.ls, v.huber), v.mc_error)),
+    table = [[v.verdict, v.arm, *(_text(o, mc, v.draws) for o, mc in zip((v.ls, v.huber), v.mc_error)),
               v.depends or "no"] for v in found]
     return ["## The fitting loss, every verdict: least squares against Huber on log-loss (fitting_loss_verdicts.csv)",
             "",
@@ -179,9 +176,14 @@ def section(found, *, replicates: int, bootstrap: int) -> list[str]:
             "Depends on the fitting loss:", "", *_depends_lines(found), ""]
 
 
-def _text(o: Outcome, mc: float) -> str:
+def _text(o: Outcome, mc: float, draws: int) -> str:
     ci = f" [{o.ci[0]:+.3g}, {o.ci[1]:+.3g}]" if np.isfinite(o.ci[0]) else ""
-    p = f", p = {o.p:.3f}" + (f" ± {mc:.3f}" if np.isfinite(mc) else "") if np.isfinite(o.p) else ""
+    if not np.isfinite(o.p):
+        p = ""
+    elif o.p == 0:   # a bootstrap p with no draw on the other side: its resolution, as 4.3 states it
+        p = f", p < {2.0 / draws:.2g}"
+    else:
+        p = f", p = {o.p:.3f} ± {mc:.3f}"
     fitted = f"; {o.detail}" if o.detail else ""
     return f"{o.value:+.3g}{ci}{p}: {o.answer}{fitted}"
 
@@ -193,5 +195,5 @@ def _depends_lines(found) -> list[str]:
         mine = [v for v in found if v.verdict == verdict]
         moved = [f"{v.arm} ({v.depends})" for v in mine if v.depends]
         out.append(f"- {verdict}: " + ("depends on the loss on " + "; ".join(moved) if moved else
-                                       f"does not depend on the loss ({len(mine)} of {len(mine)} arms agree)"))
+                                       f"does not depend on the loss (the same answer on all {len(mine)})"))
     return out

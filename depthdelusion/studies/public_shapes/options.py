@@ -43,3 +43,5 @@ class PublicShapesOptions(FromArguments):
         "fitted to 100B tokens, predicted to 350B), huber (every verdict under least squares and Huber "
         "on log-loss), noise (the noise model's tests on the cooldown table); without laws (the core: fits, tests, 4.1, 4.3, "
         "4.4) the others write report_partial.md")
+    workers: int = option(1, "processes for the part huber (one per arm and lr convention at most); "
+                          "its numbers do not depend on it", type=COUNT)

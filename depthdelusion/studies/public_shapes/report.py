@@ -38,7 +38,7 @@ def command(spec: study.PublicShapesSpec) -> str:
     options = PublicShapesOptions(
         bootstrap=spec.bootstrap, replicates=spec.replicates, seed=spec.seed, tables=",".join(spec.tables),
         conventions=",".join(spec.conventions), laws=None if list(spec.laws) == list(study.LAWS) else ",".join(spec.laws),
-        no_lr_interaction=not spec.lr_interaction, parts=",".join(spec.parts))
+        no_lr_interaction=not spec.lr_interaction, parts=",".join(spec.parts), workers=spec.workers)
     return shlex.join([*COMMAND, *command_words(options)])
 
 

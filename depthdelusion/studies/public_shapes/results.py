@@ -7,8 +7,11 @@ on Gadre et al. from :mod:`.prediction`, the figures' facts from
 :mod:`.figures`."""
 from __future__ import annotations
 
+import functools
 import importlib.util
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -130,14 +133,34 @@ def _noise_test(arm, model, spec: study.PublicShapesSpec):
 
 def _loss_verdicts(spec: study.PublicShapesSpec, arms) -> tuple:
     """Part "huber": every verdict that rests on a fit under least squares and Huber on log-loss:
-    per arm λ = 0, the nested kink and the prediction; per convention the lr shift."""
-    common = {"replicates": spec.replicates, "seed": spec.seed}
-    out = [v for a in arms for v in loss_verdicts.lambda_zero(a, **common)]
-    out += [v for a in arms for v in loss_verdicts.nested_kink(a, start=_smooth_start(a), **common)]
-    if spec.lr_interaction:
-        out += [v for c in spec.conventions for v in loss_verdicts.learning_rate(
-            bootstrap=spec.bootstrap, seed=spec.seed, convention=c, epsilon=_hot_epsilon(arms, c))]
-    return tuple(out + [v for a in arms for v in loss_verdicts.predicted(a, bootstrap=spec.bootstrap, seed=spec.seed)])
+    per arm λ = 0, the nested kink and the prediction; per convention the lr shift. Each arm and
+    convention is one seeded unit of work (its arm refitted there), so ``spec.workers`` processes
+    give the same numbers as one."""
+    common = {"replicates": spec.replicates, "seed": spec.seed, "bootstrap": spec.bootstrap}
+    units = [functools.partial(_arm_loss_verdicts, a.table, a.convention, tuple(spec.laws), **common) for a in arms]
+    units += [functools.partial(loss_verdicts.learning_rate, bootstrap=spec.bootstrap, seed=spec.seed, convention=c,
+                                epsilon=_hot_epsilon(arms, c)) for c in spec.conventions] if spec.lr_interaction else []
+    if spec.workers > 1:
+        # fork: the workers inherit the loaded modules and the tables' mirror and cache settings
+        with ProcessPoolExecutor(spec.workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            done = list(pool.map(_call, units))
+    else:
+        done = [unit() for unit in units]
+    per_arm, lr = done[:len(arms)], [v for found in done[len(arms):] for v in found]
+    return tuple([v for a in per_arm for v in a[0]] + [v for a in per_arm for v in a[1]] + lr
+                 + [v for a in per_arm for v in a[2]])
+
+
+def _call(unit):
+    return unit()
+
+
+def _arm_loss_verdicts(table: str, convention: str, laws, *, replicates: int, seed: int, bootstrap: int) -> tuple:
+    """(λ = 0, nested kink, prediction) verdicts under both losses on one arm, refitted here."""
+    arm = parts_arm(table, convention, laws, bootstrap=0, seed=seed)
+    return (loss_verdicts.lambda_zero(arm, replicates=replicates, seed=seed),
+            loss_verdicts.nested_kink(arm, replicates=replicates, seed=seed, start=_smooth_start(arm)),
+            loss_verdicts.predicted(arm, bootstrap=bootstrap, seed=seed))
 
 
 def _core(spec: study.PublicShapesSpec, arms) -> dict:

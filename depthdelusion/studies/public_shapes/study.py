@@ -79,6 +79,7 @@ class PublicShapesSpec:
     laws: list[Literal[LAWS]] = field(default_factory=lambda: list(LAWS))
     lr_interaction: bool = True   # gemstones against gemstones_lr_half (4.3)
     parts: list[Literal[PARTS]] = field(default_factory=lambda: list(PARTS))
+    workers: int = bounded(1, ge=1, note=" (processes for the part huber)")
 
     def validate(self) -> None:
         for name, known in (("tables", FITTED_TABLES), ("conventions", CONVENTIONS), ("laws", LAWS),
