@@ -471,3 +471,14 @@ def test_the_noise_part_runs_the_noise_model_on_the_cooldown_table(mirror, tmp_p
     report = (out / "report_partial.md").read_text()
     assert "## The noise model: autocorrelated runs and an N × T interaction (noise_model_cooldown.csv)" in report
     assert "separate cool-downs" in report
+
+
+def test_the_huber_part_gives_the_same_numbers_in_one_process_or_several(mirror, tmp_path):
+    """`--workers`: each arm (and lr convention) of the part huber is one seeded unit, so two
+    processes write the same fitting_loss_verdicts.csv as one."""
+    flags = ["--parts", "huber", "--tables", "gemstones", "--conventions", "total,nonembedding", "--laws",
+             "chinchilla,gemstones_width_depth", "--replicates", "0", "--no-lr-interaction", "--bootstrap", "20"]
+    for workers in ("1", "2"):
+        assert main(["public-shapes", "--out", str(tmp_path / workers), *flags, "--workers", workers]) == 0
+    one, two = ((tmp_path / w / "fitting_loss_verdicts.csv").read_text() for w in ("1", "2"))
+    assert one == two and one.count("\nprediction: ") == 6
