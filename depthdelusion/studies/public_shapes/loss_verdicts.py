@@ -138,7 +138,8 @@ def rows(found) -> list[dict]:
     """fitting_loss_verdicts.csv: per verdict and arm its outcome under each loss and whether it
     depends on the loss."""
     def cells(o: Outcome, tag: str) -> dict:
-        return {f"{tag}_value": _round(o.value), f"{tag}_ci95_low": _round(o.ci[0]), f"{tag}_ci95_high": _round(o.ci[1]),
+        return {f"{tag}_value": _round(o.value), f"{tag}_ci95_low": _round(o.ci[0]),
+                f"{tag}_ci95_high": _round(o.ci[1]),
                 f"{tag}_p": None if not np.isfinite(o.p) else round(o.p, 3), f"{tag}_answer": o.answer,
                 f"{tag}_fit": o.detail}
     return [{"verdict": v.verdict, "arm": v.arm, "statistic": v.statistic, "draws": v.draws,

@@ -199,9 +199,10 @@ def huber_objective(y, fitted) -> float:
     return float(np.sum(np.where(r <= HUBER_THRESHOLD, 0.5 * r ** 2, HUBER_THRESHOLD * (r - 0.5 * HUBER_THRESHOLD))))
 
 
-def _huber_refit(d: Design, y, coef, theta, model: Model, kappa: float | None = None) -> tuple[float, np.ndarray, np.ndarray]:
-    """(H, fitted values, [coefficients, exponents]) of the law (with the kink at ``kappa``, γ the last of ``theta``) refitted
-    by Huber on log-loss over every parameter from ``coef`` and ``theta``."""
+def _huber_refit(d: Design, y, coef, theta, model: Model,
+                 kappa: float | None = None) -> tuple[float, np.ndarray, np.ndarray]:
+    """(H, fitted values, [coefficients, exponents]) of the law (with the kink at ``kappa``, γ the
+    last of ``theta``) refitted by Huber on log-loss over every parameter from ``coef`` and ``theta``."""
     k, free = len(coef), 1 + model.interaction
 
     def predict(x):

@@ -16,7 +16,8 @@ from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import csv_text, markdown_table
 from depthdelusion.analysis.reference import PAPER_KAPPA
 from depthdelusion.option_fields import command_words
-from depthdelusion.studies.public_shapes import chinchilla, figures, fitting_loss, loss_verdicts, nested, optimal, prediction, study
+from depthdelusion.studies.public_shapes import chinchilla, figures, fitting_loss, loss_verdicts, nested, optimal
+from depthdelusion.studies.public_shapes import prediction, study
 from depthdelusion.studies.public_shapes import sections as more
 from depthdelusion.studies.public_shapes.answers import lr_flips, sign_flips
 from depthdelusion.studies.public_shapes.options import PublicShapesOptions
@@ -38,7 +39,8 @@ def command(spec: study.PublicShapesSpec) -> str:
     options = PublicShapesOptions(
         bootstrap=spec.bootstrap, replicates=spec.replicates, seed=spec.seed, tables=",".join(spec.tables),
         conventions=",".join(spec.conventions), laws=None if list(spec.laws) == list(study.LAWS) else ",".join(spec.laws),
-        no_lr_interaction=not spec.lr_interaction, parts=",".join(spec.parts), workers=spec.workers)
+        no_lr_interaction=not spec.lr_interaction, parts=",".join(spec.parts),
+        workers=spec.workers)
     return shlex.join([*COMMAND, *command_words(options)])
 
 

@@ -120,7 +120,8 @@ def _parts(spec: study.PublicShapesSpec, arms) -> dict:
     if "huber" in spec.parts:
         found["loss_verdicts"] = _loss_verdicts(spec, arms)
     if "noise" in spec.parts:
-        found["noise_part"] = tuple(k for a in arms if a.table in NOISE_PART_TABLES for m in (nested.SMOOTH, *NOISE_NULLS)
+        found["noise_part"] = tuple(k for a in arms if a.table in NOISE_PART_TABLES
+                                    for m in (nested.SMOOTH, *NOISE_NULLS)
                                     for k in [_noise_test(a, m, spec)] if k is not None)
     return found
 
