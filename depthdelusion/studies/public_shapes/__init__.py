@@ -28,7 +28,9 @@ Gemstones suite and on Chinchilla's runs, tables by name.
   same statistics on Chinchilla's own runs (chinchilla_shapes: where the runs sit against D_crit,
   the audit, the nested tests with power) per N convention; `fitting_loss.py` — least squares
   against Huber on log-loss for the verdicts that rest on a fit (the audit contrast, the
-  compute-optimal exponents).
+  compute-optimal exponents); `loss_verdicts.py` — the part "huber": λ = 0, the nested kink
+  (Huber: n·ln(H_null / H_kink)), the lr shift and the prediction under both losses, and which of
+  them depend on the loss.
 - `options.py` — `PublicShapesOptions`, the command's flags; `declaration.py` — its `STUDIES`.
 """
 from depthdelusion.studies.common.command import StudyCommand

@@ -121,15 +121,16 @@ class Interaction:
 
 
 def lr_interaction(*, bootstrap: int, seed: int, convention: str = "total",
-                   epsilon: float | None = None) -> list[Interaction]:
+                   epsilon: float | None = None, loss: str = "ls") -> list[Interaction]:
     """Shape parameters at the published and at half the learning rate, on the shapes both
     tables hold, N in ``convention`` (both tables with the same ε: ``epsilon`` when given), with a
     paired cluster bootstrap of each difference (half − published) and its two-sided bootstrap
-    p-value, 2·min(P*(Δ ≤ 0), P*(Δ ≥ 0)) (never below 1/draws: reported as a bound there)."""
+    p-value, 2·min(P*(Δ ≤ 0), P*(Δ ≥ 0)) (never below 1/draws: reported as a bound there);
+    ``loss``: the fitting loss (``fit``'s: ls or huber)."""
     hot, half = (convention_runs(name, convention, epsilon)[0] for name in ("gemstones", "gemstones_lr_half"))
     common = set(shape_labels(hot).tolist()) & set(shape_labels(half).tolist())
     arms = [r.subset(np.isin(shape_labels(r), sorted(common))) for r in (hot, half)]
-    fits = [fit_laws(r, shape_labels(r), tuple(LR_LAWS), bootstrap=bootstrap, seed=seed) for r in arms]
+    fits = [fit_laws(r, shape_labels(r), tuple(LR_LAWS), bootstrap=bootstrap, seed=seed, loss=loss) for r in arms]
     out = []
     for law, params in LR_LAWS.items():
         a, b = fits[0][law], fits[1][law]

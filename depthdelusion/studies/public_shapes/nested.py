@@ -25,6 +25,14 @@ checkpoints): within-run autocorrelation and run-level offsets travel with the r
 the core's parametric bootstrap drew independent checkpoints. Power: the same draws with the
 paper's kink (relative form, at its λ, κ, γ: `PAPER_KINK`) added at full, half and quarter size,
 the test's level-5% critical value from the null draws.
+
+Under Huber on log-loss (``huber=True``, the authors' fitting loss, δ = 10⁻³: issue 62 item 4)
+both laws minimise H = Σ h_δ(ln y − ln ŷ) over every parameter (scipy's trust-region solver with
+its Huber loss, from the least-squares fit), κ picked on the same grid by the exact H at each
+grid point's weighted least-squares solution (the Huber null fit's IRLS weights), then every
+parameter refined at that κ. The statistic is n·ln(H_null / H_kink) ≥ 0, the least-squares LR
+with H in place of the RSS (as the fitting engine's Huber profile), and the residual series
+resampled are the log residuals (ŷ·exp(r*)): the bootstrap calibrates that statistic as run.
 """
 from __future__ import annotations
 
@@ -33,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize
 
+from depthdelusion.analysis.fitting.problem import HUBER_THRESHOLD
 from depthdelusion.analysis.reference import PAPER_FIT
 
 KAPPA_GRID = tuple(np.round(np.linspace(1.0, 6.0, 21), 2))
@@ -44,6 +53,9 @@ LEVEL = 0.05
 #: returns the null's RSS to ~1e-15 relative, an LR of ~1e-13, so that an observed "0" was ranked
 #: against null draws of exactly 0 and of ~1e-13 by noise (hot total N, chinchilla: p 0.805 or 1)
 LR_ROUNDING = 1e-9
+#: the same under Huber: its solver stops at a relative change of 1e-8 in H, so a kink that finds
+#: nothing leaves an LR of up to ~n·1e-8·(a few iterations) ≈ 1e-5 (seen: 1.5e-8 to 4e-8 at λ ≈ 0)
+HUBER_ROUNDING = 1e-4
 PAPER_KINK = {"lam": PAPER_FIT["lam"][0], "kappa": PAPER_FIT["kappa"][0], "gamma": PAPER_FIT["gamma"][0]}
 
 
@@ -181,6 +193,56 @@ def fit_kink(d: Design, y, theta_s, model: Model = SMOOTH) -> tuple[float, tuple
     return rss, (float(coef[-1]), float(kappa), float(th[-1]))
 
 
+def huber_objective(y, fitted) -> float:
+    """Σ h_δ(ln y − ln ŷ): r²/2 within δ, δ·|r| − δ²/2 beyond (δ = HUBER_THRESHOLD)."""
+    r = np.abs(np.log(y) - np.log(np.maximum(fitted, 1e-12)))
+    return float(np.sum(np.where(r <= HUBER_THRESHOLD, 0.5 * r ** 2, HUBER_THRESHOLD * (r - 0.5 * HUBER_THRESHOLD))))
+
+
+def _huber_refit(d: Design, y, coef, theta, model: Model,
+                 kappa: float | None = None) -> tuple[float, np.ndarray, np.ndarray]:
+    """(H, fitted values, [coefficients, exponents]) of the law (with the kink at ``kappa``, γ the
+    last of ``theta``) refitted by Huber on log-loss over every parameter from ``coef`` and ``theta``."""
+    k, free = len(coef), 1 + model.interaction
+
+    def predict(x):
+        X = _columns(d, x[k:k + model.exponents], model)[0]
+        return (X if kappa is None else np.c_[X, paper_penalty(d, kappa, x[-1])]) @ x[:k]
+
+    lower = np.r_[np.full(free, -np.inf), np.zeros(k - free), np.full(len(theta), BOUNDS[0])]
+    upper = np.r_[np.full(k, np.inf), np.full(len(theta), BOUNDS[1])]
+    res = optimize.least_squares(lambda x: np.log(y) - np.log(np.maximum(predict(x), 1e-12)),
+                                 np.clip(np.r_[coef, theta], lower, upper), bounds=(lower, upper),
+                                 loss="huber", f_scale=HUBER_THRESHOLD, method="trf", x_scale="jac")
+    return huber_objective(y, predict(res.x)), predict(res.x), res.x
+
+
+def huber_ratio(d: Design, y, start, model: Model = SMOOTH) -> tuple[float, tuple, np.ndarray, np.ndarray]:
+    """:func:`likelihood_ratio` under Huber on log-loss: (n·ln(H_null / H_kink), kink (λ, κ, γ),
+    the least-squares null's exponents (the next fit's start), the Huber null's fitted values)."""
+    theta, _ = fit_smooth(d, y, start, model)
+    h_s, fitted, _ = _huber_refit(d, y, _rss_at(d, y, theta, model)[1], theta, model)
+    r = np.abs(np.log(y / fitted))
+    sw = np.sqrt(np.minimum(1.0, HUBER_THRESHOLD / np.maximum(r, 1e-300))) / fitted   # IRLS, on the loss scale
+    X, free = _columns(d, theta, model)
+    best = (np.inf, None, None, None)
+    for kappa in KAPPA_GRID:
+        for gamma in GAMMA_GRID:
+            Xk = np.c_[X, paper_penalty(d, kappa, gamma)]
+            coef = _rss(Xk * sw[:, None], y * sw, free)[1]
+            h = huber_objective(y, Xk @ coef)
+            if h < best[0]:
+                best = (h, kappa, gamma, coef)
+    h_k, kappa, gamma, coef = best
+    refit = _huber_refit(d, y, coef, np.r_[theta, gamma], model, kappa)
+    if refit[0] < h_k:
+        h_k, lam, gamma = refit[0], refit[2][len(coef) - 1], refit[2][-1]
+    else:
+        lam = coef[-1]
+    lr = len(y) * float(np.log(h_s / min(h_k, h_s)))
+    return (lr if lr > HUBER_ROUNDING else 0.0), (float(lam), float(kappa), float(gamma)), theta, fitted
+
+
 def likelihood_ratio(d: Design, y, start, model: Model = SMOOTH) -> tuple[float, tuple, np.ndarray, np.ndarray]:
     """(LR, kink (λ, κ, γ), the null's exponents, its fitted values) for the rows' losses ``y``."""
     theta, rss_s = fit_smooth(d, y, start, model)
@@ -218,29 +280,36 @@ def resampled_series(d: Design, resid, rng) -> np.ndarray:
 
 
 def nested_test(arm, *, replicates: int, seed: int, start=(0.3, 0.5, 0.3, 0.3), model: Model = SMOOTH,
-                power_draws: int | None = None) -> NestedKink | None:
+                power_draws: int | None = None, huber: bool = False) -> NestedKink | None:
     """The kink nested in ``model`` on ``arm`` with ``replicates`` null draws and ``power_draws``
-    (default: as many; 0: no power curve) per size of the paper's kink; None without replicates."""
+    (default: as many; 0: no power curve) per size of the paper's kink; None without replicates.
+    ``huber``: both laws fitted by Huber on log-loss (:func:`huber_ratio`), the log residuals'
+    series resampled."""
     if not replicates:
         return None
     d = design(arm.runs, arm.clusters)
     y = np.asarray(arm.runs.loss, float)
-    lr, kink, theta, fitted = likelihood_ratio(d, y, model.start(start), model)
-    resid, rng = y - fitted, np.random.default_rng(seed)
-    null = np.array([likelihood_ratio(d, fitted + resampled_series(d, resid, rng), theta, model)[0]
-                     for _ in range(replicates)])
+    ratio = huber_ratio if huber else likelihood_ratio
+    lr, kink, theta, fitted = ratio(d, y, model.start(start), model)
+    resid, rng = (np.log(y / fitted) if huber else y - fitted), np.random.default_rng(seed)
+
+    def drawn(mean):   # a draw around ``mean``: a resampled residual series on the fitted loss's scale
+        r = resampled_series(d, resid, rng)
+        return mean * np.exp(r) if huber else mean + r
+
+    null = np.array([ratio(d, drawn(fitted), theta, model)[0] for _ in range(replicates)])
     critical = float(np.quantile(null, 1 - LEVEL))
     pen = PAPER_KINK["lam"] * paper_penalty(d)
     worst = int(np.argmax(pen))
     power = []
     for size in SIZES if power_draws is None or power_draws else ():
-        alt = [likelihood_ratio(d, fitted + size * pen + resampled_series(d, resid, rng), theta, model)[0]
+        alt = [ratio(d, drawn(fitted + size * pen), theta, model)[0]
                for _ in range(replicates if power_draws is None else power_draws)]
         power.append((size, float(size * pen[worst]), float(np.mean(np.array(alt) > critical))))
     p = (1 + int(np.sum(null >= lr))) / (1 + replicates)
     return NestedKink(arm.label, lr, p, critical, replicates, kink, tuple(power),
-                      f"{int(d.W[worst])}x{int(d.D[worst])}", model.name, residual_structure(d, resid),
-                      len(alt) if power else 0)
+                      f"{int(d.W[worst])}x{int(d.D[worst])}", model.name + (", Huber on log-loss" if huber else ""),
+                      residual_structure(d, resid), len(alt) if power else 0)
 
 
 def rows(found) -> list[dict]:

@@ -13,8 +13,10 @@ DEFAULT_CONVENTIONS = ("total", "nonembedding", "fitted")
 #: the study's parts: "laws" is the core (fits, tests, 4.1, 4.3, 4.4: report.md and its CSVs);
 #: without it the other parts write report_partial.md and leave the core's files alone
 #: "chinchilla_shapes": the same statistics on Chinchilla's own runs; "later": the hot runs read on
-#: to 350B tokens (gemstones_100b_plus), fitted to 100B and asked for the later checkpoints
-PARTS = ("laws", "optimal", "prediction", "gadre", "figures", "chinchilla_shapes", "later")
+#: to 350B tokens (gemstones_100b_plus), fitted to 100B and asked for the later checkpoints;
+#: "huber": every verdict that rests on a fit under least squares and Huber on log-loss; "noise":
+#: the noise model's tests on the cooldown table (the core runs them on the hot table)
+PARTS = ("laws", "optimal", "prediction", "gadre", "figures", "chinchilla_shapes", "later", "huber", "noise")
 
 
 @dataclass(frozen=True)
@@ -38,5 +40,8 @@ class PublicShapesOptions(FromArguments):
     parts: str = option(
         ",".join(PARTS), "parts run, comma-separated: laws, optimal, prediction, gadre, figures, "
         "chinchilla_shapes (the same statistics on Chinchilla's runs), later (gemstones_100b_plus: "
-        "fitted to 100B tokens, predicted to 350B); without laws (the core: fits, tests, 4.1, 4.3, "
+        "fitted to 100B tokens, predicted to 350B), huber (every verdict under least squares and Huber "
+        "on log-loss), noise (the noise model's tests on the cooldown table); without laws (the core: fits, tests, 4.1, 4.3, "
         "4.4) the others write report_partial.md")
+    workers: int = option(1, "processes for the part huber (one per arm and lr convention at most); "
+                          "its numbers do not depend on it", type=COUNT)

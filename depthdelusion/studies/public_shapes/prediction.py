@@ -52,11 +52,12 @@ def split(runs, clusters) -> dict:
             HELD_OUT[2]: large & last}
 
 
-def predict(arm: Arm, laws, *, bootstrap: int, seed: int) -> list[Prediction]:
-    """Each law fitted on ``split``'s train rows, its errors on each held-out set against chinchilla's."""
+def predict(arm: Arm, laws, *, bootstrap: int, seed: int, loss: str = "ls") -> list[Prediction]:
+    """Each law fitted (by ``loss``: ls or huber) on ``split``'s train rows, its errors on each
+    held-out set against chinchilla's."""
     masks = split(arm.runs, arm.clusters)
     train = arm.runs.subset(masks["train"])
-    fits = fit_laws(train, arm.clusters[masks["train"]], laws, bootstrap=0, seed=seed)
+    fits = fit_laws(train, arm.clusters[masks["train"]], laws, bootstrap=0, seed=seed, loss=loss)
     held = {name: masks[name] for name in HELD_OUT}
     return held_out(arm.label, fits, arm.runs, arm.clusters, held, (int(masks["train"].sum()), SMALL),
                     bootstrap=bootstrap, seed=seed)

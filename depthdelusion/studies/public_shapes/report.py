@@ -16,7 +16,8 @@ from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import csv_text, markdown_table
 from depthdelusion.analysis.reference import PAPER_KAPPA
 from depthdelusion.option_fields import command_words
-from depthdelusion.studies.public_shapes import chinchilla, figures, fitting_loss, nested, optimal, prediction, study
+from depthdelusion.studies.public_shapes import chinchilla, figures, fitting_loss, loss_verdicts, nested, optimal
+from depthdelusion.studies.public_shapes import prediction, study
 from depthdelusion.studies.public_shapes import gadre
 from depthdelusion.studies.public_shapes import sections as more
 from depthdelusion.studies.public_shapes.answers import lr_flips, sign_flips
@@ -24,6 +25,14 @@ from depthdelusion.studies.public_shapes.options import PublicShapesOptions
 from depthdelusion.studies.public_shapes.results import PublicShapesResults, measure
 
 COMMAND = ("depthdelusion", "public-shapes", "--out", "analysis/public_shapes")
+NOISE_PART_CSV = "noise_model_cooldown.csv"
+#: why the noise model means the same on the cooldown table (part "noise")
+NOISE_PART_NOTE = (
+    "The cooldown table's checkpoints of one shape are separate cool-downs (linear to 0 over 10% of "
+    "the tokens), each branched from the same hot run at its budget: they share the run's "
+    "initialisation, data order and prefix, so a shape's checkpoints are one run's series in tokens, "
+    "as on the hot table, and an N × T interaction in the token term asks the same question of them. "
+    "The columns ρ and 'slope vs ln N' below are measured on this table.")
 
 
 def command(spec: study.PublicShapesSpec) -> str:
@@ -31,7 +40,8 @@ def command(spec: study.PublicShapesSpec) -> str:
     options = PublicShapesOptions(
         bootstrap=spec.bootstrap, replicates=spec.replicates, seed=spec.seed, tables=",".join(spec.tables),
         conventions=",".join(spec.conventions), laws=None if list(spec.laws) == list(study.LAWS) else ",".join(spec.laws),
-        no_lr_interaction=not spec.lr_interaction, parts=",".join(spec.parts))
+        no_lr_interaction=not spec.lr_interaction, parts=",".join(spec.parts),
+        workers=spec.workers)
     return shlex.join([*COMMAND, *command_words(options)])
 
 
@@ -131,6 +141,10 @@ def write_report(r: PublicShapesResults, out_dir: Path) -> Path:
         _csv(out_dir / "chinchilla_shapes.csv", chinchilla.rows(r.chinchilla))
     if "later" in parts:
         _csv(out_dir / "later_budgets.csv", prediction.prediction_rows(list(r.later)))
+    if "huber" in parts:
+        _csv(out_dir / "fitting_loss_verdicts.csv", loss_verdicts.rows(r.loss_verdicts))
+    if "noise" in parts:
+        _csv(out_dir / NOISE_PART_CSV, nested.rows(list(r.noise_part)))
     if r.spec.core:
         _csv(out_dir / "laws.csv", study.parameter_rows(list(r.arms)))
         _csv(out_dir / "tests.csv", study.verdict_rows(list(r.arms)))
@@ -242,6 +256,10 @@ def _more_sections(r: PublicShapesResults) -> list[str]:
         lines += more.later_section(prediction.prediction_rows(list(r.later)))
     if "chinchilla_shapes" in parts:
         lines += chinchilla.section(r.chinchilla)
+    if "huber" in parts:
+        lines += loss_verdicts.section(r.loss_verdicts, replicates=r.spec.replicates, bootstrap=r.spec.bootstrap)
+    if "noise" in parts:
+        lines += _noise_section((), r.noise_part, NOISE_PART_CSV, NOISE_PART_NOTE)
     if "figures" in parts:
         lines += more.figures_section(figures.captions(r.figures))
     return lines
@@ -310,10 +328,11 @@ def _nested_section(kinks) -> list[str]:
             *_nested_agreement(kinks), ""]
 
 
-def _noise_section(kinks, noise) -> list[str]:
+def _noise_section(kinks, noise, csv: str = "noise_model.csv", note: str = "") -> list[str]:
     """The noise model (issue 62 item 5): the residuals' structure under the additive and the
     interacting token term, and the nested tests redone with each (the kink-in-the-smooth-law
-    test with its power curve under each)."""
+    test with its power curve under each); ``csv`` the file its rows are in, ``note`` a
+    paragraph on the table's structure first."""
     if not noise:
         return []
     found = _noise_kinks(kinks, noise)
@@ -323,7 +342,8 @@ def _noise_section(kinks, noise) -> list[str]:
               *([f"{pw:.2f} ({pen:.3f})" for _, pen, pw in k.power] or ["—"] * len(sizes))] for k in found]
     rho, worth = [k.structure[0] for k in found], [k.structure[2] for k in found]
     powered = [k for k in found if k.power]
-    return ["## The noise model: autocorrelated runs and an N × T interaction (noise_model.csv)", "",
+    return [f"## The noise model: autocorrelated runs and an N × T interaction ({csv})", "",
+            *([note, ""] if note else []),
             "Residuals of each null law fitted to the data: ρ, the lag-1 autocorrelation within runs "
             "(consecutive checkpoints of one run, pooled); the correlation across runs of each run's "
             "residual slope in ln T with ln N; and what a run's checkpoints are worth in independent "

@@ -7,8 +7,11 @@ the compute-optimal shape from :mod:`.optimal`, the prediction test from
 :mod:`.figures`."""
 from __future__ import annotations
 
+import functools
 import importlib.util
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +21,7 @@ from depthdelusion.studies.public_shapes import answers
 from depthdelusion.studies.public_shapes import chinchilla
 from depthdelusion.studies.public_shapes import fitting_loss
 from depthdelusion.studies.public_shapes import gadre
+from depthdelusion.studies.public_shapes import loss_verdicts
 from depthdelusion.studies.public_shapes import nested
 from depthdelusion.studies.public_shapes import optimal
 from depthdelusion.studies.public_shapes import prediction
@@ -48,6 +52,8 @@ class PublicShapesResults:
     predictions: tuple = ()           # prediction.Prediction per arm, held-out set and law (5)
     gadre: tuple = ()                 # gadre.GadreArm per N convention (item 2)
     figures: object = None            # figures.FigureFacts of the first arm (6)
+    loss_verdicts: tuple = ()         # loss_verdicts.LossVerdict per verdict and arm (part "huber")
+    noise_part: tuple = ()            # nested.NestedKink per NOISE_PART_TABLES arm and null (part "noise")
     wall_s: float = 0.0               # measure()'s wall time on this machine
 
 
@@ -60,6 +66,9 @@ class PublicShapesResults:
 NOISE_TABLES = ("gemstones",)
 NOISE_NULLS = (nested.Model(shape=True, interaction=True), nested.Model(shape=False),
                nested.Model(shape=False, interaction=True))
+#: the part "noise": the same check on the tables the core leaves out, each arm's additive nested
+#: test (with its power curve) first, then NOISE_NULLS' (noise_model_cooldown.csv)
+NOISE_PART_TABLES = ("gemstones_cooldown",)
 
 
 def measure(spec: study.PublicShapesSpec) -> PublicShapesResults:
@@ -105,7 +114,51 @@ def _parts(spec: study.PublicShapesSpec, arms) -> dict:
     if "later" in spec.parts:
         found["later"] = tuple(p for c in spec.conventions for p in prediction.predict_later(
             c, _hot_epsilon(arms, c), spec.laws, **common))
+    if "huber" in spec.parts:
+        found["loss_verdicts"] = _loss_verdicts(spec, arms)
+    if "noise" in spec.parts:
+        found["noise_part"] = tuple(k for a in arms if a.table in NOISE_PART_TABLES
+                                    for m in (nested.SMOOTH, *NOISE_NULLS)
+                                    for k in [_noise_test(a, m, spec)] if k is not None)
     return found
+
+
+def _noise_test(arm, model, spec: study.PublicShapesSpec):
+    """One nested test of the noise model (its power curve where the kink is in the smooth law)."""
+    return nested.nested_test(arm, replicates=spec.replicates, seed=spec.seed, start=_smooth_start(arm), model=model,
+                              power_draws=nested.power_draws(spec.replicates) if model.shape else 0)
+
+
+def _loss_verdicts(spec: study.PublicShapesSpec, arms) -> tuple:
+    """Part "huber": every verdict that rests on a fit under least squares and Huber on log-loss:
+    per arm λ = 0, the nested kink and the prediction; per convention the lr shift. Each arm and
+    convention is one seeded unit of work (its arm refitted there), so ``spec.workers`` processes
+    give the same numbers as one."""
+    common = {"replicates": spec.replicates, "seed": spec.seed, "bootstrap": spec.bootstrap}
+    units = [functools.partial(_arm_loss_verdicts, a.table, a.convention, tuple(spec.laws), **common) for a in arms]
+    units += [functools.partial(loss_verdicts.learning_rate, bootstrap=spec.bootstrap, seed=spec.seed, convention=c,
+                                epsilon=_hot_epsilon(arms, c)) for c in spec.conventions] if spec.lr_interaction else []
+    if spec.workers > 1:
+        # fork: the workers inherit the loaded modules and the tables' mirror and cache settings
+        with ProcessPoolExecutor(spec.workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            done = list(pool.map(_call, units))
+    else:
+        done = [unit() for unit in units]
+    per_arm, lr = done[:len(arms)], [v for found in done[len(arms):] for v in found]
+    return tuple([v for a in per_arm for v in a[0]] + [v for a in per_arm for v in a[1]] + lr
+                 + [v for a in per_arm for v in a[2]])
+
+
+def _call(unit):
+    return unit()
+
+
+def _arm_loss_verdicts(table: str, convention: str, laws, *, replicates: int, seed: int, bootstrap: int) -> tuple:
+    """(λ = 0, nested kink, prediction) verdicts under both losses on one arm, refitted here."""
+    arm = parts_arm(table, convention, laws, bootstrap=0, seed=seed)
+    return (loss_verdicts.lambda_zero(arm, replicates=replicates, seed=seed),
+            loss_verdicts.nested_kink(arm, replicates=replicates, seed=seed, start=_smooth_start(arm)),
+            loss_verdicts.predicted(arm, bootstrap=bootstrap, seed=seed))
 
 
 def _core(spec: study.PublicShapesSpec, arms) -> dict:

@@ -79,6 +79,7 @@ class PublicShapesSpec:
     laws: list[Literal[LAWS]] = field(default_factory=lambda: list(LAWS))
     lr_interaction: bool = True   # gemstones against gemstones_lr_half (4.3)
     parts: list[Literal[PARTS]] = field(default_factory=lambda: list(PARTS))
+    workers: int = bounded(1, ge=1, note=" (processes for the part huber)")
 
     def validate(self) -> None:
         for name, known in (("tables", FITTED_TABLES), ("conventions", CONVENTIONS), ("laws", LAWS),
@@ -169,12 +170,12 @@ def with_convention(runs, convention: str, epsilon: float | None = None, **fit_k
     return dataclasses.replace(runs, params=n_nonemb + epsilon * n_emb), float(epsilon), weight
 
 
-def fit_laws(runs, clusters, laws, *, bootstrap: int, seed: int) -> dict:
-    """Every law by least squares, its intervals from ``bootstrap`` cluster resamples (whole runs).
-    Profile-likelihood intervals are not computed: they would treat each checkpoint as an
-    independent run."""
+def fit_laws(runs, clusters, laws, *, bootstrap: int, seed: int, loss: str = "ls") -> dict:
+    """Every law by least squares (``loss`` "huber": Huber on log-loss), its intervals from
+    ``bootstrap`` cluster resamples (whole runs). Profile-likelihood intervals are not computed:
+    they would treat each checkpoint as an independent run."""
     return {law: fit(runs, law, bootstrap=bootstrap, seed=seed, profile=False, leave_one_out=False,
-                     diagnostics=False, clusters=clusters) for law in laws}
+                     diagnostics=False, clusters=clusters, loss=loss) for law in laws}
 
 
 def fit_arm(table: str, convention: str, laws=LAWS, *, bootstrap: int, replicates: int,

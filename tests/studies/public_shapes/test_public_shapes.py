@@ -400,3 +400,87 @@ def test_the_interaction_takes_the_runs_slopes_off_n_and_leaves_their_autocorrel
     assert found[False][0] > 0.8 and found[False][1] < -0.9
     assert found[True][0] > 0.6 and abs(found[True][1]) < 0.2
     assert 0 < found[False][2] < 1  # ten autocorrelated checkpoints: worth less than one independent one
+
+
+def test_the_huber_nested_test_reaches_the_engines_huber_optimum_and_rejects_an_added_kink(mirror, monkeypatch):
+    """Issue 62 item 4: the nested test under Huber on log-loss fits the null by the engine's
+    objective (its gemstones_width_depth optimum, H within 1e-4 relative, no worse), its statistic
+    n·ln(H_null / H_kink) is ≥ 0, and the paper's kink added to the real hot runs is rejected by
+    the whole-run (log) residual bootstrap, with a positive λ fitted."""
+    import dataclasses
+
+    import numpy as np
+
+    from depthdelusion.analysis import fit
+    from depthdelusion.studies.public_shapes import nested
+    from depthdelusion.studies.public_shapes.results import parts_arm
+
+    arm = parts_arm("gemstones", "total", ["chinchilla", "gemstones_width_depth"], bootstrap=0, seed=0)
+    d, y = nested.design(arm.runs, arm.clusters), np.asarray(arm.runs.loss, float)
+    start = tuple(arm.fits["gemstones_width_depth"].params[k] for k in ("aw", "ad", "alpha", "beta"))
+    lr, _, _, fitted = nested.huber_ratio(d, y, start)
+    engine = fit(arm.runs, "gemstones_width_depth", loss="huber", bootstrap=0, seed=0, profile=False,
+                 leave_one_out=False, diagnostics=False)
+    ours, theirs = nested.huber_objective(y, fitted), nested.huber_objective(y, engine.predict(arm.runs))
+    assert lr >= 0 and ours <= theirs * (1 + 1e-4)
+    kinked = dataclasses.replace(arm.runs, loss=y + nested.PAPER_KINK["lam"] * nested.paper_penalty(d))
+    found = nested.nested_test(dataclasses.replace(arm, runs=kinked), replicates=12, seed=0, start=start,
+                               power_draws=0, huber=True)
+    assert found.lr > found.critical > 0 and found.p == pytest.approx(1 / 13) and found.kink[0] > 0.02
+    assert found.null == "gemstones_width_depth, Huber on log-loss" and not found.power
+
+
+def test_the_huber_part_gives_every_fitted_verdict_under_both_losses_and_what_depends_on_it(mirror, tmp_path):
+    """Issue 62 item 4: `--parts huber` (no core) writes fitting_loss_verdicts.csv and its section
+    in report_partial.md: λ = 0 for each kink law the core tests, the nested kink, the lr shift of
+    each shape parameter and the prediction of each held-out set, each under least squares and
+    Huber on log-loss with a "depends" answer, and one "depends on the fitting loss" line per verdict."""
+    out = tmp_path / "huber"
+    assert main(["public-shapes", "--out", str(out), "--parts", "huber", "--tables", "gemstones",
+                 "--conventions", "total", "--laws", "chinchilla,depth_delusion_relative,gemstones_width_depth,"
+                 "shape_quadratic", "--bootstrap", "8", "--replicates", "4"]) == 0
+    assert not (out / "report.md").exists()
+    rows = _rows(out / "fitting_loss_verdicts.csv")
+    assert [r["verdict"] for r in rows] == [
+        "λ = 0: depth_delusion_relative", "nested kink", "lr: shape_quadratic m", "lr: shape_quadratic q",
+        "lr: gemstones_width_depth aw", "lr: gemstones_width_depth ad", "prediction: larger shapes",
+        "prediction: last budgets", "prediction: larger shapes, last budgets"]
+    assert all(r["least_squares_answer"] and r["huber_answer"] and r["depends_on_fitting_loss"] for r in rows)
+    assert {r["draws"] for r in rows} == {"4", "8"}
+    report = (out / "report_partial.md").read_text()
+    assert "## The fitting loss, every verdict: least squares against Huber on log-loss" in report
+    for verdict in ("λ = 0: depth_delusion_relative", "nested kink", "lr: shape_quadratic q", "prediction: last budgets"):
+        assert f"\n- {verdict}: d" in report, verdict   # "depends on the loss on …" or "does not depend …"
+
+
+def test_the_noise_part_runs_the_noise_model_on_the_cooldown_table(mirror, tmp_path):
+    """Issue 62 item 5 on the cooldown table (`--parts noise`): its runs' residual slopes follow N
+    (correlation < −0.9, ρ > 0.7) under the additive token term and not under the N × T
+    interaction, so the interaction is meaningful there; each arm's additive nested test, with its
+    power curve, then the three noise nulls, in noise_model_cooldown.csv and the section (the hot
+    table is the core's)."""
+    out = tmp_path / "noise"
+    assert main(["public-shapes", "--out", str(out), "--parts", "noise", "--conventions", "total",
+                 "--laws", "chinchilla,gemstones_width_depth", "--replicates", "4", "--bootstrap", "0"]) == 0
+    rows = _rows(out / "noise_model_cooldown.csv")
+    assert {r["arm"] for r in rows} == {"gemstones_cooldown (total N)"}
+    assert list(dict.fromkeys(r["null"] for r in rows)) == [
+        "gemstones_width_depth", "gemstones_width_depth + N×T interaction", "chinchilla", "chinchilla + N×T interaction"]
+    additive, inter = rows[0], next(r for r in rows if r["null"].endswith("+ N×T interaction"))
+    assert float(additive["slope_vs_ln_n"]) < -0.9 and float(additive["residual_lag1"]) > 0.7
+    assert abs(float(inter["slope_vs_ln_n"])) < 0.2
+    report = (out / "report_partial.md").read_text()
+    assert "## The noise model: autocorrelated runs and an N × T interaction (noise_model_cooldown.csv)" in report
+    assert "separate cool-downs" in report
+
+
+def test_the_huber_part_gives_the_same_numbers_in_one_process_or_several(mirror, tmp_path):
+    """`--workers`: each arm (and lr convention) of the part huber is one seeded unit, so two
+    processes write the same fitting_loss_verdicts.csv as one."""
+    flags = ["--parts", "huber", "--tables", "gemstones", "--conventions", "total,nonembedding", "--laws",
+             "chinchilla,gemstones_width_depth", "--replicates", "0", "--no-lr-interaction", "--bootstrap", "20"]
+    for workers in ("1", "2"):
+        assert main(["public-shapes", "--out", str(tmp_path / workers), *flags, "--workers", workers]) == 0
+    one, two = ((tmp_path / w / "fitting_loss_verdicts.csv").read_text() for w in ("1", "2"))
+    rows = _rows(tmp_path / "1" / "fitting_loss_verdicts.csv")
+    assert one == two and len(rows) == 6 and all(r["verdict"].startswith("prediction: ") for r in rows)

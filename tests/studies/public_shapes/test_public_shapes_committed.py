@@ -16,6 +16,8 @@ from text_compare import text_differences
 from tests.analysis.table.test_published_downloads import PUBLISHED, published_mirror
 
 COMMITTED = Path(__file__).resolve().parents[3] / "analysis" / "public_shapes"
+#: the cluster-bootstrap draws of the committed part "huber" (analysis/public_shapes/README.md)
+HUBER_BOOTSTRAP = "400"
 
 pytestmark = pytest.mark.skipif(not PUBLISHED.is_dir(), reason=f"no test copies at {PUBLISHED}")
 
@@ -51,5 +53,33 @@ def test_the_committed_gadre_laws_regenerate(tmp_path, monkeypatch):
     """The Gadre section of the core's report.md, at the core's default 1,000 bootstrap draws."""
     diffs = _regenerated(tmp_path, monkeypatch, ["--parts", "gadre"], "gadre.csv",
                          "report.md", "## Item 2: the robust laws checked on Gadre")
+    assert not diffs, ("stale (regenerate with the command in analysis/public_shapes/README.md):\n"
+                       + "\n".join(diffs[:10]))
+
+
+@pytest.mark.slow
+def test_the_committed_huber_predictions_regenerate(tmp_path, monkeypatch):
+    """The cheap piece of the committed part "huber" (fitting_loss_verdicts.csv and its section of
+    report_partial.md): the prediction verdict under least squares and Huber on log-loss, at the
+    committed run's bootstrap count and seed, with no tests (``--replicates 0``) and no lr
+    comparison; its CSV rows and its section's prediction lines, at their printed digits."""
+    flags = ["--parts", "huber", "--replicates", "0", "--no-lr-interaction", "--laws", "chinchilla,gemstones_width_depth",
+             "--bootstrap", HUBER_BOOTSTRAP]
+    with published_mirror(monkeypatch, tmp_path / "cache"):
+        assert main(["public-shapes", "--out", str(tmp_path / "out"), *flags]) == 0
+    csv, fresh = "fitting_loss_verdicts.csv", tmp_path / "out"
+
+    def predictions(text: str) -> str:
+        lines = text.splitlines()
+        return "\n".join(lines[:1] + [line for line in lines[1:] if line.startswith("prediction:")])
+
+    def section_lines(report: str) -> str:
+        part = _section(report, "## The fitting loss, every verdict")
+        return "\n".join(line for line in part.splitlines() if line.startswith(("| prediction:", "- prediction:")))
+
+    diffs = text_differences(predictions((COMMITTED / csv).read_text()), predictions((fresh / csv).read_text()),
+                             csv_file=True)
+    diffs += text_differences(section_lines((COMMITTED / "report_partial.md").read_text()),
+                              section_lines((fresh / "report_partial.md").read_text()))
     assert not diffs, ("stale (regenerate with the command in analysis/public_shapes/README.md):\n"
                        + "\n".join(diffs[:10]))
