@@ -271,7 +271,8 @@ def partial_text(r: PublicShapesResults) -> str:
     return "\n".join([
         "# Public shapes: PARTIAL RESULT — the parts " + ", ".join(parts) + " only", "",
         f"Reproduce: `{command(r.spec)}`. The core (laws, calibrated tests, "
-        "4.1, 4.3, 4.4) was not rerun: report.md and its CSVs are from an earlier full run and are "
+        "4.1, 4.3, 4.4) was not rerun: report.md and its CSVs are from a separate run of the core (its "
+        "README's Status says when) and are "
         "not changed by this one.", "",
         f"Settings: {r.spec.bootstrap} cluster-bootstrap refits per shape law and arm (whole runs "
         f"resampled), seed {r.spec.seed}; wall time {r.wall_s:.0f} s on this machine. "

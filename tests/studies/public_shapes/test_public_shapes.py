@@ -206,7 +206,7 @@ def test_parts_without_the_core_leave_its_report_alone_and_say_partial(mirror, t
     assert (tmp_path / "report.md").read_text() == "the earlier full run\n"
     partial = (tmp_path / "report_partial.md").read_text()
     assert partial.startswith("# Public shapes: PARTIAL RESULT — the parts figures only")
-    assert "report.md and its CSVs are from an earlier full run" in partial
+    assert "report.md and its CSVs are from a separate run of the core" in partial
     assert (tmp_path / "d_crit.png").is_file() and not (tmp_path / "laws.csv").exists()
 
 
