@@ -97,6 +97,6 @@ def section(found) -> list[str]:
                              table, "lrllrrll"), ""] if table else []
     for c in found:
         for k in c.tests:
-            lines.append(f"- {c.arm.label}, kink in {k.null}: λ = 0 " + ("rejected" if k.p < 0.05 else "not rejected")
+            lines.append(f"- {c.arm.label}, kink in {k.null}: λ = 0 " + ("rejected" if k.rejects else "not rejected")
                          + f" (p = {k.p:.3f}, {k.replicates} draws)" + (f"; {k.excluded()}" if k.power else "") + ".")
     return lines + [""]

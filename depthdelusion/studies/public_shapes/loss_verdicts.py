@@ -34,7 +34,6 @@ from depthdelusion.studies.public_shapes.study import KINKS
 
 LOSSES = {"ls": "least squares on loss", "huber": HUBER}
 PREDICTION_LAWS = ("chinchilla", "gemstones_width_depth")
-LEVEL = 0.05
 
 
 @dataclass(frozen=True)
@@ -99,7 +98,7 @@ def nested_kink(arm, *, replicates: int, seed: int, start) -> list[LossVerdict]:
         return []
     tests = [nested.nested_test(arm, replicates=replicates, seed=seed, start=start, power_draws=0, huber=huber)
              for huber in (False, True)]
-    out = [Outcome(k.lr, p=k.p, answer="rejected" if k.p < LEVEL else "not rejected",
+    out = [Outcome(k.lr, p=k.p, answer="rejected" if k.rejects else "not rejected",
                    detail=f"λ {k.kink[0]:.3g}, κ {k.kink[1]:g}, γ {k.kink[2]:.2f}") for k in tests]
     return [LossVerdict("nested kink", arm.label, "LR = n·ln(RSS_null / RSS_kink); Huber: n·ln(H_null / H_kink)",
                         replicates, *out)]

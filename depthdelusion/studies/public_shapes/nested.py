@@ -84,6 +84,12 @@ class NestedKink:
     structure: tuple = (np.nan, np.nan, np.nan)   # residual_structure of the null's residuals
     power_draws: int = 0       # draws per size behind each power
 
+    @property
+    def rejects(self) -> bool:
+        """p ≤ 5%: the Monte-Carlo test's rule (``lr_test.LRTest.rejects``), whose size is exactly
+        5% when 5% of (1 + replicates) is a whole number (99, 199 draws)."""
+        return bool(np.isfinite(self.p) and self.p <= LEVEL + 1e-12)
+
     def excluded(self) -> str:
         """The smallest simulated size the test detects with power ≥ 0.8, in nats at the worst
         shape; or that none of the sizes reaches it."""

@@ -321,7 +321,7 @@ def _nested_section(kinks) -> list[str]:
             f"on {kinks[0].worst_shape}, the shape it hits hardest (nats).", "",
             markdown_table(["arm", "LR", "p", "LR* 95%", "kink fitted"] + [f"power at {s} (penalty)" for s in sizes],
                            table, "lrrrl" + "r" * len(sizes)), "",
-            *[f"- {k.arm}: λ = 0 " + ("rejected" if k.p < 0.05 else "not rejected")
+            *[f"- {k.arm}: λ = 0 " + ("rejected" if k.rejects else "not rejected")
               + f" (p = {k.p:.3f} ± {np.sqrt(k.p * (1 - k.p) / k.replicates):.3f}, Monte-Carlo error of "
               f"{k.replicates} draws); "
               f"{k.excluded()}." + (" The fitted γ is at its bound 0 (a penalty that does not shrink "
@@ -381,9 +381,9 @@ def _nested_agreement(kinks) -> list[str]:
     out = []
     for table in dict.fromkeys(k.arm.split(" (")[0] for k in kinks):
         mine = [k for k in kinks if k.arm.split(" (")[0] == table]
-        if len({k.p < 0.05 for k in mine}) > 1:
+        if len({k.rejects for k in mine}) > 1:
             out.append(f"- {table}: the answer depends on the N convention (rejected on "
-                       + ", ".join(k.arm for k in mine if k.p < 0.05) + " only): not a finding about the "
+                       + ", ".join(k.arm for k in mine if k.rejects) + " only): not a finding about the "
                        "shapes alone.")
     return out
 

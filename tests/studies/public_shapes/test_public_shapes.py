@@ -484,3 +484,15 @@ def test_the_huber_part_gives_the_same_numbers_in_one_process_or_several(mirror,
     one, two = ((tmp_path / w / "fitting_loss_verdicts.csv").read_text() for w in ("1", "2"))
     rows = _rows(tmp_path / "1" / "fitting_loss_verdicts.csv")
     assert one == two and len(rows) == 6 and all(r["verdict"].startswith("prediction: ") for r in rows)
+
+
+def test_a_nested_test_rejects_at_p_equal_to_5_percent_as_the_calibrated_tests_do():
+    """p = 5/100 of 99 null draws is a rejection (the Monte-Carlo test of exact size 5%: p ≤ 5%),
+    the rule of the λ = 0 tests (``lr_test.LRTest.rejects``); 6/100 is not."""
+    from depthdelusion.studies.public_shapes.nested import NestedKink
+
+    def at(p):
+        return NestedKink("arm", 1.0, p, 2.0, 99, (0.1, 2.0, 0.0), (), "256x80")
+
+    assert at(5 / 100).rejects and at(3 / 60).rejects and not at(6 / 100).rejects
+    assert not at(float("nan")).rejects
