@@ -49,6 +49,10 @@ GAMMA_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
 BOUNDS = (0.0, 2.0)                 # every exponent: aw, ad, α, β, γ (γ ≥ 0: the paper's sign)
 SIZES = (1.0, 0.5, 0.25)            # the paper's kink at full, half and quarter size
 LEVEL = 0.05
+#: The Huber kink's refits from the Huber null: a small λ (at its bound 0 the step would not leave
+#: it) at each κ of the grid and these γ (flat, the paper's, steep).
+NULL_START_LAMBDA = 1e-3
+NULL_START_GAMMAS = (0.0, 0.35, 1.0)
 #: an LR below this is the solvers' rounding, not a fit: a kink fit that finds nothing (λ = 0)
 #: returns the null's RSS to ~1e-15 relative, an LR of ~1e-13, so that an observed "0" was ranked
 #: against null draws of exactly 0 and of ~1e-13 by noise (hot total N, chinchilla: p 0.805 or 1)
@@ -227,7 +231,7 @@ def huber_ratio(d: Design, y, start, model: Model = SMOOTH) -> tuple[float, tupl
     """:func:`likelihood_ratio` under Huber on log-loss: (n·ln(H_null / H_kink), kink (λ, κ, γ),
     the least-squares null's exponents (the next fit's start), the Huber null's fitted values)."""
     theta, _ = fit_smooth(d, y, start, model)
-    h_s, fitted, _ = _huber_refit(d, y, _rss_at(d, y, theta, model)[1], theta, model)
+    h_s, fitted, null = _huber_refit(d, y, _rss_at(d, y, theta, model)[1], theta, model)
     r = np.abs(np.log(y / fitted))
     sw = np.sqrt(np.minimum(1.0, HUBER_THRESHOLD / np.maximum(r, 1e-300))) / fitted   # IRLS, on the loss scale
     X, free = _columns(d, theta, model)
@@ -240,9 +244,16 @@ def huber_ratio(d: Design, y, start, model: Model = SMOOTH) -> tuple[float, tupl
             if h < best[0]:
                 best = (h, kappa, gamma, coef)
     h_k, kappa, gamma, coef = best
-    refit = _huber_refit(d, y, coef, np.r_[theta, gamma], model, kappa)
+    k0 = len(coef) - 1
+    # the grid's best point refitted, and a small kink refitted from the Huber null at every κ
+    # (a few γ): the grid scores κ at the least-squares exponents, where a Huber kink near the
+    # Huber null can score worse than none (issue 62's second review)
+    tries = [(kappa, _huber_refit(d, y, coef, np.r_[theta, gamma], model, kappa))]
+    tries += [(k, _huber_refit(d, y, np.r_[null[:k0], NULL_START_LAMBDA], np.r_[null[k0:], g], model, k))
+              for k in KAPPA_GRID for g in NULL_START_GAMMAS]
+    k_best, refit = min(tries, key=lambda t: t[1][0])
     if refit[0] < h_k:
-        h_k, lam, gamma = refit[0], refit[2][len(coef) - 1], refit[2][-1]
+        h_k, kappa, lam, gamma = refit[0], k_best, refit[2][k0], refit[2][-1]
     else:
         lam = coef[-1]
     lr = len(y) * float(np.log(h_s / min(h_k, h_s)))

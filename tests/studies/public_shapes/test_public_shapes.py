@@ -496,3 +496,20 @@ def test_a_nested_test_rejects_at_p_equal_to_5_percent_as_the_calibrated_tests_d
 
     assert at(5 / 100).rejects and at(3 / 60).rejects and not at(6 / 100).rejects
     assert not at(float("nan")).rejects
+
+
+def test_the_huber_kink_is_searched_from_the_huber_null_at_every_kappa(mirror):
+    """On the hot table's Kaplan's N the kink grid, scored at the least-squares exponents, finds no
+    Huber kink (every point worse than the Huber null: LR 0, λ ≈ 1e-8 at κ = 1); refitted from the
+    Huber null at each κ a small kink lowers the Huber objective (LR ≈ 0.2)."""
+    import numpy as np
+
+    from depthdelusion.studies.public_shapes import nested
+    from depthdelusion.studies.public_shapes.results import parts_arm
+
+    arm = parts_arm("gemstones", "nonembedding", ["chinchilla", "gemstones_width_depth"], bootstrap=0, seed=0)
+    smooth = arm.fits["gemstones_width_depth"].params
+    start = tuple(smooth[k] for k in ("aw", "ad", "alpha", "beta"))
+    d, y = nested.design(arm.runs, arm.clusters), np.asarray(arm.runs.loss, float)
+    lr, (lam, kappa, _), _, _ = nested.huber_ratio(d, y, start)
+    assert lr > 0.1 and lam > 1e-4 and kappa > 1.0, (lr, lam, kappa)
