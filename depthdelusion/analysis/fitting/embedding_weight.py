@@ -101,9 +101,13 @@ def _interval_end(excess, value: float, edge: float, grid) -> tuple[float, bool]
     return edge, True
 
 
-def with_fitted_weight(runs, law: str, method: str = "lm") -> tuple:
-    """``(runs, notes, weight)``: the runs with N = N_nonemb + ε̂·N_emb and the sentence saying ε."""
-    weight = fit_embedding_weight(runs, law, method)
+def with_fitted_weight(runs, law: str, method: str = "lm", held: str = "", **fit_kwargs) -> tuple:
+    """``(runs, notes, weight)``: the runs with N = N_nonemb + ε̂·N_emb and the sentence saying ε
+    (``held``: what holds ε̂ afterwards, e.g. "every law below"). ``fit_kwargs``: the profile's
+    fits' (e.g. ``group_offsets``)."""
+    weight = fit_embedding_weight(runs, law, method, **fit_kwargs)
     n_nonemb, n_emb, how = param_pieces(runs)
     shifted = dataclasses.replace(runs, params=n_nonemb + weight.value * n_emb)
-    return shifted, [f"N convention: {weight.sentence()}; N_nonemb is {how}"], weight
+    held = (f"; ε held at {weight.value:.3g} for {held} (its own interval is not carried into theirs)"
+            if held else "")
+    return shifted, [f"N convention: {weight.sentence()}{held}; N_nonemb is {how}"], weight

@@ -15,7 +15,6 @@ compute nothing. The design assumptions it makes explicit are listed in ``report
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import shutil
 import uuid
@@ -23,10 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...progress import SILENT
-from ..fitting.embedding_weight import fit_embedding_weight
+from ..fitting.embedding_weight import with_fitted_weight
 from ..fitting.options import FitOptions
 from ..formats.table_text import latex_document, write_csv
-from ..table.param_count import param_pieces
 from ..table.runs import Runs
 from .calibrated import calibrated_cells
 from .markdown import first_lines, in_short, markdown, numerics_markdown, verdict_text
@@ -84,11 +82,9 @@ def fitted_count(raw: Runs, fit_options: FitOptions, groups: str) -> tuple:
     count, not each at its own."""
     law = "chinchilla" if raw.tokens_vary else "kaplan"
     offsets = groups == "offsets" or (groups == "auto" and mixed_budgets(raw) is not None)
-    weight = fit_embedding_weight(raw, law, fit_options.method, group_offsets=offsets)
-    n_nonemb, n_emb, how = param_pieces(raw)
-    return dataclasses.replace(raw, params=n_nonemb + weight.value * n_emb), [
-        f"N convention: {weight.sentence()}; ε held at {weight.value:.3g} for every law, test and "
-        f"bootstrap draw below (its own interval is not carried into theirs); N_nonemb is {how}"]
+    runs, notes, _ = with_fitted_weight(raw, law, fit_options.method, held="every law, test and bootstrap draw below",
+                                        group_offsets=offsets)
+    return runs, notes
 
 
 def build_report(runs, options: ReportOptions = ReportOptions(), *,
