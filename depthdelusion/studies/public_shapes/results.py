@@ -176,9 +176,8 @@ def _core(spec: study.PublicShapesSpec, arms) -> dict:
     kinks = tuple(k for k in (nested.nested_test(a, replicates=spec.replicates, seed=spec.seed, start=_smooth_start(a),
                                                  power_draws=nested.power_draws(spec.replicates)) for a in arms)
                   if k is not None)
-    noise = tuple(k for a in arms if a.table in NOISE_TABLES for m in NOISE_NULLS for k in [nested.nested_test(
-        a, replicates=spec.replicates, seed=spec.seed, start=_smooth_start(a), model=m,
-        power_draws=nested.power_draws(spec.replicates) if m.shape else 0)] if k is not None)
+    noise = tuple(k for a in arms if a.table in NOISE_TABLES for m in NOISE_NULLS
+                  for k in [_noise_test(a, m, spec)] if k is not None)
     return {"critical": critical, "interaction": interaction, "audit": first.rows, "deep_minus_rest": first.diff,
             "deep_ci": first.ci, "audits": audits, "nested": kinks, "noise": noise, "lr_penalty": lr_penalty,
             "losses": tuple(c for c in (fitting_loss.compare(a, bootstrap=spec.bootstrap, seed=spec.seed)
