@@ -9,7 +9,8 @@ each verdict computed the same way under both, from the same seed and draw count
   statistic is the engine's, n·ln(RSS_chinchilla / RSS_kink) of the fits' RSS on the loss.
 - **the nested kink** inside gemstones_width_depth (``nested.nested_test``): under Huber its
   statistic is n·ln(H_null / H_kink), H the Huber objective, and the log residuals' run series
-  are resampled; no power curve (the least-squares one is the core's).
+  are resampled; under Huber also its power against the paper's kink at full, half and quarter
+  size (half the null's draws per size: ``nested.power_draws``; the least-squares curve is the core's).
 - **the learning rate**: shape_quadratic's centre m and curvature q (and gemstones_width_depth's
   aw, ad) at the published and at half the lr, paired cluster bootstrap of the difference
   (``answers.lr_interaction``). The model-free half-lr penalty slope fits no law and does not
@@ -96,12 +97,21 @@ def nested_kink(arm, *, replicates: int, seed: int, start) -> list[LossVerdict]:
     is the core's at the same draws: its power curve's draws follow the null's)."""
     if not replicates:
         return []
-    tests = [nested.nested_test(arm, replicates=replicates, seed=seed, start=start, power_draws=0, huber=huber)
+    tests = [nested.nested_test(arm, replicates=replicates, seed=seed, start=start, huber=huber,
+                                power_draws=nested.power_draws(replicates) if huber else 0)
              for huber in (False, True)]
     out = [Outcome(k.lr, p=k.p, answer="rejected" if k.rejects else "not rejected",
-                   detail=f"λ {k.kink[0]:.3g}, κ {k.kink[1]:g}, γ {k.kink[2]:.2f}") for k in tests]
+                   detail=f"λ {k.kink[0]:.3g}, κ {k.kink[1]:g}, γ {k.kink[2]:.2f}" + _power(k)) for k in tests]
     return [LossVerdict("nested kink", arm.label, "LR = n·ln(RSS_null / RSS_kink); Huber: n·ln(H_null / H_kink)",
                         replicates, *out)]
+
+
+def _power(k: nested.NestedKink) -> str:
+    """The Huber test's power curve against the paper's kink (the least-squares one is the core's)."""
+    if not k.power:
+        return ""
+    sizes = ", ".join(f"{pw:.2f} at {size:g}× ({pen:.2g} nats)" for size, pen, pw in k.power)
+    return f"; power at {k.worst_shape} ({k.power_draws} draws per size): {sizes}"
 
 
 def learning_rate(*, bootstrap: int, seed: int, convention: str, epsilon) -> list[LossVerdict]:
@@ -165,8 +175,10 @@ def section(found, *, replicates: int, bootstrap: int) -> list[str]:
             "Huber the refits are Huber's and the noise lognormal), statistic n·ln(RSS_chinchilla / "
             "RSS_kink) of the fits' RSS on the loss. Nested kink (inside gemstones_width_depth): the "
             f"runs' residual series resampled ({replicates} draws; under Huber the log residuals'), "
-            "statistic n·ln(H_null / H_kink) under Huber, H the Huber objective; no power curve under "
-            "Huber (the least-squares one is the core's). Learning rate: half − published, paired cluster "
+            "statistic n·ln(H_null / H_kink) under Huber, H the Huber objective; under Huber also its power "
+            "against the paper's kink at 1×, 0.5× and 0.25× its size (the penalty at the worst shape in "
+            f"nats; {nested.power_draws(replicates)} draws per size, the test's 5% critical value from its "
+            "null draws; the least-squares curve is the core's). Learning rate: half − published, paired cluster "
             f"bootstrap over shapes ({bootstrap} draws); the model-free half-lr penalty slope fits no law, "
             "so it cannot depend on the loss. Prediction: RMSE − RMSE(chinchilla) of gemstones_width_depth "
             f"on each held-out set, 95% cluster bootstrap over held-out runs ({bootstrap} draws). ± is a "

@@ -447,6 +447,9 @@ def test_the_huber_part_gives_every_fitted_verdict_under_both_losses_and_what_de
         "prediction: last budgets", "prediction: larger shapes, last budgets"]
     assert all(r["least_squares_answer"] and r["huber_answer"] and r["depends_on_fitting_loss"] for r in rows)
     assert {r["draws"] for r in rows} == {"4", "8"}
+    nested_row = next(r for r in rows if r["verdict"] == "nested kink")
+    assert "power at " in nested_row["huber_fit"] and "power" not in nested_row["least_squares_fit"]
+    assert "(2 draws per size): " in nested_row["huber_fit"]   # half the null's 4
     report = (out / "report_partial.md").read_text()
     assert "## The fitting loss, every verdict: least squares against Huber on log-loss" in report
     for verdict in ("λ = 0: depth_delusion_relative", "nested kink", "lr: shape_quadratic q", "prediction: last budgets"):
