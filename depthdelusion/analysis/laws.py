@@ -174,27 +174,27 @@ def _per_distinct(term, *params):
 
 def _token_term(x: LawInputs, B, beta):
     # B = 0 (fixed) marks the dropped term; T may then be NaN (unknown), which must not leak.
-    return 0.0 if np.ndim(B) == 0 and B == 0 else B * x.T ** -beta
+    return 0.0 if np.ndim(B) == 0 and B == 0 else B * x.power("T", -beta)
 
 
 def _depth_delusion(x, A, alpha, lam, kappa, gamma, E, B=0.0, beta=0.0):
     excess = np.maximum(0.0, x.D - kappa * np.log(x.W))
-    return A * x.N ** -alpha + _token_term(x, B, beta) + lam * excess * x.W ** -gamma + E
+    return A * x.power("N", -alpha) + _token_term(x, B, beta) + lam * excess * x.power("W", -gamma) + E
 
 
 def _depth_delusion_relative(x, A, alpha, lam, kappa, gamma, E, B=0.0, beta=0.0):
     d_crit = kappa * np.log(x.W)
     excess = np.maximum(0.0, x.D - d_crit) / d_crit
-    return A * x.N ** -alpha + _token_term(x, B, beta) + lam * excess * x.W ** -gamma + E
+    return A * x.power("N", -alpha) + _token_term(x, B, beta) + lam * excess * x.power("W", -gamma) + E
 
 
 def _depth_delusion_power(x, A, alpha, lam, c, p, gamma, E, B=0.0, beta=0.0):
-    excess = np.maximum(0.0, x.D - c * x.W ** p)
-    return A * x.N ** -alpha + _token_term(x, B, beta) + lam * excess * x.W ** -gamma + E
+    excess = np.maximum(0.0, x.D - c * x.power("W", p))
+    return A * x.power("N", -alpha) + _token_term(x, B, beta) + lam * excess * x.power("W", -gamma) + E
 
 
 def _shape_quadratic(x, A, alpha, q, m, E, B=0.0, beta=0.0):
-    return A * x.N ** -alpha + _token_term(x, B, beta) + q * (np.log(x.D / x.W) - m) ** 2 + E
+    return A * x.power("N", -alpha) + _token_term(x, B, beta) + q * (np.log(x.D / x.W) - m) ** 2 + E
 
 
 SOFTPLUS_MIN_WIDTH = 2.0  # layers: a bend sharper than this is the kink's, not a smooth law's
@@ -203,20 +203,20 @@ SOFTPLUS_MIN_WIDTH = 2.0  # layers: a bend sharper than this is the kink's, not 
 def _depth_softplus(x, A, alpha, lam, kappa, s, gamma, E, B=0.0, beta=0.0):
     # s·ln(1 + e^(z/s)): → max(0, z) as s → 0, ≈ s·ln 2 + z/2 near z = 0 for large s
     excess = _per_distinct(lambda kappa, s: s * np.logaddexp(0.0, (x.D - kappa * np.log(x.W)) / s), kappa, s)
-    return A * x.N ** -alpha + _token_term(x, B, beta) + lam * excess * x.W ** -gamma + E
+    return A * x.power("N", -alpha) + _token_term(x, B, beta) + lam * excess * x.power("W", -gamma) + E
 
 
 def _size_kink(x, A, alpha, lam, N_c, E, B=0.0, beta=0.0):
     excess = np.maximum(0.0, np.log(x.N / N_c))
-    return A * x.N ** -alpha + _token_term(x, B, beta) + lam * excess + E
+    return A * x.power("N", -alpha) + _token_term(x, B, beta) + lam * excess + E
 
 
 def _kaplan(x, E, A, alpha):
-    return E + A * x.N ** -alpha
+    return E + A * x.power("N", -alpha)
 
 
 def _chinchilla(x, E, A, alpha, B, beta):
-    return E + A * x.N ** -alpha + B * x.T ** -beta
+    return E + A * x.power("N", -alpha) + B * x.power("T", -beta)
 
 
 def kappa_ln_w(W, kappa):
@@ -344,7 +344,7 @@ _GEMSTONES = ("McLeish et al., Gemstones: A Model Suite for Multi-Faceted Scalin
 
 
 def _gemstones_width_depth(x, E, Aw, aw, Ad, ad, A, alpha, B, beta):
-    return E + Aw * x.W ** -aw + Ad * x.D ** -ad + A * x.N ** -alpha + B * x.T ** -beta
+    return E + Aw * x.power("W", -aw) + Ad * x.power("D", -ad) + A * x.power("N", -alpha) + B * x.power("T", -beta)
 
 
 _AW = Param("Aw", (0.5, 20.0), log=True, bounds=(0, INF), doc="width-term scale")
@@ -370,7 +370,7 @@ _INVERSE_DEPTH = ("Liu, Kangaslahti, Liu and Gore, Inverse Depth Scaling From Mo
 
 
 def _inverse_depth(x, E, Aw, aw, Ad, ad, B, beta):
-    return E + Aw * x.W ** -aw + Ad * x.D ** -ad + B * x.T ** -beta
+    return E + Aw * x.power("W", -aw) + Ad * x.power("D", -ad) + B * x.power("T", -beta)
 
 
 register_law(

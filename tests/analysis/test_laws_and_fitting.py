@@ -159,3 +159,33 @@ def test_the_inverse_depth_law_is_registered_with_its_source():
     x = LawInputs.of(D=[24.0], W=[2048.0], N=[1e9], T=[1e11])
     value = law(x, E=1.7, Aw=8.0, aw=0.5, Ad=1.2, ad=0.9, B=400.0, beta=0.3)
     assert value == pytest.approx(1.7 + 8.0 * 2048 ** -0.5 + 1.2 * 24 ** -0.9 + 400.0 * 1e11 ** -0.3)
+
+
+def test_a_power_of_a_repeating_column_is_taken_once_per_distinct_value_to_the_same_bits():
+    """LawInputs.power: where a column repeats (a run's checkpoints share D, W and N) the power is
+    taken per distinct value and spread back; every built-in law's values are then the plain
+    expression's, bit for bit, at a scalar and at (M, 1) exponents; a column without repeats (or
+    an exponent per row) is powered as it is."""
+    from depthdelusion.analysis.law_types import LawInputs
+    from depthdelusion.analysis.laws import list_laws
+
+    rng = np.random.default_rng(3)
+    D = np.repeat(rng.integers(2, 80, 25).astype(float), 8)
+    W = np.repeat(rng.integers(64, 4096, 25).astype(float), 8)
+    T = np.tile(np.geomspace(1e9, 1e11, 8), 25)
+    x = LawInputs(D, W, 12 * D * W ** 2, T)
+    e = rng.uniform(0.05, 0.7, (40, 1))
+    for column in "DWNT":
+        plain = getattr(x, column) ** -e
+        assert np.array_equal(x.power(column, -e), plain) and x._distinct[column] is not None
+        assert np.array_equal(x.power(column, -0.3), getattr(x, column) ** -0.3)
+    per_row = rng.uniform(0.1, 0.5, (40, len(D)))
+    assert np.array_equal(x.power("W", -per_row), W ** -per_row)
+    distinct = LawInputs(*(rng.uniform(1, 100, 30) for _ in range(4)))
+    assert np.array_equal(distinct.power("W", -e), distinct.W ** -e) and distinct._distinct["W"] is None
+    for law in list_laws():
+        kw = {p.name: rng.uniform(0.1, 0.6, (40, 1)) for p in law.params}
+        plain = LawInputs(D, W, x.N, T)
+        plain._distinct.update(dict.fromkeys("DWNT"))   # every column powered as it is
+        with np.errstate(all="ignore"):
+            assert np.array_equal(law(x, **kw), law(plain, **kw), equal_nan=True), law.name
