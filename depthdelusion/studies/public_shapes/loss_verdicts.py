@@ -157,7 +157,8 @@ def rows(found) -> list[dict]:
 
 
 def _round(v):
-    return None if not np.isfinite(v) else round(float(v), 4) + 0.0
+    """4 significant digits: a curvature's interval end of ~2e-05 must not print as 0.0."""
+    return None if not np.isfinite(v) else float(f"{float(v):.4g}") + 0.0
 
 
 def section(found, *, replicates: int, bootstrap: int) -> list[str]:

@@ -516,3 +516,16 @@ def test_the_huber_kink_is_searched_from_the_huber_null_at_every_kappa(mirror):
     d, y = nested.design(arm.runs, arm.clusters), np.asarray(arm.runs.loss, float)
     lr, (lam, kappa, _), _, _ = nested.huber_ratio(d, y, start)
     assert lr > 0.1 and lam > 1e-4 and kappa > 1.0, (lr, lam, kappa)
+
+
+def test_fitting_loss_verdicts_keep_four_significant_digits_of_a_small_interval_end():
+    """fitting_loss_verdicts.csv: q's half-lr shift has interval ends of ~1e-05; at 4 decimals
+    they printed as 0.0, a bound that reads as touching zero. Cells keep 4 significant digits."""
+    from depthdelusion.studies.public_shapes.loss_verdicts import LossVerdict, Outcome, rows
+
+    ls = Outcome(3.456e-4, (1.734e-05, 8.04e-4), 0.028, "moves")
+    hub = Outcome(-1.2345678, (-2.5, 0.25), 0.26, "does not move")
+    row, = rows([LossVerdict("lr: shape_quadratic q", "arm", "half − published", 1000, ls, hub)])
+    assert (row["least_squares_ci95_low"], row["least_squares_value"]) == (1.734e-05, 3.456e-4)
+    assert (row["huber_value"], row["huber_ci95_high"]) == (-1.235, 0.25)
+    assert row["depends_on_fitting_loss"] == "moves → does not move"
