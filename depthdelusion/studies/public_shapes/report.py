@@ -14,6 +14,7 @@ import numpy as np
 
 from depthdelusion import rundir
 from depthdelusion.analysis.formats.table_text import csv_text, markdown_table
+from depthdelusion.analysis.laws import get_law
 from depthdelusion.analysis.reference import PAPER_KAPPA
 from depthdelusion.option_fields import command_words
 from depthdelusion.studies.public_shapes import chinchilla, figures, fitting_loss, loss_verdicts, nested, optimal
@@ -205,23 +206,43 @@ def _first_paragraph(r: PublicShapesResults) -> list[str]:
 
 def _penalty_flips(r) -> list[str]:
     """A line per table where "λ = 0 against chinchilla" is rejected under one N convention and
-    not under another (any kink law)."""
+    not under another (any kink law): where the rejecting kink lies (its reach, κ's interval) and
+    what the nested test (the kink inside the best smooth law, the one that can show a kink over a
+    smooth shape effect) finds on that table."""
     out = []
     arms = getattr(r, "arms", ())
+    detects = {k.arm: k.rejects for k in getattr(r, "nested", ()) if k.null == nested.SMOOTH.name}
     for table in dict.fromkeys(a.table for a in arms):
-        found = {a.convention: [v for v in a.penalties if v.test is not None] for a in arms if a.table == table}
+        mine = [a for a in arms if a.table == table]
+        found = {a.convention: [v for v in a.penalties if v.test is not None] for a in mine}
         said = {c: any(v.significant for v in vs) for c, vs in found.items() if vs}
         if len(set(said.values())) > 1:
-            yes = [a for a in arms if a.table == table and said.get(a.convention)]
-            smooth = any(c.test is not None and c.test.p < 0.05 for a in yes for c in a.critical.values())
+            yes = [a for a in mine if said.get(a.convention)]
+            where = "; ".join(_rejecting_kink(a) for a in yes)
+            seen = [a.convention for a in mine if detects.get(a.label)]
+            nested_text = ("a kink is detected under " + ", ".join(seen) + " N only" if seen else
+                           "a kink is detected under no count") if detects else "not run"
             out += [f"The kink's λ = 0 against chinchilla (calibrated parametric bootstrap) is rejected on "
                     f"{table} under {', '.join(a.convention for a in yes)} N and not under "
-                    f"{', '.join(c for c, y in said.items() if not y)} N: " + (
-                        "where it is, the kink also beats the best smooth law there (tests below)." if smooth else
-                        "where it is, the kink still does not beat the best smooth law (tests below), so the "
-                        "deep, narrow shapes' loss there is a smooth shape effect, not evidence of a critical "
-                        "depth."), ""]
+                    f"{', '.join(c for c, y in said.items() if not y)} N, by no critical depth of the paper's "
+                    f"kind ({where}). Nested inside the best smooth law (whole runs' residual series "
+                    f"resampled; below), {nested_text}"
+                    + ("" if set(seen) & {a.convention for a in yes} or not detects else
+                       ": not where λ = 0 is rejected") + ".", ""]
     return out
+
+
+def _rejecting_kink(arm) -> str:
+    """Where the first kink law that rejects λ = 0 on ``arm`` puts D_crit: its reach (every row
+    past it is a depth penalty on every shape, no threshold) and, with a threshold inside the
+    data, the cluster-bootstrap interval of its kink parameter."""
+    v = next(v for v in arm.penalties if v.significant)
+    kink, reach = get_law(v.law).kink, v.reach
+    if not reach.threshold_inside:
+        return f"{arm.convention} N, {v.law}: {reach.location}, every row past it: a depth penalty on every shape"
+    lo, hi = (arm.fits[v.law].ci_bootstrap or {}).get(kink, (np.nan, np.nan))
+    return (f"{arm.convention} N, {v.law}: {reach.location}, {reach.past_rows} of {reach.n_rows} rows past it, "
+            f"{get_law(v.law).shown(kink)}'s 95% interval [{lo:.3g}, {hi:.3g}]")
 
 
 def _convention_lines(arms) -> list[str]:

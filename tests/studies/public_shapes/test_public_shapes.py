@@ -529,3 +529,42 @@ def test_fitting_loss_verdicts_keep_four_significant_digits_of_a_small_interval_
     assert (row["least_squares_ci95_low"], row["least_squares_value"]) == (1.734e-05, 3.456e-4)
     assert (row["huber_value"], row["huber_ci95_high"]) == (-1.235, 0.25)
     assert row["depends_on_fitting_loss"] == "moves → does not move"
+
+
+def test_the_opening_says_where_the_rejecting_kink_lies_and_what_the_nested_test_finds():
+    """report.md's opening, where λ = 0 is rejected under some counts only: the rejecting kink's
+    reach (every row past D_crit: a penalty on every shape; else its rows and κ's interval) and
+    the nested test's answer per count, not the non-nested kink-vs-smooth comparison (issue 62's
+    review: that comparison shows nothing, and it read as 'a kink beats chinchilla')."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from depthdelusion.analysis.fitting.kink_reach import KinkReach
+    from depthdelusion.analysis.fitting.lr_test import LRTest
+    from depthdelusion.analysis.report.verdict import PenaltyVerdict
+    from depthdelusion.studies.public_shapes import report
+    from depthdelusion.studies.public_shapes.nested import NestedKink
+    from depthdelusion.studies.public_shapes.study import Arm
+
+    def arm(convention, p, location, past, kappa_ci=(0.0, 10.59)):
+        reach = KinkReach(location, 22, 220, (), past, 3, 11)
+        test = LRTest("chinchilla", "depth_delusion", 60.0, p, "parametric bootstrap", 200)
+        verdict = PenaltyVerdict("depth_delusion", "chinchilla", "yes" if p <= 0.05 else "no", test=test, reach=reach)
+        fits = {"depth_delusion": SimpleNamespace(ci_bootstrap={"kappa": kappa_ci})}
+        return Arm("gemstones", convention, None, None, fits=fits, penalties=(verdict,))
+
+    arms = [arm("total", 0.8, "D_crit = 14.9·ln W", 0), arm("nonembedding", 0.005, "D_crit = 0·ln W", 220),
+            arm("fitted", 0.01, "D_crit = 2.96·ln W", 100)]
+    kinks = [NestedKink(a.label, 1.0, p, 2.0, 200, (0.01, 4.75, 0.0), (), "256x80")
+             for a, p in zip(arms, (0.005, 0.5, 0.4))]
+    line, blank = report._penalty_flips(SimpleNamespace(arms=arms, nested=kinks))
+    assert line == (
+        "The kink's λ = 0 against chinchilla (calibrated parametric bootstrap) is rejected on gemstones under "
+        "nonembedding, fitted N and not under total N, by no critical depth of the paper's kind (nonembedding N, "
+        "depth_delusion: D_crit = 0·ln W, every row past it: a depth penalty on every shape; fitted N, "
+        "depth_delusion: D_crit = 2.96·ln W, 100 of 220 rows past it, κ's 95% interval [0, 10.6]). Nested inside "
+        "the best smooth law (whole runs' residual series resampled; below), a kink is detected under total N "
+        "only: not where λ = 0 is rejected.") and blank == ""
+    kinks[1] = dataclasses.replace(kinks[1], p=0.01)
+    line = report._penalty_flips(SimpleNamespace(arms=arms, nested=kinks))[0]
+    assert line.endswith("a kink is detected under total, nonembedding N only.")
