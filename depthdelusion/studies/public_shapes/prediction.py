@@ -44,12 +44,17 @@ def split(runs, clusters) -> dict:
     """Row masks: ``train`` and one per :data:`HELD_OUT` set. A shape is large when its (one)
     parameter count exceeds :data:`SMALL`; the last budgets are the ``LAST_BUDGETS`` largest
     token counts of the table."""
-    params = np.asarray(runs.params, float)
-    large = np.array([params[clusters == c].mean() > SMALL for c in clusters])
+    large = _large(runs, clusters)
     budgets = np.unique(np.round(np.asarray(runs.tokens, float), -9))
     last = np.round(np.asarray(runs.tokens, float), -9) >= budgets[-LAST_BUDGETS]
     return {"train": ~large & ~last, HELD_OUT[0]: large & ~last, HELD_OUT[1]: ~large & last,
             HELD_OUT[2]: large & last}
+
+
+def _large(runs, clusters) -> np.ndarray:
+    """Rows of the shapes whose (one) parameter count exceeds :data:`SMALL`."""
+    params = np.asarray(runs.params, float)
+    return np.array([params[clusters == c].mean() > SMALL for c in clusters])
 
 
 def predict(arm: Arm, laws, *, bootstrap: int, seed: int, loss: str = "ls") -> list[Prediction]:
@@ -86,21 +91,28 @@ LATER_TABLE = "gemstones_100b_plus"
 LATER_FITTED_TO = 100.1e9
 LATER_HELD_OUT = (("110B–200B tokens", LATER_FITTED_TO, 200.1e9), ("210B–350B tokens", 200.1e9, np.inf))
 LATER_LAWS = ("chinchilla", "gemstones_width_depth", "shape_quadratic", "depth_delusion_relative")
+#: the prediction's hardest case carried to the later budgets: fitted on the shapes up to SMALL
+#: at their checkpoints to 100B, asked for the larger shapes' checkpoints past it
+LATER_HARDEST = "larger shapes, 110B–350B tokens"
 
 
 def predict_later(convention: str, epsilon: float | None, laws, *, bootstrap: int, seed: int) -> list[Prediction]:
     """Each of ``laws`` (those of :data:`LATER_LAWS`) fitted on :data:`LATER_TABLE`'s checkpoints to
     100B tokens in ``convention`` (fitted: ``epsilon``, the hot table's), its errors on the later
-    checkpoints against chinchilla's."""
+    checkpoints against chinchilla's; then fitted on the small shapes alone, its errors on the
+    larger shapes' later checkpoints (:data:`LATER_HARDEST`)."""
     runs = convention_runs(LATER_TABLE, convention, epsilon if convention == "fitted" else None)[0]
-    clusters = shape_labels(runs)
+    clusters, label = shape_labels(runs), f"{LATER_TABLE} ({convention} N)"
     tokens = np.asarray(runs.tokens, float)
-    train = tokens <= LATER_FITTED_TO
-    fits = fit_laws(runs.subset(train), clusters[train], [law for law in LATER_LAWS if law in laws],
-                    bootstrap=0, seed=seed)
-    masks = {name: (tokens > lo) & (tokens <= hi) for name, lo, hi in LATER_HELD_OUT}
-    return held_out(f"{LATER_TABLE} ({convention} N)", fits, runs, clusters, masks,
-                    (int(train.sum()), LATER_FITTED_TO), bootstrap=bootstrap, seed=seed)
+    train, large = tokens <= LATER_FITTED_TO, _large(runs, clusters)
+    chosen = [law for law in LATER_LAWS if law in laws]
+    out = []
+    for rows, masks in ((train, {name: (tokens > lo) & (tokens <= hi) for name, lo, hi in LATER_HELD_OUT}),
+                        (train & ~large, {LATER_HARDEST: large & ~train})):
+        fits = fit_laws(runs.subset(rows), clusters[rows], chosen, bootstrap=0, seed=seed)
+        out += held_out(label, fits, runs, clusters, masks, (int(rows.sum()), LATER_FITTED_TO),
+                        bootstrap=bootstrap, seed=seed)
+    return out
 
 
 def _vs_baseline(err, base, labels, bootstrap: int, seed: int):

@@ -6,7 +6,7 @@ import numpy as np
 
 from depthdelusion.analysis.formats.table_text import markdown_table
 from depthdelusion.analysis.reference import PAPER_SHAPE_EXPONENTS
-from depthdelusion.studies.public_shapes.prediction import BASELINE, HELD_OUT, LAST_BUDGETS, LATER_TABLE, SMALL
+from depthdelusion.studies.public_shapes.prediction import BASELINE, HELD_OUT, LAST_BUDGETS, LATER_HARDEST, LATER_TABLE, SMALL
 
 
 def _ci(lo, hi) -> str:
@@ -95,7 +95,9 @@ def later_section(rows: list[dict]) -> list[str]:
             f"The same 22 hot runs read on to 350B tokens (`{LATER_TABLE}`; its checkpoints to 100B are the "
             "`gemstones` table's). Every law fitted (least squares, bare) on all shapes' checkpoints to 100B, "
             "then asked for each shape's later checkpoints: a rollout in tokens, 1.1× to 3.5× past the "
-            "last fitted budget. Error = observed − predicted (nats; positive: the run did worse than "
+            f"last fitted budget; and, the prediction's hardest case carried on ('{LATER_HARDEST}'), fitted "
+            f"on the shapes with N ≤ {SMALL:.0e} at their checkpoints to 100B, asked for the larger shapes' "
+            "checkpoints past it (a rollout in size and tokens at once). Error = observed − predicted (nats; positive: the run did worse than "
             f"predicted); RMSE − RMSE({BASELINE}) with its 95% cluster bootstrap over the runs (fits held "
             "fixed). The runs never cool down, so the later checkpoints are still mid-run.", "",
             markdown_table(["arm", "held out", "law", "runs", "checkpoints", "mean error", "RMSE",

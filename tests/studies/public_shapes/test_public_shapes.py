@@ -329,7 +329,8 @@ def test_the_miniature_writes_the_noise_model_chinchilla_shapes_and_later_budget
     """Issue 62 items 5 and 7, issue 58 item 3: the noise-model tests on the hot table (the kink in
     the smooth law with the N × T interaction, λ = 0 in chinchilla with and without it), the same
     statistics on Chinchilla's runs (35 of its 43 shapes past the paper's D_crit), and the later
-    budgets (fitted on the 220 checkpoints to 100B, asked for 110B–200B and 210B–350B)."""
+    budgets (fitted on the 220 checkpoints to 100B, asked for 110B–200B and 210B–350B; fitted on
+    the small shapes' checkpoints to 100B, asked for the 6 larger shapes' 150 checkpoints past it)."""
     noise = _rows(study / "noise_model.csv")
     assert [r["null"] for r in noise][-3:] == ["gemstones_width_depth + N×T interaction", "chinchilla",
                                               "chinchilla + N×T interaction"]
@@ -340,7 +341,8 @@ def test_the_miniature_writes_the_noise_model_chinchilla_shapes_and_later_budget
     assert {r["worst_shape"] for r in chin} == {"4352x47"}
     later = _rows(study / "later_budgets.csv")
     assert {(r["held_out"], r["checkpoints"], r["runs"]) for r in later} == {
-        ("110B–200B tokens", "220", "22"), ("210B–350B tokens", "330", "22")}
+        ("110B–200B tokens", "220", "22"), ("210B–350B tokens", "330", "22"),
+        ("larger shapes, 110B–350B tokens", "150", "6")}
     report = (study / "report.md").read_text()
     for title in ("## The noise model", "## 5b. The later budgets", "## Chinchilla's own runs"):
         assert title in report, title
