@@ -27,7 +27,7 @@ from scipy.optimize import minimize_scalar
 
 from depthdelusion.analysis import fit
 from depthdelusion.analysis.fitting.problem import OFFSET
-from depthdelusion.analysis.fitting.result import DRIFT, OK, parameter_status
+from depthdelusion.analysis.fitting.result import AT_BOUND, DRIFT, OK, bound_reached, parameter_status
 from depthdelusion.analysis.fitting.uncertainty import near_bound
 from depthdelusion.analysis.formats.table_text import markdown_table
 from depthdelusion.analysis.table.published import load_table
@@ -115,17 +115,21 @@ def _arm(table, convention: str, multiple, laws, floor: float, *, bootstrap: int
 
 
 def rows(arms) -> list[dict]:
-    """gadre.csv: per N convention, law and parameter the value, status and run-bootstrap interval
-    (empty where the status is not ok: the draws of a parameter the data do not set are no interval
-    for it — lam, kappa, gamma never left their warm start)."""
+    """gadre.csv: per N convention, law and parameter the value, status and run-bootstrap interval.
+    Where the status is not ok there is no interval (the draws of a parameter the data do not set
+    are no interval for it — lam, kappa, gamma never left their warm start) and no estimate: a
+    parameter at its bound prints the bound, one not identified prints nothing (its value is one
+    point of a ridge, which another CPU's BLAS ends elsewhere: m 1.33 → 1.41, Ad 2.8e10 → 1.8e10)."""
     out = []
     for arm in arms:
         for g in arm.fits:
             for name, value in g.fit.params.items():
                 status = parameter_status(g.fit, name)
                 lo, hi = tuple(map(significant, _bootstrap(g, name))) if status == OK else ("", "")
+                shown = (significant(value) if status == OK else
+                         significant(bound_reached(g.fit, name)) if status == AT_BOUND else "")
                 out.append({"n_convention": arm.convention, "epsilon": significant(arm.epsilon, 3), "law": g.law,
-                            "parameter": name, "value": significant(value), "status": status,
+                            "parameter": name, "value": shown, "status": status,
                             "ci95_low": lo, "ci95_high": hi, "rows": g.fit.n,
                             "d_aicc": round(g.d_aicc, 1), "bootstrap_kept": g.fit.n_bootstrap})
     return out

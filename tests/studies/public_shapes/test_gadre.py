@@ -78,6 +78,19 @@ def test_a_parameter_that_is_not_ok_has_no_interval_in_the_csv(arms):
     rows = gadre.rows(arms)
     kink = [r for r in rows if r["law"] == "depth_delusion" and r["parameter"] in ("lam", "kappa", "gamma")]
     assert kink and all(r["status"] == "not_identified" and r["ci95_low"] == r["ci95_high"] == "" for r in kink)
+
+
+def test_a_parameter_not_identified_prints_no_value_and_one_at_its_bound_prints_the_bound(arms):
+    """A not-identified value is one point of a ridge (under another OpenBLAS kernel the saturated
+    shape_quadratic's m came out 1.41, not 1.33): the CSV prints none; at a bound it prints the
+    bound itself (Kaplan's N: E[c4_original] at 0, not the solver's last bits)."""
+    from depthdelusion.studies.public_shapes import gadre
+
+    rows = gadre.rows(arms)
+    assert all(r["value"] == "" for r in rows if r["status"] == "not_identified")
+    bound = [r for r in rows if r["status"] == "at_bound"]
+    assert bound and all(r["value"] == 0.0 for r in bound if r["parameter"].startswith(("E", "A")))
+    assert all(isinstance(r["value"], float) for r in rows if r["status"] == "ok")
     assert all((r["ci95_low"] == "") == (r["status"] != "ok") for r in rows)
 
 
