@@ -17,7 +17,7 @@ from tests.analysis.table.test_published_downloads import PUBLISHED, published_m
 
 COMMITTED = Path(__file__).resolve().parents[3] / "analysis" / "public_shapes"
 #: the cluster-bootstrap draws of the committed part "huber" (analysis/public_shapes/README.md)
-HUBER_BOOTSTRAP = "400"
+HUBER_BOOTSTRAP = "1000"
 
 pytestmark = pytest.mark.skipif(not PUBLISHED.is_dir(), reason=f"no test copies at {PUBLISHED}")
 
