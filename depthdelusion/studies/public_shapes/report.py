@@ -225,7 +225,7 @@ def _penalty_flips(r) -> list[str]:
             out += [f"The kink's λ = 0 against chinchilla (calibrated parametric bootstrap) is rejected on "
                     f"{table} under {', '.join(a.convention for a in yes)} N and not under "
                     f"{', '.join(c for c, y in said.items() if not y)} N, by no critical depth of the paper's "
-                    f"kind ({where}). Nested inside the best smooth law (whole runs' residual series "
+                    f"kind ({where}). Nested inside {nested.SMOOTH.name} (whole runs' residual series "
                     f"resampled; below), {nested_text}"
                     + ("" if set(seen) & {a.convention for a in yes} or not detects else
                        ": not where λ = 0 is rejected") + ".", ""]
@@ -234,13 +234,18 @@ def _penalty_flips(r) -> list[str]:
 
 def _rejecting_kink(arm) -> str:
     """Where the first kink law that rejects λ = 0 on ``arm`` puts D_crit: its reach (every row
-    past it is a depth penalty on every shape, no threshold) and, with a threshold inside the
-    data, the cluster-bootstrap interval of its kink parameter."""
+    past it: no threshold, a penalty on every row, with the width exponent γ that says how fast
+    it falls with width) and, with a threshold inside the data, the cluster-bootstrap interval of
+    its kink parameter. γ to 2 digits: its interval spans a factor of 30."""
     v = next(v for v in arm.penalties if v.significant)
-    kink, reach = get_law(v.law).kink, v.reach
+    kink, reach, fit = get_law(v.law).kink, v.reach, arm.fits[v.law]
     if not reach.threshold_inside:
-        return f"{arm.convention} N, {v.law}: {reach.location}, every row past it: a depth penalty on every shape"
-    lo, hi = (arm.fits[v.law].ci_bootstrap or {}).get(kink, (np.nan, np.nan))
+        text = f"{arm.convention} N, {v.law}: {reach.location}, every row past it: no threshold, a penalty on every row"
+        if "gamma" not in fit.params:
+            return text
+        lo, hi = (fit.ci_bootstrap or {}).get("gamma", (np.nan, np.nan))
+        return text + f" falling with width as W^−γ, γ = {fit.params['gamma']:.2g} [{lo:.2g}, {hi:.2g}]"
+    lo, hi = (fit.ci_bootstrap or {}).get(kink, (np.nan, np.nan))
     return (f"{arm.convention} N, {v.law}: {reach.location}, {reach.past_rows} of {reach.n_rows} rows past it, "
             f"{get_law(v.law).shown(kink)}'s 95% interval [{lo:.3g}, {hi:.3g}]")
 

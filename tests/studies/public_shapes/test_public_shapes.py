@@ -535,7 +535,7 @@ def test_fitting_loss_verdicts_keep_four_significant_digits_of_a_small_interval_
 
 def test_the_opening_says_where_the_rejecting_kink_lies_and_what_the_nested_test_finds():
     """report.md's opening, where λ = 0 is rejected under some counts only: the rejecting kink's
-    reach (every row past D_crit: a penalty on every shape; else its rows and κ's interval) and
+    reach (every row past D_crit: a penalty on every row, with γ; else its rows and κ's interval) and
     the nested test's answer per count, not the non-nested kink-vs-smooth comparison (issue 62's
     review: that comparison shows nothing, and it read as 'a kink beats chinchilla')."""
     import dataclasses
@@ -552,7 +552,8 @@ def test_the_opening_says_where_the_rejecting_kink_lies_and_what_the_nested_test
         reach = KinkReach(location, 22, 220, (), past, 3, 11)
         test = LRTest("chinchilla", "depth_delusion", 60.0, p, "parametric bootstrap", 200)
         verdict = PenaltyVerdict("depth_delusion", "chinchilla", "yes" if p <= 0.05 else "no", test=test, reach=reach)
-        fits = {"depth_delusion": SimpleNamespace(ci_bootstrap={"kappa": kappa_ci})}
+        fits = {"depth_delusion": SimpleNamespace(params={"kappa": 0.0, "gamma": 3.278},
+                                                  ci_bootstrap={"kappa": kappa_ci, "gamma": (1.115, 36.92)})}
         return Arm("gemstones", convention, None, None, fits=fits, penalties=(verdict,))
 
     arms = [arm("total", 0.8, "D_crit = 14.9·ln W", 0), arm("nonembedding", 0.005, "D_crit = 0·ln W", 220),
@@ -563,9 +564,10 @@ def test_the_opening_says_where_the_rejecting_kink_lies_and_what_the_nested_test
     assert line == (
         "The kink's λ = 0 against chinchilla (calibrated parametric bootstrap) is rejected on gemstones under "
         "nonembedding, fitted N and not under total N, by no critical depth of the paper's kind (nonembedding N, "
-        "depth_delusion: D_crit = 0·ln W, every row past it: a depth penalty on every shape; fitted N, "
+        "depth_delusion: D_crit = 0·ln W, every row past it: no threshold, a penalty on every row falling with "
+        "width as W^−γ, γ = 3.3 [1.1, 37]; fitted N, "
         "depth_delusion: D_crit = 2.96·ln W, 100 of 220 rows past it, κ's 95% interval [0, 10.6]). Nested inside "
-        "the best smooth law (whole runs' residual series resampled; below), a kink is detected under total N "
+        "gemstones_width_depth (whole runs' residual series resampled; below), a kink is detected under total N "
         "only: not where λ = 0 is rejected.") and blank == ""
     kinks[1] = dataclasses.replace(kinks[1], p=0.01)
     line = report._penalty_flips(SimpleNamespace(arms=arms, nested=kinks))[0]
