@@ -65,6 +65,13 @@ class LossVerdict:
         return "" if self.ls.answer == self.huber.answer else f"{self.ls.answer} → {self.huber.answer}"
 
     @property
+    def depends_text(self) -> str:
+        """The "depends on the loss" cell: the change, "no", or that neither loss gives a verdict."""
+        if self.depends:
+            return self.depends
+        return "no verdict under either loss" if self.ls.answer.startswith("too few runs") else "no"
+
+    @property
     def mc_error(self) -> tuple:
         """The Monte-Carlo error √(p(1 − p)/draws) of each p (NaN without one)."""
         return tuple(np.sqrt(o.p * (1 - o.p) / self.draws) if self.draws and np.isfinite(o.p) else np.nan
@@ -132,15 +139,10 @@ def predicted(arm, *, bootstrap: int, seed: int) -> list[LossVerdict]:
                                                          loss=loss) if p.law == PREDICTION_LAWS[1]}
              for loss in LOSSES]
     return [LossVerdict(f"prediction: {held}", arm.label, "RMSE − RMSE(chinchilla), nats", bootstrap,
-                        *(Outcome(p.vs_baseline, p.vs_ci, answer=_side(p.vs_ci)) for p in (f[held] for f in found)))
+                        *(Outcome(p.vs_baseline, p.vs_ci, answer=p.verdict,
+                                  detail=f"{p.runs_worse} of {p.runs} runs worse, swap p {p.swap_p:.3g}")
+                          for p in (f[held] for f in found)))
             for held in prediction.HELD_OUT if all(held in f for f in found)]
-
-
-def _side(ci) -> str:
-    lo, hi = ci
-    if not np.isfinite(lo):
-        return "no interval"
-    return "worse than chinchilla" if lo > 0 else "better than chinchilla" if hi < 0 else "level with chinchilla"
 
 
 def rows(found) -> list[dict]:
@@ -153,7 +155,7 @@ def rows(found) -> list[dict]:
                 f"{tag}_fit": o.detail}
     return [{"verdict": v.verdict, "arm": v.arm, "statistic": v.statistic, "draws": v.draws,
              **cells(v.ls, "least_squares"), **cells(v.huber, "huber"),
-             "depends_on_fitting_loss": v.depends or "no"} for v in found]
+             "depends_on_fitting_loss": v.depends_text} for v in found]
 
 
 def _round(v):
@@ -167,7 +169,7 @@ def section(found, *, replicates: int, bootstrap: int) -> list[str]:
     if not found:
         return []
     table = [[v.verdict, v.arm, *(_text(o, mc, v.draws) for o, mc in zip((v.ls, v.huber), v.mc_error)),
-              v.depends or "no"] for v in found]
+              v.depends_text] for v in found]
     return ["## The fitting loss, every verdict: least squares against Huber on log-loss (fitting_loss_verdicts.csv)",
             "",
             f"Each verdict that rests on a fit, computed twice from the same seed and draws: fits by least "
@@ -182,8 +184,9 @@ def section(found, *, replicates: int, bootstrap: int) -> list[str]:
             "null draws; the least-squares curve is the core's). Learning rate: half − published, paired cluster "
             f"bootstrap over shapes ({bootstrap} draws); the model-free half-lr penalty slope fits no law, "
             "so it cannot depend on the loss. Prediction: RMSE − RMSE(chinchilla) of gemstones_width_depth "
-            f"on each held-out set, 95% cluster bootstrap over held-out runs ({bootstrap} draws). ± is a "
-            "p's Monte-Carlo error.", "",
+            f"on each held-out set, 95% cluster bootstrap over held-out runs ({bootstrap} draws); worse or "
+            "better also needs the exact swap test over those runs at 5% (none with fewer than 6 runs: "
+            "section 5). ± is a p's Monte-Carlo error.", "",
             markdown_table(["verdict", "arm", "least squares", "Huber on log-loss", "depends on the loss"],
                            table, "lllll"), "",
             "Depends on the fitting loss:", "", *_depends_lines(found), ""]

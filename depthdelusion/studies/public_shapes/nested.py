@@ -1,4 +1,4 @@
-"""The nested kink test (issue 62, item 2): the paper's kink *inside* the best smooth law, with its
+"""The nested kink test (issue 62, item 2): the paper's kink *inside* gemstones_width_depth (a smooth shape law), with its
 power against the paper's own kink.
 
 The kink-vs-smooth test of the core is non-nested (the kink law has no smooth shape term, so its
@@ -274,15 +274,25 @@ def residual_structure(d: Design, resid) -> tuple[float, float, float]:
     """(lag-1 autocorrelation ρ of the residuals within runs: consecutive checkpoints of one run
     paired, pooled over runs; correlation across runs of each run's least-squares residual slope
     in ln T with ln N; a run's checkpoints' worth in independent ones for its mean level under an
-    AR(1) with that ρ, n·(1 − ρ)/(1 + ρ) at the median run length n). NaN where a run has too few
-    checkpoints."""
+    AR(1) with that ρ at the median run length n, :func:`effective_checkpoints`). NaN where a run
+    has too few checkpoints."""
     pairs = np.array([(resid[s][i], resid[s][i + 1]) for s in d.series for i in range(len(s) - 1)])
     slopes = [(np.log(d.N[s[0]]), np.polyfit(np.log(d.T[s]), resid[s], 1)[0]) for s in d.series
               if len(s) > 2 and np.ptp(d.T[s]) > 0]
     lag1 = float(np.corrcoef(pairs.T)[0, 1]) if len(pairs) > 2 else np.nan
     corr = float(np.corrcoef(np.array(slopes).T)[0, 1]) if len(slopes) > 2 else np.nan
     n = float(np.median([len(s) for s in d.series]))
-    return lag1, corr, n * (1 - lag1) / (1 + lag1) if np.isfinite(lag1) else np.nan
+    return lag1, corr, effective_checkpoints(lag1, int(n)) if np.isfinite(lag1) else np.nan
+
+
+def effective_checkpoints(rho: float, n: int) -> float:
+    """What n checkpoints of an AR(1) series with lag-1 correlation ρ are worth in independent ones
+    for their mean: n² / Σᵢⱼ ρ^|i−j|, the ratio of an independent mean's variance to theirs. The
+    exact count at a run's length, not the long-series n·(1 − ρ)/(1 + ρ), which at ten checkpoints
+    falls below 1 (0.05 at ρ = 0.99) where the mean of n positively correlated points is never
+    worth less than one of them."""
+    lags = np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
+    return float(n * n / np.sum(float(rho) ** lags))
 
 
 def resampled_series(d: Design, resid, rng) -> np.ndarray:

@@ -72,11 +72,58 @@ def _audit_rows(audits) -> list[dict]:
 
 
 AUDIT_TICKS = (0.2, 0.5, 1, 2, 5)
+#: a depth label's font size (points) and its box per character and in height, in font sizes
+#: (DejaVu Sans digits are 0.64 wide; the box holds the descent)
+LABEL_POINTS = 6
+LABEL_WIDTH, LABEL_HEIGHT = 0.65, 1.2
+#: where a label may sit from its point (points), tried in turn: right, below right, left, ...
+_OFFSETS = ((3, 2), (3, -8), (-3, 2), (-3, -8), (3, 9), (3, -15), (-3, 9), (-3, -15), (8, -3), (-8, -3))
+
+
+def label_offsets(points, xlim, ylim, panel) -> list[tuple]:
+    """An offset (points) per (x, y, text) label that overlaps no label placed before it and no
+    other point's marker, where one of ``_OFFSETS`` does (else the least overlapping): x on a log
+    axis over ``xlim``, y linear over ``ylim``, in a plotting area of ``panel`` points. Labels
+    are placed left to right, so the same points always get the same offsets."""
+    (x0, x1), (y0, y1), (pw, ph) = np.log(xlim), ylim, panel
+
+    def at(x, y):  # a point's position in the panel (points)
+        return (np.log(x) - x0) / (x1 - x0) * pw, (y - y0) / (y1 - y0) * ph
+
+    where = [at(x, y) for x, y, _ in points]
+    markers = [(px - 3.5, py - 3.5, px + 3.5, py + 3.5) for px, py in where]  # a 6-point marker and a margin
+    placed, out = [], [None] * len(points)
+    height = LABEL_HEIGHT * LABEL_POINTS
+    for i in sorted(range(len(points)), key=lambda i: (where[i][0], where[i][1])):
+        (px, py), width = where[i], LABEL_WIDTH * LABEL_POINTS * len(points[i][2])
+        boxes = [(px + dx - (width if dx < 0 else 0), py + dy, px + dx + (0 if dx < 0 else width), py + dy + height)
+                 for dx, dy in _OFFSETS]
+        others = placed + [m for j, m in enumerate(markers) if j != i]
+        cost = [sum(_overlap(b, o) for o in others) for b in boxes]
+        k = int(np.argmin(cost))  # the first offset that overlaps nothing, else the least overlap
+        placed.append(boxes[k])
+        dx, dy = _OFFSETS[k]
+        out[i] = (dx - (width if dx < 0 else 0), dy)
+    return out
+
+
+def _overlap(a, b) -> float:
+    """The area two boxes (x0, y0, x1, y1) share."""
+    return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
 
 
 def _figure(out: Path, audits) -> None:
-    """audit.png: each shape's excess loss over chinchilla against the paper's D / D_crit, one
-    panel per N convention of the first table."""
+    """audit.png (:func:`audit_figure`)."""
+    import matplotlib.pyplot as plt
+
+    fig = audit_figure(audits)
+    fig.savefig(out / "audit.png", dpi=120)
+    plt.close(fig)
+
+
+def audit_figure(audits):
+    """Each shape's excess loss over chinchilla against the paper's D / D_crit, one panel per N
+    convention of the first table, its depth labels placed apart in each panel's laid-out area."""
     # here, not at the top: only a run that draws pays matplotlib's import (4 s measured), after Agg is chosen
     import matplotlib
     matplotlib.use("Agg")
@@ -91,8 +138,14 @@ def _figure(out: Path, audits) -> None:
     fig.suptitle(f"{panels[0].table}: which shapes lose? (labels: depth; D_crit = {PAPER_KAPPA}·ln W, "
                  "the paper's)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(out / "audit.png", dpi=120)
-    plt.close(fig)
+    for ax, a in zip(axes[0], panels):  # after the layout: the labels need the panel's final size
+        box = ax.get_window_extent()
+        panel = (box.width * 72 / fig.dpi, box.height * 72 / fig.dpi)
+        for r, offset in zip(a.rows, label_offsets([(r.ratio, r.excess, str(r.depth)) for r in a.rows],
+                                                    ax.get_xlim(), ax.get_ylim(), panel)):
+            ax.annotate(str(r.depth), (r.ratio, r.excess), fontsize=LABEL_POINTS, xytext=offset,
+                        textcoords="offset points")
+    return fig
 
 
 def _audit_panel(ax, a, plt) -> None:
@@ -101,8 +154,6 @@ def _audit_panel(ax, a, plt) -> None:
     for w, c in zip(widths, plt.cm.viridis(np.linspace(0, 0.9, len(widths)))):
         pts = [r for r in rows if r.width == w]
         ax.scatter([r.ratio for r in pts], [r.excess for r in pts], color=c, label=f"W = {w}")
-        for r in pts:
-            ax.annotate(str(r.depth), (r.ratio, r.excess), fontsize=6, xytext=(3, 2), textcoords="offset points")
     ax.axvline(1.0, color="grey", ls="--", lw=1)
     ax.axhline(0.0, color="grey", lw=0.5)
     ax.set_xscale("log")
@@ -207,7 +258,7 @@ def _first_paragraph(r: PublicShapesResults) -> list[str]:
 def _penalty_flips(r) -> list[str]:
     """A line per table where "λ = 0 against chinchilla" is rejected under one N convention and
     not under another (any kink law): where the rejecting kink lies (its reach, κ's interval) and
-    what the nested test (the kink inside the best smooth law, the one that can show a kink over a
+    what the nested test (the kink inside gemstones_width_depth, the one that can show a kink over a
     smooth shape effect) finds on that table."""
     out = []
     arms = getattr(r, "arms", ())
@@ -336,7 +387,7 @@ def _nested_section(kinks) -> list[str]:
               f"λ {k.kink[0]:.3g}, κ {k.kink[1]:g}, γ {k.kink[2]:.2f}",
               *(f"{pw:.2f} ({pen:.3f})" for _, pen, pw in k.power)] for k in kinks]
     return ["## The nested kink test and its power (nested_kink.csv)", "",
-            "The kink inside the best smooth law: gemstones_width_depth + λ·max(0, D − κ·ln W)/(κ·ln W)·W^−γ "
+            "The kink inside gemstones_width_depth: gemstones_width_depth + λ·max(0, D − κ·ln W)/(κ·ln W)·W^−γ "
             "(the relative form, λ ≥ 0, γ ∈ [0, 2], κ on a grid 1–6), against gemstones_width_depth "
             "alone: nested, so LR = n·ln(RSS_smooth / RSS_kink) ≥ 0 (the core's kink-vs-smooth LR above is "
             "non-nested and cannot show a kink). Null: the smooth fit plus whole runs' residual series "
@@ -374,7 +425,8 @@ def _noise_section(kinks, noise, csv: str = "noise_model.csv", note: str = "") -
             "Residuals of each null law fitted to the data: ρ, the lag-1 autocorrelation within runs "
             "(consecutive checkpoints of one run, pooled); the correlation across runs of each run's "
             "residual slope in ln T with ln N; and what a run's checkpoints are worth in independent "
-            "ones for its mean level, n·(1 − ρ)/(1 + ρ) (AR(1), n the checkpoints per run). The N × T "
+            "ones for its mean level, n²/Σᵢⱼ ρ^|i−j| (AR(1), n the checkpoints per run: never below 1 for "
+            "ρ ≥ 0; under chinchilla, which has no shape term, ρ carries each run's shape effect too). The N × T "
             "interaction adds c·ln(N/N̄)·T^−β to the token term (c of either sign). Each row is a nested "
             "test of the paper's kink (relative form) inside that null law, calibrated by resampling "
             f"whole runs' residual series ({found[0].replicates} draws): inside gemstones_width_depth it "

@@ -6,7 +6,9 @@ import numpy as np
 
 from depthdelusion.analysis.formats.table_text import markdown_table
 from depthdelusion.analysis.reference import PAPER_SHAPE_EXPONENTS
-from depthdelusion.studies.public_shapes.prediction import BASELINE, HELD_OUT, LAST_BUDGETS, LATER_HARDEST, LATER_TABLE, SMALL
+from depthdelusion.studies.public_shapes.prediction import (BASELINE, HELD_OUT, LAST_BUDGETS, LATER_HARDEST,
+                                                         LATER_TABLE, SMALL, SWAP_DRAWS,
+                                                         SWAP_LEVEL, SWAPS_EXACT_TO)
 
 
 def _ci(lo, hi) -> str:
@@ -70,8 +72,7 @@ def _beyond(rows: list[dict]) -> list[str]:
 def prediction_section(rows: list[dict]) -> list[str]:
     if not rows:
         return []
-    table = [[r["arm"], r["held_out"], r["law"], r["runs"], r["checkpoints"], _n(r["mean_error"]), _n(r["rmse"], "{:.4f}"),
-              _n(r["rmse_minus_chinchilla"]), _ci(r["ci95_low"], r["ci95_high"]), r["status"]] for r in rows]
+    table = [_prediction_cells(r) for r in rows]
     return ["## 5. Prediction: fit on the small shapes, predict the large ones and the last budgets "
             "(prediction.csv)", "",
             f"Every law fitted (least squares, bare: as a rollout step) on the shapes with N ≤ {SMALL:.0e} "
@@ -79,18 +80,15 @@ def prediction_section(rows: list[dict]) -> list[str]:
             f"{'; '.join(repr(h) for h in HELD_OUT)}. Against the shape-agnostic baseline: RMSE − RMSE({BASELINE}) on the "
             "same checkpoints (negative: the law predicts better), 95% cluster bootstrap over the held-out "
             "runs with the fits held fixed (which runs were held out, not the fit's own uncertainty). "
-            "Kink laws whose fit collapses to chinchilla predict as it does (tied fits).", "",
-            markdown_table(["arm", "held out", "law", "runs", "checkpoints", "mean error", "RMSE",
-                            f"RMSE − {BASELINE}", "95%", "status"], table, "lllrrrrrrl"), ""]
+            "Kink laws whose fit collapses to chinchilla predict as it does (tied fits). " + VERDICT_RULE, "",
+            markdown_table(PREDICTION_COLUMNS, table, PREDICTION_ALIGN), ""]
 
 
 def later_section(rows: list[dict]) -> list[str]:
     """The later budgets: gemstones_100b_plus fitted to 100B tokens, asked for 110B–350B."""
     if not rows:
         return []
-    table = [[r["arm"], r["held_out"], r["law"], r["runs"], r["checkpoints"], _n(r["mean_error"]),
-              _n(r["rmse"], "{:.4f}"), _n(r["rmse_minus_chinchilla"]), _ci(r["ci95_low"], r["ci95_high"]),
-              r["status"]] for r in rows]
+    table = [_prediction_cells(r) for r in rows]
     return [f"## 5b. The later budgets: fit to 100B tokens, predict to 350B ({LATER_TABLE}, later_budgets.csv)", "",
             f"The same 22 hot runs read on to 350B tokens (`{LATER_TABLE}`; its checkpoints to 100B are the "
             "`gemstones` table's). Every law fitted (least squares, bare) on all shapes' checkpoints to 100B, "
@@ -99,9 +97,27 @@ def later_section(rows: list[dict]) -> list[str]:
             f"on the shapes with N ≤ {SMALL:.0e} at their checkpoints to 100B, asked for the larger shapes' "
             "checkpoints past it (a rollout in size and tokens at once). Error = observed − predicted (nats; positive: the run did worse than "
             f"predicted); RMSE − RMSE({BASELINE}) with its 95% cluster bootstrap over the runs (fits held "
-            "fixed). The runs never cool down, so the later checkpoints are still mid-run.", "",
-            markdown_table(["arm", "held out", "law", "runs", "checkpoints", "mean error", "RMSE",
-                            f"RMSE − {BASELINE}", "95%", "status"], table, "lllrrrrrrl"), ""]
+            "fixed). The runs never cool down, so the later checkpoints are still mid-run. " + VERDICT_RULE, "",
+            markdown_table(PREDICTION_COLUMNS, table, PREDICTION_ALIGN), ""]
+
+
+#: how prediction.verdict decides, in the sections' words
+VERDICT_RULE = (f"'runs worse': the held-out runs each predicted worse than by {BASELINE} on their own "
+                "checkpoints (ties to 0.1 millinat apart); 'swap p': the two-sided test that swaps the two "
+                "laws' predictions run by run (every swap of whole runs a null value of the summed squared-error "
+                f"difference; exact up to {SWAPS_EXACT_TO} runs, past that {SWAP_DRAWS:,} random swaps). Worse or "
+                f"better needs the interval to exclude 0 and swap p ≤ {SWAP_LEVEL:g}, else 'not distinguished'; "
+                "fewer than 6 runs that tell the laws apart can never pass that test, so they get no verdict.")
+PREDICTION_COLUMNS = ["arm", "held out", "law", "runs", "checkpoints", "mean error", "RMSE", f"RMSE − {BASELINE}",
+                      "95%", "runs worse", "swap p", "verdict", "status"]
+PREDICTION_ALIGN = "lllrrrrrrrrll"
+
+
+def _prediction_cells(r: dict) -> list:
+    """A row of the prediction and later-budget tables (prediction.csv, later_budgets.csv)."""
+    return [r["arm"], r["held_out"], r["law"], r["runs"], r["checkpoints"], _n(r["mean_error"]), _n(r["rmse"], "{:.4f}"),
+            _n(r["rmse_minus_chinchilla"]), _ci(r["ci95_low"], r["ci95_high"]), r["runs_worse"],
+            f"{r['swap_p']:.3g}", r["verdict"], r["status"]]
 
 
 def _n(v, spec: str = "{:+.4f}") -> str:
