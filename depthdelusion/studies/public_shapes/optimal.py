@@ -27,8 +27,10 @@ BUDGET_POINTS = 9
 RELEASED = {"cool_end": "gemstones_cooldown", "lr_ablation_hot": "gemstones_lr_half"}
 
 
-#: the search's depth limit (layers): a draw whose D* reaches it has no interior optimum
+#: the search's depth limit (layers) and width range: a draw whose D* or W* reaches an edge
+#: (D = 1 or DEPTH_MAX; W within 1% of either end) has no interior optimum
 DEPTH_MAX = 200
+WIDTH_RANGE = (64.0, 131072.0)
 #: a shape term whose range over the suite's shapes is below this (nats) has vanished: the draw's
 #: optimum is then set by the other terms alone (a tenth of the runs' residual sd, ≈ 0.02)
 VANISHED = 0.002
@@ -43,7 +45,7 @@ SHAPE_TERMS = {
 @dataclass(frozen=True)
 class Draws:
     """The cluster-bootstrap draws of one optimum, re-solved: the exponents' 95% intervals over
-    every draw and over the draws that are not degenerate (D* at the search limit for some budget,
+    every draw and over the draws that are not degenerate (D* or W* at a search limit for some budget,
     a shape term vanished, or no shape optimum), with the count of each kind of degeneracy."""
 
     total: int
@@ -115,7 +117,8 @@ def optima(arm, *, bootstrap: int) -> list[Optimum]:
     for law in OPTIMAL_LAWS:
         if law in arm.fits:
             fit = arm.fits[law]
-            res = optimal_shape(fit, budgets, counts=counts, bootstrap=0, depth_max=DEPTH_MAX)
+            res = optimal_shape(fit, budgets, counts=counts, bootstrap=0, depth_max=DEPTH_MAX,
+                                width_range=WIDTH_RANGE)
             draws = draw_exponents(fit, arm.runs, budgets, counts, bootstrap)
             if draws.total >= 2:
                 res.depth_exponent_ci, res.width_exponent_ci = draws.depth_kept, draws.width_kept
@@ -138,14 +141,16 @@ def local_exponents(res, budgets) -> tuple:
 
 def draw_exponents(fit, runs, budgets, counts, bootstrap: int) -> Draws:
     """Every cluster-bootstrap draw of ``fit`` (up to ``bootstrap``) re-solved for D*(C), W*(C);
-    each draw checked for degeneracy: D* at :data:`DEPTH_MAX`, a shape term of
+    each draw checked for degeneracy: D* or W* at an edge of the search (:data:`DEPTH_MAX`, D = 1,
+    :data:`WIDTH_RANGE`), a shape term of
     :data:`SHAPE_TERMS` whose range over the suite's shapes is below :data:`VANISHED`, no optimum."""
     boot = fit.bootstrap_params if fit.bootstrap_params is not None else np.zeros((0, len(fit.param_names)))
     D, W = np.asarray(runs.depth, float), np.asarray(runs.width, float)
     exps, why = [], []
     for draw in boot[:bootstrap]:
         values = {**fit.fixed, **dict(zip(fit.param_names, draw))}
-        r = optimal_shape(fit.law, budgets, counts=counts, bootstrap=0, values=values, depth_max=DEPTH_MAX)
+        r = optimal_shape(fit.law, budgets, counts=counts, bootstrap=0, values=values, depth_max=DEPTH_MAX,
+                          width_range=WIDTH_RANGE)
         exps.append((r.depth_exponent, r.width_exponent))
         why.append(_degenerate(getattr(fit.law, "name", fit.law), values, r, D, W))
     exps = np.array(exps).reshape(-1, 2)
@@ -169,6 +174,10 @@ def _degenerate(law: str, values: dict, r, D, W) -> str | None:
             return f"{name} vanished"
     if any(x.depth >= DEPTH_MAX for x in r.rows):
         return f"D* at the search limit D = {DEPTH_MAX}"
+    if any(x.depth <= 1 for x in r.rows):
+        return "D* at the search limit D = 1"
+    if any(x.width >= 0.99 * WIDTH_RANGE[1] or x.width <= 1.01 * WIDTH_RANGE[0] for x in r.rows):
+        return f"W* at a width search limit ({WIDTH_RANGE[0]:g} or {WIDTH_RANGE[1]:g})"
     return None
 
 
