@@ -24,9 +24,11 @@ DRIFT = 1e30
 
 
 def parameter_status(result, name: str) -> str:
-    """``"at_bound"`` (the optimum sits within tolerance of the parameter's physical bound),
+    """``"at_bound"`` (the optimum sits within tolerance of the parameter's physical bound; not
+    a scale whose term no prediction depends on: :func:`uncertainty.at_bound`),
     ``"not_identified"`` (a ridge of tied starts, an estimate drifted beyond ``DRIFT``, a profile
-    interval open at an end; without a profile, an infinite or undefined standard error or a
+    interval open at an end; without a profile, an infinite or undefined standard error — a null
+    direction of the Jacobian loading on it by more than ``uncertainty.NULL_LOADING`` — or a
     Jacobian interval open at an end) or ``"ok"``. A closed profile interval makes a parameter
     ``"ok"`` even where the Jacobian at the optimum is undefined for it (α and β on Gemstones,
     beside a kink penalty that acts on no shape): the profile refits every other parameter,

@@ -24,6 +24,10 @@ _COND_FLAG = 1e8
 _BOUND_TOL = 1e-6  # relative to the init range: closer than this to a bound is "at" it
 #: A scale bounded below by 0 is at that bound below this share of its smallest start.
 _COLLAPSED = 1e-6
+#: A null direction of the Jacobian (singular value ≤ 1e-10 of the largest) leaves a parameter
+#: unbounded when it loads on it by more than this: 1e-3, far above the ~1e-10/gap by which
+#: finite-difference and BLAS rounding rotate a null vector (1e-7 at Gadre's 1.2e-3 gap).
+NULL_LOADING = 1e-3
 
 
 #: How each ``profile`` mode finds the interval ends, as the summary's legend says it.
@@ -173,7 +177,11 @@ def _jacobian_uncertainty(problem: Problem, theta) -> _Jacobian:
     inv = np.where(null, 0.0, 1.0 / np.where(null, 1.0, S) ** 2)
     cov_s = s2 * (Vt.T * inv) @ Vt
     se_s = np.sqrt(np.clip(np.diag(cov_s), 0, None))
-    unbounded = dead | (np.abs(Vt[null]).max(axis=0) > 1e-6 if null.any() else np.zeros(k, bool))
+    # a parameter is unbounded where a null direction loads on it by more than NULL_LOADING; a
+    # smaller loading is the rotation the Jacobian's own error (central differences: ~1e-10 of
+    # its largest singular value) gives a null vector across the spectral gap, and at 1e-6 it
+    # decided E[rpj]'s status on Gadre's runs differently under two BLAS kernels
+    unbounded = dead | (np.abs(Vt[null]).max(axis=0) > NULL_LOADING if null.any() else np.zeros(k, bool))
     with np.errstate(all="ignore"):
         corr = np.clip(cov_s / np.outer(se_s, se_s), -1.0, 1.0)
     corr[~np.isfinite(corr)] = np.nan
@@ -198,18 +206,24 @@ def _jacobian_uncertainty(problem: Problem, theta) -> _Jacobian:
             ci[p.name] = open_beyond_support(p, (max(v - tq * s, b0), min(v + tq * s, b1))
                                              if np.isfinite(s) else (b0, b1))
     return _Jacobian(stderr=stderr, ci=ci, corr=corr, cond=cond, flags=flags, se_theta=se_theta,
+                     dead=tuple(np.array(names)[dead]),
                      J=J, r=r)
 
 
 # --- flags ----------------------------------------------------------------------------------------
 
-def at_bound(problem: Problem, theta, fixed=()) -> list[str]:
+def at_bound(problem: Problem, theta, fixed=(), dead=()) -> list[str]:
     """The parameters within tolerance of a physical bound (:func:`near_bound`): the free ones at
     ``theta``, then those of ``fixed`` (the names the user fixed; not the dropped token terms,
-    which sit on their bound by design and are said in the notes)."""
+    which sit on their bound by design and are said in the notes). A scale in ``dead`` (no
+    prediction depends on it: its term vanished, e.g. A·N^−α with α at 126) below its start
+    range is never "at" its bound 0 whatever its value: the value is wherever the solver stopped along a direction the
+    data do not see (Gadre's A: 3.2e-8 under one BLAS kernel, 2.2e-5 under another), so the
+    collapse test would decide on rounding; it is not identified."""
     values = problem.values(theta)
     params = {p.name: p for p in problem.law.params}
-    free = [p.name for p in problem.free if near_bound(p, values[p.name])]
+    free = [p.name for p in problem.free if near_bound(p, values[p.name])
+            and not (p.log and p.name in dead and p.bounds[0] == 0 and values[p.name] < p.init[0])]
     pinned = [nm for nm in fixed if nm in params and near_bound(params[nm], problem.fixed[nm])]
     return free + pinned
 
@@ -218,7 +232,8 @@ def near_bound(p, value: float) -> bool:
     """Whether ``value`` of the parameter ``p`` is within tolerance of one of its bounds:
     ``_BOUND_TOL`` of its init range (in log space for a scale), and for a scale bounded below
     by 0 — which log space never reaches — a value below ``_COLLAPSED`` × its smallest start
-    (λ at 3.5e−183: the term it scales has vanished, the data want it at 0)."""
+    (λ at 3.5e−183: the term it scales has vanished, the data want it at 0). A fit's status also
+    asks that some prediction still depends on it (:func:`at_bound`)."""
     b0, b1 = p.bounds
     if p.log:
         if not value > 0:

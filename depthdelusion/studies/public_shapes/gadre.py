@@ -28,7 +28,7 @@ from scipy.optimize import minimize_scalar
 from depthdelusion.analysis import fit
 from depthdelusion.analysis.fitting.problem import OFFSET
 from depthdelusion.analysis.fitting.result import AT_BOUND, DRIFT, OK, bound_reached, parameter_status
-from depthdelusion.analysis.fitting.uncertainty import near_bound
+from depthdelusion.analysis.fitting.uncertainty import NULL_LOADING, near_bound
 from depthdelusion.analysis.formats.table_text import markdown_table
 from depthdelusion.analysis.table.published import load_table
 from depthdelusion.studies.public_shapes.study import EPSILON_LAW, significant, with_convention
@@ -193,10 +193,12 @@ def section(arms) -> list[str]:
 def _status_rule() -> str:
     """The words for :func:`parameter_status` without a profile (its docstring's rule), and the † mark."""
     return ("Status per parameter (gadre.csv), by the study's rule without profiles: at a bound where the "
-            "optimum sits within the fit's tolerance of the parameter's physical bound; not identified where "
+            "optimum sits within the fit's tolerance of the parameter's physical bound, except a scale whose "
+            "term no prediction depends on (its value is wherever the solver stopped); not identified where "
             "starts that fit equally well disagree on it (a ridge), its estimate drifted beyond "
             f"1e{math.log10(DRIFT):.0f} (a positive scale: below 1e{-math.log10(DRIFT):.0f}), its standard "
-            "error is infinite or undefined, its Jacobian interval is open at an end, or its covariance with "
+            "error is infinite or undefined (a null direction of the Jacobian loads on it by more than "
+            f"{NULL_LOADING:g}), its Jacobian interval is open at an end, or its covariance with "
             "a parameter the Jacobian does bound is undefined; else ok. A parameter that is not ok has no "
             "interval (gadre.csv leaves its ci95 cells empty): its draws are no interval for it. A law's other "
             "parameters keep their own status. † ok, but an end of its 95% run-bootstrap interval lies on the "

@@ -88,8 +88,13 @@ def test_no_profile_point_stays_in_a_worse_basin_than_its_neighbours():
     law's α profile is multimodal: refits from the optimum and the cold starts left isolated
     points tens of Λ above both neighbours, and which ones depended on the CPU (the printed
     lower end was 0.048 on one machine and 0.13 on another). Each point is now refitted from its
-    better neighbours' solutions until none improves."""
+    better neighbours' solutions until none improves. Checked within each parameter's supported
+    range (``supported_range``), the values an interval end can be printed as: beyond it an end
+    is open whatever the walk found (A at 4e140, where a refit that holds A needs α past 16, is
+    one basin or another by the BLAS kernel, and numerics.md, which lists such notes, is
+    machine-dependent by design)."""
     from depthdelusion.analysis.fitting.options import FitOptions
+    from depthdelusion.analysis.fitting.problem import supported_range
     from depthdelusion.analysis.report.consistency import with_param_convention
     from depthdelusion.analysis.report.results import design_forms, fit_form
     from depthdelusion.analysis.table.load import load_runs
@@ -99,9 +104,12 @@ def test_no_profile_point_stays_in_a_worse_basin_than_its_neighbours():
     runs, _ = with_param_convention(sub, "non_embedding")
     f = fit_form(runs, "depth_delusion", FitOptions(bootstrap=0, leave_one_out=False), offsets)
     for name, p in f.profiles.items():
-        s = np.asarray(p.statistic)
+        s0, s1 = supported_range(f.law.param(name.split("[")[0]))  # E[group] is E's copy
+        keep = (p.values >= s0) & (p.values <= s1)
+        s, values = np.asarray(p.statistic)[keep], np.asarray(p.values)[keep]
+        assert len(s) >= 5, (name, len(s))  # the check has points to look at
         inner = np.arange(1, len(s) - 1)
-        spikes = [(float(p.values[i]), float(s[i])) for i in inner
+        spikes = [(float(values[i]), float(s[i])) for i in inner
                   if np.isfinite(s[i]) and s[i] > np.nanmax([s[i - 1], s[i + 1]]) + 1.0
                   and s[i] > np.nanmin([s[i - 1], s[i + 1]]) + 1.0]
         assert not spikes, (name, spikes)
