@@ -15,7 +15,7 @@ from .problem import TIE, Problem, open_beyond_support, scale_interval
 from .profile import Statistic, profile_intervals
 from .profile_roots import fast_profile_intervals
 from .solver import FAILED
-from .status import STRONG_CORR, number_text
+from .status import DRIFT, STRONG_CORR, number_text
 
 PROFILE_STARTS = 4  # cold starts per profile point, besides the optimum and the neighbours
 _PROFILE_RESTARTS = 2  # refits from a lower objective a profile found, at most
@@ -164,6 +164,7 @@ def _jacobian_uncertainty(problem: Problem, theta) -> _Jacobian:
     safe_max = np.where(col_max > 0, col_max, 1.0)
     col = col_max * np.linalg.norm(J / safe_max, axis=0)
     dead = col < 1e-9 * max(col.max(), 1e-300)
+    vanished = _vanished_by_others(problem, theta, dead, 1e-9 * max(col.max(), 1e-300))
     for nm in np.array(names)[dead]:
         flags.append(f"{nm}: no run's prediction depends on it at the optimum (e.g. the depth "
                      "penalty is inactive for every run): not identifiable")
@@ -206,24 +207,53 @@ def _jacobian_uncertainty(problem: Problem, theta) -> _Jacobian:
             ci[p.name] = open_beyond_support(p, (max(v - tq * s, b0), min(v + tq * s, b1))
                                              if np.isfinite(s) else (b0, b1))
     return _Jacobian(stderr=stderr, ci=ci, corr=corr, cond=cond, flags=flags, se_theta=se_theta,
-                     dead=tuple(np.array(names)[dead]),
+                     vanished=vanished,
                      J=J, r=r)
+
+
+def _vanished_by_others(problem: Problem, theta, dead, floor: float) -> tuple:
+    """The dead scales (bounded below by 0, below their start range) whose term stays dead with
+    the scale put back at its smallest start: another parameter killed it (A·N^−α with α at
+    126), so the scale's own value is wherever the solver stopped. A scale whose term revives
+    there collapsed by itself (λ at 1e-12: the data want it at 0), and so did one below
+    1/``DRIFT``: a dead parameter has no gradient, so the solver drove it there while its term
+    was alive (λ at 1e-305 beside κ past the data)."""
+    found = []
+    for j in np.flatnonzero(dead):
+        p = problem.free[j]
+        if not (p.log and p.bounds[0] == 0 and -math.log(DRIFT) < theta[j] < math.log(p.init[0])):
+            continue
+        at_start = np.array(theta, float)
+        at_start[j] = math.log(p.init[0])
+        h = 1e-5 * max(1.0, abs(at_start[j]))
+        pts = np.vstack([at_start, at_start])
+        pts[0, j] += h
+        pts[1, j] -= h
+        P = problem.predict_many(pts)
+        with np.errstate(all="ignore"):
+            if problem.huber:
+                P = np.log(P)
+            column = (P[0] - P[1]) / (2 * h)
+        if not np.linalg.norm(np.where(np.isfinite(column), column, 0.0)) >= floor:
+            found.append(p.name)
+    return tuple(found)
 
 
 # --- flags ----------------------------------------------------------------------------------------
 
-def at_bound(problem: Problem, theta, fixed=(), dead=()) -> list[str]:
+def at_bound(problem: Problem, theta, fixed=(), vanished=()) -> list[str]:
     """The parameters within tolerance of a physical bound (:func:`near_bound`): the free ones at
     ``theta``, then those of ``fixed`` (the names the user fixed; not the dropped token terms,
-    which sit on their bound by design and are said in the notes). A scale in ``dead`` (no
-    prediction depends on it: its term vanished, e.g. A·N^−α with α at 126) below its start
-    range is never "at" its bound 0 whatever its value: the value is wherever the solver stopped along a direction the
-    data do not see (Gadre's A: 3.2e-8 under one BLAS kernel, 2.2e-5 under another), so the
-    collapse test would decide on rounding; it is not identified."""
+    which sit on their bound by design and are said in the notes). A scale in ``vanished``
+    (:func:`_vanished_by_others`: its term is dead because of another parameter, e.g. A·N^−α
+    with α at 126) is never "at" its bound 0 whatever its value: the value is wherever the
+    solver stopped along a direction the data do not see (Gadre's A: 3.2e-8 under one BLAS
+    kernel, 2.2e-5 under another), so the collapse test would decide on rounding; it is not
+    identified."""
     values = problem.values(theta)
     params = {p.name: p for p in problem.law.params}
     free = [p.name for p in problem.free if near_bound(p, values[p.name])
-            and not (p.log and p.name in dead and p.bounds[0] == 0 and values[p.name] < p.init[0])]
+            and p.name not in vanished]
     pinned = [nm for nm in fixed if nm in params and near_bound(params[nm], problem.fixed[nm])]
     return free + pinned
 
