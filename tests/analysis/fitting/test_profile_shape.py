@@ -103,16 +103,18 @@ def test_no_profile_point_stays_in_a_worse_basin_than_its_neighbours():
                                   if f[0] == "large_scale alone, size-class offsets")
     runs, _ = with_param_convention(sub, "non_embedding")
     f = fit_form(runs, "depth_delusion", FitOptions(bootstrap=0, leave_one_out=False), offsets)
+    checked = 0
     for name, p in f.profiles.items():
         s0, s1 = supported_range(f.law.param(name.split("[")[0]))  # E[group] is E's copy
         keep = (p.values >= s0) & (p.values <= s1)
         s, values = np.asarray(p.statistic)[keep], np.asarray(p.values)[keep]
-        assert len(s) >= 5, (name, len(s))  # the check has points to look at
+        checked += max(len(s) - 2, 0)
         inner = np.arange(1, len(s) - 1)
         spikes = [(float(values[i]), float(s[i])) for i in inner
                   if np.isfinite(s[i]) and s[i] > np.nanmax([s[i - 1], s[i + 1]]) + 1.0
                   and s[i] > np.nanmin([s[i - 1], s[i + 1]]) + 1.0]
         assert not spikes, (name, spikes)
+    assert checked >= 50, checked  # the check had points to look at
 
 
 def test_a_profile_point_refitted_from_its_neighbour_keeps_the_neighbour_s_basin():
