@@ -69,4 +69,5 @@ def regenerate_planned_study(rel: str, experiment: str, argv: list[str], tmp: Pa
         return differences(committed, fresh, names)
     return [f"{name}: " + "\n".join(found[:10]) for name in names
             if (found := text_differences((committed / name).read_text(), (fresh / name).read_text(),
-                                          csv_file=name.endswith(".csv")))]
+                                          csv_file=name.endswith(".csv"),
+                                          interval_columns=("ci_lo", "ci_hi")))]

@@ -56,10 +56,11 @@ def _cells(line: str):
 
 
 def text_differences(expected: str, actual: str, csv_file: bool = False,
-                     bootstrap_columns: tuple = ()) -> list[str]:
+                     bootstrap_columns: tuple = (), interval_columns: tuple = ()) -> list[str]:
     """Lines where ``actual`` differs from ``expected`` beyond the stated tolerances;
     ``bootstrap_columns`` names columns that hold bootstrap interval ends without saying so in
-    their header (gadre.csv's ci95_low, ci95_high)."""
+    their header (gadre.csv's ci95_low, ci95_high), ``interval_columns`` those that hold profile
+    interval ends (a study's laws.csv ci_lo, ci_hi: the numbers its report.md prints in [ ])."""
     diffs = []
     a_lines, b_lines = expected.splitlines(), actual.splitlines()
     if len(a_lines) != len(b_lines):
@@ -75,6 +76,7 @@ def text_differences(expected: str, actual: str, csv_file: bool = False,
         cells_b = next(csv.reader([b])) if csv_file else _cells(b)
         if cells_a is not None and cells_b is not None and len(cells_a) == len(cells_b) == len(header):
             ok = all(_close(x, y, BOOTSTRAP_REL_TOL, None) if "bootstrap" in h or h in bootstrap_columns
+                     else _close(x, y, INTERVAL_REL_TOL, None) if h in interval_columns
                      else _close(x, y, REL_TOL, INTERVAL_REL_TOL)
                      for x, y, h in zip(cells_a, cells_b, header))
         else:  # a sentence: interval ends it says come from bootstrap draws get their tolerance

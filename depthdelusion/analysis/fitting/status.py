@@ -24,8 +24,9 @@ DRIFT = 1e30
 
 
 def parameter_status(result, name: str) -> str:
-    """``"at_bound"`` (the optimum sits within tolerance of the parameter's physical bound; not
-    a scale whose term no prediction depends on: :func:`uncertainty.at_bound`),
+    """``"at_bound"`` (the optimum sits within tolerance of the parameter's physical bound,
+    unless another parameter killed its term or, without a profile, a ridge lets it leave the
+    bound at no cost: :func:`uncertainty.at_bound`),
     ``"not_identified"`` (a ridge of tied starts, an estimate drifted beyond ``DRIFT``, a profile
     interval open at an end; without a profile, an infinite or undefined standard error — a null
     direction of the Jacobian loading on it by more than ``uncertainty.NULL_LOADING`` — or a

@@ -46,16 +46,23 @@ def test_a_parameter_fixed_on_its_bound_is_flagged_and_a_dropped_token_term_is_n
 
 
 def test_the_cli_says_lambda_is_at_its_bound(tmp_path, capsys):
+    """κ and γ held, as in the API's test: with them free the fit also moves κ past every run, the
+    penalty is dead whatever λ is, and λ is then not identified (uncertainty.at_bound), not at 0."""
     runs = deeper_is_better()
+    held = ["--fix", "kappa=2.43", "--fix", "gamma=0.35"]
     path = tmp_path / "deeper.csv"
     path.write_text("depth,width,params,loss\n" + "".join(
         f"{d},{w},{float(n)!r},{float(y)!r}\n" for d, w, n, y in zip(runs.depth, runs.width, runs.params, runs.loss)))
-    assert main(["fit", str(path), "--law", "depth_delusion", "--bootstrap", "0", "--json"]) == 0
+    assert main(["fit", str(path), "--law", "depth_delusion", "--bootstrap", "0", *held, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert "lam" in doc["at_bound"] and doc["status"]["lam"] == "at_bound"
-    assert main(["fit", str(path), "--law", "depth_delusion", "--bootstrap", "0"]) == 0
+    assert main(["fit", str(path), "--law", "depth_delusion", "--bootstrap", "0", *held]) == 0
     text = capsys.readouterr().out
     assert next(x for x in text.splitlines() if x.startswith("lam ")).split()[1:3] == ["at", "bound"]
+    # free, κ goes past the data and takes the penalty with it: λ's value there decides nothing
+    assert main(["fit", str(path), "--law", "depth_delusion", "--bootstrap", "0", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"]["lam"] == "not_identified" and "lam" not in doc["at_bound"]
 
 
 def test_a_fixed_value_outside_the_allowed_range_is_refused_naming_it():

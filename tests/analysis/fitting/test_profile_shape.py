@@ -92,7 +92,8 @@ def test_no_profile_point_stays_in_a_worse_basin_than_its_neighbours():
     range (``supported_range``), the values an interval end can be printed as: beyond it an end
     is open whatever the walk found (A at 4e140, where a refit that holds A needs α past 16, is
     one basin or another by the BLAS kernel, and numerics.md, which lists such notes, is
-    machine-dependent by design)."""
+    machine-dependent by design). A's optimum, 3.4e13, is itself past A's range (A is n.i.), so
+    A is checked only below it; α, the parameter of the CPU-dependent end, must be checked."""
     from depthdelusion.analysis.fitting.options import FitOptions
     from depthdelusion.analysis.fitting.problem import supported_range
     from depthdelusion.analysis.report.consistency import with_param_convention
@@ -109,6 +110,7 @@ def test_no_profile_point_stays_in_a_worse_basin_than_its_neighbours():
         keep = (p.values >= s0) & (p.values <= s1)
         s, values = np.asarray(p.statistic)[keep], np.asarray(p.values)[keep]
         checked += max(len(s) - 2, 0)
+        assert name != "alpha" or len(s) >= 7, len(s)  # the profile this test was written for
         inner = np.arange(1, len(s) - 1)
         spikes = [(float(values[i]), float(s[i])) for i in inner
                   if np.isfinite(s[i]) and s[i] > np.nanmax([s[i - 1], s[i + 1]]) + 1.0
