@@ -264,7 +264,8 @@ def near_bound(p, value: float) -> bool:
     ``_BOUND_TOL`` of its init range (in log space for a scale), and for a scale bounded below
     by 0 — which log space never reaches — a value below ``_COLLAPSED`` × its smallest start
     (λ at 3.5e−183: the term it scales has vanished, the data want it at 0). A fit's status also
-    asks that some prediction still depends on it (:func:`at_bound`)."""
+    asks that no other parameter killed its term and no unprofiled ridge lets it leave the bound
+    (:func:`at_bound`)."""
     b0, b1 = p.bounds
     if p.log:
         if not value > 0:
