@@ -608,6 +608,34 @@ def test_a_nested_test_rejects_at_p_equal_to_5_percent_as_the_calibrated_tests_d
     assert not at(float("nan")).rejects
 
 
+@pytest.mark.parametrize("shape", [True, False])
+@pytest.mark.parametrize("interaction", [False, True])
+@pytest.mark.parametrize("kappa", [None, 2.5])
+def test_the_huber_refits_jacobian_is_the_log_residuals_derivative(shape, interaction, kappa):
+    """The Huber refit's exact Jacobian (every null model, with and without the kink) against
+    central differences of its residual ln y − ln ŷ, on shapes where the kink is active."""
+    import numpy as np
+    from scipy.optimize._numdiff import approx_derivative
+
+    from depthdelusion.studies.public_shapes import nested
+
+    rng = np.random.default_rng(1)
+    D, W = rng.integers(2, 80, 60).astype(float), rng.choice([256.0, 512.0, 1024.0, 2048.0], 60)
+    d = nested.Design(D, W, D * 12 * W ** 2 / 1e9, rng.uniform(0.1, 3.0, 60), ())
+    model = nested.Model(shape=shape, interaction=interaction)
+    k = 3 + interaction + 2 * shape + (kappa is not None)
+    x = np.r_[rng.uniform(0.5, 2.0, k), rng.uniform(0.1, 1.0, model.exponents + (kappa is not None))]
+
+    def columns(x):
+        X = nested._columns(d, x[k:k + model.exponents], model)[0]
+        return X if kappa is None else np.c_[X, nested.paper_penalty(d, kappa, x[-1])]
+
+    assert kappa is None or np.count_nonzero(columns(x)[:, -1]) > 5
+    numeric = approx_derivative(lambda x: -np.log(columns(x) @ x[:k]), x, method="3-point")
+    exact = nested._log_jacobian(d, columns(x), x, k, model, kappa)
+    assert np.max(np.abs(exact - numeric)) < 1e-7 * np.max(np.abs(exact))
+
+
 def test_the_huber_kink_is_searched_from_the_huber_null_at_every_kappa(mirror):
     """On the hot table's Kaplan's N the kink grid, scored at the least-squares exponents, finds no
     Huber kink (every point worse than the Huber null: LR 0, λ ≈ 1e-8 at κ = 1); refitted from the
