@@ -20,6 +20,13 @@ HUBER_THRESHOLD = 1e-3  # on log-loss residuals, as in Hoffmann et al. 2022
 OVERESTIMATE_WEIGHT = 4.0
 OFFSET = "E"  # the additive offset a law must have for per-group offsets
 TIE = 1e-6  # relative objective difference below which two optima are equally good
+#: Starts that tie this closely (relative) make a ridge (``search._ridge_params``): a margin below
+#: ``TIE``. Starts that reach one optimum agree to ~1e-12; one that stopped short on a slow
+#: direction lands 1e-7 to 1e-6 off, on either side of ``TIE`` by the CPU's kernel (Gemstones'
+#: total-N depth_softplus: a start at E = 1.973 against 2.056 is 8.1e-7 worse under OpenBLAS's
+#: Haswell kernel, 1.5e-6 under Sandybridge, not reached under Nehalem), and judged as a ridge it
+#: made E "not identified" on one kernel only.
+RIDGE_TIE = TIE / 10
 #: How far beyond its start range (``Param.init``, the range its law declares plausible) an
 #: interval end may lie and still be a number the data set: this many decades for a scale, this
 #: many start-range widths for another parameter (:func:`supported_range`). Beyond, the end is

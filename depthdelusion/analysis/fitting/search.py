@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import varpro
-from .problem import Problem
+from .problem import RIDGE_TIE, Problem
 from .starts import (
     COMPETING,
     POLISH_STARTS,
@@ -177,20 +177,22 @@ class _Solved:
 
 def _chosen(problem, solved: _Solved, *, replace_best: bool) -> _Search:
     """The first start (in start order) tied with the best objective, the tied solutions when
-    they differ (a ridge), and the number of optima within ``COMPETING`` times the best
-    (``replace_best``: the best optimum is the chosen start's objective, the starts having been
-    solved on every row)."""
+    they differ (a ridge: among the starts no worse than the chosen one by ``RIDGE_TIE``), and
+    the number of optima within ``COMPETING`` times the best (``replace_best``: the best optimum
+    is the chosen start's objective, the starts having been solved on every row)."""
     res, summary, optima = solved.res, solved.summary, solved.summary.local_optima
     obj = res.objective
     tied = tied_optima(obj, solved.ok)
     chosen = tied[0]
     if replace_best:
         optima = [float(obj[chosen]), *optima[1:]]
-    ridge = _ridge_params(problem, res.theta[tied])
+    # the ridge from the starts tied within the margin RIDGE_TIE (the chosen one among them)
+    close = tied[obj[tied] <= float(obj[chosen]) * (1 + RIDGE_TIE) + 1e-300]
+    ridge = _ridge_params(problem, res.theta[close])
     solutions = []
     if ridge:
         seen = []
-        for i in tied:
+        for i in close:
             t = res.theta[i]
             if not any(np.allclose(t, s, rtol=1e-6, atol=1e-9) for s in seen):
                 seen.append(t)
@@ -275,7 +277,8 @@ def _no_start_message(problem: Problem, grid) -> str:
 
 def _ridge_params(problem: Problem, thetas: np.ndarray) -> list[str]:
     """Free parameters that take clearly different values (> 1% of their init range, or of
-    the value) at starts tied at the best objective: the data do not determine them."""
+    the value) at starts tied at the best objective (``thetas``, tied within ``RIDGE_TIE``): the
+    data do not determine them."""
     if len(thetas) < 2:
         return []
     names = []

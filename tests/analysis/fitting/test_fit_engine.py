@@ -92,6 +92,28 @@ def test_ridge_keeps_the_tied_solutions_and_predicts_a_range():
     assert lo[1] <= point[0] <= hi[1]
 
 
+@pytest.mark.parametrize("gap, ridge", [(5e-8, ["E"]), (5e-7, []), (2e-6, [])])
+def test_a_ridge_is_judged_on_starts_tied_within_a_margin_below_the_tie(gap, ridge):
+    """A start that differs in E is a ridge when its objective is within RIDGE_TIE (1e-7) of the
+    chosen one; 5e-7 worse it still ties (TIE 1e-6: the chosen optimum's rule) but makes no ridge,
+    as such a start lands either side of 1e-6 by the CPU's BLAS kernel."""
+    from types import SimpleNamespace
+
+    from depthdelusion.analysis.fitting.options import FitOptions
+    from depthdelusion.analysis.fitting.search import _chosen, _Solved
+    from depthdelusion.analysis.fitting.setup import FitSetup
+    from depthdelusion.analysis.fitting.starts import StartsSummary
+
+    problem = FitSetup(kaplan_runs(np.geomspace(1e7, 1e9, 20)), get_law("kaplan"), FitOptions()).problem
+    theta = np.array([np.log(p.init[0]) if p.log else p.init[0] for p in problem.free])  # θ: logs of scales
+    other = theta.copy()
+    other[problem.names.index("E")] += 0.1
+    res = SimpleNamespace(objective=np.array([1.0, 1.0 + 1e-13, 1.0 + gap]), theta=np.array([theta, theta, other]))
+    solved = _Solved(res, np.ones(3, bool), StartsSummary(3, 3, 3, [1.0]), np.array([theta]), "multi-start")
+    search = _chosen(problem, solved, replace_best=True)
+    assert search.summary.ridge_params == ridge and len(search.ridge_solutions) == (2 if ridge else 0)
+
+
 def test_group_offsets_share_the_law_and_fit_one_offset_per_group():
     n = np.geomspace(1e7, 1e9, 10)
     small = kaplan_runs(n, tokens=6.4e9, group="small")
