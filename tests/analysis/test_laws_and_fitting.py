@@ -142,7 +142,7 @@ def test_ridge_of_equally_good_fits_is_flagged_and_the_choice_is_the_first_start
     finally:
         _REGISTRY.pop("product_law", None)
     assert r.starts.ridge_params == ["a", "b"]
-    assert any("a, b: starts that reach the best objective" in f and "ridge" in f for f in r.flags)
+    assert any("a, b: starts that reach the chosen optimum's objective" in f and "ridge" in f for f in r.flags)
     assert abs(r.params["a"] * r.params["b"] - 30.0) < 1.0
     assert r.params == again.params
 

@@ -40,7 +40,7 @@ from ..table.load import load_runs
 from ..table.runs import Runs
 from .diagnostics import pooled_group_flag, pooled_groups, row_diagnostics
 from .options import BOOTSTRAP, OUTLIER_Z, SEED, FitOptions, engine_method, loss_of_method
-from .problem import TIE
+from .problem import RIDGE_TIE
 from .replicates import replicate_cells
 from .resampling import (
     BOOT_REFIT_ROWS,
@@ -236,7 +236,7 @@ def _fit_result(problem, setup, runs, options: FitOptions, parts: _Parts, *,
         run_names=list(runs.name), notes=notes, source=runs.source, seed=options.seed,
         jacobian_log=[p.name for p in problem.free if p.log],
         bounds={p.name: tuple(p.bounds) for p in problem.free},
-        ridge_solutions=search.ridge_solutions, tie_tolerance=TIE, offset_groups=setup.offset_groups,
+        ridge_solutions=search.ridge_solutions, tie_tolerance=RIDGE_TIE, offset_groups=setup.offset_groups,
         bootstrap_scheme=boot.scheme, search=search.describe, options=options,
         at_bound=at_bound(problem, theta, fixed=user_fixed, vanished=jac.vanished,
                           ridge=[nm for nm in jac.ridge if nm not in (optimum.ci_profile or {})]),

@@ -55,8 +55,8 @@ class FitResult:
     the loss residuals. The statistics that follow from other fields (``residuals``, ``rss``,
     ``r2``, ``rmse``, ``aic``, ``aicc``, ``bic``, ``loo_rmse``: from ``observed``, ``predicted``,
     ``loo_residuals``, ``n`` and ``k``) are views computed on first use and kept, not stored
-    fields; they cannot be set. ``ridge_solutions`` holds every parameter set that ties with the best
-    objective (relative tolerance ``tie_tolerance``) at clearly different values; predictions
+    fields; they cannot be set. ``ridge_solutions`` holds every parameter set that ties with the chosen
+    optimum's objective (relative tolerance ``tie_tolerance``) at clearly different values; predictions
     outside the data should then be the range over them (:meth:`predict_range`).
 
     A FitResult is built once, by the fitting engine, and frozen: no field is set after it is
@@ -303,7 +303,7 @@ class FitResult:
         return self._predict_with(self.all_params, runs, group, **columns)
 
     def predict_range(self, runs=None, group=None, **columns) -> tuple[np.ndarray, np.ndarray]:
-        """(lowest, highest) prediction over the solutions tied at the best objective: the
+        """(lowest, highest) prediction over the solutions tied with the chosen optimum: the
         range a ridge of equally good fits allows. Equal to (predict, predict) without one."""
         preds = np.array([self._predict_with(p, runs, group, **columns)
                           for p in (self.ridge_solutions or [self.all_params])])

@@ -129,8 +129,8 @@ class _Search:
 def _multistart(problem: Problem, grid_points, max_starts, seed, refit_starts) -> _Search:
     """Solve from every start; keep the best objective. Starts whose objectives tie with the
     best (relative ``TIE``) are equally good: the first of them in start order is kept, not the
-    one with the smallest last bits, which depend on the machine's floating point; all of
-    them are kept as the ridge solutions when their parameters differ.
+    one with the smallest last bits, which depend on the machine's floating point; those within
+    ``RIDGE_TIE`` of it are kept as the ridge solutions when their parameters differ.
 
     Above ``SEARCH_ROWS`` rows the starts are solved on a seeded subsample of the rows, and the
     best start of each of the ``POLISH_STARTS`` best distinct optima is refitted on every row."""
@@ -177,7 +177,7 @@ class _Solved:
 
 def _chosen(problem, solved: _Solved, *, replace_best: bool) -> _Search:
     """The first start (in start order) tied with the best objective, the tied solutions when
-    they differ (a ridge: among the starts no worse than the chosen one by ``RIDGE_TIE``), and
+    they differ (a ridge: among the starts within ``RIDGE_TIE`` of the chosen one, either side), and
     the number of optima within ``COMPETING`` times the best (``replace_best``: the best optimum
     is the chosen start's objective, the starts having been solved on every row)."""
     res, summary, optima = solved.res, solved.summary, solved.summary.local_optima
@@ -186,8 +186,9 @@ def _chosen(problem, solved: _Solved, *, replace_best: bool) -> _Search:
     chosen = tied[0]
     if replace_best:
         optima = [float(obj[chosen]), *optima[1:]]
-    # the ridge from the starts tied within the margin RIDGE_TIE (the chosen one among them)
-    close = tied[obj[tied] <= float(obj[chosen]) * (1 + RIDGE_TIE) + 1e-300]
+    # the ridge from the starts within the margin RIDGE_TIE of the chosen one, either side (the
+    # chosen start is the first tied one in start order, not necessarily the lowest)
+    close = tied[np.abs(obj[tied] - obj[chosen]) <= RIDGE_TIE * abs(float(obj[chosen])) + 1e-300]
     ridge = _ridge_params(problem, res.theta[close])
     solutions = []
     if ridge:
@@ -277,7 +278,7 @@ def _no_start_message(problem: Problem, grid) -> str:
 
 def _ridge_params(problem: Problem, thetas: np.ndarray) -> list[str]:
     """Free parameters that take clearly different values (> 1% of their init range, or of
-    the value) at starts tied at the best objective (``thetas``, tied within ``RIDGE_TIE``): the
+    the value) at starts tied with the chosen optimum (``thetas``, within ``RIDGE_TIE`` of it): the
     data do not determine them."""
     if len(thetas) < 2:
         return []

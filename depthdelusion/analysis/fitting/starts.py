@@ -69,7 +69,7 @@ class StartsSummary:
     n_success: int
     n_at_best: int
     local_optima: list  # distinct final objective values, best first
-    ridge_params: list = field(default_factory=list)  # differ between starts tied at the best objective
+    ridge_params: list = field(default_factory=list)  # differ between starts tied with the chosen optimum (RIDGE_TIE)
     #: how the optimum was found when no start reached it: a profile's lower objective, the
     #: fit restarted from there (:func:`.uncertainty.better_optimum`); "" when a start did
     found_by_profile: str = ""

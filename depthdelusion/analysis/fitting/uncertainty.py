@@ -11,7 +11,7 @@ import numpy as np
 from scipy import special
 
 from ..formats.interval_text import interval_text
-from .problem import TIE, Problem, open_beyond_support, scale_interval
+from .problem import RIDGE_TIE, TIE, Problem, open_beyond_support, scale_interval
 from .profile import Statistic, profile_intervals
 from .profile_roots import fast_profile_intervals
 from .solver import FAILED
@@ -324,8 +324,8 @@ def identifiability_flags(result, problem: Problem) -> list[str]:
         flags.append(f"{dropped} of {result.n_bootstrap + dropped} bootstrap refits failed or did "
                      "not converge (left out of the intervals): the bootstrap intervals are unreliable")
     if result.starts.ridge_params:
-        flags.append(f"{', '.join(result.starts.ridge_params)}: starts that reach the best objective "
-                     f"(within {TIE:g} relative) end at different values (a ridge of equally good "
+        flags.append(f"{', '.join(result.starts.ridge_params)}: starts that reach the chosen optimum's objective "
+                     f"(within {RIDGE_TIE:g} relative) end at different values (a ridge of equally good "
                      "fits): not identified; predictions outside the data are the range over "
                      f"the {max(len(result.ridge_solutions), 2)} tied solutions (predict_range)")
     if getattr(result.starts, "found_by_profile", ""):

@@ -92,11 +92,14 @@ def test_ridge_keeps_the_tied_solutions_and_predicts_a_range():
     assert lo[1] <= point[0] <= hi[1]
 
 
+@pytest.mark.parametrize("first", [False, True])
 @pytest.mark.parametrize("gap, ridge", [(5e-8, ["E"]), (5e-7, []), (2e-6, [])])
-def test_a_ridge_is_judged_on_starts_tied_within_a_margin_below_the_tie(gap, ridge):
+def test_a_ridge_is_judged_on_starts_tied_within_a_margin_below_the_tie(gap, ridge, first):
     """A start that differs in E is a ridge when its objective is within RIDGE_TIE (1e-7) of the
     chosen one; 5e-7 worse it still ties (TIE 1e-6: the chosen optimum's rule) but makes no ridge,
-    as such a start lands either side of 1e-6 by the CPU's BLAS kernel."""
+    as such a start lands either side of 1e-6 by the CPU's BLAS kernel. The margin holds either
+    side: with that start first in start order it is the chosen optimum, and the better ones are
+    then the ones beyond the margin."""
     from types import SimpleNamespace
 
     from depthdelusion.analysis.fitting.options import FitOptions
@@ -108,10 +111,15 @@ def test_a_ridge_is_judged_on_starts_tied_within_a_margin_below_the_tie(gap, rid
     theta = np.array([np.log(p.init[0]) if p.log else p.init[0] for p in problem.free])  # θ: logs of scales
     other = theta.copy()
     other[problem.names.index("E")] += 0.1
-    res = SimpleNamespace(objective=np.array([1.0, 1.0 + 1e-13, 1.0 + gap]), theta=np.array([theta, theta, other]))
+    obj, thetas = [1.0, 1.0 + 1e-13, 1.0 + gap], [theta, theta, other]
+    if first and gap < 1e-6:   # the stray start first: it is the chosen one (it ties)
+        obj, thetas = obj[::-1], thetas[::-1]
+    res = SimpleNamespace(objective=np.array(obj), theta=np.array(thetas))
     solved = _Solved(res, np.ones(3, bool), StartsSummary(3, 3, 3, [1.0]), np.array([theta]), "multi-start")
     search = _chosen(problem, solved, replace_best=True)
     assert search.summary.ridge_params == ridge and len(search.ridge_solutions) == (2 if ridge else 0)
+    if ridge:
+        assert search.ridge_solutions[0] == problem.values(thetas[0])   # the chosen one first
 
 
 def test_group_offsets_share_the_law_and_fit_one_offset_per_group():
