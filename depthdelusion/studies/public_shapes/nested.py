@@ -253,7 +253,8 @@ def _log_jacobian(d: Design, X_NxK, x, k: int, model: Model, kappa: float | None
     if kappa is not None:
         dyhat.append(-coef[k - 1] * np.log(d.W) * X_NxK[:, k - 1])
     J = np.column_stack(dyhat)
-    return np.where((fitted > 1e-12)[:, None], -J / fitted[:, None], 0.0)
+    live = fitted > 1e-12
+    return np.where(live[:, None], -J / np.where(live, fitted, 1.0)[:, None], 0.0)
 
 
 def huber_ratio(d: Design, y, start, model: Model = SMOOTH) -> tuple[float, tuple, np.ndarray, np.ndarray]:

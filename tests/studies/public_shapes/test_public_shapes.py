@@ -608,14 +608,32 @@ def test_a_nested_test_rejects_at_p_equal_to_5_percent_as_the_calibrated_tests_d
     assert not at(float("nan")).rejects
 
 
+def _central_differences(f, x, rel_step=1e-6):
+    """∂f/∂x by central differences, one column per parameter."""
+    import numpy as np
+
+    cols = []
+    for j in range(len(x)):
+        h = rel_step * max(1.0, abs(x[j]))
+        up, down = x.copy(), x.copy()
+        up[j] += h
+        down[j] -= h
+        cols.append((f(up) - f(down)) / (2 * h))
+    return np.column_stack(cols)
+
+
 @pytest.mark.parametrize("shape", [True, False])
 @pytest.mark.parametrize("interaction", [False, True])
 @pytest.mark.parametrize("kappa", [None, 2.5])
-def test_the_huber_refits_jacobian_is_the_log_residuals_derivative(shape, interaction, kappa):
+@pytest.mark.parametrize("clipped", [False, True])
+def test_the_huber_refits_jacobian_is_the_log_residuals_derivative(shape, interaction, kappa, clipped):
     """The Huber refit's exact Jacobian (every null model, with and without the kink) against
-    central differences of its residual ln y − ln ŷ, on shapes where the kink is active."""
+    central differences of its residual ln y − ln max(ŷ, 1e-12), on shapes where the kink is
+    active; with ``clipped``, E is lowered until about half the rows predict ŷ < 0, where the
+    residual is flat and the Jacobian's rows must be 0. ŷ = 0 exactly gives zeros, no warning."""
+    import warnings
+
     import numpy as np
-    from scipy.optimize._numdiff import approx_derivative
 
     from depthdelusion.studies.public_shapes import nested
 
@@ -631,9 +649,20 @@ def test_the_huber_refits_jacobian_is_the_log_residuals_derivative(shape, intera
         return X if kappa is None else np.c_[X, nested.paper_penalty(d, kappa, x[-1])]
 
     assert kappa is None or np.count_nonzero(columns(x)[:, -1]) > 5
-    numeric = approx_derivative(lambda x: -np.log(columns(x) @ x[:k]), x, method="3-point")
+    if clipped:   # E moved to the middle of the widest gap among the middle third of ŷ
+        fitted = np.sort(columns(x) @ x[:k])
+        i = 20 + int(np.argmax(np.diff(fitted[20:41])))
+        x[0] -= 0.5 * (fitted[i] + fitted[i + 1])
+        fitted = columns(x) @ x[:k]
+        assert 20 <= np.count_nonzero(fitted < 0) <= 40 and np.min(np.abs(fitted)) > 1e-4
+    numeric = _central_differences(lambda x: -np.log(np.maximum(columns(x) @ x[:k], 1e-12)), x)
     exact = nested._log_jacobian(d, columns(x), x, k, model, kappa)
     assert np.max(np.abs(exact - numeric)) < 1e-7 * np.max(np.abs(exact))
+    if clipped:
+        assert not np.any(exact[columns(x) @ x[:k] < 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not np.any(nested._log_jacobian(d, columns(x), np.r_[np.zeros(k), x[k:]], k, model, kappa))
 
 
 def test_the_huber_kink_is_searched_from_the_huber_null_at_every_kappa(mirror):
