@@ -60,6 +60,8 @@ LR_ROUNDING = 1e-9
 #: the same under Huber: its solver stops at a relative change of 1e-8 in H, so a kink that finds
 #: nothing leaves an LR of up to ~n·1e-8·(a few iterations) ≈ 1e-5 (seen: 1.5e-8 to 4e-8 at λ ≈ 0)
 HUBER_ROUNDING = 1e-4
+#: the smallest predicted loss the log residual ln y − ln ŷ takes (ŷ below it, even ≤ 0, is held there)
+FLOOR = 1e-12
 PAPER_KINK = {"lam": PAPER_FIT["lam"][0], "kappa": PAPER_FIT["kappa"][0], "gamma": PAPER_FIT["gamma"][0]}
 
 
@@ -205,7 +207,7 @@ def fit_kink(d: Design, y, theta_s, model: Model = SMOOTH) -> tuple[float, tuple
 
 def huber_objective(y, fitted) -> float:
     """Σ h_δ(ln y − ln ŷ): r²/2 within δ, δ·|r| − δ²/2 beyond (δ = HUBER_THRESHOLD)."""
-    r = np.abs(np.log(y) - np.log(np.maximum(fitted, 1e-12)))
+    r = np.abs(np.log(y) - np.log(np.maximum(fitted, FLOOR)))
     return float(np.sum(np.where(r <= HUBER_THRESHOLD, 0.5 * r ** 2, HUBER_THRESHOLD * (r - 0.5 * HUBER_THRESHOLD))))
 
 
@@ -229,7 +231,7 @@ def _huber_refit(d: Design, y, coef, theta, model: Model,
 
     lower = np.r_[np.full(free, -np.inf), np.zeros(k - free), np.full(len(theta), BOUNDS[0])]
     upper = np.r_[np.full(k, np.inf), np.full(len(theta), BOUNDS[1])]
-    res = optimize.least_squares(lambda x: np.log(y) - np.log(np.maximum(predict(x), 1e-12)),
+    res = optimize.least_squares(lambda x: np.log(y) - np.log(np.maximum(predict(x), FLOOR)),
                                  np.clip(np.r_[coef, theta], lower, upper), jac=jac, bounds=(lower, upper),
                                  loss="huber", f_scale=HUBER_THRESHOLD, method="trf", x_scale="jac")
     return huber_objective(y, predict(res.x)), predict(res.x), res.x
@@ -237,7 +239,7 @@ def _huber_refit(d: Design, y, coef, theta, model: Model,
 
 def _log_jacobian(d: Design, X_NxK, x, k: int, model: Model, kappa: float | None) -> np.ndarray:
     """∂(ln y − ln ŷ)/∂x for ŷ = X·x[:k] (``X_NxK`` the law's columns at x's exponents, the kink's
-    last with ``kappa``): −(∂ŷ/∂x)/ŷ, 0 where ŷ is clipped at 1e-12 (as the residual is). A column
+    last with ``kappa``): −(∂ŷ/∂x)/ŷ, 0 where ŷ is held at FLOOR (as the residual is). A column
     c·v^−e moves by −c·ln v·v^−e with its exponent e; β moves the interaction's column too."""
     coef, free = x[:k], 1 + model.interaction
     fitted = X_NxK @ coef
@@ -253,7 +255,7 @@ def _log_jacobian(d: Design, X_NxK, x, k: int, model: Model, kappa: float | None
     if kappa is not None:
         dyhat.append(-coef[k - 1] * np.log(d.W) * X_NxK[:, k - 1])
     J = np.column_stack(dyhat)
-    live = fitted > 1e-12
+    live = fitted > FLOOR
     return np.where(live[:, None], -J / np.where(live, fitted, 1.0)[:, None], 0.0)
 
 

@@ -634,7 +634,7 @@ def _central_differences(f, x):
 @pytest.mark.parametrize("clipped", [False, True])
 def test_the_huber_refits_jacobian_is_the_log_residuals_derivative(shape, interaction, kappa, clipped):
     """The Huber refit's exact Jacobian (every null model, with and without the kink) against
-    central differences of its residual ln y − ln max(ŷ, 1e-12), on shapes where the kink is
+    central differences of its residual ln y − ln max(ŷ, FLOOR), on shapes where the kink is
     active; with ``clipped``, E is lowered until about half the rows predict ŷ < 0, where the
     residual is flat and the Jacobian's rows must be 0. ŷ = 0 exactly gives zeros, no warning."""
     import warnings
@@ -665,7 +665,7 @@ def test_the_huber_refits_jacobian_is_the_log_residuals_derivative(shape, intera
     # and the central differences of ln ŷ stay accurate
     moved = np.max(np.abs(_central_differences(lambda x: columns(x) @ x[:k], x)) * _difference_steps(x), axis=1)
     assert np.all(moved < 1e-3 * np.abs(fitted))
-    numeric = _central_differences(lambda x: -np.log(np.maximum(columns(x) @ x[:k], 1e-12)), x)
+    numeric = _central_differences(lambda x: -np.log(np.maximum(columns(x) @ x[:k], nested.FLOOR)), x)
     exact = nested._log_jacobian(d, columns(x), x, k, model, kappa)
     scale = np.max(np.abs(exact), axis=1, keepdims=True)   # row by row: a large row hides no small one
     assert np.all(np.abs(exact - numeric) <= 1e-6 * scale)
