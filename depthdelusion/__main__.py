@@ -3,4 +3,5 @@ import sys
 
 from depthdelusion.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # a spawned worker imports this module too
+    sys.exit(main())

@@ -81,7 +81,7 @@ def test_the_help_of_a_command_shows_each_declared_default(name, target, monkeyp
 
 
 def test_report_options_are_declared_by_its_options_objects():
-    """`report`'s --step, --groups and --params are ReportOptions' fields (declared there once,
+    """`report`'s --step, --groups, --params and --workers are ReportOptions' fields (declared there once,
     --params CountOptions' declaration taken; the default of the parser and of the function's
     options object the same), --no-figures
     FigureOptions', and report has no other option by hand than its inputs."""
@@ -89,11 +89,12 @@ def test_report_options_are_declared_by_its_options_objects():
 
     target = dict(ALL_COMMANDS)["report"]
     declared = _declared(target, "report")
-    assert {flag(field.name) for field, _ in declared_options(ReportOptions)} == {"--step", "--groups", "--params"}
+    assert {flag(field.name) for field, _ in declared_options(ReportOptions)} == {"--step", "--groups", "--params",
+                                                                                 "--workers"}
     on_parser = _options_on(_parser("report"))
     older = {d.deprecated[0] for _, d, _ in declared.values() if d.deprecated}  # e.g. --method for --loss
     assert sorted(set(on_parser) - set(declared) - older - BY_HAND) == ["--table"]
-    for option in ("--step", "--groups", "--params"):
+    for option in ("--step", "--groups", "--params", "--workers"):
         field, _, _ = declared[option]
         assert (on_parser[option].dest, on_parser[option].default) == (field.name, field.default), option
 

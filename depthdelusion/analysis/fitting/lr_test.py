@@ -28,6 +28,7 @@ Every :class:`LRTest` describes its method in its text.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -37,6 +38,7 @@ from scipy import stats
 
 from .clusters import cluster_index
 from .options import SEED
+from .workers import in_this_process
 
 LEVEL = 0.05
 DEFAULT_REPLICATES = 200
@@ -153,9 +155,13 @@ def simulate(null_fit, rng: np.random.Generator, effect=None) -> np.ndarray:
     return pred + math.sqrt(null_fit.rss / null_fit.n) * rng.standard_normal(len(pred))
 
 
+def _refit_law(refit, runs, losses_BxN, law):
+    return refit(runs, law, losses_BxN)
+
+
 def bootstrap_tests(runs, null_fit, alt_fits: dict, *, replicates: int = DEFAULT_REPLICATES,
                     seed: int = SEED, nested: bool | dict = True, refit: Callable | None = None,
-                    clusters=None) -> dict:
+                    clusters=None, map: Callable = in_this_process) -> dict:
     """Parametric-bootstrap tests of ``null_fit`` against each of ``alt_fits`` ({name: fit}),
     all on the same replicates (the null refitted once per replicate). ``runs``: the runs the
     fits were made on (the replicate replaces their losses). ``nested``: per alternative (or for
@@ -164,6 +170,8 @@ def bootstrap_tests(runs, null_fit, alt_fits: dict, *, replicates: int = DEFAULT
     :func:`.refits.default_refit` refits like the null fit.
     ``clusters`` (a label per row: the rows of one training run) simulates a per-run random
     effect (:func:`run_effect`), so that checkpoints of one run are not treated as independent.
+    ``map(fn, items)``: how the null's and each alternative's refits are made (in worker
+    processes: ``workers.Workers.map``, with a ``refit`` that pickles).
     Returns {name: LRTest}."""
     from ..table.load import load_runs
 
@@ -179,10 +187,10 @@ def bootstrap_tests(runs, null_fit, alt_fits: dict, *, replicates: int = DEFAULT
     effect = run_effect(null_fit, clusters) if clusters is not None else None
     losses_BxN = np.array([simulate(null_fit, rng, effect)
                            for _ in range(replicates)]).reshape(replicates, null_fit.n)
-    rss_null = refit(runs, null_fit.law, losses_BxN)
+    rss_null, *rss_alts = map(functools.partial(_refit_law, refit, runs, losses_BxN),
+                              [null_fit.law, *(f.law for f in alt_fits.values())])
     tests = {}
-    for a, f in alt_fits.items():
-        rss_alt = refit(runs, f.law, losses_BxN)
+    for (a, f), rss_alt in zip(alt_fits.items(), rss_alts):
         done = np.isfinite(rss_null) & np.isfinite(rss_alt)
         lr = [lr_statistic(f.n, r0, r1, nested_of(a)) for r0, r1 in zip(rss_null[done], rss_alt[done])]
         # a relative tolerance: the same replicate may land a hair either side on another CPU

@@ -77,12 +77,12 @@ class Statistic:
                          else "Λ = n·ln(Q_ψ / Q_min), Q the asymmetric objective (approximate)"
                          if getattr(problem, "overestimate_weight", None) else "Λ = n·ln(RSS_ψ / RSS_min)")
         self.critical, self.cut = critical_value(n, problem.k)
-        self._f = lambda obj: n * np.log(obj / objective_hat)
+        self.n, self.objective_hat = n, objective_hat  # plain numbers: a fit goes between processes
 
     def __call__(self, obj):
         # a point no start could refit (non-finite predictions) is missing, not a crossing
         with np.errstate(all="ignore"):
-            return np.where(np.isfinite(obj), self._f(np.asarray(obj, float)), np.nan)
+            return np.where(np.isfinite(obj), self.n * np.log(np.asarray(obj, float) / self.objective_hat), np.nan)
 
 
 def _first_crossing(s, critical) -> int | None:

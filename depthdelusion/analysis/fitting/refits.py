@@ -4,6 +4,7 @@ The likelihood-ratio tests (:mod:`.lr_test`) take such a refit as an argument
 (:func:`default_refit`)."""
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import numpy as np
@@ -100,9 +101,7 @@ def default_refit(template) -> Callable:
     options = getattr(template, "options", None)
     starts = REFIT_STARTS if options is None or options.starts is None else options.starts
     grid_points = 3 if options is None or options.grid_points is None else options.grid_points
-
-    def refit(runs, law, losses_BxN):
-        return refit_rss(runs, law, losses_BxN, template.method, group_offsets=offsets,
-                         max_starts=starts, seed=SEED if template.seed is None else template.seed,
-                         grid_points=grid_points, options=options)
-    return refit
+    # a partial of a module function, not a closure: the tests' refits may run in worker processes
+    return functools.partial(refit_rss, method=template.method, group_offsets=offsets, max_starts=starts,
+                             seed=SEED if template.seed is None else template.seed, grid_points=grid_points,
+                             options=options)

@@ -15,11 +15,14 @@ Computed by ``results.compute`` (the forms and the fitting function are passed i
 does not import ``results``); rendered by ``markdown`` and ``tables``; the cells' type is ``contents.CalibratedCell``."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..fitting.lr_test import bootstrap_tests
 from ..fitting.options import FitOptions
 from ..fitting.refits import default_refit
+from ..fitting.workers import in_this_process
 from ..laws import shape_kind
 from .consistency import with_param_convention
 from .contents import CalibratedCell
@@ -59,16 +62,17 @@ def _cell(r, label, conv, kind, v, lf, fits, s) -> CalibratedCell:
 
 
 def calibrated_cells(forms, matrix: dict, primary: str, options: FitOptions, replicates: int,
-                     smooth_laws, fit_form) -> tuple[CalibratedCell, ...]:
+                     smooth_laws, fit_form, map=in_this_process
+                     ) -> tuple[CalibratedCell, ...]:
     """``forms``: ``results.design_forms``' (label, runs, offsets, caveat); ``matrix``: the design
     matrix of ``primary``; ``options``: the report's fit options (each cell's laws are fitted under
     them without intervals; the tests draw with their seed); ``smooth_laws``: the smooth shape
     laws to fit; ``fit_form``: ``results.fit_form``. No cells without replicates (the tests are
-    bootstraps)."""
-    seed = options.seed
+    bootstraps). ``map(fn, items)``: how the cells are computed (``fitting.workers.Workers.map``: in
+    worker processes)."""
     if replicates <= 0 or not smooth_laws:
         return ()
-    out = []
+    todo = []
     for label, sub, offsets, caveat in forms:
         for conv in ("total", "non_embedding"):
             v, lf, _ = matrix.get((label, conv), (None, None, None))
@@ -80,9 +84,17 @@ def calibrated_cells(forms, matrix: dict, primary: str, options: FitOptions, rep
             if not kind or not shape_variation(r).ok:
                 continue
             names = [*smooth_laws, v.baseline] if kind == "calibrated" else list(smooth_laws)
-            try:
-                fits = {n: fit_form(r, n, options.without_intervals(), offsets) for n in names}
-            except ValueError:  # a law the cell's runs cannot fit: the design table says so already
-                continue
-            out.append(_cell(r, label, conv, kind, v, lf, fits, (primary, seed, replicates)))
-    return tuple(out)
+            todo.append((r, label, conv, kind, v, lf, offsets, names))
+    cells = map(functools.partial(_fitted_cell, fit_form, options, (primary, options.seed, replicates)), todo)
+    return tuple(c for c in cells if c is not None)
+
+
+def _fitted_cell(fit_form, options: FitOptions, s, cell) -> CalibratedCell | None:
+    """A cell's laws fitted (None where its runs cannot fit one: the design table says so
+    already), then its tests (:func:`_cell`)."""
+    r, label, conv, kind, v, lf, offsets, names = cell
+    try:
+        fits = {n: fit_form(r, n, options.without_intervals(), offsets) for n in names}
+    except ValueError:
+        return None
+    return _cell(r, label, conv, kind, v, lf, fits, s)

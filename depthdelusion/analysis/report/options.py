@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from depthdelusion.option_fields import COUNT, FromArguments, declared_in, option
+from depthdelusion.option_fields import COUNT, POSITIVE, FromArguments, declared_in, option
 
 from ..fitting.options import CountOptions, FitOptions
 from ..science.persistence import DEFAULT_STEP
@@ -40,6 +40,8 @@ class ReportOptions(FromArguments):
     ``lr_replicates``: parametric-bootstrap replicates of the main fits' likelihood-ratio tests
     (0: Davies' bound for λ = 0, and no kink-vs-smooth test); default ``DEFAULT_REPLICATES``,
     or the bootstrap count when that is smaller (0: a quick look without resampling).
+    ``workers``: processes for the report's independent fits (``fitting.workers``; None: the CPUs
+    this process may use); the report is the same for any number.
     ``step`` and ``groups`` are also `report`'s options, declared here; ``params`` is
     ``CountOptions``' declaration, as `report` reads it."""
 
@@ -58,3 +60,5 @@ class ReportOptions(FromArguments):
     params: str = declared_in(CountOptions, "params")
     design: bool = True
     lr_replicates: int | None = None
+    workers: int | None = option(None, "processes for the report's independent fits (default: the CPUs "
+                                 "this process may use); the report is the same for any number", type=POSITIVE)

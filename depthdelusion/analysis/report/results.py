@@ -21,6 +21,7 @@ Design assumptions the results make explicit (docs/analysis.md):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -33,6 +34,7 @@ from ..fitting.options import FITTED, FitOptions
 from ..fitting.replicates import replicate_cells
 from ..fitting.result import OK, parameter_status
 from ..fitting.setup import check_fixed, options_for_law
+from ..fitting.workers import Workers, in_this_process
 from ..laws import shape_kind
 from ..science.persistence import (
     DEFAULT_WINDOW,
@@ -154,25 +156,31 @@ def fit_form(runs, law, options: FitOptions, offsets: bool, **kw) -> FitResult:
     return fit_with(runs, law, options_for_law(options, law), group_offsets=offsets, **kw)
 
 
-def design_matrix(runs: Runs, law: str, options: FitOptions, conventions=("total", "non_embedding")):
+def design_matrix(runs: Runs, law: str, options: FitOptions, conventions=("total", "non_embedding"),
+                  map=in_this_process):
     """The penalty verdict of ``law`` against its same-data-term baseline in every design form
     under each N convention: {(form label, convention): (verdict or reason, fit, caveat)}; every
     fit under ``options`` without intervals, ``law``'s with its profile stage as asked (None:
-    by rows)."""
+    by rows). ``map(fn, items)``: how the cells are computed (``fitting.workers.Workers.map``:
+    in worker processes)."""
+    cells = [(label, sub, offsets, caveat, conv) for label, sub, offsets, caveat in design_forms(runs)
+             for conv in conventions]
+    found = map(functools.partial(_design_cell, law, options), cells)
+    return {(label, conv): cell for (label, _, _, _, conv), cell in zip(cells, found)}
+
+
+def _design_cell(law: str, options: FitOptions, cell) -> tuple:
+    """One cell of :func:`design_matrix`: (verdict or reason, fit, caveat)."""
+    label, sub, offsets, caveat, conv = cell
     quick = options.without_intervals()
-    with_profile = dataclasses.replace(quick, profile=options.profile)
-    out = {}
-    for label, sub, offsets, caveat in design_forms(runs):
-        for conv in conventions:
-            try:
-                r, _ = with_param_convention(sub, conv)
-                lf = fit_form(r, law, with_profile, offsets)
-                base = "chinchilla" if r.tokens_vary else "kaplan"
-                bf = fit_form(r, base, quick, offsets)
-                out[(label, conv)] = (penalty_verdict(lf, bf, shape_variation(r), runs=r), lf, caveat)
-            except ValueError as err:
-                out[(label, conv)] = (f"not fitted: {err}", None, caveat)
-    return out
+    try:
+        r, _ = with_param_convention(sub, conv)
+        lf = fit_form(r, law, dataclasses.replace(quick, profile=options.profile), offsets)
+        base = "chinchilla" if r.tokens_vary else "kaplan"
+        bf = fit_form(r, base, quick, offsets)
+        return penalty_verdict(lf, bf, shape_variation(r), runs=r), lf, caveat
+    except ValueError as err:
+        return f"not fitted: {err}", None, caveat
 
 
 # --- extrapolation -------------------------------------------------------------------------------
@@ -397,28 +405,31 @@ def compute(runs, options: ReportOptions, progress=SILENT, calibrate=None, count
     check_fixed(options.fit, laws)
     clusters = cluster_kwargs(options.fit.cluster, runs)  # every bootstrap of the report resamples these
     s = dataclasses.replace(s, cluster=clusters["cluster_name"])
-    for name in laws:
-        progress.stage(f"fitting {name} ({bootstrap} bootstraps)")
-        fits[name] = fit_form(runs, name, options.fit, offsets, **clusters)
-    progress.stage("penalty and critical-depth tests")
-    verdicts = penalty_verdicts(fits, runs, replicates=s.lr_replicates, seed=seed,
-                                clusters=clusters["clusters"])
-    critical = (critical_depth_verdict(fits, runs, primary,
-                                       next((v for v in verdicts if v.law == primary), None),
-                                       replicates=s.lr_replicates, seed=seed,
-                                       clusters=clusters["clusters"])
-                if primary in fits else None)
-    rival = (size_rival(fits[primary], baseline_for(fits[primary]),
-                        lambda law, opts: fit_form(runs, law, opts, offsets),
-                        options.fit, fits.get(baseline_for(fits[primary])))
-             if primary in fits and is_architecture_law(fits[primary]) and fits[primary].law.has_critical_depth
-             else None)
-    if with_matrix:
-        progress.stage(f"{primary} in every design form")
-    matrix = design_matrix(raw, primary, options.fit) if with_matrix else {}
-    smooth = [n for n, f in fits.items() if shape_kind(f.law) == "smooth"]
-    calibrated = (calibrate(design_forms(raw), matrix, primary, options.fit, s.lr_replicates,
-                            smooth, fit_form) if with_matrix and calibrate is not None else ())
+    with Workers(options.workers) as workers:
+        fitted = workers.submit(functools.partial(fit_form, runs, options=options.fit, offsets=offsets, **clusters),
+                                laws)
+        for name, result in zip(laws, fitted):
+            progress.stage(f"fitting {name} ({bootstrap} bootstraps)")
+            fits[name] = result()
+        progress.stage("penalty and critical-depth tests")
+        verdicts = penalty_verdicts(fits, runs, replicates=s.lr_replicates, seed=seed,
+                                    clusters=clusters["clusters"], map=workers.map)
+        critical = (critical_depth_verdict(fits, runs, primary,
+                                           next((v for v in verdicts if v.law == primary), None),
+                                           replicates=s.lr_replicates, seed=seed,
+                                           clusters=clusters["clusters"], map=workers.map)
+                    if primary in fits else None)
+        rival = (size_rival(fits[primary], baseline_for(fits[primary]),
+                            lambda law, opts: fit_form(runs, law, opts, offsets),
+                            options.fit, fits.get(baseline_for(fits[primary])))
+                 if primary in fits and is_architecture_law(fits[primary]) and fits[primary].law.has_critical_depth
+                 else None)
+        if with_matrix:
+            progress.stage(f"{primary} in every design form")
+        matrix = design_matrix(raw, primary, options.fit, map=workers.map) if with_matrix else {}
+        smooth = [n for n, f in fits.items() if shape_kind(f.law) == "smooth"]
+        calibrated = (calibrate(design_forms(raw), matrix, primary, options.fit, s.lr_replicates,
+                                smooth, fit_form, map=workers.map) if with_matrix and calibrate is not None else ())
     notes = sorted({n for f in fits.values() for n in f.notes if "token" in n} | set(runs.notes)
                    | set(n_notes))
     audit = (audit_param_counts(raw, vocab=runs_vocab(raw))  # a registered count is not the paper's

@@ -1,0 +1,39 @@
+"""The report's independent fits in worker processes (analysis/fitting/workers.py): the same
+report, byte for byte, from one worker and from two, and the units really leave the process."""
+import os
+
+from depthdelusion.analysis.fitting.options import FitOptions
+from depthdelusion.analysis.fitting.workers import Workers
+from depthdelusion.analysis.report.build import build_report
+from depthdelusion.analysis.report.options import ReportOptions
+
+from .test_report_design import two_budget_runs
+
+
+def test_units_run_in_spawned_processes_and_come_back_in_order():
+    with Workers(2) as workers:
+        pids = workers.map(_pid_and_square, [1, 2, 3, 4])
+    assert [square for _, square in pids] == [1, 4, 9, 16]
+    assert os.getpid() not in {pid for pid, _ in pids}
+    with Workers(1) as workers:
+        assert {pid for pid, _ in workers.map(_pid_and_square, [1, 2])} == {os.getpid()}
+
+
+def _pid_and_square(x):
+    return os.getpid(), x * x
+
+
+def test_a_report_is_the_same_from_one_worker_and_from_two():
+    """Every stage that hands out units (the laws' fits with their bootstraps and profiles, the
+    tests' refits, the design forms and their rechecked cells) gives the same report: a unit's
+    numbers depend on its inputs only, and every fit comes back whole from a worker."""
+    runs = two_budget_runs(penalty=0.05, widths=(128, 256, 512), depths=(2, 6, 12, 24))
+    fit = FitOptions(bootstrap=4, leave_one_out=False)  # profiles kept: a fit with them must pickle
+    texts = []
+    for workers in (1, 2):
+        options = ReportOptions(fit=fit, laws=("depth_delusion", "shape_quadratic", "kaplan"), lr_replicates=4,
+                                runs_label="synthetic", workers=workers)
+        report, md, tex = build_report(runs, options)
+        texts.append((md, tex))
+    assert report.results.design.matrix and report.results.calibrated  # the design stages handed out units
+    assert texts[0] == texts[1]
