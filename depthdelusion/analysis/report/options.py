@@ -41,7 +41,8 @@ class ReportOptions(FromArguments):
     (0: Davies' bound for λ = 0, and no kink-vs-smooth test); default ``DEFAULT_REPLICATES``,
     or the bootstrap count when that is smaller (0: a quick look without resampling).
     ``workers``: processes for the report's independent fits (``fitting.workers``; None: the CPUs
-    this process may use); the report is the same for any number.
+    this process may use when the fits bootstrap 100 times or more, else 1:
+    ``results.worker_count``); the report is the same for any number.
     ``step`` and ``groups`` are also `report`'s options, declared here; ``params`` is
     ``CountOptions``' declaration, as `report` reads it."""
 
@@ -61,4 +62,5 @@ class ReportOptions(FromArguments):
     design: bool = True
     lr_replicates: int | None = None
     workers: int | None = option(None, "processes for the report's independent fits (default: the CPUs "
-                                 "this process may use); the report is the same for any number", type=POSITIVE)
+                                 "this process may use, or 1 below 100 bootstraps); the report is the same "
+                                 "for any number", type=POSITIVE)

@@ -34,7 +34,7 @@ from ..fitting.options import FITTED, FitOptions
 from ..fitting.replicates import replicate_cells
 from ..fitting.result import OK, parameter_status
 from ..fitting.setup import check_fixed, options_for_law
-from ..fitting.workers import Workers, in_this_process
+from ..fitting.workers import Workers, available_cpus, in_this_process
 from ..laws import shape_kind
 from ..science.persistence import (
     DEFAULT_WINDOW,
@@ -381,6 +381,19 @@ def _shape(fits, verdicts, critical, runs, raw, s: Settings) -> ShapeResults | N
                          runs, raw, s.params, s.bootstrap, s.shape_draws)
 
 
+#: Bootstraps per fit from which a report's units go to worker processes by default: below it
+#: the fits take seconds, about what starting the workers (each importing numpy and scipy) costs.
+PARALLEL_FROM_BOOTSTRAPS = 100
+
+
+def worker_count(options: ReportOptions) -> int:
+    """``options.workers``, or by default the CPUs this process may use when the fits bootstrap
+    ``PARALLEL_FROM_BOOTSTRAPS`` times or more, else 1."""
+    if options.workers is not None:
+        return options.workers
+    return available_cpus() if options.fit.bootstrap >= PARALLEL_FROM_BOOTSTRAPS else 1
+
+
 def compute(runs, options: ReportOptions, progress=SILENT, calibrate=None, count=None) -> ReportResults:
     """Fit and test as ``options`` say; writes nothing. The tables are added by
     ``tables.with_tables``. ``progress`` (``depthdelusion.progress.Stages``) is told as each
@@ -405,7 +418,7 @@ def compute(runs, options: ReportOptions, progress=SILENT, calibrate=None, count
     check_fixed(options.fit, laws)
     clusters = cluster_kwargs(options.fit.cluster, runs)  # every bootstrap of the report resamples these
     s = dataclasses.replace(s, cluster=clusters["cluster_name"])
-    with Workers(options.workers) as workers:
+    with Workers(worker_count(options)) as workers:
         fitted = workers.submit(functools.partial(fit_form, runs, options=options.fit, offsets=offsets, **clusters),
                                 laws)
         for name, result in zip(laws, fitted):

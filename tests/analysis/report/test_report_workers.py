@@ -3,9 +3,10 @@ report, byte for byte, from one worker and from two, and the units really leave 
 import os
 
 from depthdelusion.analysis.fitting.options import FitOptions
-from depthdelusion.analysis.fitting.workers import Workers
+from depthdelusion.analysis.fitting.workers import Workers, available_cpus
 from depthdelusion.analysis.report.build import build_report
 from depthdelusion.analysis.report.options import ReportOptions
+from depthdelusion.analysis.report.results import PARALLEL_FROM_BOOTSTRAPS, worker_count
 
 from .test_report_design import two_budget_runs
 
@@ -17,6 +18,15 @@ def test_units_run_in_spawned_processes_and_come_back_in_order():
     assert os.getpid() not in {pid for pid, _ in pids}
     with Workers(1) as workers:
         assert {pid for pid, _ in workers.map(_pid_and_square, [1, 2])} == {os.getpid()}
+
+
+def test_by_default_a_report_with_bootstraps_uses_the_cpus_and_a_quick_one_stays_here():
+    def count(bootstrap, workers=None):
+        return worker_count(ReportOptions(fit=FitOptions(bootstrap=bootstrap), workers=workers))
+
+    assert count(PARALLEL_FROM_BOOTSTRAPS) == count(1000) == available_cpus()
+    assert count(PARALLEL_FROM_BOOTSTRAPS - 1) == count(0) == 1
+    assert count(0, workers=3) == 3 and count(1000, workers=1) == 1
 
 
 def _pid_and_square(x):
