@@ -3,5 +3,4 @@ import sys
 
 from depthdelusion.cli import main
 
-if __name__ == "__main__":  # a spawned worker imports this module too
-    sys.exit(main())
+sys.exit(main())

@@ -385,3 +385,23 @@ register_law(
         "that most layers being similar predicts). They fit ln L by least squares on Chinchilla's runs "
         "less the 40 highest losses; here it is fitted like every other law. Smooth: deeper and wider "
         "always help, no critical depth. gemstones_width_depth is this law plus A·N^−α.")
+
+#: The laws every fresh interpreter registers (a worker process among them): those above.
+_BUILT_IN: dict[str, Law] = dict(_REGISTRY)
+
+
+def fresh_process_fits(law) -> bool:
+    """Whether a fresh process fits the same ``law`` as this one: a built-in law, by name, not
+    replaced since (a worker process looks it up by name), whose fits pickle (no lambda among
+    its roles), so that they come back from the worker."""
+    import pickle
+
+    name = law.name if isinstance(law, Law) else law
+    built_in = _BUILT_IN.get(name)
+    if built_in is None or _REGISTRY.get(name) is not built_in or (isinstance(law, Law) and law is not built_in):
+        return False
+    try:
+        pickle.dumps(_BUILT_IN[name])
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return False
+    return True

@@ -41,7 +41,7 @@ def _report(p):
     add_published_table(p)
     add_out(p)
     add_options(p, FigureOptions, None)
-    add_options(p, ReportOptions, "what the report reads and fits")
+    add_options(p, ReportOptions, "what the report reads and fits", command="report")
     add_fit_options(p, "report", without=REPORT_WITHOUT)
     add_row_options(p)
 

@@ -94,7 +94,7 @@ def test_report_options_are_declared_by_its_options_objects():
     on_parser = _options_on(_parser("report"))
     older = {d.deprecated[0] for _, d, _ in declared.values() if d.deprecated}  # e.g. --method for --loss
     assert sorted(set(on_parser) - set(declared) - older - BY_HAND) == ["--table"]
-    for option in ("--step", "--groups", "--params", "--workers"):
+    for option in ("--step", "--groups", "--params"):
         field, _, _ = declared[option]
         assert (on_parser[option].dest, on_parser[option].default) == (field.name, field.default), option
 
@@ -106,6 +106,7 @@ READ_OTHERWISE = [("fit", "--params", "fitting.options:CountOptions"),
                   ("persistence", "--step", "report.options:ReportOptions"),
                   ("sweep", "--bootstrap", "fitting.options:FitOptions"),
                   ("report", "--loss", "fitting.options:FitOptions"),
+                  ("report", "--workers", "report.options:ReportOptions"),
                   ("isoflop", "--loss", "fitting.options:FitOptions"),
                   ("shape", "--column", "fitting.options:RowOptions")]
 

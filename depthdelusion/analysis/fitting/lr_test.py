@@ -161,7 +161,7 @@ def _refit_law(refit, runs, losses_BxN, law):
 
 def bootstrap_tests(runs, null_fit, alt_fits: dict, *, replicates: int = DEFAULT_REPLICATES,
                     seed: int = SEED, nested: bool | dict = True, refit: Callable | None = None,
-                    clusters=None, map: Callable = in_this_process) -> dict:
+                    clusters=None, map_units: Callable = in_this_process) -> dict:
     """Parametric-bootstrap tests of ``null_fit`` against each of ``alt_fits`` ({name: fit}),
     all on the same replicates (the null refitted once per replicate). ``runs``: the runs the
     fits were made on (the replicate replaces their losses). ``nested``: per alternative (or for
@@ -170,7 +170,7 @@ def bootstrap_tests(runs, null_fit, alt_fits: dict, *, replicates: int = DEFAULT
     :func:`.refits.default_refit` refits like the null fit.
     ``clusters`` (a label per row: the rows of one training run) simulates a per-run random
     effect (:func:`run_effect`), so that checkpoints of one run are not treated as independent.
-    ``map(fn, items)``: how the null's and each alternative's refits are made (in worker
+    ``map_units(fn, items)``: how the null's and each alternative's refits are made (in worker
     processes: ``workers.Workers.map``, with a ``refit`` that pickles).
     Returns {name: LRTest}."""
     from ..table.load import load_runs
@@ -187,7 +187,7 @@ def bootstrap_tests(runs, null_fit, alt_fits: dict, *, replicates: int = DEFAULT
     effect = run_effect(null_fit, clusters) if clusters is not None else None
     losses_BxN = np.array([simulate(null_fit, rng, effect)
                            for _ in range(replicates)]).reshape(replicates, null_fit.n)
-    rss_null, *rss_alts = map(functools.partial(_refit_law, refit, runs, losses_BxN),
+    rss_null, *rss_alts = map_units(functools.partial(_refit_law, refit, runs, losses_BxN),
                               [null_fit.law, *(f.law for f in alt_fits.values())])
     tests = {}
     for (a, f), rss_alt in zip(alt_fits.items(), rss_alts):

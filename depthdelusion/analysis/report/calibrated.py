@@ -62,13 +62,13 @@ def _cell(r, label, conv, kind, v, lf, fits, s) -> CalibratedCell:
 
 
 def calibrated_cells(forms, matrix: dict, primary: str, options: FitOptions, replicates: int,
-                     smooth_laws, fit_form, map=in_this_process
+                     smooth_laws, fit_form, map_units=in_this_process
                      ) -> tuple[CalibratedCell, ...]:
     """``forms``: ``results.design_forms``' (label, runs, offsets, caveat); ``matrix``: the design
     matrix of ``primary``; ``options``: the report's fit options (each cell's laws are fitted under
     them without intervals; the tests draw with their seed); ``smooth_laws``: the smooth shape
     laws to fit; ``fit_form``: ``results.fit_form``. No cells without replicates (the tests are
-    bootstraps). ``map(fn, items)``: how the cells are computed (``fitting.workers.Workers.map``: in
+    bootstraps). ``map_units(fn, items)``: how the cells are computed (``fitting.workers.Workers.map``: in
     worker processes)."""
     if replicates <= 0 or not smooth_laws:
         return ()
@@ -85,7 +85,7 @@ def calibrated_cells(forms, matrix: dict, primary: str, options: FitOptions, rep
                 continue
             names = [*smooth_laws, v.baseline] if kind == "calibrated" else list(smooth_laws)
             todo.append((r, label, conv, kind, v, lf, offsets, names))
-    cells = map(functools.partial(_fitted_cell, fit_form, options, (primary, options.seed, replicates)), todo)
+    cells = map_units(functools.partial(_fitted_cell, fit_form, options, (primary, options.seed, replicates)), todo)
     return tuple(c for c in cells if c is not None)
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from depthdelusion.option_fields import COUNT, POSITIVE, FromArguments, declared_in, option
 
 from ..fitting.options import CountOptions, FitOptions
+from ..fitting.workers import PARALLEL_FROM_BOOTSTRAPS
 from ..science.persistence import DEFAULT_STEP
 
 DEFAULT_LAWS = ("depth_delusion", "depth_delusion_relative", "depth_delusion_power",
@@ -40,9 +41,9 @@ class ReportOptions(FromArguments):
     ``lr_replicates``: parametric-bootstrap replicates of the main fits' likelihood-ratio tests
     (0: Davies' bound for λ = 0, and no kink-vs-smooth test); default ``DEFAULT_REPLICATES``,
     or the bootstrap count when that is smaller (0: a quick look without resampling).
-    ``workers``: processes for the report's independent fits (``fitting.workers``; None: the CPUs
-    this process may use when the fits bootstrap 100 times or more, else 1:
-    ``results.worker_count``); the report is the same for any number.
+    ``workers``: processes for the report's independent fits (``fitting.workers``): 1 by default
+    here (a script needs no ``__main__`` guard); `report`'s default, None, is the CPUs this process
+    may use where that pays (``results.worker_count``); the report is the same for any number.
     ``step`` and ``groups`` are also `report`'s options, declared here; ``params`` is
     ``CountOptions``' declaration, as `report` reads it."""
 
@@ -61,6 +62,9 @@ class ReportOptions(FromArguments):
     params: str = declared_in(CountOptions, "params")
     design: bool = True
     lr_replicates: int | None = None
-    workers: int | None = option(None, "processes for the report's independent fits (default: the CPUs "
-                                 "this process may use, or 1 below 100 bootstraps); the report is the same "
-                                 "for any number", type=POSITIVE)
+    workers: int | None = option(
+        1, "processes for the report's independent fits; the report is the same for any number", type=POSITIVE,
+        commands={"report": dict(default=None, help=(
+            "processes for the report's independent fits (default: the CPUs this process may use, or 1 "
+            f"below {PARALLEL_FROM_BOOTSTRAPS} bootstraps or with a law a fresh process lacks); the report "
+            "is the same for any number"))})

@@ -34,8 +34,8 @@ from ..fitting.options import FITTED, FitOptions
 from ..fitting.replicates import replicate_cells
 from ..fitting.result import OK, parameter_status
 from ..fitting.setup import check_fixed, options_for_law
-from ..fitting.workers import Workers, available_cpus, in_this_process
-from ..laws import shape_kind
+from ..fitting.workers import PARALLEL_FROM_BOOTSTRAPS, Workers, available_cpus, in_this_process
+from ..laws import fresh_process_fits, shape_kind
 from ..science.persistence import (
     DEFAULT_WINDOW,
     persistence_lengths,
@@ -157,15 +157,15 @@ def fit_form(runs, law, options: FitOptions, offsets: bool, **kw) -> FitResult:
 
 
 def design_matrix(runs: Runs, law: str, options: FitOptions, conventions=("total", "non_embedding"),
-                  map=in_this_process):
+                  map_units=in_this_process):
     """The penalty verdict of ``law`` against its same-data-term baseline in every design form
     under each N convention: {(form label, convention): (verdict or reason, fit, caveat)}; every
     fit under ``options`` without intervals, ``law``'s with its profile stage as asked (None:
-    by rows). ``map(fn, items)``: how the cells are computed (``fitting.workers.Workers.map``:
+    by rows). ``map_units(fn, items)``: how the cells are computed (``fitting.workers.Workers.map``:
     in worker processes)."""
     cells = [(label, sub, offsets, caveat, conv) for label, sub, offsets, caveat in design_forms(runs)
              for conv in conventions]
-    found = map(functools.partial(_design_cell, law, options), cells)
+    found = map_units(functools.partial(_design_cell, law, options), cells)
     return {(label, conv): cell for (label, _, _, _, conv), cell in zip(cells, found)}
 
 
@@ -381,14 +381,13 @@ def _shape(fits, verdicts, critical, runs, raw, s: Settings) -> ShapeResults | N
                          runs, raw, s.params, s.bootstrap, s.shape_draws)
 
 
-#: Bootstraps per fit from which a report's units go to worker processes by default: below it
-#: the fits take seconds, about what starting the workers (each importing numpy and scipy) costs.
-PARALLEL_FROM_BOOTSTRAPS = 100
-
-
-def worker_count(options: ReportOptions) -> int:
-    """``options.workers``, or by default the CPUs this process may use when the fits bootstrap
-    ``PARALLEL_FROM_BOOTSTRAPS`` times or more, else 1."""
+def worker_count(options: ReportOptions, laws) -> int:
+    """1 where a fresh process would not fit every one of ``laws`` and their baselines as this one
+    does (``laws.fresh_process_fits``: a law registered or replaced here, or one that does not
+    pickle); else ``options.workers``, or, when None, the CPUs this process may use when the
+    fits bootstrap ``PARALLEL_FROM_BOOTSTRAPS`` times or more, else 1."""
+    if not all(fresh_process_fits(law) for law in [*laws, "kaplan", "chinchilla"]):
+        return 1
     if options.workers is not None:
         return options.workers
     return available_cpus() if options.fit.bootstrap >= PARALLEL_FROM_BOOTSTRAPS else 1
@@ -418,7 +417,7 @@ def compute(runs, options: ReportOptions, progress=SILENT, calibrate=None, count
     check_fixed(options.fit, laws)
     clusters = cluster_kwargs(options.fit.cluster, runs)  # every bootstrap of the report resamples these
     s = dataclasses.replace(s, cluster=clusters["cluster_name"])
-    with Workers(worker_count(options)) as workers:
+    with Workers(worker_count(options, laws)) as workers:
         fitted = workers.submit(functools.partial(fit_form, runs, options=options.fit, offsets=offsets, **clusters),
                                 laws)
         for name, result in zip(laws, fitted):
@@ -426,11 +425,11 @@ def compute(runs, options: ReportOptions, progress=SILENT, calibrate=None, count
             fits[name] = result()
         progress.stage("penalty and critical-depth tests")
         verdicts = penalty_verdicts(fits, runs, replicates=s.lr_replicates, seed=seed,
-                                    clusters=clusters["clusters"], map=workers.map)
+                                    clusters=clusters["clusters"], map_units=workers.map)
         critical = (critical_depth_verdict(fits, runs, primary,
                                            next((v for v in verdicts if v.law == primary), None),
                                            replicates=s.lr_replicates, seed=seed,
-                                           clusters=clusters["clusters"], map=workers.map)
+                                           clusters=clusters["clusters"], map_units=workers.map)
                     if primary in fits else None)
         rival = (size_rival(fits[primary], baseline_for(fits[primary]),
                             lambda law, opts: fit_form(runs, law, opts, offsets),
@@ -439,10 +438,10 @@ def compute(runs, options: ReportOptions, progress=SILENT, calibrate=None, count
                  else None)
         if with_matrix:
             progress.stage(f"{primary} in every design form")
-        matrix = design_matrix(raw, primary, options.fit, map=workers.map) if with_matrix else {}
+        matrix = design_matrix(raw, primary, options.fit, map_units=workers.map) if with_matrix else {}
         smooth = [n for n, f in fits.items() if shape_kind(f.law) == "smooth"]
         calibrated = (calibrate(design_forms(raw), matrix, primary, options.fit, s.lr_replicates,
-                                smooth, fit_form, map=workers.map) if with_matrix and calibrate is not None else ())
+                                smooth, fit_form, map_units=workers.map) if with_matrix and calibrate is not None else ())
     notes = sorted({n for f in fits.values() for n in f.notes if "token" in n} | set(runs.notes)
                    | set(n_notes))
     audit = (audit_param_counts(raw, vocab=runs_vocab(raw))  # a registered count is not the paper's

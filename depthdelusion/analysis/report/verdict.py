@@ -188,11 +188,11 @@ def penalty_verdict(law_fit, base_fit, variation: ShapeVariation | None = None,
 
 
 def penalty_verdicts(fits: dict, runs, *, replicates: int = DEFAULT_REPLICATES,
-                     seed: int = SEED, clusters=None, map=in_this_process) -> list[PenaltyVerdict]:
+                     seed: int = SEED, clusters=None, map_units=in_this_process) -> list[PenaltyVerdict]:
     """One verdict per fitted architecture law, each against its same-data-term baseline, λ = 0
     tested by a parametric bootstrap from the baseline fit (``replicates`` > 0, every law
     against one baseline on the same replicates; ``clusters``: labels of the rows of one run,
-    simulated with a per-run random effect) or by Davies' bound (``replicates=0``). ``map``:
+    simulated with a per-run random effect) or by Davies' bound (``replicates=0``). ``map_units``:
     how each law's refits are made (``fitting.workers.Workers.map``: in worker processes)."""
     variation = shape_variation(runs)
     out, by_base = [], {}
@@ -206,7 +206,7 @@ def penalty_verdicts(fits: dict, runs, *, replicates: int = DEFAULT_REPLICATES,
             if testable:
                 tests.update(bootstrap_tests(runs, fits[base], testable, replicates=replicates,
                                              seed=seed, clusters=clusters,
-                                             refit=default_refit(fits[base]), map=map))
+                                             refit=default_refit(fits[base]), map_units=map_units))
     for name, f in fits.items():
         if not is_architecture_law(f):
             continue
@@ -256,10 +256,10 @@ class CriticalDepthVerdict:
 
 def critical_depth_verdict(fits: dict, runs, kink: str, penalty: PenaltyVerdict | None = None, *,
                            replicates: int = DEFAULT_REPLICATES, seed: int = SEED,
-                           clusters=None, map=in_this_process) -> CriticalDepthVerdict:
+                           clusters=None, map_units=in_this_process) -> CriticalDepthVerdict:
     """The kink law ``kink`` against the smooth shape law with the lowest AICc among ``fits``:
     the kink wins when a parametric bootstrap from the smooth fit rejects it (p ≤ 0.05) and its
-    own penalty is significant against the shape-agnostic baseline (``penalty``). ``map``: as
+    own penalty is significant against the shape-agnostic baseline (``penalty``). ``map_units``: as
     :func:`penalty_verdicts`'."""
     smooth = [f for f in fits.values() if shape_kind(f.law) == "smooth" and f.n == fits[kink].n]
     if not smooth:
@@ -277,7 +277,7 @@ def critical_depth_verdict(fits: dict, runs, kink: str, penalty: PenaltyVerdict 
         return v
     if replicates > 0:
         v.test = bootstrap_tests(runs, best, {kink: kf}, replicates=replicates, seed=seed,
-                                 nested=False, clusters=clusters, refit=default_refit(best), map=map)[kink]
+                                 nested=False, clusters=clusters, refit=default_refit(best), map_units=map_units)[kink]
     else:  # no calibrated fast option for non-nested laws: say the comparison was not tested
         v.answer, v.reason = "not compared", "the kink-vs-smooth test needs bootstrap replicates"
         return v

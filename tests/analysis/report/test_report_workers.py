@@ -1,12 +1,16 @@
 """The report's independent fits in worker processes (analysis/fitting/workers.py): the same
 report, byte for byte, from one worker and from two, and the units really leave the process."""
 import os
+import time
 
+import pytest
+
+from depthdelusion.analysis import laws
 from depthdelusion.analysis.fitting.options import FitOptions
-from depthdelusion.analysis.fitting.workers import Workers, available_cpus
+from depthdelusion.analysis.fitting.workers import PARALLEL_FROM_BOOTSTRAPS, Workers, available_cpus
 from depthdelusion.analysis.report.build import build_report
 from depthdelusion.analysis.report.options import ReportOptions
-from depthdelusion.analysis.report.results import PARALLEL_FROM_BOOTSTRAPS, worker_count
+from depthdelusion.analysis.report.results import worker_count
 
 from .test_report_design import two_budget_runs
 
@@ -21,12 +25,36 @@ def test_units_run_in_spawned_processes_and_come_back_in_order():
 
 
 def test_by_default_a_report_with_bootstraps_uses_the_cpus_and_a_quick_one_stays_here():
-    def count(bootstrap, workers=None):
-        return worker_count(ReportOptions(fit=FitOptions(bootstrap=bootstrap), workers=workers))
+    def count(bootstrap, workers=None, fitted=("depth_delusion", "kaplan")):
+        return worker_count(ReportOptions(fit=FitOptions(bootstrap=bootstrap), workers=workers), fitted)
 
     assert count(PARALLEL_FROM_BOOTSTRAPS) == count(1000) == available_cpus()
     assert count(PARALLEL_FROM_BOOTSTRAPS - 1) == count(0) == 1
     assert count(0, workers=3) == 3 and count(1000, workers=1) == 1
+    assert ReportOptions().workers == 1  # from Python: one process unless asked (spawn wants a guarded script)
+    # a law a fresh process would not fit as this one does keeps every unit here
+    assert count(1000, workers=3, fitted=("depth_delusion", "size_kink")) == 1  # its roles hold a lambda
+    original = laws.get_law("kaplan")
+    laws.register_law(original.func, params={p.name: p for p in original.params}, name="kaplan", replace=True)
+    try:
+        assert count(1000, workers=3) == 1  # kaplan replaced here: a worker would fit the built-in one
+    finally:
+        laws._REGISTRY["kaplan"] = original
+    assert count(1000, workers=3) == 3
+
+
+def test_a_failing_unit_stops_the_others_at_once():
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="unit 0"):
+        with Workers(2) as workers:
+            workers.map(_fail_or_sleep, [0, 1])
+    assert time.perf_counter() - start < 30  # the sleeping unit (60 s) was stopped, not waited for
+
+
+def _fail_or_sleep(x):
+    if x == 0:
+        raise ValueError("unit 0")
+    time.sleep(60)
 
 
 def _pid_and_square(x):
