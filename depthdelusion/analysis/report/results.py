@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import pickle
 
 import numpy as np
 
@@ -384,9 +385,14 @@ def _shape(fits, verdicts, critical, runs, raw, s: Settings) -> ShapeResults | N
 def worker_count(options: ReportOptions, laws) -> int:
     """1 where a fresh process would not fit every one of ``laws`` and their baselines as this one
     does (``laws.fresh_process_fits``: a law registered or replaced here, or one that does not
-    pickle); else ``options.workers``, or, when None, the CPUs this process may use when the
-    fits bootstrap ``PARALLEL_FROM_BOOTSTRAPS`` times or more, else 1."""
+    pickle), or where the fit options do not pickle (a caller's own class or function in them);
+    else ``options.workers``, or, when None, the CPUs this process may use when the fits
+    bootstrap ``PARALLEL_FROM_BOOTSTRAPS`` times or more, else 1."""
     if not all(fresh_process_fits(law) for law in [*laws, "kaplan", "chinchilla"]):
+        return 1
+    try:  # every unit carries them to its worker
+        pickle.dumps(options.fit)
+    except (pickle.PicklingError, AttributeError, TypeError):
         return 1
     if options.workers is not None:
         return options.workers

@@ -42,6 +42,11 @@ def test_by_default_a_report_with_bootstraps_uses_the_cpus_and_a_quick_one_stays
         laws._REGISTRY["kaplan"] = original
     assert count(1000, workers=3) == 3
 
+    class OwnOptions(FitOptions):  # a class a worker could not import: the options stay here
+        pass
+
+    assert worker_count(ReportOptions(fit=OwnOptions(bootstrap=1000), workers=3), ("depth_delusion",)) == 1
+
 
 def test_a_failing_unit_stops_the_others_at_once():
     start = time.perf_counter()
