@@ -263,8 +263,9 @@ def _default_train(cfg: Config, run_dir: epath.Path) -> dict[str, Any]:
 
 
 def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, fit: FitOptions = SWEEP_FIT,
-                       figures: bool = True) -> str:
-    """Fit the laws to the finished runs and write OUT/report/. Returns the report's answer,
+                       figures: bool = True, workers: int | None = 1) -> str:
+    """Fit the laws to the finished runs and write OUT/report/ (``workers``: as
+    ``ReportOptions.workers``; None, from `sweep`'s command line: the CPUs where that pays). Returns the report's answer,
     its "In short" paragraph (the verdict where there is none); with too few finished runs (or
     a fit that cannot be made), writes report.md saying so and returns "no fit: <why>"."""
     from depthdelusion.analysis.report.build import DEFAULT_LAWS, write_report
@@ -282,7 +283,7 @@ def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, fit: FitO
             while True:
                 try:  # from the run directories (local or remote): gradient profiles included
                     with Stages("report") as progress:  # on stderr
-                        report = write_report(str(out), Path(tmp) / "report", ReportOptions(fit=fit, laws=tuple(laws), runs_label=str(out)),
+                        report = write_report(str(out), Path(tmp) / "report", ReportOptions(fit=fit, laws=tuple(laws), runs_label=str(out), workers=workers),
                                               figures=figures, progress=progress)
                     break
                 except ValueError as err:
@@ -308,7 +309,8 @@ def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, fit: FitO
 
 def run_sweep(grid: Grid, out: str | Path, *, only: str | None = None, dry_run: bool = False,
               train_fn: Callable[[Config, epath.Path], dict] | None = None,
-              report: bool = True, fit: FitOptions = SWEEP_FIT, log=print) -> list[dict[str, Any]]:
+              report: bool = True, fit: FitOptions = SWEEP_FIT, report_workers: int | None = 1,
+              log=print) -> list[dict[str, Any]]:
     """Train every selected run of `grid` under OUT/<name>/ and return the runs.csv rows.
 
     finished (summary.json status "finished") -> skipped; anything else -> train(cfg, run_dir),
@@ -323,6 +325,9 @@ def run_sweep(grid: Grid, out: str | Path, *, only: str | None = None, dry_run: 
     step) is recorded and passed over; any other error ends every host at once with status 1
     (train/watchdog.py), and a re-run (tpu/babysit.sh) resumes. A grid planned for a slice
     (its `topology`) refuses to run there on the built-in toy corpus (data.path unset).
+
+    ``report``: end with the report of every finished run (``write_sweep_report``), fitted as
+    ``fit`` says, in ``report_workers`` processes (1 here: a script needs no ``__main__`` guard).
     """
     out = epath.Path(out)
     runs = select(grid.runs, only)
@@ -349,9 +354,10 @@ def run_sweep(grid: Grid, out: str | Path, *, only: str | None = None, dry_run: 
                 f"{', '.join(unset[:3])}{' ...' if len(unset) > 3 else ''}: on a pod that would train on the "
                 "built-in toy corpus; pass --set data.path=gs://BUCKET/prepared-data")
     if not multihost:
-        return _run_all(grid, out, runs, train_fn, report, fit, log, primary=True)
+        return _run_all(grid, out, runs, train_fn, report, fit, report_workers, log, primary=True)
     try:  # an error outside train() (a runs.csv write on process 0) must not strand the others
-        return _run_all(grid, out, runs, train_fn, report, fit, log, primary=jax.process_index() == 0)
+        return _run_all(grid, out, runs, train_fn, report, fit, report_workers, log,
+                        primary=jax.process_index() == 0)
     except Exception as err:
         from depthdelusion.train.watchdog import end_every_host
 
@@ -371,7 +377,7 @@ def _agreed_by_every_host(err: Exception) -> bool:
 
 
 def _run_all(grid: Grid, out: epath.Path, runs: list[tuple[str, Config]], train_fn, report: bool,
-             fit: FitOptions, log, primary: bool) -> list[dict[str, Any]]:
+             fit: FitOptions, report_workers: int | None, log, primary: bool) -> list[dict[str, Any]]:
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for i, (name, cfg) in enumerate(runs, 1):
@@ -413,7 +419,7 @@ def _run_all(grid: Grid, out: epath.Path, runs: list[tuple[str, Config]], train_
     log(f"{done} of {len(rows)} run(s) finished; table: {out / 'runs.csv'}")
     if report and primary:  # every finished run of the grid, whichever slice trained it
         # the sweep ends with its answer: the report's "In short", then where the report is
-        answer = write_sweep_report(out, table, fit=fit)
+        answer = write_sweep_report(out, table, fit=fit, workers=report_workers)
         log(answer)
         log(f"report: {out / 'report' / 'report.md'}")
     return rows

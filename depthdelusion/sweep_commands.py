@@ -35,7 +35,7 @@ def run_sweep_command(*, experiment: str, out: str, overrides: list[str],
 
     grid = load_grid(experiment, overrides)
     rows = run_sweep(grid, out, only=options.only, dry_run=options.dry_run, report=not options.no_report,
-                     fit=fit, log=lambda text: print(text, flush=True))
+                     fit=fit, report_workers=options.report_workers, log=lambda text: print(text, flush=True))
     if options.dry_run:
         print(f"{len(rows)} run(s) of {grid.name}; nothing was run (--dry-run)")
         return exit_codes.OK

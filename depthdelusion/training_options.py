@@ -45,6 +45,10 @@ class SweepOptions(FromArguments):
                               "alternatives)", metavar="PATTERN")
     dry_run: bool = option(False, "list the runs and their state; run nothing")
     no_report: bool = option(False, "write runs.csv only, no fit")
+    report_workers: int | None = option(
+        None, "processes for the closing report's independent fits (default: the CPUs this process may "
+        "use when the report bootstraps 100 times or more, else 1); the report is the same for any number",
+        type=POSITIVE, metavar="N")
 
 
 @dataclass(frozen=True)

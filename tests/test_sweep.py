@@ -233,6 +233,11 @@ def test_the_sweep_ends_with_the_reports_in_short_answer_and_its_path(tmp_path, 
     err = capsys.readouterr().err
     assert re.search(r"^report: \[1/\d+\] fitting depth_delusion \(0 bootstraps\) \(at \d+ s\)$", err, re.M)
     assert re.search(r"^report: done in \d+ s$", err, re.M)
+    # the closing report from two worker processes (`sweep --report-workers 2`): the same report
+    one_process = (out / "report" / "report.md").read_bytes()
+    run_sweep(grid, out, train_fn=finished_run, fit=FitOptions(bootstrap=0, profile="none"), report_workers=2,
+              log=lambda _: None)
+    assert (out / "report" / "report.md").read_bytes() == one_process
 
 
 def test_unfinished_run_dir_is_handed_back_to_train_for_resuming(tmp_path):
