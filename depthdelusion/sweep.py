@@ -265,7 +265,8 @@ def _default_train(cfg: Config, run_dir: epath.Path) -> dict[str, Any]:
 def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, fit: FitOptions = SWEEP_FIT,
                        figures: bool = True, workers: int | None = 1) -> str:
     """Fit the laws to the finished runs and write OUT/report/ (``workers``: as
-    ``ReportOptions.workers``; None, from `sweep`'s command line: the CPUs where that pays). Returns the report's answer,
+    ``ReportOptions.workers``; None, from `sweep`'s command line: the CPUs where that pays).
+    Returns the report's answer,
     its "In short" paragraph (the verdict where there is none); with too few finished runs (or
     a fit that cannot be made), writes report.md saying so and returns "no fit: <why>"."""
     from depthdelusion.analysis.report.build import DEFAULT_LAWS, write_report
@@ -283,8 +284,9 @@ def write_sweep_report(out: epath.Path, rows: list[dict[str, Any]], *, fit: FitO
             while True:
                 try:  # from the run directories (local or remote): gradient profiles included
                     with Stages("report") as progress:  # on stderr
-                        report = write_report(str(out), Path(tmp) / "report", ReportOptions(fit=fit, laws=tuple(laws), runs_label=str(out), workers=workers),
-                                              figures=figures, progress=progress)
+                        options = ReportOptions(fit=fit, laws=tuple(laws), runs_label=str(out), workers=workers)
+                        report = write_report(str(out), Path(tmp) / "report", options, figures=figures,
+                                              progress=progress)
                     break
                 except ValueError as err:
                     match = re.match(r"law '([\w]+)' has \d+ free parameters", str(err))

@@ -45,10 +45,15 @@ class SweepOptions(FromArguments):
                               "alternatives)", metavar="PATTERN")
     dry_run: bool = option(False, "list the runs and their state; run nothing")
     no_report: bool = option(False, "write runs.csv only, no fit")
+    #: 1 from Python (spawned workers need the caller's ``__main__`` guard); on the command line
+    #: the report's own default (``ReportOptions.workers``; 100 is ``PARALLEL_FROM_BOOTSTRAPS``,
+    #: not imported: this module stays pure data)
     report_workers: int | None = option(
-        None, "processes for the closing report's independent fits (default: the CPUs this process may "
-        "use when the report bootstraps 100 times or more, else 1); the report is the same for any number",
-        type=POSITIVE, metavar="N")
+        1, "processes for the closing report's independent fits; the report is the same for any number",
+        type=POSITIVE, metavar="N", commands={"sweep": dict(default=None, help=(
+            "processes for the closing report's independent fits (default: the CPUs this process may "
+            "use when the report bootstraps 100 times or more, else 1); the report is the same for any "
+            "number"))})
 
 
 @dataclass(frozen=True)

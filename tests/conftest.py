@@ -63,7 +63,7 @@ SUBPROCESS = {
     "analysis/test_cli_analysis.py", "architecture/test_import.py", "analysis/report/test_report_latex.py",
     "analysis/report/test_report_workers.py",
     "data/test_tfds.py", "parallel/test_multihost.py", "studies/test_gcs_studies.py",
-    "test_cli.py", "test_sweep.py", "tpu/test_tpu_babysit.py", "tpu/test_tpu_failfast.py",
+    "test_cli.py", "tpu/test_tpu_babysit.py", "tpu/test_tpu_failfast.py",
     "tpu/test_tpu_scripts.py", "train/test_checkpoints.py", "train/test_gcs_runs.py",
     "train/test_train_command.py",
 }

@@ -209,21 +209,11 @@ def test_the_sweep_ends_with_the_reports_in_short_answer_and_its_path(tmp_path, 
     training: losses and per-layer gradient norms from analysis/conftest.write_run, logged
     every 10 of 300 steps as the smoke grid logs them); the sweep's last two lines are the
     report's "In short" paragraph, as report.md states it, then report.md's path."""
-    from analysis.conftest import write_run
-
     grid = load_grid(EXPERIMENTS / "smoke.yaml")
-
-    def finished_run(cfg, run_dir):
-        d, w = cfg.model.depth, cfg.model.width
-        loss = 1.5 + 8.0 / w ** 0.5 + 0.4 / d + 0.01 * (d % 3)
-        write_run(run_dir.parent, run_dir.name, d, w, loss, tokens=153600, ell=2.0,
-                  steps=tuple(range(0, 301, 10)), seed=d * w)
-        return json.loads((run_dir / "summary.json").read_text())
-
     logs = []
     out = tmp_path / "sweep"
     # no intervals: the sweep's last lines and progress are checked here, not what a profile adds
-    run_sweep(grid, out, train_fn=finished_run, fit=FitOptions(bootstrap=0, profile="none"), log=logs.append)
+    run_sweep(grid, out, train_fn=_finished_run, fit=FitOptions(bootstrap=0, profile="none"), log=logs.append)
     *_, table_line, answer, where = logs
     assert table_line == f"9 of 9 run(s) finished; table: {out / 'runs.csv'}"
     assert answer.startswith("In short: 9 runs (depth 2–8 × width 16–64)")
@@ -233,11 +223,48 @@ def test_the_sweep_ends_with_the_reports_in_short_answer_and_its_path(tmp_path, 
     err = capsys.readouterr().err
     assert re.search(r"^report: \[1/\d+\] fitting depth_delusion \(0 bootstraps\) \(at \d+ s\)$", err, re.M)
     assert re.search(r"^report: done in \d+ s$", err, re.M)
-    # the closing report from two worker processes (`sweep --report-workers 2`): the same report
+
+
+def _finished_run(cfg, run_dir):
+    """A smoke-grid run directory as a finished run writes it (no training)."""
+    from analysis.conftest import write_run
+
+    d, w = cfg.model.depth, cfg.model.width
+    loss = 1.5 + 8.0 / w ** 0.5 + 0.4 / d + 0.01 * (d % 3)
+    write_run(run_dir.parent, run_dir.name, d, w, loss, tokens=153600, ell=2.0,
+              steps=tuple(range(0, 301, 10)), seed=d * w)
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+@pytest.mark.subprocess
+def test_the_closing_report_is_the_same_from_two_worker_processes(tmp_path, monkeypatch):
+    from depthdelusion.analysis.report import results
+
+    counts, real = [], results.worker_count
+
+    def counted(*args):
+        counts.append(real(*args))
+        return counts[-1]
+
+    monkeypatch.setattr(results, "worker_count", counted)
+    grid, out, bare = load_grid(EXPERIMENTS / "smoke.yaml"), tmp_path / "sweep", FitOptions(bootstrap=0, profile="none")
+    run_sweep(grid, out, train_fn=_finished_run, fit=bare, log=lambda _: None)
     one_process = (out / "report" / "report.md").read_bytes()
-    run_sweep(grid, out, train_fn=finished_run, fit=FitOptions(bootstrap=0, profile="none"), report_workers=2,
-              log=lambda _: None)
+    run_sweep(grid, out, train_fn=_finished_run, fit=bare, report_workers=2, log=lambda _: None)
+    assert counts == [1, 2]  # from Python one process unless asked; then the units went to two
     assert (out / "report" / "report.md").read_bytes() == one_process
+
+
+def test_sweep_report_workers_reach_the_sweep(tmp_path, monkeypatch):
+    """`sweep --report-workers N` hands N to run_sweep; without it, None: the report's default."""
+    import depthdelusion.sweep
+    from depthdelusion.cli import main
+
+    seen = []
+    monkeypatch.setattr(depthdelusion.sweep, "run_sweep", lambda *a, **kw: seen.append(kw["report_workers"]) or [])
+    for extra in (["--report-workers", "2"], []):
+        assert main(["sweep", str(EXPERIMENTS / "tiny.yaml"), "--out", str(tmp_path / "s"), *extra]) == 0
+    assert seen == [2, None]
 
 
 def test_unfinished_run_dir_is_handed_back_to_train_for_resuming(tmp_path):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import io
 from typing import Callable
 
 import numpy as np
@@ -394,14 +395,31 @@ def fresh_process_fits(law) -> bool:
     """Whether a fresh process fits the same ``law`` as this one: a built-in law, by name, not
     replaced since (a worker process looks it up by name), whose fits pickle (no lambda among
     its roles), so that they come back from the worker."""
-    import pickle
-
     name = law.name if isinstance(law, Law) else law
     built_in = _BUILT_IN.get(name)
     if built_in is None or _REGISTRY.get(name) is not built_in or (isinstance(law, Law) and law is not built_in):
         return False
+    return loads_in_a_fresh_process(built_in)
+
+
+def loads_in_a_fresh_process(obj) -> bool:
+    """Whether ``obj`` pickles into something a spawned process can load: no lambda or class
+    defined inside a function, and nothing of a ``__main__`` that a fresh process cannot import
+    (a notebook's, the REPL's, ``python -c``'s; a script's is re-run there under its guard)."""
+    import pickle
+    import sys
+
+    main_reloads = getattr(sys.modules.get("__main__"), "__file__", None) is not None
+
+    class _Probe(pickle.Pickler):
+        def reducer_override(self, item):
+            owner = item if isinstance(item, type) or inspect.isroutine(item) else type(item)
+            if getattr(owner, "__module__", None) == "__main__" and not main_reloads:
+                raise pickle.PicklingError(f"{owner!r} is defined in a __main__ a fresh process cannot import")
+            return NotImplemented
+
     try:
-        pickle.dumps(_BUILT_IN[name])
+        _Probe(io.BytesIO()).dump(obj)
     except (pickle.PicklingError, AttributeError, TypeError):
         return False
     return True

@@ -54,7 +54,7 @@ def _sweep(p):
     add_options(p, SweepOptions, None, only=("only", "dry_run"))
     add_set(p, "override a field of every run, e.g. --set data.path=gs://b/sp (repeatable)")
     add_options(p, FitOptions, None, command="sweep", only=("bootstrap",))
-    add_options(p, SweepOptions, None, only=("no_report", "report_workers"))
+    add_options(p, SweepOptions, None, command="sweep", only=("no_report", "report_workers"))
 
 
 @ARGUMENTS.command("sky-jobs", "Write one SkyPilot managed-job YAML per run of EXPERIMENT.yaml (each runs "

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import pickle
 
 import numpy as np
 
@@ -36,7 +35,7 @@ from ..fitting.replicates import replicate_cells
 from ..fitting.result import OK, parameter_status
 from ..fitting.setup import check_fixed, options_for_law
 from ..fitting.workers import PARALLEL_FROM_BOOTSTRAPS, Workers, available_cpus, in_this_process
-from ..laws import fresh_process_fits, shape_kind
+from ..laws import fresh_process_fits, loads_in_a_fresh_process, shape_kind
 from ..science.persistence import (
     DEFAULT_WINDOW,
     persistence_lengths,
@@ -385,14 +384,12 @@ def _shape(fits, verdicts, critical, runs, raw, s: Settings) -> ShapeResults | N
 def worker_count(options: ReportOptions, laws) -> int:
     """1 where a fresh process would not fit every one of ``laws`` and their baselines as this one
     does (``laws.fresh_process_fits``: a law registered or replaced here, or one that does not
-    pickle), or where the fit options do not pickle (a caller's own class or function in them);
+    pickle), or where the fit options would not load there (``laws.loads_in_a_fresh_process``);
     else ``options.workers``, or, when None, the CPUs this process may use when the fits
     bootstrap ``PARALLEL_FROM_BOOTSTRAPS`` times or more, else 1."""
     if not all(fresh_process_fits(law) for law in [*laws, "kaplan", "chinchilla"]):
         return 1
-    try:  # every unit carries them to its worker
-        pickle.dumps(options.fit)
-    except (pickle.PicklingError, AttributeError, TypeError):
+    if not loads_in_a_fresh_process(options.fit):  # every unit carries them to its worker
         return 1
     if options.workers is not None:
         return options.workers

@@ -1,7 +1,9 @@
 """The report's independent fits in worker processes (analysis/fitting/workers.py): the same
 report, byte for byte, from one worker and from two, and the units really leave the process."""
 import os
+import sys
 import time
+import types
 
 import pytest
 
@@ -42,10 +44,23 @@ def test_by_default_a_report_with_bootstraps_uses_the_cpus_and_a_quick_one_stays
         laws._REGISTRY["kaplan"] = original
     assert count(1000, workers=3) == 3
 
-    class OwnOptions(FitOptions):  # a class a worker could not import: the options stay here
+
+
+def test_options_a_worker_could_not_load_keep_every_unit_here(monkeypatch):
+    def count(fit):
+        return worker_count(ReportOptions(fit=fit, workers=3), ("depth_delusion",))
+
+    class OwnOptions(FitOptions):  # defined in a function: it does not pickle
         pass
 
-    assert worker_count(ReportOptions(fit=OwnOptions(bootstrap=1000), workers=3), ("depth_delusion",)) == 1
+    assert count(OwnOptions(bootstrap=1000)) == 1
+    # a notebook's class pickles by name, but a spawned process has no such __main__ to find it in
+    notebook = types.ModuleType("__main__")
+    notebook.NotebookOptions = type("NotebookOptions", (FitOptions,), {"__module__": "__main__"})
+    monkeypatch.setitem(sys.modules, "__main__", notebook)
+    assert count(notebook.NotebookOptions(bootstrap=1000)) == 1
+    notebook.__file__ = "analyse.py"  # a script's __main__ is re-run in the worker, under its guard
+    assert count(notebook.NotebookOptions(bootstrap=1000)) == 3
 
 
 def test_a_failing_unit_stops_the_others_at_once():
