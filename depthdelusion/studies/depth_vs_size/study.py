@@ -467,6 +467,7 @@ class DepthVsSizeResults:
     todo: tuple  # planned runs not finished
     runs: int  # finished runs read
     wall_s: float  # their training wall time
+    device_kinds: tuple  # the distinct `device_kind`s their summaries name, sorted ("cpu", "NVIDIA H200")
 
 
 def complete_groups(exp: DepthVsSizeSpec, got: list[Cell]) -> dict:
@@ -503,4 +504,5 @@ def measure(exp: DepthVsSizeSpec, source: str, runs_dir, *, seed: int = SEED) ->
         checkpoints=sum(1 for name in summaries if (runs_dir / name / "checkpoints").exists()),
         done=sum(1 for r in planned if r.name in losses),
         todo=tuple(r for r in planned if r.name not in losses), runs=len(summaries),
-        wall_s=sum(float(s.get("wall_time_s") or 0) for s in summaries.values()))
+        wall_s=sum(float(s.get("wall_time_s") or 0) for s in summaries.values()),
+        device_kinds=tuple(sorted({str(s.get("device_kind") or "unknown") for s in summaries.values()})))

@@ -308,6 +308,27 @@ def test_the_committed_depth_at_width_study_regenerates_from_its_runs(tmp_path):
     assert not diffs, "stale (regenerate with the command in its report.md):\n" + "\n".join(diffs)
 
 
+def test_the_committed_width_512_series_regenerates_from_its_runs(tmp_path):
+    """analysis/depth_at_width_w512 (partial, trained on a GPU): the same, from the runs and text of
+    the last commit; its report says where its runs trained (one NVIDIA H200), not the CPU's line."""
+    from committed_study import regenerate_planned_study
+
+    diffs = regenerate_planned_study(
+        "analysis/depth_at_width_w512", "depth_at_width_w512.yaml",
+        ["depth-vs-size", "experiments/depth_at_width_w512.yaml", "--out", "analysis/depth_at_width_w512",
+         "--report-only"], tmp_path, from_git=True, exact=False)
+    assert not diffs, "stale (regenerate with the command in its report.md):\n" + "\n".join(diffs)
+
+
+def test_the_report_says_where_the_runs_trained():
+    """The wall-time line names the device kinds of the runs' summaries: the own-run studies'
+    shared CPU keeps its words; a GPU's runs are not called CPU runs."""
+    assert report._where_trained(("cpu",)) == ", niced on a shared 2-core CPU"
+    assert report._where_trained(("NVIDIA H200",)) == ", on one NVIDIA H200"
+    assert report._where_trained(("NVIDIA H200", "cpu")) == ", on one NVIDIA H200 and a shared 2-core CPU"
+    assert report._where_trained(()) == ""
+
+
 @pytest.mark.slow  # the level's laws with 200-replicate parametric bootstraps: ~15 CPU-s
 def test_the_committed_long_training_study_regenerates_from_its_runs(tmp_path):
     """analysis/depth_vs_size_long (level 1 at T = 80 N): the same, from the committed runs."""
