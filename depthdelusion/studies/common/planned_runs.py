@@ -76,7 +76,8 @@ def partial_lines(done: int, todo, resume: str = RESUME) -> list[str]:
     how the rest gets trained (default: a planned study's own command, which resumes)."""
     if not todo:
         return []
-    return [f"**PARTIAL RESULT**: {done} of the {done + len(todo)} runs planned so far have finished "
+    return [f"**PARTIAL RESULT**: {done} of the {done + len(todo)} runs planned so far "
+            f"{'has' if done == 1 else 'have'} finished "
             f"{resume}", ""]
 
 

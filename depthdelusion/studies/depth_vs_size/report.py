@@ -150,19 +150,19 @@ def _head_lines(r: DepthVsSizeResults) -> list[str]:
               f"{tests_text.seed_draws(exp)}); {tests_text.tuning_text(exp)} "
               f"Metric: `{exp.metric}` (validation loss, nats/byte, {tests_text.eval_set_text(exp)}). "
               f"Training wall time{' so far' if r.todo else ''}: {r.wall_s / 3600:.2f} h "
-              f"({r.runs} run{'s' if r.runs != 1 else ''}{_where_trained(r.device_kinds)}).", "",
+              f"({r.runs} run{'s' if r.runs != 1 else ''}{_where_trained(r.devices)}).", "",
               "Arms: " + "; ".join(f"**{a}** {tests_text.arm_text(exp, a, text)}" for a, _, text in arms(exp))
               + ".", ""]
     return lines + tests_text.eval_set_lines(r, MIN_EVAL_BATCHES)
 
 
-def _where_trained(kinds: tuple) -> str:
-    """Where the runs trained, from their summaries' device kinds: the CPU the own-run studies
-    shared (their runs say "cpu"), or the accelerators by name."""
-    names = ["a shared 2-core CPU" if k == "cpu" else f"one {k}" for k in kinds]
-    if kinds == ("cpu",):
-        return ", niced on a shared 2-core CPU"
-    return ", on " + " and ".join(names) if names else ""
+def _where_trained(devices: tuple) -> str:
+    """Where the runs trained, from their summaries' (device_kind, devices): accelerators by name
+    and count a run; CPU runs keep the words the own-run studies were written with (every one of
+    them trained niced on the project's shared 2-core sandbox; the summary records no more)."""
+    parts = ["niced on a shared 2-core CPU" if kind == "cpu" else
+             f"each on {'one' if n == 1 else n} {kind}" + ("" if n == 1 else "s") for kind, n in devices]
+    return ", " + " and ".join(parts) if parts else ""
 
 
 def lr_lines(r: DepthVsSizeResults) -> list[str]:

@@ -467,7 +467,7 @@ class DepthVsSizeResults:
     todo: tuple  # planned runs not finished
     runs: int  # finished runs read
     wall_s: float  # their training wall time
-    device_kinds: tuple  # the distinct `device_kind`s their summaries name, sorted ("cpu", "NVIDIA H200")
+    devices: tuple  # (device_kind, most devices a run used) per kind their summaries name, sorted
 
 
 def complete_groups(exp: DepthVsSizeSpec, got: list[Cell]) -> dict:
@@ -505,4 +505,14 @@ def measure(exp: DepthVsSizeSpec, source: str, runs_dir, *, seed: int = SEED) ->
         done=sum(1 for r in planned if r.name in losses),
         todo=tuple(r for r in planned if r.name not in losses), runs=len(summaries),
         wall_s=sum(float(s.get("wall_time_s") or 0) for s in summaries.values()),
-        device_kinds=tuple(sorted({str(s.get("device_kind") or "unknown") for s in summaries.values()})))
+        devices=_devices(summaries.values()))
+
+
+def _devices(summaries) -> tuple:
+    """((device_kind, most devices one run used), ...) over the summaries that record a kind."""
+    most: dict[str, int] = {}
+    for s in summaries:
+        if s.get("device_kind"):
+            kind = str(s["device_kind"])
+            most[kind] = max(most.get(kind, 1), int(s.get("devices") or 1))
+    return tuple(sorted(most.items()))

@@ -321,12 +321,18 @@ def test_the_committed_width_512_series_regenerates_from_its_runs(tmp_path):
 
 
 def test_the_report_says_where_the_runs_trained():
-    """The wall-time line names the device kinds of the runs' summaries: the own-run studies'
-    shared CPU keeps its words; a GPU's runs are not called CPU runs."""
-    assert report._where_trained(("cpu",)) == ", niced on a shared 2-core CPU"
-    assert report._where_trained(("NVIDIA H200",)) == ", on one NVIDIA H200"
-    assert report._where_trained(("NVIDIA H200", "cpu")) == ", on one NVIDIA H200 and a shared 2-core CPU"
-    assert report._where_trained(()) == ""
+    """The wall-time line names the device kinds of the runs' summaries and the devices a run
+    used: the own-run studies' CPU keeps its words; a GPU's runs are not called CPU runs; a
+    summary that records no kind adds nothing."""
+    summaries = [{"device_kind": "NVIDIA H200", "devices": 1}, {"device_kind": "NVIDIA H200", "devices": 1},
+                 {"device_kind": "cpu", "devices": 1}, {"wall_time_s": 3.0}]
+    assert dvs._devices(summaries) == (("NVIDIA H200", 1), ("cpu", 1))
+    assert report._where_trained(dvs._devices(summaries[2:])) == ", niced on a shared 2-core CPU"
+    assert report._where_trained(dvs._devices(summaries[:2])) == ", each on one NVIDIA H200"
+    assert report._where_trained(dvs._devices(summaries)) == (", each on one NVIDIA H200 and niced on a "
+                                                              "shared 2-core CPU")
+    assert report._where_trained((("NVIDIA H200", 8),)) == ", each on 8 NVIDIA H200s"
+    assert report._where_trained(dvs._devices(summaries[3:])) == ""
 
 
 @pytest.mark.slow  # the level's laws with 200-replicate parametric bootstraps: ~15 CPU-s
