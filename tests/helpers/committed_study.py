@@ -56,7 +56,7 @@ def regenerate_planned_study(rel: str, experiment: str, argv: list[str], tmp: Pa
     a study with fitted-law cells) number by number within :mod:`text_compare`'s tolerances,
     every word and decision exact."""
     committed = committed_copy(rel, tmp / "committed", from_git=from_git)
-    (tmp / "experiments").mkdir()
+    (tmp / "experiments" / experiment).parent.mkdir(parents=True)  # experiment may be in a folder
     shutil.copy(ROOT / "experiments" / experiment, tmp / "experiments" / experiment)
     fresh = tmp / rel
     shutil.copytree(committed / "runs", fresh / "runs")

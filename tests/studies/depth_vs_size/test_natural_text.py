@@ -6,6 +6,7 @@ import importlib.util
 import struct
 from pathlib import Path
 
+import pytest
 import yaml
 
 from depthdelusion.studies.depth_vs_size import study as depth_vs_size
@@ -65,3 +66,18 @@ def test_prepare_reads_an_r_character_vector_and_cuts_it_into_whole_paragraphs()
     assert "".join(pieces) == text and len(pieces) > 5
     assert all(p.endswith("\n\n") and len(p.encode()) >= prepare.CHUNK_BYTES for p in pieces[:-1])
     assert len(pieces[-1].encode()) >= prepare.CHUNK_BYTES // 2
+
+
+@pytest.mark.parametrize("study, spec", [("level1", "depth_vs_size_level1.yaml"), ("depth_at_width", "depth_at_width.yaml")])
+def test_the_committed_natural_text_study_regenerates_from_its_runs(tmp_path, study, spec):
+    """analysis/natural_text/STUDY: `depth-vs-size --report-only` on the committed runs (no corpus
+    needed) writes the committed report.md and CSVs at their printed digits, as every other
+    depth-vs-size study's test checks; from the last commit, as a runner may be adding runs."""
+    from committed_study import regenerate_planned_study
+
+    rel = f"analysis/natural_text/{study}"
+    diffs = regenerate_planned_study(
+        rel, f"natural_text/{spec}",
+        ["depth-vs-size", f"experiments/natural_text/{spec}", "--out", rel, "--report-only"],
+        tmp_path, from_git=True, exact=False)
+    assert not diffs, "stale (regenerate with the command in its report.md):\n" + "\n".join(diffs)
