@@ -25,6 +25,23 @@ def test_a_pipe_or_a_file_is_a_log_and_a_pty_is_a_terminal(tmp_path):
     os.close(primary)
 
 
+def _everything_written(primary: int) -> str:
+    """All a closed pty's other end wrote: one read returns only what the kernel has moved to the
+    primary so far (it moves the secondary's writes asynchronously), so read to the end, which
+    Linux signals with EIO once the secondary is closed and drained."""
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # EIO: the secondary is closed and everything was read
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(primary)
+    return b"".join(chunks).decode()
+
+
 def test_stages_on_a_terminal_draw_a_bar_and_write_no_log_lines():
     primary, secondary = pty.openpty()
     fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns
@@ -32,8 +49,7 @@ def test_stages_on_a_terminal_draw_a_bar_and_write_no_log_lines():
         with Stages("report", 3, stream=tty) as progress:
             for text in ("fitting kaplan", "tests", "figures"):
                 progress.stage(text)
-    drawn = os.read(primary, 65536).decode()
-    os.close(primary)
+    drawn = _everything_written(primary)
     assert "\r" in drawn and "report: 3/3" in drawn and "done" in drawn
     assert "[1/3]" not in drawn  # the log form
 
