@@ -402,7 +402,8 @@ def numerics_markdown(r: ReportResults) -> str:
           "flat direction is found to go flat or jump, depend on the CPU's floating point (FMA, "
           "vector width, BLAS kernels) as much as on the data: these notes differ between "
           "machines, unlike report.md. An open interval end (∞) in report.md is where a profile "
-          "never crossed its cut.", ""]
+          "never crossed its cut, or crossed it only by a jump (refits losing the fit: no "
+          "likelihood limit).", ""]
     for name, f in r.fits.items():
         notes = [rounded_note(x) for x in f.notes if is_numerical_note(x)]
         notes += [f"profile: {note}" for note in f.profile_notes]

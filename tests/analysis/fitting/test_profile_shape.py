@@ -1,6 +1,7 @@
 """Honest profiles: a kink the data locate gets a closed interval around it; a kink location the
 data leave flat up to where the kink leaves the data (then the profile jumps) is reported open,
-with where it went flat; few runs get the F-calibrated cut."""
+with where it went flat; a profile that crosses its cut only by a jump is open on that side;
+few runs get the F-calibrated cut."""
 import math
 
 import numpy as np
@@ -140,3 +141,33 @@ def test_a_profile_point_refitted_from_its_neighbour_keeps_the_neighbour_s_basin
     lower = prof.statistic[below][np.isfinite(prof.statistic[below])]
     assert np.all(np.diff(lower) <= 1e-6), lower  # Λ falls walking in towards the optimum
     assert prof.interval[0] == pytest.approx(0.0438, rel=0.01)
+
+
+def test_a_crossing_only_by_a_jump_is_no_end_and_the_side_is_open():
+    """The natural-text depth-at-width study's CompleteP arm (15 committed seed-centred rows), the
+    kink law's α: the profile rises smoothly (Λ about 1 to 2, cut 8.31) along the A–α ridge until
+    the walk's refits lose the ridge and Λ jumps to the value of a fit without the capacity term.
+    Where they lose it turns on the BLAS kernel (α 18.7 on OpenBLAS SkylakeX, 54.6 on Haswell), and
+    the interval's upper end printed as that jump's number (18.04 or 44.66) was the kernel's, not
+    the data's: the side is open, α is not identified, and a note names the last point below."""
+    from pathlib import Path
+
+    from depthdelusion import rundir
+    from depthdelusion.studies.common import planned_runs
+    from depthdelusion.studies.common.spec import load_spec
+    from depthdelusion.studies.depth_vs_size import study
+
+    root = Path(__file__).resolve().parents[3]
+    exp = load_spec(study.DepthVsSizeSpec, root / "experiments" / "natural_text" / "depth_at_width.yaml")
+    losses, _ = planned_runs.results(exp.metric, rundir.as_path(root / "analysis" / "natural_text" / "depth_at_width" / "runs"))
+    got = [c for c in study.cells(exp, losses) if c.arm == "CompleteP" and study.complete(c, len(exp.seeds))]
+    f = fit(runs_from_records(study.law_records("CompleteP", got, "params"), where="natural text"),
+            "depth_delusion", bootstrap=0, leave_one_out=False)
+    prof = f.profiles["alpha"]
+    lo, hi = prof.interval
+    assert lo == pytest.approx(0.2194, rel=0.01) and hi == math.inf, prof.interval
+    assert f.status["alpha"] == "not_identified"
+    (note,) = [n for n in prof.notes if "jumps" in n]
+    assert note.startswith("alpha ≥ ") and "do not bound it" in note
+    below = prof.statistic[np.isfinite(prof.statistic) & (prof.values > f.params["alpha"])]
+    assert below.min() < 2.5 < prof.critical < below.max()  # the jump's premise: flat, then above the cut
