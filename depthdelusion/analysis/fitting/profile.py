@@ -263,8 +263,8 @@ def _profile(problem: Problem, name, theta_hat, sides, critical) -> Profile:
 
 def _shape_at_limit(problem, j, t_hat, t, s, side, end, critical):
     """(end, note): a limit reached by a jump is no limit (the side becomes open, to the
-    parameter's bound where it has one; see the module text), with a note naming the last point below the cut and, where the profile went flat before
-    the jump or on an open side, where it went flat."""
+    parameter's bound where it has one; see the module text) unless it is a kink's at a row's
+    break; the note names the last point below the cut, or where the profile went flat."""
     name, nat = problem.names[j], (lambda v: _natural(problem, j, v))
     rel = "≥" if side > 0 else "≤"
     c = _first_crossing(s, critical)
@@ -280,16 +280,17 @@ def _shape_at_limit(problem, j, t_hat, t, s, side, end, critical):
         return end, ""
     stretch = _flat_stretch(t_hat, t, s, c)
     if stretch is not None:
-        return _open_end(problem, j, side), (f"{name} {rel} {nat(stretch[0]):.2g}: the profile is flat beyond "
-                               f"(Λ ≈ {max(s_a, 0):.1f} up to {nat(a):.3g}, then jumps to {s[c]:.1f}); "
-                               "the data do not bound it")
+        return _open_end(problem, j, side), (
+            f"{name} {rel} {nat(stretch[0]):.2g}: the profile is flat beyond (Λ ≈ {max(s_a, 0):.1f} up "
+            f"to {nat(a):.3g}, then jumps to {s[c]:.1f}); the data do not bound it")
     if _at_a_break(problem, j, a, t[c]):
         return end, (f"{name}: the profile jumps across the cut at {nat(t[c]):.3g} (Λ {s_a:.1f} → "
                      f"{s[c]:.1f}), where the kink passes a row's break: beyond it the rows past "
                      "the kink change, a limit the design sets, not a smooth likelihood limit")
-    return _open_end(problem, j, side), (f"{name} {rel} {nat(a):.2g}: the profile jumps across the cut beyond "
-                           f"(Λ {s_a:.1f} → {s[c]:.1f} at {nat(t[c]):.3g}): the refits lose the fit "
-                           "there, which is no likelihood limit; the data do not bound it")
+    return _open_end(problem, j, side), (
+        f"{name} {rel} {nat(a):.2g}: the profile jumps across the cut beyond (Λ {s_a:.1f} → {s[c]:.1f} "
+        f"at {nat(t[c]):.3g}): the refits lose the fit there, which is no likelihood limit; the data "
+        "do not bound it")
 
 
 def _at_a_break(problem, j, a, b) -> bool:

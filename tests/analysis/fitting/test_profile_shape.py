@@ -136,11 +136,18 @@ def test_a_profile_point_refitted_from_its_neighbour_keeps_the_neighbour_s_basin
     exp = load_spec(study.DepthConfoundSpec, root / "experiments" / "depth_confound.yaml")
     losses, summaries = study.results(exp, root / "analysis" / "depth_confound" / "runs")
     records, _ = study.arm_records(exp, losses, summaries, "C")
-    prof = fit(load_runs(records), "depth_delusion", bootstrap=0, leave_one_out=False).profiles["alpha"]
+    f = fit(load_runs(records), "depth_delusion", bootstrap=0, leave_one_out=False)
+    prof = f.profiles["alpha"]
     below = prof.values < prof.values[np.argmin(np.abs(prof.statistic))]
     lower = prof.statistic[below][np.isfinite(prof.statistic[below])]
     assert np.all(np.diff(lower) <= 1e-6), lower  # Λ falls walking in towards the optimum
     assert prof.interval[0] == pytest.approx(0.0438, rel=0.01)
+    # κ's profile jumps across the cut where κ·ln W passes the 64-layer, width-1024 row (64/ln 1024
+    # = 9.233): the kink leaving a row, a limit the rows fix, kept as the end (not opened as a
+    # jump of lost refits is)
+    kappa = f.profiles["kappa"]
+    assert kappa.interval[1] == pytest.approx(64 / math.log(1024), rel=0.002), kappa.interval
+    assert any("break" in n for n in kappa.notes), kappa.notes
 
 
 def test_a_crossing_only_by_a_jump_is_no_end_and_the_side_is_open():
