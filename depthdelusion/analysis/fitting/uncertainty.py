@@ -32,6 +32,14 @@ _COLLAPSED = 1e-6
 #: decades above such loadings. Below it the ridge moves the parameter by under a thousandth of
 #: its own normalised step: it is reported from the Jacobian's other directions (ok).
 NULL_LOADING = 1e-3
+#: A dead scale's term "revives" at its smallest start (the scale collapsed by itself, at its
+#: bound 0) only when its Jacobian column there reaches this multiple of the dead-column floor
+#: (1e-9 of the largest column). A margin: where another parameter on a flat direction holds the
+#: term down (Gadre's A·N^−α on Kaplan's N, α wherever the solver stopped), the revived column
+#: lands where that parameter did, 2× above the floor under OpenBLAS Haswell and 700× below it
+#: under SkylakeX, and the status flipped between at_bound and not identified. Below the margin
+#: the term is the other parameter's doing: not identified, the weaker claim.
+REVIVE_MARGIN = 1e3
 
 
 #: How each ``profile`` mode finds the interval ends, as the summary's legend says it.
@@ -222,8 +230,9 @@ def _vanished_by_others(problem: Problem, theta, dead, floor: float) -> tuple:
     """The dead scales (bounded below by 0, below their start range) whose term stays dead with
     the scale put back at its smallest start: another parameter killed the term (A·N^−α with α
     at 126, a kink past every run), so the scale's own value is wherever the solver stopped and
-    decides nothing. Whatever that value: a scale whose term revives at its smallest start
-    collapsed by itself (λ at 1e-12 with κ and γ held: the data want it at 0)."""
+    decides nothing. Whatever that value: a scale whose term revives at its smallest start, by
+    ``REVIVE_MARGIN`` above the floor, collapsed by itself (λ at 1e-12 with κ and γ held: the
+    data want it at 0)."""
     found = []
     for j in np.flatnonzero(dead):
         p = problem.free[j]
@@ -232,7 +241,7 @@ def _vanished_by_others(problem: Problem, theta, dead, floor: float) -> tuple:
         at_start = np.array(theta, float)
         at_start[j] = math.log(p.init[0])
         column = _jacobian(problem, at_start)[:, j]
-        if not np.linalg.norm(np.where(np.isfinite(column), column, 0.0)) >= floor:
+        if not np.linalg.norm(np.where(np.isfinite(column), column, 0.0)) >= REVIVE_MARGIN * floor:
             found.append(p.name)
     return tuple(found)
 

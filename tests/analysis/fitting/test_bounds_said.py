@@ -75,3 +75,44 @@ def test_a_fixed_value_outside_the_allowed_range_is_refused_naming_it():
 
     with pytest.raises(ValueError, match=r"--fix gamma=-1: outside gamma's allowed range \[0, inf\]"):
         fit(synthetic_runs(), "depth_delusion", fixed={"gamma": -1.0}, bootstrap=0, profile=False)
+
+
+def test_a_dead_scale_is_at_its_bound_only_where_its_term_revives_by_a_margin():
+    """A·N^−α dead at the optimum (A at 1e-8): A "collapsed by itself" (at its bound 0) only where
+    putting A back at its smallest start revives the term by ``REVIVE_MARGIN`` above the dead
+    floor; where the revived term sits just above the floor, α (on the same flat direction) holds
+    it down, and where α stopped decided the status (Gadre's A on Kaplan's N: at_bound under
+    OpenBLAS Haswell, not identified under SkylakeX). Then A has vanished: not identified."""
+    import math
+
+    from depthdelusion.analysis.fitting import uncertainty
+    from depthdelusion.analysis.fitting.problem import Problem
+    from depthdelusion.analysis.law_types import LawInputs
+    from depthdelusion.analysis.laws import get_law
+
+    runs = deeper_is_better()
+    law = get_law("kaplan")
+    problem = Problem(law, dict(law.token_params), LawInputs.from_runs(runs), runs.loss, "lm")
+    names = problem.names
+    a, al, e = names.index("A"), names.index("alpha"), names.index("E")
+    log_n = np.log(np.asarray(runs.params, float))
+    start = math.log(problem.free[a].init[0])
+
+    def vanished_with(alpha):
+        theta = np.zeros(problem.k)
+        theta[a], theta[al], theta[e] = math.log(1e-8), alpha, 1.8
+        jac = uncertainty._jacobian(problem, theta)
+        col = np.linalg.norm(jac, axis=0)
+        dead = col < 1e-9 * col.max()
+        assert dead[a]  # the premise: A's term is dead at the optimum
+        floor = 1e-9 * col.max()
+        revived = math.exp(start) * np.linalg.norm(np.exp(-alpha * log_n))  # ∂pred/∂ln A at A's start
+        return uncertainty._vanished_by_others(problem, theta, dead, floor), revived / floor
+
+    # α where the revived column is 10× the floor: inside the margin, A vanished (not at its bound)
+    lo_alpha = next(x for x in np.arange(0.5, 20, 0.01) if 1 < vanished_with(x)[1] < 30)
+    got, ratio = vanished_with(lo_alpha)
+    assert 1 < ratio < uncertainty.REVIVE_MARGIN and got == ("A",), (lo_alpha, ratio, got)
+    # a smaller α: the term revives by far more than the margin, A collapsed by itself
+    got, ratio = vanished_with(lo_alpha - 1.0)
+    assert ratio > uncertainty.REVIVE_MARGIN and got == (), (ratio, got)
