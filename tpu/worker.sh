@@ -168,7 +168,10 @@ cmd_status() {
   if [[ -f "$LOGS/worker-$id.status" ]]; then
     state="$(cat "$LOGS/worker-$id.status")"
     if [[ "$state" == running ]] && ! { [[ -f "$PIDFILE" ]] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }; then
-      state=lost # says running, but no process: the VM restarted under it
+      # read again: a run that ended between the two reads has its exit status there by now
+      # (the supervisor writes it before it removes the pid file and exits)
+      state="$(cat "$LOGS/worker-$id.status")"
+      [[ "$state" != running ]] || state=lost # says running, but no process: the VM restarted under it
     fi
   fi
   echo "worker $id $state"

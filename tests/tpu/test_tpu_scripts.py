@@ -471,3 +471,36 @@ def test_the_dockerfile_installs_exactly_the_lock_and_passes_hadolint():
     assert lines[0].startswith("FROM python:3.11")
     assert "RUN pip install --no-deps -r tpu/constraints.txt" in lines
     assert lines.index("COPY tpu/constraints.txt tpu/constraints.txt") < lines.index("COPY depthdelusion depthdelusion")
+
+
+def test_status_of_a_run_that_ends_between_its_reads_is_its_exit_status_not_lost(tmp_path):
+    """worker.sh status reads the status file ("running"), then finds no live run: the run may
+    have ended in between (the supervisor moves its exit status into the file, then removes the
+    pid file), so the file is read again; only a file that still says running without a process
+    is "lost". Here `cat` ends the run right after its first read of the status file (the
+    supervisor's own `mv`): the interleaving a loaded CI machine once hit, which babysit counted
+    as a failed attempt."""
+    home = tmp_path / "depthdelusion"
+    (home / "tpu").mkdir(parents=True)
+    shutil.copy(TPU / "worker.sh", home / "tpu" / "worker.sh")
+    (home / "logs").mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "curl").write_text("#!/bin/sh\necho \"WORKER_ID: '0'\"\n")
+    real_cat = shutil.which("cat")
+    (bin_dir / "cat").write_text(f'#!/bin/bash\n"{real_cat}" "$@"\n'
+                                 'if [[ "$1" == *worker-0.status && -f "$1.final" ]]; then mv "$1.final" "$1"; fi\n')
+    for tool in ("curl", "cat"):
+        (bin_dir / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    status = home / "logs" / "worker-0.status"
+
+    def worker_status():
+        return subprocess.run(["bash", str(home / "tpu" / "worker.sh"), "status"], env=env,
+                              capture_output=True, text=True, timeout=60).stdout.strip()
+
+    status.write_text("running\n")
+    (home / "logs" / "worker-0.status.final").write_text("0\n")  # the run's exit status, about to land
+    assert worker_status() == "worker 0 0"
+    status.write_text("running\n")  # no pid file, and the file still says running: lost
+    assert worker_status() == "worker 0 lost"
