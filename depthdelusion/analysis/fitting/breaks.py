@@ -10,30 +10,30 @@ import numpy as np
 MAX_BREAKS = 64
 
 
-def break_values(breaks, bounds, log: bool) -> tuple[np.ndarray, int]:
+def break_values(breaks, bounds, log: bool, most: int | None = MAX_BREAKS) -> tuple[np.ndarray, int]:
     """The distinct breaks inside ``bounds`` (on the parameter's scale: logs when ``log``), at
-    most ``MAX_BREAKS`` of them at evenly spaced ranks (the smallest and largest kept), and how
-    many distinct breaks there were."""
+    most ``most`` of them at evenly spaced ranks (the smallest and largest kept; None: all), and
+    how many distinct breaks there were."""
     values = np.unique(np.asarray(breaks, float))
     values = values[(values > bounds[0]) & (values < bounds[1])]
     if log:
         values = np.log(values[values > 0])
     total = len(values)
-    if total > MAX_BREAKS:
-        values = values[np.unique(np.rint(np.linspace(0, total - 1, MAX_BREAKS)).astype(int))]
+    if most is not None and total > most:
+        values = values[np.unique(np.rint(np.linspace(0, total - 1, most)).astype(int))]
     return values, total
 
 
-def kink_breaks(problem) -> tuple[int, np.ndarray, int] | None:
-    """The kink's column in ``problem``, the breaks to hold it at (:func:`break_values`) and how
-    many distinct breaks there were; None for a law without breaks, a kink held fixed, or no
-    break inside the kink's bounds."""
+def kink_breaks(problem, most: int | None = MAX_BREAKS) -> tuple[int, np.ndarray, int] | None:
+    """The kink's column in ``problem``, the breaks to hold it at (:func:`break_values`, at most
+    ``most``; None: every one) and how many distinct breaks there were; None for a law without
+    breaks, a kink held fixed, or no break inside the kink's bounds."""
     roles = problem.law.roles
     if roles.breaks is None or roles.kink not in problem.names:
         return None
     j = problem.names.index(roles.kink)
     p = problem.free[j]
-    values, total = break_values(roles.breaks(problem.x), p.bounds, p.log)
+    values, total = break_values(roles.breaks(problem.x), p.bounds, p.log, most)
     return (j, values, total) if len(values) else None
 
 

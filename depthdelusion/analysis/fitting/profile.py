@@ -298,13 +298,10 @@ def _at_a_break(problem, j, a, b) -> bool:
     space): the one jump of a continuous law that is the data's and not the refits'. Past the
     break the kink leaves that row; just before it the penalty's scale runs off to fit the row
     exactly, so the profile jumps there on every machine, at a place the rows fix."""
-    kink = kink_breaks(problem)
+    kink = kink_breaks(problem, most=None)  # every break: the one crossed may be any of them
     if kink is None or kink[0] != j:
         return False
-    p = problem.free[j]
-    values = np.unique(np.asarray(problem.law.roles.breaks(problem.x), float))
-    if p.log:
-        values = np.log(values[values > 0])
+    values = kink[1]
     lo, hi = min(a, b), max(a, b)
     return bool(np.any((values >= lo) & (values <= hi)))
 

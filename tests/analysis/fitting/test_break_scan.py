@@ -66,3 +66,24 @@ def test_the_search_and_the_profile_hold_the_kink_at_each_break_the_same_way():
     held_at_breaks(problem, origins, 0, np.array([7.0]))
     assert problem.starts.tolist() == [[7, 2, 3], [7, 5, 6]]
     assert problem.frozen.tolist() == [[True, False, False]] * 2
+
+
+def test_a_profile_jump_at_a_break_the_search_s_cap_skips_is_still_at_a_break():
+    """The profile's rule that a kink location's jump at a row's break is an end looks at every
+    break, not the search's ``MAX_BREAKS`` evenly spaced ones: a jump may cross any of them."""
+    from depthdelusion.analysis.fitting.breaks import kink_breaks
+    from depthdelusion.analysis.fitting.problem import Problem
+    from depthdelusion.analysis.fitting.profile import _at_a_break
+
+    runs_n = np.geomspace(2e7, 4e9, 200)  # 200 distinct breaks, over the cap
+    D = np.full(200, 8.0)
+    W = np.sqrt(runs_n / (12 * D))
+    x = LawInputs.of(D, W, runs_n)
+    problem = Problem(get_law("size_kink"), {}, x, np.full(200, 3.0), "lm")
+    j, capped, total = kink_breaks(problem)
+    assert problem.names[j] == "N_c" and total == 200 and len(capped) == MAX_BREAKS
+    skipped = next(v for v in np.log(runs_n) if not np.isclose(capped, v).any())
+    step = np.log(runs_n[1] / runs_n[0])
+    assert _at_a_break(problem, j, skipped - step / 4, skipped + step / 4)
+    assert not _at_a_break(problem, j, skipped + step / 4, skipped + step / 2)
+    assert not _at_a_break(problem, 0, skipped - step / 4, skipped + step / 4)  # not the kink
